@@ -1,0 +1,89 @@
+# /// script
+# dependencies = ["nox>=2025.2.9", "filelock>=3.12", "packaging>=23", "pyelftools>=0.31"]
+# ///
+"""pgo-recipes: profile-guided optimised builds of a Rust crate, as Nox sessions.
+
+    nox -s instrument | train | merge | optimise     the stages, each runnable alone
+    nox -s pgo                                       all four, every check on
+    nox -s tests | lint                              this project's own checks
+
+Configuration: [tool.pgo] in pyproject.toml, then PGO_* variables, then posargs (--min-functions 10).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nox
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # nox does not put the noxfile's folder on sys.path
+
+from recipes import report, stages  # noqa: E402
+from recipes.config import load_config  # noqa: E402
+from recipes.errors import PgoError  # noqa: E402
+
+nox.needs_version = ">=2025.2.9"
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["tests"]
+
+
+def _stage(session: nox.Session, action: Callable[[stages.BuildPlan], Any]) -> None:
+    """Run one recipe with the session's configuration; a known failure is one line, not a traceback."""
+    try:
+        config = load_config(HERE, os.environ, session.posargs)
+        plan = stages.make_plan(config, os.environ)
+        action(plan)
+        for line in stages.summary_lines(report.load(plan.work)):
+            session.log(line)
+    except PgoError as error:
+        session.error(error.line())
+
+
+@nox.session(venv_backend="none")
+def instrument(session: nox.Session) -> None:
+    """Build the instrumented binary (-Cprofile-generate) in its own target dir."""
+    _stage(session, stages.instrument)
+
+
+@nox.session(venv_backend="none")
+def train(session: nox.Session) -> None:
+    """Run the training workload (profiles/<workload>.toml) on the instrumented binary."""
+    _stage(session, stages.train)
+
+
+@nox.session(venv_backend="none")
+def merge(session: nox.Session) -> None:
+    """Merge the raw profiles with rustc's own LLVM's llvm-profdata; check the executed-function floor."""
+    _stage(session, stages.merge)
+
+
+@nox.session(venv_backend="none")
+def optimise(session: nox.Session) -> None:
+    """Build with -Cprofile-use from the profile store, and check the result."""
+    _stage(session, stages.optimise)
+
+
+@nox.session(venv_backend="none")
+def pgo(session: nox.Session) -> None:
+    """All four stages in order, every check on."""
+    _stage(session, stages.pgo)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """This project's test suite (real cargo, rustc and llvm-profdata); posargs go to pytest."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff and mypy (strict) over recipes, the noxfile and the tests."""
+    session.install("-e", ".[test]")
+    session.run("ruff", "check", ".")
+    session.run("mypy")

@@ -1,0 +1,242 @@
+"""One typed, validated configuration from pyproject.toml, PGO_* variables and session posargs.
+
+Precedence, lowest to highest: ``[tool.pgo]`` in pyproject.toml, then ``PGO_*`` environment variables,
+then the session's posargs (``--min-functions 100``). Every error names where the bad value came from
+and how to fix it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from recipes.errors import ConfigError
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"{text!r} is not a boolean (use 1 or 0)")
+
+
+def _int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"{text!r} is negative")
+    return value
+
+
+def _scale(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(f"{text!r} is not a positive number")
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration key: its name in [tool.pgo], its PGO_* variable, its posarg and its parser."""
+
+    key: str
+    env: str
+    parse: Callable[[str], Any]
+    help: str
+
+    @property
+    def option(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("manifest", "PGO_MANIFEST", str, "Cargo.toml of the crate to build (default: Cargo.toml)"),
+    Setting("package", "PGO_PACKAGE", str, "the cargo package (default: the manifest's package)"),
+    Setting("bin", "PGO_BIN", str, "the binary target (default: the package's only binary)"),
+    Setting("features", "PGO_FEATURES", str, "cargo features, comma-separated"),
+    Setting("locked", "PGO_LOCKED", _bool, "pass --locked to cargo (Cargo.lock must be up to date)"),
+    Setting("workload", "PGO_WORKLOAD", str, "training workload: a name in profiles/ or a path to a TOML file"),
+    Setting("target", "PGO_TARGET", str, "target triple, optionally with a glibc suffix (default: rustc's host)"),
+    Setting("cargo", "PGO_CARGO", str, "the cargo build command of both builds (default: cargo build)"),
+    Setting("generate_linker", "PGO_GENERATE_LINKER", str, "linker of the instrumented build only"),
+    Setting("store", "PGO_PROFILE_STORE", str, "the profile store directory (default: /tmp/<bin>-pgo)"),
+    Setting("out", "PGO_OUT", str, "the work directory (default: target/pgo)"),
+    Setting("profdata", "PGO_PROFDATA", str, "build from this profile: no instrumented build, no training"),
+    Setting("llvm_profdata", "PGO_LLVM_PROFDATA", str, "the llvm-profdata to use (must be rustc's LLVM major)"),
+    Setting("min_functions", "PGO_MIN_FUNCTIONS", _int, "fewest functions the training must execute"),
+    Setting("max_missing", "PGO_MAX_MISSING", _int, "most functions the optimised build may find without profile"),
+    Setting("max_glibc", "PGO_MAX_GLIBC", str, "highest GLIBC_x.y version the binary may need"),
+    Setting("verify", "PGO_VERIFY", _bool, "replay the workload on the optimised binary (default: on after training)"),
+    Setting("test", "PGO_TEST", _bool, "also build and run the test suite with the profile"),
+    Setting("train_scale", "PGO_TRAIN_SCALE", _scale, "factor on every request and run count of the workload"),
+    Setting("phase_timeout", "PGO_PHASE_TIMEOUT", _scale, "seconds each training phase may take (default 300)"),
+)
+BY_KEY = {s.key: s for s in SETTINGS}
+#: settings of [tool.pgo] that describe its crate, dropped when another manifest is given
+CRATE_KEYS = ("package", "bin", "features", "locked", "workload")
+BY_ENV = {s.env: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Config:
+    """The validated configuration. Paths are absolute."""
+
+    project_dir: Path
+    manifest: Path
+    package: str | None = None
+    bin: str | None = None
+    features: tuple[str, ...] = ()
+    locked: bool = False
+    workload: str | None = None
+    target: str | None = None
+    cargo: tuple[str, ...] = ("cargo", "build")
+    generate_linker: str | None = None
+    store: Path | None = None
+    out: Path = Path("target/pgo")
+    profdata: Path | None = None
+    llvm_profdata: str | None = None
+    min_functions: int | None = None
+    max_missing: int | None = None
+    max_glibc: str | None = None
+    verify: bool | None = None
+    test: bool = False
+    train_scale: float = 1.0
+    phase_timeout: float | None = None
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def source(self, key: str) -> str:
+        """Where a setting came from, for error messages."""
+        return self.sources.get(key, "the default")
+
+
+def _suggest(name: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f"did you mean {close[0]}?" if close else f"known: {', '.join(sorted(choices))}"
+
+
+def read_pyproject(project_dir: Path) -> dict[str, Any]:
+    """The ``[tool.pgo]`` table of the project's pyproject.toml (empty when there is none)."""
+    path = project_dir / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}", "fix the syntax") from exc
+    table = data.get("tool", {}).get("pgo", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.pgo] must be a table", "write it as [tool.pgo] with key = value lines")
+    return table
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nox -s <session> --", add_help=False, exit_on_error=False)
+    for setting in SETTINGS:
+        parser.add_argument(setting.option, dest=setting.key, default=None)
+    return parser
+
+
+def parse_posargs(posargs: Sequence[str]) -> dict[str, str]:
+    """``--min-functions 10`` style overrides; anything unknown is a :class:`ConfigError`."""
+    parser = _parser()
+    try:
+        namespace, rest = parser.parse_known_args(list(posargs))
+    except argparse.ArgumentError as exc:
+        raise ConfigError(f"session arguments: {exc}", "write them as --name value") from exc
+    if rest:
+        options = [s.option for s in SETTINGS]
+        raise ConfigError(
+            f"session arguments: unknown argument {rest[0]!r}", _suggest(rest[0].split("=")[0], options)
+        )
+    return {k: v for k, v in vars(namespace).items() if v is not None}
+
+
+def load_config(
+    project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str] = (), overrides: Mapping[str, Any] | None = None
+) -> Config:
+    """Merge the three sources into one :class:`Config`."""
+    raw: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key, value in read_pyproject(project_dir).items():
+        if key not in BY_KEY:
+            raise ConfigError(
+                f"pyproject.toml [tool.pgo]: unknown key {key!r}", _suggest(key, list(BY_KEY))
+            )
+        setting = BY_KEY[key]
+        if isinstance(value, bool | int | float) and not isinstance(value, str):
+            value = str(int(value)) if isinstance(value, bool) else str(value)
+        elif isinstance(value, list) and key == "features":
+            value = ",".join(str(v) for v in value)
+        elif not isinstance(value, str):
+            raise ConfigError(
+                f"pyproject.toml [tool.pgo] {key}: expected a string, got {type(value).__name__}",
+                setting.help,
+            )
+        raw[key] = value
+        sources[key] = f"pyproject.toml [tool.pgo] {key}"
+    if "PGO_MANIFEST" in environ or "manifest" in parse_posargs(posargs):
+        # [tool.pgo] describes its own crate: another manifest drops what it says of that crate.
+        for key in CRATE_KEYS:
+            if raw.pop(key, None) is not None:
+                sources.pop(key, None)
+    for name, value in environ.items():
+        if not name.startswith("PGO_"):
+            continue
+        if name not in BY_ENV:
+            raise ConfigError(f"unknown variable {name} in the environment", _suggest(name, list(BY_ENV)))
+        raw[BY_ENV[name].key] = value
+        sources[BY_ENV[name].key] = name
+    for key, value in parse_posargs(posargs).items():
+        raw[key] = value
+        sources[key] = BY_KEY[key].option
+    parsed: dict[str, Any] = {}
+    for key, text in raw.items():
+        setting = BY_KEY[key]
+        if text == "" and setting.parse is not _bool:
+            continue  # an empty variable means "not set"
+        if setting.parse is str:
+            parsed[key] = text
+            continue
+        try:
+            parsed[key] = setting.parse(text)
+        except ValueError as exc:
+            raise ConfigError(f"{sources[key]}: {exc}", setting.help) from exc
+    config = _build(project_dir, parsed, sources)
+    if overrides:
+        config = replace(config, **overrides)
+    return config
+
+
+def _path(project_dir: Path, text: str) -> Path:
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else (project_dir / path)
+
+
+def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -> Config:
+    project_dir = project_dir.resolve()
+    kwargs: dict[str, Any] = {"project_dir": project_dir, "sources": sources}
+    kwargs["manifest"] = _path(project_dir, parsed.pop("manifest", "Cargo.toml")).resolve()
+    if "features" in parsed:
+        kwargs["features"] = tuple(f.strip() for f in parsed.pop("features").split(",") if f.strip())
+    if "cargo" in parsed:
+        words = tuple(parsed.pop("cargo").split())
+        if len(words) < 2 or words[0] != "cargo":
+            raise ConfigError(
+                f"{sources['cargo']}: {' '.join(words)!r} is not a cargo build command",
+                'write it as "cargo build" or "cargo zigbuild"',
+            )
+        kwargs["cargo"] = words
+    for key in ("out", "store", "profdata"):
+        if key in parsed:
+            kwargs[key] = _path(project_dir, parsed.pop(key))
+    kwargs.setdefault("out", project_dir / "target" / "pgo")
+    kwargs.update(parsed)
+    names = {f.name for f in fields(Config)}
+    assert set(kwargs) <= names, set(kwargs) - names
+    return Config(**kwargs)

@@ -1,0 +1,210 @@
+"""Where the profile flags go, and what must not be lost on the way.
+
+The profile flags go only in ``CARGO_TARGET_<TRIPLE>_RUSTFLAGS``. Cargo joins that variable with the
+``target.<triple>.rustflags`` of its config files, but it *replaces* ``[build] rustflags`` with it, and
+``RUSTFLAGS`` / ``CARGO_ENCODED_RUSTFLAGS`` replace everything. So: those two are refused, and
+``build.rustflags`` are carried over into the per-target variable exactly when the plain build would
+have used them.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recipes.errors import ConfigError, EnvironmentRefused
+
+_GLIBC_SUFFIX = re.compile(r"^(?P<triple>.+-gnu[a-z0-9]*)\.(?P<glibc>\d+\.\d+)$")
+
+
+def rust_triple(target: str) -> str:
+    """The rustc triple of a cargo-zigbuild target: ``x86_64-unknown-linux-gnu.2.28`` -> without the suffix."""
+    match = _GLIBC_SUFFIX.match(target)
+    return match.group("triple") if match else target
+
+
+def glibc_suffix(target: str) -> str | None:
+    match = _GLIBC_SUFFIX.match(target)
+    return match.group("glibc") if match else None
+
+
+def target_rustflags_var(target: str) -> str:
+    """``CARGO_TARGET_<TRIPLE>_RUSTFLAGS``: the triple upper-cased, ``-`` and ``.`` to ``_``."""
+    triple = rust_triple(target)
+    return "CARGO_TARGET_" + re.sub(r"[-.]", "_", triple).upper() + "_RUSTFLAGS"
+
+
+PROFILE_OPTIONS = ("profile-generate", "profile-use", "profile-sample-use")
+
+
+def profile_flags_in(flags: Sequence[str]) -> list[str]:
+    """The profile flags among ``flags`` (``-Cprofile-use=…``, ``-C profile-use=…``, ``--codegen …``)."""
+    found: list[str] = []
+    previous = ""
+    for flag in flags:
+        option = ""
+        if flag.startswith("-C") and len(flag) > 2:
+            option = flag[2:]
+        elif flag.startswith("--codegen="):
+            option = flag[len("--codegen="):]
+        elif previous in {"-C", "--codegen"}:
+            option = flag
+        if option.split("=")[0] in PROFILE_OPTIONS:
+            found.append(flag if not previous or flag.startswith("-") else f"{previous} {flag}")
+        previous = flag
+    return found
+
+
+def target_cpu_in(flags: Sequence[str]) -> str | None:
+    """The ``target-cpu`` the flags set, if any (release builds should set none)."""
+    cpu = None
+    previous = ""
+    for flag in flags:
+        option = flag[2:] if flag.startswith("-C") and len(flag) > 2 else (flag if previous == "-C" else "")
+        if option.startswith("target-cpu="):
+            cpu = option.split("=", 1)[1]
+        previous = flag
+    return cpu
+
+
+def refuse_global_rustflags(env: Mapping[str, str]) -> None:
+    for name in ("CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS"):
+        if name in env:
+            raise EnvironmentRefused(
+                f"{name} is set (to {env[name]!r}): cargo then ignores every rustflags of .cargo/config.toml "
+                "and the build would silently differ from the plain one",
+                f"unset {name}; put flags in {target_rustflags_var('<triple>')} or .cargo/config.toml",
+            )
+
+
+@dataclass(frozen=True)
+class CargoConfigFile:
+    path: Path
+    data: dict[str, Any]
+
+
+def cargo_config_files(cwd: Path, env: Mapping[str, str]) -> list[CargoConfigFile]:
+    """The config files cargo reads when run in ``cwd``: each directory up to /, then $CARGO_HOME."""
+    paths: list[Path] = []
+    for directory in (cwd, *cwd.parents):
+        for name in ("config.toml", "config"):
+            candidate = directory / ".cargo" / name
+            if candidate.is_file():
+                paths.append(candidate)
+                break
+    cargo_home = Path(env.get("CARGO_HOME") or Path(env.get("HOME", "~")).expanduser() / ".cargo")
+    for name in ("config.toml", "config"):
+        candidate = cargo_home / name
+        if candidate.is_file():
+            if candidate.resolve() not in {p.resolve() for p in paths}:
+                paths.append(candidate)
+            break
+    files = []
+    for path in paths:
+        try:
+            files.append(CargoConfigFile(path, tomllib.loads(path.read_text(encoding="utf-8"))))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}", "fix the file; cargo cannot read it either") from exc
+    return files
+
+
+def _flag_list(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigError(f"{where}: rustflags must be a string or a list of strings", "fix the cargo config")
+
+
+@dataclass(frozen=True)
+class RustflagsPlan:
+    """The flags every build gets before its profile flags, and where they came from."""
+
+    var: str
+    base: tuple[str, ...]
+    carried_from: tuple[str, ...]
+    config_target_flags: tuple[str, ...]
+
+    def with_profile(self, profile_flags: Sequence[str]) -> tuple[str, ...]:
+        return (*self.base, *profile_flags)
+
+
+def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsPlan:
+    """Work out the base flags for ``target`` as the plain build would get them, or refuse."""
+    refuse_global_rustflags(env)
+    var = target_rustflags_var(target)
+    triple = rust_triple(target)
+    existing = env.get(var, "").split()
+    build_flags: list[str] = []
+    build_sources: list[str] = []
+    target_flags: list[str] = []
+    cfg_sources: list[str] = []
+    for config in cargo_config_files(cwd, env):
+        build = config.data.get("build", {})
+        if isinstance(build, dict) and "rustflags" in build:
+            build_flags += _flag_list(build["rustflags"], f"{config.path} [build] rustflags")
+            build_sources.append(f"{config.path} [build] rustflags")
+        targets = config.data.get("target", {})
+        if isinstance(targets, dict):
+            for name, table in targets.items():
+                if not isinstance(table, dict) or "rustflags" not in table:
+                    continue
+                if name == triple:
+                    target_flags += _flag_list(table["rustflags"], f"{config.path} [target.{name}] rustflags")
+                elif name.startswith("cfg("):
+                    cfg_sources.append(f"{config.path} [target.'{name}'] rustflags")
+    if "CARGO_BUILD_RUSTFLAGS" in env:
+        build_flags += env["CARGO_BUILD_RUSTFLAGS"].split()
+        build_sources.append("CARGO_BUILD_RUSTFLAGS")
+    for where, flags in ((var, existing), ("cargo config target rustflags", target_flags), (
+        "; ".join(build_sources), build_flags)):
+        found = profile_flags_in(flags)
+        if found:
+            raise EnvironmentRefused(
+                f"{where} already holds profile flags ({' '.join(found)})",
+                "remove them: the pipeline adds -Cprofile-generate / -Cprofile-use itself",
+            )
+    carried: list[str] = []
+    if build_flags:
+        plain_uses_build_flags = not existing and not target_flags and not cfg_sources
+        if cfg_sources:
+            raise EnvironmentRefused(
+                f"cannot tell whether {cfg_sources[0]} applies to {triple}, and setting {var} would drop "
+                f"{build_sources[0]}",
+                f"move the flags into [target.{triple}] rustflags, which cargo keeps",
+            )
+        if plain_uses_build_flags:
+            carried = build_flags
+    base = tuple(existing + carried)
+    return RustflagsPlan(
+        var=var,
+        base=base,
+        carried_from=tuple(build_sources) if carried else (),
+        config_target_flags=tuple(target_flags),
+    )
+
+
+def env_with_rustflags(base_env: Mapping[str, str], plan: RustflagsPlan, profile_flags: Sequence[str]) -> dict[str, str]:
+    """A new environment with the per-target variable set: the base flags first, then the profile flags."""
+    for flag in profile_flags:
+        if any(ch.isspace() for ch in flag):
+            raise ConfigError(
+                f"{flag!r} contains white space, which {plan.var} cannot carry",
+                "use a work dir and profile store whose paths have no spaces",
+            )
+    env = dict(base_env)
+    env[plan.var] = " ".join(plan.with_profile(profile_flags))
+    return env
+
+
+def plain_env(base_env: Mapping[str, str], plan: RustflagsPlan) -> dict[str, str]:
+    """The environment of a build without profile flags, with exactly the flags the PGO builds share."""
+    env = dict(base_env)
+    if plan.base:
+        env[plan.var] = " ".join(plan.base)
+    return env
+

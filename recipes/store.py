@@ -1,0 +1,114 @@
+"""The content-addressed, file-locked profile store.
+
+The optimised build reads its profile from ``<store>/<sha256 of the profile>.profdata``: a path that is
+the same wherever that profile is used (cargo hashes rustc's command line, and the path is on it) and
+another for another profile (cargo does not look inside the file). Files are written atomically under a
+lock, so two pipelines at once leave only whole files, and re-hashed against their names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from recipes.errors import StoreError
+
+SUFFIX = ".profdata"
+LOCK_NAME = ".lock"
+LOCK_TIMEOUT = 120.0
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class ProfileStore:
+    """A directory of profiles named by their sha256."""
+
+    def __init__(self, root: Path) -> None:
+        if not root.is_absolute():
+            raise StoreError(f"profile store {root} is not an absolute path", "give PGO_PROFILE_STORE an absolute path")
+        if any(ch.isspace() for ch in str(root)):
+            raise StoreError(f"profile store {root} has white space in its path", "choose a path without spaces")
+        self.root = root
+
+    def ensure(self) -> None:
+        """Create the store (mode 0700) or check the existing one is safe to read profiles from."""
+        try:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create profile store {self.root}: {exc.strerror}", "choose another PGO_PROFILE_STORE") from exc
+        info = os.lstat(self.root)
+        if stat.S_ISLNK(info.st_mode):
+            raise StoreError(f"profile store {self.root} is a symlink", "point PGO_PROFILE_STORE at a real directory")
+        if not stat.S_ISDIR(info.st_mode):
+            raise StoreError(f"profile store {self.root} is not a directory", "remove it or choose another path")
+        if info.st_uid != os.getuid():
+            raise StoreError(
+                f"profile store {self.root} is owned by uid {info.st_uid}, not by you (uid {os.getuid()})",
+                "another user could swap the profile: choose a directory of your own",
+            )
+        if info.st_mode & 0o077:
+            raise StoreError(
+                f"profile store {self.root} has mode {stat.S_IMODE(info.st_mode):04o}, others may write or read it",
+                f"chmod 700 {self.root}",
+            )
+
+    def path_for(self, sha256: str) -> Path:
+        return self.root / f"{sha256}{SUFFIX}"
+
+    def _lock(self) -> FileLock:
+        return FileLock(str(self.root / LOCK_NAME), timeout=LOCK_TIMEOUT, mode=0o600)
+
+    def put(self, profile: Path) -> Path:
+        """Copy ``profile`` into the store under its hash; returns the store path."""
+        self.ensure()
+        digest = sha256_file(profile)
+        target = self.path_for(digest)
+        try:
+            with self._lock():
+                if target.is_file() and not target.is_symlink() and sha256_file(target) == digest:
+                    return target
+                fd, tmp_name = tempfile.mkstemp(dir=self.root, prefix=f".{digest[:12]}.", suffix=".tmp")
+                tmp = Path(tmp_name)
+                try:
+                    with os.fdopen(fd, "wb") as out, profile.open("rb") as src:
+                        for block in iter(lambda: src.read(1 << 20), b""):
+                            out.write(block)
+                        out.flush()
+                        os.fsync(out.fileno())
+                    os.chmod(tmp, 0o600)
+                    if sha256_file(tmp) != digest:
+                        raise StoreError(f"{profile} changed while it was copied into the store", "run merge again")
+                    os.replace(tmp, target)
+                finally:
+                    tmp.unlink(missing_ok=True)
+        except Timeout as exc:
+            raise StoreError(
+                f"profile store {self.root} stayed locked for {LOCK_TIMEOUT:.0f} s", f"is another pipeline stuck? see {exc.lock_file}"
+            ) from exc
+        return target
+
+    def verify(self, path: Path, when: str) -> str:
+        """Re-hash a store file against its name; a mismatch is a :class:`StoreError`."""
+        if path.parent != self.root or not path.name.endswith(SUFFIX):
+            raise StoreError(f"{path} is not a file of the profile store {self.root}", "let optimise put it there")
+        expected = path.name[: -len(SUFFIX)]
+        if path.is_symlink() or not path.is_file():
+            raise StoreError(f"store file {path} is missing or a symlink {when}", "run merge (or optimise) again")
+        actual = sha256_file(path)
+        if actual != expected:
+            raise StoreError(
+                f"store file {path} is not the profile its name says {when} (its sha256 is {actual})",
+                "something rewrote it: remove it and run optimise again",
+            )
+        return actual

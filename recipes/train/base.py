@@ -1,0 +1,134 @@
+"""The phase model of training workloads.
+
+A workload has instances; an instance has a *mode* (how the binary lives: run once per command, or a
+server started once and stopped at the end) and a list of *phases* (what is done to it). Modes and phase
+kinds are registered by name: a new phase kind is one new module with a ``@register_phase`` class.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from recipes.schema import Table
+
+
+@dataclass
+class PhaseResult:
+    """What one phase did, for report.json and the summary."""
+
+    name: str
+    kind: str
+    requests: int
+    done: int
+    seconds: float
+    status: dict[str, int] = field(default_factory=dict)
+    detail: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "kind": self.kind, "requests": self.requests, "done": self.done,
+            "status": self.status, "seconds": round(self.seconds, 3), **({"detail": self.detail} if self.detail else {}),
+        }
+
+
+@dataclass
+class PhaseContext:
+    """Everything a phase needs to run against one instance."""
+
+    binary: Path
+    instance: str
+    env: dict[str, str]
+    values: dict[str, str]
+    logs: Path
+    scale: float
+    timeout: float
+    verifying: bool
+    server: Any = None  # the running server of a server-mode instance
+
+    def scaled(self, count: int) -> int:
+        """A request or run count times PGO_TRAIN_SCALE, never below 1."""
+        return max(1, math.ceil(count * self.scale))
+
+
+class Phase(ABC):
+    """One step of an instance's training."""
+
+    kind: ClassVar[str]
+    #: the instance modes this phase kind can run under
+    modes: ClassVar[tuple[str, ...]]
+
+    def __init__(self, name: str, timeout: float | None) -> None:
+        self.name = name
+        self.timeout = timeout
+
+    @classmethod
+    @abstractmethod
+    def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
+        """Build the phase from its ``[[instance.phase]]`` table (``name``, ``kind``, ``timeout`` already read)."""
+
+    @abstractmethod
+    def texts(self) -> list[str]:
+        """Every string that may hold placeholders, to check them before anything starts."""
+
+    def files(self) -> list[str]:
+        """Paths (after placeholders) that must exist before anything starts."""
+        return []
+
+    @abstractmethod
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        """Run the phase; raise :class:`~recipes.errors.TrainingFailed` when it does not do what it should."""
+
+
+class InstanceMode(ABC):
+    """How an instance's binary lives during its phases."""
+
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def parse(self, table: Table) -> Any:
+        """Read the mode's own keys of the ``[[instance]]`` table; returns its options."""
+
+    @abstractmethod
+    def placeholders(self) -> set[str]:
+        """The placeholder names this mode provides."""
+
+    @abstractmethod
+    def texts(self, options: Any) -> list[str]:
+        """The option strings that may hold placeholders."""
+
+    @abstractmethod
+    def session(self, options: Any, ctx: PhaseContext) -> AbstractContextManager[PhaseContext]:
+        """Start what the phases run against, yield their context, stop it (and check it stopped well)."""
+
+
+PHASE_KINDS: dict[str, type[Phase]] = {}
+INSTANCE_MODES: dict[str, InstanceMode] = {}
+
+P = TypeVar("P", bound=type[Phase])
+
+
+def register_phase(cls: P) -> P:
+    PHASE_KINDS[cls.kind] = cls
+    return cls
+
+
+M = TypeVar("M", bound=type[InstanceMode])
+
+
+def register_mode(cls: M) -> M:
+    INSTANCE_MODES[cls.kind] = cls()
+    return cls
+
+
+def iterate_with_deadline(count: int, deadline: float, clock: Callable[[], float]) -> Iterator[int]:
+    """``range(count)`` that stops early once ``clock()`` passes ``deadline``."""
+    for index in range(count):
+        if clock() > deadline:
+            return
+        yield index

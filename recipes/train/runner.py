@@ -1,0 +1,83 @@
+"""Run a workload's instances and phases against a binary; check every instance wrote a profile."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from recipes.errors import TrainingFailed
+from recipes.runner import say
+from recipes.train.base import INSTANCE_MODES, PhaseContext, PhaseResult
+from recipes.workload import Workload
+
+DEFAULT_PHASE_TIMEOUT = 300.0
+
+
+def profraw_pattern(profraw_dir: Path, instance: str) -> str:
+    """``LLVM_PROFILE_FILE``: one file per binary signature (%m) and process (%p)."""
+    return str(profraw_dir / f"{instance}-%m-%p.profraw")
+
+
+def run_workload(
+    workload: Workload,
+    *,
+    binary: Path,
+    base_env: Mapping[str, str],
+    work: Path,
+    logs: Path,
+    project_dir: Path,
+    scale: float,
+    timeout: float | None,
+    profraw_dir: Path | None,
+) -> dict[str, Any]:
+    """Drive ``binary`` through the workload. With ``profraw_dir`` (training) the profiles are collected
+    there, emptied first; without it (verifying the optimised binary) none is expected."""
+    verifying = profraw_dir is None
+    if profraw_dir is not None:
+        shutil.rmtree(profraw_dir, ignore_errors=True)
+        profraw_dir.mkdir(parents=True)
+    scratch = work / ("verify" if verifying else "train")
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    phase_timeout = timeout or workload.phase_timeout or DEFAULT_PHASE_TIMEOUT
+    results: list[PhaseResult] = []
+    started = time.monotonic()
+    for instance in workload.instances:
+        env = dict(base_env)
+        values = {"work": str(scratch), "workload_dir": str(workload.path.parent), "project": str(project_dir)}
+        env.update({k: v.format_map(values) for k, v in instance.env.items()})
+        env.pop("LLVM_PROFILE_FILE", None)
+        if profraw_dir is not None:
+            env["LLVM_PROFILE_FILE"] = profraw_pattern(profraw_dir, instance.name)
+        ctx = PhaseContext(
+            binary=binary, instance=instance.name, env=env, values=values, logs=logs, scale=scale,
+            timeout=phase_timeout, verifying=verifying,
+        )
+        mode = INSTANCE_MODES[instance.mode]
+        say(f"instance {instance.name} ({instance.mode}): {len(instance.phases)} phases")
+        with mode.session(instance.options, ctx) as live:
+            for phase in instance.phases:
+                result = phase.run(live)
+                say(f"phase {instance.name}/{phase.name}: {result.done}/{result.requests} in {result.seconds:.1f} s")
+                results.append(result)
+        if profraw_dir is not None:
+            written = sorted(profraw_dir.glob(f"{instance.name}-*.profraw"))
+            if not written:
+                raise TrainingFailed(
+                    f"instance {instance.name} wrote no .profraw into {profraw_dir}",
+                    "is the binary instrumented, and does it exit normally (not by a signal or abort)?",
+                )
+    report: dict[str, Any] = {
+        "seconds": round(time.monotonic() - started, 3),
+        "requests": sum(r.requests for r in results),
+        "phases": [r.as_json() for r in results],
+        "scale": scale,
+        "workload": str(workload.path),
+    }
+    if profraw_dir is not None:
+        report["profraw_files"] = len(list(profraw_dir.glob("*.profraw")))
+    return report
