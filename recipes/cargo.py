@@ -30,7 +30,8 @@ def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: M
         raise MissingInput(f"no Cargo.toml at {manifest}", "set PGO_MANIFEST or [tool.pgo] manifest")
     text = capture(
         ["cargo", "metadata", "--format-version", "1", "--no-deps", "--manifest-path", str(manifest)],
-        env=env, cwd=manifest.parent,
+        env=env,
+        cwd=manifest.parent,
     )
     meta = json.loads(text)
     packages = meta["packages"]
@@ -56,7 +57,9 @@ def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: M
             )
         bin_name = bins[0]
     elif bin_name not in bins:
-        raise ConfigError(f"package {chosen['name']} has no binary {bin_name!r}", f"its binaries: {', '.join(bins) or 'none'}")
+        raise ConfigError(
+            f"package {chosen['name']} has no binary {bin_name!r}", f"its binaries: {', '.join(bins) or 'none'}"
+        )
     crate_names = tuple(name.replace("-", "_") for name in (*libs, bin_name))
     return CrateInfo(
         manifest=manifest,
@@ -160,7 +163,8 @@ def main_crate_calls(log_text: str, crate: CrateInfo) -> list[RustcCall]:
     """The rustc lines of the package's own lib and bin for the target (not its build script)."""
     own_types = {"bin", "lib", "rlib"}
     return [
-        call for call in rustc_calls(log_text)
+        call
+        for call in rustc_calls(log_text)
         if call.crate_name in crate.crate_names and call.target is not None and own_types & set(call.crate_types)
     ]
 
@@ -198,7 +202,11 @@ class ProfileWarnings:
 
 _WARNING = re.compile(r"^warning: (?P<cgu>[^\s:]+): (?P<text>.*)$")
 MISSING_TEXT = "no profile data available for function"
-STALE_TEXTS = ("function control flow change detected (hash mismatch)", "hash mismatch", "profile data may be out of date")
+STALE_TEXTS = (
+    "function control flow change detected (hash mismatch)",
+    "hash mismatch",
+    "profile data may be out of date",
+)
 
 
 def profile_warnings(log_text: str) -> ProfileWarnings:

@@ -151,23 +151,22 @@ def parse_posargs(posargs: Sequence[str]) -> dict[str, str]:
         raise ConfigError(f"session arguments: {exc}", "write them as --name value") from exc
     if rest:
         options = [s.option for s in SETTINGS]
-        raise ConfigError(
-            f"session arguments: unknown argument {rest[0]!r}", _suggest(rest[0].split("=")[0], options)
-        )
+        raise ConfigError(f"session arguments: unknown argument {rest[0]!r}", _suggest(rest[0].split("=")[0], options))
     return {k: v for k, v in vars(namespace).items() if v is not None}
 
 
 def load_config(
-    project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str] = (), overrides: Mapping[str, Any] | None = None
+    project_dir: Path,
+    environ: Mapping[str, str],
+    posargs: Sequence[str] = (),
+    overrides: Mapping[str, Any] | None = None,
 ) -> Config:
     """Merge the three sources into one :class:`Config`."""
     raw: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for key, value in read_pyproject(project_dir).items():
         if key not in BY_KEY:
-            raise ConfigError(
-                f"pyproject.toml [tool.pgo]: unknown key {key!r}", _suggest(key, list(BY_KEY))
-            )
+            raise ConfigError(f"pyproject.toml [tool.pgo]: unknown key {key!r}", _suggest(key, list(BY_KEY)))
         setting = BY_KEY[key]
         if isinstance(value, bool | int | float) and not isinstance(value, str):
             value = str(int(value)) if isinstance(value, bool) else str(value)

@@ -25,7 +25,7 @@ def needed_versions(path: Path) -> dict[str, list[str]]:
                 if not isinstance(section, GNUVerNeedSection):
                     continue
                 for verneed, auxiliaries in section.iter_versions():
-                    needs.setdefault(verneed.name, []).extend(aux.name for aux in auxiliaries)
+                    needs.setdefault(str(verneed.name), []).extend(aux.name for aux in auxiliaries)
             return needs
     except ELFError as exc:
         raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc

@@ -50,8 +50,12 @@ def merge(tool: ProfdataTool, profraw_dir: Path, output: Path, *, env: Mapping[s
         raise MissingInput(f"no .profraw files in {profraw_dir}", "run `nox -s train` first")
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:
-        run([str(tool.path), "merge", "--failure-mode=all", "-o", str(tmp), *map(str, raws)], env=env, log=log,
-            what="llvm-profdata merge")
+        run(
+            [str(tool.path), "merge", "--failure-mode=all", "-o", str(tmp), *map(str, raws)],
+            env=env,
+            log=log,
+            what="llvm-profdata merge",
+        )
         os.replace(tmp, output)
     finally:
         tmp.unlink(missing_ok=True)

@@ -11,7 +11,7 @@ from recipes.errors import MissingInput
 
 STAGES = ("instrument", "train", "merge", "optimise", "test")
 #: what a stage's new result makes stale
-LATER = {stage: STAGES[i + 1:] for i, stage in enumerate(STAGES)}
+LATER = {stage: STAGES[i + 1 :] for i, stage in enumerate(STAGES)}
 
 
 def report_path(work: Path) -> Path:

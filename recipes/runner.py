@@ -61,7 +61,13 @@ def run(
             out.write(f"$ {quote(argv)}\n")
             out.flush()
             proc = subprocess.run(
-                argv, env=dict(env), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False
+                argv,
+                env=dict(env),
+                cwd=cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                check=False,
             )
     except FileNotFoundError as exc:
         raise ToolchainError(f"{argv[0]}: command not found", "install it or put it on PATH") from exc
@@ -78,8 +84,13 @@ def capture(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: P
     argv = tuple(str(a) for a in argv)
     try:
         proc = subprocess.run(
-            argv, env=None if env is None else dict(env), cwd=cwd, capture_output=True, text=True,
-            stdin=subprocess.DEVNULL, check=False,
+            argv,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            check=False,
         )
     except FileNotFoundError as exc:
         raise ToolchainError(f"{argv[0]}: command not found", "install it or put it on PATH") from exc

@@ -50,7 +50,7 @@ def profile_flags_in(flags: Sequence[str]) -> list[str]:
         if flag.startswith("-C") and len(flag) > 2:
             option = flag[2:]
         elif flag.startswith("--codegen="):
-            option = flag[len("--codegen="):]
+            option = flag[len("--codegen=") :]
         elif previous in {"-C", "--codegen"}:
             option = flag
         if option.split("=")[0] in PROFILE_OPTIONS:
@@ -160,8 +160,11 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
     if "CARGO_BUILD_RUSTFLAGS" in env:
         build_flags += env["CARGO_BUILD_RUSTFLAGS"].split()
         build_sources.append("CARGO_BUILD_RUSTFLAGS")
-    for where, flags in ((var, existing), ("cargo config target rustflags", target_flags), (
-        "; ".join(build_sources), build_flags)):
+    for where, flags in (
+        (var, existing),
+        ("cargo config target rustflags", target_flags),
+        ("; ".join(build_sources), build_flags),
+    ):
         found = profile_flags_in(flags)
         if found:
             raise EnvironmentRefused(
@@ -188,7 +191,9 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
     )
 
 
-def env_with_rustflags(base_env: Mapping[str, str], plan: RustflagsPlan, profile_flags: Sequence[str]) -> dict[str, str]:
+def env_with_rustflags(
+    base_env: Mapping[str, str], plan: RustflagsPlan, profile_flags: Sequence[str]
+) -> dict[str, str]:
     """A new environment with the per-target variable set: the base flags first, then the profile flags."""
     for flag in profile_flags:
         if any(ch.isspace() for ch in flag):
@@ -207,4 +212,3 @@ def plain_env(base_env: Mapping[str, str], plan: RustflagsPlan) -> dict[str, str
     if plan.base:
         env[plan.var] = " ".join(plan.base)
     return env
-

@@ -36,16 +36,23 @@ class Table:
             raise self.error(key, f"expected {type_name}, got {type(value).__name__} {value!r}")
         return value
 
-    def str(self, key: str, default: str | None = None, *, required: bool = False,
-            choices: Iterable[str] | None = None) -> Any:
+    def string(
+        self, key: str, default: str | None = None, *, required: bool = False, choices: Iterable[str] | None = None
+    ) -> Any:
         value = self._get(key, (str,), "a string", default, required)
         if choices is not None and value is not None and value not in set(choices):
             known = sorted(choices)
             close = difflib.get_close_matches(value, known, n=1)
-            raise self.error(key, f"unknown value {value!r}", f"did you mean {close[0]!r}?" if close else f"one of {', '.join(known)}")
+            raise self.error(
+                key,
+                f"unknown value {value!r}",
+                f"did you mean {close[0]!r}?" if close else f"one of {', '.join(known)}",
+            )
         return value
 
-    def int(self, key: str, default: int | None = None, *, required: bool = False, minimum: int | None = None) -> Any:
+    def integer(
+        self, key: str, default: int | None = None, *, required: bool = False, minimum: int | None = None
+    ) -> Any:
         value = self._get(key, (int,), "an integer", default, required)
         if value is not None and minimum is not None and value < minimum:
             raise self.error(key, f"must be at least {minimum}, got {value}")
@@ -57,16 +64,16 @@ class Table:
             raise self.error(key, f"must be positive, got {value}")
         return None if value is None else float(value)
 
-    def bool(self, key: str, default: bool | None = None) -> Any:
+    def boolean(self, key: str, default: bool | None = None) -> Any:
         return self._get(key, (bool,), "true or false", default, False)
 
-    def str_list(self, key: str, default: list[str] | None = None, *, required: bool = False) -> list[str]:
+    def strings(self, key: str, default: list[str] | None = None, *, required: bool = False) -> list[str]:
         value = self._get(key, (list,), "a list of strings", default if default is not None else [], required)
         if not all(isinstance(v, str) for v in value):
             raise self.error(key, "expected a list of strings")
         return list(value)
 
-    def str_map(self, key: str) -> dict[str, str]:
+    def mapping(self, key: str) -> dict[str, str]:
         value = self._get(key, (dict,), "a table of strings", {}, False)
         if not all(isinstance(v, str) for v in value.values()):
             raise self.error(key, "expected a table of string values")
@@ -99,7 +106,9 @@ def check_placeholders(where: str, texts: Iterable[str], known: Iterable[str]) -
         try:
             parsed = list(string.Formatter().parse(text))
         except ValueError as exc:
-            raise ConfigError(f"{where}: bad placeholder in {text!r}: {exc}", "write {name}, or {{ for a brace") from exc
+            raise ConfigError(
+                f"{where}: bad placeholder in {text!r}: {exc}", "write {name}, or {{ for a brace"
+            ) from exc
         for _literal, field, _spec, _conv in parsed:
             if field is None:
                 continue

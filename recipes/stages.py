@@ -78,8 +78,12 @@ class BuildPlan:
 
     def build_argv(self, target_dir: Path | None) -> list[str]:
         return cargo.build_argv(
-            self.config.cargo, crate=self.crate, target=self.target, features=self.config.features,
-            locked=self.config.locked, target_dir=target_dir,
+            self.config.cargo,
+            crate=self.crate,
+            target=self.target,
+            features=self.config.features,
+            locked=self.config.locked,
+            target_dir=target_dir,
         )
 
     def workload(self) -> Workload:
@@ -106,8 +110,17 @@ def make_plan(config: Config, environ: Mapping[str, str]) -> BuildPlan:
 
 def _clean_package(plan: BuildPlan, target_dir: Path | None, log: Path) -> None:
     """Remove the package's own build output, so its rustc line is always in the build log."""
-    argv = ["cargo", "clean", "--release", "--target", plan.triple, "--manifest-path", str(plan.crate.manifest),
-            "-p", plan.crate.package]
+    argv = [
+        "cargo",
+        "clean",
+        "--release",
+        "--target",
+        plan.triple,
+        "--manifest-path",
+        str(plan.crate.manifest),
+        "-p",
+        plan.crate.package,
+    ]
     if target_dir is not None:
         argv += ["--target-dir", str(target_dir)]
     run(argv, env=plan.env, log=log, cwd=plan.cwd, what="cargo clean")
@@ -156,8 +169,14 @@ def train(plan: BuildPlan) -> dict[str, Any]:
         raise MissingInput(f"the instrumented binary {binary} is gone", "run `nox -s instrument` again")
     workload = plan.workload()
     result = run_workload(
-        workload, binary=binary, base_env=plan.env, work=plan.work, logs=plan.logs,
-        project_dir=plan.config.project_dir, scale=plan.config.train_scale, timeout=plan.config.phase_timeout,
+        workload,
+        binary=binary,
+        base_env=plan.env,
+        work=plan.work,
+        logs=plan.logs,
+        project_dir=plan.config.project_dir,
+        scale=plan.config.train_scale,
+        timeout=plan.config.phase_timeout,
         profraw_dir=plan.profraw_dir,
     )
     report.record(plan.work, "train", result)
@@ -237,8 +256,9 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
     flags = [f"-Cprofile-use={store_path}", "-Cllvm-args=-pgo-warn-missing-function"]
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
     _clean_package(plan, None, plan.logs / "optimise-clean.log")
-    done = run(plan.build_argv(None), env=env, log=plan.logs / "optimise-build.log", cwd=plan.cwd,
-               what="the optimised build")
+    done = run(
+        plan.build_argv(None), env=env, log=plan.logs / "optimise-build.log", cwd=plan.cwd, what="the optimised build"
+    )
     store.verify(store_path, "after the build")
     log_text = done.output()
     binary = plan.optimised_binary
@@ -268,9 +288,15 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
                 workload = plan.workload()
             say(f"verify: the optimised binary runs the workload {workload.path.name}")
             result["verify"] = run_workload(
-                workload, binary=binary, base_env=plan.env, work=plan.work, logs=plan.logs / "verify",
-                project_dir=plan.config.project_dir, scale=plan.config.train_scale,
-                timeout=plan.config.phase_timeout, profraw_dir=None,
+                workload,
+                binary=binary,
+                base_env=plan.env,
+                work=plan.work,
+                logs=plan.logs / "verify",
+                project_dir=plan.config.project_dir,
+                scale=plan.config.train_scale,
+                timeout=plan.config.phase_timeout,
+                profraw_dir=None,
             )
     except Exception:
         result["failed"] = True
@@ -283,8 +309,13 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
 
 
 def _check_optimised(
-    plan: BuildPlan, result: dict[str, Any], log_text: str, store_path: Path, warnings: cargo.ProfileWarnings,
-    workload: Workload | None, trained_here: bool,
+    plan: BuildPlan,
+    result: dict[str, Any],
+    log_text: str,
+    store_path: Path,
+    warnings: cargo.ProfileWarnings,
+    workload: Workload | None,
+    trained_here: bool,
 ) -> None:
     if warnings.stale:
         raise CheckFailed(
@@ -308,7 +339,7 @@ def _check_optimised(
             )
     if not cargo.main_crate_calls(log_text, plan.crate):
         raise CheckFailed(
-            f"the optimised build's log has no rustc line of {plan.crate.package}: it was not compiled with the profile",
+            f"the optimised build's log has no rustc line of {plan.crate.package}: not compiled with the profile",
             "this is a bug: the package is cleaned before the build",
         )
     if trained_here:
@@ -354,22 +385,30 @@ def summary_lines(full: dict[str, Any]) -> list[str]:
         lines.append(f"instrument  {full['instrument']['seconds']:8.1f} s  {full['instrument']['binary']}")
     if "train" in full:
         t = full["train"]
-        lines.append(f"train       {t['seconds']:8.1f} s  {t['requests']} requests/runs in {len(t['phases'])} phases, "
-                     f"{t.get('profraw_files', 0)} .profraw files")
+        lines.append(
+            f"train       {t['seconds']:8.1f} s  {t['requests']} requests/runs in {len(t['phases'])} phases, "
+            f"{t.get('profraw_files', 0)} .profraw files"
+        )
     if "merge" in full:
         m = full["merge"]
-        lines.append(f"merge       {m['seconds']:8.1f} s  {m['executed_functions']} of {m['total_functions']} "
-                     f"functions executed (floor {m['min_functions']})")
+        lines.append(
+            f"merge       {m['seconds']:8.1f} s  {m['executed_functions']} of {m['total_functions']} "
+            f"functions executed (floor {m['min_functions']})"
+        )
     if "optimise" in full:
         o = full["optimise"]
-        lines.append(f"optimise    {o.get('seconds', 0):8.1f} s  {o['missing_profile_functions']} functions without "
-                     f"profile, {o['stale_profile_warnings']} stale; glibc {o['max_glibc'] or 'none'}")
+        lines.append(
+            f"optimise    {o.get('seconds', 0):8.1f} s  {o['missing_profile_functions']} functions without "
+            f"profile, {o['stale_profile_warnings']} stale; glibc {o['max_glibc'] or 'none'}"
+        )
         lines.append(f"binary      {o['binary']}")
         lines.append(f"            sha256 {o['binary_sha256']}")
         lines.append(f"profile     {o['store_path']}")
         if "verify" in o:
-            lines.append(f"verify      {o['verify']['seconds']:8.1f} s  the optimised binary ran the workload "
-                         f"({o['verify']['requests']} requests/runs)")
+            lines.append(
+                f"verify      {o['verify']['seconds']:8.1f} s  the optimised binary ran the workload "
+                f"({o['verify']['requests']} requests/runs)"
+            )
     return lines
 
 

@@ -46,7 +46,9 @@ class ProfileStore:
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"cannot create profile store {self.root}: {exc.strerror}", "choose another PGO_PROFILE_STORE") from exc
+            raise StoreError(
+                f"cannot create profile store {self.root}: {exc.strerror}", "choose another PGO_PROFILE_STORE"
+            ) from exc
         info = os.lstat(self.root)
         if stat.S_ISLNK(info.st_mode):
             raise StoreError(f"profile store {self.root} is a symlink", "point PGO_PROFILE_STORE at a real directory")
@@ -94,7 +96,8 @@ class ProfileStore:
                     tmp.unlink(missing_ok=True)
         except Timeout as exc:
             raise StoreError(
-                f"profile store {self.root} stayed locked for {LOCK_TIMEOUT:.0f} s", f"is another pipeline stuck? see {exc.lock_file}"
+                f"profile store {self.root} stayed locked for {LOCK_TIMEOUT:.0f} s",
+                f"is another pipeline stuck? see {exc.lock_file}",
             ) from exc
         return target
 

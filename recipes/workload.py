@@ -58,9 +58,9 @@ def load_workload(path: Path) -> Workload:
     head = top.table("workload")
     if head is None:
         raise ConfigError(f"{path}: no [workload] table", "start the file with [workload] and a description")
-    description = head.str("description", required=True)
-    min_functions = head.int("min_functions", minimum=0)
-    max_missing = head.int("max_missing", minimum=0)
+    description = head.string("description", required=True)
+    min_functions = head.integer("min_functions", minimum=0)
+    max_missing = head.integer("max_missing", minimum=0)
     phase_timeout = head.number("phase_timeout")
     head.done()
     instances = []
@@ -68,7 +68,9 @@ def load_workload(path: Path) -> Workload:
     for table in top.tables("instance", required=True):
         instance = _instance(table)
         if instance.name in names:
-            raise ConfigError(f"{table.where}: name: {instance.name!r} is used twice", "give each instance its own name")
+            raise ConfigError(
+                f"{table.where}: name: {instance.name!r} is used twice", "give each instance its own name"
+            )
         names.add(instance.name)
         instances.append(instance)
     top.done()
@@ -76,23 +78,28 @@ def load_workload(path: Path) -> Workload:
 
 
 def _instance(table: Table) -> Instance:
-    name = table.str("name", required=True)
+    name = table.string("name", required=True)
     if not name.replace("-", "").replace("_", "").isalnum():
-        raise table.error("name", f"{name!r} must be letters, digits, - and _", "it names the instance's .profraw files")
-    mode_name = table.str("mode", "command", choices=INSTANCE_MODES)
+        raise table.error(
+            "name", f"{name!r} must be letters, digits, - and _", "it names the instance's .profraw files"
+        )
+    mode_name = table.string("mode", "command", choices=INSTANCE_MODES)
     mode = INSTANCE_MODES[mode_name]
     options = mode.parse(table)
-    env = table.str_map("env")
+    env = table.mapping("env")
     phases = []
     phase_names: set[str] = set()
     for phase_table in table.tables("phase", required=True):
-        phase_name = phase_table.str("name", required=True)
-        kind = phase_table.str("kind", required=True, choices=PHASE_KINDS)
+        phase_name = phase_table.string("name", required=True)
+        kind = phase_table.string("kind", required=True, choices=PHASE_KINDS)
         timeout = phase_table.number("timeout")
         phase_cls = PHASE_KINDS[kind]
         if mode_name not in phase_cls.modes:
-            raise phase_table.error("kind", f"a {kind!r} phase cannot run in a {mode_name!r} instance",
-                                    f"use mode = {phase_cls.modes[0]!r} for it")
+            raise phase_table.error(
+                "kind",
+                f"a {kind!r} phase cannot run in a {mode_name!r} instance",
+                f"use mode = {phase_cls.modes[0]!r} for it",
+            )
         phase = phase_cls.parse(phase_table, phase_name, timeout)
         phase_table.done()
         if phase_name in phase_names:

@@ -32,8 +32,13 @@ class PhaseResult:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "kind": self.kind, "requests": self.requests, "done": self.done,
-            "status": self.status, "seconds": round(self.seconds, 3), **({"detail": self.detail} if self.detail else {}),
+            "name": self.name,
+            "kind": self.kind,
+            "requests": self.requests,
+            "done": self.done,
+            "status": self.status,
+            "seconds": round(self.seconds, 3),
+            **({"detail": self.detail} if self.detail else {}),
         }
 
 

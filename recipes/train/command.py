@@ -44,8 +44,9 @@ class CommandPhase(Phase):
     kind = "command"
     modes = ("command",)
 
-    def __init__(self, name: str, timeout: float | None, args: list[str], runs: int, expect_exit: int,
-                 stdin: str | None) -> None:
+    def __init__(
+        self, name: str, timeout: float | None, args: list[str], runs: int, expect_exit: int, stdin: str | None
+    ) -> None:
         super().__init__(name, timeout)
         self.args = args
         self.runs = runs
@@ -55,11 +56,12 @@ class CommandPhase(Phase):
     @classmethod
     def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
         return cls(
-            name, timeout,
-            args=table.str_list("args"),
-            runs=table.int("runs", 1, minimum=1),
-            expect_exit=table.int("expect_exit", 0),
-            stdin=table.str("stdin"),
+            name,
+            timeout,
+            args=table.strings("args"),
+            runs=table.integer("runs", 1, minimum=1),
+            expect_exit=table.integer("expect_exit", 0),
+            stdin=table.string("stdin"),
         )
 
     def texts(self) -> list[str]:
@@ -81,9 +83,16 @@ class CommandPhase(Phase):
                 if remaining <= 0:
                     break
                 try:
-                    proc = subprocess.run(argv, env=ctx.env, input=stdin, stdout=out, stderr=subprocess.STDOUT,
-                                          timeout=remaining, check=False,
-                                          stdin=None if stdin is not None else subprocess.DEVNULL)
+                    proc = subprocess.run(
+                        argv,
+                        env=ctx.env,
+                        input=stdin,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        timeout=remaining,
+                        check=False,
+                        stdin=None if stdin is not None else subprocess.DEVNULL,
+                    )
                 except subprocess.TimeoutExpired:
                     break
                 if proc.returncode != self.expect_exit:

@@ -54,8 +54,14 @@ def run_workload(
         if profraw_dir is not None:
             env["LLVM_PROFILE_FILE"] = profraw_pattern(profraw_dir, instance.name)
         ctx = PhaseContext(
-            binary=binary, instance=instance.name, env=env, values=values, logs=logs, scale=scale,
-            timeout=phase_timeout, verifying=verifying,
+            binary=binary,
+            instance=instance.name,
+            env=env,
+            values=values,
+            logs=logs,
+            scale=scale,
+            timeout=phase_timeout,
+            verifying=verifying,
         )
         mode = INSTANCE_MODES[instance.mode]
         say(f"instance {instance.name} ({instance.mode}): {len(instance.phases)} phases")
