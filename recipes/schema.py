@@ -80,9 +80,9 @@ class Table:
         return dict(value)
 
     def tables(self, key: str, *, required: bool = False) -> list[Table]:
-        value = self._get(key, (list,), "an array of tables ([[…]])", [], required)
+        value = self._get(key, (list,), "an array of tables ([[…]])", [], False)
         if required and not value:
-            raise self.error(key, "needs at least one entry", f"add a [[{key}]] table")
+            raise self.error(key, f"needs at least one [[{key}]] table", "see profiles/README.md")
         return [Table(f"{self.where} [[{key}]] #{i + 1}", item) for i, item in enumerate(value)]
 
     def table(self, key: str) -> Table | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from recipes import cargo, elf, profdata, report
 from recipes.config import Config
-from recipes.errors import CheckFailed, MissingInput, StoreError
+from recipes.errors import CheckFailed, MissingInput, PgoError, StoreError
 from recipes.runner import run, say
 from recipes.rustflags import RustflagsPlan, env_with_rustflags, plan_rustflags, refuse_global_rustflags, rust_triple
 from recipes.store import ProfileStore, sha256_file
@@ -259,21 +259,18 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
     done = run(
         plan.build_argv(None), env=env, log=plan.logs / "optimise-build.log", cwd=plan.cwd, what="the optimised build"
     )
-    store.verify(store_path, "after the build")
     log_text = done.output()
     binary = plan.optimised_binary
     if not binary.is_file():
         raise MissingInput(f"the optimised build left no binary at {binary}", f"see {done.log}")
-    workload = plan.workload_if_any()
     warnings = cargo.profile_warnings(log_text)
-    identities = cargo.crate_identities(log_text, plan.crate)
     result: dict[str, Any] = {
         "store_path": str(store_path),
         "profile_sha256": sha,
         "missing_profile_functions": warnings.missing,
         "missing_by_crate": dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),
         "stale_profile_warnings": warnings.stale,
-        "crate_metadata": identities,
+        "crate_metadata": cargo.crate_identities(log_text, plan.crate),
         "cargo_command": list(plan.config.cargo),
         "target": plan.target,
         "rustflags": env[plan.rustflags.var],
@@ -282,10 +279,11 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
         "max_glibc": elf.max_glibc(binary),
     }
     try:
+        store.verify(store_path, "after the build")
+        workload = plan.workload_if_any()
         _check_optimised(plan, result, log_text, store_path, warnings, workload, trained_here)
         if verify if verify is not None else bool(plan.config.verify):
-            if workload is None:
-                workload = plan.workload()
+            workload = workload or plan.workload()
             say(f"verify: the optimised binary runs the workload {workload.path.name}")
             result["verify"] = run_workload(
                 workload,
@@ -298,14 +296,24 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
                 timeout=plan.config.phase_timeout,
                 profraw_dir=None,
             )
-    except Exception:
-        result["failed"] = True
+    except PgoError as error:
+        result["failed"] = error.line()
         result["seconds"] = _timed(start)
+        result["binary"] = str(_reject(plan, binary))
         report.record(plan.work, "optimise", result)
         raise
     result["seconds"] = _timed(start)
     report.record(plan.work, "optimise", result)
     return result
+
+
+def _reject(plan: BuildPlan, binary: Path) -> Path:
+    """Move a binary that failed its checks out of the target dir, so that nobody ships it by mistake."""
+    rejected = plan.work / "rejected" / binary.name
+    rejected.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(binary, rejected)
+    say(f"the optimised binary failed its checks: moved to {rejected}")
+    return rejected
 
 
 def _check_optimised(
@@ -368,6 +376,7 @@ def _check_optimised(
 def pgo(plan: BuildPlan) -> dict[str, Any]:
     """All four stages in order, every check on (the optimised binary replays the training)."""
     if plan.config.profdata is None:
+        plan.workload()  # a bad workload is refused before anything is built
         instrument(plan)
         train(plan)
         merge(plan)

@@ -78,7 +78,9 @@ class ProfileStore:
         target = self.path_for(digest)
         try:
             with self._lock():
-                if target.is_file() and not target.is_symlink() and sha256_file(target) == digest:
+                if target.is_symlink() or target.exists():
+                    # Already there: it must be exactly this profile, or someone changed it.
+                    self.verify(target, "before the build")
                     return target
                 fd, tmp_name = tempfile.mkstemp(dir=self.root, prefix=f".{digest[:12]}.", suffix=".tmp")
                 tmp = Path(tmp_name)

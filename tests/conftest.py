@@ -1,0 +1,105 @@
+"""Shared helpers of the test suite: run nox sessions as a user would, on copies of the fixture crates."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
+DATA = REPO / "tests" / "data"
+
+#: variables of the calling environment that would change what the sessions do
+_SCRUB_PREFIXES = ("PGO_",)
+_SCRUB = {"RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "CARGO_TARGET_DIR", "LLVM_PROFILE_FILE"}
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The test process's environment without anything that configures the pipeline, plus ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(_SCRUB_PREFIXES) and k not in _SCRUB and not k.endswith("_RUSTFLAGS")
+    }
+    env.update(extra or {})
+    return env
+
+
+def run_nox(
+    session: str, env: Mapping[str, str], posargs: Sequence[str] = (), timeout: float = 1200
+) -> subprocess.CompletedProcess[str]:
+    """``nox -s <session> -- <posargs>`` from the repository root, as a user runs it."""
+    argv = [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", session]
+    if posargs:
+        argv += ["--", *posargs]
+    return subprocess.run(
+        argv, cwd=REPO, env=dict(env), capture_output=True, text=True, timeout=timeout, check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def output(proc: subprocess.CompletedProcess[str]) -> str:
+    return proc.stdout + proc.stderr
+
+
+def assert_ok(proc: subprocess.CompletedProcess[str]) -> str:
+    text = output(proc)
+    assert proc.returncode == 0, text[-4000:]
+    assert "Traceback" not in text, text[-4000:]
+    return text
+
+
+def assert_refused(proc: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    """A known failure: non-zero exit, no traceback, one line naming the problem."""
+    text = output(proc)
+    assert proc.returncode != 0, text[-4000:]
+    assert "Traceback" not in text, text[-4000:]
+    errors = [line for line in text.splitlines() if "aborted:" in line or "failed:" in line]
+    assert errors, text[-4000:]
+    for fragment in fragments:
+        assert fragment in errors[-1], f"{fragment!r} not in {errors[-1]!r}"
+    return errors[-1]
+
+
+def copy_fixture(name: str, dest: Path) -> Path:
+    """A copy of tests/fixtures/<name> (without build output); returns its Cargo.toml."""
+    target = dest / name
+    shutil.copytree(FIXTURES / name, target, ignore=shutil.ignore_patterns("target"))
+    return target / "Cargo.toml"
+
+
+class Pipeline:
+    """One fixture crate with its own work dir and profile store."""
+
+    def __init__(self, tmp_path: Path, fixture: str = "hello", workload: str | None = None) -> None:
+        self.root = tmp_path
+        self.manifest = copy_fixture(fixture, tmp_path)
+        self.crate_dir = self.manifest.parent
+        self.work = tmp_path / "work"
+        self.store = tmp_path / "store"
+        self.workload = workload or fixture
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return clean_env(
+            {
+                "PGO_MANIFEST": str(self.manifest),
+                "PGO_WORKLOAD": self.workload,
+                "PGO_OUT": str(self.work),
+                "PGO_PROFILE_STORE": str(self.store),
+                **extra,
+            }
+        )
+
+    def nox(self, session: str, *posargs: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return run_nox(session, self.env(**extra), posargs)
+
+
+@pytest.fixture
+def hello(tmp_path: Path) -> Pipeline:
+    return Pipeline(tmp_path, "hello")

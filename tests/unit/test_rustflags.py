@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recipes.errors import EnvironmentRefused
+from recipes.rustflags import (
+    env_with_rustflags,
+    glibc_suffix,
+    plan_rustflags,
+    profile_flags_in,
+    rust_triple,
+    target_cpu_in,
+    target_rustflags_var,
+)
+
+T = "x86_64-unknown-linux-gnu"
+VAR = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS"
+
+
+@pytest.mark.parametrize(
+    ("target", "var"),
+    [
+        (T, VAR),
+        ("x86_64-unknown-linux-gnu.2.28", VAR),
+        ("aarch64-unknown-linux-musl", "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUSTFLAGS"),
+        ("thumbv7em-none-eabihf", "CARGO_TARGET_THUMBV7EM_NONE_EABIHF_RUSTFLAGS"),
+    ],
+)
+def test_target_rustflags_var(target: str, var: str) -> None:
+    assert target_rustflags_var(target) == var
+
+
+def test_glibc_suffix() -> None:
+    assert rust_triple("x86_64-unknown-linux-gnu.2.28") == T
+    assert glibc_suffix("x86_64-unknown-linux-gnu.2.28") == "2.28"
+    assert glibc_suffix(T) is None
+    assert rust_triple("armv7-unknown-linux-gnueabihf.2.17") == "armv7-unknown-linux-gnueabihf"
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["-Cprofile-use=/x.profdata"],
+        ["-C", "profile-generate=/tmp/p"],
+        ["--codegen=profile-use=/x"],
+        ["--codegen", "profile-sample-use=/x"],
+        ["-Copt-level=3", "-Cprofile-generate"],
+    ],
+)
+def test_profile_flags_found(flags: list[str]) -> None:
+    assert profile_flags_in(flags)
+
+
+def test_no_profile_flags() -> None:
+    assert not profile_flags_in(["-Ctarget-cpu=x86-64", "--cfg", "profile", "-C", "opt-level=3"])
+
+
+def test_target_cpu_in() -> None:
+    assert target_cpu_in(["-Ctarget-cpu=x86-64-v3"]) == "x86-64-v3"
+    assert target_cpu_in(["-C", "target-cpu=native"]) == "native"
+    assert target_cpu_in(["-Copt-level=3"]) is None
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    home = tmp_path / "cargo-home"
+    home.mkdir(exist_ok=True)
+    return {"CARGO_HOME": str(home), "HOME": str(tmp_path), **extra}
+
+
+def _crate(tmp_path: Path, config: str) -> Path:
+    crate = tmp_path / "ws" / "crate"
+    (crate / ".cargo").mkdir(parents=True)
+    (crate / ".cargo" / "config.toml").write_text(config)
+    return crate
+
+
+@pytest.mark.parametrize("name", ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS"])
+def test_global_rustflags_refused_even_empty(tmp_path: Path, name: str) -> None:
+    with pytest.raises(EnvironmentRefused, match=f"{name} is set"):
+        plan_rustflags(T, tmp_path, _env(tmp_path, **{name: ""}))
+
+
+def test_existing_target_flags_stay_first(tmp_path: Path) -> None:
+    plan = plan_rustflags(T, tmp_path, _env(tmp_path, **{VAR: "--remap-path-prefix=/a=/b -Ctarget-cpu=x86-64"}))
+    env = env_with_rustflags({}, plan, ["-Cprofile-use=/s/x.profdata"])
+    assert env[VAR] == "--remap-path-prefix=/a=/b -Ctarget-cpu=x86-64 -Cprofile-use=/s/x.profdata"
+
+
+def test_profile_flags_in_the_base_refused(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentRefused, match="already holds profile flags"):
+        plan_rustflags(T, tmp_path, _env(tmp_path, **{VAR: "-Cprofile-use=/old.profdata"}))
+
+
+def test_build_rustflags_carried_over(tmp_path: Path) -> None:
+    crate = _crate(tmp_path, '[build]\nrustflags = ["--cfg", "hello_config"]\n')
+    plan = plan_rustflags(T, crate, _env(tmp_path))
+    assert plan.base == ("--cfg", "hello_config")
+    assert plan.carried_from and "config.toml" in plan.carried_from[0]
+
+
+def test_build_rustflags_of_a_parent_directory_and_cargo_home(tmp_path: Path) -> None:
+    crate = _crate(tmp_path, "")
+    (tmp_path / "ws" / ".cargo").mkdir()
+    (tmp_path / "ws" / ".cargo" / "config.toml").write_text('[build]\nrustflags = "--cfg parent"\n')
+    env = _env(tmp_path)
+    Path(env["CARGO_HOME"], "config.toml").write_text('[build]\nrustflags = ["--cfg", "home"]\n')
+    plan = plan_rustflags(T, crate, env)
+    assert plan.base == ("--cfg", "parent", "--cfg", "home")
+
+
+def test_build_rustflags_not_carried_when_target_flags_replace_them(tmp_path: Path) -> None:
+    # The plain build already ignores [build] rustflags here: carrying them would change the build.
+    crate = _crate(tmp_path, f'[build]\nrustflags = ["--cfg", "b"]\n[target.{T}]\nrustflags = ["--cfg", "t"]\n')
+    plan = plan_rustflags(T, crate, _env(tmp_path))
+    assert plan.base == ()
+    assert plan.config_target_flags == ("--cfg", "t")
+
+
+def test_build_rustflags_with_cfg_target_refused(tmp_path: Path) -> None:
+    crate = _crate(tmp_path, "[build]\nrustflags = [\"--cfg\", \"b\"]\n[target.'cfg(unix)']\nrustflags = [\"-Cx\"]\n")
+    with pytest.raises(EnvironmentRefused, match="cannot tell whether"):
+        plan_rustflags(T, crate, _env(tmp_path))
+
+
+def test_profile_flags_in_cargo_config_refused(tmp_path: Path) -> None:
+    crate = _crate(tmp_path, '[build]\nrustflags = ["-Cprofile-generate=/tmp/x"]\n')
+    with pytest.raises(EnvironmentRefused, match="already holds profile flags"):
+        plan_rustflags(T, crate, _env(tmp_path))
+
+
+def test_cargo_build_rustflags_env_carried(tmp_path: Path) -> None:
+    plan = plan_rustflags(T, tmp_path, _env(tmp_path, CARGO_BUILD_RUSTFLAGS="--cfg e"))
+    assert plan.base == ("--cfg", "e")
+
+
+def test_env_builder_is_pure(tmp_path: Path) -> None:
+    base = {"PATH": "/bin"}
+    plan = plan_rustflags(T, tmp_path, _env(tmp_path))
+    env = env_with_rustflags(base, plan, ["-Cprofile-generate=/w/profraw"])
+    assert base == {"PATH": "/bin"}
+    assert env[VAR] == "-Cprofile-generate=/w/profraw"

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recipes.errors import ToolchainError
+from recipes.toolchain import RustcInfo, find_profdata, parse_llvm_version, parse_rustc_vv
+from tests.conftest import DATA
+
+
+def test_parse_rustc_vv_real_output() -> None:
+    info = parse_rustc_vv((DATA / "rustc-vV.txt").read_text())
+    assert info.release == "1.95.0"
+    assert info.host == "x86_64-unknown-linux-gnu"
+    assert info.llvm_version.startswith("22.")
+    assert info.llvm_major == 22
+
+
+def test_parse_rustc_vv_refuses_output_without_llvm() -> None:
+    with pytest.raises(ToolchainError, match="LLVM version"):
+        parse_rustc_vv("rustc 1.0\nrelease: 1.0\nhost: x86_64-unknown-linux-gnu\n")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("llvm-profdata-22-version.txt", "22.1.8"), ("llvm-profdata-14-version.txt", "14.0.6")],
+)
+def test_parse_llvm_version_real_output(name: str, expected: str) -> None:
+    assert parse_llvm_version((DATA / name).read_text()) == expected
+
+
+def test_parse_llvm_version_refuses_garbage() -> None:
+    with pytest.raises(ToolchainError):
+        parse_llvm_version("hello")
+
+
+def _info(major: int) -> RustcInfo:
+    return RustcInfo(release="1.95.0", host="x86_64-unknown-linux-gnu", commit_hash="x", llvm_version=f"{major}.1.2")
+
+
+def test_find_profdata_prefers_rustc_major(tmp_path: Path) -> None:
+    tool = find_profdata(_info(22), tmp_path, {"PATH": "/usr/bin:/bin"}, None)
+    assert tool.llvm_major == 22
+
+
+def test_find_profdata_refuses_another_major_naming_both() -> None:
+    with pytest.raises(ToolchainError) as caught:
+        find_profdata(_info(22), Path("/nonexistent"), {"PATH": "/usr/bin"}, "/usr/bin/llvm-profdata-14")
+    message = caught.value.line()
+    assert "LLVM 14.0.6" in message
+    assert "LLVM 22.1.2" in message
+    assert "apt-get install llvm-22" in message
+
+
+def test_find_profdata_none_of_the_major(tmp_path: Path) -> None:
+    with pytest.raises(ToolchainError, match="no llvm-profdata of LLVM 99"):
+        find_profdata(_info(99), tmp_path, {"PATH": str(tmp_path)}, None)
+
+
+def test_find_profdata_explicit_missing() -> None:
+    with pytest.raises(ToolchainError, match="no such program"):
+        find_profdata(_info(22), Path("/nonexistent"), {"PATH": "/usr/bin"}, "/no/such/llvm-profdata")
