@@ -39,7 +39,13 @@ def run_nox(
     if posargs:
         argv += ["--", *posargs]
     return subprocess.run(
-        argv, cwd=REPO, env=dict(env), capture_output=True, text=True, timeout=timeout, check=False,
+        argv,
+        cwd=REPO,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
         stdin=subprocess.DEVNULL,
     )
 

@@ -53,8 +53,12 @@ def test_profile_warnings_clean_log() -> None:
 
 def test_build_argv_always_passes_target_and_same_command() -> None:
     argv = build_argv(
-        ("cargo", "zigbuild"), crate=MULTI, target="x86_64-unknown-linux-gnu.2.28", features=("a", "b"),
-        locked=True, target_dir=Path("/w/gen"),
+        ("cargo", "zigbuild"),
+        crate=MULTI,
+        target="x86_64-unknown-linux-gnu.2.28",
+        features=("a", "b"),
+        locked=True,
+        target_dir=Path("/w/gen"),
     )
     assert argv[:2] == ["cargo", "zigbuild"]
     assert argv[argv.index("--target") + 1] == "x86_64-unknown-linux-gnu.2.28"

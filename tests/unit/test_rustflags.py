@@ -119,7 +119,7 @@ def test_build_rustflags_not_carried_when_target_flags_replace_them(tmp_path: Pa
 
 
 def test_build_rustflags_with_cfg_target_refused(tmp_path: Path) -> None:
-    crate = _crate(tmp_path, "[build]\nrustflags = [\"--cfg\", \"b\"]\n[target.'cfg(unix)']\nrustflags = [\"-Cx\"]\n")
+    crate = _crate(tmp_path, '[build]\nrustflags = ["--cfg", "b"]\n[target.\'cfg(unix)\']\nrustflags = ["-Cx"]\n')
     with pytest.raises(EnvironmentRefused, match="cannot tell whether"):
         plan_rustflags(T, crate, _env(tmp_path))
 

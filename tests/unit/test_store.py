@@ -85,7 +85,12 @@ def test_concurrent_writers_leave_only_whole_files(tmp_path: Path) -> None:
     root = tmp_path / "store"
     big_a = _profile(tmp_path, os.urandom(1 << 20) * 4, "a.profdata")
     big_b = _profile(tmp_path, os.urandom(1 << 20) * 4, "b.profdata")
-    jobs = [(str(root), str(big_a), 5), (str(root), str(big_a), 5), (str(root), str(big_b), 5), (str(root), str(big_b), 5)]
+    jobs = [
+        (str(root), str(big_a), 5),
+        (str(root), str(big_a), 5),
+        (str(root), str(big_b), 5),
+        (str(root), str(big_b), 5),
+    ]
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(4) as pool:
         stored = pool.map(_writer, jobs)

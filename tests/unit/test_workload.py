@@ -49,7 +49,7 @@ def test_shipped_workloads_load() -> None:
         ("runs = 2", 'runs = "two"', r"runs: expected an integer, got str"),
         ("runs = 2", "runs = 0", r"runs: must be at least 1"),
         ('kind = "command"', 'kind = "comand"', r"kind: unknown value 'comand'.*did you mean 'command'"),
-        ('{work}/file', '{wrok}/file', r"unknown placeholder \{wrok\}"),
+        ("{work}/file", "{wrok}/file", r"unknown placeholder \{wrok\}"),
         ('description = "d"', "", r"description: missing"),
         ('name = "cli"', 'name = "c li"', r"must be letters, digits"),
         ("min_functions = 3", "min_functions = true", r"expected an integer, got a boolean"),

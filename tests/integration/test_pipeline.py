@@ -1,0 +1,271 @@
+"""The core pipeline on the fixture crates, with real cargo, rustc and llvm-profdata: what works and
+every refusal of the reference that needs no server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from recipes.store import sha256_file
+from tests.conftest import Pipeline, assert_ok, assert_refused
+
+pytestmark = pytest.mark.slow
+
+
+def _report(p: Pipeline) -> dict[str, object]:
+    data = json.loads((p.work / "report.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _optimise_report(p: Pipeline) -> dict[str, str]:
+    result = _report(p)["optimise"]
+    assert isinstance(result, dict)
+    return result
+
+
+def _merged(p: Pipeline) -> Path:
+    for stage in ("instrument", "train", "merge"):
+        assert_ok(p.nox(stage))
+    return p.work / "hello-pgo.profdata"
+
+
+def test_pgo_end_to_end(hello: Pipeline) -> None:
+    text = assert_ok(hello.nox("pgo"))
+    assert re.search(r"merge .* \d+ of \d+ functions executed", text)
+    report = _report(hello)
+    assert set(report) == {"instrument", "train", "merge", "optimise"}
+    optimised = _optimise_report(hello)
+    store_path = Path(optimised["store_path"])
+    assert store_path.parent == hello.store
+    assert store_path.name == sha256_file(store_path) + ".profdata"
+    assert optimised["stale_profile_warnings"] == 0
+    assert "verify" in optimised
+    binary = Path(optimised["binary"])
+    assert binary == hello.crate_dir / "target" / "x86_64-unknown-linux-gnu" / "release" / "hello-pgo"
+    ran = subprocess.run([binary, "primes", "100"], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "primes: 25"
+    log = (hello.work / "logs" / "optimise-build.log").read_text()
+    main_line = next(line for line in log.splitlines() if "--crate-name hello_pgo" in line)
+    assert f"-Cprofile-use={store_path}" in main_line
+    assert "--target x86_64-unknown-linux-gnu" in main_line
+    # the instrumented build is in its own target dir and wrote one .profraw per run
+    instrumented = report["instrument"]
+    assert isinstance(instrumented, dict)
+    assert str(hello.work / "generate-target") in instrumented["binary"]
+    train = report["train"]
+    assert isinstance(train, dict)
+    assert train["profraw_files"] == train["requests"] == 11
+
+
+@pytest.mark.parametrize("name", ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS"])
+def test_global_rustflags_refused(hello: Pipeline, name: str) -> None:
+    assert_refused(hello.nox("pgo", **{name: "-Ctarget-cpu=native"}), f"{name} is set", "unset")
+    assert not (hello.work / "logs").exists()
+
+
+def test_profile_flags_already_in_the_target_variable_refused(hello: Pipeline) -> None:
+    proc = hello.nox("instrument", CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-Cprofile-use=/tmp/old.profdata")
+    assert_refused(proc, "already holds profile flags", "-Cprofile-use=/tmp/old.profdata")
+
+
+def test_stale_profile_refused(hello: Pipeline) -> None:
+    _merged(hello)
+    source = hello.crate_dir / "src" / "main.rs"
+    text = source.read_text()
+    changed = text.replace("steps += 1;", "steps += 1;\n        if steps > 100_000 { break; }")
+    assert changed != text
+    source.write_text(changed)
+    line = assert_refused(hello.nox("optimise"), "stale-profile warnings", "train again")
+    assert "hash mismatch" in line
+    # the binary that failed is not left where a release would pick it up
+    assert not (hello.crate_dir / "target" / "x86_64-unknown-linux-gnu" / "release" / "hello-pgo").exists()
+    assert (hello.work / "rejected" / "hello-pgo").is_file()
+    assert "stale-profile" in _optimise_report(hello)["failed"]
+
+
+def test_too_few_executed_functions_refused(hello: Pipeline) -> None:
+    assert_refused(hello.nox("pgo", PGO_MIN_FUNCTIONS="100000"), "fewer than PGO_MIN_FUNCTIONS=100000")
+    assert not (hello.work / "hello-pgo.profdata").exists()
+    # the floor from the workload file applies too, and posargs override it
+    assert_ok(hello.nox("merge", "--min-functions", "3"))
+
+
+def test_too_many_missing_functions_refused(tmp_path: Path) -> None:
+    other = Pipeline(tmp_path / "other", "multi")
+    for stage in ("instrument", "train", "merge"):
+        assert_ok(other.nox(stage))
+    foreign = other.work / "multi-pgo.profdata"
+    hello = Pipeline(tmp_path / "hello", "hello")
+    proc = hello.nox("optimise", PGO_PROFDATA=str(foreign), PGO_MAX_MISSING="0")
+    line = assert_refused(proc, "functions have no profile data, more than PGO_MAX_MISSING=0", "hello_pgo")
+    assert "same cargo command" in line
+
+
+def test_crate_identity_mismatch_refused(hello: Pipeline) -> None:
+    _merged(hello)
+    line = assert_refused(hello.nox("optimise", PGO_FEATURES="extra"), "crate identity differs")
+    assert "hello_pgo (bin)" in line
+
+
+def _store_dir(p: Pipeline) -> None:
+    p.store.mkdir(mode=0o700)
+
+
+def test_store_file_tampered_before_the_build_refused(hello: Pipeline) -> None:
+    profile = _merged(hello)
+    _store_dir(hello)
+    planted = hello.store / f"{sha256_file(profile)}.profdata"
+    planted.write_bytes(b"not this profile")
+    assert_refused(hello.nox("optimise"), "is not the profile its name says before the build", "remove it")
+    assert not (hello.work / "logs" / "optimise-build.log").exists()
+
+
+def test_store_file_tampered_during_the_build_refused(hello: Pipeline, tmp_path: Path) -> None:
+    _merged(hello)
+    wrapper = tmp_path / "tamper-rustc"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        '"$@"; rc=$?\n'
+        'case "$*" in *"--crate-name hello_pgo"*) for f in "$STORE"/*.profdata; do echo x >> "$f"; done;; esac\n'
+        "exit $rc\n"
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    proc = hello.nox("optimise", RUSTC_WRAPPER=str(wrapper), STORE=str(hello.store))
+    assert_refused(proc, "is not the profile its name says after the build")
+    assert (hello.work / "rejected" / "hello-pgo").is_file()
+
+
+def test_llvm_profdata_of_another_major_refused(hello: Pipeline) -> None:
+    for stage in ("instrument", "train"):
+        assert_ok(hello.nox(stage))
+    proc = hello.nox("merge", PGO_LLVM_PROFDATA="/usr/bin/llvm-profdata-14")
+    assert_refused(proc, "is LLVM 14.0.6 but rustc", "is LLVM 22.", "apt-get install llvm-22")
+
+
+def _workload(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "custom.toml"
+    path.write_text(text)
+    return path
+
+
+FAILING = """
+[workload]
+description = "a phase whose command fails"
+
+[[instance]]
+name = "cli"
+
+[[instance.phase]]
+name = "fails"
+kind = "command"
+args = ["fail"]
+runs = 2
+"""
+
+
+def test_training_phase_exit_code_refused(hello: Pipeline, tmp_path: Path) -> None:
+    proc = hello.nox("pgo", PGO_WORKLOAD=str(_workload(tmp_path, FAILING)))
+    assert_refused(proc, "phase cli/fails: run 1 of 2 exited with exit code 3, expected 0")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("runs = 2", "rnus = 2", "rnus: unknown key"),
+        ("runs = 2", 'runs = "2"', "runs: expected an integer, got str"),
+        ('kind = "command"', 'kind = "teleport"', "kind: unknown value 'teleport'"),
+    ],
+)
+def test_bad_workload_refused_before_anything_is_built(
+    hello: Pipeline, tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    proc = hello.nox("pgo", PGO_WORKLOAD=str(_workload(tmp_path, FAILING.replace(old, new))))
+    assert_refused(proc, message, "custom.toml")
+    assert not (hello.work / "logs" / "instrument-build.log").exists()
+
+
+@pytest.mark.parametrize(("stage", "needs"), [("train", "instrument"), ("merge", "train"), ("optimise", "merge")])
+def test_stage_without_its_input_refused(hello: Pipeline, stage: str, needs: str) -> None:
+    assert_refused(hello.nox(stage), f"{stage} needs the result of {needs}", f"run `nox -s {needs}` first")
+
+
+CONFIG_PHASE = """
+[workload]
+description = "exits 4 when the build lost --cfg hello_config"
+
+[[instance]]
+name = "cli"
+
+[[instance.phase]]
+name = "config"
+kind = "command"
+args = ["config"]
+"""
+
+
+def test_build_rustflags_of_cargo_config_reach_both_builds(hello: Pipeline, tmp_path: Path) -> None:
+    (hello.crate_dir / ".cargo").mkdir()
+    (hello.crate_dir / ".cargo" / "config.toml").write_text('[build]\nrustflags = ["--cfg", "hello_config"]\n')
+    assert_ok(hello.nox("pgo", PGO_WORKLOAD=str(_workload(tmp_path, CONFIG_PHASE)), PGO_MIN_FUNCTIONS="1"))
+    report = _report(hello)
+    for stage in ("instrument", "optimise"):
+        section = report[stage]
+        assert isinstance(section, dict)
+        assert section["rustflags"].startswith("--cfg hello_config -Cprofile-")
+    instrumented = report["instrument"]
+    assert isinstance(instrumented, dict)
+    assert instrumented["carried_rustflags_from"] == [f"{hello.crate_dir}/.cargo/config.toml [build] rustflags"]
+    # the control: a build without the carried flags takes the other branch
+    plain = subprocess.run(
+        [
+            "cargo",
+            "build",
+            "--release",
+            "--target",
+            "x86_64-unknown-linux-gnu",
+            "--target-dir",
+            str(tmp_path / "control"),
+            "--manifest-path",
+            str(hello.manifest),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS": "-Copt-level=3"},
+    )
+    assert plain.returncode == 0
+    control = tmp_path / "control" / "x86_64-unknown-linux-gnu" / "release" / "hello-pgo"
+    assert subprocess.run([control, "config"], capture_output=True, check=False).returncode == 4
+
+
+def test_same_profile_from_two_work_dirs_gives_identical_binaries(hello: Pipeline, tmp_path: Path) -> None:
+    profile = _merged(hello)
+    shas = []
+    for name in ("first", "second"):
+        copy = tmp_path / name / "copied.profdata"
+        copy.parent.mkdir()
+        copy.write_bytes(profile.read_bytes())
+        assert_ok(hello.nox("optimise", PGO_PROFDATA=str(copy), PGO_OUT=str(tmp_path / name / "work")))
+        shas.append(sha256_file(hello.crate_dir / "target" / "x86_64-unknown-linux-gnu" / "release" / "hello-pgo"))
+    assert shas[0] == shas[1]
+
+
+def test_second_optimise_recompiles_only_the_main_package(tmp_path: Path) -> None:
+    multi = Pipeline(tmp_path, "multi")
+    assert_ok(multi.nox("pgo"))
+    first = _optimise_report(multi)["binary_sha256"]
+    assert_ok(multi.nox("optimise"))
+    log = (multi.work / "logs" / "optimise-build.log").read_text()
+    compiled = re.findall(r"^\s+Compiling (\S+)", log, re.MULTILINE)
+    fresh = re.findall(r"^\s+Fresh (\S+)", log, re.MULTILINE)
+    assert compiled == ["multi-pgo"]
+    assert sorted(fresh) == ["numkit", "textkit"]
+    assert _optimise_report(multi)["binary_sha256"] == first
