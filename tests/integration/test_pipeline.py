@@ -9,6 +9,7 @@ import re
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ def _report(p: Pipeline) -> dict[str, object]:
     return data
 
 
-def _optimise_report(p: Pipeline) -> dict[str, str]:
+def _optimise_report(p: Pipeline) -> dict[str, Any]:
     result = _report(p)["optimise"]
     assert isinstance(result, dict)
     return result

@@ -37,7 +37,7 @@ def test_every_setting_has_a_pgo_variable() -> None:
 
 
 def test_unknown_pgo_variable_is_refused_with_a_suggestion(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="PGO_MIN_FUNCTION .*did you mean PGO_MIN_FUNCTIONS"):
+    with pytest.raises(ConfigError, match=r"PGO_MIN_FUNCTION .*did you mean PGO_MIN_FUNCTIONS"):
         load_config(_project(tmp_path), {"PGO_MIN_FUNCTION": "3"})
 
 
@@ -62,7 +62,7 @@ def test_bad_values_name_their_source(tmp_path: Path, env: dict[str, str], messa
 
 
 def test_unknown_posarg(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="unknown argument '--min-fuctions'.*--min-functions"):
+    with pytest.raises(ConfigError, match=r"unknown argument '--min-fuctions'.*--min-functions"):
         load_config(_project(tmp_path), {}, ["--min-fuctions", "3"])
 
 

@@ -20,7 +20,7 @@ def test_put_names_by_content_mode_0700(tmp_path: Path) -> None:
     store = ProfileStore(tmp_path / "store")
     stored = store.put(_profile(tmp_path, b"profile one"))
     assert stored.name == sha256_file(stored) + ".profdata"
-    assert (os.stat(store.root).st_mode & 0o777) == 0o700
+    assert (store.root.stat().st_mode & 0o777) == 0o700
     assert store.put(_profile(tmp_path, b"profile one", "again.profdata")) == stored
     assert [p.name for p in store.root.iterdir() if not p.name.startswith(".")] == [stored.name]
 
@@ -42,7 +42,7 @@ def test_open_store_refused(tmp_path: Path) -> None:
     root = tmp_path / "open"
     root.mkdir()
     root.chmod(0o777)
-    with pytest.raises(StoreError, match="mode 0777.*chmod 700"):
+    with pytest.raises(StoreError, match=r"mode 0777.*chmod 700"):
         ProfileStore(root).ensure()
 
 
