@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 from recipes.errors import CommandFailed, ToolchainError
 
 TAIL_LINES = 25
+HEARTBEAT_SECONDS = 20.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,21 @@ def tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
+def last_progress_line(log: Path) -> str:
+    """The last line of a growing log that says what is going on (cargo's Compiling lines, say)."""
+    try:
+        with log.open("rb") as stream:
+            stream.seek(max(0, log.stat().st_size - 8192))
+            lines = stream.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return "(no output yet)"
+    for line in reversed(lines):
+        text = line.strip()
+        if text and not text.startswith("Running `"):
+            return text[:160]
+    return "(no output yet)"
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -56,22 +73,28 @@ def run(
     log.parent.mkdir(parents=True, exist_ok=True)
     say(f"$ {quote(argv)}")
     say(f"  log: {log}")
+    started = time.monotonic()
     try:
         with log.open("w", encoding="utf-8") as out:
             out.write(f"$ {quote(argv)}\n")
             out.flush()
-            proc = subprocess.run(
-                argv,
-                env=dict(env),
-                cwd=cwd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                check=False,
+            proc = subprocess.Popen(
+                argv, env=dict(env), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
+            try:
+                while True:
+                    try:
+                        returncode = proc.wait(timeout=HEARTBEAT_SECONDS)
+                        break
+                    except subprocess.TimeoutExpired:
+                        say(f"  … {time.monotonic() - started:.0f} s: {last_progress_line(log)}")
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
     except FileNotFoundError as exc:
         raise ToolchainError(f"{argv[0]}: command not found", "install it or put it on PATH") from exc
-    done = Completed(argv, proc.returncode, log)
+    done = Completed(argv, returncode, log)
     if check and proc.returncode != 0:
         print(tail(done.output()), file=sys.stderr, flush=True)
         name = what or Path(argv[0]).name
