@@ -8,13 +8,14 @@ import os
 import re
 import stat
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from recipes.store import sha256_file
-from tests.conftest import Pipeline, assert_ok, assert_refused
+from tests.conftest import REPO, Pipeline, assert_ok, assert_refused
 
 pytestmark = pytest.mark.slow
 
@@ -270,3 +271,32 @@ def test_second_optimise_recompiles_only_the_main_package(tmp_path: Path) -> Non
     assert compiled == ["multi-pgo"]
     assert sorted(fresh) == ["numkit", "textkit"]
     assert _optimise_report(multi)["binary_sha256"] == first
+
+
+def test_two_pipelines_share_one_store_at_the_same_moment(tmp_path: Path) -> None:
+    """Two optimised builds at once, one store: same profile and different profiles; both succeed."""
+    first = Pipeline(tmp_path / "a", "hello")
+    profile = _merged(first)
+    other = tmp_path / "other.profdata"  # the same functions, every count doubled: another profile
+    subprocess.run(["llvm-profdata-22", "merge", f"--weighted-input=2,{profile}", "-o", str(other)], check=True)
+    assert sha256_file(other) != sha256_file(profile)
+    store = tmp_path / "shared-store"
+    runs = []
+    for name, given in (("b", profile), ("c", profile), ("d", other)):
+        pipeline = Pipeline(tmp_path / name, "hello")
+        env = pipeline.env(PGO_PROFDATA=str(given), PGO_PROFILE_STORE=str(store))
+        runs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "optimise"],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    for proc in runs:
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, out[-3000:]
+    names = sorted(p.name for p in store.iterdir())
+    assert names == sorted([".lock", f"{sha256_file(profile)}.profdata", f"{sha256_file(other)}.profdata"])
