@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -420,8 +419,3 @@ def summary_lines(full: dict[str, Any]) -> list[str]:
             )
     return lines
 
-
-def clear_work(work: Path) -> None:
-    """Forget every stage's result (used by tests and by a fresh `pgo`)."""
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work, exist_ok=True)
