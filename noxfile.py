@@ -5,6 +5,8 @@
 
     nox -s instrument | train | merge | optimise     the stages, each runnable alone
     nox -s pgo                                       all four, every check on
+    nox -s pgo-test                                  the test suite built with the profile
+    nox -s cpu-baseline -- [--binary P] [--run A…]   the binary under an emulated SSE2-only CPU
     nox -s tests | lint                              this project's own checks
 
 Configuration: [tool.pgo] in pyproject.toml, then PGO_* variables, then posargs (--min-functions 10).
@@ -23,7 +25,7 @@ import nox
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # nox does not put the noxfile's folder on sys.path
 
-from recipes import report, stages  # noqa: E402
+from recipes import cpu, report, stages  # noqa: E402
 from recipes.config import load_config  # noqa: E402
 from recipes.errors import PgoError  # noqa: E402
 
@@ -72,6 +74,23 @@ def optimise(session: nox.Session) -> None:
 def pgo(session: nox.Session) -> None:
     """All four stages in order, every check on."""
     _stage(session, stages.pgo)
+
+
+@nox.session(name="pgo-test", venv_backend="none")
+def pgo_test(session: nox.Session) -> None:
+    """The test suite compiled with the optimised build's profile, flags and target (<work>/test-target)."""
+    _stage(session, stages.test)
+
+
+@nox.session(name="cpu-baseline", venv_backend="none")
+def cpu_baseline(session: nox.Session) -> None:
+    """The binary under an emulated SSE2-only CPU (qemu-user); posargs: [--binary PATH] [--run ARG...]."""
+    try:
+        result = cpu.cpu_baseline(HERE, os.environ, session.posargs)
+    except PgoError as error:
+        session.error(error.line())
+    for line in cpu.summary_lines(result):
+        session.log(line)
 
 
 @nox.session

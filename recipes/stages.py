@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recipes import cargo, elf, profdata, report
+from recipes import cargo, cpu, elf, profdata, report, testsuite, zig
 from recipes.config import Config
 from recipes.errors import CheckFailed, MissingInput, PgoError, StoreError
 from recipes.runner import run, say
@@ -103,6 +103,9 @@ def make_plan(config: Config, environ: Mapping[str, str]) -> BuildPlan:
     info = rustc_info(env)
     crate = cargo.crate_info(config.manifest, config.package, config.bin, env)
     target = config.target or info.host
+    zig.check_target(config.cargo, target)
+    if zig.uses_zigbuild(config.cargo):
+        env = zig.ensure_zigbuild(env, logs=config.out / "logs")
     flags = plan_rustflags(target, config.manifest.parent, env)
     return BuildPlan(config, env, info, target, crate, flags)
 
@@ -133,6 +136,7 @@ def instrument(plan: BuildPlan) -> dict[str, Any]:
     """The instrumented build: -Cprofile-generate, its own target dir, the same cargo command."""
     start = time.monotonic()
     say(f"instrument: {plan.crate.package} ({plan.crate.bin}) for {plan.target}")
+    zig.check_generate_linker(plan.config.cargo, plan.config.generate_linker)
     flags = [f"-Cprofile-generate={plan.profraw_dir}"]
     if plan.config.generate_linker:
         flags.append(f"-Clinker={plan.config.generate_linker}")
@@ -155,6 +159,7 @@ def instrument(plan: BuildPlan) -> dict[str, Any]:
         "rustflags": env[plan.rustflags.var],
         "carried_rustflags_from": list(plan.rustflags.carried_from),
         "rustc": plan.rustc.release,
+        **({"zigbuild": zig.versions(plan.env)} if zig.uses_zigbuild(plan.config.cargo) else {}),
     }
     report.record(plan.work, "instrument", result)
     return result
@@ -276,6 +281,8 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
         "binary": str(binary),
         "binary_sha256": sha256_file(binary),
         "max_glibc": elf.max_glibc(binary),
+        "target_cpu": cpu.target_cpu_warning(plan.rustflags),
+        **({"zigbuild": zig.versions(plan.env)} if zig.uses_zigbuild(plan.config.cargo) else {}),
     }
     try:
         store.verify(store_path, "after the build")
@@ -383,7 +390,14 @@ def pgo(plan: BuildPlan) -> dict[str, Any]:
     else:
         verify = bool(plan.config.verify)
     optimise(plan, verify=verify)
+    if plan.config.test:
+        test(plan)
     return report.load(plan.work)
+
+
+def test(plan: BuildPlan) -> dict[str, Any]:
+    """The crate's test suite compiled with the optimised build's profile and flags (PGO_TEST=1)."""
+    return testsuite.run_test_stage(plan, clean=_clean_package, reject=_reject)
 
 
 def summary_lines(full: dict[str, Any]) -> list[str]:
@@ -417,5 +431,10 @@ def summary_lines(full: dict[str, Any]) -> list[str]:
                 f"verify      {o['verify']['seconds']:8.1f} s  the optimised binary ran the workload "
                 f"({o['verify']['requests']} requests/runs)"
             )
+        if o.get("target_cpu"):
+            lines.append(f"warning     the flags set target-cpu={o['target_cpu']}: not a baseline release build")
+    if "test" in full:
+        t = full["test"]
+        counts = f"{t['passed']} passed, {t['failed']} failed, {t['ignored']} ignored"
+        lines.append(f"test        {t['seconds']:8.1f} s  {counts} (the suite built with the profile)")
     return lines
-

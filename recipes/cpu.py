@@ -1,0 +1,485 @@
+"""The baseline-CPU smoke check: a release binary must run on a processor with SSE2 and nothing later.
+
+The binary runs under ``qemu-x86_64`` (Debian's qemu-user) with :data:`BASELINE_CPU`, qemu's ``qemu64`` model
+without the features it has beyond baseline x86-64 (SSE3, CMPXCHG16B, LAHF/SAHF, SVM) and, so that a newer
+qemu whose ``qemu64`` grew cannot hide anything, without every later one too. Before the binary is judged,
+control programs prove the emulation refuses what it should: one SSE3 and one AVX2 instruction, compiled
+here by gcc, must die with SIGILL under that model and run under ``-cpu max``.
+
+A server (the demo server) must also declare, in ``--build-info``, exactly rustc's default target features
+for its target, then start, answer HTTP/1.1, HTTP/2 (h2c and over TLS) and exit 0 on SIGTERM, all under
+emulation. Any other binary is run with the given arguments and must exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from recipes import report
+from recipes.config import load_config
+from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
+from recipes.runner import capture, quote, run, say
+from recipes.rustflags import RustflagsPlan, rust_triple, target_cpu_in
+from recipes.store import sha256_file
+
+QEMU = "qemu-x86_64"
+#: what qemu64 has beyond baseline x86-64 (pni is SSE3), then every later extension, all switched off
+FEATURES_OFF = (
+    "pni",
+    "cx16",
+    "lahf-lm",
+    "svm",
+    "ssse3",
+    "sse4.1",
+    "sse4.2",
+    "popcnt",
+    "abm",
+    "movbe",
+    "xsave",
+    "avx",
+    "f16c",
+    "fma",
+    "avx2",
+    "bmi1",
+    "bmi2",
+)
+BASELINE_CPU = "qemu64," + ",".join(f"-{name}" for name in FEATURES_OFF)
+NEWER_CPU = "max"
+SIGILL_EXIT = -int(signal.SIGILL)
+
+#: control programs: one instruction each of the first extension after SSE2 and of AVX2
+CONTROLS = {
+    "sse3": 'int main(void) { __asm__ volatile("haddpd %%xmm0, %%xmm0" ::: "xmm0"); return 0; }\n',
+    "avx2": (
+        "int main(void) {\n"
+        '    __asm__ volatile("vpxor %%ymm0, %%ymm0, %%ymm0\\n\\tvpaddd %%ymm0, %%ymm0, %%ymm0" ::: "xmm0");\n'
+        "    return 0;\n"
+        "}\n"
+    ),
+}
+
+
+def target_cpu_warning(flags: RustflagsPlan) -> str | None:
+    """The ``target-cpu`` the build's flags set (a release build sets none), with a warning line when set."""
+    cpu = target_cpu_in([*flags.base, *flags.config_target_flags])
+    if cpu is not None:
+        say(
+            f"warning: the build's flags set target-cpu={cpu}: the binary needs that processor, not baseline "
+            f"x86-64 (remove it from {flags.var} or .cargo/config.toml for a release build)"
+        )
+    return cpu
+
+
+def qemu_argv(model: str, binary: Path, args: Sequence[str]) -> list[str]:
+    """The binary under emulation, never leaving a core file behind when it dies."""
+    return ["prlimit", "--core=0", "--", QEMU, "-cpu", model, str(binary), *args]
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}" + (" (illegal instruction)" if returncode == SIGILL_EXIT else "")
+    return f"exit code {returncode}"
+
+
+def check_qemu(env: Mapping[str, str]) -> str:
+    """qemu-x86_64's version line, or a ToolchainError saying how to get it."""
+    try:
+        return capture([QEMU, "--version"], env=env).splitlines()[0].strip()
+    except ToolchainError as exc:
+        raise ToolchainError(f"{QEMU} not found: the baseline-CPU check needs it", "apt-get install qemu-user") from exc
+
+
+def check_controls(work: Path, env: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Compile the control programs; each must die with SIGILL under the baseline model and run under max."""
+    results: dict[str, dict[str, str]] = {}
+    for name, source in CONTROLS.items():
+        c_file = work / f"control-{name}.c"
+        program = work / f"control-{name}"
+        c_file.write_text(source, encoding="utf-8")
+        run(["gcc", "-O0", "-o", str(program), str(c_file)], env=env, log=work / f"control-{name}-gcc.log", what="gcc")
+        baseline = run(
+            qemu_argv(BASELINE_CPU, program, []), env=env, log=work / f"control-{name}-baseline.log", check=False
+        )
+        newer = run(qemu_argv(NEWER_CPU, program, []), env=env, log=work / f"control-{name}-max.log", check=False)
+        if baseline.returncode != SIGILL_EXIT:
+            raise CheckFailed(
+                f"the emulation does not refuse {name}: the control program got {describe_exit(baseline.returncode)} "
+                f"under -cpu {BASELINE_CPU}, not SIGILL",
+                "this qemu cannot prove a baseline: use Debian's qemu-user 7.2 or newer",
+            )
+        if newer.returncode != 0:
+            raise CheckFailed(
+                f"the {name} control program got {describe_exit(newer.returncode)} under -cpu {NEWER_CPU}, "
+                "where it must run",
+                "this qemu does not emulate the newer instructions, so its SIGILL proves nothing: use qemu 7.2+",
+            )
+        results[name] = {"baseline": describe_exit(baseline.returncode), "max": describe_exit(newer.returncode)}
+    return results
+
+
+# --- what the binary says it was built for --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """``demo-server --build-info``: the target and target features stamped at build time."""
+
+    target: str
+    target_features: tuple[str, ...]
+
+
+def parse_build_info(text: str) -> BuildInfo:
+    """Parse ``target=<triple>`` and ``target_features=<comma list>`` lines."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep:
+            fields[key] = value.strip()
+    if "target" not in fields or "target_features" not in fields:
+        raise CheckFailed(
+            f"--build-info printed no target= and target_features= lines: {text.strip()[:120]!r}",
+            "the binary must stamp its target and target features at build time",
+        )
+    features = tuple(sorted({f for f in fields["target_features"].split(",") if f}))
+    return BuildInfo(fields["target"], features)
+
+
+def parse_rustc_cfg_features(text: str) -> tuple[str, ...]:
+    """The ``target_feature="…"`` values of ``rustc --print cfg``, sorted."""
+    features = set()
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key == "target_feature":
+            features.add(value.strip('"'))
+    return tuple(sorted(features))
+
+
+def rustc_default_features(target: str, env: Mapping[str, str]) -> tuple[str, ...]:
+    """What rustc enables for ``target`` without any -Ctarget-cpu or -Ctarget-feature."""
+    return parse_rustc_cfg_features(capture(["rustc", "--print", "cfg", "--target", rust_triple(target)], env=env))
+
+
+def check_build_info(info: BuildInfo, defaults: Sequence[str], binary: Path) -> None:
+    """The binary must declare exactly rustc's default target features for its target."""
+    extra = sorted(set(info.target_features) - set(defaults))
+    missing = sorted(set(defaults) - set(info.target_features))
+    if extra or missing:
+        parts = [f"beyond them: {','.join(extra)}"] if extra else []
+        parts += [f"without: {','.join(missing)}"] if missing else []
+        detail = "; ".join(parts)
+        raise CheckFailed(
+            f"{binary.name} was built for target features {','.join(info.target_features) or 'none'}, not rustc's "
+            f"defaults for {info.target} ({','.join(defaults)}): {detail}",
+            "a release build passes no -Ctarget-cpu or -Ctarget-feature (rustflags, .cargo/config.toml)",
+        )
+
+
+# --- a server under emulation ---------------------------------------------------------------------------
+
+
+def parse_listening(line: str) -> dict[str, str]:
+    """``listening http=127.0.0.1:8080 https=127.0.0.1:8443`` -> ``{"http": …, "https": …}``."""
+    words = line.split()
+    if not words or words[0] != "listening":
+        return {}
+    return dict(word.split("=", 1) for word in words[1:] if "=" in word)
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports on 127.0.0.1 that were free a moment ago."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def make_certificate(work: Path, env: Mapping[str, str]) -> tuple[Path, Path]:
+    """A self-signed ECDSA P-256 certificate for 127.0.0.1."""
+    cert, key = work / "cert.pem", work / "key.pem"
+    run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        env=env,
+        log=work / "openssl.log",
+        what="openssl",
+    )
+    return cert, key
+
+
+def server_config(http_port: int, https_port: int, cert: Path, key: Path) -> str:
+    return (
+        "[server]\n"
+        f'http = "127.0.0.1:{http_port}"\n'
+        f'https = "127.0.0.1:{https_port}"\n'
+        "workers = 1\n\n"
+        "[tls]\n"
+        f'cert = "{cert}"\n'
+        f'key = "{key}"\n'
+    )
+
+
+#: (what, curl options, scheme, path, the HTTP version curl must report)
+REQUESTS = (
+    ("HTTP/1.1", ["--http1.1"], "http", "/health", "1.1"),
+    ("HTTP/2 (h2c)", ["--http2-prior-knowledge"], "http", "/health", "2"),
+    ("HTTP/2 over TLS", ["--http2"], "https", "/health", "2"),
+    ("HTTP/1.1 over TLS", ["--http1.1"], "https", "/metrics", "1.1"),
+)
+
+
+def _read_line(stream: IO[bytes], deadline: float) -> str | None:
+    """One line from the server's stdout, or None at EOF or the deadline."""
+    selector = selectors.DefaultSelector()
+    selector.register(stream, selectors.EVENT_READ)
+    buffer = b""
+    try:
+        while time.monotonic() < deadline:
+            if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                continue
+            byte = os.read(stream.fileno(), 1)
+            if not byte:
+                return None
+            if byte == b"\n":
+                return buffer.decode("utf-8", "replace")
+            buffer += byte
+        return None
+    finally:
+        selector.close()
+
+
+@contextlib.contextmanager
+def _server(argv: Sequence[str], env: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    say(f"$ {quote(argv)}")
+    with log.open("wb") as err:
+        proc = subprocess.Popen(list(argv), env=dict(env), stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: float = 120.0) -> dict[str, Any]:
+    """Start the server under the baseline model, send a few requests of each protocol, stop it with SIGTERM."""
+    cert, key = make_certificate(work, env)
+    http_port, https_port = free_ports(2)
+    config = work / "server.toml"
+    config.write_text(server_config(http_port, https_port, cert, key), encoding="utf-8")
+    argv = qemu_argv(BASELINE_CPU, binary, ["--config", str(config)])
+    log = work / "server.log"
+    answered: list[str] = []
+    with _server(argv, env, log) as proc:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        addresses: dict[str, str] = {}
+        while not addresses:
+            line = _read_line(proc.stdout, deadline)
+            if line is None:
+                proc.poll()
+                state = describe_exit(proc.returncode) if proc.returncode is not None else f"no line in {timeout:.0f} s"
+                sigill = proc.returncode == SIGILL_EXIT
+                raise CheckFailed(
+                    f"{binary.name} did not start under -cpu {BASELINE_CPU}: {state}"
+                    + (": it uses instructions beyond baseline x86-64" if sigill else ""),
+                    f"see {log}",
+                )
+            addresses = parse_listening(line)
+        for what, options, scheme, path, version in REQUESTS:
+            url = f"{scheme}://{addresses[scheme]}{path}"
+            for _ in range(3):
+                try:
+                    got = capture(
+                        [
+                            "curl",
+                            "-sS",
+                            "--max-time",
+                            "30",
+                            "--cacert",
+                            str(cert),
+                            *options,
+                            "-o",
+                            "/dev/null",
+                            "-w",
+                            "%{http_code} %{http_version}",
+                            url,
+                        ],
+                        env=env,
+                    ).strip()
+                except CommandFailed as exc:
+                    proc.poll()
+                    state = f" (the server: {describe_exit(proc.returncode)})" if proc.returncode is not None else ""
+                    raise CheckFailed(
+                        f"{what} request {url} failed under -cpu {BASELINE_CPU}{state}: {exc.message}", f"see {log}"
+                    ) from exc
+                if got != f"200 {version}":
+                    raise CheckFailed(f"{what} {url}: got {got!r}, expected '200 {version}'", f"see {log}")
+            answered.append(what)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            returncode = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise CheckFailed(f"{binary.name} did not exit {timeout:.0f} s after SIGTERM", f"see {log}") from exc
+        if returncode != 0:
+            raise CheckFailed(f"{binary.name} got {describe_exit(returncode)} after SIGTERM, not exit 0", f"see {log}")
+    return {"requests": [f"{what}: 3 x 200" for what in answered], "sigterm": "exit code 0", "config": str(config)}
+
+
+# --- the whole check --------------------------------------------------------------------------------------
+
+
+def check_command(binary: Path, args: Sequence[str], work: Path, env: Mapping[str, str]) -> dict[str, Any]:
+    """Run a command-line binary with ``args`` under the baseline model: it must exit 0."""
+    done = run(qemu_argv(BASELINE_CPU, binary, args), env=env, log=work / "command.log", check=False)
+    if done.returncode == SIGILL_EXIT:
+        raise CheckFailed(
+            f"{binary.name} died with SIGILL (illegal instruction) under an SSE2-only CPU (-cpu {BASELINE_CPU}): "
+            "it uses instructions beyond baseline x86-64",
+            "a release build passes no -Ctarget-cpu or -Ctarget-feature (rustflags, .cargo/config.toml)",
+        )
+    if done.returncode != 0:
+        native = subprocess.run([str(binary), *args], env=dict(env), capture_output=True, check=False)
+        raise CheckFailed(
+            f"{binary.name} {' '.join(args)} got {describe_exit(done.returncode)} under -cpu {BASELINE_CPU} "
+            f"(natively: {describe_exit(native.returncode)})",
+            f"see {done.log}",
+        )
+    return {"args": list(args), "exit": describe_exit(done.returncode)}
+
+
+def check_binary(
+    binary: Path, work: Path, env: Mapping[str, str], *, args: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """The baseline-CPU check of one binary: the controls, then the server check, or a run with ``args``."""
+    if not binary.is_file():
+        raise MissingInput(f"no binary at {binary}", "build it first, or pass --binary PATH")
+    work.mkdir(parents=True, exist_ok=True)
+    qemu = check_qemu(env)
+    say(f"cpu-baseline: {binary} under {QEMU} -cpu {BASELINE_CPU}")
+    result: dict[str, Any] = {"binary": str(binary), "qemu": qemu, "cpu": BASELINE_CPU}
+    result["controls"] = check_controls(work, env)
+    if args is not None:
+        result["command"] = check_command(binary, args, work, env)
+        return result
+    native = subprocess.run([str(binary), "--build-info"], env=dict(env), capture_output=True, text=True, check=False)
+    if native.returncode != 0:
+        raise CheckFailed(
+            f"{binary.name} --build-info got {describe_exit(native.returncode)}: {native.stderr.strip()[:120]}",
+            "for a binary that is not the demo server, give the arguments to run it with: --run ARG...",
+        )
+    info = parse_build_info(native.stdout)
+    defaults = rustc_default_features(info.target, env)
+    result["build_info"] = {"target": info.target, "target_features": list(info.target_features)}
+    result["rustc_default_features"] = list(defaults)
+    check_build_info(info, defaults, binary)
+    emulated = run(qemu_argv(BASELINE_CPU, binary, ["--build-info"]), env=env, log=work / "build-info.log", check=False)
+    if emulated.returncode != 0:
+        raise CheckFailed(
+            f"{binary.name} --build-info got {describe_exit(emulated.returncode)} under -cpu {BASELINE_CPU}",
+            f"see {emulated.log}",
+        )
+    result["server"] = check_server(binary, work, env)
+    return result
+
+
+@dataclass(frozen=True)
+class CpuArgs:
+    """The posargs of ``nox -s cpu-baseline``."""
+
+    binary: Path | None
+    run_args: tuple[str, ...] | None
+
+
+def parse_cpu_args(posargs: Sequence[str]) -> CpuArgs:
+    """``--binary PATH`` (default: the work dir's optimised binary) and ``--run ARG...`` (not a server)."""
+    parser = argparse.ArgumentParser(prog="nox -s cpu-baseline --", add_help=False, exit_on_error=False)
+    parser.add_argument("--binary", default=None)
+    parser.add_argument("--run", nargs=argparse.REMAINDER, default=None)
+    try:
+        namespace, rest = parser.parse_known_args(list(posargs))
+    except argparse.ArgumentError as exc:
+        raise ConfigError(f"session arguments: {exc}", "write them as --binary PATH [--run ARG...]") from exc
+    if rest:
+        raise ConfigError(f"session arguments: unknown argument {rest[0]!r}", "known: --binary PATH, --run ARG...")
+    binary = Path(namespace.binary).resolve() if namespace.binary else None
+    run_args = tuple(namespace.run) if namespace.run is not None else None
+    return CpuArgs(binary, run_args)
+
+
+def default_binary(work_report: Mapping[str, Any], work: Path) -> Path:
+    optimised = work_report.get("optimise")
+    if not isinstance(optimised, dict) or "binary" not in optimised:
+        raise MissingInput(
+            f"{work / 'report.json'} names no optimised binary", "run `nox -s pgo` first, or pass --binary PATH"
+        )
+    if "failed" in optimised:
+        raise MissingInput(
+            f"the last optimised build failed its checks ({optimised['failed']})", "build again, or pass --binary PATH"
+        )
+    return Path(optimised["binary"])
+
+
+def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> dict[str, Any]:
+    """``nox -s cpu-baseline``: check ``--binary`` or the work dir's optimised binary; recorded in report.json."""
+    args = parse_cpu_args(posargs)
+    config = load_config(project_dir, environ)
+    binary = args.binary or default_binary(report.load(config.out), config.out)
+    result = check_binary(binary, config.out / "cpu-baseline", environ, args=args.run_args)
+    result["binary_sha256"] = sha256_file(binary)
+    if args.binary is None:
+        report.record(config.out, "cpu_baseline", result)
+    return result
+
+
+def summary_lines(result: Mapping[str, Any]) -> list[str]:
+    lines = [f"cpu-baseline {result['binary']} passed under {QEMU} -cpu {result['cpu']}"]
+    controls = ", ".join(f"{name} {r['baseline']} (max: {r['max']})" for name, r in result["controls"].items())
+    lines.append(f"  controls: {controls}")
+    if "build_info" in result:
+        lines.append(f"  target features: {','.join(result['build_info']['target_features'])} (rustc's defaults)")
+    if "server" in result:
+        lines.append(f"  served: {'; '.join(result['server']['requests'])}; SIGTERM: {result['server']['sigterm']}")
+    if "command" in result:
+        lines.append(f"  ran: {' '.join(result['command']['args'])}: {result['command']['exit']}")
+    return lines
