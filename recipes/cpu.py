@@ -442,7 +442,7 @@ def parse_cpu_args(posargs: Sequence[str]) -> CpuArgs:
         raise ConfigError(f"session arguments: {exc}", "write them as --binary PATH [--run ARG...]") from exc
     if rest:
         raise ConfigError(f"session arguments: unknown argument {rest[0]!r}", "known: --binary PATH, --run ARG...")
-    binary = Path(namespace.binary).resolve() if namespace.binary else None
+    binary = Path(namespace.binary).absolute() if namespace.binary else None
     run_args = tuple(namespace.run) if namespace.run is not None else None
     return CpuArgs(binary, run_args)
 

@@ -31,13 +31,27 @@ def needed_versions(path: Path) -> dict[str, list[str]]:
         raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
 
 
+#: version-needs that are not GLIBC_x.y but exist only from a glibc release on
+_GLIBC_ABI = {"GLIBC_ABI_DT_RELR": "2.36"}
+
+
+def glibc_of(name: str) -> Version | None:
+    """The glibc release a version-need requires: ``GLIBC_2.3.4`` -> 2.3.4; ``GLIBC_PRIVATE`` -> None."""
+    if match := _GLIBC.match(name):
+        return Version(match.group(1))
+    if name in _GLIBC_ABI:
+        return Version(_GLIBC_ABI[name])
+    return None
+
+
 def max_glibc(path: Path) -> str | None:
-    """The highest GLIBC_x.y the binary requires, or None (static or not glibc)."""
+    """The highest glibc release the binary requires, or None (static, or not linked against glibc).
+
+    Versions compare as numbers (2.3.4 < 2.14 < 2.28), and ``GLIBC_ABI_DT_RELR`` (packed relative
+    relocations) counts as the 2.36 that introduced it.
+    """
     versions = [
-        Version(match.group(1))
-        for names in needed_versions(path).values()
-        for name in names
-        if (match := _GLIBC.match(name))
+        version for names in needed_versions(path).values() for name in names if (version := glibc_of(name)) is not None
     ]
     return str(max(versions)) if versions else None
 
@@ -55,3 +69,15 @@ def check_glibc(path: Path, ceiling: str) -> str | None:
             "link against an older glibc (PGO_CARGO='cargo zigbuild' with a target like x86_64-unknown-linux-gnu.2.28)",
         )
     return needed
+
+
+def check_same_glibc(plain: Path, pgo: Path) -> str | None:
+    """The plain and the PGO artefact of a release must need the same glibc; returns that version."""
+    plain_needs, pgo_needs = max_glibc(plain), max_glibc(pgo)
+    if plain_needs != pgo_needs:
+        raise CheckFailed(
+            f"{pgo.name} needs glibc {pgo_needs or 'none'} and the plain {plain.name} needs {plain_needs or 'none'}: "
+            "the PGO artefact would not start everywhere the plain one does",
+            "link both the same way (the same PGO_CARGO and target, e.g. cargo zigbuild with a .2.28 suffix)",
+        )
+    return pgo_needs

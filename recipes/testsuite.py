@@ -78,7 +78,7 @@ class CargoTestRun:
         return self.compile_error is None and self.failed == 0 and not self.crashed and bool(self.suites)
 
 
-_RUNNING_BINARY = re.compile(r"^\s+Running (?:`(?P<verbose>[^`]+)`|(?P<source>\S+) \((?P<path>[^)]+)\))\s*$")
+_RUNNING_BINARY = re.compile(r"^\s+Running (?:`(?P<verbose>[^`]+)`|(?P<source>.+?) \((?P<path>[^)]+)\))\s*$")
 _DOC_TESTS = re.compile(r"^\s+Doc-tests (?P<crate>\S+)\s*$")
 _PLANNED = re.compile(r"^running (?P<count>\d+) tests?$")
 _TEST_LINE = re.compile(r"^test (?P<name>.+?) \.\.\. (?P<outcome>ok|FAILED|ignored)\b")

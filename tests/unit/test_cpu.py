@@ -1,0 +1,115 @@
+"""recipes.cpu: the parsers and decisions of the baseline-CPU check (the emulation itself: integration)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recipes import cpu
+from recipes.errors import CheckFailed, ConfigError, MissingInput
+from recipes.rustflags import RustflagsPlan
+from tests.conftest import DATA
+
+
+def test_rustc_default_features_of_the_target() -> None:
+    text = (DATA / "rustc-print-cfg.txt").read_text()
+    assert cpu.parse_rustc_cfg_features(text) == ("fxsr", "sse", "sse2")
+
+
+def test_rustc_features_of_x86_64_v3() -> None:
+    features = cpu.parse_rustc_cfg_features((DATA / "rustc-print-cfg-x86-64-v3.txt").read_text())
+    assert {"avx2", "bmi2", "fma", "sse4.2"} <= set(features)
+    assert ",".join(features).startswith("avx,avx2,")
+
+
+def test_build_info() -> None:
+    info = cpu.parse_build_info("target=x86_64-unknown-linux-gnu\ntarget_features=sse2,fxsr,sse\n")
+    assert info == cpu.BuildInfo("x86_64-unknown-linux-gnu", ("fxsr", "sse", "sse2"))
+
+
+def test_build_info_without_its_lines() -> None:
+    with pytest.raises(CheckFailed, match="printed no target= and target_features= lines"):
+        cpu.parse_build_info("usage: hello-pgo collatz N\n")
+
+
+def test_build_info_equal_to_the_defaults_passes() -> None:
+    info = cpu.parse_build_info("target=x86_64-unknown-linux-gnu\ntarget_features=fxsr,sse,sse2\n")
+    cpu.check_build_info(info, ("fxsr", "sse", "sse2"), Path("demo-server"))
+
+
+def test_build_info_of_an_x86_64_v3_build_is_refused() -> None:
+    built = cpu.parse_rustc_cfg_features((DATA / "rustc-print-cfg-x86-64-v3.txt").read_text())
+    info = cpu.BuildInfo("x86_64-unknown-linux-gnu", built)
+    with pytest.raises(CheckFailed) as caught:
+        cpu.check_build_info(info, ("fxsr", "sse", "sse2"), Path("/x/demo-server"))
+    line = caught.value.line()
+    assert "demo-server was built for target features avx,avx2," in line
+    assert "not rustc's defaults for x86_64-unknown-linux-gnu (fxsr,sse,sse2)" in line
+    assert "beyond them: avx,avx2,bmi1" in line
+    assert "no -Ctarget-cpu" in line
+
+
+def test_build_info_missing_a_default_is_refused() -> None:
+    info = cpu.BuildInfo("x86_64-unknown-linux-gnu", ("fxsr", "sse"))
+    with pytest.raises(CheckFailed, match="without: sse2"):
+        cpu.check_build_info(info, ("fxsr", "sse", "sse2"), Path("demo-server"))
+
+
+@pytest.mark.parametrize(
+    ("line", "addresses"),
+    [
+        ("listening http=127.0.0.1:8080 https=127.0.0.1:8443", {"http": "127.0.0.1:8080", "https": "127.0.0.1:8443"}),
+        ("starting up", {}),
+        ("", {}),
+    ],
+)
+def test_listening_line(line: str, addresses: dict[str, str]) -> None:
+    assert cpu.parse_listening(line) == addresses
+
+
+def test_baseline_model_switches_off_everything_after_sse2() -> None:
+    assert cpu.BASELINE_CPU.startswith("qemu64,-pni,-cx16,-lahf-lm,")
+    for feature in ("avx", "avx2", "sse4.2", "popcnt", "ssse3", "bmi2", "fma"):
+        assert f",-{feature}" in cpu.BASELINE_CPU
+
+
+@pytest.mark.parametrize(
+    ("returncode", "text"),
+    [
+        (0, "exit code 0"),
+        (3, "exit code 3"),
+        (-4, "killed by SIGILL (illegal instruction)"),
+        (-15, "killed by SIGTERM"),
+    ],
+)
+def test_describe_exit(returncode: int, text: str) -> None:
+    assert cpu.describe_exit(returncode) == text
+
+
+def test_posargs() -> None:
+    assert cpu.parse_cpu_args([]) == cpu.CpuArgs(None, None)
+    parsed = cpu.parse_cpu_args(["--binary", "/bin/true", "--run", "primes", "--fast"])
+    assert parsed == cpu.CpuArgs(Path("/bin/true"), ("primes", "--fast"))
+    with pytest.raises(ConfigError, match="unknown argument '--cpu'"):
+        cpu.parse_cpu_args(["--cpu", "max"])
+
+
+def test_no_optimised_binary_in_the_work_dir(tmp_path: Path) -> None:
+    with pytest.raises(MissingInput, match="names no optimised binary"):
+        cpu.default_binary({}, tmp_path)
+    with pytest.raises(MissingInput, match="failed its checks"):
+        cpu.default_binary({"optimise": {"binary": "/x", "failed": "stale"}}, tmp_path)
+    assert cpu.default_binary({"optimise": {"binary": "/x/y"}}, tmp_path) == Path("/x/y")
+
+
+def _plan(base: tuple[str, ...], config_flags: tuple[str, ...] = ()) -> RustflagsPlan:
+    return RustflagsPlan("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS", base, (), config_flags)
+
+
+def test_target_cpu_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cpu.target_cpu_warning(_plan(("--cfg", "x"))) is None
+    assert capsys.readouterr().err == ""
+    assert cpu.target_cpu_warning(_plan(("-Ctarget-cpu=x86-64-v3",))) == "x86-64-v3"
+    assert "warning: the build's flags set target-cpu=x86-64-v3" in capsys.readouterr().err
+    assert cpu.target_cpu_warning(_plan((), ("-C", "target-cpu=native"))) == "native"

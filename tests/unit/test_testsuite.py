@@ -1,0 +1,85 @@
+"""The cargo test log parser, on real `cargo test --no-fail-fast -v` output of tests/fixtures/tested."""
+
+from __future__ import annotations
+
+import pytest
+
+from recipes.testsuite import parse_cargo_test, summary_line
+from tests.conftest import DATA
+
+
+def _log(name: str) -> str:
+    return (DATA / f"cargo-test-{name}.log").read_text()
+
+
+def test_passing_suite() -> None:
+    run = parse_cargo_test(_log("pass"))
+    assert run.ok
+    assert (run.passed, run.failed, run.ignored) == (9, 0, 1)
+    assert [s.name for s in run.suites] == ["tested_pgo", "tested_pgo", "cli", "doc-tests tested_pgo"]
+    assert [s.planned for s in run.suites] == [6, 0, 3, 1]
+    assert all(s.finished for s in run.suites)
+    assert run.failed_tests == []
+    assert summary_line(run) == "9 passed, 0 failed, 1 ignored"
+
+
+def test_failing_tests_are_named_with_their_target() -> None:
+    run = parse_cargo_test(_log("fail"))
+    assert not run.ok
+    assert (run.passed, run.failed, run.ignored) == (7, 2, 1)
+    assert run.failed_tests == ["tests::gcd_of_multiples (--lib)", "fizzbuzz_from_the_command_line (--test cli)"]
+    assert summary_line(run) == "7 passed, 2 failed, 1 ignored"
+
+
+def test_should_panic_suffix_is_not_part_of_the_name() -> None:
+    text = _log("pass").replace(
+        "test tests::digit_sum_panics_never_but_division_does - should panic ... ok",
+        "test tests::digit_sum_panics_never_but_division_does - should panic ... FAILED",
+    )
+    assert parse_cargo_test(text).suites[0].failed_tests == ["tests::digit_sum_panics_never_but_division_does"]
+
+
+def test_crashed_test_binary() -> None:
+    run = parse_cargo_test(_log("crash"))
+    assert not run.ok
+    assert run.failed == 0
+    assert [s.label() for s in run.crashed] == ["--test cli"]
+    assert run.failed_tests == ["--test cli crashed: signal: 6, SIGABRT: process abort signal"]
+    assert summary_line(run) == "6 passed, 0 failed, 1 ignored, 1 test binaries crashed"
+
+
+def test_suite_that_does_not_compile() -> None:
+    run = parse_cargo_test(_log("nocompile"))
+    assert not run.ok
+    assert run.suites == []
+    assert run.compile_error == 'error: could not compile `tested-pgo` (test "cli") due to 1 previous error'
+
+
+NOT_VERBOSE = """\
+    Finished `release` profile [optimized] target(s) in 0.02s
+     Running unittests src/lib.rs (target/x86_64-unknown-linux-gnu/release/deps/tested_pgo-7ff7647fa6312591)
+
+running 1 test
+test tests::gcd_of_multiples ... FAILED
+
+test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 5 filtered out; finished in 0.00s
+
+error: test failed, to rerun pass `--lib`
+"""
+
+
+def test_output_without_verbose() -> None:
+    run = parse_cargo_test(NOT_VERBOSE)
+    assert [s.name for s in run.suites] == ["tested_pgo"]
+    assert run.failed_tests == ["tests::gcd_of_multiples (--lib)"]
+
+
+@pytest.mark.parametrize("name", ["pass", "fail", "crash"])
+def test_rustc_lines_are_not_suites(name: str) -> None:
+    run = parse_cargo_test(_log(name))
+    assert "rustc" not in " ".join(s.name for s in run.suites)
+    assert len(run.suites) == 4
+
+
+def test_empty_log_is_not_a_pass() -> None:
+    assert not parse_cargo_test("").ok
