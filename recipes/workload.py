@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import string
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,10 +12,12 @@ from typing import Any
 from recipes import train  # noqa: F401  (registers the modes and phase kinds)
 from recipes.errors import ConfigError
 from recipes.schema import Table, check_placeholders
-from recipes.train.base import INSTANCE_MODES, PHASE_KINDS, Phase
+from recipes.train.base import INSTANCE_MODES, PHASE_KINDS, RESOURCES, Phase
 
 #: placeholders every instance has
 COMMON_PLACEHOLDERS = {"work", "workload_dir", "project"}
+#: placeholders known when the workload is loaded (files under them are checked then)
+STATIC_PLACEHOLDERS = {"workload_dir"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,8 @@ class Workload:
     max_missing: int | None
     phase_timeout: float | None
     instances: tuple[Instance, ...]
+    #: the ``[setup]`` resources, in file order: (kind, options)
+    resources: tuple[tuple[str, Any], ...] = ()
 
 
 def workload_path(project_dir: Path, name: str) -> Path:
@@ -63,10 +69,19 @@ def load_workload(path: Path) -> Workload:
     max_missing = head.integer("max_missing", minimum=0)
     phase_timeout = head.number("phase_timeout")
     head.done()
-    instances = []
+    resources, provided, known_files = _setup(top.table("setup"))
+    instances: list[Instance] = []
     names: set[str] = set()
     for table in top.tables("instance", required=True):
-        instance = _instance(table)
+        instance = _instance(table, provided, {i.name: i for i in instances})
+        for phase in instance.phases:
+            missing = phase.needs() - {kind for kind, _ in resources}
+            if missing:
+                raise ConfigError(
+                    f"{table.where}: phase {phase.name!r} needs [setup] {', '.join(sorted(missing))}",
+                    f"add {sorted(missing)[0]} = … to the [setup] table",
+                )
+            _check_files(f"{table.where} phase {phase.name!r}", phase.files(), known_files, path.parent)
         if instance.name in names:
             raise ConfigError(
                 f"{table.where}: name: {instance.name!r} is used twice", "give each instance its own name"
@@ -74,10 +89,51 @@ def load_workload(path: Path) -> Workload:
         names.add(instance.name)
         instances.append(instance)
     top.done()
-    return Workload(path, description, min_functions, max_missing, phase_timeout, tuple(instances))
+    return Workload(path, description, min_functions, max_missing, phase_timeout, tuple(instances), resources)
 
 
-def _instance(table: Table) -> Instance:
+def _setup(table: Table | None) -> tuple[tuple[tuple[str, Any], ...], set[str], set[str]]:
+    """The ``[setup]`` resources, the placeholders they provide and the files they make."""
+    if table is None:
+        return (), set(), set()
+    resources = []
+    provided: set[str] = set()
+    files: set[str] = set()
+    for key in table.data:
+        if key not in RESOURCES:
+            close = difflib.get_close_matches(key, sorted(RESOURCES), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(RESOURCES))}"
+            raise table.error(key, "unknown setup resource", hint)
+        resource = RESOURCES[key]
+        options = resource.parse(table, key)
+        resources.append((key, options))
+        provided |= resource.placeholders(options)
+        files |= resource.files(options)
+    table.done()
+    return tuple(resources), provided, files
+
+
+def _check_files(where: str, files: list[str], made: set[str], workload_dir: Path) -> None:
+    """Refuse, before anything starts, a phase file that no resource makes and that does not exist."""
+    for name in files:
+        if name in made:
+            continue
+        fields = _fields(name)
+        if fields - STATIC_PLACEHOLDERS:
+            if fields & {field for made_name in made for field in _fields(made_name)}:
+                known = ", ".join(sorted(made))
+                raise ConfigError(f"{where}: no file {name} is made by [setup]", f"it makes: {known}")
+            continue  # under {work} or {project}: checked when the phase starts
+        path = Path(name.format_map({"workload_dir": str(workload_dir)}))
+        if not path.is_file():
+            raise ConfigError(f"{where}: no file {path}", "fix the path, or create the file")
+
+
+def _fields(text: str) -> set[str]:
+    return {f.split(".")[0] for _, f, _, _ in string.Formatter().parse(text) if f}
+
+
+def _instance(table: Table, provided: set[str], earlier: dict[str, Instance]) -> Instance:
     name = table.string("name", required=True)
     if not name.replace("-", "").replace("_", "").isalnum():
         raise table.error(
@@ -89,7 +145,17 @@ def _instance(table: Table) -> Instance:
     env = table.mapping("env")
     phases = []
     phase_names: set[str] = set()
-    for phase_table in table.tables("phase", required=True):
+    same_as = table.string("phases_from", choices=earlier if "phases_from" in table.data else None)
+    if same_as is not None:
+        if table.data.get("phase"):
+            raise table.error("phase", f"give phases_from = {same_as!r} or [[instance.phase]] tables, not both")
+        source = earlier[same_as]
+        if source.mode != mode_name:
+            raise table.error(
+                "phases_from", f"instance {same_as!r} is a {source.mode!r} instance, this is {mode_name!r}"
+            )
+        phases = list(source.phases)
+    for phase_table in table.tables("phase", required=same_as is None):
         phase_name = phase_table.string("name", required=True)
         kind = phase_table.string("kind", required=True, choices=PHASE_KINDS)
         timeout = phase_table.number("timeout")
@@ -105,9 +171,11 @@ def _instance(table: Table) -> Instance:
         if phase_name in phase_names:
             raise phase_table.error("name", f"{phase_name!r} is used twice in this instance")
         phase_names.add(phase_name)
-        known = COMMON_PLACEHOLDERS | mode.placeholders()
+        known = COMMON_PLACEHOLDERS | provided | mode.placeholders()
         check_placeholders(phase_table.where, phase.texts(), known)
         phases.append(phase)
     table.done()
-    check_placeholders(table.where, [*mode.texts(options), *env.values()], COMMON_PLACEHOLDERS | mode.placeholders())
+    check_placeholders(
+        table.where, [*mode.texts(options), *env.values()], COMMON_PLACEHOLDERS | provided | mode.placeholders()
+    )
     return Instance(name, mode_name, options, env, tuple(phases))

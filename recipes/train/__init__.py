@@ -1,5 +1,5 @@
-"""Training: instance modes and phase kinds. Importing this package registers all of them."""
+"""Training: instance modes, phase kinds and setup resources. Importing this package registers all of them."""
 
-from recipes.train import command
+from recipes.train import command, handshakes, http, resources, server
 
-__all__ = ["command"]
+__all__ = ["command", "handshakes", "http", "resources", "server"]

@@ -55,6 +55,8 @@ class PhaseContext:
     timeout: float
     verifying: bool
     server: Any = None  # the running server of a server-mode instance
+    #: the live setup resources of the workload (``[setup]``), by kind
+    resources: dict[str, Any] = field(default_factory=dict)
 
     def scaled(self, count: int) -> int:
         """A request or run count times PGO_TRAIN_SCALE, never below 1."""
@@ -85,6 +87,10 @@ class Phase(ABC):
         """Paths (after placeholders) that must exist before anything starts."""
         return []
 
+    def needs(self) -> set[str]:
+        """The ``[setup]`` resources this phase uses directly (not only through placeholders)."""
+        return set()
+
     @abstractmethod
     def run(self, ctx: PhaseContext) -> PhaseResult:
         """Run the phase; raise :class:`~recipes.errors.TrainingFailed` when it does not do what it should."""
@@ -112,8 +118,47 @@ class InstanceMode(ABC):
         """Start what the phases run against, yield their context, stop it (and check it stopped well)."""
 
 
+class Resource(ABC):
+    """Something the workload's instances share, set up once before the first and torn down after the last
+    (certificates, a document root, an upstream backend): one key of the workload's ``[setup]`` table."""
+
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def parse(self, table: Table, key: str) -> Any:
+        """Read the resource's value of ``[setup]`` (``table`` is that table); returns its options."""
+
+    @abstractmethod
+    def placeholders(self, options: Any) -> set[str]:
+        """The placeholder names the resource provides."""
+
+    def files(self, options: Any) -> set[str]:
+        """The files it makes, with placeholders (``{bodies}/attack.txt``), so phases naming others are refused."""
+        return set()
+
+    @abstractmethod
+    def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
+        """Set the resource up, yield its placeholder values (and a handle phases may use), tear it down."""
+
+
+@dataclass
+class ResourceContext:
+    """Where resources put their files and logs, and the environment their tools run with."""
+
+    scratch: Path
+    logs: Path
+    env: dict[str, str]
+
+
+@dataclass
+class LiveResource:
+    values: dict[str, str]
+    handle: Any = None
+
+
 PHASE_KINDS: dict[str, type[Phase]] = {}
 INSTANCE_MODES: dict[str, InstanceMode] = {}
+RESOURCES: dict[str, Resource] = {}
 
 P = TypeVar("P", bound=type[Phase])
 
@@ -128,6 +173,14 @@ M = TypeVar("M", bound=type[InstanceMode])
 
 def register_mode(cls: M) -> M:
     INSTANCE_MODES[cls.kind] = cls()
+    return cls
+
+
+R = TypeVar("R", bound=type[Resource])
+
+
+def register_resource(cls: R) -> R:
+    RESOURCES[cls.kind] = cls()
     return cls
 
 

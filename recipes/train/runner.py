@@ -5,12 +5,13 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from recipes.errors import TrainingFailed
 from recipes.runner import say
-from recipes.train.base import INSTANCE_MODES, PhaseContext, PhaseResult
+from recipes.train.base import INSTANCE_MODES, RESOURCES, PhaseContext, PhaseResult, ResourceContext
 from recipes.workload import Workload
 
 DEFAULT_PHASE_TIMEOUT = 300.0
@@ -46,37 +47,53 @@ def run_workload(
     phase_timeout = timeout or workload.phase_timeout or DEFAULT_PHASE_TIMEOUT
     results: list[PhaseResult] = []
     started = time.monotonic()
-    for instance in workload.instances:
-        env = dict(base_env)
-        values = {"work": str(scratch), "workload_dir": str(workload.path.parent), "project": str(project_dir)}
-        env.update({k: v.format_map(values) for k, v in instance.env.items()})
-        env.pop("LLVM_PROFILE_FILE", None)
-        if profraw_dir is not None:
-            env["LLVM_PROFILE_FILE"] = profraw_pattern(profraw_dir, instance.name)
-        ctx = PhaseContext(
-            binary=binary,
-            instance=instance.name,
-            env=env,
-            values=values,
-            logs=logs,
-            scale=scale,
-            timeout=phase_timeout,
-            verifying=verifying,
-        )
-        mode = INSTANCE_MODES[instance.mode]
-        say(f"instance {instance.name} ({instance.mode}): {len(instance.phases)} phases")
-        with mode.session(instance.options, ctx) as live:
-            for phase in instance.phases:
-                result = phase.run(live)
-                say(f"phase {instance.name}/{phase.name}: {result.done}/{result.requests} in {result.seconds:.1f} s")
-                results.append(result)
-        if profraw_dir is not None:
-            written = sorted(profraw_dir.glob(f"{instance.name}-*.profraw"))
-            if not written:
-                raise TrainingFailed(
-                    f"instance {instance.name} wrote no .profraw into {profraw_dir}",
-                    "is the binary instrumented, and does it exit normally (not by a signal or abort)?",
-                )
+    common = {"work": str(scratch), "workload_dir": str(workload.path.parent), "project": str(project_dir)}
+    with ExitStack() as setup:
+        shared: dict[str, str] = {}
+        handles = {}
+        for kind, options in workload.resources:
+            say(f"setup: {kind}")
+            live = setup.enter_context(
+                RESOURCES[kind].start(options, ResourceContext(scratch / "setup", logs, dict(base_env)))
+            )
+            shared.update(live.values)
+            handles[kind] = live.handle
+        for instance in workload.instances:
+            values = {**common, **shared}
+            env = dict(base_env)
+            env.update({k: v.format_map(values) for k, v in instance.env.items()})
+            env.pop("LLVM_PROFILE_FILE", None)
+            if profraw_dir is not None:
+                env["LLVM_PROFILE_FILE"] = profraw_pattern(profraw_dir, instance.name)
+            ctx = PhaseContext(
+                binary=binary,
+                instance=instance.name,
+                env=env,
+                values=values,
+                logs=logs,
+                scale=scale,
+                timeout=phase_timeout,
+                verifying=verifying,
+                resources=handles,
+            )
+            mode = INSTANCE_MODES[instance.mode]
+            say(f"instance {instance.name} ({instance.mode}): {len(instance.phases)} phases")
+            with mode.session(instance.options, ctx) as live_ctx:
+                for phase in instance.phases:
+                    _check_phase_files(phase.files(), live_ctx.values, f"{instance.name}/{phase.name}")
+                    result = phase.run(live_ctx)
+                    say(
+                        f"phase {instance.name}/{phase.name}: {result.done}/{result.requests} in "
+                        f"{result.seconds:.1f} s {result.status or ''}"
+                    )
+                    results.append(result)
+            if profraw_dir is not None:
+                written = sorted(profraw_dir.glob(f"{instance.name}-*.profraw"))
+                if not written:
+                    raise TrainingFailed(
+                        f"instance {instance.name} wrote no .profraw into {profraw_dir}",
+                        "is the binary instrumented, and does it exit normally (not by a signal or abort)?",
+                    )
     report: dict[str, Any] = {
         "seconds": round(time.monotonic() - started, 3),
         "requests": sum(r.requests for r in results),
@@ -87,3 +104,10 @@ def run_workload(
     if profraw_dir is not None:
         report["profraw_files"] = len(list(profraw_dir.glob("*.profraw")))
     return report
+
+
+def _check_phase_files(files: list[str], values: dict[str, str], label: str) -> None:
+    for name in files:
+        path = Path(name.format_map(values))
+        if not path.is_file():
+            raise TrainingFailed(f"phase {label}: no file {path}", "fix the path in the workload")

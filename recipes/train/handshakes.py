@@ -1,0 +1,107 @@
+"""``kind = "handshakes"`` phases: full TLS handshakes, one request per new connection.
+
+    [[instance.phase]]
+    name = "handshakes"
+    kind = "handshakes"
+    handshakes = 2000          # times PGO_TRAIN_SCALE
+    batch = 50                 # connections opened at once by one h2load run (h2load -c B -n B)
+    protocol = "h1"            # or "h2" (ALPN)
+    path = "/health"
+    expect = "ok"
+
+Each h2load run opens ``batch`` connections and sends exactly one request on each (``-c B -n B``); every
+connection is a new client with its own TLS state, and h2load keeps no session cache, so each is a full
+handshake (no resumption).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from recipes import h2load
+from recipes.errors import TrainingFailed
+from recipes.runner import say
+from recipes.schema import Table, fill
+from recipes.train.base import Phase, PhaseContext, PhaseResult, register_phase
+from recipes.train.http import parse_expect, phase_label, run_h2load, summary_status, target
+
+PROGRESS_STEPS = 10
+
+
+@register_phase
+class HandshakesPhase(Phase):
+    kind: ClassVar[str] = "handshakes"
+    modes = ("server",)
+
+    def __init__(
+        self, name: str, timeout: float | None, *, handshakes: int, batch: int, protocol: str, path: str, expect: str
+    ) -> None:
+        super().__init__(name, timeout)
+        self.handshakes = handshakes
+        self.batch = batch
+        self.protocol = protocol
+        self.path = path
+        self.expect = expect
+
+    @classmethod
+    def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
+        path = table.string("path", "/health")
+        if not path.startswith("/"):
+            raise table.error("path", f"{path!r} must start with /")
+        return cls(
+            name,
+            timeout,
+            handshakes=table.integer("handshakes", required=True, minimum=1),
+            batch=table.integer("batch", 50, minimum=1),
+            protocol=table.string("protocol", "h1", choices=("h1", "h2")),
+            path=path,
+            expect=parse_expect(table),
+        )
+
+    def texts(self) -> list[str]:
+        return [self.path]
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        handshakes = ctx.scaled(self.handshakes)
+        label = phase_label(ctx, self.name)
+        limit = self.timeout or ctx.timeout
+        url = target(ctx, "https").url(fill(self.path, ctx.values))
+        log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
+        log.write_text("")
+        codes_log = (
+            ctx.logs / f"train-{ctx.instance}-{self.name}-codes.tsv" if h2load.needs_codes(self.expect) else None
+        )
+        say(f"{label}: {handshakes} full TLS handshakes ({self.protocol}), {self.batch} connections at a time")
+        start = time.monotonic()
+        deadline = start + limit
+        done = 0
+        status = dict.fromkeys(h2load.STATUS_CLASSES, 0)
+        next_report = handshakes / PROGRESS_STEPS
+        while done < handshakes:
+            count = min(self.batch, handshakes - done)
+            if codes_log is not None:
+                codes_log.unlink(missing_ok=True)
+            argv = h2load.h2load_argv(
+                [url], requests=count, connections=count, http1=self.protocol == "h1", log_file=codes_log
+            )
+            summary = run_h2load(
+                ctx, argv, label=label, requests=count, deadline=deadline, limit=limit, log=log, quiet=True
+            )
+            codes = h2load.parse_log_codes(codes_log.read_text()) if codes_log is not None else None
+            problem = h2load.check(summary, count, self.expect, codes)
+            if problem is not None:
+                raise TrainingFailed(
+                    f"{label}: batch of {count} connections after {done} handshakes: {problem}", f"see {log}"
+                )
+            done += count
+            for key, value in summary_status(summary).items():
+                status[key] += value
+            if done >= next_report or done == handshakes:
+                elapsed = time.monotonic() - start
+                say(f"  {label}: {done}/{handshakes} handshakes, {done / max(elapsed, 1e-6):,.0f}/s")
+                next_report = done + handshakes / PROGRESS_STEPS
+        seconds = time.monotonic() - start
+        return PhaseResult(
+            self.name, self.kind, handshakes, done, seconds, status, f"{self.protocol}, batch {self.batch}"
+        )

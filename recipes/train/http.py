@@ -1,0 +1,293 @@
+"""``kind = "http"`` phases: a fixed number of requests sent by h2load to the instance's server.
+
+[[instance.phase]]
+name = "cached-h2"
+kind = "http"
+requests = 100000          # times PGO_TRAIN_SCALE; never a duration
+protocol = "h2"            # or "h1"
+scheme = "https"           # or "http" (HTTP/2 over plain is h2c with prior knowledge)
+paths = ["/page/a", "/page/b"]   # or path = "/page/a"
+method = "GET"             # POST and PUT need body = "<file>"
+headers = ["if-none-match: \\"x\\""]
+connections = 8
+streams = 10               # concurrent streams per connection (HTTP/2), pipelined requests (HTTP/1.1)
+expect = "ok"              # "ok" (2xx/3xx), "any", a class "4xx" or a code "403"
+upstream = "down"          # stop the [setup] upstream for this phase (dead-upstream errors)
+timeout = 120              # seconds; default the workload's phase_timeout, PGO_PHASE_TIMEOUT or 300
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from recipes import h2load
+from recipes.errors import TrainingFailed
+from recipes.runner import quote, say
+from recipes.schema import Table, fill
+from recipes.train.base import Phase, PhaseContext, PhaseResult, register_phase
+
+HEARTBEAT_SECONDS = 15.0
+POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a phase's requests go: the scheme and the server's port for it."""
+
+    scheme: str
+    port: int
+
+    def url(self, path: str) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}{path}"
+
+
+def target(ctx: PhaseContext, scheme: str) -> Target:
+    port_key = "https_port" if scheme == "https" else "http_port"
+    return Target(scheme, int(ctx.values[port_key]))
+
+
+def phase_label(ctx: PhaseContext, name: str) -> str:
+    return f"phase {ctx.instance}/{name}"
+
+
+class _Reader(threading.Thread):
+    """Copies h2load's output to its log and keeps the last progress percentage."""
+
+    def __init__(self, stream: Any, log: Path) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.log = log
+        self.lines: list[str] = []
+        self.percent = 0
+
+    def run(self) -> None:
+        with self.log.open("a", encoding="utf-8") as out:
+            for raw in self.stream:
+                line = raw.decode("utf-8", "replace")
+                out.write(line)
+                self.lines.append(line)
+                percent = h2load.parse_progress(line)
+                if percent is not None:
+                    self.percent = percent
+
+
+def run_h2load(
+    ctx: PhaseContext,
+    argv: list[str],
+    *,
+    label: str,
+    requests: int,
+    deadline: float,
+    limit: float,
+    log: Path,
+    quiet: bool = False,
+) -> h2load.H2loadSummary:
+    """One h2load run, watched: the server must stay up and the phase's deadline must hold. Prints done/total
+    and the rate as h2load reports its progress."""
+    with log.open("a", encoding="utf-8") as out:
+        out.write(f"$ {quote(argv)}\n")
+    if not quiet:
+        say(f"  $ {quote(argv)}")
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    except FileNotFoundError as exc:
+        raise TrainingFailed(
+            "h2load: command not found", "install nghttp2-client (apt-get install nghttp2-client)"
+        ) from exc
+    reader = _Reader(proc.stdout, log)
+    reader.start()
+    shown, last_line = 0, started
+    try:
+        while proc.poll() is None:
+            time.sleep(POLL_SECONDS)
+            now = time.monotonic()
+            server = ctx.server
+            if server is not None and server.exit_status() is not None:
+                raise server.died(f"during {label} ({reader.percent}% of {requests} requests done)")
+            if now > deadline:
+                if server is not None:
+                    print(server.dump(), file=sys.stderr, flush=True)
+                raise TrainingFailed(
+                    f"{label}: not finished within its time limit of {limit:.0f} s "
+                    f"(h2load at {reader.percent}% of {requests} requests); sockets and threads are shown above",
+                    "a hung connection (see the ss output) or a slow machine: raise the phase's timeout or "
+                    "PGO_PHASE_TIMEOUT, or lower PGO_TRAIN_SCALE",
+                )
+            if not quiet and (reader.percent >= shown + 10 or now - last_line > HEARTBEAT_SECONDS):
+                shown, last_line = reader.percent, now
+                done = requests * reader.percent // 100
+                rate = done / max(now - started, 1e-6)
+                say(f"  {label}: {reader.percent}% ({done}/{requests}), {rate:,.0f} req/s")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=5)
+    server = ctx.server
+    if server is not None and server.exit_status() is not None:
+        raise server.died(f"during {label}")
+    text = "".join(reader.lines)
+    try:
+        return h2load.parse_summary(text)
+    except ValueError:
+        last = text.strip().splitlines()[-1:] or ["(no output)"]
+        raise TrainingFailed(
+            f"{label}: h2load exited with code {proc.returncode} without a summary: {last[0]}", f"see {log}"
+        ) from None
+
+
+def upstream_state(ctx: PhaseContext, state: str) -> AbstractContextManager[Any]:
+    if state == "down":
+        down: AbstractContextManager[Any] = ctx.resources["upstream"].down()
+        return down
+    return nullcontext()
+
+
+def summary_status(summary: h2load.H2loadSummary) -> dict[str, int]:
+    return {k: summary.status.get(k, 0) for k in h2load.STATUS_CLASSES}
+
+
+def parse_expect(table: Table) -> str:
+    expect: str = table.string("expect", "ok")
+    if not h2load.valid_expect(expect):
+        raise table.error("expect", f"{expect!r} is not ok, any, a class like 4xx or a code like 403")
+    return expect
+
+
+def iter_paths(table: Table) -> Iterator[str]:
+    path = table.string("path")
+    paths = table.strings("paths")
+    if path is not None and paths:
+        raise table.error("paths", "give path or paths, not both")
+    for item in [path] if path is not None else paths:
+        if not item.startswith("/"):
+            raise table.error("path", f"{item!r} must start with /")
+        yield item
+
+
+@register_phase
+class HttpPhase(Phase):
+    kind: ClassVar[str] = "http"
+    modes = ("server",)
+
+    def __init__(
+        self,
+        name: str,
+        timeout: float | None,
+        *,
+        requests: int,
+        protocol: str,
+        scheme: str,
+        paths: list[str],
+        method: str,
+        body: str | None,
+        headers: list[str],
+        connections: int,
+        streams: int,
+        expect: str,
+        upstream: str,
+    ) -> None:
+        super().__init__(name, timeout)
+        self.requests = requests
+        self.protocol = protocol
+        self.scheme = scheme
+        self.paths = paths
+        self.method = method
+        self.body = body
+        self.headers = headers
+        self.connections = connections
+        self.streams = streams
+        self.expect = expect
+        self.upstream = upstream
+
+    @classmethod
+    def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
+        paths = list(iter_paths(table))
+        if not paths:
+            raise table.error("path", "missing", 'add path = "/…" or paths = ["/…", …]')
+        method = table.string("method", "GET", choices=("GET", "POST", "PUT"))
+        body = table.string("body")
+        if method != "GET" and body is None:
+            raise table.error("body", f"a {method} phase needs a body file", 'add body = "{bodies}/form-2k.txt"')
+        if method == "GET" and body is not None:
+            raise table.error("body", "a GET phase sends no body", 'set method = "POST"')
+        headers = table.strings("headers")
+        for header in headers:
+            if ":" not in header.lstrip(":"):
+                raise table.error("headers", f"{header!r} is not 'name: value'")
+        return cls(
+            name,
+            timeout,
+            requests=table.integer("requests", required=True, minimum=1),
+            protocol=table.string("protocol", "h2", choices=("h1", "h2")),
+            scheme=table.string("scheme", "http", choices=("http", "https")),
+            paths=paths,
+            method=method,
+            body=body,
+            headers=headers,
+            connections=table.integer("connections", 4, minimum=1),
+            streams=table.integer("streams", 1, minimum=1),
+            expect=parse_expect(table),
+            upstream=table.string("upstream", "up", choices=("up", "down")),
+        )
+
+    def texts(self) -> list[str]:
+        return [*self.paths, *self.headers, *([self.body] if self.body else [])]
+
+    def files(self) -> list[str]:
+        return [self.body] if self.body else []
+
+    def needs(self) -> set[str]:
+        return {"upstream"} if self.upstream == "down" else set()
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        requests = ctx.scaled(self.requests)
+        label = phase_label(ctx, self.name)
+        limit = self.timeout or ctx.timeout
+        where = target(ctx, self.scheme)
+        log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
+        log.write_text("")
+        codes_log = (
+            ctx.logs / f"train-{ctx.instance}-{self.name}-codes.tsv" if h2load.needs_codes(self.expect) else None
+        )
+        headers = [fill(h, ctx.values) for h in self.headers]
+        if self.method == "PUT":
+            headers.append(":method: PUT")
+        body = Path(fill(self.body, ctx.values)) if self.body else None
+        if body is not None and not body.is_file():
+            raise TrainingFailed(f"{label}: no body file {body}", "fix body = … in the workload")
+        argv = h2load.h2load_argv(
+            [where.url(fill(p, ctx.values)) for p in self.paths],
+            requests=requests,
+            connections=self.connections,
+            streams=self.streams,
+            http1=self.protocol == "h1",
+            body=body,
+            headers=headers,
+            log_file=codes_log,
+        )
+        say(
+            f"{label}: {requests} {self.method} requests, {self.protocol} over {self.scheme}, "
+            f"{len(self.paths)} path(s), {self.connections} connections, expect {self.expect}"
+        )
+        start = time.monotonic()
+        with upstream_state(ctx, self.upstream):
+            summary = run_h2load(
+                ctx, argv, label=label, requests=requests, deadline=start + limit, limit=limit, log=log
+            )
+        seconds = time.monotonic() - start
+        codes = h2load.parse_log_codes(codes_log.read_text()) if codes_log is not None else None
+        problem = h2load.check(summary, requests, self.expect, codes)
+        if problem is not None:
+            raise TrainingFailed(f"{label}: {problem}", f"see {log} and the server log")
+        detail = f"{summary.protocol or '?'}, {summary.rate or 0:,.0f} req/s"
+        return PhaseResult(self.name, self.kind, requests, summary.done, seconds, summary_status(summary), detail)

@@ -1,0 +1,172 @@
+"""The ``[setup]`` resources a workload's instances share: certificates, a document root, an upstream backend.
+
+[setup]
+certs = ["ecdsa", "rsa"]   # {ecdsa_cert} {ecdsa_key} {rsa_cert} {rsa_key}
+docroot = true             # {docroot} (files served) and {bodies} (request bodies)
+upstream = true            # {upstream} (http://127.0.0.1:PORT), {upstream_port}, {dead_port}
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any
+
+from recipes import certs, docroot, net
+from recipes.errors import TrainingFailed
+from recipes.runner import say
+from recipes.schema import Table
+from recipes.train.base import LiveResource, Resource, ResourceContext, register_resource
+
+PROJECT = Path(__file__).resolve().parent.parent.parent
+
+
+@register_resource
+class Certs(Resource):
+    kind = "certs"
+
+    def parse(self, table: Table, key: str) -> Any:
+        kinds = table.strings(key)
+        for kind in kinds:
+            if kind not in certs.KEY_TYPES:
+                raise table.error(key, f"unknown key type {kind!r}", f"one of {', '.join(certs.KEY_TYPES)}")
+        return kinds
+
+    def placeholders(self, options: Any) -> set[str]:
+        return {f"{kind}_{part}" for kind in options for part in ("cert", "key")}
+
+    def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
+        @contextmanager
+        def made() -> Iterator[LiveResource]:
+            yield LiveResource(certs.make_certs(options, ctx.scratch / "certs", env=ctx.env, logs=ctx.logs))
+
+        return made()
+
+
+@register_resource
+class Docroot(Resource):
+    kind = "docroot"
+
+    def parse(self, table: Table, key: str) -> Any:
+        if table.boolean(key) is not True:
+            raise table.error(key, "must be true (or left out)")
+        return True
+
+    def placeholders(self, options: Any) -> set[str]:
+        return {"docroot", "bodies"}
+
+    def files(self, options: Any) -> set[str]:
+        return {f"{{docroot}}/{name}" for name in docroot.DOCROOT_FILES} | {
+            f"{{bodies}}/{name}" for name in docroot.BODY_FILES
+        }
+
+    def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
+        @contextmanager
+        def made() -> Iterator[LiveResource]:
+            yield LiveResource(docroot.make_docroot(ctx.scratch))
+
+        return made()
+
+
+class UpstreamBackend:
+    """The Python upstream (recipes/upstream.py) in its own process, on a fixed port, restartable."""
+
+    def __init__(self, port: int, log: Path, env: dict[str, str]) -> None:
+        self.port = port
+        self.log = log
+        self.env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT), env.get("PYTHONPATH")]))}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, limit: float = 30.0) -> None:
+        with self.log.open("ab") as out:
+            offset = out.tell()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "recipes.upstream", "--port", str(self.port)],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=PROJECT,
+            )
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise TrainingFailed(
+                    f"the upstream backend exited with code {self.proc.returncode} at start",
+                    f"see {self.log}: {net.log_tail(self.log, 3)}",
+                )
+            with self.log.open("rb") as text:
+                text.seek(offset)
+                if f"listening {self.port}".encode() in text.read():
+                    return
+            time.sleep(0.05)
+        self.stop()
+        raise TrainingFailed(
+            f"the upstream backend did not listen on port {self.port} in {limit:.0f} s", f"see {self.log}"
+        )
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    @contextmanager
+    def down(self) -> Iterator[None]:
+        """The backend stopped for a while (its port refuses connections), then started again."""
+        say(f"upstream backend on port {self.port}: stopped for this phase")
+        self.stop()
+        try:
+            yield
+        finally:
+            self.start()
+            say(f"upstream backend on port {self.port}: running again")
+
+
+@register_resource
+class Upstream(Resource):
+    kind = "upstream"
+
+    def parse(self, table: Table, key: str) -> Any:
+        if table.boolean(key) is not True:
+            raise table.error(key, "must be true (or left out)")
+        return True
+
+    def placeholders(self, options: Any) -> set[str]:
+        return {"upstream", "upstream_port", "dead_port"}
+
+    def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
+        @contextmanager
+        def running() -> Iterator[LiveResource]:
+            # a port bound but never listening: connections to it are refused, and nobody else gets it
+            dead = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            dead.bind((net.HOST, 0))
+            (port,) = net.free_ports(1)
+            backend = UpstreamBackend(port, ctx.logs / "upstream.log", ctx.env)
+            try:
+                backend.start()
+                say(f"upstream backend: http://{net.HOST}:{port} (log {backend.log})")
+                values = {
+                    "upstream": f"http://{net.HOST}:{port}",
+                    "upstream_port": str(port),
+                    "dead_port": str(dead.getsockname()[1]),
+                }
+                yield LiveResource(values, backend)
+            finally:
+                backend.stop()
+                dead.close()
+
+        return running()

@@ -1,0 +1,193 @@
+"""``mode = "server"`` instances: start the binary once, wait until it answers, run the phases, stop it.
+
+    [[instance]]
+    name = "log-ecdsa"
+    mode = "server"
+    args = ["--config", "{config}"]
+    config = '''…TOML with {http_port}, {https_port}, {ecdsa_cert}, {upstream}, {instance_dir}…'''
+    ready = "http://127.0.0.1:{http_port}/health"     # the default
+    ready_timeout = 60                                 # seconds, the default
+    stop_timeout = 60                                  # seconds after SIGTERM, the default
+
+The server must exit with status 0 after SIGTERM (so an instrumented binary writes its profile); a signal,
+another exit code, or an exit before the stop fails the training with the tail of the server's log.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from recipes import net
+from recipes.errors import TrainingFailed
+from recipes.runner import say
+from recipes.schema import Table, fill
+from recipes.train.base import InstanceMode, PhaseContext, register_mode
+
+PORT_PLACEHOLDERS = ("http_port", "https_port")
+
+
+def describe_exit(returncode: int) -> str:
+    """``exit code 3`` or ``signal 9 (SIGKILL)``."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "?"
+        return f"signal {-returncode} ({name})"
+    return f"exit code {returncode}"
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    args: list[str]
+    config: str | None
+    ready: str
+    ready_timeout: float
+    stop_timeout: float
+
+
+@dataclass
+class RunningServer:
+    """The live server process of an instance, for the phases: is it still there, and what to show if not."""
+
+    instance: str
+    proc: subprocess.Popen[bytes]
+    ports: dict[str, int]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def exit_status(self) -> int | None:
+        return self.proc.poll()
+
+    def dump(self, extra_ports: list[int] | None = None) -> str:
+        ports = [*self.ports.values(), *(extra_ports or [])]
+        return net.hang_dump(ports, self.pid if self.exit_status() is None else None, self.log)
+
+    def died(self, what: str) -> TrainingFailed:
+        """The error for a server that exited while ``what`` (its log's tail printed first)."""
+        returncode = self.proc.poll()
+        assert returncode is not None
+        show(f"--- tail of the server log {self.log}:\n{net.log_tail(self.log)}")
+        return TrainingFailed(
+            f"instance {self.instance}: the server exited with {describe_exit(returncode)} {what}",
+            f"see {self.log}",
+        )
+
+
+def show(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+@register_mode
+class ServerMode(InstanceMode):
+    """A long-running server: started once per instance; its phases send it requests."""
+
+    kind = "server"
+
+    def parse(self, table: Table) -> Any:
+        return ServerOptions(
+            args=table.strings("args"),
+            config=table.string("config"),
+            ready=table.string("ready", "http://127.0.0.1:{http_port}/health"),
+            ready_timeout=table.number("ready_timeout", 60.0),
+            stop_timeout=table.number("stop_timeout", 60.0),
+        )
+
+    def placeholders(self) -> set[str]:
+        return {*PORT_PLACEHOLDERS, "config", "instance_dir"}
+
+    def texts(self, options: Any) -> list[str]:
+        assert isinstance(options, ServerOptions)
+        return [*options.args, options.ready, *([options.config] if options.config is not None else [])]
+
+    def session(self, options: Any, ctx: PhaseContext) -> AbstractContextManager[PhaseContext]:
+        assert isinstance(options, ServerOptions)
+        return _serve(options, ctx)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temp = path.with_name(path.name + ".tmp")
+    temp.write_text(text, encoding="utf-8")
+    os.replace(temp, path)
+
+
+@contextmanager
+def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
+    instance_dir = Path(ctx.values["work"]) / ctx.instance
+    instance_dir.mkdir(parents=True, exist_ok=True)
+    ports = dict(zip(PORT_PLACEHOLDERS, net.free_ports(len(PORT_PLACEHOLDERS)), strict=True))
+    config_path = instance_dir / "config.toml"
+    values = {
+        **ctx.values,
+        **{k: str(v) for k, v in ports.items()},
+        "instance_dir": str(instance_dir),
+        "config": str(config_path),
+    }
+    if options.config is not None:
+        _write_atomically(config_path, fill(options.config, values))
+    argv = [str(ctx.binary), *(fill(a, values) for a in options.args)]
+    log = ctx.logs / f"train-{ctx.instance}-server.log"
+    say(f"instance {ctx.instance}: starting {' '.join(argv)} (log {log})")
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, env=ctx.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    server = RunningServer(ctx.instance, proc, ports, log)
+    stopped = False
+    try:
+        ready_url = fill(options.ready, values)
+        took = net.wait_ready(ready_url, options.ready_timeout, lambda: proc.poll() is None)
+        if took is None:
+            if proc.poll() is not None:
+                raise server.died(f"before it answered {ready_url}")
+            show(server.dump())
+            raise TrainingFailed(
+                f"instance {ctx.instance}: the server did not answer {ready_url} with 200 within "
+                f"{options.ready_timeout:.0f} s",
+                f"see {log}; raise ready_timeout if it starts slowly",
+            )
+        say(f"instance {ctx.instance}: ready in {took:.2f} s (pid {proc.pid}, ports {ports})")
+        yield replace(ctx, values=values, server=server)
+        stopped = True
+        _stop(server, options.stop_timeout)
+    finally:
+        if not stopped and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _stop(server: RunningServer, limit: float) -> None:
+    """SIGTERM, then the exit status must be 0."""
+    proc = server.proc
+    if proc.poll() is not None:
+        raise server.died("before it was stopped")
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        returncode = proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        show(server.dump())
+        proc.kill()
+        proc.wait()
+        raise TrainingFailed(
+            f"instance {server.instance}: the server did not exit within {limit:.0f} s of SIGTERM",
+            "its threads are shown above; it must stop gracefully so its profile gets written",
+        ) from None
+    if returncode != 0:
+        show(f"--- tail of the server log {server.log}:\n{net.log_tail(server.log)}")
+        raise TrainingFailed(
+            f"instance {server.instance}: the server exited with {describe_exit(returncode)} after SIGTERM, "
+            "expected exit code 0",
+            f"see {server.log}",
+        )
+    say(f"instance {server.instance}: stopped in {time.monotonic() - started:.2f} s (exit code 0)")

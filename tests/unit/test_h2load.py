@@ -1,0 +1,145 @@
+"""h2load's command line and the parsers of its output, on output captured from real runs (tests/data/h2load)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recipes import h2load
+from tests.conftest import DATA
+
+H2LOAD = DATA / "h2load"
+
+
+def _read(name: str) -> str:
+    return (H2LOAD / name).read_text()
+
+
+@pytest.mark.parametrize(
+    ("name", "total", "done", "succeeded", "errored", "status", "protocol"),
+    [
+        ("h1-plain-ok.txt", 20000, 20000, 20000, 0, (20000, 0, 0, 0), "http/1.1"),
+        ("h1-plain-500.txt", 100, 100, 0, 0, (0, 0, 0, 100), "http/1.1"),
+        ("h1-refused.txt", 10, 0, 0, 10, (0, 0, 0, 0), None),
+        ("h1-mixed.txt", 12, 12, 4, 0, (4, 0, 4, 4), "http/1.1"),
+        ("h2c-refused-by-h1-server.txt", 10, 0, 0, 10, (0, 0, 0, 0), "h2c"),
+    ],
+)
+def test_parse_summary(
+    name: str,
+    total: int,
+    done: int,
+    succeeded: int,
+    errored: int,
+    status: tuple[int, int, int, int],
+    protocol: str | None,
+) -> None:
+    summary = h2load.parse_summary(_read(name))
+    assert (summary.total, summary.done, summary.succeeded, summary.errored) == (total, done, succeeded, errored)
+    assert summary.status == dict(zip(h2load.STATUS_CLASSES, status, strict=True))
+    assert summary.protocol == protocol
+
+
+def test_parse_summary_time_and_rate() -> None:
+    summary = h2load.parse_summary(_read("h1-plain-ok.txt"))
+    assert summary.seconds == pytest.approx(0.22195)
+    assert summary.rate == pytest.approx(90109.98)
+
+
+def test_parse_summary_refuses_output_without_summary() -> None:
+    with pytest.raises(ValueError, match="no 'requests: N total"):
+        h2load.parse_summary(_read("bad-uri.txt"))
+
+
+def test_parse_progress() -> None:
+    lines = _read("h1-plain-ok.txt").splitlines()
+    percents = [p for p in map(h2load.parse_progress, lines) if p is not None]
+    assert percents == list(range(10, 101, 10))
+    assert h2load.parse_progress("finished in 221.95ms") is None
+
+
+def test_parse_log_codes() -> None:
+    codes = h2load.parse_log_codes(_read("h1-mixed-codes.tsv"))
+    assert codes == {200: 4, 503: 4, 404: 4}
+
+
+@pytest.mark.parametrize(
+    ("name", "requested", "expect", "problem"),
+    [
+        ("h1-plain-ok.txt", 20000, "ok", None),
+        ("h1-plain-ok.txt", 20000, "2xx", None),
+        ("h1-plain-ok.txt", 20000, "any", None),
+        ("h1-plain-ok.txt", 20001, "ok", "20000 of 20001 requests done"),
+        ("h1-plain-ok.txt", 20000, "4xx", "expected all 4xx, got 20000 2xx"),
+        ("h1-plain-500.txt", 100, "ok", "expected only 2xx/3xx, got 100 5xx"),
+        ("h1-plain-500.txt", 100, "5xx", None),
+        ("h1-plain-500.txt", 100, "any", None),
+        ("h1-refused.txt", 10, "any", "0 of 10 requests done (0 started, 10 errored"),
+        ("h1-mixed.txt", 12, "ok", "expected only 2xx/3xx, got 4 2xx, 4 4xx, 4 5xx"),
+        ("h1-mixed.txt", 12, "any", None),
+    ],
+)
+def test_check(name: str, requested: int, expect: str, problem: str | None) -> None:
+    found = h2load.check(h2load.parse_summary(_read(name)), requested, expect)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert problem in found
+
+
+def test_check_exact_code_needs_and_uses_the_log() -> None:
+    summary = h2load.parse_summary(_read("h1-plain-500.txt"))
+    with pytest.raises(ValueError, match="needs the per-request codes"):
+        h2load.check(summary, 100, "500")
+    assert h2load.check(summary, 100, "500", h2load.parse_log_codes("1\t500\t3\n" * 100)) is None
+    problem = h2load.check(summary, 100, "500", h2load.parse_log_codes("1\t500\t3\n" * 60 + "1\t503\t3\n" * 40))
+    assert problem == "expected all 500, got 60 x 500, 40 x 503"
+
+
+@pytest.mark.parametrize(
+    ("expect", "valid", "codes"),
+    [("ok", True, False), ("any", True, False), ("4xx", True, False), ("403", True, True), ("502", True, True)],
+)
+def test_expect_values(expect: str, valid: bool, codes: bool) -> None:
+    assert h2load.valid_expect(expect) is valid
+    assert h2load.needs_codes(expect) is codes
+
+
+@pytest.mark.parametrize("expect", ["OK", "6xx", "40", "2xxx", "fine", ""])
+def test_bad_expect_values(expect: str) -> None:
+    assert not h2load.valid_expect(expect)
+
+
+def test_argv_http1_post_with_headers(tmp_path: Path) -> None:
+    body = tmp_path / "body"
+    argv = h2load.h2load_argv(
+        ["https://127.0.0.1:8443/api/a"],
+        requests=1000,
+        connections=8,
+        http1=True,
+        body=body,
+        headers=["x-a: 1"],
+    )
+    assert argv == [
+        "h2load", "-n", "1000", "-c", "8", "-m", "1", "-t", "1", "--h1", "-d", str(body), "-H", "x-a: 1",
+        "https://127.0.0.1:8443/api/a",
+    ]  # fmt: skip
+
+
+def test_argv_http2_streams_and_connections_never_above_requests(tmp_path: Path) -> None:
+    argv = h2load.h2load_argv(
+        ["http://127.0.0.1:1/a", "http://127.0.0.1:1/b"], requests=3, connections=50, streams=10, log_file=tmp_path
+    )
+    assert argv[:8] == ["h2load", "-n", "3", "-c", "3", "-m", "10", "-t"]
+    assert "--h1" not in argv
+    assert argv[-4:] == ["--log-file", str(tmp_path), "http://127.0.0.1:1/a", "http://127.0.0.1:1/b"]
+
+
+def test_argv_refuses_nonsense(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        h2load.h2load_argv(["http://x/"], requests=0, connections=1)
+    with pytest.raises(ValueError, match="either urls or uri_file"):
+        h2load.h2load_argv(["http://x/"], requests=1, connections=1, uri_file=tmp_path)
+    assert h2load.h2load_argv([], requests=1, connections=1, uri_file=tmp_path)[-2:] == ["-i", str(tmp_path)]

@@ -1,0 +1,122 @@
+"""Server-mode workloads: what is refused when the file is loaded, before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recipes.errors import ConfigError
+from recipes.train.http import HttpPhase
+from recipes.workload import load_workload
+
+GOOD = """
+[workload]
+description = "d"
+
+[setup]
+certs = ["ecdsa"]
+docroot = true
+upstream = true
+
+[[instance]]
+name = "srv"
+mode = "server"
+args = ["--config", "{config}"]
+config = "http = '127.0.0.1:{http_port}' cert = '{ecdsa_cert}' up = '{upstream}'"
+
+[[instance.phase]]
+name = "get"
+kind = "http"
+path = "/page/a"
+requests = 10
+
+[[instance.phase]]
+name = "post"
+kind = "http"
+method = "POST"
+body = "{bodies}/form-2k.txt"
+path = "/api/a"
+requests = 10
+expect = "403"
+upstream = "down"
+
+[[instance.phase]]
+name = "tls"
+kind = "handshakes"
+handshakes = 10
+
+[[instance]]
+name = "again"
+mode = "server"
+args = ["--config", "{config}"]
+phases_from = "srv"
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "w.toml"
+    path.write_text(text)
+    return path
+
+
+def test_good_server_workload(tmp_path: Path) -> None:
+    workload = load_workload(_write(tmp_path, GOOD))
+    assert [kind for kind, _ in workload.resources] == ["certs", "docroot", "upstream"]
+    first, second = workload.instances
+    assert first.mode == second.mode == "server"
+    assert [p.name for p in second.phases] == ["get", "post", "tls"]
+    post = first.phases[1]
+    assert isinstance(post, HttpPhase)
+    assert (post.method, post.expect, post.upstream) == ("POST", "403", "down")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('kind = "handshakes"', 'kind = "handshake"', r"kind: unknown value 'handshake'.*did you mean 'handshakes'"),
+        ('kind = "handshakes"', 'kind = "grpc"', r"kind: unknown value 'grpc'"),
+        ("{bodies}/form-2k.txt", "{bodies}/form-3k.txt", r"no file \{bodies\}/form-3k.txt is made by \[setup\]"),
+        ("{bodies}/form-2k.txt", "{workload_dir}/nope.bin", r"no file .*/nope.bin"),
+        ("docroot = true", "docrot = true", r"docrot: unknown setup resource.*did you mean 'docroot'"),
+        ('certs = ["ecdsa"]', 'certs = ["dsa"]', r"unknown key type 'dsa'"),
+        ("upstream = true\n", "\n", r"unknown placeholder \{upstream\}"),
+        ("{http_port}", "{htp_port}", r"unknown placeholder \{htp_port\}"),
+        ('expect = "403"', 'expect = "40x"', r"expect: '40x' is not ok, any"),
+        ('expect = "403"', 'expect = "OK"', r"expect: 'OK' is not ok, any"),
+        ('method = "POST"\n', "", r"body: a GET phase sends no body"),
+        ('body = "{bodies}/form-2k.txt"\n', "", r"body: a POST phase needs a body file"),
+        ('path = "/page/a"', 'path = "page/a"', r"'page/a' must start with /"),
+        ("requests = 10", "requests = 0", r"requests: must be at least 1"),
+        ('path = "/page/a"\nrequests = 10', "requests = 10", r"path: missing"),
+        ('phases_from = "srv"', 'phases_from = "svr"', r"phases_from: unknown value 'svr'.*did you mean 'srv'"),
+        ('mode = "server"\nargs', 'mode = "command"\nargs', r"a 'http' phase cannot run in a 'command' instance"),
+        ("handshakes = 10", "handshakes = 10\nbatch = 0", r"batch: must be at least 1"),
+    ],
+)
+def test_refused_before_anything_starts(tmp_path: Path, old: str, new: str, message: str) -> None:
+    assert old in GOOD
+    with pytest.raises(ConfigError, match=message):
+        load_workload(_write(tmp_path, GOOD.replace(old, new, 1)))
+
+
+def test_dead_upstream_phase_needs_the_upstream(tmp_path: Path) -> None:
+    text = GOOD.replace("upstream = true\n", "").replace(" up = '{upstream}'", "")
+    with pytest.raises(ConfigError, match=r"phase 'post' needs \[setup\] upstream"):
+        load_workload(_write(tmp_path, text))
+
+
+def test_http_phase_in_a_command_instance_is_refused(tmp_path: Path) -> None:
+    text = """
+[workload]
+description = "d"
+[[instance]]
+name = "cli"
+[[instance.phase]]
+name = "get"
+kind = "http"
+path = "/"
+requests = 1
+"""
+    with pytest.raises(ConfigError, match=r"a 'http' phase cannot run in a 'command' instance.*mode = 'server'"):
+        load_workload(_write(tmp_path, text))
