@@ -7,6 +7,8 @@
     nox -s pgo                                       all four, every check on
     nox -s pgo-test                                  the test suite built with the profile
     nox -s cpu-baseline -- [--binary P] [--run A…]   the binary under an emulated SSE2-only CPU
+    nox -s release -- vX.Y.Z | rebuild -- vX.Y.Z     reproducible release artefacts; rebuild the PGO one
+    nox -s determinism                               two builds from the profile alone must be identical
     nox -s tests | lint                              this project's own checks
 
 Configuration: [tool.pgo] in pyproject.toml, then PGO_* variables, then posargs (--min-functions 10).
@@ -106,3 +108,50 @@ def lint(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     session.run("ruff", "check", ".")
     session.run("mypy")
+
+
+def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True) -> None:
+    """The release sessions: a positional tag first (``-- v1.2.3``), then --artefacts DIR and config options."""
+    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
+    from recipes import release as release_recipe  # noqa: PLC0415
+    from recipes.reproducible import split_tag, take_option  # noqa: PLC0415
+
+    try:
+        tag, rest = split_tag(session.posargs, name) if needs_tag else ("", list(session.posargs))
+        artefacts, rest = take_option(rest, "--artefacts") if needs_tag else (None, rest)
+        config = load_config(HERE, os.environ, rest)
+        where = Path(artefacts).absolute() if artefacts else None
+        if name == "release":
+            manifest = release_recipe.release(tag, config, os.environ, where)
+            out_dir = where or Path(manifest["artefacts_dir"])
+            for line in release_recipe.summary_lines(manifest, out_dir):
+                session.log(line)
+        elif name == "rebuild":
+            for line in rebuild_recipe.rebuild(tag, config, os.environ, where)["lines"]:
+                session.log(line)
+        else:
+            result = rebuild_recipe.determinism(config, os.environ)
+            session.log(f"identical: {result['binary_sha256'][0]} ({' and '.join(result['binaries'])})")
+    except PgoError as error:
+        session.error(error.line())
+
+
+@nox.session(venv_backend="none", default=False)
+def release(session: nox.Session) -> None:
+    """-- vX.Y.Z: on a clean checkout of the tag, the plain and the PGO build, stripped, in dist/vX.Y.Z/.
+
+    Tarballs, the profile, a manifest and SHA256SUMS, all reproducible (SOURCE_DATE_EPOCH, remapped paths).
+    """
+    _release_session(session, "release")
+
+
+@nox.session(venv_backend="none", default=False)
+def rebuild(session: nox.Session) -> None:
+    """-- vX.Y.Z [--artefacts DIR]: rebuild a release's PGO binary from its profile and compare with SHA256SUMS."""
+    _release_session(session, "rebuild")
+
+
+@nox.session(venv_backend="none", default=False)
+def determinism(session: nox.Session) -> None:
+    """Build HEAD twice from the profile alone (PGO_PROFDATA or the last merge) in two work dirs; compare."""
+    _release_session(session, "determinism", needs_tag=False)

@@ -1,0 +1,354 @@
+"""``nox -s rebuild -- vX.Y.Z`` and ``nox -s determinism``: the PGO binary again, from the profile alone.
+
+rebuild: the published artefacts checked (every file there, every SHA256SUMS line, the profile the one the
+manifest names), the toolchain checked against the manifest, then a fresh ``git worktree`` of the tag at
+another path, the PGO build from the published profile, stripped, packed, and compared with SHA256SUMS.
+determinism: the same build twice, from two worktrees of HEAD at two paths, compared with each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from recipes import report, stages
+from recipes.config import Config
+from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
+from recipes.release import (
+    SUMS,
+    describe_rustc,
+    relative_to_repo,
+    reproducible_plan,
+    strip_binary,
+    strip_version,
+)
+from recipes.reproducible import (
+    binary_diff,
+    binary_tarball,
+    commit_time,
+    dirty_paths,
+    git,
+    parse_sha256sums,
+    repo_root,
+    sha256_bytes,
+    tag_commit,
+    tar_member,
+    write_atomic,
+)
+from recipes.runner import say
+from recipes.store import sha256_file
+from recipes.toolchain import cargo_version, parse_rustc_vv, rustc_info
+from recipes.workload import workload_path
+
+
+@dataclass(frozen=True)
+class Published:
+    """A release's artefacts, checked against SHA256SUMS and the manifest."""
+
+    directory: Path
+    manifest: dict[str, Any]
+    sums: dict[str, str]
+
+    def path(self, kind: str) -> Path:
+        return self.directory / str(self.manifest["artefacts"][kind]["file"])
+
+
+def _require_file(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise MissingInput(f"{what} {path.name} is missing from {path.parent}", "download every file of the release")
+    return path
+
+
+def load_published(directory: Path, tag: str) -> Published:
+    """Read and check the artefacts of ``tag`` in ``directory``; every inconsistency is a refusal."""
+    if not directory.is_dir():
+        raise MissingInput(
+            f"no artefacts of {tag} at {directory}", "download the release's files there, or give --artefacts DIR"
+        )
+    manifests = sorted(directory.glob(f"*-{tag}-*-manifest.json"))
+    if not manifests:
+        raise MissingInput(f"no *-{tag}-*-manifest.json in {directory}", "download every file of the release")
+    if len(manifests) > 1:
+        raise ConfigError(
+            f"{len(manifests)} manifests of {tag} in {directory}", "keep one target's files per directory"
+        )
+    manifest_path = manifests[0]
+    sums = parse_sha256sums(_require_file(directory / SUMS, "the checksum file").read_text(encoding="utf-8"))
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CheckFailed(f"{manifest_path.name} is not valid JSON: {exc}", "download it again") from exc
+    if manifest.get("tag") != tag:
+        raise CheckFailed(
+            f"{manifest_path.name} is the manifest of {manifest.get('tag')}, not {tag}", "check the files"
+        )
+    published = Published(directory, manifest, sums)
+    needed = [manifest_path, _require_file(published.path("pgo"), "the PGO tarball")]
+    needed.append(_require_file(published.path("profile"), "the profile"))
+    for path in needed:
+        if path.name not in sums:
+            raise CheckFailed(
+                f"{SUMS} has no line for {path.name}", "download SHA256SUMS again; it must list every file"
+            )
+    manifest_sha = sha256_file(manifest_path)
+    if manifest_sha != sums[manifest_path.name]:
+        raise CheckFailed(
+            f"{manifest_path.name} has sha256 {manifest_sha}, {SUMS} says {sums[manifest_path.name]}",
+            "download it again",
+        )
+    profile = published.path("profile")
+    profile_sha = sha256_file(profile)
+    if profile_sha != manifest["profile_sha256"]:
+        raise CheckFailed(
+            f"the profile {profile.name} has sha256 {profile_sha}, the manifest records {manifest['profile_sha256']}",
+            "it is not the profile the release was built with: download it again",
+        )
+    for path in needed[1:]:
+        digest = sha256_file(path)
+        if digest != sums[path.name]:
+            raise CheckFailed(f"{path.name} has sha256 {digest}, {SUMS} says {sums[path.name]}", "download it again")
+    return published
+
+
+def check_toolchain(manifest: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    """The rustc and cargo of the release, or a refusal naming both versions."""
+    recorded = parse_rustc_vv(str(manifest["toolchain"]["rustc_vV"]))
+    here = rustc_info(env)
+    if here != recorded:
+        raise ToolchainError(
+            f"this is {describe_rustc(here)}, the release was built with {describe_rustc(recorded)}",
+            f"install the release's toolchain (rustup toolchain install {recorded.release}) and select it "
+            f"(RUSTUP_TOOLCHAIN={recorded.release})",
+        )
+    cargo_here = cargo_version(env)
+    if cargo_here != manifest["toolchain"]["cargo"]:
+        raise ToolchainError(
+            f"this is {cargo_here}, the release was built with {manifest['toolchain']['cargo']}",
+            "use the cargo of the release's toolchain",
+        )
+    strip_here = strip_version(env)
+    if strip_here != manifest["toolchain"]["strip"]:
+        say(f"note: this strip is {strip_here!r}, the release's was {manifest['toolchain']['strip']!r}")
+
+
+@dataclass(frozen=True)
+class Built:
+    """One PGO build from a profile in a fresh worktree: the stripped binary and the optimise stage's result."""
+
+    binary: Path
+    sha256: str
+    optimise: dict[str, Any]
+    store_path: Path
+
+
+def build_in_worktree(
+    repo: Path,
+    commit: str,
+    config: Config,
+    environ: Mapping[str, str],
+    *,
+    manifest_rel: str,
+    workload_rel: str | None,
+    profile: Path,
+    work: Path,
+    sde: int,
+    label: str,
+    expect_rustflags: list[str] | None = None,
+) -> Built:
+    """The optimised build of ``commit`` from ``profile`` alone, in a ``git worktree`` removed afterwards."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"pgo-{label}-"))
+    source = tmp / "src"
+    git(repo, "worktree", "add", "--detach", str(source), commit, env=environ)
+    try:
+        workload = source / workload_rel if workload_rel else None
+        built_config = replace(
+            config,
+            manifest=source / manifest_rel,
+            out=work,
+            profdata=profile,
+            workload=str(workload) if workload is not None and workload.is_file() else None,
+            verify=False,
+            test=False,
+        )
+        say(f"{label}: {commit[:12]} in {source}, work dir {work}")
+        rplan = reproducible_plan(built_config, environ, source_root=source, sde=sde)
+        if expect_rustflags is not None and list(rplan.portable_rustflags) != expect_rustflags:
+            raise EnvironmentRefused(
+                f"the base rustflags here are {' '.join(rplan.portable_rustflags) or '(none)'!r}, the release's were "
+                f"{' '.join(expect_rustflags) or '(none)'!r}",
+                f"set {rplan.plan.rustflags.var} as the manifest's rustflags say, or unset it",
+            )
+        result = stages.optimise(rplan.plan, verify=False)
+        stripped = strip_binary(
+            rplan.plan.optimised_binary,
+            work / "stripped" / rplan.plan.crate.bin,
+            rplan.plan.env,
+            work / "logs" / "strip.log",
+        )
+        return Built(stripped, sha256_file(stripped), result, Path(result["store_path"]))
+    finally:
+        with contextlib.suppress(PgoError):
+            git(repo, "worktree", "remove", "--force", str(source), env=environ)
+        shutil.rmtree(tmp, ignore_errors=True)
+        git(repo, "worktree", "prune", env=environ)
+
+
+def _repo_of(config: Config, environ: Mapping[str, str]) -> Path:
+    return repo_root(config.manifest.parent if config.manifest.parent.is_dir() else config.project_dir, environ)
+
+
+def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None = None) -> dict[str, Any]:
+    """Rebuild the PGO binary of ``tag`` from its published profile and compare it with SHA256SUMS."""
+    repo = _repo_of(config, environ)
+    commit = tag_commit(repo, tag, environ)
+    published = load_published((artefacts or repo / "dist" / tag).absolute(), tag)
+    manifest = published.manifest
+    if commit != manifest["commit"]:
+        raise CheckFailed(
+            f"tag {tag} is commit {commit[:12]} here, the release was built from {manifest['commit'][:12]}",
+            "the tag was moved: fetch the release's tag (git fetch --tags --force)",
+        )
+    check_toolchain(manifest, environ)
+    if commit_time(repo, commit, environ) != manifest["commit_time"]:
+        raise CheckFailed(
+            f"commit {commit[:12]} has another commit time than the manifest records", "check the manifest"
+        )
+    pgo = manifest["artefacts"]["pgo"]
+    published_binary = tar_member(published.path("pgo"), pgo["binary"])
+    if sha256_bytes(published_binary) != pgo["binary_sha256"]:
+        raise CheckFailed(f"the binary in {pgo['file']} is not the one the manifest records", "download it again")
+    work = (config.out / "rebuild" / tag).absolute()
+    shutil.rmtree(work, ignore_errors=True)
+    as_released = replace(
+        config,
+        package=manifest["package"],
+        bin=manifest["bin"],
+        features=tuple(manifest["features"]),
+        locked=bool(manifest["locked"]),
+        target=manifest["target"],
+        cargo=tuple(manifest["cargo_command"]),
+    )
+    built = build_in_worktree(
+        repo,
+        commit,
+        as_released,
+        environ,
+        manifest_rel=manifest["manifest_path"],
+        workload_rel=manifest.get("workload"),
+        profile=published.path("profile"),
+        work=work,
+        sde=int(manifest["source_date_epoch"]),
+        label="rebuild",
+        expect_rustflags=list(manifest["rustflags"]),
+    )
+    if str(built.store_path) != manifest["profile_store_path"]:
+        say(
+            f"note: the release read the profile from {manifest['profile_store_path']}, this build from "
+            f"{built.store_path} (PGO_PROFILE_STORE): the path is on rustc's command line"
+        )
+    top = pgo["binary"].split("/")[0]
+    tarball = binary_tarball(manifest["bin"], built.binary.read_bytes(), top, int(manifest["source_date_epoch"]))
+    write_atomic(work / pgo["file"], tarball)
+    results = {
+        pgo["file"]: (sha256_bytes(tarball), published.sums[pgo["file"]]),
+        pgo["binary"]: (built.sha256, pgo["binary_sha256"]),
+    }
+    lines = []
+    for name, (rebuilt, expected) in results.items():
+        verdict = "match" if rebuilt == expected else "mismatch"
+        lines.append(
+            f"{verdict:8}  {name}  rebuilt {rebuilt}" + ("" if rebuilt == expected else f", published {expected}")
+        )
+        say(f"rebuild: {lines[-1]}")
+    summary: dict[str, Any] = {
+        "tag": tag,
+        "commit": commit,
+        "binary": str(built.binary),
+        "binary_sha256": built.sha256,
+        "store_path": str(built.store_path),
+        "lines": lines,
+        "match": all(a == b for a, b in results.values()),
+    }
+    if not summary["match"]:
+        released = work / "published" / manifest["bin"]
+        released.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(released, published_binary)
+        diff = binary_diff(released, built.binary)
+        summary["diff"] = diff.line()
+        report.record(work, "rebuild", summary)
+        raise CheckFailed(
+            f"the rebuilt PGO binary of {tag} differs from the published one: {diff.line()}",
+            f"compare {released} and {built.binary}; same toolchain, store path and flags as the manifest?",
+        )
+    report.record(work, "rebuild", summary)
+    return summary
+
+
+def determinism(config: Config, environ: Mapping[str, str]) -> dict[str, Any]:
+    """Build HEAD twice from the profile alone, in two worktrees at two paths; the binaries must be equal."""
+    repo = _repo_of(config, environ)
+    dirty = dirty_paths(repo, environ)
+    if dirty:
+        raise EnvironmentRefused(
+            f"the worktree of {repo} is dirty ({dirty[0]}…): the builds are of HEAD and would not include it",
+            "commit the changes first",
+        )
+    commit = git(repo, "rev-parse", "HEAD", env=environ)
+    if config.profdata is not None:
+        profile = config.profdata
+    else:
+        merged = report.require(config.out, "merge", "determinism")
+        profile = Path(merged["profile"])
+    if not profile.is_file():
+        raise MissingInput(f"the profile {profile} is gone", "run `nox -s pgo` first, or give PGO_PROFDATA")
+    profile_copy = config.out / "determinism" / "profile.profdata"  # the merge of a later run must not change it
+    profile_copy.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(profile_copy, profile.read_bytes())
+    manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
+    workload_rel = None
+    if config.workload is not None:
+        candidate = workload_path(config.project_dir, config.workload).resolve()
+        if candidate.is_relative_to(repo.resolve()):
+            workload_rel = str(candidate.relative_to(repo.resolve()))
+    sde = commit_time(repo, commit, environ)
+    builds = []
+    for label in ("first", "second"):
+        builds.append(
+            build_in_worktree(
+                repo,
+                commit,
+                config,
+                environ,
+                manifest_rel=manifest_rel,
+                workload_rel=workload_rel,
+                profile=profile_copy,
+                work=(config.out / "determinism" / label).absolute(),
+                sde=sde,
+                label=f"determinism-{label}",
+            )
+        )
+    first, second = builds
+    result: dict[str, Any] = {
+        "commit": commit,
+        "profile_sha256": sha256_file(profile_copy),
+        "binaries": [str(b.binary) for b in builds],
+        "binary_sha256": [b.sha256 for b in builds],
+        "identical": first.sha256 == second.sha256,
+    }
+    if not result["identical"]:
+        diff = binary_diff(first.binary, second.binary)
+        result["diff"] = diff.line()
+        report.record(config.out, "determinism", result)
+        raise CheckFailed(
+            f"two builds from one profile in two work directories differ: {diff.line()}",
+            "a path or a time gets into the binary: see the two optimise-build.log files",
+        )
+    report.record(config.out, "determinism", result)
+    say(f"determinism: the two builds are identical, sha256 {first.sha256}")
+    return result

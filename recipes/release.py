@@ -1,0 +1,344 @@
+"""``nox -s release -- vX.Y.Z``: the plain and the PGO binary of a tag, built so that they can be built again.
+
+On a clean checkout of the tag: the PGO pipeline (instrument, train, merge, optimise) and the plain build
+with the same cargo command, target and base flags, both with SOURCE_DATE_EPOCH of the commit and the build
+machine's paths remapped; both stripped and packed in deterministic tarballs; the profile, a manifest of
+everything the rebuild must match, and SHA256SUMS. All of it goes to ``dist/<tag>/`` at once (a temp dir,
+then a rename), or nothing does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from recipes import cargo, report, stages
+from recipes.config import Config
+from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
+from recipes.reproducible import (
+    binary_tarball,
+    cargo_home,
+    commit_time,
+    dirty_paths,
+    git,
+    remap_flags,
+    remap_pairs,
+    repo_root,
+    reproducible_env,
+    sha256_bytes,
+    sha256sums_text,
+    tag_commit,
+    without_remap,
+    write_atomic,
+)
+from recipes.runner import capture, run, say
+from recipes.rustflags import plain_env
+from recipes.store import sha256_file
+from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sysroot
+from recipes.workload import workload_path
+
+MANIFEST_SCHEMA = 1
+SUMS = "SHA256SUMS"
+
+
+@dataclass(frozen=True)
+class Names:
+    """The file names of one release of one binary for one target."""
+
+    bin: str
+    tag: str
+    triple: str
+
+    @property
+    def base(self) -> str:
+        return f"{self.bin}-{self.tag}-{self.triple}"
+
+    @property
+    def plain_tarball(self) -> str:
+        return f"{self.base}.tar.gz"
+
+    @property
+    def pgo_tarball(self) -> str:
+        return f"{self.base}-pgo.tar.gz"
+
+    @property
+    def profile(self) -> str:
+        return f"{self.base}-pgo.profdata"
+
+    @property
+    def manifest(self) -> str:
+        return f"{self.base}-manifest.json"
+
+    @property
+    def plain_top(self) -> str:
+        return self.base
+
+    @property
+    def pgo_top(self) -> str:
+        return f"{self.base}-pgo"
+
+
+@dataclass(frozen=True)
+class ReproduciblePlan:
+    """A build plan with SOURCE_DATE_EPOCH and the remap flags, and the flags that do not depend on paths."""
+
+    plan: stages.BuildPlan
+    remap: tuple[tuple[str, str], ...]
+    portable_rustflags: tuple[str, ...]
+    source_date_epoch: int
+
+
+def reproducible_plan(config: Config, environ: Mapping[str, str], *, source_root: Path, sde: int) -> ReproduciblePlan:
+    """``stages.make_plan`` in the reproducible environment, the remap flags put first in the base flags.
+
+    The base flags are worked out before the remap flags are added: otherwise the per-target variable
+    would look set by the user and the ``[build] rustflags`` of .cargo/config.toml would not be carried.
+    """
+    env = reproducible_env(environ, sde)
+    plan = stages.make_plan(config, env)
+    portable = tuple(without_remap(plan.rustflags.base))
+    pairs = remap_pairs(
+        source_root=source_root,
+        work=config.out,
+        cargo_home=cargo_home(plan.env),
+        sysroot=rustc_sysroot(plan.env),
+        rustc_commit=plan.rustc.commit_hash,
+    )
+    flags = replace(plan.rustflags, base=(*remap_flags(pairs), *portable))
+    return ReproduciblePlan(replace(plan, rustflags=flags), tuple(pairs), portable, sde)
+
+
+def describe_rustc(info: RustcInfo) -> str:
+    return f"rustc {info.release} (commit {info.commit_hash[:12]}, LLVM {info.llvm_version}, host {info.host})"
+
+
+def strip_tool(env: Mapping[str, str]) -> str:
+    return env.get("STRIP", "strip")
+
+
+def strip_version(env: Mapping[str, str]) -> str:
+    return capture([strip_tool(env), "--version"], env=env).splitlines()[0].strip()
+
+
+def strip_binary(binary: Path, dest: Path, env: Mapping[str, str], log: Path) -> Path:
+    """A stripped copy of ``binary`` at ``dest`` (the original stays as cargo left it)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    try:
+        run([strip_tool(env), "--strip-all", "-o", str(tmp), str(binary)], env=env, log=log, what="strip")
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest
+
+
+def workload_of_tree(config: Config, repo: Path) -> Config:
+    """A workload given by name is read from the tag's tree (``<repo>/profiles/<name>.toml``) when it is there."""
+    if config.workload is None or config.workload.endswith(".toml") or "/" in config.workload:
+        return config
+    in_tree = workload_path(repo, config.workload)
+    return replace(config, workload=str(in_tree)) if in_tree.is_file() else config
+
+
+def relative_to_repo(path: Path, repo: Path, what: str) -> str:
+    try:
+        return str(path.resolve().relative_to(repo.resolve()))
+    except ValueError as exc:
+        raise ConfigError(
+            f"{what} {path} is not inside the repository {repo}", "release a crate of this repository"
+        ) from exc
+
+
+def check_release_checkout(repo: Path, tag: str, env: Mapping[str, str]) -> str:
+    """The tag's commit, if HEAD is that commit and nothing is modified or untracked; else a refusal."""
+    commit = tag_commit(repo, tag, env)
+    head = git(repo, "rev-parse", "HEAD", env=env)
+    if head != commit:
+        raise EnvironmentRefused(
+            f"HEAD is {head[:12]}, not {tag} ({commit[:12]})", f"release from a clean checkout: git checkout {tag}"
+        )
+    dirty = dirty_paths(repo, env)
+    if dirty:
+        raise EnvironmentRefused(
+            f"the worktree of {repo} is dirty: {len(dirty)} changed or untracked paths (first: {dirty[0]})",
+            "a release is built from the tag alone: commit or remove the changes, or use a clean clone",
+        )
+    return commit
+
+
+def _clean_package(plan: stages.BuildPlan, target_dir: Path, log: Path) -> None:
+    argv = ["cargo", "clean", "--release", "--target", plan.triple, "--manifest-path", str(plan.crate.manifest)]
+    argv += ["-p", plan.crate.package, "--target-dir", str(target_dir)]
+    run(argv, env=plan.env, log=log, cwd=plan.cwd, what="cargo clean")
+
+
+def plain_build(rplan: ReproduciblePlan) -> tuple[Path, dict[str, str]]:
+    """The plain build: the same cargo command, target and base flags, no profile flags, its own target dir."""
+    plan = rplan.plan
+    target_dir = plan.work / "plain-target"
+    env = plain_env(plan.env, plan.rustflags)
+    say(f"release: the plain build of {plan.crate.bin} in {target_dir}")
+    _clean_package(plan, target_dir, plan.logs / "plain-clean.log")
+    done = run(
+        plan.build_argv(target_dir), env=env, log=plan.logs / "plain-build.log", cwd=plan.cwd, what="the plain build"
+    )
+    binary = plan.binary(target_dir)
+    if not binary.is_file():
+        raise MissingInput(f"the plain build left no binary at {binary}", f"see {done.log}")
+    return binary, cargo.crate_identities(done.output(), plan.crate)
+
+
+def leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...]) -> list[str]:
+    """The build machine's paths (the remapped ones) that are still in a binary."""
+    return [src for src, _ in pairs if src.encode() in data]
+
+
+def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None = None) -> dict[str, Any]:
+    """Build and write the release artefacts of ``tag``; returns the manifest."""
+    repo = repo_root(config.manifest.parent, environ)
+    commit = check_release_checkout(repo, tag, environ)
+    manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
+    out_dir = (artefacts or repo / "dist" / tag).absolute()
+    if out_dir.exists():
+        raise EnvironmentRefused(f"{out_dir} already exists", "a release is written once: remove it to build again")
+    sde = commit_time(repo, commit, environ)
+    config = workload_of_tree(config, repo)
+    say(f"release: {tag} = {commit[:12]} of {repo}, SOURCE_DATE_EPOCH={sde}")
+    rplan = reproducible_plan(config, environ, source_root=repo, sde=sde)
+    plan = rplan.plan
+    names = Names(plan.crate.bin, tag, plan.triple)
+
+    stages.pgo(plan)
+    full = report.load(plan.work)
+    optimised = full["optimise"]
+    store_path = Path(optimised["store_path"])
+    pgo_binary = plan.optimised_binary
+    plain_binary, plain_identity = plain_build(rplan)
+    if plain_identity != optimised["crate_metadata"]:
+        raise CheckFailed(
+            f"the plain and the PGO build disagree on the crate identity: {plain_identity} and "
+            f"{optimised['crate_metadata']}",
+            "both must be the same build but for the profile: see plain-build.log and optimise-build.log",
+        )
+
+    stripped_dir = plan.work / "release" / tag
+    plain_stripped = strip_binary(
+        plain_binary, stripped_dir / "plain" / names.bin, plan.env, plan.logs / "strip-plain.log"
+    )
+    pgo_stripped = strip_binary(pgo_binary, stripped_dir / "pgo" / names.bin, plan.env, plan.logs / "strip-pgo.log")
+    plain_bytes, pgo_bytes = plain_stripped.read_bytes(), pgo_stripped.read_bytes()
+    for label, data in (("plain", plain_bytes), ("PGO", pgo_bytes)):
+        leaked = leaked_paths(data, rplan.remap)
+        if leaked:
+            raise CheckFailed(
+                f"the {label} binary still contains the build machine's path {leaked[0]}",
+                "something bypasses --remap-path-prefix (env!/include_str! of an absolute path?)",
+            )
+    profile_bytes = store_path.read_bytes()
+    profile_sha = sha256_bytes(profile_bytes)
+    if profile_sha != optimised["profile_sha256"]:
+        raise CheckFailed(f"{store_path} changed after the build", "run the release again")
+
+    plain_tar = binary_tarball(names.bin, plain_bytes, names.plain_top, sde)
+    pgo_tar = binary_tarball(names.bin, pgo_bytes, names.pgo_top, sde)
+    tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
+    workload = plan.workload_if_any()
+    manifest: dict[str, Any] = {
+        "schema": MANIFEST_SCHEMA,
+        "tag": tag,
+        "commit": commit,
+        "commit_time": sde,
+        "source_date_epoch": sde,
+        "manifest_path": manifest_rel,
+        "package": plan.crate.package,
+        "bin": plan.crate.bin,
+        "features": list(plan.config.features),
+        "locked": plan.config.locked,
+        "workload": relative_to_repo(workload.path, repo, "the workload") if workload else None,
+        "workload_sha256": sha256_file(workload.path) if workload else None,
+        "target": plan.target,
+        "triple": plan.triple,
+        "toolchain": {
+            "rustc_vV": capture([plan.env.get("RUSTC", "rustc"), "-vV"], env=plan.env),
+            "rustc": describe_rustc(plan.rustc),
+            "cargo": cargo_version(plan.env),
+            "llvm_profdata": f"LLVM {tool.llvm_version} ({tool.path})",
+            "strip": strip_version(plan.env),
+        },
+        "cargo_command": list(plan.config.cargo),
+        "cargo_argv": [_portable_arg(a, repo) for a in plan.build_argv(None)],
+        "rustflags_var": plan.rustflags.var,
+        "rustflags": list(rplan.portable_rustflags),
+        "remap_path_prefix": [list(pair) for pair in rplan.remap],
+        "profile_store_path": str(store_path),
+        "profile_sha256": profile_sha,
+        "training": {k: full["merge"][k] for k in ("executed_functions", "total_functions")}
+        if "merge" in full
+        else None,
+        "pgo_build": {
+            k: optimised[k]
+            for k in ("missing_profile_functions", "stale_profile_warnings", "crate_metadata", "max_glibc")
+        },
+        "artefacts": {
+            "plain": {
+                "file": names.plain_tarball,
+                "sha256": sha256_bytes(plain_tar),
+                "binary": f"{names.plain_top}/{names.bin}",
+                "binary_sha256": sha256_bytes(plain_bytes),
+            },
+            "pgo": {
+                "file": names.pgo_tarball,
+                "sha256": sha256_bytes(pgo_tar),
+                "binary": f"{names.pgo_top}/{names.bin}",
+                "binary_sha256": sha256_bytes(pgo_bytes),
+            },
+            "profile": {"file": names.profile, "sha256": profile_sha},
+        },
+    }
+    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    files = {
+        names.plain_tarball: plain_tar,
+        names.pgo_tarball: pgo_tar,
+        names.profile: profile_bytes,
+        names.manifest: manifest_bytes,
+    }
+    files[SUMS] = sha256sums_text({name: sha256_bytes(data) for name, data in files.items()}).encode()
+    _write_dir(out_dir, files)
+    say(f"release: {len(files)} files in {out_dir}")
+    return {**manifest, "artefacts_dir": str(out_dir)}
+
+
+def _portable_arg(arg: str, repo: Path) -> str:
+    """A cargo argument with the repository's path made relative (``--manifest-path hello/Cargo.toml``)."""
+    prefix = str(repo.resolve()) + "/"
+    return arg[len(prefix) :] if arg.startswith(prefix) else arg
+
+
+def _write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:
+    """All the files in a new directory at once: written in a temp dir next to it, then renamed."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        for name, data in files.items():
+            write_atomic(staging / name, data)
+        os.replace(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def summary_lines(manifest: Mapping[str, Any], out_dir: Path) -> list[str]:
+    artefacts = manifest["artefacts"]
+    return [
+        f"release {manifest['tag']} ({manifest['commit'][:12]}) in {out_dir}",
+        f"  {artefacts['plain']['file']}  binary sha256 {artefacts['plain']['binary_sha256']}",
+        f"  {artefacts['pgo']['file']}  binary sha256 {artefacts['pgo']['binary_sha256']}",
+        f"  {artefacts['profile']['file']}  sha256 {artefacts['profile']['sha256']}",
+        f"  {manifest['toolchain']['rustc']}; {manifest['toolchain']['cargo']}",
+    ]
