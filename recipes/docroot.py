@@ -29,6 +29,7 @@ BODY_FILES: dict[str, tuple[int, str]] = {
     "form-2k.txt": (2 * KIB, ""),
     "json-16k.json": (16 * KIB, ""),
     "attack.txt": (1 * KIB, "q=1 union select password from users -- <script>alert(1)</script>"),
+    "upload-256k.bin": (256 * KIB, ""),
     "large-1m.bin": (1 * MIB, ""),
 }
 

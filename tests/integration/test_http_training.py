@@ -1,0 +1,353 @@
+"""The HTTP training against the real demo server (a plain release build, made once per module): the shipped
+workload's expectations hold, and every way a phase or an instance can fail fails with its reason."""
+
+from __future__ import annotations
+
+import http.client
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes import net
+from recipes.certs import make_certs
+from recipes.errors import ConfigError, TrainingFailed
+from recipes.train.resources import UpstreamBackend
+from recipes.train.runner import run_workload
+from recipes.workload import load_workload
+from tests.conftest import REPO, assert_refused, clean_env, run_nox
+
+pytestmark = [pytest.mark.slow, pytest.mark.server]
+
+MANIFEST = REPO / "examples" / "demo-server" / "Cargo.toml"
+PLAIN_TARGET_DIR = REPO / "target" / "tests-demo-server-plain"
+
+CONFIG = """
+[server]
+http = "127.0.0.1:{http_port}"
+https = "127.0.0.1:{https_port}"
+workers = 2
+
+[tls]
+cert = "{ecdsa_cert}"
+key = "{ecdsa_key}"
+
+[access_log]
+enabled = true
+path = "{instance_dir}/access.log"
+
+[cache]
+enabled = true
+max_entries = 1000
+max_object_bytes = 1048576
+ttl_seconds = 60
+
+[proxy]
+upstream = "{upstream}"
+timeout_ms = 5000
+
+[files]
+root = "{docroot}"
+
+[waf]
+enabled = true
+max_body_bytes = 524288
+"""
+
+
+@pytest.fixture(scope="module")
+def demo_release() -> Path:
+    """A plain (non-instrumented) release build of examples/demo-server, in the tests' own target dir."""
+    env = clean_env({"CARGO_TARGET_DIR": str(PLAIN_TARGET_DIR)})
+    argv = ["cargo", "build", "--release", "--locked", "--manifest-path", str(MANIFEST)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    binary = PLAIN_TARGET_DIR / "release" / "demo-server"
+    assert binary.is_file()
+    return binary
+
+
+def workload_file(tmp_path: Path, phases: str, *, args: str = '["--config", "{config}"]', config: str = CONFIG) -> Path:
+    text = f'''
+[workload]
+description = "test"
+
+[setup]
+certs = ["ecdsa"]
+docroot = true
+upstream = true
+
+[[instance]]
+name = "srv"
+mode = "server"
+args = {args}
+config = """{config}"""
+{phases}
+'''
+    path = tmp_path / "workload.toml"
+    path.write_text(text)
+    return path
+
+
+def train(
+    tmp_path: Path,
+    workload: Path,
+    binary: Path,
+    *,
+    scale: float = 1.0,
+    timeout: float | None = None,
+    profraw: bool = False,
+) -> dict[str, Any]:
+    return run_workload(
+        load_workload(workload),
+        binary=binary,
+        base_env=clean_env(),
+        work=tmp_path / "work",
+        logs=tmp_path / "work" / "logs",
+        project_dir=REPO,
+        scale=scale,
+        timeout=timeout,
+        profraw_dir=tmp_path / "profraw" if profraw else None,
+    )
+
+
+def test_shipped_workload_holds_on_the_real_server(tmp_path: Path, demo_release: Path) -> None:
+    """Every expectation of profiles/demo-server.toml (status classes and codes) is what the server answers."""
+    report = train(tmp_path, REPO / "profiles" / "demo-server.toml", demo_release, scale=0.005)
+    assert len(report["phases"]) == 2 * len(load_workload(REPO / "profiles" / "demo-server.toml").instances[0].phases)
+    for phase in report["phases"]:
+        assert phase["done"] == phase["requests"], phase
+
+
+def test_5xx_where_ok_is_expected_fails(tmp_path: Path, demo_release: Path) -> None:
+    phases = """
+[[instance.phase]]
+name = "errors"
+kind = "http"
+protocol = "h1"
+paths = ["/api/a", "/error/500"]
+requests = 200
+"""
+    with pytest.raises(TrainingFailed, match=r"phase srv/errors: expected only 2xx/3xx, got 100 2xx, 100 5xx"):
+        train(tmp_path, workload_file(tmp_path, phases), demo_release)
+
+
+def test_wrong_exact_code_fails(tmp_path: Path, demo_release: Path) -> None:
+    phases = """
+[[instance.phase]]
+name = "blocked"
+kind = "http"
+protocol = "h2"
+path = "/api/a"
+requests = 50
+expect = "403"
+"""
+    with pytest.raises(TrainingFailed, match=r"phase srv/blocked: expected all 403, got 50 2xx"):
+        train(tmp_path, workload_file(tmp_path, phases), demo_release)
+
+
+def test_phase_out_of_time_prints_sockets_threads_and_log(
+    tmp_path: Path, demo_release: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    phases = """
+[[instance.phase]]
+name = "slow"
+kind = "http"
+protocol = "h1"
+path = "/slow/x"
+requests = 100000
+connections = 1
+timeout = 2
+"""
+    started = time.monotonic()
+    with pytest.raises(TrainingFailed, match=r"phase srv/slow: not finished within its time limit of 2 s") as caught:
+        train(tmp_path, workload_file(tmp_path, phases), demo_release)
+    assert time.monotonic() - started < 30
+    err = capfd.readouterr().err
+    assert "--- sockets (ss -tinm)" in err
+    assert "ESTAB" in err  # the hung phase's connections, from both ends
+    assert "--- threads of the server" in err
+    assert "--- tail of" in err
+    assert "PGO_PHASE_TIMEOUT" in caught.value.hint
+
+
+def test_server_killed_mid_phase_fails_with_its_signal(
+    tmp_path: Path, demo_release: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # the "binary" is a wrapper that becomes the server (exec keeps the pid) and has it killed after a second
+    wrapper = tmp_path / "crashing-server"
+    wrapper.write_text(f'#!/bin/sh\n(sleep 1.5; kill -9 $$) &\nexec {demo_release} "$@"\n')
+    wrapper.chmod(0o755)
+    phases = """
+[[instance.phase]]
+name = "long"
+kind = "http"
+protocol = "h1"
+path = "/slow/x"
+requests = 100000
+connections = 2
+"""
+    with pytest.raises(
+        TrainingFailed, match=r"instance srv: the server exited with signal 9 \(SIGKILL\) during phase srv/long"
+    ):
+        train(tmp_path, workload_file(tmp_path, phases), wrapper)
+    assert "--- tail of the server log" in capfd.readouterr().err
+
+
+def test_server_that_exits_at_start_fails_with_its_exit_code(
+    tmp_path: Path, demo_release: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    phases = """
+[[instance.phase]]
+name = "never"
+kind = "http"
+path = "/health"
+requests = 1
+"""
+    bad = CONFIG.replace("workers = 2", "workers = 2\nno_such_key = 1")
+    with pytest.raises(
+        TrainingFailed, match=r"the server exited with exit code 2 before it answered http://127.0.0.1:\d+/health"
+    ):
+        train(tmp_path, workload_file(tmp_path, phases, config=bad), demo_release)
+    assert "no_such_key" in capfd.readouterr().err  # its own one line, from the log's tail
+
+
+def test_non_instrumented_binary_writes_no_profile(tmp_path: Path, demo_release: Path) -> None:
+    phases = """
+[[instance.phase]]
+name = "health"
+kind = "http"
+path = "/health"
+requests = 20
+"""
+    with pytest.raises(TrainingFailed, match=r"instance srv wrote no .profraw"):
+        train(tmp_path, workload_file(tmp_path, phases), demo_release, profraw=True)
+
+
+def test_every_phase_kind_and_expectation_passes(tmp_path: Path, demo_release: Path) -> None:
+    phases = """
+[[instance.phase]]
+name = "h2-tls"
+kind = "http"
+scheme = "https"
+paths = ["/page/a", "/page/b"]
+requests = 300
+streams = 8
+
+[[instance.phase]]
+name = "post-blocked"
+kind = "http"
+protocol = "h1"
+method = "POST"
+body = "{bodies}/attack.txt"
+path = "/api/login"
+requests = 40
+expect = "403"
+
+[[instance.phase]]
+name = "dead"
+kind = "http"
+path = "/api/x"
+requests = 30
+expect = "502"
+upstream = "down"
+
+[[instance.phase]]
+name = "after-dead"
+kind = "http"
+path = "/api/x"
+requests = 30
+
+[[instance.phase]]
+name = "tls"
+kind = "handshakes"
+handshakes = 60
+batch = 25
+protocol = "h2"
+"""
+    report = train(tmp_path, workload_file(tmp_path, phases), demo_release)
+    status = {p["name"]: p["status"] for p in report["phases"]}
+    assert status["h2-tls"]["2xx"] == 300
+    assert status["post-blocked"]["4xx"] == 40
+    assert status["dead"]["5xx"] == 30
+    assert status["after-dead"]["2xx"] == 30  # the upstream is back
+    assert status["tls"]["2xx"] == 60
+    assert report["requests"] == 300 + 40 + 30 + 30 + 60
+
+
+def test_scale_applies_to_every_count(tmp_path: Path, demo_release: Path) -> None:
+    phases = """
+[[instance.phase]]
+name = "a"
+kind = "http"
+path = "/health"
+requests = 1000
+
+[[instance.phase]]
+name = "b"
+kind = "handshakes"
+handshakes = 400
+"""
+    report = train(tmp_path, workload_file(tmp_path, phases), demo_release, scale=0.01)
+    assert [p["requests"] for p in report["phases"]] == [10, 4]
+
+
+def test_upstream_backend_serves_and_restarts(tmp_path: Path) -> None:
+    (port,) = net.free_ports(1)
+    backend = UpstreamBackend(port, tmp_path / "upstream.log", clean_env())
+    backend.start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        for path, status, cache, size in [
+            ("/page/x", 200, "public, max-age=300", None),
+            ("/api/x", 200, "no-store", None),
+            ("/img/y", 200, "public, max-age=300", 200 * 1024),
+            ("/large/z", 200, "no-store", 1024 * 1024),
+            ("/error/503", 503, "no-store", None),
+            ("/nothing", 404, "no-store", None),
+        ]:
+            conn.request("GET", path)  # one keep-alive connection for all
+            response = conn.getresponse()
+            body = response.read()
+            assert (response.status, response.getheader("cache-control")) == (status, cache), path
+            assert size is None or len(body) == size
+        conn.request("POST", "/api/echo", body=b"x" * 777)
+        assert b'"body_length":777' in conn.getresponse().read()
+        conn.close()
+        with backend.down():
+            assert net.probe(f"http://127.0.0.1:{port}/api/x") is None
+        assert net.probe(f"http://127.0.0.1:{port}/api/x") == 200
+    finally:
+        backend.stop()
+
+
+def test_certificates_are_ecdsa_and_rsa(tmp_path: Path) -> None:
+    values = make_certs(["ecdsa", "rsa"], tmp_path, env=clean_env(), logs=tmp_path / "logs")
+    ecdsa = subprocess.run(
+        ["openssl", "x509", "-noout", "-text", "-in", values["ecdsa_cert"]], capture_output=True, text=True, check=True
+    )
+    rsa = subprocess.run(
+        ["openssl", "x509", "-noout", "-text", "-in", values["rsa_cert"]], capture_output=True, text=True, check=True
+    )
+    assert "prime256v1" in ecdsa.stdout
+    assert "rsaEncryption" in rsa.stdout
+    assert "IP Address:127.0.0.1" in rsa.stdout
+    assert Path(values["rsa_key"]).stat().st_mode & 0o077 == 0
+
+
+def test_bad_workload_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    bad = workload_file(tmp_path, '\n[[instance.phase]]\nname = "x"\nkind = "htpp"\npath = "/"\nrequests = 1\n')
+    env = clean_env({"PGO_OUT": str(tmp_path / "work"), "PGO_WORKLOAD": str(bad)})
+    line = assert_refused(run_nox("pgo", env, timeout=300), "kind: unknown value 'htpp'", "did you mean 'http'")
+    assert str(bad) in line
+    assert not (tmp_path / "work" / "generate-target").exists()
+    missing = workload_file(
+        tmp_path,
+        '\n[[instance.phase]]\nname = "x"\nkind = "http"\nmethod = "POST"\n'
+        'body = "{workload_dir}/no-such-body.bin"\npath = "/"\nrequests = 1\n',
+    )
+    assert_refused(run_nox("pgo", env, timeout=300), "no file", "no-such-body.bin")
+    with pytest.raises(ConfigError, match=r"no-such-body\.bin"):
+        load_workload(missing)
