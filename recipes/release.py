@@ -26,6 +26,7 @@ from recipes.reproducible import (
     commit_time,
     dirty_paths,
     git,
+    outside_workspace,
     remap_flags,
     remap_pairs,
     repo_root,
@@ -101,6 +102,7 @@ def reproducible_plan(config: Config, environ: Mapping[str, str], *, source_root
     """
     env = reproducible_env(environ, sde)
     plan = stages.make_plan(config, env)
+    refuse_location_dependent_packages(plan)
     portable = tuple(without_remap(plan.rustflags.base))
     pairs = remap_pairs(
         source_root=source_root,
@@ -111,6 +113,20 @@ def reproducible_plan(config: Config, environ: Mapping[str, str], *, source_root
     )
     flags = replace(plan.rustflags, base=(*remap_flags(pairs), *portable))
     return ReproduciblePlan(replace(plan, rustflags=flags), tuple(pairs), portable, sde)
+
+
+def refuse_location_dependent_packages(plan: stages.BuildPlan) -> None:
+    """Refuse path dependencies outside the workspace root: no build at another path can match theirs."""
+    argv = ["cargo", "metadata", "--format-version", "1", "--manifest-path", str(plan.crate.manifest)]
+    if plan.config.locked:
+        argv.append("--locked")
+    outside = outside_workspace(json.loads(capture(argv, env=plan.env, cwd=plan.cwd)))
+    if outside:
+        raise EnvironmentRefused(
+            f"{outside[0]} is a path dependency outside the workspace root: cargo hashes its absolute path into "
+            "the crate identity, so a build from another checkout differs and its profile would not match",
+            "make it a member of the workspace ([workspace] members) or move it under the workspace root",
+        )
 
 
 def describe_rustc(info: RustcInfo) -> str:

@@ -1,0 +1,306 @@
+"""``nox -s release`` and ``nox -s rebuild`` on the hello fixture, in a temporary git repository with tags:
+the artefacts, their byte-for-byte rebuild from the published profile in another directory, and every refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes.reproducible import binary_diff, binary_tarball, sha256_bytes, sha256sums_text, tar_member
+from recipes.store import sha256_file
+from tests.conftest import FIXTURES, REPO, assert_ok, assert_refused, clean_env, output, run_nox
+
+pytestmark = pytest.mark.slow
+
+TAG = "v1.0.0"
+TRIPLE = "x86_64-unknown-linux-gnu"
+BASE = f"hello-pgo-{TAG}-{TRIPLE}"
+
+
+def git(repo: Path, *args: str) -> str:
+    env = clean_env({"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "LC_ALL": "C"})
+    env.update({"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"})
+    env.update({"GIT_AUTHOR_DATE": "2026-03-04T05:06:07Z", "GIT_COMMITTER_DATE": "2026-03-04T05:06:07Z"})
+    done = subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def make_repo(root: Path, tags: tuple[str, ...] = (TAG,)) -> Path:
+    """A git repository with a copy of the hello crate and its workload, tagged."""
+    repo = root / "repo"
+    shutil.copytree(FIXTURES / "hello", repo / "hello", ignore=shutil.ignore_patterns("target"))
+    (repo / "profiles").mkdir()
+    shutil.copy(REPO / "profiles" / "hello.toml", repo / "profiles" / "hello.toml")
+    (repo / ".gitignore").write_text("/dist/\n**/target/\n")
+    git(repo.parent, "init", "-q", "-b", "main", str(repo))
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "hello")
+    for tag in tags:
+        git(repo, "tag", "-a", tag, "-m", tag)
+    return repo
+
+
+@dataclass(frozen=True)
+class Release:
+    root: Path
+    repo: Path
+    dist: Path
+    work: Path
+    store: Path
+    text: str
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return clean_env(
+            {
+                "PGO_MANIFEST": str(self.repo / "hello" / "Cargo.toml"),
+                "PGO_WORKLOAD": "hello",
+                "PGO_OUT": str(self.work),
+                "PGO_PROFILE_STORE": str(self.store),
+                **extra,
+            }
+        )
+
+    def manifest(self) -> dict[str, Any]:
+        data = json.loads((self.dist / f"{BASE}-manifest.json").read_text())
+        assert isinstance(data, dict)
+        return data
+
+    def download(self, dest: Path) -> Path:
+        """The release's files as a user downloads them, somewhere else."""
+        shutil.copytree(self.dist, dest)
+        return dest
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory: pytest.TempPathFactory) -> Release:
+    root = tmp_path_factory.mktemp("release")
+    repo = make_repo(root)
+    work, store = root / "work", root / "store"
+    env = Release(root, repo, repo / "dist" / TAG, work, store, "").env()
+    proc = run_nox("release", env, [TAG])
+    text = assert_ok(proc)
+    return Release(root, repo, repo / "dist" / TAG, work, store, text)
+
+
+def _binary(tarball: Path, top: str) -> bytes:
+    return tar_member(tarball, f"{top}/hello-pgo")
+
+
+def test_release_writes_the_artefacts_with_their_manifest_and_sums(released: Release, tmp_path: Path) -> None:
+    dist = released.dist
+    names = {p.name for p in dist.iterdir()}
+    assert names == {
+        f"{BASE}.tar.gz",
+        f"{BASE}-pgo.tar.gz",
+        f"{BASE}-pgo.profdata",
+        f"{BASE}-manifest.json",
+        "SHA256SUMS",
+    }
+    subprocess.run(["sha256sum", "--check", "--strict", "SHA256SUMS"], cwd=dist, check=True, capture_output=True)
+    assert len((dist / "SHA256SUMS").read_text().splitlines()) == 4
+    manifest = released.manifest()
+    assert manifest["commit"] == git(released.repo, "rev-parse", f"{TAG}^{{commit}}")
+    assert (
+        manifest["commit_time"]
+        == manifest["source_date_epoch"]
+        == int(git(released.repo, "show", "-s", "--format=%ct"))
+    )
+    assert (
+        manifest["toolchain"]["rustc_vV"]
+        == subprocess.run(["rustc", "-vV"], capture_output=True, text=True, check=True).stdout
+    )
+    assert manifest["toolchain"]["cargo"].startswith("cargo 1.")
+    assert "LLVM 22" in manifest["toolchain"]["llvm_profdata"]
+    assert manifest["target"] == TRIPLE
+    assert manifest["manifest_path"] == "hello/Cargo.toml"
+    assert manifest["workload"] == "profiles/hello.toml"
+    assert manifest["cargo_command"] == ["cargo", "build"]
+    assert "--manifest-path" in manifest["cargo_argv"] and "hello/Cargo.toml" in manifest["cargo_argv"]
+    assert manifest["rustflags"] == []  # the flags without the profile (and without the machine's remaps)
+    assert {dest for _, dest in manifest["remap_path_prefix"]} >= {"/build/src", "/build/work", "/cargo"}
+    assert manifest["profile_sha256"] == sha256_file(dist / f"{BASE}-pgo.profdata")
+    store_path = Path(manifest["profile_store_path"])
+    assert store_path == released.store / f"{manifest['profile_sha256']}.profdata"
+    # the profile is the only difference between the two builds: the same rustc lines but for it
+    logs = released.work / "logs"
+    plain_line = next(
+        ln for ln in (logs / "plain-build.log").read_text().splitlines() if "--crate-name hello_pgo" in ln
+    )
+    pgo_line = next(
+        ln for ln in (logs / "optimise-build.log").read_text().splitlines() if "--crate-name hello_pgo" in ln
+    )
+    assert f"--remap-path-prefix={released.repo}=/build/src" in plain_line
+    assert f"-Cprofile-use={store_path}" in pgo_line and "profile-use" not in plain_line
+    assert manifest["pgo_build"]["stale_profile_warnings"] == 0
+
+    # the tarballs: owner 0, the commit's time, names sorted; the binaries stripped, different, both working
+    for name, top in ((f"{BASE}.tar.gz", BASE), (f"{BASE}-pgo.tar.gz", f"{BASE}-pgo")):
+        raw = (dist / name).read_bytes()
+        assert raw[4:8] == b"\0\0\0\0"
+        with tarfile.open(dist / name) as tar:
+            members = tar.getmembers()
+        assert [m.name for m in members] == [top, f"{top}/hello-pgo"]
+        assert {(m.uid, m.gid, m.mtime) for m in members} == {(0, 0, manifest["source_date_epoch"])}
+    plain, pgo = _binary(dist / f"{BASE}.tar.gz", BASE), _binary(dist / f"{BASE}-pgo.tar.gz", f"{BASE}-pgo")
+    assert sha256_bytes(pgo) == manifest["artefacts"]["pgo"]["binary_sha256"]
+    assert plain != pgo
+    for label, data in (("plain", plain), ("pgo", pgo)):
+        path = tmp_path / label
+        path.write_bytes(data)
+        path.chmod(0o755)
+        assert (
+            subprocess.run([path, "primes", "100"], capture_output=True, text=True, check=True).stdout.strip()
+            == "primes: 25"
+        )
+        symbols = subprocess.run(["nm", path], capture_output=True, text=True, check=False)
+        assert "no symbols" in symbols.stderr, "stripped"
+        # no path of the build machine in the binary
+        strings = subprocess.run(["strings", "-n", "6", path], capture_output=True, text=True, check=True).stdout
+        for machine_path in (str(released.root), str(Path.home()), "/tmp/"):
+            assert machine_path not in strings, (label, machine_path)
+    diff = binary_diff(tmp_path / "plain", tmp_path / "pgo")
+    assert diff.differing_bytes > 0 and ".text" in diff.sections
+
+
+def test_rebuild_in_another_directory_gives_the_published_binary(released: Release, tmp_path: Path) -> None:
+    download = released.download(tmp_path / "download")
+    shutil.rmtree(released.store)  # the rebuild has only the published files
+    proc = run_nox("rebuild", released.env(PGO_OUT=str(tmp_path / "work")), [TAG, "--artefacts", str(download)])
+    text = assert_ok(proc)
+    manifest = released.manifest()
+    pgo = manifest["artefacts"]["pgo"]
+    assert f"match     {pgo['file']}  rebuilt {pgo['sha256']}" in text
+    assert f"match     {pgo['binary']}  rebuilt {pgo['binary_sha256']}" in text
+    assert "mismatch" not in text
+    rebuilt = tmp_path / "work" / "rebuild" / TAG / "stripped" / "hello-pgo"
+    assert sha256_file(rebuilt) == pgo["binary_sha256"]
+    report = json.loads((tmp_path / "work" / "rebuild" / TAG / "report.json").read_text())
+    # the store path depends only on the profile's content: the rebuild read it where the release did
+    assert report["optimise"]["store_path"] == manifest["profile_store_path"]
+    assert Path(manifest["profile_store_path"]).is_file()
+    # built in a fresh worktree at another path, removed afterwards
+    source = report["optimise"]["binary"]
+    assert not source.startswith(str(released.repo)) and "/src/hello/target/" in source
+    assert not Path(source).exists()
+    assert git(released.repo, "worktree", "list").count("\n") == 0
+
+
+def test_rebuild_says_where_the_binaries_differ(released: Release, tmp_path: Path) -> None:
+    """A release whose PGO tarball holds another binary (consistent sums): mismatch, bytes and sections."""
+    download = released.download(tmp_path / "download")
+    manifest = released.manifest()
+    pgo = manifest["artefacts"]["pgo"]
+    other = _binary(download / f"{BASE}.tar.gz", BASE)  # the plain binary, in the PGO tarball
+    tarball = binary_tarball("hello-pgo", other, f"{BASE}-pgo", manifest["source_date_epoch"])
+    (download / pgo["file"]).write_bytes(tarball)
+    pgo["binary_sha256"], pgo["sha256"] = sha256_bytes(other), sha256_bytes(tarball)
+    (download / f"{BASE}-manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    sums = {p.name: sha256_file(p) for p in download.iterdir() if p.name != "SHA256SUMS"}
+    (download / "SHA256SUMS").write_text(sha256sums_text(sums))
+    proc = run_nox("rebuild", released.env(PGO_OUT=str(tmp_path / "work")), [TAG, "--artefacts", str(download)])
+    line = assert_refused(proc, "differs from the published one", "bytes differ", ".text")
+    assert f"mismatch  {pgo['binary']}" in output(proc), line
+
+
+# --- refusals ------------------------------------------------------------------------------------
+
+
+def test_release_without_or_with_an_ill_formed_tag_refused(released: Release) -> None:
+    assert_refused(run_nox("release", released.env()), "needs a release tag first")
+    assert_refused(run_nox("release", released.env(), ["1.0.0"]), "'1.0.0' is not a release tag", "vX.Y.Z")
+    assert_refused(run_nox("rebuild", released.env(), ["--artefacts", "x"]), "needs a release tag first")
+
+
+@pytest.mark.parametrize("session", ["release", "rebuild"])
+def test_tag_that_does_not_exist_refused(released: Release, session: str) -> None:
+    assert_refused(run_nox(session, released.env(), ["v9.9.9"]), "tag v9.9.9 does not exist", str(released.repo))
+
+
+def test_release_of_a_dirty_worktree_refused(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    env = Release(tmp_path, repo, repo / "dist", tmp_path / "work", tmp_path / "store", "").env()
+    source = repo / "hello" / "src" / "main.rs"
+    source.write_text(source.read_text() + "\n// an edit\n")
+    assert_refused(run_nox("release", env, [TAG]), "is dirty", "hello/src/main.rs")
+    assert not (tmp_path / "work").exists()
+
+
+def test_release_of_another_commit_than_the_tag_refused(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    (repo / "NOTES").write_text("after the tag\n")
+    git(repo, "add", "NOTES")
+    git(repo, "commit", "-q", "-m", "later")
+    env = Release(tmp_path, repo, repo / "dist", tmp_path / "work", tmp_path / "store", "").env()
+    assert_refused(run_nox("release", env, [TAG]), f"not {TAG}", f"git checkout {TAG}")
+
+
+def test_release_over_existing_artefacts_refused(released: Release) -> None:
+    assert_refused(run_nox("release", released.env(), [TAG]), "already exists", str(released.dist))
+
+
+def _rebuild(
+    released: Release, download: Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return run_nox(
+        "rebuild", env or released.env(PGO_OUT=str(download.parent / "w")), [TAG, "--artefacts", str(download)]
+    )
+
+
+def test_rebuild_with_an_artefact_missing_refused(released: Release, tmp_path: Path) -> None:
+    download = released.download(tmp_path / "download")
+    (download / f"{BASE}-pgo.tar.gz").unlink()
+    assert_refused(_rebuild(released, download), f"{BASE}-pgo.tar.gz is missing")
+    assert_refused(_rebuild(released, tmp_path / "nowhere"), f"no artefacts of {TAG}", "--artefacts")
+
+
+def test_rebuild_with_a_sha256sums_line_missing_refused(released: Release, tmp_path: Path) -> None:
+    download = released.download(tmp_path / "download")
+    sums = download / "SHA256SUMS"
+    sums.write_text("".join(ln for ln in sums.read_text().splitlines(True) if "profdata" not in ln))
+    assert_refused(_rebuild(released, download), f"SHA256SUMS has no line for {BASE}-pgo.profdata")
+
+
+def test_rebuild_with_another_profile_refused(released: Release, tmp_path: Path) -> None:
+    download = released.download(tmp_path / "download")
+    profile = download / f"{BASE}-pgo.profdata"
+    other = tmp_path / "other.profdata"  # a real profile, every count doubled
+    subprocess.run(["llvm-profdata-22", "merge", f"--weighted-input=2,{profile}", "-o", str(other)], check=True)
+    shutil.copy(other, profile)
+    line = assert_refused(_rebuild(released, download), f"the profile {profile.name} has sha256", "manifest records")
+    assert sha256_file(other) in line
+
+
+def test_rebuild_with_another_rustc_refused(released: Release, tmp_path: Path) -> None:
+    download = released.download(tmp_path / "download")
+    wrapper = tmp_path / "rustc-1.94"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = -vV ]; then rustc -vV | sed "s/^release: .*/release: 1.94.0/"; exit; fi\n'
+        'exec rustc "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = released.env(PGO_OUT=str(tmp_path / "w"), RUSTC=str(wrapper))
+    line = assert_refused(_rebuild(released, download, env), "this is rustc 1.94.0", "built with rustc 1.95")
+    assert "rustup toolchain install" in line
+    assert not (tmp_path / "w" / "rebuild").exists(), "refused before anything was built"
+
+
+def test_noxfile_lists_the_sessions() -> None:
+    listing = subprocess.run(
+        ["python3", "-m", "nox", "-f", str(REPO / "noxfile.py"), "-l"],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        check=True,
+    ).stdout
+    for session in ("release", "rebuild", "determinism"):
+        assert f"- {session} -> " in listing

@@ -1,0 +1,207 @@
+"""The pure pieces of a reproducible release: tags, the environment, remap flags, tarballs, SHA256SUMS, diffs."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from recipes.errors import CheckFailed, ConfigError
+from recipes.release import Names, leaked_paths
+from recipes.reproducible import (
+    binary_tarball,
+    check_tag,
+    differing_bytes,
+    differing_sections,
+    outside_workspace,
+    parse_sha256sums,
+    remap_flags,
+    remap_pairs,
+    reproducible_env,
+    sha256sums_text,
+    split_tag,
+    take_option,
+    tar_member,
+    tarball_bytes,
+    unit_states,
+    without_remap,
+)
+from tests.conftest import DATA
+
+
+@pytest.mark.parametrize("tag", ["v1.2.3", "v0.13.0", "v10.0.1", "v1.0.0-rc.1"])
+def test_release_tags(tag: str) -> None:
+    assert check_tag(tag) == tag
+
+
+@pytest.mark.parametrize("tag", ["1.2.3", "v1.2", "v1.2.3.4", "v01.2.3", "release", "v1.2.3-", "v1.2.3 "])
+def test_ill_formed_tags_refused(tag: str) -> None:
+    with pytest.raises(ConfigError, match="is not a release tag"):
+        check_tag(tag)
+
+
+def test_tag_is_split_off_before_the_options() -> None:
+    assert split_tag(["v1.2.3", "--min-functions", "3"], "release") == ("v1.2.3", ["--min-functions", "3"])
+    with pytest.raises(ConfigError, match="needs a release tag first"):
+        split_tag([], "release")
+    with pytest.raises(ConfigError, match="needs a release tag first"):
+        split_tag(["--min-functions", "3"], "rebuild")
+
+
+def test_take_option_both_spellings() -> None:
+    assert take_option(["--artefacts", "d", "--x", "1"], "--artefacts") == ("d", ["--x", "1"])
+    assert take_option(["--artefacts=d"], "--artefacts") == ("d", [])
+    assert take_option(["--x", "1"], "--artefacts") == (None, ["--x", "1"])
+    with pytest.raises(ConfigError, match="needs a value"):
+        take_option(["--artefacts"], "--artefacts")
+
+
+def test_reproducible_env_is_a_new_fixed_mapping() -> None:
+    base = {"PATH": "/bin", "LC_TIME": "de_DE.UTF-8", "LANG": "fr_FR", "CARGO_TARGET_DIR": "/shared", "TZ": "CET"}
+    env = reproducible_env(base, 1700000000)
+    assert env["SOURCE_DATE_EPOCH"] == "1700000000"
+    assert env["LC_ALL"] == env["LANG"] == "C"
+    assert env["TZ"] == "UTC"
+    assert env["CARGO_TERM_COLOR"] == "never"
+    assert "LC_TIME" not in env and "CARGO_TARGET_DIR" not in env
+    assert base["LANG"] == "fr_FR" and "SOURCE_DATE_EPOCH" not in base
+
+
+def test_remap_pairs_most_specific_last_and_both_forms_of_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "real-src"
+    real.mkdir()
+    link = tmp_path / "src"
+    link.symlink_to(real)
+    sysroot = Path("/opt/rust")
+    pairs = remap_pairs(
+        source_root=link,
+        work=link / "target" / "pgo",
+        cargo_home=Path("/h/.cargo"),
+        sysroot=sysroot,
+        rustc_commit="abc",
+    )
+    as_dict = dict(pairs)
+    assert as_dict[str(link)] == as_dict[str(real)] == "/build/src"
+    assert as_dict[str(link / "target" / "pgo")] == "/build/work"
+    assert as_dict["/opt/rust/lib/rustlib/src/rust"] == "/rustc/abc"
+    assert as_dict["/opt/rust"] == "/rustc/sysroot"
+    order = [src for src, _ in pairs]
+    assert order.index(str(link)) < order.index(str(link / "target" / "pgo"))  # rustc: the last match wins
+    assert order.index("/opt/rust") < order.index("/opt/rust/lib/rustlib/src/rust")
+    flags = remap_flags(pairs)
+    assert f"--remap-path-prefix={link}=/build/src" in flags
+
+
+def test_remap_of_a_path_with_spaces_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="white space"):
+        remap_pairs(
+            source_root=tmp_path / "my src", work=tmp_path, cargo_home=tmp_path, sysroot=tmp_path, rustc_commit="x"
+        )
+
+
+def test_without_remap() -> None:
+    flags = ["--remap-path-prefix=/a=/b", "-Cforce-frame-pointers=yes", "--remap-path-prefix=/c=/d"]
+    assert without_remap(flags) == ["-Cforce-frame-pointers=yes"]
+    with pytest.raises(ConfigError, match="two words"):
+        without_remap(["--remap-path-prefix", "/a=/b"])
+
+
+def test_tarball_is_deterministic_owner_0_sorted_fixed_times() -> None:
+    files = {"top/zeta": (b"z" * 10, 0o644), "top/bin/tool": (b"\x7fELF...", 0o755), "top/alpha": (b"a", 0o600)}
+    first = tarball_bytes(files, mtime=1700000000)
+    again = tarball_bytes(dict(reversed(list(files.items()))), mtime=1700000000)
+    assert first == again
+    assert first[:2] == b"\x1f\x8b"
+    assert first[3] & 0x08 == 0, "no file name in the gzip header"
+    assert first[4:8] == b"\0\0\0\0", "gzip mtime 0"
+    assert tarball_bytes(files, mtime=1700000001) != first
+    with tarfile.open(fileobj=io.BytesIO(first), mode="r:gz") as tar:
+        members = tar.getmembers()
+        names = [m.name for m in members]
+        assert names == sorted(names) == ["top", "top/alpha", "top/bin", "top/bin/tool", "top/zeta"]
+        for member in members:
+            assert (member.uid, member.gid, member.uname, member.gname) == (0, 0, "", "")
+            assert member.mtime == 1700000000
+        assert tar.getmember("top/bin/tool").mode == 0o755
+        assert tar.getmember("top").isdir()
+    # GNU tar reads it too, and sees the same
+    listing = subprocess.run(
+        ["tar", "tvzf", "-", "--numeric-owner"], input=first, capture_output=True, check=True
+    ).stdout.decode()
+    assert "0/0" in listing and "top/bin/tool" in listing
+
+
+def test_binary_tarball_member(tmp_path: Path) -> None:
+    names = Names("hello-pgo", "v1.2.3", "x86_64-unknown-linux-gnu")
+    assert names.pgo_tarball == "hello-pgo-v1.2.3-x86_64-unknown-linux-gnu-pgo.tar.gz"
+    assert names.plain_tarball == "hello-pgo-v1.2.3-x86_64-unknown-linux-gnu.tar.gz"
+    assert names.profile == "hello-pgo-v1.2.3-x86_64-unknown-linux-gnu-pgo.profdata"
+    path = tmp_path / names.pgo_tarball
+    path.write_bytes(binary_tarball("hello-pgo", b"binary", names.pgo_top, 5))
+    assert tar_member(path, f"{names.pgo_top}/hello-pgo") == b"binary"
+
+
+def test_sha256sums_round_trip_and_real_sha256sum_output(tmp_path: Path) -> None:
+    (tmp_path / "b.tar.gz").write_bytes(b"bee")
+    (tmp_path / "a.profdata").write_bytes(b"ay")
+    real = subprocess.run(
+        ["sha256sum", "b.tar.gz", "a.profdata"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
+    sums = parse_sha256sums(real)
+    assert set(sums) == {"a.profdata", "b.tar.gz"}
+    text = sha256sums_text(sums)
+    assert text.splitlines()[0].endswith("  a.profdata")
+    (tmp_path / "SHA256SUMS").write_text(text)
+    subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=tmp_path, check=True)
+    assert parse_sha256sums(text) == sums
+
+
+def test_malformed_sha256sums_line_refused() -> None:
+    with pytest.raises(CheckFailed, match="line 2"):
+        parse_sha256sums("0" * 64 + "  a\nnot a line\n")
+
+
+def test_unit_states_of_a_real_cargo_log() -> None:
+    log = (DATA / "cargo-build-layered-touched.log").read_text()
+    assert unit_states(log) == {"shapes": "Compiling", "tally": "Fresh", "layered-app": "Compiling"}
+
+
+def test_differing_bytes() -> None:
+    assert differing_bytes(b"abcd", b"abcd") == 0
+    assert differing_bytes(b"abcd", b"abXd") == 1
+    assert differing_bytes(b"abcd", b"abcdef") == 2
+
+
+def test_differing_sections_of_real_binaries() -> None:
+    true, false = Path("/bin/true"), Path("/bin/false")
+    assert differing_sections(true, true) == []
+    sections = differing_sections(true, false)
+    assert ".note.gnu.build-id" in sections
+    assert ".shstrtab" not in sections
+
+
+def test_differing_sections_of_a_non_elf_refused(tmp_path: Path) -> None:
+    text = tmp_path / "text"
+    text.write_text("not an ELF file")
+    with pytest.raises(CheckFailed, match="not an ELF binary"):
+        differing_sections(text, Path("/bin/true"))
+
+
+def test_leaked_paths() -> None:
+    pairs = (("/home/me/src", "/build/src"), ("/home/me/.cargo", "/cargo"))
+    assert leaked_paths(b"panicked at /home/me/src/lib.rs", pairs) == ["/home/me/src"]
+    assert leaked_paths(b"panicked at /build/src/lib.rs", pairs) == []
+
+
+def test_path_packages_outside_the_workspace_from_real_cargo_metadata() -> None:
+    metadata = json.loads((DATA / "cargo-metadata-outside-workspace.json").read_text())
+    assert outside_workspace(metadata) == [
+        "shapes (/work/layered-outside/shapes/Cargo.toml)",
+        "tally (/work/layered-outside/tally/Cargo.toml)",
+    ]
+    inside = {**metadata, "workspace_root": "/work/layered-outside"}
+    assert outside_workspace(inside) == []
