@@ -7,6 +7,7 @@
     nox -s pgo                                       all four, every check on
     nox -s pgo-test                                  the test suite built with the profile
     nox -s cpu-baseline -- [--binary P] [--run A…]   the binary under an emulated SSE2-only CPU
+    nox -s bench -- [--scenarios a,b] [--trials N]   CPU time per request: plain vs PGO (or any two)
     nox -s release -- vX.Y.Z | rebuild -- vX.Y.Z     reproducible release artefacts; rebuild the PGO one
     nox -s determinism                               two builds from the profile alone must be identical
     nox -s tests | lint                              this project's own checks
@@ -108,6 +109,26 @@ def lint(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     session.run("ruff", "check", ".")
     session.run("mypy")
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """CPU time per request of the plain and the PGO build (or --baseline/--candidate PATH), trials interleaved.
+
+    Posargs: --scenarios a,b --trials N --scale F --server-core N --load-core N (see recipes/bench/cli.py).
+    """
+    from recipes.bench import cli as bench_cli  # noqa: PLC0415  (imported here: the other sessions need none of it)
+
+    try:
+        bench_cli.parse_args(session.posargs)  # a bad argument is refused before anything is installed or built
+        session.install("-e", ".[bench]")
+        outcome = bench_cli.run(HERE, os.environ, session.posargs)
+        session.run("python", "-m", "recipes.bench.report", "chart", str(outcome.json), str(outcome.chart))
+        for line in outcome.summary_lines():
+            session.log(line)
+        outcome.check()
+    except PgoError as error:
+        session.error(error.line())
 
 
 def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True) -> None:

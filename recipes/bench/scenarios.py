@@ -17,8 +17,8 @@ from recipes.errors import ConfigError
 #: cacheable), /img/ (200 KB, cacheable) and /api/ (small, no-store); the document root /static/
 DOC_5K = "/page/bench"
 DOC_200K = "/img/bench"
-STATIC_5K = "/static/5k.bin"
-STATIC_10M = "/static/10m.bin"
+STATIC_5K = "/static/index.html"
+STATIC_10M = "/static/download.bin"
 SITE_PATHS = (
     "/page/index",
     "/page/about",
@@ -27,7 +27,8 @@ SITE_PATHS = (
     "/api/items",
     "/api/cart?id=7",
     STATIC_5K,
-    "/static/index.html",
+    "/static/style.css",
+    "/static/docs/a.html",
     "/health",
     "/page/index",
 )

@@ -98,7 +98,7 @@ def test_json_round_trip(tmp_path: Path) -> None:
 
 
 def test_chart_is_a_png(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    """matplotlib is in the test extra (and the bench session's venv)."""
     bad = scenario([10.0], [9.0])
     bad.trials[1].problem = "502"
     bad.title = "broken"

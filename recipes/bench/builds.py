@@ -1,0 +1,82 @@
+"""What ``nox -s bench`` compares by default: the plain build and the PGO build of the same tree.
+
+The PGO binary is the one the work dir's pipeline made (``report.json`` "optimise", checked against its
+recorded sha256), or the pipeline is run. The plain one is built by the same cargo command, for the same
+target, with the same features and the same base rustflags, without profile flags, in its own target
+dir (``<work>/plain-target``). Both are copied to ``<work>/bench/bin/`` so that a later build in the
+target dirs cannot change what is being measured.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from recipes import report, stages
+from recipes.bench.harness import Build
+from recipes.errors import MissingInput
+from recipes.runner import run, say
+from recipes.rustflags import plain_env
+from recipes.store import sha256_file
+
+
+def plain_target_dir(plan: stages.BuildPlan) -> Path:
+    return plan.work / "plain-target"
+
+
+def build_plain(plan: stages.BuildPlan) -> Path:
+    """The release build without a profile: same command, target, features and base flags as the PGO one."""
+    env = plain_env(plan.env, plan.rustflags)
+    target_dir = plain_target_dir(plan)
+    say(f"bench: the plain build of {plan.crate.package} in {target_dir}")
+    done = run(
+        plan.build_argv(target_dir),
+        env=env,
+        log=plan.logs / "bench-plain-build.log",
+        cwd=plan.cwd,
+        what="the plain build",
+    )
+    binary = plan.binary(target_dir)
+    if not binary.is_file():
+        raise MissingInput(f"the plain build left no binary at {binary}", f"see {done.log}")
+    return binary
+
+
+def usable_pgo_binary(work: Path) -> Path | None:
+    """The work dir's optimised binary, if its last optimise passed and the file is still what it recorded."""
+    optimised = report.load(work).get("optimise")
+    if not isinstance(optimised, dict) or "failed" in optimised:
+        return None
+    binary = Path(optimised.get("binary", ""))
+    if not binary.is_file() or sha256_file(binary) != optimised.get("binary_sha256"):
+        return None
+    return binary
+
+
+def build_pgo(plan: stages.BuildPlan) -> Path:
+    """The PGO binary of the work dir, after running the pipeline when there is none (or it changed)."""
+    binary = usable_pgo_binary(plan.work)
+    if binary is not None:
+        say(f"bench: the PGO binary of {plan.work}: {binary}")
+        return binary
+    say(f"bench: no checked PGO binary in {plan.work}: running the pipeline")
+    stages.pgo(plan)
+    binary = usable_pgo_binary(plan.work)
+    if binary is None:
+        raise MissingInput(f"the pipeline left no checked optimised binary in {plan.work}", "see report.json")
+    return binary
+
+
+def frozen_copy(binary: Path, bin_dir: Path, label: str) -> Build:
+    """Copy ``binary`` to ``bin_dir/<label>-<name>`` (atomically) and describe it."""
+    if not binary.is_file():
+        raise MissingInput(f"{label}: no such binary {binary}", "give the path of an executable file")
+    if not os.access(binary, os.X_OK):
+        raise MissingInput(f"{label}: {binary} is not executable", "chmod +x it, or give another path")
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    dest = bin_dir / f"{label.lower().replace(' ', '-')}-{binary.name}"
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    shutil.copy2(binary, tmp)
+    os.replace(tmp, dest)
+    return Build(label=label, binary=dest, sha256=sha256_file(dest), origin=str(binary))

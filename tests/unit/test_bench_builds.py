@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from recipes import report
+from recipes.bench import builds
+from recipes.errors import MissingInput
+from recipes.store import sha256_file
+
+
+def _binary(path: Path, text: str = "#!/bin/sh\necho hi\n") -> Path:
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_usable_pgo_binary_only_when_optimise_passed_and_the_file_is_unchanged(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    assert builds.usable_pgo_binary(work) is None  # no report
+    binary = _binary(tmp_path / "server")
+    report.save(work, {"optimise": {"binary": str(binary), "binary_sha256": sha256_file(binary)}})
+    assert builds.usable_pgo_binary(work) == binary
+    report.save(work, {"optimise": {"binary": str(binary), "binary_sha256": sha256_file(binary), "failed": "x"}})
+    assert builds.usable_pgo_binary(work) is None
+    report.save(work, {"optimise": {"binary": str(binary), "binary_sha256": sha256_file(binary)}})
+    _binary(binary, "#!/bin/sh\necho rebuilt\n")
+    assert builds.usable_pgo_binary(work) is None
+
+
+def test_frozen_copy(tmp_path: Path) -> None:
+    binary = _binary(tmp_path / "server")
+    build = builds.frozen_copy(binary, tmp_path / "bin", "PGO")
+    assert build.binary == tmp_path / "bin" / "pgo-server"
+    assert build.sha256 == sha256_file(binary) and build.origin == str(binary)
+    assert os.access(build.binary, os.X_OK)
+    assert not list((tmp_path / "bin").glob(".*"))
+
+
+def test_frozen_copy_refuses(tmp_path: Path) -> None:
+    with pytest.raises(MissingInput, match="no such binary"):
+        builds.frozen_copy(tmp_path / "nothing", tmp_path / "bin", "plain")
+    (tmp_path / "data").write_text("x")
+    with pytest.raises(MissingInput, match="not executable"):
+        builds.frozen_copy(tmp_path / "data", tmp_path / "bin", "plain")

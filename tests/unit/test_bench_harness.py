@@ -1,0 +1,142 @@
+"""The harness's pure parts: cores, arguments, the server's configuration, h2load's command and verdicts
+(on h2load output captured here: tests/data/bench/h2load-*.txt)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from recipes import h2load
+from recipes.bench import cli
+from recipes.bench.harness import (
+    BenchError,
+    Build,
+    Fixtures,
+    LoadRun,
+    Server,
+    choose_cores,
+    load_argv,
+    server_config,
+    trial_problem,
+)
+from recipes.bench.scenarios import BY_NAME
+from recipes.errors import ConfigError
+from tests.conftest import DATA
+
+
+def test_cores() -> None:
+    assert choose_cores({0, 1}) == (1, 0)
+    assert choose_cores({0, 1, 2, 3}, server=2) == (2, 0)
+    assert choose_cores({0, 1, 2, 3}, server=2, load=3) == (2, 3)
+
+
+def test_cores_refused() -> None:
+    with pytest.raises(BenchError, match="needs two cores"):
+        choose_cores({0})
+    with pytest.raises(ConfigError, match="both 1"):
+        choose_cores({0, 1}, server=1, load=1)
+    outside = max(os.sched_getaffinity(0)) + 7
+    with pytest.raises(ConfigError, match=f"--server-core {outside}: not a core"):
+        choose_cores(set(os.sched_getaffinity(0)), server=outside)
+
+
+@pytest.mark.parametrize(
+    ("posargs", "fragment"),
+    [
+        (["--trials", "x"], "--trials"),
+        (["--trials", "0"], "not a positive integer"),
+        (["--scale", "-1"], "not a positive number"),
+        (["--server-core"], "expected one argument"),
+        (["--scenarios", "nope"], "unknown scenario 'nope'"),
+    ],
+)
+def test_parse_args_refusals(posargs: list[str], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        cli.parse_args(posargs)
+
+
+def test_parse_args_passes_the_rest_on() -> None:
+    args, rest = cli.parse_args(["--trials", "3", "--out", "/tmp/w", "--scenarios=static-5k", "--min-functions", "9"])
+    assert (args.trials, args.scenarios, args.baseline, args.scale) == (3, "static-5k", None, 1.0)
+    assert rest == ["--out", "/tmp/w", "--min-functions", "9"]
+    defaults, _ = cli.parse_args([])
+    assert defaults.trials == 5
+
+
+def test_server_config_is_what_the_demo_server_reads(tmp_path: Path) -> None:
+    fixtures = Fixtures(tmp_path, load_core=0, upstream_url="http://127.0.0.1:9")
+    fixtures._cert = (tmp_path / "c.pem", tmp_path / "k.pem")
+    fixtures._docroot = tmp_path / "docroot"
+    text = server_config(
+        BY_NAME["site-mix-log"], http_port=1001, https_port=1002, fixtures=fixtures, access_log=tmp_path / "a.log"
+    )
+    config = tomllib.loads(text)
+    assert config["server"] == {"http": "127.0.0.1:1001", "https": "127.0.0.1:1002", "workers": 1}
+    assert config["access_log"] == {"enabled": True, "path": str(tmp_path / "a.log")}
+    assert config["cache"]["enabled"] is True
+    assert config["cache"]["max_object_bytes"] >= 200 * 1024
+    assert config["proxy"]["upstream"] == "http://127.0.0.1:9"
+    assert config["files"]["root"] == str(tmp_path / "docroot")
+    assert config["tls"] == {"cert": str(tmp_path / "c.pem"), "key": str(tmp_path / "k.pem")}
+    bare = tomllib.loads(
+        server_config(BY_NAME["proxied-5k"], http_port=1, https_port=2, fixtures=fixtures, access_log=tmp_path / "a")
+    )
+    assert bare["cache"]["enabled"] is False
+    assert bare["access_log"]["enabled"] is False
+    assert "files" not in bare
+
+
+def _server(tmp_path: Path) -> Server:
+    return Server(Build("x", tmp_path / "x"), None, 1001, 1002, tmp_path / "l", tmp_path / "a")  # type: ignore[arg-type]
+
+
+def test_load_argv_shapes(tmp_path: Path) -> None:
+    server = _server(tmp_path)
+    h1 = load_argv(BY_NAME["cached-5k-h1"], server, 1000, tmp_path / "u.txt")
+    assert h1[0] == "h2load" and "--h1" in h1 and h1[-1] == "http://127.0.0.1:1001/page/bench"
+    assert h1[h1.index("-n") + 1] == "1000" and h1[h1.index("-t") + 1] == "1"
+    h2 = load_argv(BY_NAME["cached-5k-h2"], server, 1000, tmp_path / "u.txt")
+    assert "--h1" not in h2 and h2[h2.index("-m") + 1] == "16"
+    rate = load_argv(BY_NAME["cached-5k-rate"], server, 1000, tmp_path / "u.txt")
+    assert rate[1:3] == ["--rps", "500"]
+    tls = load_argv(BY_NAME["tls-handshake"], server, 1000, tmp_path / "u.txt")
+    assert tls[-1].startswith("https://127.0.0.1:1002/") and "connection: close" in tls
+    mix = load_argv(BY_NAME["site-mix"], server, 1000, tmp_path / "u.txt")
+    assert mix[-2:] == ["-i", str(tmp_path / "u.txt")]
+    lines = (tmp_path / "u.txt").read_text().splitlines()
+    assert len(lines) == len(BY_NAME["site-mix"].paths) and all(u.startswith("http://127.0.0.1:1001/") for u in lines)
+
+
+def _run(name: str, returncode: int = 0, timed_out: bool = False) -> LoadRun:
+    text = (DATA / "bench" / name).read_text()
+    try:
+        summary: h2load.H2loadSummary | None = h2load.parse_summary(text)
+    except ValueError:
+        summary = None
+    return LoadRun(("h2load",), returncode, 0.1, 0.05, text, summary, timed_out)
+
+
+def test_a_full_run_of_2xx_is_valid() -> None:
+    assert trial_problem(_run("h2load-ok.txt"), 100, "2xx") == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "requests", "fragment"),
+    [
+        ("h2load-404.txt", 100, "expected all 2xx, got 100 4xx"),
+        ("h2load-dead.txt", 100, "0 of 100 requests done"),
+        ("h2load-ok.txt", 200, "of 200 requests done"),
+    ],
+)
+def test_invalid_runs(name: str, requests: int, fragment: str) -> None:
+    assert fragment in trial_problem(_run(name), requests, "2xx")
+
+
+def test_a_killed_or_failed_h2load_is_invalid() -> None:
+    assert "was killed" in trial_problem(_run("h2load-ok.txt", timed_out=True), 100, "2xx")
+    assert "exited with 1" in trial_problem(_run("h2load-ok.txt", returncode=1), 100, "2xx")
+    nothing = LoadRun(("h2load",), 1, 0.0, 0.0, "h2load: unrecognized option '--nope'\n", None)
+    assert "no summary: h2load: unrecognized option" in trial_problem(nothing, 100, "2xx")
