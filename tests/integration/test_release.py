@@ -294,6 +294,71 @@ def test_rebuild_with_another_rustc_refused(released: Release, tmp_path: Path) -
     assert not (tmp_path / "w" / "rebuild").exists(), "refused before anything was built"
 
 
+def _edit_manifest(download: Path, **changes: Any) -> None:
+    """Change the downloaded manifest and keep SHA256SUMS consistent with it."""
+    path = download / f"{BASE}-manifest.json"
+    manifest = json.loads(path.read_text())
+    for dotted, value in changes.items():
+        table = manifest
+        *parents, key = dotted.split("__")
+        for parent in parents:
+            table = table[parent]
+        table[key] = value
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    sums = {p.name: sha256_file(p) for p in download.iterdir() if p.name != "SHA256SUMS"}
+    (download / "SHA256SUMS").write_text(sha256sums_text(sums))
+
+
+def test_rebuild_with_an_edited_manifest_refused(released: Release, tmp_path: Path) -> None:
+    download = released.download(tmp_path / "download")
+    manifest = download / f"{BASE}-manifest.json"
+    manifest.write_text(manifest.read_text().replace('"locked": false', '"locked": true'))
+    assert_refused(_rebuild(released, download), f"{manifest.name} has sha256", "SHA256SUMS says")
+
+
+def test_rebuild_of_a_moved_tag_refused(released: Release, tmp_path: Path) -> None:
+    download = released.download(tmp_path / "download")
+    _edit_manifest(download, commit="0" * 40)
+    assert_refused(_rebuild(released, download), f"tag {TAG} is commit", "built from 000000000000", "tag was moved")
+
+
+def test_rebuild_with_another_cargo_refused(released: Release, tmp_path: Path) -> None:
+    download = released.download(tmp_path / "download")
+    _edit_manifest(download, toolchain__cargo="cargo 1.94.0 (0000000 2026-01-01)")
+    assert_refused(_rebuild(released, download), "this is cargo 1.", "built with cargo 1.94.0")
+
+
+def test_rebuild_with_other_base_rustflags_refused(released: Release, tmp_path: Path) -> None:
+    download = released.download(tmp_path / "download")
+    env = released.env(
+        PGO_OUT=str(tmp_path / "w"), CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-Cforce-frame-pointers=yes"
+    )
+    assert_refused(_rebuild(released, download, env), "-Cforce-frame-pointers=yes", "the release's were '(none)'")
+    assert git(released.repo, "worktree", "list").count("\n") == 0, "the worktree is removed after a refusal too"
+
+
+def test_release_of_a_binary_that_embeds_its_path_refused(tmp_path: Path) -> None:
+    """``env!("CARGO_MANIFEST_DIR")`` is a string, not a path: no remap reaches it, the release must stop."""
+    repo = make_repo(tmp_path, tags=())
+    source = repo / "hello" / "src" / "main.rs"
+    text = source.read_text()
+    assert "fn main() -> ExitCode {" in text
+    source.write_text(
+        text.replace(
+            "fn main() -> ExitCode {",
+            "fn main() -> ExitCode {\n"
+            "    if env::args().count() > 9 {\n"
+            '        println!("{}", env!("CARGO_MANIFEST_DIR"));\n'
+            "    }",
+        )
+    )
+    git(repo, "commit", "-q", "-am", "print the source dir")
+    git(repo, "tag", "-a", TAG, "-m", TAG)
+    env = Release(tmp_path, repo, repo / "dist", tmp_path / "work", tmp_path / "store", "").env()
+    assert_refused(run_nox("release", env, [TAG]), "binary still contains the build machine's path", str(repo))
+    assert not (repo / "dist").exists()
+
+
 def test_noxfile_lists_the_sessions() -> None:
     listing = subprocess.run(
         ["python3", "-m", "nox", "-f", str(REPO / "noxfile.py"), "-l"],
