@@ -115,7 +115,8 @@ def run_h2load(
                 raise server.died(f"during {label} ({reader.percent}% of {requests} requests done)")
             if now > deadline:
                 if server is not None:
-                    print(server.dump(), file=sys.stderr, flush=True)
+                    upstream = ctx.resources.get("upstream")
+                    print(server.dump([upstream.port] if upstream is not None else []), file=sys.stderr, flush=True)
                 raise TrainingFailed(
                     f"{label}: not finished within its time limit of {limit:.0f} s "
                     f"(h2load at {reader.percent}% of {requests} requests); sockets and threads are shown above",
@@ -132,6 +133,8 @@ def run_h2load(
             proc.kill()
             proc.wait()
         reader.join(timeout=5)
+        if proc.stdout is not None:
+            proc.stdout.close()
     server = ctx.server
     if server is not None and server.exit_status() is not None:
         raise server.died(f"during {label}")
