@@ -128,6 +128,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn parse(args: &[&str]) -> Result<Command, String> {
         parse_args(args.iter().map(|s| (*s).to_owned()))
@@ -135,8 +136,8 @@ mod tests {
 
     #[test]
     fn arguments() {
-        assert!(matches!(parse(&["--config", "a.toml"]), Ok(Command::Run(p)) if p == PathBuf::from("a.toml")));
-        assert!(matches!(parse(&["--config=b.toml"]), Ok(Command::Run(p)) if p == PathBuf::from("b.toml")));
+        assert!(matches!(parse(&["--config", "a.toml"]), Ok(Command::Run(p)) if p == Path::new("a.toml")));
+        assert!(matches!(parse(&["--config=b.toml"]), Ok(Command::Run(p)) if p == Path::new("b.toml")));
         assert!(matches!(parse(&["--build-info"]), Ok(Command::BuildInfo)));
         assert!(matches!(parse(&["--version"]), Ok(Command::Version)));
         assert!(parse(&[]).is_err());
