@@ -27,6 +27,7 @@ from recipes.release import (
     reproducible_plan,
     strip_binary,
     strip_version,
+    workload_of_tree,
 )
 from recipes.reproducible import (
     binary_diff,
@@ -311,6 +312,7 @@ def determinism(config: Config, environ: Mapping[str, str]) -> dict[str, Any]:
     profile_copy.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(profile_copy, profile.read_bytes())
     manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
+    config = workload_of_tree(config, repo)
     workload_rel = None
     if config.workload is not None:
         candidate = workload_path(config.project_dir, config.workload).resolve()

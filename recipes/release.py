@@ -210,8 +210,15 @@ def plain_build(rplan: ReproduciblePlan) -> tuple[Path, dict[str, str]]:
 
 
 def leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...]) -> list[str]:
-    """The build machine's paths (the remapped ones) that are still in a binary."""
-    return [src for src, _ in pairs if src.encode() in data]
+    """The build machine's paths (the remapped ones) that are still in a binary.
+
+    The neutral paths are taken out first (``/build/src`` holds ``/src``), and a path of one component
+    (``/usr`` as a distribution's sysroot) is too common a string to be evidence of anything.
+    """
+    cleaned = data
+    for neutral in sorted({dest for _, dest in pairs}, key=len, reverse=True):
+        cleaned = cleaned.replace(neutral.encode(), b"")
+    return [src for src, _ in pairs if src.rstrip("/").count("/") >= 2 and src.encode() in cleaned]
 
 
 def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None = None) -> dict[str, Any]:

@@ -195,6 +195,8 @@ def test_leaked_paths() -> None:
     pairs = (("/home/me/src", "/build/src"), ("/home/me/.cargo", "/cargo"))
     assert leaked_paths(b"panicked at /home/me/src/lib.rs", pairs) == ["/home/me/src"]
     assert leaked_paths(b"panicked at /build/src/lib.rs", pairs) == []
+    short = (("/src", "/build/src"), ("/usr", "/rustc/sysroot"))
+    assert leaked_paths(b"at /build/src/lib.rs, see /usr/share/doc", short) == []
 
 
 def test_path_packages_outside_the_workspace_from_real_cargo_metadata() -> None:
