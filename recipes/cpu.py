@@ -286,6 +286,14 @@ def _read_line(stream: IO[bytes], deadline: float) -> str | None:
         selector.close()
 
 
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError:
+        return ""
+    return next((line for line in reversed(lines) if line), "")[:200]
+
+
 @contextlib.contextmanager
 def _server(argv: Sequence[str], env: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
     say(f"$ {quote(argv)}")
@@ -320,9 +328,11 @@ def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: f
                 proc.poll()
                 state = describe_exit(proc.returncode) if proc.returncode is not None else f"no line in {timeout:.0f} s"
                 sigill = proc.returncode == SIGILL_EXIT
+                said = _last_line(log)
                 raise CheckFailed(
                     f"{binary.name} did not start under -cpu {BASELINE_CPU}: {state}"
-                    + (": it uses instructions beyond baseline x86-64" if sigill else ""),
+                    + (": it uses instructions beyond baseline x86-64" if sigill else "")
+                    + (f": {said}" if said and not sigill else ""),
                     f"see {log}",
                 )
             addresses = parse_listening(line)

@@ -28,6 +28,23 @@ def test_build_info() -> None:
     assert info == cpu.BuildInfo("x86_64-unknown-linux-gnu", ("fxsr", "sse", "sse2"))
 
 
+def test_build_info_of_the_demo_server_equals_rustc_defaults() -> None:
+    info = cpu.parse_build_info((DATA / "demo-server-build-info.txt").read_text())
+    defaults = cpu.parse_rustc_cfg_features((DATA / "rustc-print-cfg.txt").read_text())
+    assert info == cpu.BuildInfo("x86_64-unknown-linux-gnu", defaults)
+    cpu.check_build_info(info, defaults, Path("demo-server"))
+
+
+def test_build_info_of_an_x86_64_v3_demo_server_is_refused() -> None:
+    """A demo server built with -Ctarget-cpu=x86-64-v3 stamps what rustc --print cfg says for that cpu."""
+    info = cpu.parse_build_info((DATA / "demo-server-build-info-x86-64-v3.txt").read_text())
+    v3 = cpu.parse_rustc_cfg_features((DATA / "rustc-print-cfg-x86-64-v3.txt").read_text())
+    assert info.target_features == v3
+    with pytest.raises(CheckFailed) as caught:
+        cpu.check_build_info(info, ("fxsr", "sse", "sse2"), Path("demo-server"))
+    assert "beyond them: avx,avx2,bmi1,bmi2,cmpxchg16b,f16c,fma,lzcnt,movbe,popcnt,sse3," in caught.value.line()
+
+
 def test_build_info_without_its_lines() -> None:
     with pytest.raises(CheckFailed, match="printed no target= and target_features= lines"):
         cpu.parse_build_info("usage: hello-pgo collatz N\n")
