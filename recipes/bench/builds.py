@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from recipes import report, stages
 from recipes.bench.harness import Build
-from recipes.errors import MissingInput
+from recipes.errors import CheckFailed, MissingInput
 from recipes.runner import run, say
-from recipes.rustflags import plain_env
+from recipes.rustflags import plain_env, profile_flags_in
 from recipes.store import sha256_file
 
 
@@ -43,6 +44,35 @@ def build_plain(plan: stages.BuildPlan) -> Path:
     return binary
 
 
+#: flags of the optimised build that are its profile, not flags both builds share
+PROFILE_ONLY_FLAGS = ("-Cllvm-args=-pgo-warn-missing-function",)
+
+
+def shared_flags(rustflags: str) -> list[str]:
+    """The optimised build's rustflags without its profile flags: what the plain build must have too."""
+    words = rustflags.split()
+    profile = set(profile_flags_in(words))
+    return [w for w in words if w not in profile and w not in PROFILE_ONLY_FLAGS]
+
+
+def check_same_build(plan: stages.BuildPlan, optimised: dict[str, Any]) -> None:
+    """The plain build would differ from the PGO one in more than the profile: refuse."""
+    plain = list(plan.rustflags.base)
+    pgo = shared_flags(str(optimised.get("rustflags", "")))
+    if plain != pgo:
+        raise CheckFailed(
+            f"the plain build would get the rustflags {' '.join(plain) or '(none)'!r} and the PGO binary was built "
+            f"with {' '.join(pgo) or '(none)'!r} besides its profile",
+            "build both now: run `nox -s pgo` again with this environment, or compare with --baseline/--candidate",
+        )
+    for key, now in (("cargo_command", list(plan.config.cargo)), ("target", plan.target)):
+        if key in optimised and optimised[key] != now:
+            raise CheckFailed(
+                f"the PGO binary was built with {key} {optimised[key]!r} and the plain build would use {now!r}",
+                "run `nox -s pgo` again with this configuration, or compare with --baseline/--candidate",
+            )
+
+
 def usable_pgo_binary(work: Path) -> Path | None:
     """The work dir's optimised binary, if its last optimise passed and the file is still what it recorded."""
     optimised = report.load(work).get("optimise")
@@ -59,12 +89,14 @@ def build_pgo(plan: stages.BuildPlan) -> Path:
     binary = usable_pgo_binary(plan.work)
     if binary is not None:
         say(f"bench: the PGO binary of {plan.work}: {binary}")
+        check_same_build(plan, report.load(plan.work)["optimise"])
         return binary
     say(f"bench: no checked PGO binary in {plan.work}: running the pipeline")
     stages.pgo(plan)
     binary = usable_pgo_binary(plan.work)
     if binary is None:
         raise MissingInput(f"the pipeline left no checked optimised binary in {plan.work}", "see report.json")
+    check_same_build(plan, report.load(plan.work)["optimise"])
     return binary
 
 

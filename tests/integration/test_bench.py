@@ -49,6 +49,11 @@ def test_default_builds_plain_and_pgo_of_the_same_tree(hello: Pipeline) -> None:
     assert Path(results["baseline"]).parent == hello.work / "bench" / "bin"
     assert results["scenarios"][0]["valid"] is False
     assert "| files from disk | invalid | invalid |" in (hello.work / "bench" / "results.md").read_text()
+    # the PGO binary of the work dir was built with other flags than a plain build now would be: refused
+    proc = hello.nox(
+        "bench", "--scenarios", "static-5k", CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-Cdebuginfo=2"
+    )
+    assert_refused(proc, "the plain build would get the rustflags '-Cdebuginfo=2'", "'-Cdebuginfo=1' besides")
 
 
 def test_a_bad_argument_is_refused_before_anything_runs(hello: Pipeline) -> None:

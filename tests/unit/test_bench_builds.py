@@ -45,3 +45,19 @@ def test_frozen_copy_refuses(tmp_path: Path) -> None:
     (tmp_path / "data").write_text("x")
     with pytest.raises(MissingInput, match="not executable"):
         builds.frozen_copy(tmp_path / "data", tmp_path / "bin", "plain")
+
+
+@pytest.mark.parametrize(
+    ("rustflags", "shared"),
+    [
+        ("-Cprofile-use=/tmp/s/ab.profdata -Cllvm-args=-pgo-warn-missing-function", []),
+        (
+            "--remap-path-prefix=/a=/b -Cdebuginfo=1 -Cprofile-use=/tmp/s/ab.profdata "
+            "-Cllvm-args=-pgo-warn-missing-function",
+            ["--remap-path-prefix=/a=/b", "-Cdebuginfo=1"],
+        ),
+        ("", []),
+    ],
+)
+def test_shared_flags_drop_only_the_profile(rustflags: str, shared: list[str]) -> None:
+    assert builds.shared_flags(rustflags) == shared

@@ -1,0 +1,92 @@
+"""``nox -s bench`` on the demo server's PGO binary (the shared ``demo_pgo`` build), at tiny trial sizes.
+
+The binary is compared with itself: two servers of one build, interleaved, measured like two builds.
+One scenario proxies to a dead upstream, so its every trial gets 502 where 2xx is expected: the trials
+are invalid, the scenario says so, the session fails, and everything is written all the same.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from recipes import net
+from tests.conftest import assert_refused, clean_env, run_nox
+from tests.e2e.conftest import DemoPgo
+
+pytestmark = [pytest.mark.slow, pytest.mark.server]
+
+TRIALS = 2
+
+
+def test_bench_two_servers_interleaved_and_a_dead_upstream_refused(demo_pgo: DemoPgo, tmp_path: Path) -> None:
+    (dead_port,) = net.free_ports(1)
+    work = tmp_path / "work"
+    proc = run_nox(
+        "bench",
+        clean_env({"PGO_OUT": str(work)}),
+        [
+            "--baseline",
+            str(demo_pgo.binary),
+            "--candidate",
+            str(demo_pgo.binary),
+            "--baseline-label",
+            "PGO",
+            "--candidate-label",
+            "PGO again",
+            "--scenarios",
+            "static-5k,tls-handshake,proxied-5k",
+            "--trials",
+            str(TRIALS),
+            "--scale",
+            "0.02",
+            "--upstream",
+            f"http://127.0.0.1:{dead_port}",
+        ],
+        timeout=600,
+    )
+    line = assert_refused(proc, "1 of 3 scenarios invalid, first proxied-5k", "expected all 2xx", "5xx")
+    assert "see " in line
+    bench = work / "bench"
+    results = json.loads((bench / "results.json").read_text())
+    by_name = {s["name"]: s for s in results["scenarios"]}
+    assert list(by_name) == ["static-5k", "tls-handshake", "proxied-5k"]
+    assert results["baseline_sha256"] == results["candidate_sha256"]
+    assert (results["server_core"], results["load_core"]) in {(1, 0), (0, 1)}
+
+    dead = by_name["proxied-5k"]
+    assert dead["valid"] is False
+    assert len(dead["trials"]) == 2 * TRIALS
+    for trial in dead["trials"]:
+        assert trial["valid"] is False
+        assert "5xx" in trial["problem"] and "expected all 2xx" in trial["problem"], trial
+        assert trial["status"]["5xx"] == trial["requests"]
+
+    for name in ("static-5k", "tls-handshake"):
+        scenario = by_name[name]
+        assert scenario["valid"] is True, scenario["problem"]
+        trials = scenario["trials"]
+        assert [(t["build"], t["index"]) for t in trials] == [
+            (build, i) for i in range(1, TRIALS + 1) for build in ("baseline", "candidate")
+        ]  # interleaved trial by trial
+        for trial in trials:
+            assert trial["answered"] == trial["requests"] >= 1
+            assert trial["us_per_request"] > 0
+            assert trial["status"] == {"2xx": trial["requests"], "3xx": 0, "4xx": 0, "5xx": 0}
+            assert trial["load_cpu"] > 0
+        assert scenario["paired_trials"] == TRIALS
+        assert scenario["canary_before"] > 0 and scenario["canary_after"] > 0
+        busy = scenario["overhead"]
+        assert busy["harness"] < busy["load_generator"], busy  # the harness is not what limits the load
+
+    markdown = (bench / "results.md").read_text()
+    assert "| proxied, no cache | invalid | invalid |" in markdown
+    assert "| PGO µs/req (median) | PGO again µs/req (median) |" in markdown
+    assert "## Who was busy" in markdown
+    assert (bench / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # each server was configured with one worker and its access log removed after the scenario
+    config = (bench / "runs" / "static-5k" / "baseline.toml").read_text()
+    assert "workers = 1" in config
+    assert not list((bench / "runs").glob("*/*-access.log"))
