@@ -66,19 +66,19 @@ class Scenario:
 
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("cached-5k-h1", "cached 5 KB document, HTTP/1.1", (DOC_5K,), 150_000, upstream=True),
-    Scenario("cached-5k-h1-log", "the same, access log on", (DOC_5K,), 120_000, upstream=True, access_log=True),
+    Scenario("cached-5k-h1", "cached 5 KB document, HTTP/1.1", (DOC_5K,), 100_000, upstream=True),
+    Scenario("cached-5k-h1-log", "the same, access log on", (DOC_5K,), 80_000, upstream=True, access_log=True),
     Scenario(
         "cached-5k-h2",
         "the same over HTTP/2",
         (DOC_5K,),
-        200_000,
+        150_000,
         protocol="h2",
         connections=8,
         streams=16,
         upstream=True,
     ),
-    Scenario("cached-5k-1024c", "the same at 1024 connections", (DOC_5K,), 150_000, connections=1024, upstream=True),
+    Scenario("cached-5k-1024c", "the same at 1024 connections", (DOC_5K,), 100_000, connections=1024, upstream=True),
     Scenario(
         "cached-5k-rate",
         "the same at a fixed 10k req/s",
@@ -88,28 +88,28 @@ SCENARIOS: tuple[Scenario, ...] = (
         rps=500,
         upstream=True,
     ),
-    Scenario("proxied-5k", "proxied, no cache", (DOC_5K,), 15_000, connections=16, cache=False, upstream=True),
+    Scenario("proxied-5k", "proxied, no cache", (DOC_5K,), 30_000, connections=16, cache=False, upstream=True),
     Scenario("site-mix", "the example site, mixed paths", SITE_PATHS, 80_000, upstream=True, files=True),
     Scenario(
         "site-mix-log",
         "the same, access log on",
         SITE_PATHS,
-        70_000,
+        60_000,
         upstream=True,
         files=True,
         access_log=True,
     ),
-    Scenario("static-5k", "files from disk", (STATIC_5K,), 100_000, files=True),
+    Scenario("static-5k", "files from disk", (STATIC_5K,), 30_000, files=True),
     Scenario(
         "tls-handshake",
         "full TLS handshake per request",
         ("/health",),
-        4_000,
+        6_000,
         connections=8,
         tls=True,
         close=True,
     ),
-    Scenario("cached-200k", "cached 200 KB object", (DOC_200K,), 20_000, connections=16, upstream=True),
+    Scenario("cached-200k", "cached 200 KB object", (DOC_200K,), 25_000, connections=16, upstream=True),
     Scenario("download-10m", "10 MiB download", (STATIC_10M,), 300, connections=4, files=True),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
