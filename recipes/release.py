@@ -301,7 +301,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         "profile_store_path": str(store_path),
         "profile_sha256": profile_sha,
         "training": {k: full["merge"][k] for k in ("executed_functions", "total_functions")}
-        if "merge" in full
+        if "merge" in full and plan.config.profdata is None
         else None,
         "pgo_build": {
             k: optimised[k]
