@@ -20,13 +20,10 @@ import time
 from typing import ClassVar
 
 from recipes import h2load
-from recipes.errors import TrainingFailed
 from recipes.runner import say
 from recipes.schema import Table, fill
 from recipes.train.base import Phase, PhaseContext, PhaseResult, register_phase
-from recipes.train.http import parse_expect, phase_label, run_h2load, summary_status, target
-
-PROGRESS_STEPS = 10
+from recipes.train.http import codes_log_for, parse_expect, phase_label, run_batches, target
 
 
 @register_phase
@@ -69,38 +66,23 @@ class HandshakesPhase(Phase):
         url = target(ctx, "https").url(fill(self.path, ctx.values))
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
         log.write_text("")
-        codes_log = (
-            ctx.logs / f"train-{ctx.instance}-{self.name}-codes.tsv" if h2load.needs_codes(self.expect) else None
-        )
         say(f"{label}: {handshakes} full TLS handshakes ({self.protocol}), {self.batch} connections at a time")
         start = time.monotonic()
-        deadline = start + limit
-        done = 0
-        status = dict.fromkeys(h2load.STATUS_CLASSES, 0)
-        next_report = handshakes / PROGRESS_STEPS
-        while done < handshakes:
-            count = min(self.batch, handshakes - done)
-            if codes_log is not None:
-                codes_log.unlink(missing_ok=True)
-            argv = h2load.h2load_argv(
-                [url], requests=count, connections=count, http1=self.protocol == "h1", log_file=codes_log
-            )
-            summary = run_h2load(
-                ctx, argv, label=label, requests=count, deadline=deadline, limit=limit, log=log, quiet=True
-            )
-            codes = h2load.parse_log_codes(codes_log.read_text()) if codes_log is not None else None
-            problem = h2load.check(summary, count, self.expect, codes)
-            if problem is not None:
-                raise TrainingFailed(
-                    f"{label}: batch of {count} connections after {done} handshakes: {problem}", f"see {log}"
-                )
-            done += count
-            for key, value in summary_status(summary).items():
-                status[key] += value
-            if done >= next_report or done == handshakes:
-                elapsed = time.monotonic() - start
-                say(f"  {label}: {done}/{handshakes} handshakes, {done / max(elapsed, 1e-6):,.0f}/s")
-                next_report = done + handshakes / PROGRESS_STEPS
+        done, status = run_batches(
+            ctx,
+            lambda count, log_file: h2load.h2load_argv(
+                [url], requests=count, connections=count, http1=self.protocol == "h1", log_file=log_file
+            ),
+            label=label,
+            total=handshakes,
+            batch=self.batch,
+            expect=self.expect,
+            deadline=start + limit,
+            limit=limit,
+            log=log,
+            codes_log=codes_log_for(ctx, self.name, self.expect),
+            unit="handshakes",
+        )
         seconds = time.monotonic() - start
         return PhaseResult(
             self.name, self.kind, handshakes, done, seconds, status, f"{self.protocol}, batch {self.batch}"

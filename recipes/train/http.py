@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,7 @@ from recipes.schema import Table, fill
 from recipes.train.base import Phase, PhaseContext, PhaseResult, register_phase
 
 HEARTBEAT_SECONDS = 15.0
+PROGRESS_STEPS = 10
 POLL_SECONDS = 0.2
 
 
@@ -148,6 +149,53 @@ def run_h2load(
         ) from None
 
 
+def run_batches(
+    ctx: PhaseContext,
+    argv_for: Callable[[int, Path | None], list[str]],
+    *,
+    label: str,
+    total: int,
+    batch: int,
+    expect: str,
+    deadline: float,
+    limit: float,
+    log: Path,
+    codes_log: Path | None,
+    unit: str,
+) -> tuple[int, dict[str, int]]:
+    """``total`` requests as h2load runs of ``batch`` connections with ONE request each (``-c B -n B``): every
+    request on a new connection. Each run must pass ``expect``. Returns (done, status classes)."""
+    done = 0
+    status = dict.fromkeys(h2load.STATUS_CLASSES, 0)
+    start = time.monotonic()
+    next_report = total / PROGRESS_STEPS
+    while done < total:
+        count = min(batch, total - done)
+        if codes_log is not None:
+            codes_log.unlink(missing_ok=True)
+        summary = run_h2load(
+            ctx, argv_for(count, codes_log), label=label, requests=count, deadline=deadline, limit=limit,
+            log=log, quiet=True,
+        )  # fmt: skip
+        codes = h2load.parse_log_codes(codes_log.read_text()) if codes_log is not None else None
+        problem = h2load.check(summary, count, expect, codes)
+        if problem is not None:
+            raise TrainingFailed(f"{label}: batch of {count} connections after {done} {unit}: {problem}", f"see {log}")
+        done += count
+        for key, value in summary_status(summary).items():
+            status[key] += value
+        if done >= next_report or done == total:
+            elapsed = time.monotonic() - start
+            say(f"  {label}: {done}/{total} {unit}, {done / max(elapsed, 1e-6):,.0f}/s")
+            next_report = done + total / PROGRESS_STEPS
+    return done, status
+
+
+def codes_log_for(ctx: PhaseContext, name: str, expect: str) -> Path | None:
+    """Where h2load logs each request's status, when ``expect`` is an exact code."""
+    return ctx.logs / f"train-{ctx.instance}-{name}-codes.tsv" if h2load.needs_codes(expect) else None
+
+
 def upstream_state(ctx: PhaseContext, state: str) -> AbstractContextManager[Any]:
     if state == "down":
         down: AbstractContextManager[Any] = ctx.resources["upstream"].down()
@@ -198,6 +246,7 @@ class HttpPhase(Phase):
         streams: int,
         expect: str,
         upstream: str,
+        one_per_connection: bool,
     ) -> None:
         super().__init__(name, timeout)
         self.requests = requests
@@ -211,6 +260,7 @@ class HttpPhase(Phase):
         self.streams = streams
         self.expect = expect
         self.upstream = upstream
+        self.one_per_connection = one_per_connection
 
     @classmethod
     def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
@@ -241,6 +291,7 @@ class HttpPhase(Phase):
             streams=table.integer("streams", 1, minimum=1),
             expect=parse_expect(table),
             upstream=table.string("upstream", "up", choices=("up", "down")),
+            one_per_connection=table.boolean("one_per_connection", False),
         )
 
     def texts(self) -> list[str]:
@@ -259,38 +310,64 @@ class HttpPhase(Phase):
         where = target(ctx, self.scheme)
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
         log.write_text("")
-        codes_log = (
-            ctx.logs / f"train-{ctx.instance}-{self.name}-codes.tsv" if h2load.needs_codes(self.expect) else None
-        )
+        codes_log = codes_log_for(ctx, self.name, self.expect)
         headers = [fill(h, ctx.values) for h in self.headers]
         if self.method == "PUT":
             headers.append(":method: PUT")
         body = Path(fill(self.body, ctx.values)) if self.body else None
         if body is not None and not body.is_file():
             raise TrainingFailed(f"{label}: no body file {body}", "fix body = … in the workload")
-        argv = h2load.h2load_argv(
-            [where.url(fill(p, ctx.values)) for p in self.paths],
-            requests=requests,
-            connections=self.connections,
-            streams=self.streams,
-            http1=self.protocol == "h1",
-            body=body,
-            headers=headers,
-            log_file=codes_log,
-        )
+        urls = [where.url(fill(p, ctx.values)) for p in self.paths]
+
+        def argv_for(count: int, connections: int, log_file: Path | None) -> list[str]:
+            return h2load.h2load_argv(
+                urls,
+                requests=count,
+                connections=connections,
+                streams=self.streams,
+                http1=self.protocol == "h1",
+                body=body,
+                headers=headers,
+                log_file=log_file,
+            )
+
         say(
             f"{label}: {requests} {self.method} requests, {self.protocol} over {self.scheme}, "
-            f"{len(self.paths)} path(s), {self.connections} connections, expect {self.expect}"
+            f"{len(self.paths)} path(s), {self.connections} connections"
+            f"{' (a new one per request)' if self.one_per_connection else ''}, expect {self.expect}"
         )
         start = time.monotonic()
         with upstream_state(ctx, self.upstream):
-            summary = run_h2load(
-                ctx, argv, label=label, requests=requests, deadline=start + limit, limit=limit, log=log
-            )
+            if self.one_per_connection:
+                done, status = run_batches(
+                    ctx,
+                    lambda count, log_file: argv_for(count, count, log_file),
+                    label=label,
+                    total=requests,
+                    batch=self.connections,
+                    expect=self.expect,
+                    deadline=start + limit,
+                    limit=limit,
+                    log=log,
+                    codes_log=codes_log,
+                    unit="requests",
+                )
+                detail = f"{self.protocol}, one request per connection"
+            else:
+                summary = run_h2load(
+                    ctx,
+                    argv_for(requests, self.connections, codes_log),
+                    label=label,
+                    requests=requests,
+                    deadline=start + limit,
+                    limit=limit,
+                    log=log,
+                )
+                codes = h2load.parse_log_codes(codes_log.read_text()) if codes_log is not None else None
+                problem = h2load.check(summary, requests, self.expect, codes)
+                if problem is not None:
+                    raise TrainingFailed(f"{label}: {problem}", f"see {log} and the server log")
+                done, status = summary.done, summary_status(summary)
+                detail = f"{summary.protocol or '?'}, {summary.rate or 0:,.0f} req/s"
         seconds = time.monotonic() - start
-        codes = h2load.parse_log_codes(codes_log.read_text()) if codes_log is not None else None
-        problem = h2load.check(summary, requests, self.expect, codes)
-        if problem is not None:
-            raise TrainingFailed(f"{label}: {problem}", f"see {log} and the server log")
-        detail = f"{summary.protocol or '?'}, {summary.rate or 0:,.0f} req/s"
-        return PhaseResult(self.name, self.kind, requests, summary.done, seconds, summary_status(summary), detail)
+        return PhaseResult(self.name, self.kind, requests, done, seconds, status, detail)

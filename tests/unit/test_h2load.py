@@ -24,6 +24,12 @@ def _read(name: str) -> str:
         ("h1-refused.txt", 10, 0, 0, 10, (0, 0, 0, 0), None),
         ("h1-mixed.txt", 12, 12, 4, 0, (4, 0, 4, 4), "http/1.1"),
         ("h2c-refused-by-h1-server.txt", 10, 0, 0, 10, (0, 0, 0, 0), "h2c"),
+        # from the demo server
+        ("h2-tls-cached.txt", 5000, 5000, 5000, 0, (5000, 0, 0, 0), "h2"),
+        ("h1-tls-proxied.txt", 2000, 2000, 2000, 0, (2000, 0, 0, 0), "http/1.1"),
+        ("h2-tls-handshakes.txt", 50, 50, 50, 0, (50, 0, 0, 0), "h2"),
+        ("h2c-413.txt", 20, 20, 0, 0, (0, 0, 20, 0), "h2c"),
+        ("h1-413-connection-closed.txt", 20, 2, 0, 18, (0, 0, 2, 0), "http/1.1"),
     ],
 )
 def test_parse_summary(
@@ -78,6 +84,10 @@ def test_parse_log_codes() -> None:
         ("h1-refused.txt", 10, "any", "0 of 10 requests done (0 started, 10 errored"),
         ("h1-mixed.txt", 12, "ok", "expected only 2xx/3xx, got 4 2xx, 4 4xx, 4 5xx"),
         ("h1-mixed.txt", 12, "any", None),
+        ("h2c-413.txt", 20, "4xx", None),
+        ("h2c-413.txt", 20, "ok", "expected only 2xx/3xx, got 20 4xx"),
+        ("h1-413-connection-closed.txt", 20, "4xx", "2 of 20 requests done (4 started, 18 errored"),
+        ("h2-tls-cached.txt", 5000, "ok", None),
     ],
 )
 def test_check(name: str, requested: int, expect: str, problem: str | None) -> None:
