@@ -192,8 +192,13 @@ def run_batches(
 
 
 def codes_log_for(ctx: PhaseContext, name: str, expect: str) -> Path | None:
-    """Where h2load logs each request's status, when ``expect`` is an exact code."""
-    return ctx.logs / f"train-{ctx.instance}-{name}-codes.tsv" if h2load.needs_codes(expect) else None
+    """Where h2load logs each request's status, when ``expect`` is an exact code (removed first: h2load
+    appends to it)."""
+    if not h2load.needs_codes(expect):
+        return None
+    path = ctx.logs / f"train-{ctx.instance}-{name}-codes.tsv"
+    path.unlink(missing_ok=True)
+    return path
 
 
 def upstream_state(ctx: PhaseContext, state: str) -> AbstractContextManager[Any]:

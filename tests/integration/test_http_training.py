@@ -277,6 +277,33 @@ protocol = "h2"
     assert report["requests"] == 300 + 40 + 30 + 30 + 60
 
 
+def test_exact_codes_are_counted_per_run(tmp_path: Path, demo_release: Path) -> None:
+    """h2load appends to its --log-file: a second run in the same work dir must not count the first's codes."""
+    phases = """
+[[instance.phase]]
+name = "blocked"
+kind = "http"
+path = "/api/a?q=%3Cscript%3E"
+requests = 30
+expect = "403"
+
+[[instance.phase]]
+name = "too-large"
+kind = "http"
+method = "POST"
+body = "{bodies}/large-1m.bin"
+path = "/api/upload"
+requests = 30
+connections = 10
+one_per_connection = true
+expect = "413"
+"""
+    workload = workload_file(tmp_path, phases)
+    for _ in range(2):
+        report = train(tmp_path, workload, demo_release)
+        assert [p["status"]["4xx"] for p in report["phases"]] == [30, 30]
+
+
 def test_scale_applies_to_every_count(tmp_path: Path, demo_release: Path) -> None:
     phases = """
 [[instance.phase]]
