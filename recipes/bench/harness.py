@@ -303,34 +303,46 @@ class LoadRun:
     timed_out: bool = False
 
 
-def load_argv(scenario: Scenario, server: Server, requests: int, uri_file: Path) -> list[str]:
-    """h2load's command line: a fixed request count, one thread (one core), the scenario's shape."""
+def load_argvs(scenario: Scenario, server: Server, requests: int, uri_file: Path) -> list[list[str]]:
+    """h2load's command lines for ``requests`` requests: a fixed count, one thread (one core).
+
+    One run, except with ``one_per_connection``: h2load resumes its TLS session when it reconnects (a
+    "connection: close" run costs the server the same with an RSA key as with an ECDSA one), so every
+    request gets a fresh client instead, in runs of ``-c B -n B`` (B = the scenario's connections).
+    """
     base = server.base_url(scenario.tls)
     urls = [f"{base}{path}" for path in scenario.paths]
     if len(urls) > 1:
         uri_file.write_text("".join(f"{url}\n" for url in urls), encoding="utf-8")
-    argv = h2load.h2load_argv(
-        urls if len(urls) == 1 else [],
-        requests=requests,
-        connections=scenario.connections,
-        streams=scenario.streams,
-        http1=scenario.protocol == "h1",
-        headers=("connection: close",) if scenario.close else (),
-        uri_file=uri_file if len(urls) > 1 else None,
-        threads=1,
-    )
-    if scenario.rps is not None:
-        argv[1:1] = ["--rps", str(scenario.rps)]  # per connection: the whole run at connections x rps req/s
-    return argv
+    if scenario.one_per_connection:
+        batches = [scenario.connections] * (requests // scenario.connections)
+        if requests % scenario.connections:
+            batches.append(requests % scenario.connections)
+    else:
+        batches = [requests]
+    argvs = []
+    for count in batches:
+        argv = h2load.h2load_argv(
+            urls if len(urls) == 1 else [],
+            requests=count,
+            connections=count if scenario.one_per_connection else scenario.connections,
+            streams=scenario.streams,
+            http1=scenario.protocol == "h1",
+            uri_file=uri_file if len(urls) > 1 else None,
+            threads=1,
+        )
+        if scenario.rps is not None:
+            argv[1:1] = ["--rps", str(scenario.rps)]  # per connection: the whole run at connections x rps req/s
+        argvs.append(argv)
+    return argvs
 
 
-def run_load(argv: Sequence[str], *, core: int, log: Path, timeout: float) -> LoadRun:
-    """h2load on ``core``; its own CPU time from ``wait4`` (exact, not clock ticks)."""
+def run_load(argv: Sequence[str], *, core: int, log: Path, deadline: float) -> LoadRun:
+    """One h2load run on ``core``, killed at ``deadline`` (monotonic); its own CPU time from ``wait4``."""
     full = ["taskset", "-c", str(core), *argv]
     start = time.perf_counter()
     with log.open("wb") as out:
         proc = subprocess.Popen(full, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
     timed_out = False
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -350,6 +362,53 @@ def run_load(argv: Sequence[str], *, core: int, log: Path, timeout: float) -> Lo
     except ValueError:
         parsed = None
     return LoadRun(tuple(full), proc.returncode, wall, usage.ru_utime + usage.ru_stime, output, parsed, timed_out)
+
+
+def add_summaries(summaries: Sequence[h2load.H2loadSummary]) -> h2load.H2loadSummary:
+    """The summary of several runs taken as one."""
+    status: dict[str, int] = {}
+    for summary in summaries:
+        for key, value in summary.status.items():
+            status[key] = status.get(key, 0) + value
+    return h2load.H2loadSummary(
+        total=sum(s.total for s in summaries),
+        started=sum(s.started for s in summaries),
+        done=sum(s.done for s in summaries),
+        succeeded=sum(s.succeeded for s in summaries),
+        failed=sum(s.failed for s in summaries),
+        errored=sum(s.errored for s in summaries),
+        timeout=sum(s.timeout for s in summaries),
+        status=status,
+        protocol=summaries[0].protocol if summaries else None,
+        seconds=sum(s.seconds or 0.0 for s in summaries),
+    )
+
+
+def run_loads(argvs: Sequence[Sequence[str]], *, core: int, log: Path, timeout: float) -> LoadRun:
+    """The runs of one trial in turn, as one: CPU and wall time added, counts added; stops at the first
+    run that fails or has no summary (the sum of counts then says what was missing)."""
+    deadline = time.monotonic() + timeout
+    runs: list[LoadRun] = []
+    for number, argv in enumerate(argvs):
+        run = run_load(
+            argv, core=core, log=log if len(argvs) == 1 else log.with_suffix(f".{number}.log"), deadline=deadline
+        )
+        runs.append(run)
+        if run.timed_out or run.result is None or run.returncode != 0:
+            break
+    if len(runs) == 1:
+        return runs[0]
+    parsed = [r.result for r in runs if r.result is not None]
+    failed = next((r for r in runs if r.timed_out or r.result is None or r.returncode != 0), runs[-1])
+    return LoadRun(
+        argv=failed.argv,
+        returncode=failed.returncode,
+        wall=sum(r.wall for r in runs),
+        cpu=sum(r.cpu for r in runs),
+        output=failed.output,
+        result=add_summaries(parsed) if len(parsed) == len(runs) else None,
+        timed_out=failed.timed_out,
+    )
 
 
 def trial_problem(run: LoadRun, requests: int, expect: str) -> str:
@@ -383,13 +442,13 @@ def measure(
     workdir: Path,
 ) -> Trial:
     """One trial: the server's CPU time around one h2load run of the scenario's request count."""
-    argv = load_argv(scenario, server, scenario.requests, workdir / f"{build}-uris.txt")
+    argvs = load_argvs(scenario, server, scenario.requests, workdir / f"{build}-uris.txt")
     upstream_pid = fixtures.upstream_pid() if scenario.upstream else None
     upstream0 = procstat.cpu_seconds(upstream_pid) if upstream_pid else None
     server0 = procstat.read_stat(server.pid).cpu_ticks
     harness0 = _self_cpu()
-    run = run_load(
-        argv, core=settings.load_core, log=workdir / f"{build}-trial-{index}.log", timeout=settings.trial_timeout
+    run = run_loads(
+        argvs, core=settings.load_core, log=workdir / f"{build}-trial-{index}.log", timeout=settings.trial_timeout
     )
     harness1 = _self_cpu()
     time.sleep(SETTLE_SECONDS)
@@ -432,8 +491,8 @@ def run_scenario(scenario: Scenario, settings: Settings, fixtures: Fixtures) -> 
                 binary, scenario, core=settings.server_core, fixtures=fixtures, workdir=workdir, name=build
             )
         for build, server in servers.items():
-            warm = run_load(
-                load_argv(scenario, server, scenario.warmup_requests, workdir / f"{build}-uris.txt"),
+            warm = run_loads(
+                load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{build}-uris.txt"),
                 core=settings.load_core,
                 log=workdir / f"{build}-warmup.log",
                 timeout=settings.trial_timeout,

@@ -47,7 +47,7 @@ class Scenario:
     protocol: str = "h1"  # "h1" or "h2" (h2c prior knowledge without TLS, ALPN h2 with it)
     tls: bool = False
     rps: int | None = None  # per connection (h2load --rps)
-    close: bool = False  # "connection: close": a new connection (and TLS handshake) per request
+    one_per_connection: bool = False  # every request on a new client: a full TLS handshake each
     access_log: bool = False
     cache: bool = True
     upstream: bool = False  # needs the upstream backend
@@ -104,10 +104,10 @@ SCENARIOS: tuple[Scenario, ...] = (
         "tls-handshake",
         "full TLS handshake per request",
         ("/health",),
-        6_000,
-        connections=8,
+        3_000,
+        connections=200,
         tls=True,
-        close=True,
+        one_per_connection=True,
     ),
     Scenario("cached-200k", "cached 200 KB object", (DOC_200K,), 25_000, connections=16, upstream=True),
     Scenario("download-10m", "10 MiB download", (STATIC_10M,), 300, connections=4, files=True),

@@ -17,8 +17,9 @@ from recipes.bench.harness import (
     Fixtures,
     LoadRun,
     Server,
+    add_summaries,
     choose_cores,
-    load_argv,
+    load_argvs,
     server_config,
     trial_problem,
 )
@@ -95,16 +96,18 @@ def _server(tmp_path: Path) -> Server:
 
 def test_load_argv_shapes(tmp_path: Path) -> None:
     server = _server(tmp_path)
-    h1 = load_argv(BY_NAME["cached-5k-h1"], server, 1000, tmp_path / "u.txt")
+    (h1,) = load_argvs(BY_NAME["cached-5k-h1"], server, 1000, tmp_path / "u.txt")
     assert h1[0] == "h2load" and "--h1" in h1 and h1[-1] == "http://127.0.0.1:1001/page/bench"
     assert h1[h1.index("-n") + 1] == "1000" and h1[h1.index("-t") + 1] == "1"
-    h2 = load_argv(BY_NAME["cached-5k-h2"], server, 1000, tmp_path / "u.txt")
+    (h2,) = load_argvs(BY_NAME["cached-5k-h2"], server, 1000, tmp_path / "u.txt")
     assert "--h1" not in h2 and h2[h2.index("-m") + 1] == "16"
-    rate = load_argv(BY_NAME["cached-5k-rate"], server, 1000, tmp_path / "u.txt")
+    (rate,) = load_argvs(BY_NAME["cached-5k-rate"], server, 1000, tmp_path / "u.txt")
     assert rate[1:3] == ["--rps", "500"]
-    tls = load_argv(BY_NAME["tls-handshake"], server, 1000, tmp_path / "u.txt")
-    assert tls[-1].startswith("https://127.0.0.1:1002/") and "connection: close" in tls
-    mix = load_argv(BY_NAME["site-mix"], server, 1000, tmp_path / "u.txt")
+    tls = load_argvs(BY_NAME["tls-handshake"], server, 450, tmp_path / "u.txt")
+    # a fresh client per request (h2load resumes TLS sessions when a client reconnects): -c B -n B runs
+    assert [(a[a.index("-n") + 1], a[a.index("-c") + 1]) for a in tls] == [("200", "200"), ("200", "200"), ("50", "50")]
+    assert all(a[-1].startswith("https://127.0.0.1:1002/") and "--h1" in a for a in tls)
+    (mix,) = load_argvs(BY_NAME["site-mix"], server, 1000, tmp_path / "u.txt")
     assert mix[-2:] == ["-i", str(tmp_path / "u.txt")]
     lines = (tmp_path / "u.txt").read_text().splitlines()
     assert len(lines) == len(BY_NAME["site-mix"].paths) and all(u.startswith("http://127.0.0.1:1001/") for u in lines)
@@ -140,3 +143,13 @@ def test_a_killed_or_failed_h2load_is_invalid() -> None:
     assert "exited with 1" in trial_problem(_run("h2load-ok.txt", returncode=1), 100, "2xx")
     nothing = LoadRun(("h2load",), 1, 0.0, 0.0, "h2load: unrecognized option '--nope'\n", None)
     assert "no summary: h2load: unrecognized option" in trial_problem(nothing, 100, "2xx")
+
+
+def test_runs_added_up() -> None:
+    ok = h2load.parse_summary((DATA / "bench" / "h2load-ok.txt").read_text())
+    bad = h2load.parse_summary((DATA / "bench" / "h2load-404.txt").read_text())
+    total = add_summaries([ok, ok, bad])
+    assert (total.total, total.done, total.succeeded, total.failed) == (300, 300, 200, 100)
+    assert total.status == {"2xx": 200, "3xx": 0, "4xx": 100, "5xx": 0}
+    assert h2load.check(add_summaries([ok, ok]), 200, "2xx") is None
+    assert "got 200 2xx, 100 4xx" in (h2load.check(total, 300, "2xx") or "")

@@ -11,7 +11,7 @@ def test_every_scenario_has_a_unique_name_and_a_count() -> None:
     for scenario in SCENARIOS:
         assert scenario.requests >= scenario.connections
         assert scenario.protocol in {"h1", "h2"}
-        assert not (scenario.close and scenario.protocol == "h2")
+        assert not (scenario.one_per_connection and scenario.rps)
 
 
 def test_select_keeps_the_order_given_and_drops_repeats() -> None:
