@@ -57,10 +57,16 @@ class PhaseContext:
     server: Any = None  # the running server of a server-mode instance
     #: the live setup resources of the workload (``[setup]``), by kind
     resources: dict[str, Any] = field(default_factory=dict)
+    #: PGO_PHASE_TIMEOUT: when set, the limit of every phase, its own ``timeout`` included
+    timeout_override: float | None = None
 
     def scaled(self, count: int) -> int:
         """A request or run count times PGO_TRAIN_SCALE, never below 1."""
         return max(1, math.ceil(count * self.scale))
+
+    def limit(self, phase_timeout: float | None) -> float:
+        """A phase's time limit: PGO_PHASE_TIMEOUT, else its own ``timeout``, else the workload's or 300 s."""
+        return self.timeout_override or phase_timeout or self.timeout
 
 
 class Phase(ABC):

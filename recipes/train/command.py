@@ -71,7 +71,7 @@ class CommandPhase(Phase):
         runs = ctx.scaled(self.runs)
         argv = [str(ctx.binary), *(fill(a, ctx.values) for a in self.args)]
         stdin = fill(self.stdin, ctx.values).encode() if self.stdin is not None else None
-        limit = self.timeout or ctx.timeout
+        limit = ctx.limit(self.timeout)
         start = time.monotonic()
         deadline = start + limit
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"

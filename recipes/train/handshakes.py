@@ -62,7 +62,7 @@ class HandshakesPhase(Phase):
     def run(self, ctx: PhaseContext) -> PhaseResult:
         handshakes = ctx.scaled(self.handshakes)
         label = phase_label(ctx, self.name)
-        limit = self.timeout or ctx.timeout
+        limit = ctx.limit(self.timeout)
         url = target(ctx, "https").url(fill(self.path, ctx.values))
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
         log.write_text("")

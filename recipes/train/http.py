@@ -311,7 +311,7 @@ class HttpPhase(Phase):
     def run(self, ctx: PhaseContext) -> PhaseResult:
         requests = ctx.scaled(self.requests)
         label = phase_label(ctx, self.name)
-        limit = self.timeout or ctx.timeout
+        limit = ctx.limit(self.timeout)
         where = target(ctx, self.scheme)
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
         log.write_text("")

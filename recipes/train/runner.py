@@ -75,6 +75,7 @@ def run_workload(
                 timeout=phase_timeout,
                 verifying=verifying,
                 resources=handles,
+                timeout_override=timeout,
             )
             mode = INSTANCE_MODES[instance.mode]
             say(f"instance {instance.name} ({instance.mode}): {len(instance.phases)} phases")

@@ -148,10 +148,14 @@ expect = "403"
         train(tmp_path, workload_file(tmp_path, phases), demo_release)
 
 
+@pytest.mark.parametrize(
+    ("phase_timeout", "override"),
+    [(2, None), (600, 2.0)],  # the phase's own limit; PGO_PHASE_TIMEOUT over a phase's own limit
+)
 def test_phase_out_of_time_prints_sockets_threads_and_log(
-    tmp_path: Path, demo_release: Path, capfd: pytest.CaptureFixture[str]
+    tmp_path: Path, demo_release: Path, capfd: pytest.CaptureFixture[str], phase_timeout: int, override: float | None
 ) -> None:
-    phases = """
+    phases = f"""
 [[instance.phase]]
 name = "slow"
 kind = "http"
@@ -159,11 +163,11 @@ protocol = "h1"
 path = "/slow/x"
 requests = 100000
 connections = 1
-timeout = 2
+timeout = {phase_timeout}
 """
     started = time.monotonic()
     with pytest.raises(TrainingFailed, match=r"phase srv/slow: not finished within its time limit of 2 s") as caught:
-        train(tmp_path, workload_file(tmp_path, phases), demo_release)
+        train(tmp_path, workload_file(tmp_path, phases), demo_release, timeout=override)
     assert time.monotonic() - started < 30
     err = capfd.readouterr().err
     assert "--- sockets (ss -tinm)" in err
