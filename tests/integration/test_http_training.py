@@ -218,6 +218,25 @@ requests = 1
     assert "no_such_key" in capfd.readouterr().err  # its own one line, from the log's tail
 
 
+def test_server_that_stops_badly_fails_with_its_exit_code(tmp_path: Path, demo_release: Path) -> None:
+    # a wrapper that passes SIGTERM on to the real server, then exits 3 itself
+    wrapper = tmp_path / "bad-exit-server"
+    wrapper.write_text(
+        f'#!/bin/sh\n{demo_release} "$@" &\nchild=$!\n'
+        "trap 'kill -TERM $child; wait $child; exit 3' TERM\nwait $child\n"
+    )
+    wrapper.chmod(0o755)
+    phases = """
+[[instance.phase]]
+name = "health"
+kind = "http"
+path = "/health"
+requests = 20
+"""
+    with pytest.raises(TrainingFailed, match=r"the server exited with exit code 3 after SIGTERM, expected exit code 0"):
+        train(tmp_path, workload_file(tmp_path, phases), wrapper)
+
+
 def test_non_instrumented_binary_writes_no_profile(tmp_path: Path, demo_release: Path) -> None:
     phases = """
 [[instance.phase]]
