@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes import net
-from recipes.errors import TrainingFailed
+from recipes.errors import PgoError, TrainingFailed
 from recipes.runner import say
 from recipes.schema import Table, fill
 from recipes.train.base import InstanceMode, PhaseContext, register_mode
@@ -63,6 +63,13 @@ class RunningServer:
     proc: subprocess.Popen[bytes]
     ports: dict[str, int]
     log: Path
+    tail_shown: bool = False
+
+    def show_tail(self) -> None:
+        """Print the tail of the server's log (once)."""
+        if not self.tail_shown:
+            self.tail_shown = True
+            show(f"--- tail of the server log {self.log}:\n{net.log_tail(self.log)}")
 
     @property
     def pid(self) -> int:
@@ -79,7 +86,7 @@ class RunningServer:
         """The error for a server that exited while ``what`` (its log's tail printed first)."""
         returncode = self.proc.poll()
         assert returncode is not None
-        show(f"--- tail of the server log {self.log}:\n{net.log_tail(self.log)}")
+        self.show_tail()
         return TrainingFailed(
             f"instance {self.instance}: the server exited with {describe_exit(returncode)} {what}",
             f"see {self.log}",
@@ -157,7 +164,11 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
                 f"see {log}; raise ready_timeout if it starts slowly",
             )
         say(f"instance {ctx.instance}: ready in {took:.2f} s (pid {proc.pid}, ports {ports})")
-        yield replace(ctx, values=values, server=server)
+        try:
+            yield replace(ctx, values=values, server=server)
+        except PgoError:
+            server.show_tail()  # whatever failed, the server's side of it
+            raise
         stopped = True
         _stop(server, options.stop_timeout)
     finally:
@@ -184,7 +195,7 @@ def _stop(server: RunningServer, limit: float) -> None:
             "its threads are shown above; it must stop gracefully so its profile gets written",
         ) from None
     if returncode != 0:
-        show(f"--- tail of the server log {server.log}:\n{net.log_tail(server.log)}")
+        server.show_tail()
         raise TrainingFailed(
             f"instance {server.instance}: the server exited with {describe_exit(returncode)} after SIGTERM, "
             "expected exit code 0",

@@ -121,7 +121,7 @@ def test_shipped_workload_holds_on_the_real_server(tmp_path: Path, demo_release:
         assert phase["done"] == phase["requests"], phase
 
 
-def test_5xx_where_ok_is_expected_fails(tmp_path: Path, demo_release: Path) -> None:
+def test_5xx_where_ok_is_expected_fails(tmp_path: Path, demo_release: Path, capfd: pytest.CaptureFixture[str]) -> None:
     phases = """
 [[instance.phase]]
 name = "errors"
@@ -132,6 +132,7 @@ requests = 200
 """
     with pytest.raises(TrainingFailed, match=r"phase srv/errors: expected only 2xx/3xx, got 100 2xx, 100 5xx"):
         train(tmp_path, workload_file(tmp_path, phases), demo_release)
+    assert "--- tail of the server log" in capfd.readouterr().err
 
 
 def test_wrong_exact_code_fails(tmp_path: Path, demo_release: Path) -> None:
