@@ -445,7 +445,7 @@ def measure(
     argvs = load_argvs(scenario, server, scenario.requests, workdir / f"{build}-uris.txt")
     upstream_pid = fixtures.upstream_pid() if scenario.upstream else None
     upstream0 = procstat.cpu_seconds(upstream_pid) if upstream_pid else None
-    server0 = procstat.read_stat(server.pid).cpu_ticks
+    server0 = procstat.read_stat(server.pid)
     harness0 = _self_cpu()
     run = run_loads(
         argvs, core=settings.load_core, log=workdir / f"{build}-trial-{index}.log", timeout=settings.trial_timeout
@@ -455,16 +455,18 @@ def measure(
     problem = trial_problem(run, scenario.requests, scenario.expect)
     if not server.alive():
         problem = problem or f"the server exited with {server.proc.returncode} during the trial"
-        server_ticks = 0
+        user_ticks = system_ticks = 0
     else:
-        server_ticks = procstat.read_stat(server.pid).cpu_ticks - server0
+        server1 = procstat.read_stat(server.pid)
+        user_ticks, system_ticks = server1.utime - server0.utime, server1.stime - server0.stime
     upstream_cpu = procstat.cpu_seconds(upstream_pid) - upstream0 if upstream_pid and upstream0 is not None else None
     trial = Trial(
         build=build,
         index=index,
         requests=scenario.requests,
         answered=run.result.succeeded if run.result else 0,
-        server_cpu=server_ticks / procstat.CLOCK_TICKS,
+        server_cpu=(user_ticks + system_ticks) / procstat.CLOCK_TICKS,
+        server_user=user_ticks / procstat.CLOCK_TICKS,
         wall=run.wall,
         load_cpu=run.cpu,
         harness_cpu=harness1 - harness0,

@@ -37,6 +37,7 @@ class Trial:
     load_cpu: float = 0.0  # the load generator's own user + system seconds
     harness_cpu: float = 0.0  # this process's user + system seconds during the trial
     upstream_cpu: float | None = None  # the upstream backend's, where there is one
+    server_user: float | None = None  # the user-time part of server_cpu (the rest is the kernel's)
     status: dict[str, int] = field(default_factory=dict)
     problem: str = ""  # why the trial is invalid; empty when it is valid
 
@@ -170,7 +171,9 @@ def overhead(result: ScenarioResult) -> dict[str, float | None]:
 
     trials = [t for t in result.trials if t.wall > 0]
     upstream = [t.upstream_cpu / t.wall for t in trials if t.upstream_cpu is not None]
+    user = [t.server_user / t.server_cpu for t in trials if t.server_user is not None and t.server_cpu > 0]
     return {
+        "server_user_share": med(user),
         "server": med([t.server_cpu / t.wall for t in trials]),
         "load_generator": med([t.load_cpu / t.wall for t in trials]),
         "harness": med([t.harness_cpu / t.wall for t in trials]),
@@ -230,18 +233,21 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
         "",
         "## Who was busy (CPU seconds per wall second during the trials, medians)",
         "",
-        "| scenario | server | load generator (h2load) | harness | upstream | harness µs/req |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| scenario | server | load generator (h2load) | harness | upstream | harness µs/req | server in user space |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for result in results:
         busy = overhead(result)
+        user = busy["server_user_share"]
+        share = "—" if user is None else f"{user * 100:.0f} %"
 
         def fmt(value: float | None) -> str:
             return "—" if value is None else f"{value:.2f}"
 
         lines.append(
             f"| {result.title} | {fmt(busy['server'])} | {fmt(busy['load_generator'])} | {fmt(busy['harness'])} | "
-            f"{fmt(busy['upstream'])} | {fmt(busy['harness_cpu_per_request_us'])} |"
+            f"{fmt(busy['upstream'])} | {fmt(busy['harness_cpu_per_request_us'])} | "
+            f"{share} |"
         )
     return "\n".join(lines) + "\n"
 

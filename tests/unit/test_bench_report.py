@@ -108,3 +108,11 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
 
 def test_chart_command_line(tmp_path: Path) -> None:
     assert report.main(["nonsense"]) == 2
+
+
+def test_user_share_of_the_server() -> None:
+    result = scenario([10.0, 10.0], [8.0, 8.0])
+    for t in result.trials:
+        t.server_user = t.server_cpu * 0.25
+    assert report.overhead(result)["server_user_share"] == pytest.approx(0.25)
+    assert "| 25 % |" in report.markdown([result], {})
