@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -80,8 +81,12 @@ def build_argv(
     locked: bool,
     target_dir: Path | None,
     subcommand: str | None = None,
+    verbose: str = "-v",
 ) -> list[str]:
-    """The cargo command of a build. Both builds use the same one, only the target dir may differ."""
+    """The cargo command of a build. Both builds use the same one, only the target dir may differ.
+
+    ``-v`` puts every rustc line in the log; ``-vv`` also replays the warnings of dependencies that are Fresh.
+    """
     words = list(cargo)
     if subcommand is not None:
         words[1] = subcommand
@@ -94,8 +99,41 @@ def build_argv(
         argv.append("--locked")
     if target_dir is not None:
         argv += ["--target-dir", str(target_dir)]
-    argv += ["-v", "--color", "never"]
+    argv += [verbose, "--color", "never"]
     return argv
+
+
+#: A RUSTC_WRAPPER that turns cargo's ``--cap-lints allow`` (given to registry dependencies) into ``warn``.
+#: The cap also silences LLVM's missing- and stale-profile warnings, so without it those checks would see only
+#: the package's own crates. Lint levels do not change code generation: the binary is the same either way.
+LINT_WRAPPER = """#!/bin/sh
+# Written by pgo-recipes: --cap-lints allow -> warn, so the dependencies' profile warnings reach the log.
+prev=""
+for arg do
+  shift
+  if [ "$prev" = "--cap-lints" ] && [ "$arg" = "allow" ]; then set -- "$@" warn; else set -- "$@" "$arg"; fi
+  prev=$arg
+done
+if [ -n "${RECIPES_INNER_RUSTC_WRAPPER:-}" ]; then exec "$RECIPES_INNER_RUSTC_WRAPPER" "$@"; fi
+exec "$@"
+"""
+
+
+def with_lint_wrapper(base_env: Mapping[str, str], bin_dir: Path) -> dict[str, str]:
+    """A new environment whose RUSTC_WRAPPER is :data:`LINT_WRAPPER` (chaining the caller's own wrapper)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / "rustc-cap-lints-warn"
+    if not script.is_file() or script.read_text(encoding="utf-8") != LINT_WRAPPER:
+        tmp = script.with_name(f".{script.name}.{os.getpid()}.tmp")
+        tmp.write_text(LINT_WRAPPER, encoding="utf-8")
+        tmp.chmod(0o755)
+        os.replace(tmp, script)
+    env = dict(base_env)
+    inner = env.pop("RUSTC_WRAPPER", "")
+    if inner:
+        env["RECIPES_INNER_RUSTC_WRAPPER"] = inner
+    env["RUSTC_WRAPPER"] = str(script)
+    return env
 
 
 def cargo_env(base_env: Mapping[str, str]) -> dict[str, str]:

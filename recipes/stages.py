@@ -75,7 +75,7 @@ class BuildPlan:
     def instrumented_binary(self) -> Path:
         return self.binary(self.generate_dir)
 
-    def build_argv(self, target_dir: Path | None) -> list[str]:
+    def build_argv(self, target_dir: Path | None, verbose: str = "-v") -> list[str]:
         return cargo.build_argv(
             self.config.cargo,
             crate=self.crate,
@@ -83,6 +83,7 @@ class BuildPlan:
             features=self.config.features,
             locked=self.config.locked,
             target_dir=target_dir,
+            verbose=verbose,
         )
 
     def workload(self) -> Workload:
@@ -261,7 +262,11 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
     _clean_package(plan, None, plan.logs / "optimise-clean.log")
     done = run(
-        plan.build_argv(None), env=env, log=plan.logs / "optimise-build.log", cwd=plan.cwd, what="the optimised build"
+        plan.build_argv(None, verbose="-vv"),
+        env=cargo.with_lint_wrapper(env, plan.work / "bin"),
+        log=plan.logs / "optimise-build.log",
+        cwd=plan.cwd,
+        what="the optimised build",
     )
     log_text = done.output()
     binary = plan.optimised_binary

@@ -300,3 +300,41 @@ def test_two_pipelines_share_one_store_at_the_same_moment(tmp_path: Path) -> Non
         assert proc.returncode == 0, out[-3000:]
     names = sorted(p.name for p in store.iterdir())
     assert names == sorted([".lock", f"{sha256_file(profile)}.profdata", f"{sha256_file(other)}.profdata"])
+
+
+def test_missing_functions_of_registry_dependencies_are_counted(tmp_path: Path) -> None:
+    """cargo gives registry crates --cap-lints allow, which also silences LLVM's profile warnings: the
+    pipeline's rustc wrapper lifts the cap, and -vv replays them when the crate is Fresh."""
+    other = Pipeline(tmp_path / "other", "hello")
+    foreign = _merged(other)
+    withdep = Pipeline(tmp_path / "withdep", "withdep")
+    for _ in range(2):
+        assert_ok(withdep.nox("optimise", PGO_PROFDATA=str(foreign)))
+        missing = _optimise_report(withdep)["missing_by_crate"]
+        assert missing.get("adler2", 0) > 0, missing
+        assert missing.get("withdep_pgo", 0) > 0, missing
+    log = (withdep.work / "logs" / "optimise-build.log").read_text()
+    assert "Fresh adler2" in log
+    # the wrapper changes no code: the same build without it gives the same binary
+    binary = withdep.crate_dir / "target" / "x86_64-unknown-linux-gnu" / "release" / "withdep-pgo"
+    flags = _optimise_report(withdep)["rustflags"]
+    subprocess.run(
+        [
+            "cargo",
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            "x86_64-unknown-linux-gnu",
+            "--target-dir",
+            str(tmp_path / "control"),
+            "--manifest-path",
+            str(withdep.manifest),
+        ],
+        cwd=withdep.crate_dir,
+        capture_output=True,
+        check=True,
+        env={**os.environ, "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS": flags},
+    )
+    control = tmp_path / "control" / "x86_64-unknown-linux-gnu" / "release" / "withdep-pgo"
+    assert sha256_file(control) == sha256_file(binary)
