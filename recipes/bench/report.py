@@ -141,6 +141,7 @@ class ScenarioResult:
                 candidate_us_per_request=round(self.median(CANDIDATE), 3),
                 difference=round(self.difference, 6),
                 paired_differences=[round(d, 6) for d in self.paired_differences()],
+                median_paired_difference=round(statistics.median(self.paired_differences()), 6),
                 same_side=same,
                 paired_trials=total,
                 overhead=overhead(self),
