@@ -327,6 +327,21 @@ def _reject(plan: BuildPlan, binary: Path) -> Path:
     return rejected
 
 
+def check_same_build(recorded: Mapping[str, Any], plan: BuildPlan, *, earlier: str, now: str) -> None:
+    """Refuse to go on from ``recorded`` (a stage's report) with another cargo command or target."""
+    if recorded.get("cargo_command") != list(plan.config.cargo):
+        raise CheckFailed(
+            f"{earlier} was made by {' '.join(recorded.get('cargo_command', ['?']))!r} and {now} by "
+            f"{' '.join(plan.config.cargo)!r}",
+            "both must use the same PGO_CARGO: run every stage with one",
+        )
+    if recorded.get("target") != plan.target:
+        raise CheckFailed(
+            f"{earlier} was for {recorded.get('target')} and {now} for {plan.target}",
+            "use the same PGO_TARGET for every stage",
+        )
+
+
 def _check_optimised(
     plan: BuildPlan,
     result: dict[str, Any],
@@ -363,17 +378,7 @@ def _check_optimised(
         )
     if trained_here:
         inst = report.load(plan.work).get("instrument", {})
-        if inst.get("cargo_command") != list(plan.config.cargo):
-            raise CheckFailed(
-                f"the instrumented build was made by {' '.join(inst.get('cargo_command', ['?']))!r} and this one by "
-                f"{' '.join(plan.config.cargo)!r}",
-                "both builds must use the same PGO_CARGO: run the whole pipeline with one",
-            )
-        if inst.get("target") != plan.target:
-            raise CheckFailed(
-                f"the instrumented build was for {inst.get('target')} and this one is for {plan.target}",
-                "use the same PGO_TARGET for every stage",
-            )
+        check_same_build(inst, plan, earlier="the instrumented build", now="this one")
         if inst.get("crate_metadata") != result["crate_metadata"]:
             raise CheckFailed(
                 f"the crate identity differs between the builds: instrumented {inst.get('crate_metadata')} "

@@ -149,17 +149,9 @@ def _optimised(plan: BuildPlan) -> dict[str, Any]:
             "the last optimised build failed its checks: there is no profile build to test",
             "run `nox -s optimise` (or `nox -s pgo`) again first",
         )
-    if optimised.get("cargo_command") != list(plan.config.cargo):
-        raise CheckFailed(
-            f"the optimised build was made by {' '.join(optimised.get('cargo_command', ['?']))!r} and the test "
-            f"suite would be by {' '.join(plan.config.cargo)!r}",
-            "both must use the same PGO_CARGO",
-        )
-    if optimised.get("target") != plan.target:
-        raise CheckFailed(
-            f"the optimised build was for {optimised.get('target')} and the test suite would be for {plan.target}",
-            "use the same PGO_TARGET for every stage",
-        )
+    from recipes.stages import check_same_build  # noqa: PLC0415  (stages imports this module)
+
+    check_same_build(optimised, plan, earlier="the optimised build", now="the test suite would be")
     return optimised
 
 
