@@ -17,7 +17,7 @@ from recipes.rustflags import RustflagsPlan, env_with_rustflags, plan_rustflags,
 from recipes.store import ProfileStore, sha256_file
 from recipes.toolchain import RustcInfo, find_profdata, rustc_info, rustc_sysroot
 from recipes.train.runner import run_workload
-from recipes.workload import Workload, load_workload, workload_path
+from recipes.workload import Workload, check_tools, load_workload, workload_path
 
 
 @dataclass(frozen=True)
@@ -173,6 +173,7 @@ def train(plan: BuildPlan) -> dict[str, Any]:
     if not binary.is_file():
         raise MissingInput(f"the instrumented binary {binary} is gone", "run `nox -s instrument` again")
     workload = plan.workload()
+    check_tools(workload, plan.env.get("PATH", os.defpath))
     result = run_workload(
         workload,
         binary=binary,
@@ -392,7 +393,7 @@ def _check_optimised(
 def pgo(plan: BuildPlan) -> dict[str, Any]:
     """All four stages in order, every check on (the optimised binary replays the training)."""
     if plan.config.profdata is None:
-        plan.workload()  # a bad workload is refused before anything is built
+        check_tools(plan.workload(), plan.env.get("PATH", os.defpath))  # refused before anything is built
         instrument(plan)
         train(plan)
         merge(plan)

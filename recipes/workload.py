@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import shutil
 import string
 import tomllib
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes import train  # noqa: F401  (registers the modes and phase kinds)
-from recipes.errors import ConfigError
+from recipes.errors import ConfigError, ToolchainError
 from recipes.schema import Table, check_placeholders
 from recipes.train.base import INSTANCE_MODES, PHASE_KINDS, RESOURCES, Phase
 
@@ -179,3 +180,15 @@ def _instance(table: Table, provided: set[str], earlier: dict[str, Instance]) ->
         table.where, [*mode.texts(options), *env.values()], COMMON_PLACEHOLDERS | provided | mode.placeholders()
     )
     return Instance(name, mode_name, options, env, tuple(phases))
+
+
+def check_tools(workload: Workload, search_path: str) -> None:
+    """Refuse, before anything is built, a workload whose phases run a program that is not installed."""
+    for instance in workload.instances:
+        for phase in instance.phases:
+            for program, package in phase.tools().items():
+                if shutil.which(program, path=search_path) is None:
+                    raise ToolchainError(
+                        f"{program} not found: phase {instance.name}/{phase.name} of {workload.path.name} runs it",
+                        f"apt-get install {package}",
+                    )

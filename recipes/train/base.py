@@ -97,6 +97,10 @@ class Phase(ABC):
         """The ``[setup]`` resources this phase uses directly (not only through placeholders)."""
         return set()
 
+    def tools(self) -> dict[str, str]:
+        """The programs this phase runs, each with the Debian package that has it (checked before any build)."""
+        return {}
+
     @abstractmethod
     def run(self, ctx: PhaseContext) -> PhaseResult:
         """Run the phase; raise :class:`~recipes.errors.TrainingFailed` when it does not do what it should."""

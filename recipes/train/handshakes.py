@@ -56,6 +56,9 @@ class HandshakesPhase(Phase):
             expect=parse_expect(table),
         )
 
+    def tools(self) -> dict[str, str]:
+        return {"h2load": "nghttp2-client"}
+
     def texts(self) -> list[str]:
         return [self.path]
 

@@ -305,6 +305,9 @@ class HttpPhase(Phase):
     def files(self) -> list[str]:
         return [self.body] if self.body else []
 
+    def tools(self) -> dict[str, str]:
+        return {"h2load": "nghttp2-client"}
+
     def needs(self) -> set[str]:
         return {"upstream"} if self.upstream == "down" else set()
 

@@ -338,3 +338,11 @@ def test_missing_functions_of_registry_dependencies_are_counted(tmp_path: Path) 
     )
     control = tmp_path / "control" / "x86_64-unknown-linux-gnu" / "release" / "withdep-pgo"
     assert sha256_file(control) == sha256_file(binary)
+
+
+def test_missing_load_generator_refused_before_anything_is_built(hello: Pipeline) -> None:
+    """The demo server's workload runs h2load: without it on PATH, nothing is built."""
+    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "h2load").exists())
+    proc = hello.nox("pgo", PGO_WORKLOAD="demo-server", PATH=path)
+    assert_refused(proc, "h2load not found: phase log-ecdsa/", "apt-get install nghttp2-client")
+    assert not (hello.work / "logs").exists()
