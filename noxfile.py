@@ -18,6 +18,7 @@ Configuration: [tool.pgo] in pyproject.toml, then PGO_* variables, then posargs 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -96,9 +97,31 @@ def cpu_baseline(session: nox.Session) -> None:
         session.log(line)
 
 
+#: what the test suite runs, and the Debian package of each (.ci/run installs them)
+TEST_PROGRAMS = {
+    "cargo": "rustup (https://rustup.rs)",
+    "llvm-profdata-22": "llvm-22",
+    "llvm-profdata-14": "llvm-14",
+    "h2load": "nghttp2-client",
+    "qemu-x86_64": "qemu-user",
+    "strip": "binutils",
+    "openssl": "openssl",
+    "curl": "curl",
+    "ss": "iproute2",
+    "gcc": "gcc",
+}
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """This project's test suite (real cargo, rustc and llvm-profdata); posargs go to pytest."""
+    missing = {program: package for program, package in TEST_PROGRAMS.items() if not shutil.which(program)}
+    if missing:
+        packages = " ".join(sorted(p for p in set(missing.values()) if " " not in p))
+        session.error(
+            f"the tests need {', '.join(missing)}: apt-get update && apt-get install -y {packages}"
+            + (" (and cargo: https://rustup.rs)" if "cargo" in missing else "")
+        )
     session.install("-e", ".[test]")
     session.run("pytest", *session.posargs)
 
