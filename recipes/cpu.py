@@ -18,7 +18,6 @@ import contextlib
 import os
 import selectors
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from recipes import report
+from recipes import certs, net, report
 from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
 from recipes.runner import capture, quote, run, say
@@ -200,51 +199,6 @@ def parse_listening(line: str) -> dict[str, str]:
     return dict(word.split("=", 1) for word in words[1:] if "=" in word)
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports on 127.0.0.1 that were free a moment ago."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def make_certificate(work: Path, env: Mapping[str, str]) -> tuple[Path, Path]:
-    """A self-signed ECDSA P-256 certificate for 127.0.0.1."""
-    cert, key = work / "cert.pem", work / "key.pem"
-    run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        ],
-        env=env,
-        log=work / "openssl.log",
-        what="openssl",
-    )
-    return cert, key
-
-
 def server_config(http_port: int, https_port: int, cert: Path, key: Path) -> str:
     return (
         "[server]\n"
@@ -311,8 +265,9 @@ def _server(argv: Sequence[str], env: Mapping[str, str], log: Path) -> Iterator[
 
 def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: float = 120.0) -> dict[str, Any]:
     """Start the server under the baseline model, send a few requests of each protocol, stop it with SIGTERM."""
-    cert, key = make_certificate(work, env)
-    http_port, https_port = free_ports(2)
+    made = certs.make_certs(["ecdsa"], work, env=env, logs=work)
+    cert, key = Path(made["ecdsa_cert"]), Path(made["ecdsa_key"])
+    http_port, https_port = net.free_ports(2)
     config = work / "server.toml"
     config.write_text(server_config(http_port, https_port, cert, key), encoding="utf-8")
     argv = qemu_argv(BASELINE_CPU, binary, ["--config", str(config)])
