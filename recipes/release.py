@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recipes import cargo, report, stages
+from recipes import cargo, elf, report, stages
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
 from recipes.reproducible import (
@@ -254,6 +254,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         plain_binary, stripped_dir / "plain" / names.bin, plan.env, plan.logs / "strip-plain.log"
     )
     pgo_stripped = strip_binary(pgo_binary, stripped_dir / "pgo" / names.bin, plan.env, plan.logs / "strip-pgo.log")
+    glibc = elf.check_same_glibc(plain_stripped, pgo_stripped)  # the PGO artefact starts wherever the plain one does
     plain_bytes, pgo_bytes = plain_stripped.read_bytes(), pgo_stripped.read_bytes()
     for label, data in (("plain", plain_bytes), ("PGO", pgo_bytes)):
         leaked = leaked_paths(data, rplan.remap)
@@ -307,6 +308,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
             k: optimised[k]
             for k in ("missing_profile_functions", "stale_profile_warnings", "crate_metadata", "max_glibc")
         },
+        "max_glibc": glibc,
         "artefacts": {
             "plain": {
                 "file": names.plain_tarball,

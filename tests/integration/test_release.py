@@ -141,6 +141,8 @@ def test_release_writes_the_artefacts_with_their_manifest_and_sums(released: Rel
     assert f"--remap-path-prefix={released.repo}=/build/src" in plain_line
     assert f"-Cprofile-use={store_path}" in pgo_line and "profile-use" not in plain_line
     assert manifest["pgo_build"]["stale_profile_warnings"] == 0
+    # both artefacts need the same glibc (the release checks it), and the manifest says which
+    assert manifest["max_glibc"] == manifest["pgo_build"]["max_glibc"] is not None
 
     # the tarballs: owner 0, the commit's time, names sorted; the binaries stripped, different, both working
     for name, top in ((f"{BASE}.tar.gz", BASE), (f"{BASE}-pgo.tar.gz", f"{BASE}-pgo")):
