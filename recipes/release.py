@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recipes import cargo, elf, report, stages
+from recipes import cargo, cpu, elf, report, stages
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
 from recipes.reproducible import (
@@ -41,7 +41,7 @@ from recipes.runner import capture, run, say
 from recipes.rustflags import plain_env
 from recipes.store import sha256_file
 from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sysroot
-from recipes.workload import workload_path
+from recipes.workload import Workload, workload_path
 
 MANIFEST_SCHEMA = 1
 SUMS = "SHA256SUMS"
@@ -221,6 +221,14 @@ def leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...]) -> list[str]:
     return [src for src, _ in pairs if src.rstrip("/").count("/") >= 2 and src.encode() in cleaned]
 
 
+def baseline_cpu_args(workload: Workload | None) -> list[str] | None:
+    """How the baseline-CPU check runs a release binary: a server (None) is started and asked over HTTP;
+    a command-line tool is run with the arguments of its workload's first command phase."""
+    if workload is None or workload.instances[0].mode != "command":
+        return None
+    return list(getattr(workload.instances[0].phases[0], "args", []))
+
+
 def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None = None) -> dict[str, Any]:
     """Build and write the release artefacts of ``tag``; returns the manifest."""
     repo = repo_root(config.manifest.parent, environ)
@@ -255,6 +263,10 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
     )
     pgo_stripped = strip_binary(pgo_binary, stripped_dir / "pgo" / names.bin, plan.env, plan.logs / "strip-pgo.log")
     glibc = elf.check_same_glibc(plain_stripped, pgo_stripped)  # the PGO artefact starts wherever the plain one does
+    workload = plan.workload_if_any()
+    baseline_args = baseline_cpu_args(workload)
+    for label, stripped in (("plain", plain_stripped), ("pgo", pgo_stripped)):
+        cpu.check_binary(stripped, plan.work / "cpu-baseline" / label, plan.env, args=baseline_args)
     plain_bytes, pgo_bytes = plain_stripped.read_bytes(), pgo_stripped.read_bytes()
     for label, data in (("plain", plain_bytes), ("PGO", pgo_bytes)):
         leaked = leaked_paths(data, rplan.remap)
@@ -271,7 +283,6 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
     plain_tar = binary_tarball(names.bin, plain_bytes, names.plain_top, sde)
     pgo_tar = binary_tarball(names.bin, pgo_bytes, names.pgo_top, sde)
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
-    workload = plan.workload_if_any()
     manifest: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
         "tag": tag,
@@ -309,6 +320,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
             for k in ("missing_profile_functions", "stale_profile_warnings", "crate_metadata", "max_glibc")
         },
         "max_glibc": glibc,
+        "cpu_baseline": {"cpu": cpu.BASELINE_CPU, "run": baseline_args, "plain": "passed", "pgo": "passed"},
         "artefacts": {
             "plain": {
                 "file": names.plain_tarball,

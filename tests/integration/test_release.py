@@ -143,6 +143,10 @@ def test_release_writes_the_artefacts_with_their_manifest_and_sums(released: Rel
     assert manifest["pgo_build"]["stale_profile_warnings"] == 0
     # both artefacts need the same glibc (the release checks it), and the manifest says which
     assert manifest["max_glibc"] == manifest["pgo_build"]["max_glibc"] is not None
+    # both ran under an emulated SSE2-only CPU, with the arguments of the workload's first command phase
+    assert manifest["cpu_baseline"]["run"] == ["collatz", "3000"]
+    assert (manifest["cpu_baseline"]["plain"], manifest["cpu_baseline"]["pgo"]) == ("passed", "passed")
+    assert (released.work / "cpu-baseline" / "pgo").is_dir()
 
     # the tarballs: owner 0, the commit's time, names sorted; the binaries stripped, different, both working
     for name, top in ((f"{BASE}.tar.gz", BASE), (f"{BASE}-pgo.tar.gz", f"{BASE}-pgo")):
@@ -234,6 +238,15 @@ def test_release_of_a_dirty_worktree_refused(tmp_path: Path) -> None:
     source.write_text(source.read_text() + "\n// an edit\n")
     assert_refused(run_nox("release", env, [TAG]), "is dirty", "hello/src/main.rs")
     assert not (tmp_path / "work").exists()
+
+
+def test_release_of_a_binary_that_needs_a_newer_cpu_refused(tmp_path: Path) -> None:
+    """Built for x86-64-v3, the artefacts die with SIGILL under the emulated baseline CPU: no release."""
+    repo = make_repo(tmp_path)
+    release = Release(tmp_path, repo, repo / "dist" / TAG, tmp_path / "work", tmp_path / "store", "")
+    env = release.env(CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-Ctarget-cpu=x86-64-v3")
+    assert_refused(run_nox("release", env, [TAG]), "SIGILL")
+    assert not release.dist.exists()
 
 
 def test_release_of_another_commit_than_the_tag_refused(tmp_path: Path) -> None:
