@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recipes import cargo, cpu, elf, profdata, report, testsuite, zig
+from recipes import cargo, cpu, elf, preflight, profdata, report, testsuite, zig
 from recipes.config import Config
 from recipes.errors import CheckFailed, MissingInput, PgoError, StoreError
 from recipes.runner import run, say
@@ -104,7 +104,7 @@ def make_plan(config: Config, environ: Mapping[str, str]) -> BuildPlan:
     info = rustc_info(env)
     crate = cargo.crate_info(config.manifest, config.package, config.bin, env)
     target = config.target or info.host
-    zig.check_target(config.cargo, target)
+    preflight.check(config, env, target)
     if zig.uses_zigbuild(config.cargo):
         env = zig.ensure_zigbuild(env, logs=config.out / "logs")
     flags = plan_rustflags(target, config.manifest.parent, env)
