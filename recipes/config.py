@@ -76,6 +76,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("test", "PGO_TEST", _bool, "also build and run the test suite with the profile"),
     Setting("train_scale", "PGO_TRAIN_SCALE", _scale, "factor on every request and run count of the workload"),
     Setting("phase_timeout", "PGO_PHASE_TIMEOUT", _scale, "seconds each training phase may take (default 300)"),
+    Setting("drop_bad_profraw", "PGO_DROP_BAD_PROFRAW", _bool, "merge: drop corrupt .profraw files with a warning"),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 #: settings of [tool.pgo] that describe its crate, dropped when another manifest is given
@@ -108,6 +109,7 @@ class Config:
     test: bool = False
     train_scale: float = 1.0
     phase_timeout: float | None = None
+    drop_bad_profraw: bool = False
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def source(self, key: str) -> str:
