@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -17,6 +18,11 @@ from typing import Any
 
 from recipes.errors import ConfigError
 
+#: bounds of numeric settings: beyond them a count or a deadline overflows later, after the build
+MAX_COUNT = 2**31 - 1
+MAX_SCALE = 10_000.0
+MAX_SECONDS = 7 * 24 * 3600.0
+
 
 def _bool(text: str) -> bool:
     lowered = text.strip().lower()
@@ -24,21 +30,54 @@ def _bool(text: str) -> bool:
         return True
     if lowered in {"0", "false", "no", "off", ""}:
         return False
-    raise ValueError(f"{text!r} is not a boolean (use 1 or 0)")
+    raise ValueError(f"{text!r} is not a boolean")
 
 
 def _int(text: str) -> int:
-    value = int(text)
-    if value < 0:
+    """A count: ASCII digits only (no sign, exponent, underscore or other script's digits), at most MAX_COUNT."""
+    stripped = text.strip()
+    if stripped.startswith("-") and stripped[1:].isdigit():
         raise ValueError(f"{text!r} is negative")
+    if not stripped.isascii() or not stripped.isdigit():
+        raise ValueError(f"{text!r} is not a whole number")
+    value = int(stripped) if len(stripped) <= len(str(MAX_COUNT)) else MAX_COUNT + 1
+    if value > MAX_COUNT:
+        raise ValueError(f"{text!r} is too large")
+    return value
+
+
+def _positive(text: str, maximum: float) -> float:
+    stripped = text.strip()
+    try:
+        value = float(stripped)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not stripped.isascii() or "_" in stripped:
+        raise ValueError(f"{text!r} is not a number")
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number")
+    if not value > 0:
+        raise ValueError(f"{text!r} is not above 0")
+    if value > maximum:
+        raise ValueError(f"{text!r} is too large")
     return value
 
 
 def _scale(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise ValueError(f"{text!r} is not a positive number")
-    return value
+    return _positive(text, MAX_SCALE)
+
+
+def _seconds(text: str) -> float:
+    return _positive(text, MAX_SECONDS)
+
+
+#: what each kind of value must look like, and an example of it, for the refusals
+FORMS: dict[Callable[[str], Any], tuple[str, str]] = {
+    _bool: ("1 or 0", "1"),
+    _int: (f"a whole number from 0 to {MAX_COUNT}", "100"),
+    _scale: (f"a number above 0 and at most {MAX_SCALE:g}", "0.5"),
+    _seconds: (f"a number of seconds above 0 and at most {MAX_SECONDS:g}", "600"),
+}
 
 
 @dataclass(frozen=True)
@@ -75,7 +114,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("verify", "PGO_VERIFY", _bool, "replay the workload on the optimised binary (default: on after training)"),
     Setting("test", "PGO_TEST", _bool, "also build and run the test suite with the profile"),
     Setting("train_scale", "PGO_TRAIN_SCALE", _scale, "factor on every request and run count of the workload"),
-    Setting("phase_timeout", "PGO_PHASE_TIMEOUT", _scale, "seconds each training phase may take (default 300)"),
+    Setting("phase_timeout", "PGO_PHASE_TIMEOUT", _seconds, "seconds each training phase may take (default 300)"),
     Setting("drop_bad_profraw", "PGO_DROP_BAD_PROFRAW", _bool, "merge: drop corrupt .profraw files with a warning"),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
@@ -166,21 +205,23 @@ def load_config(
     """Merge the three sources into one :class:`Config`."""
     raw: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    pyproject = project_dir / "pyproject.toml"
     for key, value in read_pyproject(project_dir).items():
         if key not in BY_KEY:
-            raise ConfigError(f"pyproject.toml [tool.pgo]: unknown key {key!r}", _suggest(key, list(BY_KEY)))
+            raise ConfigError(f"{pyproject} [tool.pgo]: unknown key {key!r}", _suggest(key, list(BY_KEY)))
         setting = BY_KEY[key]
+        where = f"{pyproject} [tool.pgo] {key}"
+        if isinstance(value, bool) and setting.parse is not _bool:
+            form, example = FORMS.get(setting.parse, ("a string", '"…"'))
+            raise ConfigError(f"{where}: {value!r} is a boolean: expected {form}", f"for example {key} = {example}")
         if isinstance(value, bool | int | float) and not isinstance(value, str):
             value = str(int(value)) if isinstance(value, bool) else str(value)
         elif isinstance(value, list) and key == "features":
             value = ",".join(str(v) for v in value)
         elif not isinstance(value, str):
-            raise ConfigError(
-                f"pyproject.toml [tool.pgo] {key}: expected a string, got {type(value).__name__}",
-                setting.help,
-            )
+            raise ConfigError(f"{where}: expected a string, got {type(value).__name__}", setting.help)
         raw[key] = value
-        sources[key] = f"pyproject.toml [tool.pgo] {key}"
+        sources[key] = where
     if "PGO_MANIFEST" in environ or "manifest" in parse_posargs(posargs):
         # [tool.pgo] describes its own crate: another manifest drops what it says of that crate.
         for key in CRATE_KEYS:
@@ -207,11 +248,22 @@ def load_config(
         try:
             parsed[key] = setting.parse(text)
         except ValueError as exc:
-            raise ConfigError(f"{sources[key]}: {exc}", setting.help) from exc
+            form, example = FORMS.get(setting.parse, ("a string", "…"))
+            hint = _example(sources[key], setting, example)
+            raise ConfigError(f"{sources[key]}: {exc}: expected {form}", hint) from exc
     config = _build(project_dir, parsed, sources)
     if overrides:
         config = replace(config, **overrides)
     return config
+
+
+def _example(source: str, setting: Setting, example: str) -> str:
+    """How to write the setting where it was found: ``PGO_X=1``, ``--x 1`` or ``x = 1`` in [tool.pgo]."""
+    if source == setting.env:
+        return f"for example {setting.env}={example}"
+    if source == setting.option:
+        return f"for example {setting.option} {example}"
+    return f"for example {setting.key} = {example} in [tool.pgo]"
 
 
 def _path(project_dir: Path, text: str) -> Path:

@@ -49,10 +49,10 @@ def test_unknown_pyproject_key(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"PGO_MIN_FUNCTIONS": "many"}, "PGO_MIN_FUNCTIONS: invalid literal"),
+        ({"PGO_MIN_FUNCTIONS": "many"}, "PGO_MIN_FUNCTIONS: 'many' is not a whole number"),
         ({"PGO_MAX_MISSING": "-1"}, "negative"),
         ({"PGO_VERIFY": "perhaps"}, "not a boolean"),
-        ({"PGO_TRAIN_SCALE": "0"}, "not a positive number"),
+        ({"PGO_TRAIN_SCALE": "0"}, "not above 0"),
         ({"PGO_CARGO": "make"}, "not a cargo build command"),
     ],
 )
@@ -83,3 +83,88 @@ def test_paths_are_absolute_from_the_project(tmp_path: Path) -> None:
     config = load_config(_project(tmp_path), {"PGO_OUT": "w", "PGO_PROFDATA": "p.profdata"})
     assert config.out == tmp_path.resolve() / "w"
     assert config.profdata == tmp_path.resolve() / "p.profdata"
+
+
+#: every numeric setting, the bad values a user can type, and what the one line must say
+BAD_NUMBERS = [
+    ("PGO_MIN_FUNCTIONS", "abc", "is not a whole number", "a whole number from 0 to 2147483647", "=100"),
+    ("PGO_MIN_FUNCTIONS", "1.5", "is not a whole number", "a whole number", "=100"),
+    ("PGO_MIN_FUNCTIONS", "1e3", "is not a whole number", "a whole number", "=100"),
+    ("PGO_MIN_FUNCTIONS", "1_000", "is not a whole number", "a whole number", "=100"),
+    ("PGO_MIN_FUNCTIONS", "\u0661", "is not a whole number", "a whole number", "=100"),  # ARABIC-INDIC ONE
+    ("PGO_MIN_FUNCTIONS", "-3", "is negative", "a whole number", "=100"),
+    ("PGO_MAX_MISSING", "2147483648", "is too large", "from 0 to 2147483647", "=100"),
+    ("PGO_MAX_MISSING", "9" * 5000, "is too large", "from 0 to 2147483647", "=100"),  # int() itself refuses this
+    ("PGO_TRAIN_SCALE", "inf", "is not a finite number", "a number above 0 and at most 10000", "=0.5"),
+    ("PGO_TRAIN_SCALE", "-inf", "is not a finite number", "a number above 0", "=0.5"),
+    ("PGO_TRAIN_SCALE", "nan", "is not a finite number", "a number above 0", "=0.5"),
+    ("PGO_TRAIN_SCALE", "1e400", "is not a finite number", "a number above 0", "=0.5"),
+    ("PGO_TRAIN_SCALE", "1e300", "is too large", "at most 10000", "=0.5"),
+    ("PGO_TRAIN_SCALE", "-0.5", "is not above 0", "a number above 0", "=0.5"),
+    ("PGO_TRAIN_SCALE", "half", "is not a number", "a number above 0", "=0.5"),
+    ("PGO_PHASE_TIMEOUT", "inf", "is not a finite number", "a number of seconds above 0 and at most 604800", "=600"),
+    ("PGO_PHASE_TIMEOUT", "1e12", "is too large", "at most 604800", "=600"),
+    ("PGO_PHASE_TIMEOUT", "0", "is not above 0", "seconds above 0", "=600"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "problem", "form", "example"), BAD_NUMBERS)
+def test_bad_numbers_from_the_environment(
+    tmp_path: Path, name: str, value: str, problem: str, form: str, example: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(_project(tmp_path), {name: value})
+    line = caught.value.line()
+    assert "\n" not in line
+    assert line.startswith(f"{name}: {value!r} {problem}: expected "), line
+    assert form in line
+    assert f"(for example {name}{example})" in line
+
+
+@pytest.mark.parametrize(("name", "value", "problem", "form", "example"), BAD_NUMBERS)
+def test_bad_numbers_from_posargs(tmp_path: Path, name: str, value: str, problem: str, form: str, example: str) -> None:
+    option = next(s.option for s in SETTINGS if s.env == name)
+    with pytest.raises(ConfigError) as caught:
+        load_config(_project(tmp_path), {}, [f"{option}={value}"])
+    line = caught.value.line()
+    assert line.startswith(f"{option}: {value!r} {problem}: expected "), line
+    assert form in line
+    assert f"(for example {option} {example[1:]})" in line
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("train_scale = inf", r"\[tool.pgo\] train_scale: 'inf' is not a finite number: expected a number above 0"),
+        ("train_scale = nan", r"train_scale: 'nan' is not a finite number"),
+        ("train_scale = -1", r"train_scale: '-1' is not above 0"),
+        ("phase_timeout = 1e9", r"phase_timeout: '1000000000.0' is too large: expected a number of seconds"),
+        ("min_functions = 5.0", r"min_functions: '5.0' is not a whole number: expected a whole number"),
+        ("min_functions = -2", r"min_functions: '-2' is negative"),
+        ("max_missing = 9223372036854775807", r"max_missing: '9223372036854775807' is too large"),
+        ("min_functions = true", r"min_functions: True is a boolean: expected a whole number"),
+        ("train_scale = false", r"train_scale: False is a boolean: expected a number above 0"),
+    ],
+)
+def test_bad_numbers_from_pyproject(tmp_path: Path, table: str, message: str) -> None:
+    project = _project(tmp_path, table)
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_config(project, {})
+    line = caught.value.line()
+    assert str(project / "pyproject.toml") in line
+    assert "in [tool.pgo])" in line or "for example" in line
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"PGO_MIN_FUNCTIONS": " 12 "}, ("min_functions", 12)),
+        ({"PGO_MAX_MISSING": "2147483647"}, ("max_missing", 2147483647)),
+        ({"PGO_TRAIN_SCALE": "1e-3"}, ("train_scale", 0.001)),
+        ({"PGO_TRAIN_SCALE": "10000"}, ("train_scale", 10000.0)),
+        ({"PGO_PHASE_TIMEOUT": "604800"}, ("phase_timeout", 604800.0)),
+    ],
+)
+def test_good_numbers_at_the_bounds(tmp_path: Path, env: dict[str, str], expected: tuple[str, object]) -> None:
+    config = load_config(_project(tmp_path), env)
+    assert getattr(config, expected[0]) == expected[1]
