@@ -8,6 +8,7 @@ lock, so two pipelines at once leave only whole files, and re-hashed against the
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -31,6 +32,14 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _free_bytes(directory: Path) -> int:
+    try:
+        info = os.statvfs(directory)
+    except OSError:
+        return 0
+    return info.f_bavail * info.f_frsize
+
+
 class ProfileStore:
     """A directory of profiles named by their sha256."""
 
@@ -41,14 +50,85 @@ class ProfileStore:
             raise StoreError(f"profile store {root} has white space in its path", "choose a path without spaces")
         self.root = root
 
+    def check(self) -> None:
+        """Check the store without creating it: its parents, and the store itself when it exists.
+
+        This is what the plan checks before anything is built; :meth:`ensure` makes the same checks again
+        when a profile is written.
+        """
+        self._check_parents()
+        try:
+            os.lstat(self.root)
+        except FileNotFoundError:
+            self._check_creatable()
+            return
+        except OSError as exc:
+            raise StoreError(f"cannot look at profile store {self.root}: {exc.strerror}", "check its path") from exc
+        self._check_root()
+
     def ensure(self) -> None:
         """Create the store (mode 0700) or check the existing one is safe to read profiles from."""
+        self._check_parents()
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(
                 f"cannot create profile store {self.root}: {exc.strerror}", "choose another PGO_PROFILE_STORE"
             ) from exc
+        # Parents it just created (with the umask's mode) are checked too.
+        self._check_parents()
+        self._check_root()
+
+    def _parents(self) -> list[Path]:
+        """Every directory above the store, as written and as symlinks resolve it."""
+        parents: list[Path] = []
+        for chain in (self.root.parents, Path(os.path.realpath(self.root)).parents):
+            for parent in chain:
+                if parent not in parents:
+                    parents.append(parent)
+        return parents
+
+    def _check_parents(self) -> None:
+        """No existing parent may be writable by group or others unless sticky: they could replace the store."""
+        for parent in self._parents():
+            try:
+                info = parent.stat()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot look at {parent}, a parent of profile store {self.root}: {exc.strerror}",
+                    "choose another PGO_PROFILE_STORE",
+                ) from exc
+            if not stat.S_ISDIR(info.st_mode):
+                raise StoreError(
+                    f"{parent}, a parent of profile store {self.root}, is not a directory",
+                    "choose another PGO_PROFILE_STORE",
+                )
+            mode = stat.S_IMODE(info.st_mode)
+            if mode & 0o022 and not mode & stat.S_ISVTX:
+                who = {0o020: "its group", 0o002: "others"}.get(mode & 0o022, "its group and others")
+                real = Path(os.path.realpath(parent))
+                shown = parent if real == parent else f"{parent} (a symlink to {real})"
+                raise StoreError(
+                    f"profile store {self.root} is inside {shown}, which {who} may write "
+                    f"(mode {mode:04o}, no sticky bit): another user could replace the store and its profiles",
+                    f"chmod go-w {real} (or chmod +t {real}), or choose a PGO_PROFILE_STORE "
+                    "whose parent directories only you can write",
+                )
+
+    def _check_creatable(self) -> None:
+        """The store does not exist yet: its nearest existing parent must let us create it."""
+        for parent in self.root.parents:
+            if parent.exists():
+                if not os.access(parent, os.W_OK | os.X_OK):
+                    raise StoreError(
+                        f"cannot create profile store {self.root}: {parent} is not writable",
+                        "choose another PGO_PROFILE_STORE",
+                    )
+                return
+
+    def _check_root(self) -> None:
         info = os.lstat(self.root)
         if stat.S_ISLNK(info.st_mode):
             raise StoreError(f"profile store {self.root} is a symlink", "point PGO_PROFILE_STORE at a real directory")
@@ -100,6 +180,14 @@ class ProfileStore:
             raise StoreError(
                 f"profile store {self.root} stayed locked for {LOCK_TIMEOUT:.0f} s",
                 f"is another pipeline stuck? see {exc.lock_file}",
+            ) from exc
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise StoreError(
+                f"no space left to write the profile {profile} ({profile.stat().st_size} bytes) into the "
+                f"profile store {self.root} ({exc.strerror}; {_free_bytes(self.root)} bytes free there)",
+                "free space or choose another PGO_PROFILE_STORE",
             ) from exc
         return target
 

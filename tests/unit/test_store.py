@@ -8,6 +8,7 @@ import pytest
 
 from recipes.errors import StoreError
 from recipes.store import ProfileStore, sha256_file
+from tests.faults import fill_up, free_bytes, small_tmpfs
 
 
 def _profile(tmp_path: Path, content: bytes, name: str = "p.profdata") -> Path:
@@ -99,3 +100,109 @@ def test_concurrent_writers_leave_only_whole_files(tmp_path: Path) -> None:
     assert names == sorted([".lock", *{Path(s).name for s in stored}])
     for path in map(Path, set(stored)):
         assert path.name == sha256_file(path) + ".profdata"
+
+
+# --- the store's parents ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("mode", "who"), [(0o777, "its group and others"), (0o757, "others"), (0o775, "its group")])
+def test_store_inside_a_parent_others_may_write_refused(tmp_path: Path, mode: int, who: str) -> None:
+    parent = tmp_path / "shared"
+    parent.mkdir()
+    parent.chmod(mode)
+    store = ProfileStore(parent / "store")
+    pattern = rf"inside {parent}, which {who} may write \(mode {mode:04o}, no sticky bit\).*chmod go-w {parent}"
+    with pytest.raises(StoreError, match=pattern):
+        store.check()
+    assert not store.root.exists()  # the check creates nothing
+    with pytest.raises(StoreError, match=pattern):
+        store.put(_profile(tmp_path, b"profile"))
+    assert not store.root.exists()
+
+
+def test_a_writable_grandparent_is_refused_too(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    (shared / "mine").mkdir(parents=True)
+    shared.chmod(0o777)
+    (shared / "mine").chmod(0o700)
+    with pytest.raises(StoreError, match=f"inside {shared}, which its group and others may write"):
+        ProfileStore(shared / "mine" / "store").ensure()
+
+
+def test_a_sticky_parent_like_tmp_is_accepted(tmp_path: Path) -> None:
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    store = ProfileStore(sticky / "store")
+    store.check()
+    stored = store.put(_profile(tmp_path, b"profile"))
+    assert stored.parent == store.root
+
+
+def test_a_writable_parent_behind_a_symlink_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "real-shared"
+    real.mkdir()
+    real.chmod(0o777)
+    (tmp_path / "nice-name").symlink_to(real)
+    link = tmp_path / "nice-name"
+    with pytest.raises(StoreError, match=rf"inside {link} \(a symlink to {real}\), which .*chmod go-w {real} "):
+        ProfileStore(link / "store").check()
+
+
+def test_check_creates_nothing_and_accepts_a_store_to_be_made(tmp_path: Path) -> None:
+    store = ProfileStore(tmp_path / "a" / "b" / "store")
+    store.check()
+    assert not (tmp_path / "a").exists()
+
+
+def test_check_refuses_an_existing_unsafe_store(tmp_path: Path) -> None:
+    root = tmp_path / "open"
+    root.mkdir()
+    root.chmod(0o755)
+    with pytest.raises(StoreError, match=r"mode 0755.*chmod 700"):
+        ProfileStore(root).check()
+    (tmp_path / "link").symlink_to(root)
+    with pytest.raises(StoreError, match="is a symlink"):
+        ProfileStore(tmp_path / "link").check()
+
+
+def test_a_parent_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StoreError, match=f"{tmp_path / 'file'}, a parent of profile store .* is not a directory"):
+        ProfileStore(tmp_path / "file" / "store").check()
+
+
+# --- a full disk --------------------------------------------------------------------------------------------
+
+
+def test_full_disk_while_writing_a_profile_leaves_nothing_partial(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, os.urandom(200_000))
+    with small_tmpfs(tmp_path / "small", size="64k") as small:
+        store = ProfileStore(small / "store")
+        with pytest.raises(StoreError) as caught:
+            store.put(profile)
+        line = caught.value.line()
+        assert "\n" not in line
+        assert f"no space left to write the profile {profile} (200000 bytes)" in line
+        assert f"into the profile store {store.root}" in line
+        assert "free space or choose another PGO_PROFILE_STORE" in line
+        # no temp file, no partial profile: only the lock
+        assert sorted(p.name for p in store.root.iterdir()) == [".lock"]
+        # with room again, the same store takes the profile whole
+        fill = fill_up(small)
+        fill.unlink()
+        small_profile = _profile(tmp_path, os.urandom(10_000), "small.profdata")
+        stored = store.put(small_profile)
+        assert stored.name == sha256_file(small_profile) + ".profdata"
+
+
+def test_full_disk_before_the_first_byte(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, b"a profile of a few bytes")
+    with small_tmpfs(tmp_path / "small", size="64k") as small:
+        store = ProfileStore(small / "store")
+        store.ensure()
+        fill_up(small)
+        assert free_bytes(small) == 0
+        with pytest.raises(StoreError, match=r"no space left .* 0 bytes free there"):
+            store.put(profile)
+        assert sorted(p.name for p in store.root.iterdir()) == [".lock"]
