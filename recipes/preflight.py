@@ -2,13 +2,80 @@
 
 from __future__ import annotations
 
+import difflib
+import os
+import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from recipes import zig
 from recipes.config import Config
+from recipes.errors import ConfigError
+from recipes.runner import capture
+from recipes.rustflags import rust_triple
+from recipes.store import ProfileStore
 
 
-def check(config: Config, env: Mapping[str, str], target: str) -> None:
-    """Refuse, before any build or install, what can be known to fail from the configuration alone."""
+def check(config: Config, env: Mapping[str, str], target: str, bin_name: str | None = None) -> None:
+    """Refuse, before any build or install, what can be known to fail from the configuration alone.
+
+    ``bin_name`` is the crate's binary, for the default store ``/tmp/<bin>-pgo``; without it (and without
+    ``PGO_BIN``) only a configured ``PGO_PROFILE_STORE`` is checked here.
+    """
     zig.check_target(config.cargo, target)
     zig.check_generate_linker(config.cargo, config.generate_linker)
+    check_target_triple(target, env)
+    root = store_root(config, bin_name or config.bin)
+    if root is not None:
+        check_store(root)
+
+
+def store_root(config: Config, bin_name: str | None) -> Path | None:
+    """The profile store the plan will use: ``PGO_PROFILE_STORE``, else ``/tmp/<bin>-pgo`` (None: not known yet)."""
+    if config.store is not None:
+        return config.store
+    return Path("/tmp") / f"{bin_name}-pgo" if bin_name else None
+
+
+def check_store(root: Path) -> None:
+    """The store's owner, mode, not-a-symlink and parents, checked without creating anything."""
+    ProfileStore(root).check()
+
+
+def target_list(env: Mapping[str, str]) -> list[str]:
+    """The triples this rustc knows (``rustc --print target-list``)."""
+    return capture([env.get("RUSTC", "rustc"), "--print", "target-list"], env=env).split()
+
+
+def _custom_target(triple: str, env: Mapping[str, str]) -> bool:
+    """A target spec file: a path ending in .json, or ``<triple>.json`` in a directory of RUST_TARGET_PATH."""
+    if triple.endswith(".json"):
+        return True
+    return any(
+        (Path(directory) / f"{triple}.json").is_file()
+        for directory in env.get("RUST_TARGET_PATH", "").split(os.pathsep)
+        if directory
+    )
+
+
+def check_target_triple(target: str, env: Mapping[str, str]) -> None:
+    """The target (without a zigbuild glibc suffix) must be one this rustc knows."""
+    triple = rust_triple(target)
+    if _custom_target(triple, env):
+        return
+    known = target_list(env)
+    if triple in known:
+        return
+    # a misspelt triple with a glibc suffix (x86_64-unknown-linux-gun.2.28): suggest the triple with the suffix
+    suffix = re.search(r"\.\d+\.\d+$", triple)
+    bare = triple[: suffix.start()] if suffix else triple
+    nearest = difflib.get_close_matches(bare, known, n=1, cutoff=0.0)
+    suggestion = ""
+    if nearest:
+        with_suffix = nearest[0] + suffix.group() if suffix else nearest[0]
+        suggestion = f"did you mean {with_suffix if rust_triple(with_suffix) == nearest[0] else nearest[0]}? "
+    what = f"PGO_TARGET={target}" + (f" ({triple} without its glibc suffix)" if triple != target else "")
+    raise ConfigError(
+        f"{what} is not a target this rustc knows",
+        f"{suggestion}see `rustc --print target-list` for the valid triples",
+    )

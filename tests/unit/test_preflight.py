@@ -1,0 +1,86 @@
+"""The plan's checks before anything is built: the target triple (real rustc) and the profile store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recipes import preflight
+from recipes.config import Config, load_config
+from recipes.errors import ConfigError, StoreError
+from tests.conftest import clean_env
+
+HOST = "x86_64-unknown-linux-gnu"
+
+
+def _config(tmp_path: Path, **env: str) -> Config:
+    (tmp_path / "pyproject.toml").write_text("[tool.pgo]\n")
+    return load_config(tmp_path, env)
+
+
+@pytest.mark.parametrize("target", [HOST, f"{HOST}.2.28", "aarch64-unknown-linux-gnu", "wasm32-unknown-unknown"])
+def test_known_targets_pass(target: str) -> None:
+    preflight.check_target_triple(target, clean_env())
+
+
+@pytest.mark.parametrize(
+    ("target", "suggestion"),
+    [
+        ("x86_64-unknown-linux-gun", f"did you mean {HOST}?"),
+        ("x86_64-unknown-linux-gun.2.28", f"did you mean {HOST}.2.28?"),
+        ("aarch64-linux-gnu", "did you mean aarch64-unknown-linux-gnu?"),
+        ("not-a-triple", "did you mean "),
+    ],
+)
+def test_unknown_target_refused_with_the_nearest(target: str, suggestion: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        preflight.check_target_triple(target, clean_env())
+    line = caught.value.line()
+    assert line.startswith(f"PGO_TARGET={target} is not a target this rustc knows")
+    assert suggestion in line
+    assert "rustc --print target-list" in line
+
+
+def test_target_list_is_this_rustcs() -> None:
+    known = preflight.target_list(clean_env())
+    assert HOST in known
+    assert len(known) > 100
+
+
+def test_custom_target_specs_are_left_to_rustc(tmp_path: Path) -> None:
+    preflight.check_target_triple(str(tmp_path / "my-board.json"), clean_env())
+    (tmp_path / "my-board.json").write_text("{}")
+    preflight.check_target_triple("my-board", clean_env({"RUST_TARGET_PATH": str(tmp_path)}))
+    with pytest.raises(ConfigError, match="PGO_TARGET=my-board is not"):
+        preflight.check_target_triple("my-board", clean_env())
+
+
+def test_store_root_configured_or_default(tmp_path: Path) -> None:
+    configured = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "s"))
+    assert preflight.store_root(configured, "hello") == tmp_path / "s"
+    default = _config(tmp_path)
+    assert preflight.store_root(default, "hello") == Path("/tmp/hello-pgo")
+    assert preflight.store_root(default, None) is None
+
+
+def test_check_refuses_an_unsafe_store_before_anything(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    config = _config(tmp_path, PGO_PROFILE_STORE=str(shared / "store"))
+    with pytest.raises(StoreError, match=f"inside {shared}, which its group and others may write"):
+        preflight.check(config, clean_env(), HOST)
+    assert not (shared / "store").exists()
+
+
+def test_check_refuses_an_unknown_target(tmp_path: Path) -> None:
+    config = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "store"))
+    with pytest.raises(ConfigError, match="PGO_TARGET=not-a-triple is not"):
+        preflight.check(config, clean_env(), "not-a-triple")
+
+
+def test_check_of_a_good_plan_creates_nothing(tmp_path: Path) -> None:
+    config = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "store"))
+    preflight.check(config, clean_env(), HOST, bin_name="hello")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
