@@ -143,11 +143,15 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
     build_sources: list[str] = []
     target_flags: list[str] = []
     cfg_sources: list[str] = []
+    flag_sources: list[str] = []  # where each of build_flags comes from
     for config in cargo_config_files(cwd, env):
         build = config.data.get("build", {})
         if isinstance(build, dict) and "rustflags" in build:
-            build_flags += _flag_list(build["rustflags"], f"{config.path} [build] rustflags")
-            build_sources.append(f"{config.path} [build] rustflags")
+            source = f"{config.path} [build] rustflags"
+            flags = _flag_list(build["rustflags"], source)
+            build_flags += flags
+            build_sources.append(source)
+            flag_sources += [source] * len(flags)
         targets = config.data.get("target", {})
         if isinstance(targets, dict):
             for name, table in targets.items():
@@ -158,8 +162,10 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
                 elif name.startswith("cfg("):
                     cfg_sources.append(f"{config.path} [target.'{name}'] rustflags")
     if "CARGO_BUILD_RUSTFLAGS" in env:
-        build_flags += env["CARGO_BUILD_RUSTFLAGS"].split()
+        flags = env["CARGO_BUILD_RUSTFLAGS"].split()
+        build_flags += flags
         build_sources.append("CARGO_BUILD_RUSTFLAGS")
+        flag_sources += ["CARGO_BUILD_RUSTFLAGS"] * len(flags)
     for where, flags in (
         (var, existing),
         ("cargo config target rustflags", target_flags),
@@ -181,6 +187,7 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
                 f"move the flags into [target.{triple}] rustflags, which cargo keeps",
             )
         if plain_uses_build_flags:
+            _refuse_white_space(build_flags, flag_sources, var, triple)
             carried = build_flags
     base = tuple(existing + carried)
     return RustflagsPlan(
@@ -189,6 +196,19 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
         carried_from=tuple(build_sources) if carried else (),
         config_target_flags=tuple(target_flags),
     )
+
+
+def _refuse_white_space(flags: Sequence[str], sources: Sequence[str], var: str, triple: str) -> None:
+    """A carried flag must survive the trip through ``var``, which cargo splits on white space."""
+    for flag, source in zip(flags, sources, strict=True):
+        if any(ch.isspace() for ch in flag):
+            raise EnvironmentRefused(
+                f"{source} has the entry {flag!r}, which contains white space: the pipeline must carry "
+                f"[build] rustflags into {var}, which cargo splits on white space, so rustc would get it "
+                "in pieces",
+                f"write it without spaces, or move the rustflags to [target.{triple}] rustflags, "
+                "which cargo keeps as a list",
+            )
 
 
 def env_with_rustflags(

@@ -141,3 +141,32 @@ def test_env_builder_is_pure(tmp_path: Path) -> None:
     env = env_with_rustflags(base, plan, ["-Cprofile-generate=/w/profraw"])
     assert base == {"PATH": "/bin"}
     assert env[VAR] == "-Cprofile-generate=/w/profraw"
+
+
+def test_carried_build_rustflag_with_white_space_refused(tmp_path: Path) -> None:
+    crate = _crate(tmp_path, '[build]\nrustflags = ["--cfg", "x=\\"a b\\""]\n')
+    config = crate / ".cargo" / "config.toml"
+    with pytest.raises(EnvironmentRefused) as caught:
+        plan_rustflags(T, crate, _env(tmp_path))
+    line = caught.value.line()
+    assert f"{config} [build] rustflags has the entry 'x=\"a b\"', which contains white space" in line
+    assert f"into {VAR}, which cargo splits on white space" in line
+    assert f"write it without spaces, or move the rustflags to [target.{T}] rustflags" in line
+
+
+def test_build_rustflag_with_white_space_not_carried_is_fine(tmp_path: Path) -> None:
+    # [target.<triple>] rustflags replace [build] rustflags in the plain build too: nothing is carried
+    crate = _crate(tmp_path, f'[build]\nrustflags = ["x y"]\n[target.{T}]\nrustflags = ["--cfg", "x=\\"a b\\""]\n')
+    plan = plan_rustflags(T, crate, _env(tmp_path))
+    assert plan.base == ()
+    assert plan.config_target_flags == ("--cfg", 'x="a b"')
+
+
+def test_string_build_rustflags_are_split_as_cargo_splits_them(tmp_path: Path) -> None:
+    crate = _crate(tmp_path, '[build]\nrustflags = "--cfg   spaced"\n')
+    assert plan_rustflags(T, crate, _env(tmp_path)).base == ("--cfg", "spaced")
+
+
+def test_existing_target_variable_is_taken_as_cargo_splits_it(tmp_path: Path) -> None:
+    plan = plan_rustflags(T, tmp_path, _env(tmp_path, **{VAR: '--cfg  x="a   -Copt-level=3'}))
+    assert plan.base == ("--cfg", 'x="a', "-Copt-level=3")
