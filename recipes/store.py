@@ -69,13 +69,18 @@ class ProfileStore:
     def ensure(self) -> None:
         """Create the store (mode 0700) or check the existing one is safe to read profiles from."""
         self._check_parents()
-        try:
-            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create profile store {self.root}: {exc.strerror}", "choose another PGO_PROFILE_STORE"
-            ) from exc
-        # Parents it just created (with the umask's mode) are checked too.
+        # Missing parents are made 0700 too: with a umask of 002 they would be group-writable, and refused.
+        for directory in (*reversed(self.root.parents), self.root):
+            try:
+                directory.mkdir(mode=0o700)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create profile store {self.root}: {exc.strerror} ({directory})",
+                    "choose another PGO_PROFILE_STORE",
+                ) from exc
+        # What changed in between (a parent replaced meanwhile) is refused too.
         self._check_parents()
         self._check_root()
 

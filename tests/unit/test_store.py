@@ -166,6 +166,17 @@ def test_check_refuses_an_existing_unsafe_store(tmp_path: Path) -> None:
         ProfileStore(tmp_path / "link").check()
 
 
+def test_missing_parents_are_made_0700_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o002)
+    try:
+        store = ProfileStore(tmp_path / "a" / "b" / "store")
+        store.put(_profile(tmp_path, b"profile"))
+    finally:
+        os.umask(old)
+    for directory in (tmp_path / "a", tmp_path / "a" / "b", store.root):
+        assert (directory.stat().st_mode & 0o777) == 0o700
+
+
 def test_a_parent_that_is_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(StoreError, match=f"{tmp_path / 'file'}, a parent of profile store .* is not a directory"):
