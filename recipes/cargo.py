@@ -1,11 +1,15 @@
-"""Cargo: what the crate is, the build command of both builds, and what its ``-v`` log says."""
+"""Cargo: what the crate is, the build command of both builds, and what its ``-v``/``-vv`` log says.
+
+The log is parsed as whole commands: a ``Running `…` `` span ends at cargo's closing backtick, not at the end
+of a line, so a quoted value that holds newlines or backticks (``-vv`` prints ``CARGO_PKG_DESCRIPTION=…`` before
+the compiler) is one word of one command.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +28,10 @@ class CrateInfo:
     bin: str
     crate_names: tuple[str, ...]  # the rustc crate names of the package's lib and the bin
     target_directory: Path
+    #: the source files of the package's lib and the bin (``cargo metadata``'s ``src_path``); with them a rustc
+    #: command is the package's own only when it compiles one of these files, not merely a crate of that name
+    sources: tuple[Path, ...] = ()
+    workspace_root: Path | None = None  # the directory cargo runs rustc in for the workspace's packages
 
 
 def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: Mapping[str, str]) -> CrateInfo:
@@ -49,7 +57,8 @@ def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: M
             raise ConfigError(f"no package {package!r} in {manifest}", f"known packages: {names}")
         chosen = matches[0]
     bins = [t["name"] for t in chosen["targets"] if "bin" in t["kind"]]
-    libs = [t["name"] for t in chosen["targets"] if "lib" in t["kind"] or "rlib" in t["kind"]]
+    lib_targets = [t for t in chosen["targets"] if "lib" in t["kind"] or "rlib" in t["kind"]]
+    libs = [t["name"] for t in lib_targets]
     if bin_name is None:
         if len(bins) != 1:
             raise ConfigError(
@@ -62,6 +71,7 @@ def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: M
             f"package {chosen['name']} has no binary {bin_name!r}", f"its binaries: {', '.join(bins) or 'none'}"
         )
     crate_names = tuple(name.replace("-", "_") for name in (*libs, bin_name))
+    own_targets = [*lib_targets, *(t for t in chosen["targets"] if "bin" in t["kind"] and t["name"] == bin_name)]
     return CrateInfo(
         manifest=manifest,
         package=chosen["name"],
@@ -69,6 +79,8 @@ def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: M
         bin=bin_name,
         crate_names=crate_names,
         target_directory=Path(meta["target_directory"]),
+        sources=tuple(Path(t["src_path"]) for t in own_targets),
+        workspace_root=Path(meta["workspace_root"]),
     )
 
 
@@ -145,12 +157,111 @@ def cargo_env(base_env: Mapping[str, str]) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class Invocation:
+    """One ``Running `…` `` command of a cargo log, read as a whole: it may cover several lines."""
+
+    env: tuple[tuple[str, str], ...]  # the ``NAME=value`` words before the program (``-vv``)
+    argv: tuple[str, ...]  # the program and its arguments, unquoted
+    first_line: int  # 0-based index of the log line it starts on
+    last_line: int  # of the line its closing backtick is on
+
+    @property
+    def program(self) -> str:
+        return self.argv[0] if self.argv else ""
+
+    def env_var(self, name: str) -> str | None:
+        return dict(self.env).get(name)
+
+
+_RUNNING_START = re.compile(r"^[ \t]*Running `", re.MULTILINE)
+_ENV_WORD = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
+_BLANKS = re.compile(r"[ \t\r\n]+")
+# One piece of a shell word: single-quoted (cargo's quoting), double-quoted, a backslash escape, or plain text.
+_PIECE = re.compile(
+    r"""'(?P<single>[^']*)'|"(?P<double>(?:[^"\\]|\\.)*)"|\\(?P<escaped>.)|(?P<plain>[^\s'"\\`]+)""", re.DOTALL
+)
+_DOUBLE_ESCAPE = re.compile(r"""\\([\\"$`\n])""")
+
+
+def _words_until_backtick(text: str, pos: int) -> tuple[list[str], int] | None:
+    """The shell words from ``pos`` to the first unquoted backtick, and the index after it.
+
+    ``None`` when there is no such backtick, or a newline that is not quoted comes first: cargo quotes every
+    word that holds one, so that is a truncated or foreign line, not a command.
+    """
+    words: list[str] = []
+    word: list[str] | None = None
+    while pos < len(text):
+        char = text[pos]
+        if char == "`":
+            if word is not None:
+                words.append("".join(word))
+            return words, pos + 1
+        if blanks := _BLANKS.match(text, pos):
+            if "\n" in blanks.group(0):
+                return None
+            if word is not None:
+                words.append("".join(word))
+                word = None
+            pos = blanks.end()
+            continue
+        piece = _PIECE.match(text, pos)
+        if piece is None:  # an unbalanced quote
+            return None
+        if word is None:
+            word = []
+        if piece.group("single") is not None:
+            word.append(piece.group("single"))
+        elif piece.group("double") is not None:
+            word.append(_DOUBLE_ESCAPE.sub(r"\1", piece.group("double")))
+        elif piece.group("escaped") is not None:
+            word.append(piece.group("escaped"))
+        else:
+            word.append(piece.group("plain"))
+        pos = piece.end()
+    return None
+
+
+def running_invocations(log_text: str) -> list[Invocation]:
+    """Every ``Running `…` `` command of a cargo log (``-v`` or ``-vv``): rustc, rustdoc, build scripts, tests."""
+    found: list[Invocation] = []
+    pos = 0
+    counted, line = 0, 0  # line: the number of newlines before index counted
+    while match := _RUNNING_START.search(log_text, pos):
+        parsed = _words_until_backtick(log_text, match.end())
+        if parsed is None:
+            pos = match.end()
+            continue
+        words, end = parsed
+        env: list[tuple[str, str]] = []
+        while words and (assignment := _ENV_WORD.match(words[0])):
+            env.append((assignment.group("name"), assignment.group("value")))
+            words.pop(0)
+        line += log_text.count("\n", counted, match.start())
+        counted = match.start()
+        first = line
+        last = first + log_text.count("\n", match.start(), end)
+        found.append(Invocation(tuple(env), tuple(words), first, last))
+        pos = end
+    return found
+
+
+def invocation_lines(log_text: str) -> set[int]:
+    """The 0-based indexes of every log line that is part of a ``Running `…` `` command."""
+    return {n for inv in running_invocations(log_text) for n in range(inv.first_line, inv.last_line + 1)}
+
+
+_COMPILERS = ("rustc", "rustdoc")
+
+
+@dataclass(frozen=True)
 class RustcCall:
-    """One rustc command line of a ``cargo -v`` log."""
+    """One rustc (or rustdoc) command of a cargo log: its argv starts at the program (a wrapper, if any)."""
 
     crate_name: str
     crate_types: tuple[str, ...]
     argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
 
     def codegen(self, option: str) -> str | None:
         """The value of ``-C <option>=…`` (either spelling) on this line, the last one winning."""
@@ -163,38 +274,79 @@ class RustcCall:
             previous = arg
         return value
 
+    def _option(self, name: str) -> str | None:
+        value = None
+        for index, arg in enumerate(self.argv):
+            if arg == name and index + 1 < len(self.argv):
+                value = self.argv[index + 1]
+            elif arg.startswith(name + "="):
+                value = arg.split("=", 1)[1]
+        return value
+
     @property
     def metadata(self) -> str | None:
         return self.codegen("metadata")
 
     @property
     def target(self) -> str | None:
-        if "--target" in self.argv:
-            index = self.argv.index("--target")
-            return self.argv[index + 1] if index + 1 < len(self.argv) else None
-        return None
+        return self._option("--target")
 
+    @property
+    def compiler(self) -> str:
+        """``rustc`` or ``rustdoc`` (the first word named so, after any wrapper), else the program's name."""
+        names = [Path(arg).name for arg in self.argv[:3]]
+        return next((name for name in names if name in _COMPILERS), names[0] if names else "")
 
-_RUNNING = re.compile(r"^\s*Running `(?P<cmd>.*)`\s*$")
+    @property
+    def source(self) -> str | None:
+        """The crate's root source file, as cargo gave it (relative to the workspace root, or absolute)."""
+        return next(
+            (arg for arg in self.argv[1:] if arg.endswith(".rs") and not arg.startswith("-") and "=" not in arg),
+            None,
+        )
 
 
 def rustc_calls(log_text: str) -> list[RustcCall]:
-    """Every rustc invocation in a ``cargo build -v`` log."""
+    """Every rustc (and rustdoc) command in a cargo ``-v``/``-vv`` log, however many lines each covers."""
     calls = []
-    for line in log_text.splitlines():
-        match = _RUNNING.match(line)
-        if not match:
-            continue
-        try:
-            argv = shlex.split(match.group("cmd"))
-        except ValueError:
-            continue
+    for inv in running_invocations(log_text):
+        argv = inv.argv
         if "--crate-name" not in argv:
             continue
         index = argv.index("--crate-name")
+        if index + 1 >= len(argv):
+            continue
         types = tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--crate-type")
-        calls.append(RustcCall(argv[index + 1], types, tuple(argv)))
+        types += tuple(a.split("=", 1)[1] for a in argv if a.startswith("--crate-type="))
+        calls.append(RustcCall(argv[index + 1], types, argv, inv.env))
     return calls
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if os.path.normpath(a) == os.path.normpath(b):
+        return True
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def is_own_crate(call: RustcCall, crate: CrateInfo) -> bool:
+    """Whether ``call`` compiles the package's lib or bin: by crate name, and by source file when known.
+
+    A dependency (another workspace member, a registry crate) may have a crate of the same name; its source
+    file tells them apart. Build scripts (``build_script_build``) and proc-macros have other names or files.
+    """
+    if call.crate_name not in crate.crate_names:
+        return False
+    if not crate.sources or call.source is None:
+        return True
+    source = Path(call.source)
+    if not source.is_absolute():
+        if crate.workspace_root is None:
+            return True
+        source = crate.workspace_root / source
+    return any(_same_file(source, own) for own in crate.sources)
 
 
 def main_crate_calls(log_text: str, crate: CrateInfo) -> list[RustcCall]:
@@ -203,7 +355,7 @@ def main_crate_calls(log_text: str, crate: CrateInfo) -> list[RustcCall]:
     return [
         call
         for call in rustc_calls(log_text)
-        if call.crate_name in crate.crate_names and call.target is not None and own_types & set(call.crate_types)
+        if call.target is not None and own_types & set(call.crate_types) and is_own_crate(call, crate)
     ]
 
 
@@ -218,7 +370,11 @@ def crate_identities(log_text: str, crate: CrateInfo) -> dict[str, str]:
 def main_bin_call(log_text: str, crate: CrateInfo) -> RustcCall:
     """The rustc line that compiled the binary; its absence means the package was not rebuilt."""
     bin_crate = crate.bin.replace("-", "_")
-    calls = [c for c in rustc_calls(log_text) if c.crate_name == bin_crate and "bin" in c.crate_types]
+    calls = [
+        c
+        for c in rustc_calls(log_text)
+        if c.crate_name == bin_crate and "bin" in c.crate_types and is_own_crate(c, crate)
+    ]
     if not calls:
         raise MissingInput(
             f"the cargo log has no rustc line for the binary {crate.bin}",
@@ -248,13 +404,19 @@ STALE_TEXTS = (
 
 
 def profile_warnings(log_text: str) -> ProfileWarnings:
-    """Count ``-pgo-warn-missing-function`` and stale-profile warnings, per crate (from the CGU name)."""
+    """Count ``-pgo-warn-missing-function`` and stale-profile warnings, per crate (from the CGU name).
+
+    Lines inside a ``Running `…` `` command (a multi-line value of ``-vv``) are not warnings.
+    """
+    skip = invocation_lines(log_text)
     missing = 0
     stale = 0
     missing_by: dict[str, int] = {}
     stale_by: dict[str, int] = {}
     examples: list[str] = []
-    for line in log_text.splitlines():
+    for number, line in enumerate(log_text.split("\n")):
+        if number in skip:
+            continue
         match = _WARNING.match(line)
         if not match:
             continue

@@ -1,9 +1,24 @@
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
-from recipes.cargo import CrateInfo, build_argv, crate_identities, main_bin_call, profile_warnings, rustc_calls
-from tests.conftest import DATA
+import pytest
+
+from recipes.cargo import (
+    CrateInfo,
+    build_argv,
+    crate_identities,
+    crate_info,
+    main_bin_call,
+    main_crate_calls,
+    profile_warnings,
+    running_invocations,
+    rustc_calls,
+)
+from recipes.errors import ConfigError
+from tests.conftest import DATA, FIXTURES
 
 MULTI = CrateInfo(
     manifest=Path("/build/multi/Cargo.toml"),
@@ -66,3 +81,154 @@ def test_build_argv_always_passes_target_and_same_command() -> None:
     assert "--locked" in argv
     assert argv[argv.index("--target-dir") + 1] == "/w/gen"
     assert argv[-3:] == ["-v", "--color", "never"]
+
+
+# Captured from `nox -s pgo` on tests/fixtures/described and tests/fixtures/renamed (in /tmp/shapes-run): the
+# instrumented build (`-v`) and the optimised build (`-vv`, through the pipeline's RUSTC_WRAPPER).
+DESCRIBED_DIR = Path("/tmp/shapes-run/described")
+DESCRIBED = CrateInfo(
+    manifest=DESCRIBED_DIR / "Cargo.toml",
+    package="described-pgo",
+    package_dir=DESCRIBED_DIR,
+    bin="described-pgo",
+    crate_names=("described_pgo", "described_pgo"),
+    target_directory=DESCRIBED_DIR / "target",
+    sources=(DESCRIBED_DIR / "src/lib.rs", DESCRIBED_DIR / "src/main.rs"),
+    workspace_root=DESCRIBED_DIR,
+)
+RENAMED_DIR = Path("/tmp/shapes-run/renamed")
+RENAMED = CrateInfo(
+    manifest=RENAMED_DIR / "Cargo.toml",
+    package="renamed-pkg",
+    package_dir=RENAMED_DIR / "app",
+    bin="rnm",
+    crate_names=("wordcore", "rnm"),
+    target_directory=RENAMED_DIR / "target",
+    sources=(RENAMED_DIR / "app/src/lib.rs", RENAMED_DIR / "app/src/main.rs"),
+    workspace_root=RENAMED_DIR,
+)
+DESCRIPTION = """Word statistics from the command line: counts, `longest` words and 'rare' letters.
+It says "hello" in three lines,
+and ends with a backslash \\ and a tab\tinside.
+"""
+
+
+def _data(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_the_multi_line_log_has_the_shape() -> None:
+    # the rustc commands of -vv really span several lines: a line-by-line parser sees none of them whole
+    text = _data("cargo-optimise-described.log")
+    whole_lines = re.findall(r"^\s*Running `.*`\s*$", text, re.MULTILINE)
+    assert not [line for line in whole_lines if "--crate-name described_pgo" in line]
+    assert text.count('It says "hello" in three lines,\n') == 4  # build script: compile and run; lib; bin
+
+
+def test_a_multi_line_description_is_one_rustc_command() -> None:
+    text = _data("cargo-optimise-described.log")
+    calls = rustc_calls(text)
+    assert [c.crate_name for c in calls] == ["build_script_build", "described_pgo", "described_pgo"]
+    lib, binary = main_crate_calls(text, DESCRIBED)
+    assert (lib.crate_types, binary.crate_types) == (("lib",), ("bin",))
+    for call in (lib, binary):
+        assert dict(call.env)["CARGO_PKG_DESCRIPTION"] == DESCRIPTION
+        assert Path(call.argv[0]).name == "rustc-cap-lints-warn"  # the pipeline's wrapper, then rustc
+        assert call.compiler == "rustc"
+        assert call.target == "x86_64-unknown-linux-gnu"
+        assert (call.codegen("profile-use") or "").startswith("/tmp/shapes-run/store/")
+    assert binary.source == "src/main.rs"
+    assert main_bin_call(text, DESCRIBED) == binary
+    # the build script's own compile has no --target: not the package's crate
+    assert calls[0].target is None and calls[0].crate_types == ("bin",)
+
+
+def test_identities_agree_between_v_and_vv() -> None:
+    instrumented = crate_identities(_data("cargo-instrument-described.log"), DESCRIBED)
+    optimised = crate_identities(_data("cargo-optimise-described.log"), DESCRIBED)
+    assert list(optimised) == ["described_pgo (lib)", "described_pgo (bin)"]
+    assert instrumented == optimised
+    assert all(len(value) == 16 for value in optimised.values())
+
+
+def test_build_script_run_and_its_output_are_not_rustc_lines() -> None:
+    text = _data("cargo-optimise-described.log")
+    programs = [Path(inv.argv[0]).name for inv in running_invocations(text)]
+    assert programs == ["rustc-cap-lints-warn", "build-script-build", "rustc-cap-lints-warn", "rustc-cap-lints-warn"]
+    invocations = running_invocations(text)
+    # line numbers cover the whole command: the description's three lines
+    assert [inv.last_line - inv.first_line for inv in invocations] == [3, 3, 3, 3]
+    assert text.split("\n")[invocations[1].last_line + 1] == "[described-pgo 0.1.0] cargo:rerun-if-changed=build.rs"
+
+
+def test_a_package_whose_binary_and_lib_are_named_otherwise_in_a_workspace() -> None:
+    for name in ("cargo-instrument-renamed.log", "cargo-optimise-renamed.log"):
+        text = _data(name)
+        calls = rustc_calls(text)
+        assert [c.crate_name for c in calls] == ["renamed_macros", "wordcore", "rnm"], name
+        macro = calls[0]
+        assert macro.crate_types == ("proc-macro",) and macro.target is None
+        assert [c.source for c in calls] == ["macros/src/lib.rs", "app/src/lib.rs", "app/src/main.rs"]
+        assert main_bin_call(text, RENAMED).crate_name == "rnm"
+    assert crate_identities(_data("cargo-instrument-renamed.log"), RENAMED) == crate_identities(
+        _data("cargo-optimise-renamed.log"), RENAMED
+    )
+    assert list(crate_identities(_data("cargo-optimise-renamed.log"), RENAMED)) == ["wordcore (lib)", "rnm (bin)"]
+
+
+def test_a_crate_of_the_same_name_from_another_source_is_not_the_package() -> None:
+    # another workspace member (or a registry crate) may have a crate named like the package's: its file differs
+    text = _data("cargo-optimise-renamed.log")
+    elsewhere = CrateInfo(**{**RENAMED.__dict__, "sources": (RENAMED_DIR / "other/src/lib.rs",)})
+    assert main_crate_calls(text, elsewhere) == []
+    with pytest.raises(Exception, match="no rustc line for the binary rnm"):
+        main_bin_call(text, elsewhere)
+    # without known sources (a CrateInfo built by hand) the crate names alone decide, as before
+    by_name = CrateInfo(**{**RENAMED.__dict__, "sources": ()})
+    assert [c.crate_name for c in main_crate_calls(text, by_name)] == ["wordcore", "rnm"]
+
+
+def test_profile_warnings_inside_a_command_are_not_counted() -> None:
+    text = _data("cargo-optimise-described.log")
+    fake = "warning: described_pgo.cgu.0: no profile data available for function f"
+    inside = text.replace('It says "hello" in three lines,\n', f'It says "hello" in three lines,\n{fake}\n')
+    assert inside != text
+    assert len(rustc_calls(inside)) == 3
+    assert profile_warnings(inside).missing == 0
+    assert profile_warnings(inside + fake + "\n").missing == 1
+
+
+QUOTING = """\
+     Running `A='it'\\''s' B="say \\"hi\\" to `them`" C=plain rustc --crate-name q 'a b.rs' --crate-type=lib --target x`
+     Running `/bin/rustc --crate-name truncated src/lib.rs
+   Compiling next v0.1.0
+     Running `/bin/rustc --crate-name unbalanced 'src/lib.rs`
+     Running `/bin/rustc --crate-name after\\ space src/main.rs --crate-type bin`
+"""
+
+
+def test_any_quoting_and_broken_lines() -> None:
+    invocations = running_invocations(QUOTING)
+    assert [inv.first_line for inv in invocations] == [0, 4]
+    first = invocations[0]
+    assert first.env == (("A", "it's"), ("B", 'say "hi" to `them`'), ("C", "plain"))
+    assert first.argv == ("rustc", "--crate-name", "q", "a b.rs", "--crate-type=lib", "--target", "x")
+    calls = rustc_calls(QUOTING)
+    assert [(c.crate_name, c.crate_types, c.target) for c in calls] == [
+        ("q", ("lib",), "x"),
+        ("after space", ("bin",), None),
+    ]
+
+
+def test_crate_info_of_a_workspace_whose_binaries_are_named_otherwise() -> None:
+    # real `cargo metadata` on the fixture: a virtual workspace, two binaries, a lib named `wordcore`
+    manifest = FIXTURES / "renamed" / "Cargo.toml"
+    with pytest.raises(ConfigError, match="is a workspace: which package"):
+        crate_info(manifest, None, None, os.environ)
+    with pytest.raises(ConfigError, match=r"package renamed-pkg has 2 binaries \(rnm, rnm-aux\)"):
+        crate_info(manifest, "renamed-pkg", None, os.environ)
+    info = crate_info(manifest, "renamed-pkg", "rnm", os.environ)
+    assert info.crate_names == ("wordcore", "rnm")
+    assert info.package_dir == FIXTURES / "renamed" / "app"
+    assert info.workspace_root == FIXTURES / "renamed"
+    assert info.sources == (info.package_dir / "src" / "lib.rs", info.package_dir / "src" / "main.rs")
