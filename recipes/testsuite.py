@@ -3,8 +3,13 @@
 The suite is built exactly as the optimised binary was: the same cargo command (``cargo test``, or
 ``cargo-zigbuild test`` for ``cargo zigbuild``), the same target, the same per-target rustflags string with
 ``-Cprofile-use=<store path>``, in its own target dir (``<work>/test-target``), with ``--no-fail-fast``.
-A failing test, a crashed test binary or a suite that does not compile fails the stage, names what
-failed, and moves the optimised binary aside.
+A failing test, a crashed test binary or a suite that does not compile fails the stage and names what
+failed. The optimised binary, already checked by ``optimise``, stays where ``report.json`` says it is: the
+stage's failure is recorded under ``test`` for whoever ships it to see.
+
+Only test binaries count as suites: in ``cargo test -v`` a ``Running `…` `` command is also a rustc or rustdoc
+line, a build script (``…/build/<pkg>-<hash>/build-script-build``) or anything else cargo runs; a test binary
+is the one in a ``deps`` directory (``…/deps/<name>-<hash>``), possibly behind a runner (qemu).
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from recipes import cargo, report, zig
 from recipes.errors import CheckFailed, MissingInput
 from recipes.runner import run, say
-from recipes.store import sha256_file
 
 if TYPE_CHECKING:
     from recipes.stages import BuildPlan
@@ -78,7 +82,8 @@ class CargoTestRun:
         return self.compile_error is None and self.failed == 0 and not self.crashed and bool(self.suites)
 
 
-_RUNNING_BINARY = re.compile(r"^\s+Running (?:`(?P<verbose>[^`]+)`|(?P<source>.+?) \((?P<path>[^)]+)\))\s*$")
+# the test binaries of `cargo test` without -v: "Running unittests src/lib.rs (target/…/deps/name-hash)"
+_RUNNING_SOURCE = re.compile(r"^\s+Running (?P<source>[^`].*?) \((?P<path>[^)]+)\)\s*$")
 _DOC_TESTS = re.compile(r"^\s+Doc-tests (?P<crate>\S+)\s*$")
 _PLANNED = re.compile(r"^running (?P<count>\d+) tests?$")
 _TEST_LINE = re.compile(r"^test (?P<name>.+?) \.\.\. (?P<outcome>ok|FAILED|ignored)\b")
@@ -87,7 +92,7 @@ _RESULT = re.compile(
 )
 _RERUN = re.compile(r"^error: test failed, to rerun pass `(?P<spec>[^`]+)`")
 _CRASH = re.compile(r"^\s+process didn't exit successfully: `(?P<path>[^`]+)` \((?P<why>.+)\)\s*$")
-_COMPILE_ERROR = re.compile(r"^error: could not compile .*$")
+_COMPILE_ERROR = re.compile(r"^error: (?:could not compile|failed to run custom build command for) .*$")
 _HASH_SUFFIX = re.compile(r"-[0-9a-f]{16}$")
 
 
@@ -96,17 +101,42 @@ def _suite_name(path: str) -> str:
     return _HASH_SUFFIX.sub("", Path(path.split(maxsplit=1)[0]).name)
 
 
+def binary_under_test(invocation: cargo.Invocation) -> str | None:
+    """The path of the test binary ``invocation`` runs, or ``None`` for a compiler, a build script or other.
+
+    A test harness is built into ``deps/`` as ``<name>-<16 hex digits>``; cargo runs it directly, or with the
+    target's runner first (``qemu-x86_64 …/deps/cli-…``). rustc and rustdoc lines name ``deps`` paths too,
+    only as values of their options.
+    """
+    if "--crate-name" in invocation.argv or any(
+        Path(word).name in ("rustc", "rustdoc") for word in invocation.argv[:2]
+    ):
+        return None
+    for word in invocation.argv:
+        path = Path(word)
+        if path.parent.name == "deps" and _HASH_SUFFIX.search(path.name) and "=" not in word:
+            return word
+    return None
+
+
 def parse_cargo_test(text: str) -> CargoTestRun:
     """Parse the log of ``cargo test --no-fail-fast`` (``-v`` or not): suites, counts, failed tests."""
     suites: list[Suite] = []
     current: Suite | None = None
     compile_error = None
-    for line in text.splitlines():
-        if match := _RUNNING_BINARY.match(line):
-            command = match.group("verbose") or match.group("path")
-            if match.group("verbose") and "--crate-name" in command:
-                continue  # a rustc line of `cargo -v`, not a test binary
-            current = Suite(_suite_name(command))
+    invocations = {inv.first_line: inv for inv in cargo.running_invocations(text)}
+    inside = 0  # the last line of the command being skipped
+    for number, line in enumerate(text.split("\n")):
+        if number < inside:
+            continue  # a further line of a command that covers several (a quoted newline)
+        if (invocation := invocations.get(number)) is not None:
+            inside = invocation.last_line + 1
+            if (binary := binary_under_test(invocation)) is not None:
+                current = Suite(_suite_name(binary))
+                suites.append(current)
+            continue  # rustc, rustdoc, a build script: not a suite
+        if match := _RUNNING_SOURCE.match(line):
+            current = Suite(_suite_name(match.group("path")))
             suites.append(current)
         elif match := _DOC_TESTS.match(line):
             current = Suite(f"doc-tests {match.group('crate')}")
@@ -159,9 +189,14 @@ def run_test_stage(
     plan: BuildPlan,
     *,
     clean: Callable[[BuildPlan, Path | None, Path], None],
-    reject: Callable[[BuildPlan, Path], Path],
+    reject: Callable[..., Path] | None = None,
 ) -> dict[str, Any]:
-    """Build and run the test suite with the optimised build's profile and flags; fail on any failure."""
+    """Build and run the test suite with the optimised build's profile and flags; fail on any failure.
+
+    ``reject`` is accepted and not used: a failing suite never moves the optimised binary, which passed its
+    own checks; the failure is in ``report.json``'s ``test`` and in the stage's error.
+    """
+    del reject
     start = time.monotonic()
     optimised = _optimised(plan)
     store_path = Path(optimised["store_path"])
@@ -215,7 +250,7 @@ def run_test_stage(
     except CheckFailed as error:
         result["seconds"] = round(time.monotonic() - start, 3)
         result["failed_check"] = error.line()
-        _reject_optimised(plan, optimised, result, reject)
+        result["optimised_binary_kept"] = optimised["binary"]
         report.record(plan.work, "test", result)
         raise
     result["seconds"] = round(time.monotonic() - start, 3)
@@ -261,17 +296,3 @@ def _check(plan: BuildPlan, tests: CargoTestRun, text: str, returncode: int, sto
                 f"the test build compiled {call.crate_name} with profile-use={used!r}, not {store_path}",
                 f"see {log}",
             )
-
-
-def _reject_optimised(
-    plan: BuildPlan, optimised: dict[str, Any], result: dict[str, Any], reject: Callable[[BuildPlan, Path], Path]
-) -> None:
-    """The optimised binary the failing suite was built like is not shipped: move it aside."""
-    binary = Path(optimised["binary"])
-    if not binary.is_file() or sha256_file(binary) != optimised.get("binary_sha256"):
-        return
-    rejected = reject(plan, binary)
-    result["rejected_binary"] = str(rejected)
-    full = report.load(plan.work)
-    full["optimise"] = {**optimised, "binary": str(rejected), "failed": "the test suite failed with the profile"}
-    report.save(plan.work, full)

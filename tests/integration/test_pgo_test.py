@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,7 @@ def test_pgo_with_the_test_suite(tested: Pipeline) -> None:
 
 def test_a_failing_test_fails_the_stage_and_is_named(tested: Pipeline) -> None:
     assert_ok(tested.nox("pgo"))
+    optimised = _report(tested)["optimise"]
     source = tested.crate_dir / "src" / "lib.rs"
     text = source.read_text()
     broken = text.replace("assert_eq!(gcd(12, 18), 6);", "assert_eq!(gcd(12, 18), 7);")
@@ -91,9 +93,15 @@ def test_a_failing_test_fails_the_stage_and_is_named(tested: Pipeline) -> None:
     assert result["failed_tests"] == ["tests::gcd_of_multiples (-p tested-pgo --lib)"]
     # --no-fail-fast: the suites after the failing one ran
     assert [s["passed"] for s in result["suites"]] == [4, 0, 3, 1]
-    # the optimised binary the failing suite was built like is moved aside
-    assert not (tested.crate_dir / "target" / "x86_64-unknown-linux-gnu" / "release" / "tested-pgo").exists()
-    assert result["rejected_binary"] == str(tested.work / "rejected" / "tested-pgo")
+    # the optimised binary passed its own checks: a failing suite leaves it where report.json says, unchanged
+    after = _report(tested)["optimise"]
+    assert after == optimised
+    binary = Path(after["binary"])
+    assert binary.name == "tested-pgo" and "failed" not in after
+    assert hashlib.sha256(binary.read_bytes()).hexdigest() == after["binary_sha256"]
+    assert not (tested.work / "rejected").exists()
+    assert "rejected_binary" not in result
+    assert result["optimised_binary_kept"] == str(binary)
 
 
 def test_pgo_test_needs_an_optimised_build(tested: Pipeline) -> None:

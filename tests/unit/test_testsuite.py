@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from recipes.testsuite import parse_cargo_test, summary_line
+from recipes.cargo import running_invocations
+from recipes.testsuite import binary_under_test, parse_cargo_test, summary_line
 from tests.conftest import DATA
 
 
@@ -83,3 +84,66 @@ def test_rustc_lines_are_not_suites(name: str) -> None:
 
 def test_empty_log_is_not_a_pass() -> None:
     assert not parse_cargo_test("").ok
+
+
+# `cargo test -v` of tests/fixtures/described (captured by `nox -s pgo` with PGO_TEST=1): its build script
+# reruns in the test build, and cargo prints ``Running `…/build-script-build` `` among the rustc lines.
+
+
+def test_a_build_script_is_not_a_test_binary() -> None:
+    text = (DATA / "cargo-test-buildscript.log").read_text()
+    assert "/build-script-build`" in text
+    run = parse_cargo_test(text)
+    assert run.ok, run.failed_tests
+    assert [s.name for s in run.suites] == ["described_pgo", "described_pgo", "cli", "doc-tests described_pgo"]
+    assert [(s.planned, s.passed) for s in run.suites] == [(4, 4), (0, 0), (2, 2), (1, 1)]
+    assert summary_line(run) == "7 passed, 0 failed, 0 ignored"
+
+
+def test_which_running_commands_are_test_binaries() -> None:
+    text = (DATA / "cargo-test-buildscript.log").read_text()
+    kinds = [binary_under_test(inv) is not None for inv in running_invocations(text)]
+    programs = [inv.argv[0].rsplit("/", 1)[-1] for inv in running_invocations(text)]
+    assert programs.count("build-script-build") == 1
+    assert [p for p, is_test in zip(programs, kinds, strict=True) if is_test] == [
+        "described_pgo-f142016b13957655",
+        "described_pgo-3b64ceb656522a30",
+        "cli-4a95f66e4837e4ed",
+    ]
+
+
+RUNNER_AND_VV = """\
+     Running `CARGO=/usr/bin/cargo OUT_DIR=/t/out /t/release/build/x-0123456789abcdef/build-script-build`
+     Running `CARGO=/usr/bin/cargo CARGO_PKG_DESCRIPTION='two
+lines' /t/x86_64-unknown-linux-gnu/release/deps/x-fedcba9876543210`
+
+running 1 test
+test it_works ... ok
+
+test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+
+     Running `qemu-aarch64 -L /usr/aarch64-linux-gnu /t/aarch64-unknown-linux-gnu/release/deps/cli-0123456789abcdef`
+
+running 1 test
+test from_the_cli ... FAILED
+
+test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+
+error: test failed, to rerun pass `--test cli`
+"""
+
+
+def test_test_binaries_behind_a_runner_or_with_env() -> None:
+    run = parse_cargo_test(RUNNER_AND_VV)
+    assert [s.name for s in run.suites] == ["x", "cli"]
+    assert run.failed_tests == ["from_the_cli (--test cli)"]
+    assert not run.crashed
+
+
+def test_a_failing_build_script_is_a_compile_error_not_a_crash() -> None:
+    run = parse_cargo_test((DATA / "cargo-test-buildscript-fails.log").read_text())
+    assert not run.ok
+    assert run.suites == []
+    assert run.compile_error == (
+        "error: failed to run custom build command for `described-pgo v0.1.0 (/tmp/shapes-try/described)`"
+    )
