@@ -8,6 +8,7 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
+from elftools.elf.sections import SymbolTableSection
 from packaging.version import Version
 
 from recipes.errors import CheckFailed, ConfigError
@@ -81,3 +82,24 @@ def check_same_glibc(plain: Path, pgo: Path) -> str | None:
             "link both the same way (the same PGO_CARGO and target, e.g. cargo zigbuild with a .2.28 suffix)",
         )
     return pgo_needs
+
+
+_LTO_SUFFIX = re.compile(r"\.llvm\.\d+$")
+
+
+def function_symbols(path: Path) -> set[str] | None:
+    """The names of the binary's function symbols (``.symtab``), LTO's ``.llvm.N`` suffixes removed; None when
+    the binary has no symbol table (stripped)."""
+    try:
+        with path.open("rb") as stream:
+            elf = ELFFile(stream)
+            table = elf.get_section_by_name(".symtab")
+            if not isinstance(table, SymbolTableSection):
+                return None
+            return {
+                _LTO_SUFFIX.sub("", symbol.name)
+                for symbol in table.iter_symbols()
+                if symbol["st_info"]["type"] == "STT_FUNC" and symbol.name
+            }
+    except ELFError as exc:
+        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc

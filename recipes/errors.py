@@ -51,3 +51,7 @@ class TrainingFailed(PgoError):
 
 class CheckFailed(PgoError):
     """A check of the built binary or its profile failed: the PGO binary is not what it claims."""
+
+
+class WorkDirError(PgoError):
+    """The work dir (PGO_OUT) cannot be written, or holds something unreadable."""

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
-from recipes.errors import MissingInput
+from recipes.errors import MissingInput, WorkDirError
 
 STAGES = ("instrument", "train", "merge", "optimise", "test")
 #: what a stage's new result makes stale
@@ -24,17 +25,36 @@ def load(work: Path) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise WorkDirError(f"{path} is not valid JSON: {exc}", "remove it and run the stages again") from exc
     return data if isinstance(data, dict) else {}
 
 
 def save(work: Path, report: dict[str, Any]) -> None:
-    work.mkdir(parents=True, exist_ok=True)
+    """Write the report atomically: a full disk leaves the old report whole and no temp file."""
     path = report_path(work)
     tmp = path.with_name(f".report.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise WorkDirError(f"cannot write {path}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def start(work: Path, stage: str) -> None:
+    """A stage begins: its earlier record and those of the stages after it go, replaced by a ``failed`` record
+    that its success overwrites. An interrupted stage thus never leaves an older success behind."""
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    record(work, stage, {"failed": f"{stage} did not finish (started {started})", "running": True})
+
+
+def failed(result: dict[str, Any]) -> str | None:
+    """Why a stage's record says it failed, or None for a success."""
+    reason = result.get("failed")
+    return str(reason) if reason else None
 
 
 def record(work: Path, stage: str, result: dict[str, Any]) -> dict[str, Any]:
@@ -53,5 +73,10 @@ def require(work: Path, stage: str, needed_by: str) -> dict[str, Any]:
         raise MissingInput(
             f"{needed_by} needs the result of {stage}, and {report_path(work)} has none",
             f"run `nox -s {stage}` first (or `nox -s pgo` for all stages), with the same PGO_OUT",
+        )
+    if reason := failed(result):
+        raise MissingInput(
+            f"{needed_by} needs the result of {stage}, and the last {stage} failed: {reason}",
+            f"run `nox -s {stage}` again (or `nox -s pgo`) after fixing that",
         )
     return result

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
+import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recipes import cargo, cpu, elf, preflight, profdata, report, testsuite, zig
+from filelock import FileLock, Timeout
+
+from recipes import cargo, checks, cpu, elf, preflight, profdata, report, testsuite, zig
 from recipes.config import Config
-from recipes.errors import CheckFailed, MissingInput, PgoError, StoreError
+from recipes.errors import CheckFailed, MissingInput, PgoError, StoreError, WorkDirError
 from recipes.runner import run, say
 from recipes.rustflags import RustflagsPlan, env_with_rustflags, plan_rustflags, refuse_global_rustflags, rust_triple
 from recipes.store import ProfileStore, sha256_file
@@ -104,7 +109,7 @@ def make_plan(config: Config, environ: Mapping[str, str]) -> BuildPlan:
     info = rustc_info(env)
     crate = cargo.crate_info(config.manifest, config.package, config.bin, env)
     target = config.target or info.host
-    preflight.check(config, env, target)
+    preflight.check(config, env, target, bin_name=crate.bin)
     if zig.uses_zigbuild(config.cargo):
         env = zig.ensure_zigbuild(env, logs=config.out / "logs")
     flags = plan_rustflags(target, config.manifest.parent, env)
@@ -129,10 +134,45 @@ def _clean_package(plan: BuildPlan, target_dir: Path | None, log: Path) -> None:
     run(argv, env=plan.env, log=log, cwd=plan.cwd, what="cargo clean")
 
 
+StageFunction = Callable[..., dict[str, Any]]
+#: what a full, read-only or forbidden disk raises: known failures, told in one line
+_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def _recorded(name: str) -> Callable[[StageFunction], StageFunction]:
+    """A stage that keeps report.json true: when it starts, its earlier record and those of the stages after it
+    make way for a ``failed`` record that only its success replaces; a full disk or another write error of the
+    work dir is one line, not a traceback."""
+
+    def wrap(stage: StageFunction) -> StageFunction:
+        @functools.wraps(stage)
+        def run_stage(plan: BuildPlan, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            report.start(plan.work, name)
+            try:
+                try:
+                    return stage(plan, *args, **kwargs)
+                except OSError as exc:
+                    if exc.errno not in _WRITE_ERRORS:
+                        raise
+                    where = f" {exc.filename}" if exc.filename else ""
+                    raise WorkDirError(
+                        f"{name}: cannot write{where}: {exc.strerror}", "free space there or choose another PGO_OUT"
+                    ) from exc
+            except PgoError as error:
+                if report.load(plan.work).get(name, {}).get("running"):
+                    report.record(plan.work, name, {"failed": error.line()})
+                raise
+
+        return run_stage
+
+    return wrap
+
+
 def _timed(start: float) -> float:
     return round(time.monotonic() - start, 3)
 
 
+@_recorded("instrument")
 def instrument(plan: BuildPlan) -> dict[str, Any]:
     """The instrumented build: -Cprofile-generate, its own target dir, the same cargo command."""
     start = time.monotonic()
@@ -166,6 +206,7 @@ def instrument(plan: BuildPlan) -> dict[str, Any]:
     return result
 
 
+@_recorded("train")
 def train(plan: BuildPlan) -> dict[str, Any]:
     """Drive the instrumented binary through the workload; each instance writes its .profraw."""
     inst = report.require(plan.work, "instrument", "train")
@@ -185,6 +226,7 @@ def train(plan: BuildPlan) -> dict[str, Any]:
         timeout=plan.config.phase_timeout,
         profraw_dir=plan.profraw_dir,
     )
+    result["profraw"] = [raw.as_json() for raw in profdata.record_raw_profiles(plan.profraw_dir)]
     report.record(plan.work, "train", result)
     return result
 
@@ -203,33 +245,54 @@ def max_missing(plan: BuildPlan, workload: Workload | None) -> int | None:
     return workload.max_missing if workload is not None else None
 
 
+@_recorded("merge")
 def merge(plan: BuildPlan) -> dict[str, Any]:
-    """Merge the raw profiles with rustc's own LLVM's llvm-profdata; count the functions executed."""
+    """Merge exactly this training's raw profiles with rustc's own LLVM's llvm-profdata; count what ran."""
     start = time.monotonic()
-    report.require(plan.work, "train", "merge")
+    trained = report.require(plan.work, "train", "merge")
+    raws = profdata.check_raw_profiles(plan.profraw_dir, trained.get("profraw", []))
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
-    say(f"merge: {tool.path} (LLVM {tool.llvm_version})")
-    profdata.merge(tool, plan.profraw_dir, plan.merged_profile, env=plan.env, log=plan.logs / "merge.log")
-    summary = profdata.summarise(tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log")
+    say(f"merge: {len(raws)} raw profiles with {tool.path} (LLVM {tool.llvm_version})")
+    plan.merged_profile.unlink(missing_ok=True)
+    merged = profdata.merge(
+        tool,
+        raws,
+        plan.merged_profile,
+        env=plan.env,
+        log=plan.logs / "merge.log",
+        drop_bad=plan.config.drop_bad_profraw,
+    )
+    for name, why in merged.dropped.items():
+        say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
     floor = min_functions(plan, plan.workload())
-    result = {
-        "seconds": _timed(start),
+    result: dict[str, Any] = {
         "profile": str(plan.merged_profile),
-        "profile_sha256": sha256_file(plan.merged_profile),
-        "executed_functions": summary.executed_functions,
-        "total_functions": summary.total_functions,
+        "profraw_merged": len(merged.merged),
+        "profraw_dropped": merged.dropped,
         "min_functions": floor,
         "llvm_profdata": str(tool.path),
         "llvm_profdata_version": tool.llvm_version,
     }
-    if summary.executed_functions < floor:
-        plan.merged_profile.unlink(missing_ok=True)
-        report.record(plan.work, "merge", {**result, "failed": "min_functions"})
-        raise CheckFailed(
-            f"the training executed {summary.executed_functions} of {summary.total_functions} functions, "
-            f"fewer than PGO_MIN_FUNCTIONS={floor}",
-            "the workload does not reach the code: extend it, or lower the floor if the code shrank",
+    try:
+        summary = profdata.check_usable(
+            tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
         )
+        result.update(
+            profile_sha256=sha256_file(plan.merged_profile),
+            executed_functions=summary.executed_functions,
+            total_functions=summary.total_functions,
+        )
+        if summary.executed_functions < floor:
+            raise CheckFailed(
+                f"the training executed {summary.executed_functions} of {summary.total_functions} functions, "
+                f"fewer than PGO_MIN_FUNCTIONS={floor}",
+                "the workload does not reach the code: extend it, or lower the floor if the code shrank",
+            )
+    except PgoError as error:
+        plan.merged_profile.unlink(missing_ok=True)
+        report.record(plan.work, "merge", {**result, "failed": error.line(), "seconds": _timed(start)})
+        raise
+    result["seconds"] = _timed(start)
     report.record(plan.work, "merge", result)
     return result
 
@@ -241,8 +304,6 @@ def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
             raise MissingInput(f"PGO_PROFDATA={plan.config.profdata}: no such file", "give the path of a .profdata")
         return plan.config.profdata, False
     merged = report.require(plan.work, "merge", "optimise")
-    if "failed" in merged:
-        raise MissingInput("the last merge failed its checks", "run `nox -s merge` again after fixing the training")
     path = Path(merged["profile"])
     if not path.is_file():
         raise MissingInput(f"the merged profile {path} is gone", "run `nox -s merge` again")
@@ -251,17 +312,55 @@ def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
     return path, True
 
 
+@_recorded("optimise")
 def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
-    """The optimised build from the store, then every check of the result."""
+    """The optimised build from the store, then every check of the result, then a checked copy in the work dir.
+
+    Clean, build, checks and copy hold a lock on the crate's target dir: several pipelines on one crate take
+    turns, and the copy is the binary the checks saw."""
     start = time.monotonic()
     profile, trained_here = _profile_to_use(plan)
+    tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
+    if not trained_here:  # a given profile is checked before anything is built
+        profdata.check_usable(
+            tool, profile, env=plan.env, log=plan.logs / "optimise-profile-show.log", what="PGO_PROFDATA"
+        )
     store = plan.store
     store_path = store.put(profile)
     sha = store.verify(store_path, "before the build")
+    records = profdata.function_names(tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
+    with _target_dir_lock(plan):
+        return _build_and_check(plan, store_path, sha, records, trained_here, verify, start)
+
+
+def _target_dir_lock(plan: BuildPlan) -> FileLock:
+    """The lock that serialises optimised builds of one crate (its target dir), announced when it waits."""
+    target_dir = plan.crate.target_directory
+    target_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(target_dir / ".pgo-optimise.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        say(f"optimise: waiting for another pipeline's optimised build in {target_dir}")
+        lock.acquire()
+    return lock
+
+
+def _build_and_check(
+    plan: BuildPlan,
+    store_path: Path,
+    sha: str,
+    records: list[str],
+    trained_here: bool,
+    verify: bool | None,
+    start: float,
+) -> dict[str, Any]:
     say(f"optimise: profile {store_path}")
     flags = [f"-Cprofile-use={store_path}", "-Cllvm-args=-pgo-warn-missing-function"]
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
     _clean_package(plan, None, plan.logs / "optimise-clean.log")
+    built = plan.optimised_binary
+    built.unlink(missing_ok=True)
     done = run(
         plan.build_argv(None, verbose="-vv"),
         env=cargo.with_lint_wrapper(env, plan.work / "bin"),
@@ -270,36 +369,41 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
         what="the optimised build",
     )
     log_text = done.output()
-    binary = plan.optimised_binary
-    if not binary.is_file():
-        raise MissingInput(f"the optimised build left no binary at {binary}", f"see {done.log}")
+    if not built.is_file():
+        raise MissingInput(f"the optimised build left no binary at {built}", f"see {done.log}")
     warnings = cargo.profile_warnings(log_text)
+    found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
     result: dict[str, Any] = {
         "store_path": str(store_path),
         "profile_sha256": sha,
+        "profile_functions": len(records),
         "missing_profile_functions": warnings.missing,
         "missing_by_crate": dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),
         "stale_profile_warnings": warnings.stale,
+        **found.as_json(),
         "crate_metadata": cargo.crate_identities(log_text, plan.crate),
         "cargo_command": list(plan.config.cargo),
         "target": plan.target,
         "rustflags": env[plan.rustflags.var],
-        "binary": str(binary),
-        "binary_sha256": sha256_file(binary),
-        "max_glibc": elf.max_glibc(binary),
+        "built_binary": str(built),
+        "binary": str(built),
+        "binary_sha256": sha256_file(built),
+        "max_glibc": elf.max_glibc(built),
         "target_cpu": cpu.target_cpu_warning(plan.rustflags),
         **({"zigbuild": zig.versions(plan.env)} if zig.uses_zigbuild(plan.config.cargo) else {}),
     }
     try:
-        store.verify(store_path, "after the build")
+        plan.store.verify(store_path, "after the build")
         workload = plan.workload_if_any()
-        _check_optimised(plan, result, log_text, store_path, warnings, workload, trained_here)
+        _check_optimised(plan, result, log_text, store_path, warnings, found, workload, trained_here)
+        copy = _checked_copy(plan, built, result["binary_sha256"])
+        result["binary"] = str(copy)
         if verify if verify is not None else bool(plan.config.verify):
             workload = workload or plan.workload()
             say(f"verify: the optimised binary runs the workload {workload.path.name}")
             result["verify"] = run_workload(
                 workload,
-                binary=binary,
+                binary=copy,
                 base_env=plan.env,
                 work=plan.work,
                 logs=plan.logs / "verify",
@@ -311,7 +415,8 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
     except PgoError as error:
         result["failed"] = error.line()
         result["seconds"] = _timed(start)
-        result["binary"] = str(_reject(plan, binary))
+        kept = _reject(plan, built, Path(result["binary"]))
+        result["binary"] = str(kept) if kept else None
         report.record(plan.work, "optimise", result)
         raise
     result["seconds"] = _timed(start)
@@ -319,13 +424,54 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
     return result
 
 
-def _reject(plan: BuildPlan, binary: Path) -> Path:
-    """Move a binary that failed its checks out of the target dir, so that nobody ships it by mistake."""
-    rejected = plan.work / "rejected" / binary.name
-    rejected.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(binary, rejected)
-    say(f"the optimised binary failed its checks: moved to {rejected}")
-    return rejected
+def optimised_copy(plan: BuildPlan) -> Path:
+    """Where optimise puts the binary it checked (report.json's ``optimise.binary``)."""
+    return plan.work / "optimised" / plan.crate.bin
+
+
+def _copy_atomically(source: Path, dest: Path) -> None:
+    """``dest`` becomes a copy of ``source`` (mode kept) or stays as it was: no partial file, on any filesystem."""
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, tmp)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        raise WorkDirError(
+            f"cannot copy {source} to {dest}: {exc.strerror}", "free space in PGO_OUT or choose another"
+        ) from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _checked_copy(plan: BuildPlan, built: Path, sha: str) -> Path:
+    """Copy the checked binary into the work dir; the copy must be the bytes that were checked."""
+    copy = optimised_copy(plan)
+    _copy_atomically(built, copy)
+    if sha256_file(copy) != sha:
+        copy.unlink(missing_ok=True)
+        raise CheckFailed(f"{built} changed while it was checked", "is another build writing to this target dir?")
+    return copy
+
+
+def _reject(plan: BuildPlan, built: Path, checked: Path | None = None) -> Path | None:
+    """Move a binary that failed its checks out of the target dir (and its checked copy out of the work dir), so
+    that nobody ships it by mistake. Works across filesystems; when no copy can be kept in rejected/ (a full disk)
+    the binary is deleted all the same, and None returned."""
+    rejected = plan.work / "rejected" / built.name
+    source = checked if checked is not None and checked.is_file() else built
+    kept: Path | None = None
+    try:
+        if source.is_file():
+            _copy_atomically(source, rejected)
+            kept = rejected
+            say(f"the optimised binary failed its checks: moved to {rejected}")
+    except WorkDirError as error:
+        say(f"the optimised binary failed its checks and was deleted: no copy kept ({error.line()})")
+    finally:
+        for path in {built, optimised_copy(plan)}:
+            path.unlink(missing_ok=True)
+    return kept
 
 
 def check_same_build(recorded: Mapping[str, Any], plan: BuildPlan, *, earlier: str, now: str) -> None:
@@ -349,21 +495,16 @@ def _check_optimised(
     log_text: str,
     store_path: Path,
     warnings: cargo.ProfileWarnings,
+    found: checks.Coverage,
     workload: Workload | None,
     trained_here: bool,
 ) -> None:
+    checks.refuse_profile_file_warnings(log_text, store_path, plan.logs / "optimise-build.log")
     if warnings.stale:
         raise CheckFailed(
             f"the optimised build reports {warnings.stale} stale-profile warnings (hash mismatch), first: "
             f"{warnings.stale_examples[0]}",
             "the profile is of another source or compiler: train again on this tree",
-        )
-    ceiling = max_missing(plan, workload)
-    if ceiling is not None and warnings.missing > ceiling:
-        top = ", ".join(f"{crate} {count}" for crate, count in list(result["missing_by_crate"].items())[:3])
-        raise CheckFailed(
-            f"{warnings.missing} functions have no profile data, more than PGO_MAX_MISSING={ceiling} (most in: {top})",
-            "the profile matches little of this build: same cargo command, features and target as the training?",
         )
     for call in cargo.main_crate_calls(log_text, plan.crate):
         used = call.codegen("profile-use")
@@ -386,6 +527,16 @@ def _check_optimised(
                 f"optimised {result['crate_metadata']}",
                 "the profile's function names will not match: build both with the same cargo command and config",
             )
+    ceiling = max_missing(plan, workload)
+    if ceiling is not None and warnings.missing > ceiling:
+        top = ", ".join(f"{crate} {count}" for crate, count in list(result["missing_by_crate"].items())[:3])
+        raise CheckFailed(
+            f"{warnings.missing} functions have no profile data, more than PGO_MAX_MISSING={ceiling} (most in: {top})",
+            "the profile matches little of this build: same cargo command, features and target as the training?",
+        )
+    checks.refuse_uncovered_main_crate(found, plan.crate.package)
+    if ceiling is None:
+        checks.refuse_mostly_missing(warnings.missing, found)
     if plan.config.max_glibc:
         elf.check_glibc(Path(result["binary"]), plan.config.max_glibc)
 
@@ -406,14 +557,19 @@ def pgo(plan: BuildPlan) -> dict[str, Any]:
     return report.load(plan.work)
 
 
+@_recorded("test")
 def test(plan: BuildPlan) -> dict[str, Any]:
     """The crate's test suite compiled with the optimised build's profile and flags (PGO_TEST=1)."""
-    return testsuite.run_test_stage(plan, clean=_clean_package, reject=_reject)
+    return testsuite.run_test_stage(plan, clean=_clean_package)
 
 
 def summary_lines(full: dict[str, Any]) -> list[str]:
     """The short summary printed at the end of a session."""
     lines = []
+    for stage in report.STAGES:
+        if stage in full and (reason := report.failed(full[stage])) and stage != "test":
+            lines.append(f"{stage:<11} failed: {reason}")
+            full = {k: v for k, v in full.items() if k != stage}
     if "instrument" in full:
         lines.append(f"instrument  {full['instrument']['seconds']:8.1f} s  {full['instrument']['binary']}")
     if "train" in full:
@@ -426,13 +582,18 @@ def summary_lines(full: dict[str, Any]) -> list[str]:
         m = full["merge"]
         lines.append(
             f"merge       {m['seconds']:8.1f} s  {m['executed_functions']} of {m['total_functions']} "
-            f"functions executed (floor {m['min_functions']})"
+            f"functions executed (floor {m['min_functions']}), {m['profraw_merged']} raw profiles merged"
+            + (f", {len(m['profraw_dropped'])} dropped" if m.get("profraw_dropped") else "")
         )
     if "optimise" in full:
         o = full["optimise"]
         lines.append(
             f"optimise    {o.get('seconds', 0):8.1f} s  {o['missing_profile_functions']} functions without "
             f"profile, {o['stale_profile_warnings']} stale; glibc {o['max_glibc'] or 'none'}"
+        )
+        lines.append(
+            f"coverage    {o['main_crate_functions_with_profile']} functions of the main crate with profile data, "
+            f"{o['main_crate_functions_without_profile']} without"
         )
         lines.append(f"binary      {o['binary']}")
         lines.append(f"            sha256 {o['binary_sha256']}")

@@ -50,7 +50,14 @@ def test_pgo_end_to_end(hello: Pipeline) -> None:
     assert optimised["stale_profile_warnings"] == 0
     assert "verify" in optimised
     binary = Path(optimised["binary"])
-    assert binary == hello.crate_dir / "target" / "x86_64-unknown-linux-gnu" / "release" / "hello-pgo"
+    built = hello.crate_dir / "target" / "x86_64-unknown-linux-gnu" / "release" / "hello-pgo"
+    assert Path(optimised["built_binary"]) == built
+    # the report names the checked copy in the work dir, and its sha256 is that copy's
+    assert binary == hello.work / "optimised" / "hello-pgo"
+    assert optimised["binary_sha256"] == sha256_file(binary) == sha256_file(built)
+    assert optimised["main_crate_functions_with_profile"] > 0
+    assert optimised["main_crate_functions_without_profile"] == 0
+    assert optimised["coverage_from_symbols"] is True
     ran = subprocess.run([binary, "primes", "100"], capture_output=True, text=True, check=True)
     assert ran.stdout.strip() == "primes: 25"
     log = (hello.work / "logs" / "optimise-build.log").read_text()
@@ -304,19 +311,20 @@ def test_two_pipelines_share_one_store_at_the_same_moment(tmp_path: Path) -> Non
 
 def test_missing_functions_of_registry_dependencies_are_counted(tmp_path: Path) -> None:
     """cargo gives registry crates --cap-lints allow, which also silences LLVM's profile warnings: the
-    pipeline's rustc wrapper lifts the cap, and -vv replays them when the crate is Fresh."""
+    pipeline's rustc wrapper lifts the cap, and -vv replays them when the crate is Fresh. (A foreign profile
+    makes every function missing; the build is then refused, and its report still counts them.)"""
     other = Pipeline(tmp_path / "other", "hello")
     foreign = _merged(other)
     withdep = Pipeline(tmp_path / "withdep", "withdep")
     for _ in range(2):
-        assert_ok(withdep.nox("optimise", PGO_PROFDATA=str(foreign)))
+        assert_refused(withdep.nox("optimise", PGO_PROFDATA=str(foreign)), "covers none of withdep-pgo's functions")
         missing = _optimise_report(withdep)["missing_by_crate"]
         assert missing.get("adler2", 0) > 0, missing
         assert missing.get("withdep_pgo", 0) > 0, missing
     log = (withdep.work / "logs" / "optimise-build.log").read_text()
     assert "Fresh adler2" in log
     # the wrapper changes no code: the same build without it gives the same binary
-    binary = withdep.crate_dir / "target" / "x86_64-unknown-linux-gnu" / "release" / "withdep-pgo"
+    binary = withdep.work / "rejected" / "withdep-pgo"
     flags = _optimise_report(withdep)["rustflags"]
     subprocess.run(
         [
