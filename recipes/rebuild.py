@@ -187,7 +187,7 @@ def build_in_worktree(
             )
         result = stages.optimise(rplan.plan, verify=False)
         stripped = strip_binary(
-            rplan.plan.optimised_binary,
+            Path(result["binary"]),
             work / "stripped" / rplan.plan.crate.bin,
             rplan.plan.env,
             work / "logs" / "strip.log",

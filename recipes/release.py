@@ -248,7 +248,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
     full = report.load(plan.work)
     optimised = full["optimise"]
     store_path = Path(optimised["store_path"])
-    pgo_binary = plan.optimised_binary
+    pgo_binary = Path(optimised["binary"])  # the copy that was checked
     plain_binary, plain_identity = plain_build(rplan)
     if plain_identity != optimised["crate_metadata"]:
         raise CheckFailed(

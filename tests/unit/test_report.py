@@ -1,0 +1,33 @@
+"""report.json tells the truth: a started stage replaces its record and the later ones with a failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recipes import report
+from recipes.errors import MissingInput, WorkDirError
+
+
+def test_a_started_stage_drops_its_old_success_and_the_later_stages(tmp_path: Path) -> None:
+    for stage in ("instrument", "train", "merge", "optimise"):
+        report.record(tmp_path, stage, {"seconds": 1})
+    report.start(tmp_path, "train")
+    full = report.load(tmp_path)
+    assert set(full) == {"instrument", "train"}
+    assert full["instrument"] == {"seconds": 1}
+    assert report.failed(full["train"]) is not None
+    assert "did not finish" in str(report.failed(full["train"]))
+
+
+def test_require_refuses_a_failed_stage(tmp_path: Path) -> None:
+    report.record(tmp_path, "merge", {"failed": "the training executed 0 of 56 functions"})
+    with pytest.raises(MissingInput, match="the last merge failed: the training executed 0 of 56"):
+        report.require(tmp_path, "merge", "optimise")
+
+
+def test_a_corrupt_report_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "report.json").write_text('{"instrument": ')
+    with pytest.raises(WorkDirError, match=r"report\.json is not valid JSON"):
+        report.load(tmp_path)
