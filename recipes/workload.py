@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import difflib
+import math
+import re
 import shutil
 import string
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from recipes import train  # noqa: F401  (registers the modes and phase kinds)
+from recipes.config import MAX_SECONDS
 from recipes.errors import ConfigError, ToolchainError
-from recipes.schema import Table, check_placeholders
+from recipes.schema import Table
 from recipes.train.base import INSTANCE_MODES, PHASE_KINDS, RESOURCES, Phase
 
 #: placeholders every instance has
@@ -42,21 +46,32 @@ class Workload:
     resources: tuple[tuple[str, Any], ...] = ()
 
 
+#: this repository's own workloads: a name the project's own profiles/ lacks is looked up here
+BUILTIN_PROFILES = Path(__file__).resolve().parent.parent / "profiles"
+
+
 def workload_path(project_dir: Path, name: str) -> Path:
-    """A workload name (``demo-server``) is ``profiles/<name>.toml``; a path is itself."""
+    """A workload name (``demo-server``) is the project's ``profiles/<name>.toml``, else pgo-recipes' own
+    ``profiles/<name>.toml``; a path (``x.toml``, ``dir/x``) is itself, relative to the project."""
     if name.endswith(".toml") or "/" in name:
-        path = Path(name)
+        path = Path(name).expanduser()
         return path if path.is_absolute() else project_dir / path
-    return project_dir / "profiles" / f"{name}.toml"
+    own = project_dir / "profiles" / f"{name}.toml"
+    builtin = BUILTIN_PROFILES / f"{name}.toml"
+    return builtin if not own.is_file() and builtin.is_file() else own
+
+
+def known_workloads(near: Path) -> list[str]:
+    """The workload names in ``near``'s folder and in pgo-recipes' own profiles/."""
+    folders = {near.parent, BUILTIN_PROFILES}
+    return sorted({p.stem for folder in folders if folder.is_dir() for p in folder.glob("*.toml")})
 
 
 def load_workload(path: Path) -> Workload:
     if not path.is_file():
-        known = sorted(p.stem for p in path.parent.glob("*.toml")) if path.parent.is_dir() else []
-        raise ConfigError(
-            f"no workload file {path}",
-            f"set PGO_WORKLOAD to one of: {', '.join(known)}" if known else "write one: see profiles/README.md",
-        )
+        known = known_workloads(path)
+        hint = f"set PGO_WORKLOAD to one of: {', '.join(known)}, or to a path" if known else "see profiles/README.md"
+        raise ConfigError(f"no workload file {path}", hint)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -68,7 +83,7 @@ def load_workload(path: Path) -> Workload:
     description = head.string("description", required=True)
     min_functions = head.integer("min_functions", minimum=0)
     max_missing = head.integer("max_missing", minimum=0)
-    phase_timeout = head.number("phase_timeout")
+    phase_timeout = _timeout(head, "phase_timeout")
     head.done()
     resources, provided, known_files = _setup(top.table("setup"))
     instances: list[Instance] = []
@@ -134,12 +149,71 @@ def _fields(text: str) -> set[str]:
     return {f.split(".")[0] for _, f, _, _ in string.Formatter().parse(text) if f}
 
 
+#: instance and phase names: they name .profraw and log files
+NAME = re.compile(r"[A-Za-z0-9_-]+")
+#: ``{env:NAME}``: a variable name
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+LITERAL_BRACES = "a literal brace is written {{ or }} (e.g. \\w{{3,}})"
+
+
+def _name(table: Table, what: str) -> str:
+    name: str = table.string("name", required=True)
+    if not NAME.fullmatch(name):
+        raise table.error("name", f"{name!r} must be letters, digits, - and _ (ASCII)", f"it names the {what}'s files")
+    return name
+
+
+def _named(where: str, name: str) -> str:
+    """``w.toml [[instance]] #2`` becomes ``w.toml [[instance]] 'cli'``: errors name tables by name."""
+    return f"{where.rsplit(' #', 1)[0]} {name!r}"
+
+
+def check_texts(where: str, texts: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse, before anything starts, a placeholder that is unknown or malformed, and a lone brace.
+
+    A placeholder is a bare name (``{work}``); ``{env:NAME}`` only where ``env`` is known. No attribute, index,
+    conversion or format spec: they would fail, or fill something else, only when the phase runs.
+    """
+    names = set(known)
+    for text in texts:
+        try:
+            parsed = list(string.Formatter().parse(text))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: a lone brace in {text!r} ({exc})", LITERAL_BRACES) from exc
+        for _literal, field, spec, conversion in parsed:
+            if field is None:
+                continue
+            written = "{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            if field == "env" and "env" in names:
+                if conversion or not spec or not ENV_NAME.fullmatch(spec):
+                    raise ConfigError(
+                        f"{where}: {written} in {text!r} is not an environment placeholder",
+                        "write {env:NAME} with NAME a variable name, such as {env:HOME}; " + LITERAL_BRACES,
+                    )
+                continue
+            if field not in names:
+                listed = sorted("env:NAME" if n == "env" else n for n in names)
+                hint = f"known: {', '.join(listed)}; {LITERAL_BRACES}"
+                if field == "env":
+                    hint = "{env:NAME} is filled only in a command instance's cwd and its phases' args, stdin and cwd"
+                raise ConfigError(f"{where}: unknown placeholder {written} in {text!r}", hint)
+            if conversion or spec:
+                raise ConfigError(
+                    f"{where}: {written} in {text!r}: a placeholder takes no {'!' if conversion else ':'}",
+                    f"write {{{field}}}; {LITERAL_BRACES}",
+                )
+
+
+def _timeout(table: Table, key: str) -> float | None:
+    value: float | None = table.number(key)
+    if value is not None and not (math.isfinite(value) and value <= MAX_SECONDS):
+        raise table.error(key, f"{value} is not a number of seconds up to {MAX_SECONDS:g}", f"for example {key} = 300")
+    return value
+
+
 def _instance(table: Table, provided: set[str], earlier: dict[str, Instance]) -> Instance:
-    name = table.string("name", required=True)
-    if not name.replace("-", "").replace("_", "").isalnum():
-        raise table.error(
-            "name", f"{name!r} must be letters, digits, - and _", "it names the instance's .profraw files"
-        )
+    name = _name(table, "instance")
+    table.where = _named(table.where, name)
     mode_name = table.string("mode", "command", choices=INSTANCE_MODES)
     mode = INSTANCE_MODES[mode_name]
     options = mode.parse(table)
@@ -156,10 +230,14 @@ def _instance(table: Table, provided: set[str], earlier: dict[str, Instance]) ->
                 "phases_from", f"instance {same_as!r} is a {source.mode!r} instance, this is {mode_name!r}"
             )
         phases = list(source.phases)
+    known = COMMON_PLACEHOLDERS | provided | mode.placeholders()
     for phase_table in table.tables("phase", required=same_as is None):
-        phase_name = phase_table.string("name", required=True)
+        phase_name = _name(phase_table, "phase")
+        if phase_name in phase_names:
+            raise phase_table.error("name", f"{phase_name!r} is used twice in this instance")
+        phase_table.where = _named(phase_table.where, phase_name)
         kind = phase_table.string("kind", required=True, choices=PHASE_KINDS)
-        timeout = phase_table.number("timeout")
+        timeout = _timeout(phase_table, "timeout")
         phase_cls = PHASE_KINDS[kind]
         if mode_name not in phase_cls.modes:
             raise phase_table.error(
@@ -169,16 +247,12 @@ def _instance(table: Table, provided: set[str], earlier: dict[str, Instance]) ->
             )
         phase = phase_cls.parse(phase_table, phase_name, timeout)
         phase_table.done()
-        if phase_name in phase_names:
-            raise phase_table.error("name", f"{phase_name!r} is used twice in this instance")
         phase_names.add(phase_name)
-        known = COMMON_PLACEHOLDERS | provided | mode.placeholders()
-        check_placeholders(phase_table.where, phase.texts(), known)
+        check_texts(phase_table.where, phase.texts(), known | phase.fills)
         phases.append(phase)
     table.done()
-    check_placeholders(
-        table.where, [*mode.texts(options), *env.values()], COMMON_PLACEHOLDERS | provided | mode.placeholders()
-    )
+    check_texts(table.where, mode.texts(options), known | mode.fills)
+    check_texts(f"{table.where} env", env.values(), known)
     return Instance(name, mode_name, options, env, tuple(phases))
 
 

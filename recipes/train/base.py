@@ -59,6 +59,8 @@ class PhaseContext:
     resources: dict[str, Any] = field(default_factory=dict)
     #: PGO_PHASE_TIMEOUT: when set, the limit of every phase, its own ``timeout`` included
     timeout_override: float | None = None
+    #: the working directory of the instance's processes (a command instance's ``cwd``; None: the project)
+    cwd: Path | None = None
 
     def scaled(self, count: int) -> int:
         """A request or run count times PGO_TRAIN_SCALE, never below 1."""
@@ -75,6 +77,8 @@ class Phase(ABC):
     kind: ClassVar[str]
     #: the instance modes this phase kind can run under
     modes: ClassVar[tuple[str, ...]]
+    #: placeholders this phase kind fills itself in its texts, beyond the instance's (``env``: ``{env:NAME}``)
+    fills: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, name: str, timeout: float | None) -> None:
         self.name = name
@@ -110,6 +114,8 @@ class InstanceMode(ABC):
     """How an instance's binary lives during its phases."""
 
     kind: ClassVar[str]
+    #: placeholders the mode fills itself in its own option texts (not in the instance's ``env``)
+    fills: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def parse(self, table: Table) -> Any:

@@ -1,17 +1,84 @@
-"""``mode = "command"`` instances and ``kind = "command"`` phases: run the binary, check its exit code."""
+"""``mode = "command"`` instances and ``kind = "command"`` phases: run the binary, check its exit code.
+
+Each run is its own process group: when a run ends (or its phase runs out of time) whatever it left running,
+grandchildren included, is killed. Its output goes to ``<logs>/train-<instance>-<phase>.log`` as the phase's
+``output`` says: ``"tail"`` (default) keeps the last :data:`TAIL_BYTES` of it, ``"keep"`` all of it,
+``"discard"`` none.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Any, ClassVar
 
-from recipes.errors import TrainingFailed
+from recipes.errors import ConfigError, TrainingFailed
 from recipes.runner import say
 from recipes.schema import Table, fill
 from recipes.train.base import InstanceMode, Phase, PhaseContext, PhaseResult, register_mode, register_phase
+
+#: how much of a phase's output ``output = "tail"`` keeps in its log
+TAIL_BYTES = 64 * 1024
+OUTPUT_CHOICES = ("tail", "keep", "discard")
+#: the most runs a phase may ask for (times PGO_TRAIN_SCALE, it is still a count, never a duration)
+MAX_RUNS = 2**31 - 1
+#: ``{env:NAME}``: NAME as a shell variable name
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class EnvironmentValues(str):
+    """The value of the ``env`` placeholder: ``{env:NAME}`` is NAME in the phase's environment.
+
+    A ``str`` (so it fits the placeholder values) whose format spec is the variable's name; an unset
+    variable is a one-line refusal naming the phase and the variable.
+    """
+
+    environ: Mapping[str, str]
+    where: str
+
+    def __new__(cls, environ: Mapping[str, str], where: str) -> EnvironmentValues:
+        value = super().__new__(cls, "")
+        value.environ = environ
+        value.where = where
+        return value
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            raise ConfigError(f"{self.where}: {{env}} names no variable", "write {env:NAME}")
+        if spec not in self.environ:
+            raise ConfigError(
+                f"{self.where}: {{env:{spec}}}: {spec} is not set in the environment",
+                f"export {spec}=… before running nox, or give it in the instance's env table",
+            )
+        return self.environ[spec]
+
+
+def filled(text: str, ctx: PhaseContext, where: str) -> str:
+    """``text`` with the instance's placeholders and ``{env:NAME}`` filled."""
+    return fill(text, {**ctx.values, "env": EnvironmentValues(ctx.env, where)})
+
+
+def working_dir(text: str, ctx: PhaseContext, where: str) -> Path:
+    """A ``cwd`` setting, filled; relative to the project. It must be an existing directory."""
+    path = Path(filled(text, ctx, where)).expanduser()
+    if not path.is_absolute():
+        path = Path(ctx.values["project"]) / path
+    if not path.is_dir():
+        raise ConfigError(f"{where}: cwd {path} is not a directory", "create it, or fix cwd in the workload")
+    return path
+
+
+@dataclass(frozen=True)
+class CommandOptions:
+    cwd: str | None = None
 
 
 @register_mode
@@ -19,22 +86,59 @@ class CommandMode(InstanceMode):
     """The binary is run by each phase, as many times as it says: for command-line tools."""
 
     kind = "command"
+    fills: ClassVar[frozenset[str]] = frozenset({"env"})
 
     def parse(self, table: Table) -> Any:
-        return None
+        return CommandOptions(cwd=table.string("cwd"))
 
     def placeholders(self) -> set[str]:
         return set()
 
     def texts(self, options: Any) -> list[str]:
-        return []
+        return [options.cwd] if options.cwd is not None else []
 
     def session(self, options: Any, ctx: PhaseContext) -> AbstractContextManager[PhaseContext]:
         @contextmanager
         def nothing_to_start() -> Iterator[PhaseContext]:
-            yield ctx
+            where = f"instance {ctx.instance}"
+            cwd = working_dir(options.cwd, ctx, where) if options.cwd is not None else Path(ctx.values["project"])
+            yield replace(ctx, cwd=cwd)
 
         return nothing_to_start()
+
+
+class Output:
+    """What a phase keeps of its runs' output: all, the last ``TAIL_BYTES``, or nothing (but its size)."""
+
+    def __init__(self, mode: str, log: IO[bytes]) -> None:
+        self.mode = mode
+        self.log = log
+        self.total = 0
+        self.tail = bytearray()
+        self.lock = threading.Lock()
+
+    def write(self, chunk: bytes) -> None:
+        with self.lock:
+            self.total += len(chunk)
+            if self.mode == "keep":
+                self.log.write(chunk)
+            elif self.mode == "tail":
+                self.tail += chunk
+                if len(self.tail) > 2 * TAIL_BYTES:
+                    del self.tail[:-TAIL_BYTES]
+
+    def close(self, runs: int) -> None:
+        """Write what was kept, and say what was not."""
+        with self.lock:
+            if self.mode == "tail":
+                kept = bytes(self.tail[-TAIL_BYTES:])
+                if len(kept) < self.total:
+                    note = f"[{self.total} bytes of output from {runs} runs: the last {len(kept)} follow]\n"
+                    self.log.write(note.encode())
+                self.log.write(kept)
+            elif self.mode == "discard":
+                self.log.write(f"[{self.total} bytes of output from {runs} runs, discarded]\n".encode())
+            self.log.flush()
 
 
 @register_phase
@@ -43,72 +147,155 @@ class CommandPhase(Phase):
 
     kind = "command"
     modes = ("command",)
+    fills: ClassVar[frozenset[str]] = frozenset({"env"})
 
     def __init__(
-        self, name: str, timeout: float | None, args: list[str], runs: int, expect_exit: int, stdin: str | None
+        self,
+        name: str,
+        timeout: float | None,
+        args: list[str],
+        runs: int,
+        expect_exit: int,
+        stdin: str | None,
+        cwd: str | None = None,
+        output: str = "tail",
     ) -> None:
         super().__init__(name, timeout)
         self.args = args
         self.runs = runs
         self.expect_exit = expect_exit
         self.stdin = stdin
+        self.cwd = cwd
+        self.output = output
 
     @classmethod
     def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
+        runs = table.integer("runs", 1, minimum=1)
+        if runs > MAX_RUNS:
+            raise table.error("runs", f"{runs} is too many", f"at most {MAX_RUNS}")
         return cls(
             name,
             timeout,
             args=table.strings("args"),
-            runs=table.integer("runs", 1, minimum=1),
+            runs=runs,
             expect_exit=table.integer("expect_exit", 0),
             stdin=table.string("stdin"),
+            cwd=table.string("cwd"),
+            output=table.string("output", "tail", choices=OUTPUT_CHOICES),
         )
 
     def texts(self) -> list[str]:
-        return [*self.args, *([self.stdin] if self.stdin else [])]
+        return [*self.args, *([self.stdin] if self.stdin is not None else []), *([self.cwd] if self.cwd else [])]
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
+        where = f"phase {ctx.instance}/{self.name}"
         runs = ctx.scaled(self.runs)
-        argv = [str(ctx.binary), *(fill(a, ctx.values) for a in self.args)]
-        stdin = fill(self.stdin, ctx.values).encode() if self.stdin is not None else None
+        argv = [str(ctx.binary), *(filled(a, ctx, where) for a in self.args)]
+        stdin = filled(self.stdin, ctx, where).encode() if self.stdin is not None else None
+        default_cwd = ctx.cwd or Path(ctx.values["project"])
+        cwd = working_dir(self.cwd, ctx, where) if self.cwd is not None else default_cwd
         limit = ctx.limit(self.timeout)
         start = time.monotonic()
         deadline = start + limit
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
         done = 0
-        say(f"phase {ctx.instance}/{self.name}: {runs} runs of {' '.join(argv[1:]) or '(no arguments)'}")
-        with log.open("ab") as out:
-            for index in range(runs):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    proc = subprocess.run(
-                        argv,
-                        env=ctx.env,
-                        input=stdin,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        timeout=remaining,
-                        check=False,
-                        stdin=None if stdin is not None else subprocess.DEVNULL,
+        say(f"{where}: {runs} runs of {' '.join(argv[1:]) or '(no arguments)'} in {cwd}")
+        with log.open("wb") as out:
+            output = Output(self.output, out)
+            try:
+                for index in range(runs):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    returncode = run_in_own_group(
+                        argv, env=ctx.env, cwd=cwd, stdin=stdin, timeout=remaining, sink=output
                     )
-                except subprocess.TimeoutExpired:
-                    break
-                if proc.returncode != self.expect_exit:
-                    raise TrainingFailed(
-                        f"phase {ctx.instance}/{self.name}: run {index + 1} of {runs} exited with "
-                        f"{_describe(proc.returncode)}, expected {self.expect_exit}",
-                        f"see {log}",
-                    )
-                done += 1
+                    if returncode is None:
+                        break
+                    if returncode != self.expect_exit:
+                        raise TrainingFailed(
+                            f"{where}: run {index + 1} of {runs} exited with "
+                            f"{_describe(returncode)}, expected {self.expect_exit}",
+                            f"see {log}",
+                        )
+                    done += 1
+            finally:
+                output.close(done)
         seconds = time.monotonic() - start
         if done < runs:
             raise TrainingFailed(
-                f"phase {ctx.instance}/{self.name}: only {done} of {runs} runs finished within {limit:.0f} s",
+                f"{where}: only {done} of {runs} runs finished within {limit:g} s (the last run and every process "
+                "it started were killed)",
                 "raise the phase's timeout (or PGO_PHASE_TIMEOUT), or lower its runs",
             )
         return PhaseResult(self.name, self.kind, runs, done, seconds, {"exit_ok": done})
+
+
+def run_in_own_group(
+    argv: list[str], *, env: Mapping[str, str], cwd: Path, stdin: bytes | None, timeout: float, sink: Output
+) -> int | None:
+    """Run ``argv`` in a new session (its own process group), its output (stdout and stderr) to ``sink``.
+
+    Returns its exit status (negative: the signal), or None when it ran out of ``timeout``. Either way, every
+    process left in its group (children, grandchildren) is killed with SIGKILL before this returns; the
+    process is reaped only after that, so its pid (the group's id) cannot have been reused.
+    """
+    proc = subprocess.Popen(
+        argv,
+        env=dict(env),
+        cwd=cwd,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    threads = [threading.Thread(target=_drain, args=(proc.stdout, sink), daemon=True)]
+    if stdin is not None:
+        threads.append(threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True))
+    for thread in threads:
+        thread.start()
+    try:
+        exited = _wait_unreaped(proc.pid, time.monotonic() + timeout)
+    finally:
+        _kill_group(proc.pid)
+        returncode = proc.wait()
+        for thread in threads:
+            thread.join(timeout=10)  # a process that left the group could hold the pipe open
+    return returncode if exited else None
+
+
+def _wait_unreaped(pid: int, deadline: float) -> bool:
+    """Wait until ``pid`` exits or ``deadline`` passes, leaving it a zombie (so its group id stays ours)."""
+    delay = 0.0005
+    while True:
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.05)
+
+
+def _kill_group(pgid: int) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _drain(pipe: IO[bytes] | None, sink: Output) -> None:
+    assert pipe is not None
+    with pipe:
+        while chunk := os.read(pipe.fileno(), 65536):
+            sink.write(chunk)
+
+
+def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
+    assert pipe is not None
+    try:
+        with pipe:
+            pipe.write(data)
+    except BrokenPipeError:
+        pass  # the program did not read all of its input: its exit status says whether that is fine
 
 
 def _describe(returncode: int) -> str:

@@ -53,6 +53,17 @@ def test_shipped_workloads_load() -> None:
         ('description = "d"', "", r"description: missing"),
         ('name = "cli"', 'name = "c li"', r"must be letters, digits"),
         ("min_functions = 3", "min_functions = true", r"expected an integer, got a boolean"),
+        ('name = "one"', 'name = "a/b"', r"\[\[phase\]\] #1: name: 'a/b' must be letters, digits, - and _"),
+        ('name = "one"', 'name = ".."', r"name: '\.\.' must be letters, digits, - and _"),
+        ('name = "one"', 'name = ""', r"name: '' must be letters"),
+        ('name = "cli"', 'name = "cl\u00ef"', r"name: 'cl\u00ef' must be letters, digits, - and _ \(ASCII\)"),
+        ("runs = 2", "runs = 2\ntimeout = inf", r"'one': timeout: inf is not a number of seconds up to 604800"),
+        ("runs = 2", "runs = 2\ntimeout = nan", r"'one': timeout: nan is not a number of seconds"),
+        ("min_functions = 3", "phase_timeout = inf", r"\[workload\]: phase_timeout: inf is not a number of seconds"),
+        ("runs = 2", "runs = 9999999999", r"'one': runs: 9999999999 is too many"),
+        ("runs = 2", 'output = "all"', r"'one': output: unknown value 'all' \(one of discard, keep, tail\)"),
+        ("runs = 2", "cwd = 3", r"'one': cwd: expected a string"),
+        ('name = "cli"', 'name = "cli"\ncwd = "{wrok}"', r"\[\[instance\]\] 'cli': unknown placeholder \{wrok\}"),
     ],
 )
 def test_bad_workloads_name_the_key(tmp_path: Path, old: str, new: str, message: str) -> None:
@@ -70,3 +81,55 @@ def test_missing_workload_lists_the_known_ones(tmp_path: Path) -> None:
 def test_no_instances(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"instance: needs at least one \[\[instance\]\] table"):
         load_workload(_write(tmp_path, '[workload]\ndescription = "d"\n'))
+
+
+@pytest.mark.parametrize(
+    ("arg", "message", "hint"),
+    [
+        # a regex's braces: the error names the phase by name and says how to write a literal brace
+        ("\\w{3,}", r"'one': unknown placeholder \{3,\} in", "a literal brace is written {{ or }}"),
+        ("a}b", r"'one': a lone brace in 'a}b'", "a literal brace is written {{ or }}"),
+        ("a{b", r"'one': a lone brace in 'a{b'", "a literal brace is written {{ or }}"),
+        ("{env}", r"'one': \{env\} in '\{env\}' is not an environment placeholder", "write {env:NAME}"),
+        ("{env:1X}", r"\{env:1X\} in '\{env:1X\}' is not an environment placeholder", "write {env:NAME}"),
+        ("{env!r:HOME}", r"is not an environment placeholder", "write {env:NAME}"),
+        ("{work!r}", r"'one': \{work!r\} in '\{work!r\}': a placeholder takes no !", "write {work}"),
+        ("{work:>9}", r"\{work:>9\} in '\{work:>9\}': a placeholder takes no :", "write {work}"),
+        ("{work.real}", r"unknown placeholder \{work.real\}", "known: env:NAME, project, work, workload_dir"),
+        ("{work[0]}", r"unknown placeholder \{work\[0\]\}", "known: env:NAME"),
+    ],
+)
+def test_bad_placeholders_and_braces(tmp_path: Path, arg: str, message: str, hint: str) -> None:
+    text = GOOD.replace('args = ["x", "{work}/file"]', f"args = [{arg!r}]")
+    assert text != GOOD
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_workload(_write(tmp_path, text))
+    assert "[[instance]] 'cli' [[phase]] 'one'" in caught.value.line()
+    assert hint in caught.value.line()
+
+
+def test_literal_braces_and_env_placeholders_load(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        'args = ["x", "{work}/file"]',
+        'args = ["\\\\w{{3,}}", "{env:HOME}", "{{env}}"]\ncwd = "{env:HOME}"\noutput = "discard"',
+    )
+    text = text.replace('name = "cli"', 'name = "cli"\ncwd = "{project}/sub"')
+    phase = load_workload(_write(tmp_path, text)).instances[0].phases[0]
+    assert phase.texts() == ["\\w{{3,}}", "{env:HOME}", "{{env}}", "{env:HOME}"]
+
+
+def test_env_placeholder_only_where_it_is_filled(tmp_path: Path) -> None:
+    text = GOOD.replace('name = "cli"', 'name = "cli"\nenv = { A = "{env:HOME}" }')
+    with pytest.raises(ConfigError, match=r"'cli' env: unknown placeholder \{env:HOME\}.*filled only in"):
+        load_workload(_write(tmp_path, text))
+
+
+def test_a_name_is_the_projects_workload_first_then_pgo_recipes_own(tmp_path: Path) -> None:
+    assert workload_path(tmp_path, "hello") == REPO / "profiles" / "hello.toml"
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "hello.toml").write_text(GOOD)
+    assert workload_path(tmp_path, "hello") == tmp_path / "profiles" / "hello.toml"
+    assert workload_path(tmp_path, "nonesuch") == tmp_path / "profiles" / "nonesuch.toml"
+    assert workload_path(tmp_path, "w/x.toml") == tmp_path / "w" / "x.toml"
+    with pytest.raises(ConfigError, match=r"no workload file .*nonesuch.toml.*one of: demo-server, hello, multi"):
+        load_workload(workload_path(tmp_path, "nonesuch"))

@@ -1,0 +1,177 @@
+"""Command phases run for real, through the workload runner, with /bin/sh as the "binary": process groups,
+output kept or discarded, cwd, {env:NAME}, and errors that name the phase."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes.errors import ConfigError, TrainingFailed
+from recipes.train.command import TAIL_BYTES
+from recipes.train.runner import run_workload
+from recipes.workload import load_workload
+
+SH = Path("/bin/sh")
+
+
+def _workload(tmp_path: Path, phases: str, instance: str = "") -> Path:
+    path = tmp_path / "w.toml"
+    path.write_text(f'[workload]\ndescription = "d"\n\n[[instance]]\nname = "cli"\n{instance}\n{phases}')
+    return path
+
+
+def _phase(name: str, script: str, extra: str = "") -> str:
+    return f'[[instance.phase]]\nname = "{name}"\nkind = "command"\nargs = ["-c", {script!r}]\n{extra}\n'
+
+
+def _run(tmp_path: Path, workload: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    return run_workload(
+        load_workload(workload),
+        binary=SH,
+        base_env={"PATH": os.environ["PATH"], **(env or {})},
+        work=tmp_path / "work",
+        logs=tmp_path / "logs",
+        project_dir=project,
+        scale=1.0,
+        timeout=None,
+        profraw_dir=None,
+    )
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting for its reaper does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in {"Z", "X"}
+
+
+def _gone(pid: int, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_phase_out_of_time_kills_its_grandchildren(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    script = f"sleep 300 & echo $! > {pid_file}; wait"
+    workload = _workload(tmp_path, _phase("spawn", script, "timeout = 1"))
+    started = time.monotonic()
+    with pytest.raises(TrainingFailed) as caught:
+        _run(tmp_path, workload)
+    assert time.monotonic() - started < 30
+    assert caught.value.line().startswith("phase cli/spawn: only 0 of 1 runs finished within 1 s"), caught.value.line()
+    assert "raise the phase's timeout" in caught.value.line()
+    grandchild = int(pid_file.read_text())
+    assert _gone(grandchild), f"the grandchild sleep {grandchild} still runs"
+
+
+def test_a_run_that_exits_leaves_nothing_running(tmp_path: Path) -> None:
+    """A background process of a run holds its output pipe: it is killed when the run exits, not waited for."""
+    pid_file = tmp_path / "grandchild.pid"
+    script = f"sleep 300 & echo $! > {pid_file}; echo started"
+    started = time.monotonic()
+    result = _run(tmp_path, _workload(tmp_path, _phase("detach", script, "runs = 2")))
+    assert time.monotonic() - started < 30
+    assert result["phases"][0]["done"] == 2
+    assert _gone(int(pid_file.read_text()))
+    assert (tmp_path / "logs" / "train-cli-detach.log").read_text() == "started\nstarted\n"
+
+
+def test_output_tail_is_bounded(tmp_path: Path) -> None:
+    script = "yes a | head -c 300000; echo END"
+    _run(tmp_path, _workload(tmp_path, _phase("loud", script, "runs = 2")))
+    log = (tmp_path / "logs" / "train-cli-loud.log").read_bytes()
+    total = 2 * (300000 + 4)
+    header = f"[{total} bytes of output from 2 runs: the last {TAIL_BYTES} follow]\n".encode()
+    assert log.startswith(header), log[:200]
+    assert len(log) == len(header) + TAIL_BYTES
+    assert log.endswith(b"a\nEND\n")
+
+
+def test_output_keep_and_discard(tmp_path: Path) -> None:
+    script = "yes b | head -c 100000; echo done >&2"
+    phases = _phase("kept", script, 'output = "keep"') + _phase("dropped", script, 'output = "discard"')
+    _run(tmp_path, _workload(tmp_path, phases))
+    kept = (tmp_path / "logs" / "train-cli-kept.log").read_bytes()
+    assert kept == b"b\n" * 50000 + b"done\n"
+    dropped = (tmp_path / "logs" / "train-cli-dropped.log").read_text()
+    assert dropped == "[100005 bytes of output from 1 runs, discarded]\n"
+
+
+def test_a_failed_run_names_the_phase_and_keeps_its_tail(tmp_path: Path) -> None:
+    phases = _phase("ok", "true") + _phase("grep-words", "echo why; exit 3", "runs = 4")
+    with pytest.raises(TrainingFailed) as caught:
+        _run(tmp_path, _workload(tmp_path, phases))
+    log = tmp_path / "logs" / "train-cli-grep-words.log"
+    assert caught.value.line() == f"phase cli/grep-words: run 1 of 4 exited with exit code 3, expected 0 (see {log})"
+    assert log.read_text() == "why\n"
+
+
+def test_cwd_of_the_instance_and_of_a_phase(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "data" / "deeper").mkdir(parents=True)
+    phases = (
+        _phase("default", "pwd", 'output = "keep"')
+        + _phase("relative", "pwd", 'output = "keep"\ncwd = "data/deeper"')
+        + _phase("placeholder", "pwd", 'output = "keep"\ncwd = "{work}"')
+    )
+    _run(tmp_path, _workload(tmp_path, phases, 'cwd = "data"'))
+    logs = tmp_path / "logs"
+    assert (logs / "train-cli-default.log").read_text() == f"{project / 'data'}\n"
+    assert (logs / "train-cli-relative.log").read_text() == f"{project / 'data' / 'deeper'}\n"
+    assert (logs / "train-cli-placeholder.log").read_text() == f"{tmp_path / 'work' / 'verify'}\n"
+
+
+def test_without_cwd_a_run_is_in_the_project(tmp_path: Path) -> None:
+    _run(tmp_path, _workload(tmp_path, _phase("where", "pwd", 'output = "keep"')))
+    assert (tmp_path / "logs" / "train-cli-where.log").read_text() == f"{tmp_path / 'project'}\n"
+
+
+@pytest.mark.parametrize(
+    ("instance", "extra", "where"), [('cwd = "nowhere"', "", "instance cli"), ("", 'cwd = "nowhere"', "phase cli/p")]
+)
+def test_a_missing_cwd_is_one_line(tmp_path: Path, instance: str, extra: str, where: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _run(tmp_path, _workload(tmp_path, _phase("p", "true", extra), instance))
+    assert caught.value.line() == (
+        f"{where}: cwd {tmp_path / 'project' / 'nowhere'} is not a directory (create it, or fix cwd in the workload)"
+    )
+
+
+def test_env_placeholder(tmp_path: Path) -> None:
+    phase = (
+        '[[instance.phase]]\nname = "env"\nkind = "command"\noutput = "keep"\n'
+        'args = ["-c", "read x; echo $x $0", "{env:WHO}"]\nstdin = "{env:GREETING}\\n"\n'
+    )
+    instance = 'env = { WHO = "instance" }\ncwd = "{env:SOMEWHERE}"'
+    (tmp_path / "there").mkdir()
+    _run(tmp_path, _workload(tmp_path, phase, instance), {"GREETING": "hello", "SOMEWHERE": str(tmp_path / "there")})
+    assert (tmp_path / "logs" / "train-cli-env.log").read_text() == "hello instance\n"
+
+
+def test_an_unset_env_placeholder_is_one_line_before_the_phase_runs(tmp_path: Path) -> None:
+    phases = _phase("first", "true") + _phase("needs-key", "true", 'stdin = "{env:API_KEY}"')
+    with pytest.raises(ConfigError) as caught:
+        _run(tmp_path, _workload(tmp_path, phases))
+    assert caught.value.line() == (
+        "phase cli/needs-key: {env:API_KEY}: API_KEY is not set in the environment "
+        "(export API_KEY=… before running nox, or give it in the instance's env table)"
+    )
+    assert not (tmp_path / "logs" / "train-cli-needs-key.log").exists()
+
+
+def test_stdin_the_program_does_not_read(tmp_path: Path) -> None:
+    phase = _phase("deaf", "exit 0", f'stdin = "{"x" * 300000}"')
+    result = _run(tmp_path, _workload(tmp_path, phase))
+    assert result["phases"][0]["done"] == 1
