@@ -266,7 +266,7 @@ def compiled_crates(text: str, crate: cargo.CrateInfo) -> list[cargo.RustcCall]:
     return [
         call
         for call in cargo.rustc_calls(text)
-        if call.crate_name in crate.crate_names and call.target is not None and Path(call.argv[0]).name != "rustdoc"
+        if call.target is not None and call.compiler != "rustdoc" and cargo.is_own_crate(call, crate)
     ]
 
 
