@@ -7,6 +7,7 @@ the compiler) is one word of one command.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -224,6 +225,12 @@ def _words_until_backtick(text: str, pos: int) -> tuple[list[str], int] | None:
 
 def running_invocations(log_text: str) -> list[Invocation]:
     """Every ``Running `…` `` command of a cargo log (``-v`` or ``-vv``): rustc, rustdoc, build scripts, tests."""
+    return list(_parse_invocations(log_text))
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_invocations(log_text: str) -> tuple[Invocation, ...]:
+    """(The stages ask several questions of one log: it is parsed once.)"""
     found: list[Invocation] = []
     pos = 0
     counted, line = 0, 0  # line: the number of newlines before index counted
@@ -243,7 +250,7 @@ def running_invocations(log_text: str) -> list[Invocation]:
         last = first + log_text.count("\n", match.start(), end)
         found.append(Invocation(tuple(env), tuple(words), first, last))
         pos = end
-    return found
+    return tuple(found)
 
 
 def invocation_lines(log_text: str) -> set[int]:
