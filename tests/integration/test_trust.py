@@ -1,0 +1,263 @@
+"""A profile that is partial, foreign or ignored never passes (issue 9): each fault made to happen with real
+cargo, rustc and llvm-profdata on the fixtures, and what is left behind checked."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes.store import sha256_file
+from tests.conftest import REPO, Pipeline, assert_ok, assert_refused
+from tests.faults import fill_up, small_tmpfs
+
+pytestmark = pytest.mark.slow
+
+TRIPLE = "x86_64-unknown-linux-gnu"
+
+
+def _report(p: Pipeline) -> dict[str, Any]:
+    data = json.loads((p.work / "report.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _trained(p: Pipeline) -> list[Path]:
+    for stage in ("instrument", "train"):
+        assert_ok(p.nox(stage))
+    raws = sorted((p.work / "profraw").glob("*.profraw"))
+    assert len(raws) == 11
+    return raws
+
+
+def _as_if_trained(p: Pipeline, raw: Path, data: bytes) -> None:
+    """``raw`` becomes ``data`` and train's record says so: a training that itself wrote a bad file."""
+    raw.write_bytes(data)
+    full = _report(p)
+    for entry in full["train"]["profraw"]:
+        if entry["name"] == raw.name:
+            entry.update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    (p.work / "report.json").write_text(json.dumps(full))
+
+
+def _built(p: Pipeline) -> Path:
+    return p.crate_dir / "target" / TRIPLE / "release" / "hello-pgo"
+
+
+def _no_temp_files(*roots: Path) -> None:
+    left = [path for root in roots for path in root.rglob("*.tmp")]
+    assert not left, left
+
+
+def test_corrupt_raw_profile_refused_by_name_or_dropped_when_asked(hello: Pipeline) -> None:
+    raws = _trained(hello)
+    _as_if_trained(hello, raws[0], raws[1].read_bytes()[:300])
+    line = assert_refused(hello.nox("merge"), f"cannot read {raws[0]}", "file header is corrupt")
+    assert "PGO_DROP_BAD_PROFRAW=1" in line
+    assert not (hello.work / "hello-pgo.profdata").exists()
+    assert "failed" in _report(hello)["merge"]
+    _no_temp_files(hello.work)
+
+    text = assert_ok(hello.nox("merge", PGO_DROP_BAD_PROFRAW="1"))
+    assert f"dropped {raws[0]}" in text
+    merged = _report(hello)["merge"]
+    assert merged["profraw_merged"] == 10
+    assert list(merged["profraw_dropped"]) == [str(raws[0])]
+    assert "file header is corrupt" in merged["profraw_dropped"][str(raws[0])]
+
+    for raw in raws:
+        _as_if_trained(hello, raw, raws[0].read_bytes()[:300] or b"x" * 300)
+    assert_refused(hello.nox("merge", PGO_DROP_BAD_PROFRAW="1"), "could merge none of the 11 raw profiles")
+    assert not (hello.work / "hello-pgo.profdata").exists()
+
+
+def test_raw_profile_of_another_binary_refused(hello: Pipeline, tmp_path: Path) -> None:
+    raws = _trained(hello)
+    other = Pipeline(tmp_path / "other", "withdep")
+    for stage in ("instrument", "train"):
+        assert_ok(other.nox(stage))
+    foreign = next((other.work / "profraw").glob("*.profraw"))
+    planted = hello.work / "profraw" / foreign.name
+    planted.write_bytes(foreign.read_bytes())
+    assert_refused(hello.nox("merge"), f"{planted} was not written by the last training", "remove it")
+    # nor may it stand in for one of the training's own files
+    planted.unlink()
+    raws[3].write_bytes(foreign.read_bytes())
+    assert_refused(hello.nox("merge"), f"{raws[3]} changed since the training wrote it")
+    raws[4].unlink()
+    assert_refused(hello.nox("merge"), f"{raws[4]}, written by the last training, is gone")
+
+
+def test_empty_raw_profiles_refused_even_with_no_floor(hello: Pipeline) -> None:
+    raws = _trained(hello)
+    for raw in raws:
+        _as_if_trained(hello, raw, b"")
+    assert_refused(hello.nox("merge", PGO_MIN_FUNCTIONS="0"), "is empty", "run `nox -s train` again")
+    # merged anyway by hand, they give a profile LLVM would ignore: refused before the build
+    empty = hello.root / "empty.profdata"
+    subprocess.run(["llvm-profdata-22", "merge", "-o", empty, *raws], check=True, capture_output=True)
+    line = assert_refused(
+        hello.nox("optimise", PGO_PROFDATA=str(empty), PGO_MIN_FUNCTIONS="0"), "is not an IR-level instrumentation"
+    )
+    assert f"PGO_PROFDATA {empty}" in line
+    assert not (hello.work / "logs" / "optimise-build.log").exists()
+    assert not list(hello.store.glob("*.profdata")) if hello.store.exists() else True
+
+
+def test_a_text_file_as_profile_refused_before_the_build(hello: Pipeline) -> None:
+    text = hello.root / "notes.profdata"
+    text.write_text("this is not a profile\n")
+    assert_refused(hello.nox("optimise", PGO_PROFDATA=str(text)), f"PGO_PROFDATA {text} is not a profile LLVM 22")
+    assert not (hello.work / "logs" / "optimise-build.log").exists()
+    assert not _built(hello).exists()
+    assert "failed" in _report(hello)["optimise"]
+
+
+def test_a_profile_of_another_crate_refused(hello: Pipeline, tmp_path: Path) -> None:
+    other = Pipeline(tmp_path / "other", "withdep")
+    for stage in ("instrument", "train", "merge"):
+        assert_ok(other.nox(stage))
+    foreign = str(other.work / "withdep-pgo.profdata")
+    for extra in ({}, {"PGO_MAX_MISSING": "100000"}):
+        assert_refused(hello.nox("optimise", PGO_PROFDATA=foreign, **extra), "covers none of hello-pgo's functions")
+        optimised = _report(hello)["optimise"]
+        assert optimised["main_crate_functions_with_profile"] == 0
+        assert optimised["main_crate_functions_without_profile"] > 10
+        assert not _built(hello).exists()
+        assert not (hello.work / "optimised" / "hello-pgo").exists()
+        assert (hello.work / "rejected" / "hello-pgo").is_file()
+
+
+def _musl_installed() -> bool:
+    done = subprocess.run(["rustup", "target", "list", "--installed"], capture_output=True, text=True, check=False)
+    return "x86_64-unknown-linux-musl" in done.stdout
+
+
+@pytest.mark.skipif(not _musl_installed(), reason="needs `rustup target add x86_64-unknown-linux-musl` (.ci/run)")
+def test_a_profile_of_another_target_refused(hello: Pipeline, tmp_path: Path) -> None:
+    musl = Pipeline(tmp_path / "musl", "hello")
+    for stage in ("instrument", "train", "merge"):
+        assert_ok(musl.nox(stage, PGO_TARGET="x86_64-unknown-linux-musl"))
+    profile = str(musl.work / "hello-pgo.profdata")
+    assert_refused(
+        hello.nox("optimise", PGO_PROFDATA=profile, PGO_MAX_MISSING="100000"), "covers none of hello-pgo's functions"
+    )
+
+
+def test_four_pipelines_on_one_crate_each_report_their_own_checked_binary(tmp_path: Path) -> None:
+    """Separate work dirs, other profiles (other training scales), one crate and one store, all at once."""
+    first = Pipeline(tmp_path, "hello")
+    scales = ("1", "2", "3", "5")
+    env = [{**first.env(PGO_TRAIN_SCALE=scale), "PGO_OUT": str(tmp_path / f"work-{scale}")} for scale in scales]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "pgo"],
+            cwd=REPO,
+            env=e,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
+        for e in env
+    ]
+    outputs = [proc.communicate(timeout=600)[0] for proc in procs]
+    profiles = set()
+    for proc, text, scale in zip(procs, outputs, scales, strict=True):
+        assert proc.returncode == 0, text[-3000:]
+        optimised = json.loads((tmp_path / f"work-{scale}" / "report.json").read_text())["optimise"]
+        binary = Path(optimised["binary"])
+        assert binary == tmp_path / f"work-{scale}" / "optimised" / "hello-pgo"
+        assert sha256_file(binary) == optimised["binary_sha256"]
+        profiles.add(optimised["profile_sha256"])
+        assert (
+            f"-Cprofile-use={optimised['store_path']}"
+            in (binary.parent.parent / "logs" / "optimise-build.log").read_text()
+        )
+    assert len(profiles) == len(scales)
+
+
+def test_work_dir_on_another_filesystem(hello: Pipeline, tmp_path: Path) -> None:
+    """PGO_OUT on its own filesystem: the checked copy is made there, and a rejected binary moves there
+    (a rename would fail with EXDEV) and leaves the target dir."""
+    with small_tmpfs(tmp_path / "other-fs", size="64m") as mnt:
+        work = mnt / "work"
+        assert_ok(hello.nox("pgo", PGO_OUT=str(work)))
+        assert sha256_file(work / "optimised" / "hello-pgo") == sha256_file(_built(hello))
+        source = hello.crate_dir / "src" / "main.rs"
+        source.write_text(source.read_text().replace("steps += 1;", "steps += 1;\n        if steps > 9 { break; }"))
+        assert_refused(hello.nox("optimise", PGO_OUT=str(work)), "stale-profile warnings")
+        assert (work / "rejected" / "hello-pgo").is_file()
+        assert not _built(hello).exists()
+        assert not (work / "optimised" / "hello-pgo").exists()
+        _no_temp_files(work)
+
+
+def test_full_work_dir_is_one_line_and_leaves_nothing_half_written(hello: Pipeline, tmp_path: Path) -> None:
+    for stage in ("instrument", "train", "merge"):
+        assert_ok(hello.nox(stage))
+    with small_tmpfs(tmp_path / "full", size="1m") as mnt:
+        work = mnt / "work"
+        work.mkdir()
+        (work / "report.json").write_bytes((hello.work / "report.json").read_bytes())
+        fill_up(mnt, leave=64 * 1024)
+        line = assert_refused(hello.nox("optimise", PGO_OUT=str(work)), "No space left on device")
+        assert "free space" in line
+        _no_temp_files(work)
+        assert not (work / "optimised" / "hello-pgo").exists()
+        assert not _built(hello).exists(), "a binary that could not be checked and copied stays in the target dir"
+        assert "failed" in json.loads((work / "report.json").read_text())["optimise"]
+
+
+def test_a_failed_stage_leaves_no_older_success(hello: Pipeline) -> None:
+    assert_ok(hello.nox("pgo"))
+    extra = hello.work / "profraw" / "extra.profraw"
+    extra.write_bytes(b"x")
+    assert_refused(hello.nox("merge"), "was not written by the last training")
+    full = _report(hello)
+    assert "failed" in full["merge"]
+    assert "optimise" not in full
+    assert_refused(hello.nox("optimise"), "the last merge failed")
+
+
+def test_an_interrupted_stage_leaves_a_failed_record(hello: Pipeline, tmp_path: Path) -> None:
+    """The optimised build is killed with the whole session while rustc compiles the crate."""
+    assert_ok(hello.nox("pgo"))
+    wrapper = tmp_path / "slow-rustc"
+    wrapper.write_text('#!/bin/sh\ncase "$*" in *"--crate-name hello_pgo"*) sleep 60;; esac\nexec "$@"\n')
+    wrapper.chmod(0o755)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "optimise"],
+        cwd=REPO,
+        env=hello.env(RUSTC_WRAPPER=str(wrapper)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if (hello.work / "logs" / "optimise-build.log").is_file() and "running" in _report(hello).get(
+                "optimise", {}
+            ):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the optimised build did not start")
+        time.sleep(1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    optimised = _report(hello)["optimise"]
+    assert "did not finish" in optimised["failed"]
+    assert "binary" not in optimised
+    assert_refused(hello.nox("pgo-test"), "the last optimise failed")
