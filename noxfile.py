@@ -12,7 +12,8 @@
     nox -s determinism                               two builds from the profile alone must be identical
     nox -s tests | lint                              this project's own checks
 
-Configuration: [tool.pgo] in pyproject.toml, then PGO_* variables, then posargs (--min-functions 10).
+Configuration: [tool.pgo] in the pyproject.toml of the directory nox is run from (this one, or a crate's project
+with `nox -f path/to/pgo-recipes/noxfile.py`), then PGO_* variables, then posargs (--min-functions 10).
 """
 
 from __future__ import annotations
@@ -20,81 +21,24 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import nox
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # nox does not put the noxfile's folder on sys.path
 
-from recipes import cpu, report, stages  # noqa: E402
-from recipes.config import load_config  # noqa: E402
 from recipes.errors import PgoError  # noqa: E402
+from recipes.sessions import project_dir, register_pgo_sessions  # noqa: E402
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["tests"]
 
-
-def _stage(session: nox.Session, action: Callable[[stages.BuildPlan], Any]) -> None:
-    """Run one recipe with the session's configuration; a known failure is one line, not a traceback."""
-    try:
-        config = load_config(HERE, os.environ, session.posargs)
-        plan = stages.make_plan(config, os.environ)
-        action(plan)
-        for line in stages.summary_lines(report.load(plan.work)):
-            session.log(line)
-    except PgoError as error:
-        session.error(error.line())
-
-
-@nox.session(venv_backend="none")
-def instrument(session: nox.Session) -> None:
-    """Build the instrumented binary (-Cprofile-generate) in its own target dir."""
-    _stage(session, stages.instrument)
-
-
-@nox.session(venv_backend="none")
-def train(session: nox.Session) -> None:
-    """Run the training workload (profiles/<workload>.toml) on the instrumented binary."""
-    _stage(session, stages.train)
-
-
-@nox.session(venv_backend="none")
-def merge(session: nox.Session) -> None:
-    """Merge the raw profiles with rustc's own LLVM's llvm-profdata; check the executed-function floor."""
-    _stage(session, stages.merge)
-
-
-@nox.session(venv_backend="none")
-def optimise(session: nox.Session) -> None:
-    """Build with -Cprofile-use from the profile store, and check the result."""
-    _stage(session, stages.optimise)
-
-
-@nox.session(venv_backend="none")
-def pgo(session: nox.Session) -> None:
-    """All four stages in order, every check on."""
-    _stage(session, stages.pgo)
-
-
-@nox.session(name="pgo-test", venv_backend="none")
-def pgo_test(session: nox.Session) -> None:
-    """The test suite compiled with the optimised build's profile, flags and target (<work>/test-target)."""
-    _stage(session, stages.test)
-
-
-@nox.session(name="cpu-baseline", venv_backend="none")
-def cpu_baseline(session: nox.Session) -> None:
-    """The binary under an emulated SSE2-only CPU (qemu-user); posargs: [--binary PATH] [--run ARG...]."""
-    try:
-        result = cpu.cpu_baseline(HERE, os.environ, session.posargs)
-    except PgoError as error:
-        session.error(error.line())
-    for line in cpu.summary_lines(result):
-        session.log(line)
+# instrument, train, merge, optimise, pgo, pgo-test, cpu-baseline, release, rebuild, determinism: the same
+# sessions a crate's own noxfile registers (recipes/sessions.py). They read the configuration of the directory
+# nox is run from, so `nox -f path/to/pgo-recipes/noxfile.py -s pgo` in a crate's project builds that crate.
+register_pgo_sessions()
 
 
 #: what the test suite runs, and the Debian package of each (.ci/run installs them)
@@ -145,57 +89,10 @@ def bench(session: nox.Session) -> None:
     try:
         bench_cli.parse_args(session.posargs)  # a bad argument is refused before anything is installed or built
         session.install("-e", ".[bench]")
-        outcome = bench_cli.run(HERE, os.environ, session.posargs)
+        outcome = bench_cli.run(project_dir(session), os.environ, session.posargs)
         session.run("python", "-m", "recipes.bench.report", "chart", str(outcome.json), str(outcome.chart))
         for line in outcome.summary_lines():
             session.log(line)
         outcome.check()
     except PgoError as error:
         session.error(error.line())
-
-
-def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True) -> None:
-    """The release sessions: a positional tag first (``-- v1.2.3``), then --artefacts DIR and config options."""
-    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
-    from recipes import release as release_recipe  # noqa: PLC0415
-    from recipes.reproducible import split_tag, take_option  # noqa: PLC0415
-
-    try:
-        tag, rest = split_tag(session.posargs, name) if needs_tag else ("", list(session.posargs))
-        artefacts, rest = take_option(rest, "--artefacts") if needs_tag else (None, rest)
-        config = load_config(HERE, os.environ, rest)
-        where = Path(artefacts).absolute() if artefacts else None
-        if name == "release":
-            manifest = release_recipe.release(tag, config, os.environ, where)
-            out_dir = where or Path(manifest["artefacts_dir"])
-            for line in release_recipe.summary_lines(manifest, out_dir):
-                session.log(line)
-        elif name == "rebuild":
-            for line in rebuild_recipe.rebuild(tag, config, os.environ, where)["lines"]:
-                session.log(line)
-        else:
-            result = rebuild_recipe.determinism(config, os.environ)
-            session.log(f"identical: {result['binary_sha256'][0]} ({' and '.join(result['binaries'])})")
-    except PgoError as error:
-        session.error(error.line())
-
-
-@nox.session(venv_backend="none", default=False)
-def release(session: nox.Session) -> None:
-    """-- vX.Y.Z: on a clean checkout of the tag, the plain and the PGO build, stripped, in dist/vX.Y.Z/.
-
-    Tarballs, the profile, a manifest and SHA256SUMS, all reproducible (SOURCE_DATE_EPOCH, remapped paths).
-    """
-    _release_session(session, "release")
-
-
-@nox.session(venv_backend="none", default=False)
-def rebuild(session: nox.Session) -> None:
-    """-- vX.Y.Z [--artefacts DIR]: rebuild a release's PGO binary from its profile and compare with SHA256SUMS."""
-    _release_session(session, "rebuild")
-
-
-@nox.session(venv_backend="none", default=False)
-def determinism(session: nox.Session) -> None:
-    """Build HEAD twice from the profile alone (PGO_PROFDATA or the last merge) in two work dirs; compare."""
-    _release_session(session, "determinism", needs_tag=False)

@@ -1,0 +1,153 @@
+"""The pipeline's Nox sessions, for this repository's noxfile and for a noxfile in any crate's own project.
+
+A project that installed pgo-recipes with pip needs a noxfile of three lines::
+
+    import recipes.sessions
+
+    recipes.sessions.register_pgo_sessions()
+
+and runs ``nox -s pgo`` (or instrument, train, merge, optimise, pgo-test, cpu-baseline, release, rebuild,
+determinism) from its root. Every session reads the configuration of the project nox was *invoked from*
+(``session.invoked_from``): its ``pyproject.toml`` ``[tool.pgo]``, ``PGO_*`` variables and posargs, with relative
+paths taken from that directory. ``nox -f path/to/pgo-recipes/noxfile.py -s pgo`` from the project's root is the
+same thing without installing anything.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nox
+
+from recipes import cpu, report, stages
+from recipes.config import load_config
+from recipes.errors import PgoError
+
+#: the sessions :func:`register_pgo_sessions` adds, by name
+PGO_SESSIONS = (
+    "instrument",
+    "train",
+    "merge",
+    "optimise",
+    "pgo",
+    "pgo-test",
+    "cpu-baseline",
+    "release",
+    "rebuild",
+    "determinism",
+)
+
+
+def project_dir(session: nox.Session) -> Path:
+    """The user's project: the directory nox was run from (nox itself changes into the noxfile's folder)."""
+    return Path(session.invoked_from).resolve()
+
+
+def _stage(session: nox.Session, action: Callable[[stages.BuildPlan], Any]) -> None:
+    """Run one recipe with the session's configuration; a known failure is one line, not a traceback."""
+    try:
+        config = load_config(project_dir(session), os.environ, session.posargs)
+        plan = stages.make_plan(config, os.environ)
+        action(plan)
+        for line in stages.summary_lines(report.load(plan.work)):
+            session.log(line)
+    except PgoError as error:
+        session.error(error.line())
+
+
+def instrument(session: nox.Session) -> None:
+    """Build the instrumented binary (-Cprofile-generate) in its own target dir."""
+    _stage(session, stages.instrument)
+
+
+def train(session: nox.Session) -> None:
+    """Run the training workload (profiles/<workload>.toml) on the instrumented binary."""
+    _stage(session, stages.train)
+
+
+def merge(session: nox.Session) -> None:
+    """Merge the raw profiles with rustc's own LLVM's llvm-profdata; check the executed-function floor."""
+    _stage(session, stages.merge)
+
+
+def optimise(session: nox.Session) -> None:
+    """Build with -Cprofile-use from the profile store, and check the result."""
+    _stage(session, stages.optimise)
+
+
+def pgo(session: nox.Session) -> None:
+    """All four stages in order, every check on."""
+    _stage(session, stages.pgo)
+
+
+def pgo_test(session: nox.Session) -> None:
+    """The test suite compiled with the optimised build's profile, flags and target (<work>/test-target)."""
+    _stage(session, stages.test)
+
+
+def cpu_baseline(session: nox.Session) -> None:
+    """The binary under an emulated SSE2-only CPU (qemu-user); posargs: [--binary PATH] [--run ARG...]."""
+    try:
+        result = cpu.cpu_baseline(project_dir(session), os.environ, session.posargs)
+    except PgoError as error:
+        session.error(error.line())
+    for line in cpu.summary_lines(result):
+        session.log(line)
+
+
+def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True) -> None:
+    """The release sessions: a positional tag first (``-- v1.2.3``), then --artefacts DIR and config options."""
+    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415  (only these sessions need them)
+    from recipes import release as release_recipe  # noqa: PLC0415
+    from recipes.reproducible import split_tag, take_option  # noqa: PLC0415
+
+    try:
+        tag, rest = split_tag(session.posargs, name) if needs_tag else ("", list(session.posargs))
+        artefacts, rest = take_option(rest, "--artefacts") if needs_tag else (None, rest)
+        config = load_config(project_dir(session), os.environ, rest)
+        where = Path(artefacts).absolute() if artefacts else None
+        if name == "release":
+            manifest = release_recipe.release(tag, config, os.environ, where)
+            out_dir = where or Path(manifest["artefacts_dir"])
+            for line in release_recipe.summary_lines(manifest, out_dir):
+                session.log(line)
+        elif name == "rebuild":
+            for line in rebuild_recipe.rebuild(tag, config, os.environ, where)["lines"]:
+                session.log(line)
+        else:
+            result = rebuild_recipe.determinism(config, os.environ)
+            session.log(f"identical: {result['binary_sha256'][0]} ({' and '.join(result['binaries'])})")
+    except PgoError as error:
+        session.error(error.line())
+
+
+def release(session: nox.Session) -> None:
+    """-- vX.Y.Z: on a clean checkout of the tag, the plain and the PGO build, stripped, in dist/vX.Y.Z/.
+
+    Tarballs, the profile, a manifest and SHA256SUMS, all reproducible (SOURCE_DATE_EPOCH, remapped paths).
+    """
+    _release_session(session, "release")
+
+
+def rebuild(session: nox.Session) -> None:
+    """-- vX.Y.Z [--artefacts DIR]: rebuild a release's PGO binary from its profile and compare with SHA256SUMS."""
+    _release_session(session, "rebuild")
+
+
+def determinism(session: nox.Session) -> None:
+    """Build HEAD twice from the profile alone (PGO_PROFDATA or the last merge) in two work dirs; compare."""
+    _release_session(session, "determinism", needs_tag=False)
+
+
+def register_pgo_sessions() -> None:
+    """Register the pipeline's sessions (:data:`PGO_SESSIONS`) with nox; call it once from a noxfile.
+
+    None of them needs a virtualenv: they run in nox's own interpreter, where pgo-recipes is installed. ``pgo``
+    is the only default session (``nox`` alone runs it, unless the noxfile sets ``nox.options.sessions``).
+    """
+    for function in (instrument, train, merge, optimise, pgo, pgo_test, cpu_baseline, release, rebuild, determinism):
+        name = function.__name__.replace("_", "-")
+        nox.session(name=name, venv_backend="none", default=name == "pgo")(function)
