@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from recipes.errors import ConfigError, MissingInput
 from recipes.runner import capture
@@ -95,10 +96,13 @@ def build_argv(
     target_dir: Path | None,
     subcommand: str | None = None,
     verbose: str = "-v",
+    message_format: str | None = None,
 ) -> list[str]:
     """The cargo command of a build. Both builds use the same one, only the target dir may differ.
 
     ``-v`` puts every rustc line in the log; ``-vv`` also replays the warnings of dependencies that are Fresh.
+    ``message_format`` (say :data:`MESSAGE_FORMAT`) adds cargo's JSON messages to the log, one a line
+    (:func:`compiler_artifacts`); every parser here reads a log with or without them.
     """
     words = list(cargo)
     if subcommand is not None:
@@ -113,7 +117,14 @@ def build_argv(
     if target_dir is not None:
         argv += ["--target-dir", str(target_dir)]
     argv += [verbose, "--color", "never"]
+    if message_format is not None:
+        argv.append(f"--message-format={message_format}")
     return argv
+
+
+#: JSON artefact messages on stdout, the compiler's diagnostics still rendered as text on stderr: the log keeps
+#: its text (warnings, ``Running`` lines) and gains what was built, where, by which package and target.
+MESSAGE_FORMAT = "json-render-diagnostics"
 
 
 #: A RUSTC_WRAPPER that turns cargo's ``--cap-lints allow`` (given to registry dependencies) into ``warn``.
@@ -391,6 +402,82 @@ def main_bin_call(log_text: str, crate: CrateInfo) -> RustcCall:
 
 
 @dataclass(frozen=True)
+class Artifact:
+    """One ``compiler-artifact`` message of ``--message-format=json…``: a target cargo built (or found Fresh)."""
+
+    package_id: str
+    target_name: str
+    kinds: tuple[str, ...]
+    src_path: Path
+    filenames: tuple[Path, ...]
+    executable: Path | None
+    test: bool  # a test harness (``cargo test``'s unit and integration test binaries)
+    fresh: bool
+
+
+def _json_messages(log_text: str, reason: str) -> list[dict[str, Any]]:
+    """The JSON messages of one ``reason`` in a log that also holds text (stdout and stderr in one file)."""
+    prefix = f'{{"reason":"{reason}"'
+    messages = []
+    for line in log_text.split("\n"):
+        if not line.startswith(prefix):
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue  # a line cut short
+        if isinstance(message, dict):
+            messages.append(message)
+    return messages
+
+
+def compiler_artifacts(log_text: str) -> list[Artifact]:
+    """Every ``compiler-artifact`` message of a log, in order."""
+    artifacts = []
+    for message in _json_messages(log_text, "compiler-artifact"):
+        target = message.get("target", {})
+        executable = message.get("executable")
+        artifacts.append(
+            Artifact(
+                package_id=str(message.get("package_id", "")),
+                target_name=str(target.get("name", "")),
+                kinds=tuple(target.get("kind", ())),
+                src_path=Path(target.get("src_path", "")),
+                filenames=tuple(Path(name) for name in message.get("filenames", ())),
+                executable=Path(executable) if executable else None,
+                test=bool(message.get("profile", {}).get("test", False)),
+                fresh=bool(message.get("fresh", False)),
+            )
+        )
+    return artifacts
+
+
+def _own_artifact(artifact: Artifact, crate: CrateInfo) -> bool:
+    if crate.sources:
+        return any(_same_file(artifact.src_path, own) for own in crate.sources)
+    return artifact.target_name.replace("-", "_") in crate.crate_names
+
+
+def built_executable(log_text: str, crate: CrateInfo) -> Path | None:
+    """Where cargo says it put the package's binary (``None`` without JSON messages or that artefact)."""
+    found = [
+        a.executable
+        for a in compiler_artifacts(log_text)
+        if a.executable is not None
+        and not a.test
+        and "bin" in a.kinds
+        and a.target_name == crate.bin
+        and _own_artifact(a, crate)
+    ]
+    return found[-1] if found else None
+
+
+def harness_executables(log_text: str) -> list[tuple[str, Path]]:
+    """``(target name, executable)`` of every test harness cargo built (``cargo test --message-format=json…``)."""
+    return [(a.target_name, a.executable) for a in compiler_artifacts(log_text) if a.test and a.executable]
+
+
+@dataclass(frozen=True)
 class ProfileWarnings:
     """What the optimised build's LLVM said about the profile."""
 
@@ -413,7 +500,9 @@ STALE_TEXTS = (
 def profile_warnings(log_text: str) -> ProfileWarnings:
     """Count ``-pgo-warn-missing-function`` and stale-profile warnings, per crate (from the CGU name).
 
-    Lines inside a ``Running `…` `` command (a multi-line value of ``-vv``) are not warnings.
+    Lines inside a ``Running `…` `` command (a multi-line value of ``-vv``) are not warnings. The warnings are
+    read as cargo renders them (text, and ``--message-format=json-render-diagnostics``) or from its
+    ``compiler-message`` JSON (``--message-format=json``, where no text of them is printed).
     """
     skip = invocation_lines(log_text)
     missing = 0
@@ -421,9 +510,12 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
     missing_by: dict[str, int] = {}
     stale_by: dict[str, int] = {}
     examples: list[str] = []
-    for number, line in enumerate(log_text.split("\n")):
-        if number in skip:
-            continue
+    lines = [line for number, line in enumerate(log_text.split("\n")) if number not in skip]
+    for message in _json_messages(log_text, "compiler-message"):
+        diagnostic = message.get("message", {})
+        if isinstance(diagnostic, dict) and diagnostic.get("level") == "warning":
+            lines.append(f"warning: {diagnostic.get('message', '')}")
+    for line in lines:
         match = _WARNING.match(line)
         if not match:
             continue

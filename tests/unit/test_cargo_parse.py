@@ -7,10 +7,14 @@ from pathlib import Path
 import pytest
 
 from recipes.cargo import (
+    MESSAGE_FORMAT,
     CrateInfo,
     build_argv,
+    built_executable,
+    compiler_artifacts,
     crate_identities,
     crate_info,
+    harness_executables,
     main_bin_call,
     main_crate_calls,
     profile_warnings,
@@ -232,3 +236,85 @@ def test_crate_info_of_a_workspace_whose_binaries_are_named_otherwise() -> None:
     assert info.package_dir == FIXTURES / "renamed" / "app"
     assert info.workspace_root == FIXTURES / "renamed"
     assert info.sources == (info.package_dir / "src" / "lib.rs", info.package_dir / "src" / "main.rs")
+
+
+# `--message-format=json…` on the fixtures (copies in /tmp/shapes-try): the optimised build of `described` with
+# `renamed`'s profile (so every function of it lacks profile data), in `json-render-diagnostics` and in `json`
+# (no rendered text), the same build as text, and `renamed` built as the pipeline builds it.
+TRY_DESCRIBED = CrateInfo(
+    **{
+        **DESCRIBED.__dict__,
+        "sources": (Path("/tmp/shapes-try/described/src/lib.rs"), Path("/tmp/shapes-try/described/src/main.rs")),
+        "workspace_root": Path("/tmp/shapes-try/described"),
+    }
+)
+TRY_RENAMED = CrateInfo(
+    **{
+        **RENAMED.__dict__,
+        "sources": (Path("/tmp/shapes-try/renamed/app/src/lib.rs"), Path("/tmp/shapes-try/renamed/app/src/main.rs")),
+        "workspace_root": Path("/tmp/shapes-try/renamed"),
+    }
+)
+
+
+def test_profile_warnings_are_the_same_in_text_and_json() -> None:
+    counts = {
+        name: profile_warnings(_data(name))
+        for name in (
+            "cargo-optimise-described-missing.log",
+            "cargo-optimise-json-render.log",
+            "cargo-optimise-json.log",
+        )
+    }
+    assert not re.search(r"^warning: ", _data("cargo-optimise-json.log"), re.MULTILINE)  # only JSON there
+    for warnings in counts.values():
+        assert warnings.missing == 16
+        assert warnings.stale == 0
+        assert warnings.missing_by_crate == {"described_pgo": 16}
+
+
+def test_the_text_parsers_read_a_log_with_json_messages() -> None:
+    for name in ("cargo-optimise-json-render.log", "cargo-optimise-json.log"):
+        text = _data(name)
+        assert [c.crate_name for c in rustc_calls(text)] == ["build_script_build", "described_pgo", "described_pgo"]
+        assert list(crate_identities(text, TRY_DESCRIBED)) == ["described_pgo (lib)", "described_pgo (bin)"]
+    assert list(crate_identities(_data("cargo-build-renamed-json.log"), TRY_RENAMED)) == ["wordcore (lib)", "rnm (bin)"]
+
+
+def test_compiler_artifacts_say_what_was_built_and_where() -> None:
+    artifacts = compiler_artifacts(_data("cargo-build-renamed-json.log"))
+    assert [(a.target_name, a.kinds) for a in artifacts] == [
+        ("renamed_macros", ("proc-macro",)),
+        ("wordcore", ("lib",)),
+        ("rnm", ("bin",)),
+    ]
+    assert artifacts[2].package_id.endswith("#renamed-pkg@0.1.0")
+    expected = Path("/tmp/shapes-try/renamed/target/x86_64-unknown-linux-gnu/release/rnm")
+    assert built_executable(_data("cargo-build-renamed-json.log"), TRY_RENAMED) == expected
+    # the text log has no JSON: no answer rather than a guess
+    assert built_executable(_data("cargo-optimise-renamed.log"), RENAMED) is None
+    # another package's binary of that name is not the package's
+    elsewhere = CrateInfo(**{**TRY_RENAMED.__dict__, "sources": (Path("/elsewhere/src/main.rs"),)})
+    assert built_executable(_data("cargo-build-renamed-json.log"), elsewhere) is None
+
+
+def test_harness_executables_of_cargo_test() -> None:
+    harnesses = harness_executables(_data("cargo-test-buildscript-json.log"))
+    # cargo's target names: the bin's harness, the lib's, the integration test
+    assert [name for name, _ in harnesses] == ["described-pgo", "described_pgo", "cli"]
+    assert all(path.parent.name == "deps" for _, path in harnesses)
+
+
+def test_build_argv_with_json_messages() -> None:
+    argv = build_argv(
+        ("cargo", "build"),
+        crate=RENAMED,
+        target="x86_64-unknown-linux-gnu",
+        features=(),
+        locked=False,
+        target_dir=None,
+        verbose="-vv",
+        message_format=MESSAGE_FORMAT,
+    )
+    assert argv[argv.index("-p") + 1 : argv.index("-p") + 4] == ["renamed-pkg", "--bin", "rnm"]
+    assert argv[-4:] == ["-vv", "--color", "never", "--message-format=json-render-diagnostics"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recipes.cargo import running_invocations
+from recipes.cargo import harness_executables, running_invocations
 from recipes.testsuite import binary_under_test, parse_cargo_test, summary_line
 from tests.conftest import DATA
 
@@ -147,3 +147,16 @@ def test_a_failing_build_script_is_a_compile_error_not_a_crash() -> None:
     assert run.compile_error == (
         "error: failed to run custom build command for `described-pgo v0.1.0 (/tmp/shapes-try/described)`"
     )
+
+
+def test_a_log_with_json_messages() -> None:
+    # `cargo test -v --message-format=json-render-diagnostics`: JSON lines among the text, same suites
+    text = (DATA / "cargo-test-buildscript-json.log").read_text()
+    run = parse_cargo_test(text)
+    assert run.ok
+    assert [s.name for s in run.suites] == ["described_pgo", "described_pgo", "cli", "doc-tests described_pgo"]
+    assert (run.passed, run.failed, run.ignored) == (7, 0, 0)
+    # the binaries the text calls tests are those cargo's JSON calls test harnesses
+    ran = {binary_under_test(inv) for inv in running_invocations(text)} - {None}
+    assert ran == {str(path) for _, path in harness_executables(text)}
+    assert len(ran) == 3
