@@ -263,6 +263,8 @@ def _example(source: str, setting: Setting, example: str) -> str:
         return f"for example {setting.env}={example}"
     if source == setting.option:
         return f"for example {setting.option} {example}"
+    if setting.parse is _bool:
+        example = "true"
     return f"for example {setting.key} = {example} in [tool.pgo]"
 
 

@@ -8,7 +8,7 @@ import re
 import shutil
 import string
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -254,6 +254,26 @@ def _instance(table: Table, provided: set[str], earlier: dict[str, Instance]) ->
     check_texts(table.where, mode.texts(options), known | mode.fills)
     check_texts(f"{table.where} env", env.values(), known)
     return Instance(name, mode_name, options, env, tuple(phases))
+
+
+def env_placeholders(text: str) -> set[str]:
+    """The variable names of the ``{env:NAME}`` placeholders in ``text`` (a text that loaded)."""
+    return {spec for _, field, spec, _ in string.Formatter().parse(text) if field == "env" and spec}
+
+
+def check_environment(workload: Workload, environ: Mapping[str, str]) -> None:
+    """Refuse, before anything is built or run, an ``{env:NAME}`` whose NAME is in neither ``environ`` (the
+    environment the instances start from) nor the instance's ``env`` table."""
+    for instance in workload.instances:
+        texts = [(f"instance {instance.name}", text) for text in INSTANCE_MODES[instance.mode].texts(instance.options)]
+        texts += [(f"phase {instance.name}/{phase.name}", text) for phase in instance.phases for text in phase.texts()]
+        for where, text in texts:
+            for name in sorted(env_placeholders(text)):
+                if name not in environ and name not in instance.env:
+                    raise ConfigError(
+                        f"{where} of {workload.path.name}: {{env:{name}}}: {name} is not set in the environment",
+                        f"export {name}=… before running nox, or give it in the instance's env table",
+                    )
 
 
 def check_tools(workload: Workload, search_path: str) -> None:

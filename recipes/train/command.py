@@ -116,29 +116,37 @@ class Output:
         self.total = 0
         self.tail = bytearray()
         self.lock = threading.Lock()
+        #: a failed write of the log (a full disk): the output is drained and dropped from then on
+        self.error: OSError | None = None
 
     def write(self, chunk: bytes) -> None:
         with self.lock:
             self.total += len(chunk)
-            if self.mode == "keep":
-                self.log.write(chunk)
+            if self.mode == "keep" and self.error is None:
+                try:
+                    self.log.write(chunk)
+                except OSError as exc:
+                    self.error = exc
             elif self.mode == "tail":
                 self.tail += chunk
                 if len(self.tail) > 2 * TAIL_BYTES:
                     del self.tail[:-TAIL_BYTES]
 
     def close(self, runs: int) -> None:
-        """Write what was kept, and say what was not."""
+        """Write what was kept, and say what was not (a failed write is kept in :attr:`error`)."""
         with self.lock:
-            if self.mode == "tail":
-                kept = bytes(self.tail[-TAIL_BYTES:])
-                if len(kept) < self.total:
-                    note = f"[{self.total} bytes of output from {runs} runs: the last {len(kept)} follow]\n"
-                    self.log.write(note.encode())
-                self.log.write(kept)
-            elif self.mode == "discard":
-                self.log.write(f"[{self.total} bytes of output from {runs} runs, discarded]\n".encode())
-            self.log.flush()
+            try:
+                if self.mode == "tail":
+                    kept = bytes(self.tail[-TAIL_BYTES:])
+                    if len(kept) < self.total:
+                        note = f"[{self.total} bytes of output from {runs} runs: the last {len(kept)} follow]\n"
+                        self.log.write(note.encode())
+                    self.log.write(kept)
+                elif self.mode == "discard":
+                    self.log.write(f"[{self.total} bytes of output from {runs} runs, discarded]\n".encode())
+                self.log.flush()
+            except OSError as exc:
+                self.error = self.error or exc
 
 
 @register_phase
@@ -198,15 +206,16 @@ class CommandPhase(Phase):
         start = time.monotonic()
         deadline = start + limit
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
-        done = 0
+        done = started = 0
         say(f"{where}: {runs} runs of {' '.join(argv[1:]) or '(no arguments)'} in {cwd}")
-        with log.open("wb") as out:
+        with log.open("wb", buffering=0) as out:
             output = Output(self.output, out)
             try:
                 for index in range(runs):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
+                    started += 1
                     returncode = run_in_own_group(
                         argv, env=ctx.env, cwd=cwd, stdin=stdin, timeout=remaining, sink=output
                     )
@@ -220,12 +229,17 @@ class CommandPhase(Phase):
                         )
                     done += 1
             finally:
-                output.close(done)
+                output.close(started)  # also when a run failed: the log's tail ends with that run's output
+            if output.error is not None:
+                raise TrainingFailed(
+                    f"{where}: its log {log} could not be written: {output.error.strerror}",
+                    'free space on that filesystem, or set output = "discard" for the phase',
+                )
         seconds = time.monotonic() - start
         if done < runs:
             raise TrainingFailed(
-                f"{where}: only {done} of {runs} runs finished within {limit:g} s (the last run and every process "
-                "it started were killed)",
+                f"{where}: only {done} of {runs} runs finished within {limit:g} s (a run still going was killed, "
+                "with every process it started)",
                 "raise the phase's timeout (or PGO_PHASE_TIMEOUT), or lower its runs",
             )
         return PhaseResult(self.name, self.kind, runs, done, seconds, {"exit_ok": done})

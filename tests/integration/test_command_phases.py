@@ -175,3 +175,17 @@ def test_stdin_the_program_does_not_read(tmp_path: Path) -> None:
     phase = _phase("deaf", "exit 0", f'stdin = "{"x" * 300000}"')
     result = _run(tmp_path, _workload(tmp_path, phase))
     assert result["phases"][0]["done"] == 1
+
+
+@pytest.mark.parametrize("output", ["keep", "tail"])
+def test_a_log_that_cannot_be_written_is_one_line(tmp_path: Path, output: str) -> None:
+    """/dev/full answers every write with ENOSPC, as a full disk does."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "train-cli-full.log").symlink_to("/dev/full")
+    workload = _workload(tmp_path, _phase("full", "yes | head -c 200000", f'output = "{output}"'))
+    with pytest.raises(TrainingFailed) as caught:
+        _run(tmp_path, workload)
+    assert caught.value.line() == (
+        f"phase cli/full: its log {tmp_path / 'logs' / 'train-cli-full.log'} could not be written: "
+        'No space left on device (free space on that filesystem, or set output = "discard" for the phase)'
+    )

@@ -144,6 +144,7 @@ def test_bad_numbers_from_posargs(tmp_path: Path, name: str, value: str, problem
         ("max_missing = 9223372036854775807", r"max_missing: '9223372036854775807' is too large"),
         ("min_functions = true", r"min_functions: True is a boolean: expected a whole number"),
         ("train_scale = false", r"train_scale: False is a boolean: expected a number above 0"),
+        ("verify = 2", r"verify: '2' is not a boolean: expected 1 or 0 \(for example verify = true in \[tool.pgo\]\)"),
     ],
 )
 def test_bad_numbers_from_pyproject(tmp_path: Path, table: str, message: str) -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import ConfigError
-from recipes.workload import load_workload, workload_path
+from recipes.workload import check_environment, load_workload, workload_path
 from tests.conftest import REPO
 
 GOOD = """
@@ -133,3 +133,18 @@ def test_a_name_is_the_projects_workload_first_then_pgo_recipes_own(tmp_path: Pa
     assert workload_path(tmp_path, "w/x.toml") == tmp_path / "w" / "x.toml"
     with pytest.raises(ConfigError, match=r"no workload file .*nonesuch.toml.*one of: demo-server, hello, multi"):
         load_workload(workload_path(tmp_path, "nonesuch"))
+
+
+def test_check_environment_before_anything_runs(tmp_path: Path) -> None:
+    text = GOOD.replace('args = ["x", "{work}/file"]', 'args = ["{env:TOKEN}", "{{env:LITERAL}}"]\ncwd = "{env:DATA}"')
+    text = text.replace('name = "cli"', 'name = "cli"\nenv = { DATA = "/d" }\ncwd = "{env:ROOT}/x"')
+    workload = load_workload(_write(tmp_path, text))
+    check_environment(workload, {"TOKEN": "t", "ROOT": "/r"})  # DATA is in the instance's env
+    with pytest.raises(ConfigError) as caught:
+        check_environment(workload, {"ROOT": "/r"})
+    assert caught.value.line() == (
+        "phase cli/one of w.toml: {env:TOKEN}: TOKEN is not set in the environment "
+        "(export TOKEN=… before running nox, or give it in the instance's env table)"
+    )
+    with pytest.raises(ConfigError, match=r"^instance cli of w.toml: \{env:ROOT\}: ROOT is not set"):
+        check_environment(workload, {"TOKEN": "t"})
