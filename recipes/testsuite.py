@@ -101,17 +101,21 @@ def _suite_name(path: str) -> str:
     return _HASH_SUFFIX.sub("", Path(path.split(maxsplit=1)[0]).name)
 
 
-def binary_under_test(invocation: cargo.Invocation) -> str | None:
+def binary_under_test(invocation: cargo.Invocation, harnesses: frozenset[str] = frozenset()) -> str | None:
     """The path of the test binary ``invocation`` runs, or ``None`` for a compiler, a build script or other.
 
-    A test harness is built into ``deps/`` as ``<name>-<16 hex digits>``; cargo runs it directly, or with the
-    target's runner first (``qemu-x86_64 …/deps/cli-…``). rustc and rustdoc lines name ``deps`` paths too,
-    only as values of their options.
+    ``harnesses``: the test executables cargo's JSON messages named (``--message-format=json…``); with them a
+    test binary is one of those. Without them: a test harness is built into ``deps/`` as
+    ``<name>-<16 hex digits>``; cargo runs it directly, or with the target's runner first
+    (``qemu-x86_64 …/deps/cli-…``). rustc and rustdoc lines name ``deps`` paths too, only as values of their
+    options.
     """
     if "--crate-name" in invocation.argv or any(
         Path(word).name in ("rustc", "rustdoc") for word in invocation.argv[:2]
     ):
         return None
+    if harnesses:
+        return next((word for word in invocation.argv if word in harnesses), None)
     for word in invocation.argv:
         path = Path(word)
         if path.parent.name == "deps" and _HASH_SUFFIX.search(path.name) and "=" not in word:
@@ -125,13 +129,14 @@ def parse_cargo_test(text: str) -> CargoTestRun:
     current: Suite | None = None
     compile_error = None
     invocations = {inv.first_line: inv for inv in cargo.running_invocations(text)}
+    harnesses = frozenset(str(path) for _, path in cargo.harness_executables(text))
     inside = 0  # the last line of the command being skipped
     for number, line in enumerate(text.split("\n")):
         if number < inside:
             continue  # a further line of a command that covers several (a quoted newline)
         if (invocation := invocations.get(number)) is not None:
             inside = invocation.last_line + 1
-            if (binary := binary_under_test(invocation)) is not None:
+            if (binary := binary_under_test(invocation, harnesses)) is not None:
                 current = Suite(_suite_name(binary))
                 suites.append(current)
             continue  # rustc, rustdoc, a build script: not a suite
@@ -215,6 +220,7 @@ def run_test_stage(
         locked=plan.config.locked,
         target_dir=test_dir,
         subcommand="test",
+        message_format=cargo.MESSAGE_FORMAT,  # the test harnesses, named by cargo (the text stays as it was)
     )
     done = run([*argv, "--no-fail-fast"], env=env, log=log, cwd=plan.cwd, check=False, what="cargo test")
     text = done.output()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recipes.cargo import harness_executables, running_invocations
+from recipes.cargo import Invocation, harness_executables, running_invocations
 from recipes.testsuite import binary_under_test, parse_cargo_test, summary_line
 from tests.conftest import DATA
 
@@ -158,5 +158,12 @@ def test_a_log_with_json_messages() -> None:
     assert (run.passed, run.failed, run.ignored) == (7, 0, 0)
     # the binaries the text calls tests are those cargo's JSON calls test harnesses
     ran = {binary_under_test(inv) for inv in running_invocations(text)} - {None}
-    assert ran == {str(path) for _, path in harness_executables(text)}
+    harnesses = frozenset(str(path) for _, path in harness_executables(text))
+    assert ran == harnesses
     assert len(ran) == 3
+    # with cargo's word for it, a binary in deps/ that is no test harness is not a suite
+    build_script = next(inv for inv in running_invocations(text) if inv.argv[0].endswith("build-script-build"))
+    assert binary_under_test(build_script, harnesses) is None
+    other = Invocation((), ("/t/release/deps/tool-0123456789abcdef",), 0, 0)
+    assert binary_under_test(other) is not None
+    assert binary_under_test(other, harnesses) is None
