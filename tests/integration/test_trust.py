@@ -152,7 +152,12 @@ def test_a_profile_of_another_target_refused(hello: Pipeline, tmp_path: Path) ->
     )
 
 
-def test_four_pipelines_on_one_crate_each_report_their_own_checked_binary(tmp_path: Path) -> None:
+#: STRESS_ROUNDS=10 runs the four pipelines ten times over (CONTRIBUTING: the stress run)
+ROUNDS = int(os.environ.get("STRESS_ROUNDS", "1"))
+
+
+@pytest.mark.parametrize("round_", range(ROUNDS))
+def test_four_pipelines_on_one_crate_each_report_their_own_checked_binary(tmp_path: Path, round_: int) -> None:
     """Separate work dirs, other profiles (other training scales), one crate and one store, all at once."""
     first = Pipeline(tmp_path, "hello")
     scales = ("1", "2", "3", "5")

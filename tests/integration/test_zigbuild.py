@@ -91,6 +91,7 @@ def test_zig_refuses_the_instrumented_link_so_the_pipeline_asks_for_cc(hello: Pi
         hello.nox("pgo", **extra), "cargo zigbuild cannot link the instrumented binary", "PGO_GENERATE_LINKER=cc"
     )
     assert not (hello.work / "logs" / "instrument-build.log").exists()
+    assert not (hello.work / "logs" / "install-zigbuild.log").exists(), "refused before anything is installed"
     # why: zig's linker driver takes `-u __llvm_profile_runtime` for a file name
     var = f"CARGO_TARGET_{TRIPLE.upper().replace('-', '_')}_RUSTFLAGS"
     direct = _zigbuild(hello, tmp_path / "direct", **{var: f"-Cprofile-generate={tmp_path / 'profraw'}"})
