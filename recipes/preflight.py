@@ -16,14 +16,18 @@ from recipes.rustflags import rust_triple
 from recipes.store import ProfileStore
 
 
-def check(config: Config, env: Mapping[str, str], target: str, bin_name: str | None = None) -> None:
+def check(
+    config: Config, env: Mapping[str, str], target: str, bin_name: str | None = None, *, instruments: bool = True
+) -> None:
     """Refuse, before any build or install, what can be known to fail from the configuration alone.
 
+    ``instruments``: the session builds the instrumented binary (cargo zigbuild then needs a generate linker).
     ``bin_name`` is the crate's binary, for the default store ``/tmp/<bin>-pgo``; without it (and without
     ``PGO_BIN``) only a configured ``PGO_PROFILE_STORE`` is checked here.
     """
     zig.check_target(config.cargo, target)
-    zig.check_generate_linker(config.cargo, config.generate_linker)
+    if instruments:
+        zig.check_generate_linker(config.cargo, config.generate_linker)
     check_target_triple(target, env)
     root = store_root(config, bin_name or config.bin)
     if root is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-import string
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -58,8 +58,11 @@ class Table:
             raise self.error(key, f"must be at least {minimum}, got {value}")
         return value
 
-    def number(self, key: str, default: float | None = None, *, required: bool = False) -> Any:
+    def number(self, key: str, default: float | None = None, *, required: bool = False, finite: bool = True) -> Any:
+        """A positive number; ``finite=False`` leaves inf and nan to the caller's own message."""
         value = self._get(key, (int, float), "a number", default, required)
+        if finite and value is not None and not math.isfinite(value):
+            raise self.error(key, f"must be a finite number, got {value}")
         if value is not None and value <= 0:
             raise self.error(key, f"must be positive, got {value}")
         return None if value is None else float(value)
@@ -97,26 +100,6 @@ class Table:
             close = difflib.get_close_matches(unknown[0], sorted(self.seen), n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(sorted(self.seen))}"
             raise self.error(unknown[0], "unknown key", hint)
-
-
-def check_placeholders(where: str, texts: Iterable[str], known: Iterable[str]) -> None:
-    """Refuse ``{name}`` placeholders that are not in ``known`` before anything starts."""
-    names = set(known)
-    for text in texts:
-        try:
-            parsed = list(string.Formatter().parse(text))
-        except ValueError as exc:
-            raise ConfigError(
-                f"{where}: bad placeholder in {text!r}: {exc}", "write {name}, or {{ for a brace"
-            ) from exc
-        for _literal, field, _spec, _conv in parsed:
-            if field is None:
-                continue
-            base = field.split(".")[0].split("[")[0]
-            if base not in names:
-                raise ConfigError(
-                    f"{where}: unknown placeholder {{{field}}} in {text!r}", f"known: {', '.join(sorted(names))}"
-                )
 
 
 def fill(text: str, values: dict[str, str]) -> str:

@@ -50,7 +50,8 @@ def _stage(session: nox.Session, action: Callable[[stages.BuildPlan], Any]) -> N
     """Run one recipe with the session's configuration; a known failure is one line, not a traceback."""
     try:
         config = load_config(project_dir(session), os.environ, session.posargs)
-        plan = stages.make_plan(config, os.environ)
+        instruments = action is stages.instrument or (action is stages.pgo and config.profdata is None)
+        plan = stages.make_plan(config, os.environ, instruments=instruments)
         action(plan)
         for line in stages.summary_lines(report.load(plan.work)):
             session.log(line)

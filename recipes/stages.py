@@ -22,7 +22,7 @@ from recipes.rustflags import RustflagsPlan, env_with_rustflags, plan_rustflags,
 from recipes.store import ProfileStore, sha256_file
 from recipes.toolchain import RustcInfo, find_profdata, rustc_info, rustc_sysroot
 from recipes.train.runner import run_workload
-from recipes.workload import Workload, check_tools, load_workload, workload_path
+from recipes.workload import Workload, check_environment, check_tools, load_workload, workload_path
 
 
 @dataclass(frozen=True)
@@ -103,13 +103,15 @@ class BuildPlan:
         return self.workload()
 
 
-def make_plan(config: Config, environ: Mapping[str, str]) -> BuildPlan:
+def make_plan(config: Config, environ: Mapping[str, str], *, instruments: bool = True) -> BuildPlan:
+    """The plan of every stage; ``instruments``: it will build the instrumented binary (what that needs is
+    checked before anything is installed or built)."""
     refuse_global_rustflags(environ)
     env = cargo.cargo_env(environ)
     info = rustc_info(env)
     crate = cargo.crate_info(config.manifest, config.package, config.bin, env)
     target = config.target or info.host
-    preflight.check(config, env, target, bin_name=crate.bin)
+    preflight.check(config, env, target, bin_name=crate.bin, instruments=instruments)
     if zig.uses_zigbuild(config.cargo):
         env = zig.ensure_zigbuild(env, logs=config.out / "logs")
     flags = plan_rustflags(target, config.manifest.parent, env)
@@ -215,6 +217,7 @@ def train(plan: BuildPlan) -> dict[str, Any]:
         raise MissingInput(f"the instrumented binary {binary} is gone", "run `nox -s instrument` again")
     workload = plan.workload()
     check_tools(workload, plan.env.get("PATH", os.defpath))
+    check_environment(workload, plan.env)
     result = run_workload(
         workload,
         binary=binary,
@@ -544,7 +547,9 @@ def _check_optimised(
 def pgo(plan: BuildPlan) -> dict[str, Any]:
     """All four stages in order, every check on (the optimised binary replays the training)."""
     if plan.config.profdata is None:
-        check_tools(plan.workload(), plan.env.get("PATH", os.defpath))  # refused before anything is built
+        workload = plan.workload()  # what it needs is refused before anything is built
+        check_tools(workload, plan.env.get("PATH", os.defpath))
+        check_environment(workload, plan.env)
         instrument(plan)
         train(plan)
         merge(plan)

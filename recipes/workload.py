@@ -205,7 +205,7 @@ def check_texts(where: str, texts: Iterable[str], known: Iterable[str]) -> None:
 
 
 def _timeout(table: Table, key: str) -> float | None:
-    value: float | None = table.number(key)
+    value: float | None = table.number(key, finite=False)
     if value is not None and not (math.isfinite(value) and value <= MAX_SECONDS):
         raise table.error(key, f"{value} is not a number of seconds up to {MAX_SECONDS:g}", f"for example {key} = 300")
     return value
