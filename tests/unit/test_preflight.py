@@ -84,3 +84,10 @@ def test_check_of_a_good_plan_creates_nothing(tmp_path: Path) -> None:
     config = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "store"))
     preflight.check(config, clean_env(), HOST, bin_name="hello")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
+
+
+def test_zigbuild_needs_a_generate_linker_only_where_it_instruments(tmp_path: Path) -> None:
+    config = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "store"), PGO_CARGO="cargo zigbuild")
+    with pytest.raises(ConfigError, match="cargo zigbuild cannot link the instrumented binary"):
+        preflight.check(config, clean_env(), HOST)
+    preflight.check(config, clean_env(), HOST, instruments=False)  # optimise, pgo-test, rebuild
