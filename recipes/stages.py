@@ -228,6 +228,7 @@ def train(plan: BuildPlan) -> dict[str, Any]:
         scale=plan.config.train_scale,
         timeout=plan.config.phase_timeout,
         profraw_dir=plan.profraw_dir,
+        crate_dir=plan.crate.package_dir,
     )
     result["profraw"] = [raw.as_json() for raw in profdata.record_raw_profiles(plan.profraw_dir)]
     report.record(plan.work, "train", result)
@@ -414,6 +415,7 @@ def _build_and_check(
                 scale=plan.config.train_scale,
                 timeout=plan.config.phase_timeout,
                 profraw_dir=None,
+                crate_dir=plan.crate.package_dir,
             )
     except PgoError as error:
         result["failed"] = error.line()

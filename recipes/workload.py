@@ -20,7 +20,7 @@ from recipes.schema import Table
 from recipes.train.base import INSTANCE_MODES, PHASE_KINDS, RESOURCES, Phase
 
 #: placeholders every instance has
-COMMON_PLACEHOLDERS = {"work", "workload_dir", "project"}
+COMMON_PLACEHOLDERS = {"work", "workload_dir", "project", "crate"}
 #: placeholders known when the workload is loaded (files under them are checked then)
 STATIC_PLACEHOLDERS = {"workload_dir"}
 

@@ -33,6 +33,7 @@ def run_workload(
     scale: float,
     timeout: float | None,
     profraw_dir: Path | None,
+    crate_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Drive ``binary`` through the workload. With ``profraw_dir`` (training) the profiles are collected
     there, emptied first; without it (verifying the optimised binary) none is expected."""
@@ -47,7 +48,12 @@ def run_workload(
     phase_timeout = timeout or workload.phase_timeout or DEFAULT_PHASE_TIMEOUT
     results: list[PhaseResult] = []
     started = time.monotonic()
-    common = {"work": str(scratch), "workload_dir": str(workload.path.parent), "project": str(project_dir)}
+    common = {
+        "work": str(scratch),
+        "workload_dir": str(workload.path.parent),
+        "project": str(project_dir),
+        "crate": str(crate_dir or project_dir),  # the crate's package dir: its sources, a corpus for a tool
+    }
     with ExitStack() as setup:
         shared: dict[str, str] = {}
         handles = {}
