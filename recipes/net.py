@@ -8,12 +8,15 @@ import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from recipes.runner import tail
 
 HOST = "127.0.0.1"
+#: bytes of a probed response's body read (and dropped) before the connection is closed
+READ_LIMIT = 64 * 1024
 
 
 def free_ports(count: int) -> list[int]:
@@ -30,9 +33,40 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def probe(url: str, timeout: float = 2.0) -> int | None:
-    """The status of ``GET url`` (TLS unverified: the training's certificates are self-signed), None when
-    nothing answers."""
+@dataclass(frozen=True)
+class Answer:
+    """What one ``GET`` of a URL got: a status, or why there was none."""
+
+    status: int | None
+    reason: str = ""
+    error: str | None = None
+
+    def describe(self) -> str:
+        """``404 Not Found``, or the error: ``connection refused``."""
+        if self.status is not None:
+            return f"{self.status} {self.reason}".strip()
+        return self.error or "no answer"
+
+
+def _describe_error(exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, http.client.RemoteDisconnected):  # before ConnectionResetError, its base
+        return "connection closed without a response"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, ConnectionResetError):
+        return "connection reset"
+    if isinstance(exc, TimeoutError):
+        return f"nothing within {timeout:g} s"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS error: {exc.reason or exc}"
+    if isinstance(exc, http.client.BadStatusLine):
+        return f"not an HTTP response: {str(exc)[:60]!r}"
+    text = " ".join(str(exc).split())[:120]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def ask(url: str, timeout: float = 2.0) -> Answer:
+    """``GET url`` (TLS unverified: the training's certificates are self-signed): its status, or the error."""
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     conn: http.client.HTTPConnection
@@ -43,28 +77,81 @@ def probe(url: str, timeout: float = 2.0) -> int | None:
         conn = http.client.HTTPSConnection(parts.hostname or HOST, port, timeout=timeout, context=context)
     else:
         conn = http.client.HTTPConnection(parts.hostname or HOST, port, timeout=timeout)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
-        conn.request("GET", parts.path or "/")
-        status = conn.getresponse().status
-    except (OSError, http.client.HTTPException):
-        return None
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read(READ_LIMIT)  # a socket closed with unread data is reset: the server would log an error
+        return Answer(response.status, response.reason)
+    except (OSError, http.client.HTTPException) as exc:
+        return Answer(None, error=_describe_error(exc, timeout))
     finally:
         conn.close()
-    return status
+
+
+def probe(url: str, timeout: float = 2.0) -> int | None:
+    """The status of ``GET url``, None when nothing answers."""
+    return ask(url, timeout).status
+
+
+#: a status other than 200 answered this long (and at least STEADY_PROBES times in a row) is the server's
+#: final word: it is up, and will not change its mind
+STEADY_SECONDS = 3.0
+STEADY_PROBES = 5
+#: statuses that say "not yet": waited for until the limit
+NOT_YET = frozenset({503})
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """How polling a readiness URL ended: ready after ``seconds``, or not, with what the URL last answered."""
+
+    ready: bool
+    seconds: float
+    last: Answer | None
+    #: the server answered ``last.status`` steadily: polling stopped before the limit
+    steady: bool = False
+
+
+def poll_ready(
+    url: str,
+    limit: float,
+    alive: Callable[[], bool],
+    interval: float = 0.05,
+    steady_seconds: float = STEADY_SECONDS,
+) -> Readiness:
+    """Poll ``url`` until it answers 200, ``limit`` runs out, ``alive()`` turns false, or the URL answers the
+    same other status (not 503) for ``steady_seconds``."""
+    start = time.monotonic()
+    last: Answer | None = None
+    same_since, same_count = start, 0
+    while True:
+        elapsed = time.monotonic() - start
+        if elapsed >= limit or not alive():
+            return Readiness(False, elapsed, last)
+        answer = ask(url, timeout=max(0.1, min(2.0, limit - elapsed)))
+        now = time.monotonic()
+        if answer.status == 200:
+            return Readiness(True, now - start, answer)
+        if last is None or answer.status is None or answer.status != last.status:
+            same_since, same_count = now, 0
+        same_count += 1
+        last = answer
+        if (
+            answer.status is not None
+            and answer.status not in NOT_YET
+            and same_count >= STEADY_PROBES
+            and now - same_since >= steady_seconds
+        ):
+            return Readiness(False, now - start, last, steady=True)
+        time.sleep(interval)
+        interval = min(interval * 1.5, 0.5)
 
 
 def wait_ready(url: str, limit: float, alive: Callable[[], bool], interval: float = 0.05) -> float | None:
-    """Poll ``url`` until it answers 200; the seconds it took, or None when ``limit`` ran out or ``alive()``
-    turned false first."""
-    start = time.monotonic()
-    while time.monotonic() - start < limit:
-        if not alive():
-            return None
-        if probe(url, timeout=min(2.0, limit)) == 200:
-            return time.monotonic() - start
-        time.sleep(interval)
-        interval = min(interval * 1.5, 0.5)
-    return None
+    """Poll ``url`` until it answers 200; the seconds it took, or None when it did not (see :func:`poll_ready`)."""
+    result = poll_ready(url, limit, alive, interval)
+    return result.seconds if result.ready else None
 
 
 def socket_dump(ports: Iterable[int]) -> str:

@@ -153,17 +153,12 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
     stopped = False
     try:
         ready_url = fill(options.ready, values)
-        took = net.wait_ready(ready_url, options.ready_timeout, lambda: proc.poll() is None)
-        if took is None:
+        readiness = net.poll_ready(ready_url, options.ready_timeout, lambda: proc.poll() is None)
+        if not readiness.ready:
             if proc.poll() is not None:
                 raise server.died(f"before it answered {ready_url}")
-            show(server.dump())
-            raise TrainingFailed(
-                f"instance {ctx.instance}: the server did not answer {ready_url} with 200 within "
-                f"{options.ready_timeout:.0f} s",
-                f"see {log}; raise ready_timeout if it starts slowly",
-            )
-        say(f"instance {ctx.instance}: ready in {took:.2f} s (pid {proc.pid}, ports {ports})")
+            raise not_ready(server, ready_url, options.ready_timeout, readiness)
+        say(f"instance {ctx.instance}: ready in {readiness.seconds:.2f} s (pid {proc.pid}, ports {ports})")
         try:
             yield replace(ctx, values=values, server=server)
         except PgoError:
@@ -175,6 +170,27 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
         if not stopped and proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def not_ready(server: RunningServer, url: str, limit: float, readiness: net.Readiness) -> TrainingFailed:
+    """The error for a server that is running but did not answer ``url`` with 200: what it answered instead
+    (its sockets, threads and log are printed first)."""
+    last = readiness.last.describe() if readiness.last is not None else "not asked"
+    if readiness.steady:
+        server.show_tail()
+        return TrainingFailed(
+            f"instance {server.instance}: the server answered {url} with {last} for "
+            f"{readiness.seconds:.1f} s, expected 200",
+            "set ready = to a URL it answers with 200 when it is up (a health check path), "
+            f"or fix the server's config; see {server.log}",
+        )
+    show(server.dump())
+    answered = readiness.last is not None and readiness.last.status is not None
+    return TrainingFailed(
+        f"instance {server.instance}: the server did not answer {url} with 200 within {limit:g} s (last: {last})",
+        f"see {server.log}; raise ready_timeout if it starts slowly"
+        + (", or set ready = to a URL it answers with 200" if answered else ""),
+    )
 
 
 def _stop(server: RunningServer, limit: float) -> None:

@@ -1,9 +1,15 @@
-"""Pure parts of the training's plumbing: /proc task stat lines, deterministic files, workload refusals."""
+"""The training's plumbing: /proc task stat lines, deterministic files, readiness polling (real servers
+on 127.0.0.1)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -48,3 +54,113 @@ def test_docroot_is_deterministic(tmp_path: Path) -> None:
     assert "union select" in attack
     digest = hashlib.sha256((Path(first["docroot"]) / "index.html").read_bytes()).hexdigest()
     assert digest == hashlib.sha256(docroot.content("index.html", 5 * 1024)).hexdigest()
+
+
+class _Answers(BaseHTTPRequestHandler):
+    """Answers every GET with the server's ``status`` (``None``: closes the connection without a word)."""
+
+    def do_GET(self) -> None:
+        status = self.server.status  # type: ignore[attr-defined]
+        if status is None:
+            self.close_connection = True
+            return
+        body = b"x"
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def answering() -> Iterator[ThreadingHTTPServer]:
+    """A real HTTP server on 127.0.0.1 in a thread; set ``.status`` to what it answers."""
+    server = ThreadingHTTPServer((net.HOST, 0), _Answers)
+    server.status = 200  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _url(server: ThreadingHTTPServer, path: str = "/health") -> str:
+    return f"http://{net.HOST}:{server.server_address[1]}{path}"
+
+
+@pytest.fixture
+def refusing_port() -> Iterator[int]:
+    """A port bound but never listening: connections to it are refused."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((net.HOST, 0))
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+def test_ask_says_what_answered(answering: ThreadingHTTPServer, refusing_port: int) -> None:
+    assert net.ask(_url(answering)).describe() == "200 OK"
+    answering.status = 404  # type: ignore[attr-defined]
+    assert net.ask(_url(answering)) == net.Answer(404, "Not Found")
+    assert net.probe(_url(answering)) == 404
+    answering.status = None  # type: ignore[attr-defined]
+    assert net.ask(_url(answering)).describe() == "connection closed without a response"
+    refused = net.ask(f"http://{net.HOST}:{refusing_port}/health")
+    assert (refused.status, refused.describe()) == (None, "connection refused")
+
+
+def test_ready_when_it_answers_200(answering: ThreadingHTTPServer) -> None:
+    result = net.poll_ready(_url(answering), 10, lambda: True)
+    assert result.ready
+    assert result.last == net.Answer(200, "OK")
+    took = net.wait_ready(_url(answering), 10, lambda: True)
+    assert took is not None and took < 10
+
+
+def test_a_steady_404_fails_fast_and_says_so(answering: ThreadingHTTPServer) -> None:
+    answering.status = 404  # type: ignore[attr-defined]
+    started = time.monotonic()
+    result = net.poll_ready(_url(answering), 60, lambda: True)
+    took = time.monotonic() - started
+    assert (result.ready, result.steady) == (False, True)
+    assert result.last is not None and result.last.describe() == "404 Not Found"
+    assert net.STEADY_SECONDS <= took < net.STEADY_SECONDS + 3  # not the 60 s limit
+
+
+def test_503_is_waited_for_until_the_limit(answering: ThreadingHTTPServer) -> None:
+    answering.status = 503  # type: ignore[attr-defined]
+    result = net.poll_ready(_url(answering), 1.0, lambda: True, steady_seconds=0.2)
+    assert (result.ready, result.steady) == (False, False)
+    assert result.seconds >= 1.0
+    assert result.last is not None and result.last.status == 503
+
+
+def test_a_server_that_becomes_ready_is_not_failed_by_its_early_404s(answering: ThreadingHTTPServer) -> None:
+    answering.status = 404  # type: ignore[attr-defined]
+    timer = threading.Timer(1.0, lambda: setattr(answering, "status", 200))
+    timer.start()
+    try:
+        result = net.poll_ready(_url(answering), 30, lambda: True)
+    finally:
+        timer.cancel()
+    assert result.ready
+    assert 1.0 <= result.seconds < net.STEADY_SECONDS
+
+
+def test_a_refused_port_is_waited_for_and_reported(refusing_port: int) -> None:
+    result = net.poll_ready(f"http://{net.HOST}:{refusing_port}/health", 1.0, lambda: True, steady_seconds=0.2)
+    assert (result.ready, result.steady) == (False, False)
+    assert result.seconds >= 1.0
+    assert result.last is not None and result.last.describe() == "connection refused"
+
+
+def test_a_dead_server_stops_the_polling(refusing_port: int) -> None:
+    result = net.poll_ready(f"http://{net.HOST}:{refusing_port}/health", 60, lambda: False)
+    assert not result.ready
+    assert result.seconds < 1
