@@ -18,6 +18,11 @@ _REQUESTS = re.compile(
 _STATUS = re.compile(r"^status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx$", re.MULTILINE)
 _PROTOCOL = re.compile(r"^Application protocol: (\S+)$", re.MULTILINE)
 _FINISHED = re.compile(r"^finished in (?P<value>[\d.]+)(?P<unit>us|ms|s), (?P<rate>[\d.]+) req/s", re.MULTILINE)
+_TRAFFIC = re.compile(
+    r"^traffic: \S+ \((?P<total>\d+)\) total, \S+ \((?P<headers>\d+)\) headers \(space savings [^)]*\), "
+    r"\S+ \((?P<data>\d+)\) data$",
+    re.MULTILINE,
+)
 _PROGRESS = re.compile(r"^progress: (\d+)% done$")
 _EXPECT = re.compile(r"^(ok|any|[2-5]xx|[1-5]\d\d)$")
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -38,6 +43,12 @@ class H2loadSummary:
     protocol: str | None = None
     seconds: float | None = None
     rate: float | None = None
+    #: bytes of response bodies h2load received (the ``data`` of its ``traffic:`` line), None without that line
+    data_bytes: int | None = None
+
+    def responses(self) -> int:
+        """Responses that came with a status code."""
+        return sum(self.status.values())
 
 
 def h2load_argv(
@@ -88,6 +99,7 @@ def parse_summary(text: str) -> H2loadSummary:
     status = dict(zip(STATUS_CLASSES, (int(g) for g in status_match.groups()), strict=True)) if status_match else {}
     protocol = _PROTOCOL.search(text)
     finished = _FINISHED.search(text)
+    traffic = _TRAFFIC.search(text)
     seconds = float(finished["value"]) * _UNITS[finished["unit"]] if finished else None
     return H2loadSummary(
         **counts,
@@ -95,6 +107,7 @@ def parse_summary(text: str) -> H2loadSummary:
         protocol=protocol.group(1) if protocol else None,
         seconds=seconds,
         rate=float(finished["rate"]) if finished else None,
+        data_bytes=int(traffic["data"]) if traffic else None,
     )
 
 
@@ -152,4 +165,29 @@ def check(summary: H2loadSummary, requested: int, expect: str, codes: Counter[in
         if codes.get(int(expect), 0) != requested:
             top = ", ".join(f"{n} x {c}" for c, n in codes.most_common(4))
             return f"expected all {expect}, got {top}"
+    return None
+
+
+def mean_body(data_bytes: int, responses: int) -> float | None:
+    """Mean bytes of body per response; None without responses."""
+    return data_bytes / responses if responses else None
+
+
+def check_mean_body(
+    data_bytes: int | None, responses: int, minimum: int | None = None, maximum: int | None = None
+) -> str | None:
+    """Why the responses' mean body size (``data`` of h2load's traffic line over the responses) is out of
+    ``[minimum, maximum]``, or None."""
+    if minimum is None and maximum is None:
+        return None
+    if data_bytes is None:
+        return "h2load printed no 'traffic: …' line to take the mean body size from"
+    mean = mean_body(data_bytes, responses)
+    if mean is None:
+        return "no responses to take the mean body size of"
+    figures = f"mean body {mean:,.0f} bytes ({data_bytes:,} bytes of data over {responses:,} responses)"
+    if minimum is not None and mean < minimum:
+        return f"{figures}, expected at least {minimum:,} (min_mean_body)"
+    if maximum is not None and mean > maximum:
+        return f"{figures}, expected at most {maximum:,} (max_mean_body)"
     return None

@@ -12,6 +12,8 @@ headers = ["if-none-match: \\"x\\""]
 connections = 8
 streams = 10               # concurrent streams per connection (HTTP/2), pipelined requests (HTTP/1.1)
 expect = "ok"              # "ok" (2xx/3xx), "any", a class "4xx" or a code "403"
+max_mean_body = 2000       # bytes: the responses' mean body size (h2load's traffic data / responses) at most
+min_mean_body = 100        # … and at least (a compression phase proves it got compressed responses)
 upstream = "down"          # stop the [setup] upstream for this phase (dead-upstream errors)
 timeout = 120              # seconds; default the workload's phase_timeout, PGO_PHASE_TIMEOUT or 300
 """
@@ -149,6 +151,21 @@ def run_h2load(
         ) from None
 
 
+@dataclass
+class BodyTally:
+    """Response body bytes and responses, summed over h2load runs (those without a traffic line: unknown)."""
+
+    data_bytes: int | None = 0
+    responses: int = 0
+
+    def add(self, summary: h2load.H2loadSummary) -> None:
+        self.responses += summary.responses()
+        if self.data_bytes is not None and summary.data_bytes is not None:
+            self.data_bytes += summary.data_bytes
+        else:
+            self.data_bytes = None
+
+
 def run_batches(
     ctx: PhaseContext,
     argv_for: Callable[[int, Path | None], list[str]],
@@ -162,9 +179,11 @@ def run_batches(
     log: Path,
     codes_log: Path | None,
     unit: str,
+    bodies: BodyTally | None = None,
 ) -> tuple[int, dict[str, int]]:
     """``total`` requests as h2load runs of ``batch`` connections with ONE request each (``-c B -n B``): every
-    request on a new connection. Each run must pass ``expect``. Returns (done, status classes)."""
+    request on a new connection. Each run must pass ``expect``. Returns (done, status classes); the runs'
+    body bytes and responses are added to ``bodies``."""
     done = 0
     status = dict.fromkeys(h2load.STATUS_CLASSES, 0)
     start = time.monotonic()
@@ -182,6 +201,8 @@ def run_batches(
         if problem is not None:
             raise TrainingFailed(f"{label}: batch of {count} connections after {done} {unit}: {problem}", f"see {log}")
         done += count
+        if bodies is not None:
+            bodies.add(summary)
         for key, value in summary_status(summary).items():
             status[key] += value
         if done >= next_report or done == total:
@@ -252,6 +273,8 @@ class HttpPhase(Phase):
         expect: str,
         upstream: str,
         one_per_connection: bool,
+        min_mean_body: int | None = None,
+        max_mean_body: int | None = None,
     ) -> None:
         super().__init__(name, timeout)
         self.requests = requests
@@ -266,6 +289,8 @@ class HttpPhase(Phase):
         self.expect = expect
         self.upstream = upstream
         self.one_per_connection = one_per_connection
+        self.min_mean_body = min_mean_body
+        self.max_mean_body = max_mean_body
 
     @classmethod
     def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
@@ -282,6 +307,12 @@ class HttpPhase(Phase):
         for header in headers:
             if ":" not in header.lstrip(":"):
                 raise table.error("headers", f"{header!r} is not 'name: value'")
+        min_mean_body = table.integer("min_mean_body", minimum=0)
+        max_mean_body = table.integer("max_mean_body", minimum=0)
+        if min_mean_body is not None and max_mean_body is not None and min_mean_body > max_mean_body:
+            raise table.error(
+                "max_mean_body", f"{max_mean_body} is below min_mean_body = {min_mean_body}", "swap them?"
+            )
         return cls(
             name,
             timeout,
@@ -297,6 +328,8 @@ class HttpPhase(Phase):
             expect=parse_expect(table),
             upstream=table.string("upstream", "up", choices=("up", "down")),
             one_per_connection=table.boolean("one_per_connection", False),
+            min_mean_body=min_mean_body,
+            max_mean_body=max_mean_body,
         )
 
     def texts(self) -> list[str]:
@@ -345,6 +378,7 @@ class HttpPhase(Phase):
             f"{' (a new one per request)' if self.one_per_connection else ''}, expect {self.expect}"
         )
         start = time.monotonic()
+        bodies = BodyTally()
         with upstream_state(ctx, self.upstream):
             if self.one_per_connection:
                 done, status = run_batches(
@@ -359,6 +393,7 @@ class HttpPhase(Phase):
                     log=log,
                     codes_log=codes_log,
                     unit="requests",
+                    bodies=bodies,
                 )
                 detail = f"{self.protocol}, one request per connection"
             else:
@@ -376,6 +411,13 @@ class HttpPhase(Phase):
                 if problem is not None:
                     raise TrainingFailed(f"{label}: {problem}", f"see {log} and the server log")
                 done, status = summary.done, summary_status(summary)
+                bodies.add(summary)
                 detail = f"{summary.protocol or '?'}, {summary.rate or 0:,.0f} req/s"
         seconds = time.monotonic() - start
+        problem = h2load.check_mean_body(bodies.data_bytes, bodies.responses, self.min_mean_body, self.max_mean_body)
+        if problem is not None:
+            raise TrainingFailed(f"{label}: {problem}", f"see {log}; check the phase's headers and the server's config")
+        mean = h2load.mean_body(bodies.data_bytes or 0, bodies.responses)
+        if mean is not None and bodies.data_bytes is not None:
+            detail += f", mean body {mean:,.0f} B"
         return PhaseResult(self.name, self.kind, requests, done, seconds, status, detail)

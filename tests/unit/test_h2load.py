@@ -153,3 +153,49 @@ def test_argv_refuses_nonsense(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="either urls or uri_file"):
         h2load.h2load_argv(["http://x/"], requests=1, connections=1, uri_file=tmp_path)
     assert h2load.h2load_argv([], requests=1, connections=1, uri_file=tmp_path)[-2:] == ["-i", str(tmp_path)]
+
+
+@pytest.mark.parametrize(
+    ("name", "data_bytes", "responses", "mean"),
+    [
+        ("h2-tls-cached.txt", 25675000, 5000, 5135.0),  # the demo server's cached 5 KB pages, over h2
+        ("h1-plain-ok.txt", 980000, 20000, 49.0),
+        ("h1-mixed.txt", 296, 12, 296 / 12),
+        ("h1-413-connection-closed.txt", 46, 2, 23.0),  # 2 responses of 20 requests
+        ("h1-refused.txt", 0, 0, None),
+    ],
+)
+def test_traffic_data_and_mean_body(name: str, data_bytes: int, responses: int, mean: float | None) -> None:
+    summary = h2load.parse_summary(_read(name))
+    assert (summary.data_bytes, summary.responses()) == (data_bytes, responses)
+    assert h2load.mean_body(data_bytes, responses) == mean
+
+
+def test_no_traffic_line_no_data_bytes() -> None:
+    text = "\n".join(line for line in _read("h1-plain-ok.txt").splitlines() if not line.startswith("traffic:"))
+    assert h2load.parse_summary(text).data_bytes is None
+
+
+@pytest.mark.parametrize(
+    ("minimum", "maximum", "problem"),
+    [
+        (None, None, None),
+        (5000, 6000, None),
+        (5135, 5135, None),
+        (None, 2000, "mean body 5,135 bytes (25,675,000 bytes of data over 5,000 responses), expected at most 2,000"),
+        (6000, None, "mean body 5,135 bytes (25,675,000 bytes of data over 5,000 responses), expected at least 6,000"),
+    ],
+)
+def test_check_mean_body(minimum: int | None, maximum: int | None, problem: str | None) -> None:
+    summary = h2load.parse_summary(_read("h2-tls-cached.txt"))
+    found = h2load.check_mean_body(summary.data_bytes, summary.responses(), minimum, maximum)
+    assert found == (None if problem is None else f"{problem} ({'max' if maximum == 2000 else 'min'}_mean_body)")
+
+
+def test_check_mean_body_without_figures() -> None:
+    assert (
+        h2load.check_mean_body(None, 10, 1, None)
+        == "h2load printed no 'traffic: …' line to take the mean body size from"
+    )
+    assert h2load.check_mean_body(0, 0, None, 100) == "no responses to take the mean body size of"
+    assert h2load.check_mean_body(None, 10) is None  # no limits: nothing to check
