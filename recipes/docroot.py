@@ -51,11 +51,13 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(temp, path)
 
 
-def make_docroot(directory: Path) -> dict[str, str]:
-    """Write the document root and the bodies; returns the placeholders ``{docroot}`` and ``{bodies}``."""
-    root, bodies = directory / "docroot", directory / "bodies"
-    for name, size in DOCROOT_FILES.items():
-        _write(root / name, content(name, size))
+def make_docroot(directory: Path, own: Path | None = None) -> dict[str, str]:
+    """Write the document root and the bodies; returns the placeholders ``{docroot}`` and ``{bodies}``. With
+    ``own`` (a folder of the user's files), ``{docroot}`` is that folder as it is: nothing is written into it."""
+    root, bodies = (own or directory / "docroot"), directory / "bodies"
+    if own is None:
+        for name, size in DOCROOT_FILES.items():
+            _write(root / name, content(name, size))
     for name, (size, text) in BODY_FILES.items():
         _write(bodies / name, content(name, size, text))
     return {"docroot": str(root), "bodies": str(bodies)}

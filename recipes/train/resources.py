@@ -2,7 +2,7 @@
 
 [setup]
 certs = ["ecdsa", "rsa"]   # {ecdsa_cert} {ecdsa_key} {rsa_cert} {rsa_key}
-docroot = true             # {docroot} (files served) and {bodies} (request bodies)
+docroot = true             # {docroot} (files served) and {bodies} (request bodies); or "site": your own folder
 upstream = true            # {upstream} (http://127.0.0.1:PORT), {upstream_port}, {dead_port}
 """
 
@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,27 +51,73 @@ class Certs(Resource):
         return made()
 
 
+@dataclass(frozen=True)
+class DocrootOptions:
+    #: the user's own folder served as ``{docroot}`` (absolute), or None: the deterministic files
+    folder: Path | None = None
+
+
+def _workload_dir(table: Table) -> Path:
+    """The folder of the workload file whose ``[setup]`` table this is (its ``where`` is ``<path> [setup]``)."""
+    return Path(table.where.rsplit(" [", 1)[0]).parent
+
+
 @register_resource
 class Docroot(Resource):
+    """``docroot = true``: deterministic files (recipes/docroot.py); ``docroot = "site"``: the user's own folder
+    (absolute, or relative to the workload file's folder; ``{workload_dir}`` may start it). ``{bodies}`` is made
+    either way."""
+
     kind = "docroot"
 
     def parse(self, table: Table, key: str) -> Any:
-        if table.boolean(key) is not True:
-            raise table.error(key, "must be true (or left out)")
-        return True
+        if isinstance(table.data.get(key), str):
+            text: str = table.string(key)
+            path_text = (
+                text.replace("{workload_dir}", str(_workload_dir(table)), 1)
+                if text.startswith("{workload_dir}")
+                else text
+            )
+            if "{" in path_text or "}" in path_text or not path_text:
+                raise table.error(
+                    key,
+                    f"{text!r} is not a folder path",
+                    "a path, absolute or relative to the workload file's folder (only {workload_dir} may start it)",
+                )
+            folder = Path(path_text).expanduser()
+            folder = (folder if folder.is_absolute() else _workload_dir(table) / folder).resolve()
+            if not folder.is_dir():
+                raise table.error(
+                    key, f"no folder {folder}", "create it with the files to serve, or set docroot = true"
+                )
+            return DocrootOptions(folder)
+        value = table.data.get(key)
+        if not isinstance(value, bool) or table.boolean(key) is not True:
+            raise table.error(
+                key, f"must be true (or left out), or the path of a folder of your own files; got {value!r}"
+            )
+        return DocrootOptions()
 
     def placeholders(self, options: Any) -> set[str]:
         return {"docroot", "bodies"}
 
     def files(self, options: Any) -> set[str]:
-        return {f"{{docroot}}/{name}" for name in docroot.DOCROOT_FILES} | {
-            f"{{bodies}}/{name}" for name in docroot.BODY_FILES
-        }
+        assert isinstance(options, DocrootOptions)
+        made = {f"{{bodies}}/{name}" for name in docroot.BODY_FILES}
+        if options.folder is None:
+            made |= {f"{{docroot}}/{name}" for name in docroot.DOCROOT_FILES}
+        return made
 
     def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
+        assert isinstance(options, DocrootOptions)
+
         @contextmanager
         def made() -> Iterator[LiveResource]:
-            yield LiveResource(docroot.make_docroot(ctx.scratch))
+            if options.folder is not None and not options.folder.is_dir():
+                raise TrainingFailed(
+                    f"[setup] docroot: the folder {options.folder} is gone", "create it again, or set docroot = true"
+                )
+            yield LiveResource(docroot.make_docroot(ctx.scratch, options.folder))
 
         return made()
 

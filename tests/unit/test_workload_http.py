@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import ConfigError
+from recipes.train.base import RESOURCES
 from recipes.train.http import HttpPhase
 from recipes.workload import load_workload
 
@@ -92,6 +93,18 @@ def test_good_server_workload(tmp_path: Path) -> None:
         ('phases_from = "srv"', 'phases_from = "svr"', r"phases_from: unknown value 'svr'.*did you mean 'srv'"),
         ('mode = "server"\nargs', 'mode = "command"\nargs', r"a 'http' phase cannot run in a 'command' instance"),
         ("handshakes = 10", "handshakes = 10\nbatch = 0", r"batch: must be at least 1"),
+        ("requests = 10", "requests = 10\nmax_mean_body = -1", r"max_mean_body: must be at least 0"),
+        ("requests = 10", "requests = 10\nmin_mean_body = 2.5", r"min_mean_body: expected an integer"),
+        (
+            "requests = 10",
+            "requests = 10\nmin_mean_body = 500\nmax_mean_body = 100",
+            r"phase\].*max_mean_body: 100 is below min_mean_body = 500",
+        ),
+        ("requests = 10", "requests = 10\nmean_body = 100", r"mean_body: unknown key.*'(min|max)_mean_body'"),
+        ("docroot = true", "docroot = false", r"docroot: must be true \(or left out\), or the path of a folder"),
+        ("docroot = true", 'docroot = "no-such-site"', r"docroot: no folder .*/no-such-site"),
+        ("docroot = true", 'docroot = "{work}/site"', r"docroot: '\{work\}/site' is not a folder path"),
+        ("docroot = true", "docroot = 3", r"docroot: must be true \(or left out\), or the path .*; got 3"),
     ],
 )
 def test_refused_before_anything_starts(tmp_path: Path, old: str, new: str, message: str) -> None:
@@ -120,3 +133,36 @@ requests = 1
 """
     with pytest.raises(ConfigError, match=r"a 'http' phase cannot run in a 'command' instance.*mode = 'server'"):
         load_workload(_write(tmp_path, text))
+
+
+def test_mean_body_limits_are_read(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        'path = "/page/a"\nrequests = 10', 'path = "/page/a"\nrequests = 10\nmin_mean_body = 0\nmax_mean_body = 900'
+    )
+    get = load_workload(_write(tmp_path, text)).instances[0].phases[0]
+    assert isinstance(get, HttpPhase)
+    assert (get.min_mean_body, get.max_mean_body) == (0, 900)
+    post = load_workload(_write(tmp_path, GOOD)).instances[0].phases[1]
+    assert isinstance(post, HttpPhase)
+    assert (post.min_mean_body, post.max_mean_body) == (None, None)
+
+
+@pytest.mark.parametrize("value", ["site", "{workload_dir}/site", "ABSOLUTE"])
+def test_docroot_of_ones_own_folder(tmp_path: Path, value: str) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    text = GOOD.replace("docroot = true", f"docroot = {str(site) if value == 'ABSOLUTE' else value!r}")
+    text = text.replace('body = "{bodies}/form-2k.txt"', 'body = "{docroot}/form.txt"')  # any name: checked at start
+    workload = load_workload(_write(tmp_path, text))
+    options = dict(workload.resources)["docroot"]
+    assert options.folder == site.resolve()
+    # {bodies} is still made; {docroot}/… files are the user's, not the generated ones
+    made = RESOURCES["docroot"].files(options)
+    assert "{bodies}/form-2k.txt" in made
+    assert not any(name.startswith("{docroot}") for name in made)
+
+
+def test_generated_docroot_lists_its_files(tmp_path: Path) -> None:
+    made = RESOURCES["docroot"].files(dict(load_workload(_write(tmp_path, GOOD)).resources)["docroot"])
+    assert "{docroot}/index.html" in made
+    assert "{bodies}/attack.txt" in made
