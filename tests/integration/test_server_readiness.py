@@ -1,0 +1,235 @@
+"""Server instances trained against a tiny real HTTP/1.1 server (Python's http.server in its own process, on
+127.0.0.1): what a readiness failure says and how soon, a docroot of the user's own files, and the mean body size
+an http phase may check (h2load's traffic figures). No demo server build: the "binary" is that script."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes.errors import TrainingFailed
+from recipes.train.runner import run_workload
+from recipes.workload import load_workload
+from tests.conftest import REPO, clean_env
+
+pytestmark = [pytest.mark.server]
+
+#: GET /health answers the status given as its third argument; any other path is a file under the folder of the
+#: second, gzip-compressed when the request accepts gzip; SIGTERM: exit 0
+SERVER = """
+import gzip, signal, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+port, root, health = int(sys.argv[1]), Path(sys.argv[2]).resolve(), int(sys.argv[3])
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        file = (root / path.lstrip("/")).resolve()
+        if path == "/health":
+            status, body = health, b"health\\n"
+        elif file.is_file() and root in file.parents:
+            status, body = 200, file.read_bytes()
+        else:
+            status, body = 404, b"no such file\\n"
+        compressed = status == 200 and "gzip" in self.headers.get("accept-encoding", "")
+        if compressed:
+            body = gzip.compress(body, mtime=0)
+        self.send_response(status)
+        if compressed:
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format, *args):
+        pass
+
+
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+server.daemon_threads = True
+print(f"listening {port}", flush=True)
+server.serve_forever()
+"""
+
+
+def server_binary(tmp_path: Path) -> Path:
+    script = tmp_path / "tiny_server.py"
+    script.write_text(SERVER)
+    binary = tmp_path / "tiny-server"
+    binary.write_text(f'#!/bin/sh\nexec {sys.executable} {script} "$@"\n')
+    binary.chmod(0o755)
+    return binary
+
+
+HEALTH_PHASE = """
+[[instance.phase]]
+name = "health"
+kind = "http"
+protocol = "h1"
+path = "/health"
+requests = 5
+"""
+
+
+def workload(
+    tmp_path: Path, *, health: int = 200, setup: str = "docroot = true", server: str = "", phases: str = HEALTH_PHASE
+) -> Path:
+    path = tmp_path / "workload.toml"
+    path.write_text(
+        f"""
+[workload]
+description = "a tiny Python server"
+
+[setup]
+{setup}
+
+[[instance]]
+name = "tiny"
+mode = "server"
+args = ["{{http_port}}", "{{docroot}}", "{health}"]
+{server}
+
+{phases}
+"""
+    )
+    return path
+
+
+def train(tmp_path: Path, workload_path: Path, binary: Path) -> dict[str, Any]:
+    return run_workload(
+        load_workload(workload_path),
+        binary=binary,
+        base_env=clean_env(),
+        work=tmp_path / "work",
+        logs=tmp_path / "work" / "logs",
+        project_dir=REPO,
+        scale=1.0,
+        timeout=60,
+        profraw_dir=None,
+    )
+
+
+def test_a_server_that_answers_200_is_trained(tmp_path: Path) -> None:
+    report = train(tmp_path, workload(tmp_path), server_binary(tmp_path))
+    assert [(p["name"], p["done"], p["status"]["2xx"]) for p in report["phases"]] == [("health", 5, 5)]
+
+
+def test_a_readiness_url_answering_404_fails_fast_saying_so(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    started = time.monotonic()
+    with pytest.raises(TrainingFailed) as caught:
+        train(tmp_path, workload(tmp_path, health=404), server_binary(tmp_path))
+    took = time.monotonic() - started
+    assert took < 20, took  # not the 60 s ready_timeout
+    message = caught.value.line()
+    assert "\n" not in message
+    assert (
+        caught.value.message.startswith("instance tiny: the server answered http://127.0.0.1:")
+        and "/health with 404 Not Found for " in message
+        and "expected 200" in message
+    ), message
+    assert "set ready = to a URL it answers with 200" in caught.value.hint
+    err = capfd.readouterr().err
+    assert err.count("--- tail of the server log") == 1
+    assert "listening" in err  # its first line: the probes left no error in the server's log
+
+
+def test_a_readiness_port_that_refuses_waits_the_timeout_and_says_so(tmp_path: Path) -> None:
+    # the server listens on {http_port}; the readiness URL is {https_port}, where nothing listens
+    text = 'ready = "http://127.0.0.1:{https_port}/health"\nready_timeout = 2'
+    started = time.monotonic()
+    with pytest.raises(TrainingFailed) as caught:
+        train(tmp_path, workload(tmp_path, server=text), server_binary(tmp_path))
+    assert 2 <= time.monotonic() - started < 15
+    assert caught.value.message.endswith("/health with 200 within 2 s (last: connection refused)"), caught.value.message
+    assert "raise ready_timeout" in caught.value.hint
+
+
+COMPRESSED = """
+[[instance.phase]]
+name = "compressed"
+kind = "http"
+protocol = "h1"
+paths = ["/index.html", "/docs/b.html"]
+requests = 40
+headers = ["accept-encoding: gzip"]
+{limits}
+"""
+
+
+def test_mean_body_proves_compression(tmp_path: Path) -> None:
+    """index.html (5120 bytes) and docs/b.html (2400): 3760 bytes a response uncompressed, far less gzipped."""
+    binary = server_binary(tmp_path)
+    ok = COMPRESSED.format(limits="min_mean_body = 100\nmax_mean_body = 3000")
+    report = train(tmp_path, workload(tmp_path, phases=ok), binary)
+    assert "mean body" in report["phases"][0]["detail"]
+    plain = ok.replace('headers = ["accept-encoding: gzip"]\n', "")
+    with pytest.raises(TrainingFailed) as caught:
+        train(tmp_path, workload(tmp_path, phases=plain), binary)
+    assert caught.value.message == (
+        "phase tiny/compressed: mean body 3,760 bytes (150,400 bytes of data over 40 responses), "
+        "expected at most 3,000 (max_mean_body)"
+    )
+    too_small = COMPRESSED.format(limits="min_mean_body = 3700")
+    with pytest.raises(
+        TrainingFailed, match=r"phase tiny/compressed: mean body [\d,]+ bytes .* expected at least 3,700"
+    ):
+        train(tmp_path, workload(tmp_path, phases=too_small), binary)
+
+
+def test_mean_body_over_one_request_per_connection(tmp_path: Path) -> None:
+    """Summed over the five h2load runs of 8 connections, each connection's one request the first path."""
+    phases = COMPRESSED.format(limits="one_per_connection = true\nconnections = 8\nmax_mean_body = 3000")
+    with pytest.raises(TrainingFailed, match=r"mean body 5,120 bytes \(204,800 bytes of data over 40 responses\)"):
+        train(
+            tmp_path,
+            workload(tmp_path, phases=phases.replace('headers = ["accept-encoding: gzip"]\n', "")),
+            server_binary(tmp_path),
+        )
+
+
+def test_docroot_of_the_users_own_files(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "css").mkdir(parents=True)
+    (site / "css" / "main.css").write_text("b" * 777)
+    phases = """
+[[instance.phase]]
+name = "own"
+kind = "http"
+protocol = "h1"
+path = "/css/main.css"
+requests = 10
+min_mean_body = 777
+max_mean_body = 777
+
+[[instance.phase]]
+name = "generated-is-not-there"
+kind = "http"
+protocol = "h1"
+path = "/index.html"
+requests = 10
+expect = "404"
+
+[[instance.phase]]
+name = "bodies-are-made"
+kind = "http"
+protocol = "h1"
+method = "POST"
+body = "{bodies}/form-2k.txt"
+path = "/css/main.css"
+requests = 10
+expect = "501"
+"""
+    report = train(tmp_path, workload(tmp_path, setup='docroot = "site"', phases=phases), server_binary(tmp_path))
+    assert [p["done"] for p in report["phases"]] == [10, 10, 10]
+    assert sorted(site.rglob("*")) == [site / "css", site / "css" / "main.css"]  # nothing written into it
+    # {bodies} is made anyway: h2load sent form-2k.txt (the tiny server does not know POST: 501)
