@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,19 +42,70 @@ def tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
+#: cargo's status lines of a unit: ``   Compiling serde v1.0.200``, ``       Fresh libc v0.2.155 (…)``
+_CARGO_UNIT = re.compile(r"^ {0,12}(Compiling|Fresh) (\S+) v(\S+)")
+_CARGO_FINISHED = re.compile(r"^ {0,12}Finished ")
+#: cargo's ``Running `…` `` lines: rustc and build script invocations (one line, or several when an argument or
+#: a variable holds a newline, up to the line that ends with the closing backquote)
+_INVOCATION = re.compile(r"^ {0,12}Running `")
+PROGRESS_WIDTH = 160
+
+
+def _plain_lines(stream: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a cargo log a person can read: without the command line (``$ …``), cargo's invocations
+    (however many lines they span), its JSON messages and build scripts' ``[pkg 1.0.0] cargo:…`` output."""
+    in_invocation = False
+    for raw in stream:
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if in_invocation:
+            in_invocation = not line.endswith("`")
+            continue
+        if _INVOCATION.match(line):
+            in_invocation = not line.rstrip().endswith("`") or line.rstrip().endswith("Running `")
+            continue
+        text = line.strip()
+        if not text or text.startswith(("$ ", '{"reason":')) or re.match(r"^\[\S+ \S+\] ", text):
+            continue
+        yield line
+
+
+def _crates(count: int) -> str:
+    return f"{count} crate{'' if count == 1 else 's'}"
+
+
 def last_progress_line(log: Path) -> str:
-    """The last line of a growing log that says what is going on (cargo's Compiling lines, say)."""
+    """What a growing log says is going on, for the heartbeat of a long command. For cargo: the crate it is
+    compiling now and how many crates it has reported so far (compiled or fresh); once it has finished (tests
+    running, say), how many it built and the last readable line. For another tool, its last readable line. Never
+    a fragment of cargo's invocations."""
+    compiling = fresh = 0
+    current = ""
+    finished = False
+    last = ""
     try:
         with log.open("rb") as stream:
-            stream.seek(max(0, log.stat().st_size - 8192))
-            lines = stream.read().decode("utf-8", "replace").splitlines()
+            for line in _plain_lines(stream):
+                unit = _CARGO_UNIT.match(line)
+                if unit is None:
+                    last = line.strip()
+                    finished = finished or _CARGO_FINISHED.match(line) is not None
+                    continue
+                finished = False
+                if unit[1] == "Compiling":
+                    compiling += 1
+                    current = f"{unit[2]} v{unit[3]}"
+                else:
+                    fresh += 1
     except OSError:
         return "(no output yet)"
-    for line in reversed(lines):
-        text = line.strip()
-        if text and not text.startswith("Running `"):
-            return text[:160]
-    return "(no output yet)"
+    units = compiling + fresh
+    if not units:
+        return last[:PROGRESS_WIDTH] or "(no output yet)"
+    if finished:
+        return f"{_crates(units)} built{f' ({fresh} fresh)' if fresh else ''}; {last}"[:PROGRESS_WIDTH]
+    if not current:
+        return f"{_crates(units)} so far, all fresh"
+    return f"compiling {current} (crate {units} so far{f', {fresh} fresh' if fresh else ''})"[:PROGRESS_WIDTH]
 
 
 def run(
