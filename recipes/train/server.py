@@ -8,6 +8,7 @@
     ready = "http://127.0.0.1:{http_port}/health"     # the default
     ready_timeout = 60                                 # seconds, the default
     stop_timeout = 60                                  # seconds after SIGTERM, the default
+    exit_on_sigterm = false                            # true: SIGTERM calls exit(0) (see recipes/train/sigterm.py)
 
 The server must exit with status 0 after SIGTERM (so an instrumented binary writes its profile); a signal,
 another exit code, or an exit before the stop fails the training with the tail of the server's log.
@@ -30,6 +31,7 @@ from recipes import net
 from recipes.errors import PgoError, TrainingFailed
 from recipes.runner import say
 from recipes.schema import Table, fill
+from recipes.train import sigterm
 from recipes.train.base import InstanceMode, PhaseContext, register_mode
 
 PORT_PLACEHOLDERS = ("http_port", "https_port")
@@ -53,6 +55,7 @@ class ServerOptions:
     ready: str
     ready_timeout: float
     stop_timeout: float
+    exit_on_sigterm: bool = False
 
 
 @dataclass
@@ -110,6 +113,7 @@ class ServerMode(InstanceMode):
             ready=table.string("ready", "http://127.0.0.1:{http_port}/health"),
             ready_timeout=table.number("ready_timeout", 60.0),
             stop_timeout=table.number("stop_timeout", 60.0),
+            exit_on_sigterm=bool(table.boolean("exit_on_sigterm", False)),
         )
 
     def placeholders(self) -> set[str]:
@@ -147,8 +151,11 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
     argv = [str(ctx.binary), *(fill(a, values) for a in options.args)]
     log = ctx.logs / f"train-{ctx.instance}-server.log"
     say(f"instance {ctx.instance}: starting {' '.join(argv)} (log {log})")
+    env = ctx.env
+    if options.exit_on_sigterm:
+        env = sigterm.preload_env(env, sigterm.shim(Path(ctx.values["work"]).parent / "bin", env))
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, env=ctx.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     server = RunningServer(ctx.instance, proc, ports, log)
     stopped = False
     try:
@@ -212,9 +219,12 @@ def _stop(server: RunningServer, limit: float) -> None:
         ) from None
     if returncode != 0:
         server.show_tail()
+        killed = returncode == -signal.SIGTERM
         raise TrainingFailed(
             f"instance {server.instance}: the server exited with {describe_exit(returncode)} after SIGTERM, "
-            "expected exit code 0",
-            f"see {server.log}",
+            "expected exit code 0" + (": it has no SIGTERM handler, so it writes no profile" if killed else ""),
+            "set exit_on_sigterm = true in the instance (SIGTERM then calls exit(0))"
+            if killed
+            else f"see {server.log}",
         )
     say(f"instance {server.instance}: stopped in {time.monotonic() - started:.2f} s (exit code 0)")

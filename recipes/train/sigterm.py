@@ -1,0 +1,74 @@
+"""``exit_on_sigterm = true``: a server with no SIGTERM handler of its own still writes its profile.
+
+An instrumented binary writes its ``.profraw`` when it exits normally (LLVM's profile runtime registers an
+``atexit`` handler); a server that installs no handler for SIGTERM is killed by it, and writes nothing. Many
+small servers are like that. For them the training preloads a tiny shared library (``LD_PRELOAD``) whose
+constructor makes SIGTERM call ``exit(0)``: the ``atexit`` handlers run, the profile is written, the exit
+status is 0. A server that installs its own handler later replaces this one, and keeps its own behaviour.
+A static binary (musl) does not load preloads: it must handle SIGTERM itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from recipes.errors import ToolchainError
+from recipes.runner import run
+
+SOURCE = r"""
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void pgo_exit_on_sigterm(int signum) {
+    (void)signum;
+    exit(0); /* runs the atexit handlers: the instrumented binary writes its profile */
+}
+
+__attribute__((constructor)) static void pgo_install_sigterm_exit(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = pgo_exit_on_sigterm;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, NULL);
+}
+"""
+
+
+def shim(directory: Path, env: Mapping[str, str]) -> Path:
+    """The shared library (built once per source, with the system's C compiler) in ``directory``."""
+    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
+    library = directory / f"pgo-exit-on-sigterm-{digest}.so"
+    if library.is_file():
+        return library
+    compiler = env.get("CC") or shutil.which("cc", path=env.get("PATH")) or shutil.which("gcc", path=env.get("PATH"))
+    if not compiler:
+        raise ToolchainError(
+            "exit_on_sigterm needs a C compiler (cc) to build its SIGTERM shim", "apt-get install -y gcc, or set CC"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    source = directory / f"pgo-exit-on-sigterm-{digest}.c"
+    source.write_text(SOURCE, encoding="utf-8")
+    temp = library.with_name(f".{library.name}.{os.getpid()}.tmp")
+    try:
+        run(
+            [compiler, "-shared", "-fPIC", "-O2", "-o", str(temp), str(source)],
+            env=env,
+            log=directory / "pgo-exit-on-sigterm.log",
+            what="the SIGTERM shim's compile",
+        )
+        os.replace(temp, library)
+    finally:
+        temp.unlink(missing_ok=True)
+    return library
+
+
+def preload_env(env: Mapping[str, str], library: Path) -> dict[str, str]:
+    """``env`` with ``library`` first in ``LD_PRELOAD`` (a preload already there is kept after it)."""
+    result = dict(env)
+    result["LD_PRELOAD"] = " ".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
+    return result
