@@ -12,6 +12,7 @@ import hashlib
 import io
 import os
 import re
+import shlex
 import tarfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -316,9 +317,35 @@ def repo_root(path: Path, env: Mapping[str, str]) -> Path:
     if not directory.is_dir():
         raise MissingInput(f"{directory} does not exist", "set PGO_MANIFEST to the crate's Cargo.toml")
     try:
-        return Path(git(directory, "rev-parse", "--show-toplevel", env=env))
+        root = Path(git(directory, "rev-parse", "--show-toplevel", env=env))
     except CommandFailed as exc:
-        raise MissingInput(f"{directory} is not in a git repository", "releases are made from a git tag") from exc
+        raise MissingInput(
+            f"{directory} is not in a git repository (releases and determinism builds are made from a commit)",
+            f"make it one, with a tag: {make_repo_commands(directory)}",
+        ) from exc
+    try:
+        git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", env=env)
+    except CommandFailed as exc:
+        raise MissingInput(
+            f"the git repository {root} has no commit yet (releases and determinism builds are made from one)",
+            f"commit it, with a tag: {make_repo_commands(root, init=False)}",
+        ) from exc
+    return root
+
+
+def make_repo_commands(directory: Path, *, init: bool = True) -> str:
+    """The shell commands that make ``directory`` a git repository with one commit tagged v0.1.0 (build output
+    ignored: it must not be committed, nor make the worktree dirty)."""
+    steps = [f"cd {shlex.quote(str(directory))}"]
+    if init:
+        steps.append("git init")
+    steps += [
+        r"printf '/target/\n/dist/\n' >> .gitignore",
+        "git add -A",
+        "git commit -m 'v0.1.0'",
+        "git tag v0.1.0",
+    ]
+    return " && ".join(steps)
 
 
 def tag_commit(repo: Path, tag: str, env: Mapping[str, str]) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.errors import CheckFailed, ConfigError
+from recipes.errors import CheckFailed, ConfigError, MissingInput
 from recipes.release import Names, leaked_paths
 from recipes.reproducible import (
     binary_tarball,
@@ -21,16 +21,18 @@ from recipes.reproducible import (
     parse_sha256sums,
     remap_flags,
     remap_pairs,
+    repo_root,
     reproducible_env,
     sha256sums_text,
     split_tag,
+    tag_commit,
     take_option,
     tar_member,
     tarball_bytes,
     unit_states,
     without_remap,
 )
-from tests.conftest import DATA
+from tests.conftest import DATA, clean_env
 
 
 @pytest.mark.parametrize("tag", ["v1.2.3", "v0.13.0", "v10.0.1", "v1.0.0-rc.1"])
@@ -207,3 +209,56 @@ def test_path_packages_outside_the_workspace_from_real_cargo_metadata() -> None:
     ]
     inside = {**metadata, "workspace_root": "/work/layered-outside"}
     assert outside_workspace(inside) == []
+
+
+def _git_env(ceiling: Path) -> dict[str, str]:
+    """A git that sees no repository above ``ceiling`` and can commit (as a user with a name would)."""
+    env = clean_env({"GIT_CEILING_DIRECTORIES": str(ceiling), "LC_ALL": "C"})
+    for who in ("AUTHOR", "COMMITTER"):
+        env.update({f"GIT_{who}_NAME": "t", f"GIT_{who}_EMAIL": "t@example.org"})
+    return env
+
+
+def _git(repo: Path, env: dict[str, str], *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_outside_git_refused_with_the_commands_that_make_a_tagged_repository(tmp_path: Path) -> None:
+    """release and determinism start with repo_root: outside git, the hint's commands (run as they are, in a
+    shell) make the crate a repository whose tag v0.1.0 is its HEAD, build output ignored."""
+    crate = tmp_path / "my crate"
+    (crate / "src").mkdir(parents=True)
+    (crate / "Cargo.toml").write_text('[package]\nname = "x"\nversion = "0.1.0"\n')
+    (crate / "src" / "main.rs").write_text("fn main() {}\n")
+    (crate / "target" / "release").mkdir(parents=True)
+    (crate / "target" / "release" / "x").write_bytes(b"built")
+    env = _git_env(tmp_path)
+    with pytest.raises(MissingInput) as caught:
+        repo_root(crate / "Cargo.toml", env)
+    error = caught.value
+    assert error.message == (
+        f"{crate} is not in a git repository (releases and determinism builds are made from a commit)"
+    )
+    assert error.hint.startswith("make it one, with a tag: cd ")
+    assert "\n" not in error.line()
+    commands = error.hint.removeprefix("make it one, with a tag: ")
+    subprocess.run(["sh", "-c", commands], env=env, check=True, capture_output=True)
+    root = repo_root(crate / "Cargo.toml", env)
+    assert root == crate
+    assert tag_commit(root, "v0.1.0", env) == _git(crate, env, "rev-parse", "HEAD").strip()
+    assert _git(crate, env, "status", "--porcelain") == ""  # target/ ignored, the rest committed: a clean worktree
+    assert _git(crate, env, "ls-files").split() == [".gitignore", "Cargo.toml", "src/main.rs"]
+
+
+def test_repository_without_a_commit_refused_with_the_commands(tmp_path: Path) -> None:
+    crate = tmp_path / "crate"
+    crate.mkdir()
+    (crate / "Cargo.toml").write_text('[package]\nname = "x"\nversion = "0.1.0"\n')
+    env = _git_env(tmp_path)
+    subprocess.run(["git", "init", "-q", str(crate)], env=env, check=True)
+    with pytest.raises(MissingInput, match=r"the git repository .*/crate has no commit yet") as caught:
+        repo_root(crate / "Cargo.toml", env)
+    commands = caught.value.hint.removeprefix("commit it, with a tag: ")
+    assert "git init" not in commands
+    subprocess.run(["sh", "-c", commands], env=env, check=True, capture_output=True)
+    assert tag_commit(repo_root(crate / "Cargo.toml", env), "v0.1.0", env)
