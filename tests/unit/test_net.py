@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import socket
 import threading
 import time
@@ -54,6 +55,16 @@ def test_docroot_is_deterministic(tmp_path: Path) -> None:
     assert "union select" in attack
     digest = hashlib.sha256((Path(first["docroot"]) / "index.html").read_bytes()).hexdigest()
     assert digest == hashlib.sha256(docroot.content("index.html", 5 * 1024)).hexdigest()
+
+
+def test_profiles_readme_lists_the_docroot_files() -> None:
+    """profiles/README.md's tables of what ``[setup] docroot = true`` makes are the files and sizes made."""
+    text = (Path(__file__).resolve().parents[2] / "profiles" / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## `[setup] docroot`\n", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `([\w./-]+)` \| ([\d,]+) \|", section, re.MULTILINE))
+    listed = {name: int(size.replace(",", "")) for name, size in rows.items()}
+    made = {**docroot.DOCROOT_FILES, **{name: size for name, (size, _) in docroot.BODY_FILES.items()}}
+    assert listed == made
 
 
 class _Answers(BaseHTTPRequestHandler):
