@@ -16,7 +16,7 @@ from recipes.train.runner import run_workload
 from recipes.workload import load_workload
 from tests.conftest import REPO, clean_env
 
-pytestmark = [pytest.mark.server]
+# no marker: neither a cargo build (slow) nor the demo server (server); about 15 s with real h2load runs
 
 #: GET /health answers the status given as its third argument; any other path is a file under the folder of the
 #: second, gzip-compressed when the request accepts gzip; SIGTERM: exit 0
