@@ -1,0 +1,85 @@
+"""Crates nobody here wrote, as a user meets them: the published source fetched by cargo as a dependency of a
+throwaway crate, a project of its own with a ``[tool.pgo]`` table naming one of profiles/examples/, and
+``nox -f path/to/pgo-recipes/noxfile.py -s pgo`` run from it. Nothing else may be needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes.workload import load_workload
+from tests.conftest import REPO, clean_env, output
+
+pytestmark = [pytest.mark.slow, pytest.mark.server]
+
+#: crate -> (published version, binary, training scale)
+EXAMPLES = {
+    "ripgrep": ("15.2.0", "rg", "1"),
+    "simple-http-server": ("0.8.1", "simple-http-server", "0.5"),
+}
+
+
+def published_source(name: str, version: str, tmp_path: Path) -> Path:
+    """The crate's published source, as cargo fetches it for a dependency, copied to a project of its own."""
+    throwaway = tmp_path / "throwaway"
+    (throwaway / "src").mkdir(parents=True)
+    (throwaway / "src" / "main.rs").write_text("fn main() {}\n")
+    (throwaway / "Cargo.toml").write_text(
+        f'[package]\nname = "throwaway"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n'
+        f'[dependencies]\n{name} = "={version}"\n'
+    )
+    subprocess.run(["cargo", "fetch", "--quiet"], cwd=throwaway, check=True, env=clean_env(), timeout=600)
+    cargo_home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    found = sorted(cargo_home.glob(f"registry/src/*/{name}-{version}/Cargo.toml"))
+    assert found, f"cargo fetch left no {name}-{version} under {cargo_home}/registry/src"
+    project = tmp_path / name
+    shutil.copytree(found[0].parent, project)
+    return project
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_example_crate_from_crates_io(name: str, tmp_path: Path) -> None:
+    version, binary, scale = EXAMPLES[name]
+    project = published_source(name, version, tmp_path)
+    workload = REPO / "profiles" / "examples" / f"{name}.toml"
+    (project / "pyproject.toml").write_text(f'[tool.pgo]\nworkload = "{workload}"\nlocked = true\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "pgo"],
+        cwd=project,
+        env=clean_env({"PGO_TRAIN_SCALE": scale, "PGO_PROFILE_STORE": str(tmp_path / "store")}),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    text = output(proc)
+    assert proc.returncode == 0, text[-4000:]
+    assert "Traceback" not in text
+    report: dict[str, Any] = json.loads((project / "target" / "pgo" / "report.json").read_text())
+    floors = load_workload(workload)
+    merged, optimised = report["merge"], report["optimise"]
+    assert merged["executed_functions"] >= (floors.min_functions or 1)
+    if floors.max_missing is not None:
+        assert optimised["missing_profile_functions"] <= floors.max_missing
+    assert optimised["stale_profile_warnings"] == 0
+    assert optimised["main_crate_functions_with_profile"] > 0
+    assert Path(optimised["binary"]) == project / "target" / "pgo" / "optimised" / binary
+    assert optimised["verify"]["requests"] == report["train"]["requests"]
+    # the figures the examples' README quotes
+    print(
+        name,
+        {stage: report[stage]["seconds"] for stage in ("instrument", "train", "merge", "optimise")},
+        merged["executed_functions"],
+        merged["total_functions"],
+        optimised["missing_profile_functions"],
+        optimised["main_crate_functions_with_profile"],
+        optimised["main_crate_functions_without_profile"],
+    )
