@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from recipes.errors import MissingInput, WorkDirError
+from recipes.files import write_atomically
 
 STAGES = ("instrument", "train", "merge", "optimise", "test")
 #: what a stage's new result makes stale
@@ -33,15 +33,10 @@ def load(work: Path) -> dict[str, Any]:
 def save(work: Path, report: dict[str, Any]) -> None:
     """Write the report atomically: a full disk leaves the old report whole and no temp file."""
     path = report_path(work)
-    tmp = path.with_name(f".report.{os.getpid()}.tmp")
     try:
-        work.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps(report, indent=2, sort_keys=False) + "\n")
     except OSError as exc:
         raise WorkDirError(f"cannot write {path}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def start(work: Path, stage: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from filelock import FileLock, Timeout
 from recipes import cargo, checks, cpu, elf, preflight, profdata, report, testsuite, zig
 from recipes.config import Config
 from recipes.errors import CheckFailed, MissingInput, PgoError, StoreError, WorkDirError
+from recipes.files import copy_atomically
 from recipes.runner import run, say
 from recipes.rustflags import RustflagsPlan, env_with_rustflags, plan_rustflags, refuse_global_rustflags, rust_triple
 from recipes.store import ProfileStore, sha256_file
@@ -434,25 +434,10 @@ def optimised_copy(plan: BuildPlan) -> Path:
     return plan.work / "optimised" / plan.crate.bin
 
 
-def _copy_atomically(source: Path, dest: Path) -> None:
-    """``dest`` becomes a copy of ``source`` (mode kept) or stays as it was: no partial file, on any filesystem."""
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, tmp)
-        os.replace(tmp, dest)
-    except OSError as exc:
-        raise WorkDirError(
-            f"cannot copy {source} to {dest}: {exc.strerror}", "free space in PGO_OUT or choose another"
-        ) from exc
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _checked_copy(plan: BuildPlan, built: Path, sha: str) -> Path:
     """Copy the checked binary into the work dir; the copy must be the bytes that were checked."""
     copy = optimised_copy(plan)
-    _copy_atomically(built, copy)
+    copy_atomically(built, copy)
     if sha256_file(copy) != sha:
         copy.unlink(missing_ok=True)
         raise CheckFailed(f"{built} changed while it was checked", "is another build writing to this target dir?")
@@ -468,7 +453,7 @@ def _reject(plan: BuildPlan, built: Path, checked: Path | None = None) -> Path |
     kept: Path | None = None
     try:
         if source.is_file():
-            _copy_atomically(source, rejected)
+            copy_atomically(source, rejected)
             kept = rejected
             say(f"the optimised binary failed its checks: moved to {rejected}")
     except WorkDirError as error:

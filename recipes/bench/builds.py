@@ -10,13 +10,13 @@ target dirs cannot change what is being measured.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 from recipes import report, stages
 from recipes.bench.harness import Build
 from recipes.errors import CheckFailed, MissingInput
+from recipes.files import copy_atomically
 from recipes.runner import run, say
 from recipes.rustflags import plain_env, profile_flags_in
 from recipes.store import sha256_file
@@ -106,9 +106,6 @@ def frozen_copy(binary: Path, bin_dir: Path, label: str) -> Build:
         raise MissingInput(f"{label}: no such binary {binary}", "give the path of an executable file")
     if not os.access(binary, os.X_OK):
         raise MissingInput(f"{label}: {binary} is not executable", "chmod +x it, or give another path")
-    bin_dir.mkdir(parents=True, exist_ok=True)
     dest = bin_dir / f"{label.lower().replace(' ', '-')}-{binary.name}"
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    shutil.copy2(binary, tmp)
-    os.replace(tmp, dest)
+    copy_atomically(binary, dest)
     return Build(label=label, binary=dest, sha256=sha256_file(dest), origin=str(binary))

@@ -95,8 +95,8 @@ def test_no_instances(tmp_path: Path) -> None:
         ("{env!r:HOME}", r"is not an environment placeholder", "write {env:NAME}"),
         ("{work!r}", r"'one': \{work!r\} in '\{work!r\}': a placeholder takes no !", "write {work}"),
         ("{work:>9}", r"\{work:>9\} in '\{work:>9\}': a placeholder takes no :", "write {work}"),
-        ("{work.real}", r"unknown placeholder \{work.real\}", "known: env:NAME, project, work, workload_dir"),
-        ("{work[0]}", r"unknown placeholder \{work\[0\]\}", "known: env:NAME"),
+        ("{work.real}", r"unknown placeholder \{work.real\}", "known: crate, env:NAME, project, work, workload_dir"),
+        ("{work[0]}", r"unknown placeholder \{work\[0\]\}", "known: crate, env:NAME"),
     ],
 )
 def test_bad_placeholders_and_braces(tmp_path: Path, arg: str, message: str, hint: str) -> None:
@@ -131,7 +131,7 @@ def test_a_name_is_the_projects_workload_first_then_pgo_recipes_own(tmp_path: Pa
     assert workload_path(tmp_path, "hello") == tmp_path / "profiles" / "hello.toml"
     assert workload_path(tmp_path, "nonesuch") == tmp_path / "profiles" / "nonesuch.toml"
     assert workload_path(tmp_path, "w/x.toml") == tmp_path / "w" / "x.toml"
-    with pytest.raises(ConfigError, match=r"no workload file .*nonesuch.toml.*one of: demo-server, hello, multi"):
+    with pytest.raises(ConfigError, match=r"no workload file .*nonesuch.toml.*one of: bare-server, demo-server, hello, multi"):
         load_workload(workload_path(tmp_path, "nonesuch"))
 
 
