@@ -328,6 +328,41 @@ expect = "413"
         assert [p["status"]["4xx"] for p in report["phases"]] == [30, 30]
 
 
+def test_mean_body_of_the_demo_servers_files_over_h2_and_h1(tmp_path: Path, demo_release: Path) -> None:
+    """h2load's traffic data is the bodies' bytes over HTTP/2 (TLS) and HTTP/1.1 alike: /static/index.html is
+    5,120 bytes, /static/style.css 1,800 (recipes/docroot.py); the demo server does not compress. 96 requests
+    over 4 connections: each cycles through the two paths 12 times."""
+    phases = """
+[[instance.phase]]
+name = "h2-tls"
+kind = "http"
+scheme = "https"
+paths = ["/static/index.html", "/static/style.css"]
+requests = 96
+streams = 4
+min_mean_body = 3460
+max_mean_body = 3460
+
+[[instance.phase]]
+name = "h1"
+kind = "http"
+protocol = "h1"
+path = "/static/index.html"
+requests = 50
+min_mean_body = 5120
+max_mean_body = 5120
+"""
+    report = train(tmp_path, workload_file(tmp_path, phases), demo_release)
+    assert [p["detail"].rsplit(", ", 1)[1] for p in report["phases"]] == ["mean body 3,460 B", "mean body 5,120 B"]
+    compressed = phases.replace("max_mean_body = 5120", "max_mean_body = 2000").replace("min_mean_body = 5120\n", "")
+    with pytest.raises(
+        TrainingFailed,
+        match=r"^phase srv/h1: mean body 5,120 bytes \(256,000 bytes of data over 50 responses\), "
+        r"expected at most 2,000 \(max_mean_body\)",
+    ):
+        train(tmp_path, workload_file(tmp_path, compressed), demo_release)
+
+
 def test_scale_applies_to_every_count(tmp_path: Path, demo_release: Path) -> None:
     phases = """
 [[instance.phase]]
