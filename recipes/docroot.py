@@ -6,8 +6,9 @@ The content depends on nothing but the names (SHAKE-256 of the name), so every r
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
+
+from recipes.files import write_atomically
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -44,20 +45,13 @@ def content(name: str, size: int, text: str = "") -> bytes:
     return (marker + raw)[:size] if marker else raw
 
 
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(path.name + ".tmp")
-    temp.write_bytes(data)
-    os.replace(temp, path)
-
-
 def make_docroot(directory: Path, own: Path | None = None) -> dict[str, str]:
     """Write the document root and the bodies; returns the placeholders ``{docroot}`` and ``{bodies}``. With
     ``own`` (a folder of the user's files), ``{docroot}`` is that folder as it is: nothing is written into it."""
     root, bodies = (own or directory / "docroot"), directory / "bodies"
     if own is None:
         for name, size in DOCROOT_FILES.items():
-            _write(root / name, content(name, size))
+            write_atomically(root / name, content(name, size))
     for name, (size, text) in BODY_FILES.items():
-        _write(bodies / name, content(name, size, text))
+        write_atomically(bodies / name, content(name, size, text))
     return {"docroot": str(root), "bodies": str(bodies)}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import os
 import re
 import shlex
 import tarfile
@@ -22,6 +21,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput
+from recipes.files import write_atomically
 from recipes.runner import capture
 
 # --- release tags -------------------------------------------------------------------------------
@@ -215,13 +215,8 @@ def parse_sha256sums(text: str) -> dict[str, str]:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write a whole file or nothing: a temp file next to it, then a rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write a whole file or nothing (recipes.files)."""
+    write_atomically(path, data)
 
 
 # --- cargo metadata: packages whose identity depends on where the source is ---------------------

@@ -19,6 +19,7 @@ from typing import Any
 
 from recipes.bench import canary
 from recipes.errors import MissingInput
+from recipes.files import write_atomically
 
 BASELINE = "baseline"
 CANDIDATE = "candidate"
@@ -262,19 +263,12 @@ def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], dict[str, Any
     return [scenario_from_json(s) for s in data["scenarios"]], meta
 
 
-def _atomic_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_markdown(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
-    _atomic_text(path, markdown(results, meta))
+    write_atomically(path, markdown(results, meta))
 
 
 def write_json(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
-    _atomic_text(path, json.dumps(to_json(results, meta), indent=2, ensure_ascii=False) + "\n")
+    write_atomically(path, json.dumps(to_json(results, meta), indent=2, ensure_ascii=False) + "\n")
 
 
 def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:

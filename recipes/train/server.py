@@ -16,7 +16,6 @@ another exit code, or an exit before the stop fails the training with the tail o
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from typing import Any
 
 from recipes import net
 from recipes.errors import PgoError, TrainingFailed
+from recipes.files import write_atomically
 from recipes.runner import say
 from recipes.schema import Table, fill
 from recipes.train import sigterm
@@ -128,12 +128,6 @@ class ServerMode(InstanceMode):
         return _serve(options, ctx)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    temp = path.with_name(path.name + ".tmp")
-    temp.write_text(text, encoding="utf-8")
-    os.replace(temp, path)
-
-
 @contextmanager
 def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
     instance_dir = Path(ctx.values["work"]) / ctx.instance
@@ -147,7 +141,7 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
         "config": str(config_path),
     }
     if options.config is not None:
-        _write_atomically(config_path, fill(options.config, values))
+        write_atomically(config_path, fill(options.config, values))
     argv = [str(ctx.binary), *(fill(a, values) for a in options.args)]
     log = ctx.logs / f"train-{ctx.instance}-server.log"
     say(f"instance {ctx.instance}: starting {' '.join(argv)} (log {log})")
