@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recipes import cargo, cpu, elf, report, stages
+from recipes import cargo, cpu, elf, provenance, report, stages
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
 from recipes.reproducible import (
@@ -344,6 +344,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         names.profile: profile_bytes,
         names.manifest: manifest_bytes,
     }
+    files.update(provenance.release_statements(manifest, files, repo, optimised.get("zigbuild")))
     files[SUMS] = sha256sums_text({name: sha256_bytes(data) for name, data in files.items()}).encode()
     _write_dir(out_dir, files)
     say(f"release: {len(files)} files in {out_dir}")

@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 
-from recipes.reproducible import binary_diff, binary_tarball, sha256_bytes, sha256sums_text, tar_member
+from recipes.reproducible import (
+    binary_diff,
+    binary_tarball,
+    parse_sha256sums,
+    sha256_bytes,
+    sha256sums_text,
+    tar_member,
+)
 from recipes.store import sha256_file
 from tests.conftest import FIXTURES, REPO, assert_ok, assert_refused, clean_env, output, run_nox
 
@@ -103,10 +110,11 @@ def test_release_writes_the_artefacts_with_their_manifest_and_sums(released: Rel
         f"{BASE}-pgo.tar.gz",
         f"{BASE}-pgo.profdata",
         f"{BASE}-manifest.json",
+        *(f"{name}.intoto.json" for name in (f"{BASE}.tar.gz", f"{BASE}-pgo.tar.gz", f"{BASE}-pgo.profdata")),
         "SHA256SUMS",
     }
     subprocess.run(["sha256sum", "--check", "--strict", "SHA256SUMS"], cwd=dist, check=True, capture_output=True)
-    assert len((dist / "SHA256SUMS").read_text().splitlines()) == 4
+    assert len((dist / "SHA256SUMS").read_text().splitlines()) == 7
     manifest = released.manifest()
     assert manifest["commit"] == git(released.repo, "rev-parse", f"{TAG}^{{commit}}")
     assert (
@@ -175,6 +183,34 @@ def test_release_writes_the_artefacts_with_their_manifest_and_sums(released: Rel
             assert machine_path not in strings, (label, machine_path)
     diff = binary_diff(tmp_path / "plain", tmp_path / "pgo")
     assert diff.differing_bytes > 0 and ".text" in diff.sections
+
+
+def test_release_writes_a_provenance_statement_per_artefact(released: Release) -> None:
+    """<artefact>.intoto.json: an in-toto Statement v1 whose subjects are the artefact and the binary in it."""
+    dist, manifest = released.dist, released.manifest()
+    sums = parse_sha256sums((dist / "SHA256SUMS").read_text())
+    for kind, top in (("plain", BASE), ("pgo", f"{BASE}-pgo"), ("profile", None)):
+        artefact = dist / manifest["artefacts"][kind]["file"]
+        name = f"{artefact.name}.intoto.json"
+        statement = json.loads((dist / name).read_text())
+        assert sums[name] == sha256_file(dist / name)
+        assert statement["_type"] == "https://in-toto.io/Statement/v1"
+        assert statement["predicateType"] == "https://slsa.dev/provenance/v1"
+        subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+        assert subjects.pop(artefact.name) == sha256_file(artefact) == sums[artefact.name]
+        assert subjects == ({f"{top}/hello-pgo": sha256_bytes(_binary(artefact, top))} if top else {})
+        definition = statement["predicate"]["buildDefinition"]
+        assert definition["externalParameters"]["tag"] == TAG
+        assert definition["externalParameters"]["target"] == manifest["target"] == TRIPLE
+        assert definition["internalParameters"]["rustflags"] == manifest["rustflags"]
+        deps = {d["name"]: d for d in definition["resolvedDependencies"]}
+        assert deps["source"]["digest"]["gitCommit"] == git(released.repo, "rev-parse", f"{TAG}^{{commit}}")
+        rustc_vv = subprocess.run(["rustc", "-vV"], capture_output=True, text=True, check=True).stdout
+        assert f"commit-hash: {deps['rustc']['digest']['gitCommit']}" in rustc_vv
+        lock = released.repo / "hello" / "Cargo.lock"
+        assert deps["hello/Cargo.lock"]["digest"]["sha256"] == sha256_file(lock)
+        (profile,) = statement["predicate"]["runDetails"]["byproducts"]
+        assert profile["digest"]["sha256"] == sha256_file(dist / f"{BASE}-pgo.profdata")
 
 
 def test_rebuild_in_another_directory_gives_the_published_binary(released: Release, tmp_path: Path) -> None:
