@@ -17,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes.errors import CheckFailed
-from recipes.reproducible import sha256_bytes
+from recipes.config import Config
+from recipes.errors import CheckFailed, MissingInput, PgoError
+from recipes.reproducible import git, parse_sha256sums, repo_root, sha256_bytes, tag_commit, tar_member
 from recipes.store import sha256_file
 from recipes.toolchain import parse_rustc_vv
 
@@ -216,3 +217,183 @@ def release_statements(
     return statements(
         manifest, files, cargo_lock=find_cargo_lock(repo, str(manifest["manifest_path"])), zigbuild=zigbuild
     )
+
+
+# --- nox -s verify -------------------------------------------------------------------------------
+
+
+def _first_difference(found: Any, expected: Any, where: str) -> tuple[str, Any, Any] | None:
+    """The first place (``a.b[2]``) where two JSON values differ: the path, the value found, the value expected."""
+    if isinstance(found, dict) and isinstance(expected, dict):
+        for key in sorted(set(found) | set(expected)):
+            diff = _first_difference(found.get(key), expected.get(key), f"{where}.{key}")
+            if diff:
+                return diff
+        return None
+    if isinstance(found, list) and isinstance(expected, list) and len(found) == len(expected):
+        for index, (a, b) in enumerate(zip(found, expected, strict=True)):
+            diff = _first_difference(a, b, f"{where}[{index}]")
+            if diff:
+                return diff
+        return None
+    return None if found == expected else (where, found, expected)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _recorded_extras(pred: Mapping[str, Any]) -> tuple[tuple[str, str] | None, dict[str, str] | None]:
+    """What a statement records beyond the manifest: the Cargo.lock (path, sha256) and the zig versions."""
+    deps = pred.get("buildDefinition", {}).get("resolvedDependencies", [])
+    named = {d.get("name"): d for d in deps if isinstance(d, dict)}
+    lock = next(((str(n), str(d["digest"]["sha256"])) for n, d in named.items() if str(n).endswith("Cargo.lock")), None)
+    zig = {
+        key: str(named[name].get("uri", "")).rpartition("@")[2]
+        for key, name in (("zig", "zig"), ("cargo_zigbuild", "cargo-zigbuild"))
+        if name in named
+    }
+    return lock, (zig or None)
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckFailed(f"{path.name} is not valid JSON: {exc}", "download it again") from exc
+
+
+def check_statement(path: Path, manifest: Mapping[str, Any], kind: str, file_sha256: str) -> dict[str, Any]:
+    """One statement against the manifest and its artefact's sha256; returns the predicate."""
+    data = _load_json(path)
+    if not isinstance(data, dict):
+        raise CheckFailed(f"{path.name} is not an in-toto statement", "download it again")
+    for key, want in (("_type", STATEMENT_TYPE), ("predicateType", PREDICATE_TYPE)):
+        if data.get(key) != want:
+            raise CheckFailed(f"{path.name}: {key} is {data.get(key)!r}, not {want}", "download it again")
+    diff = _first_difference(data.get("subject"), subjects(manifest, kind, file_sha256), "subject")
+    if diff:
+        raise CheckFailed(
+            f"{path.name}: {diff[0]} is {_short(diff[1])}, the artefact and the manifest say {_short(diff[2])}",
+            "the statement is not about this release's file: download both again",
+        )
+    found = data.get("predicate")
+    if not isinstance(found, dict):
+        raise CheckFailed(f"{path.name} has no predicate", "download it again")
+    cargo_lock, zigbuild = _recorded_extras(found)
+    if zigbuild is None and len(manifest["cargo_command"]) > 1 and manifest["cargo_command"][1] == "zigbuild":
+        raise CheckFailed(
+            f"{path.name} records no zig and cargo-zigbuild, and the release was built with cargo zigbuild",
+            "download it again",
+        )
+    diff = _first_difference(found, predicate(manifest, cargo_lock=cargo_lock, zigbuild=zigbuild), "predicate")
+    if diff:
+        raise CheckFailed(
+            f"{path.name}: {diff[0]} is {_short(diff[1])}, the manifest says {_short(diff[2])}",
+            "the statement and the manifest disagree: download both again",
+        )
+    return found
+
+
+def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, str]) -> list[str]:
+    """Check a release's files: SHA256SUMS, the manifest's artefacts, each statement's subjects and parameters,
+    and, when the repository is here, the tag's commit and Cargo.lock. Every inconsistency is a one-line refusal;
+    the result is one line per check."""
+    if not directory.is_dir():
+        raise MissingInput(
+            f"no artefacts of {tag} at {directory}", "download the release's files there, or give --artefacts DIR"
+        )
+    sums_path = directory / "SHA256SUMS"
+    if not sums_path.is_file():
+        raise MissingInput(f"SHA256SUMS is missing from {directory}", "download every file of the release")
+    sums = parse_sha256sums(sums_path.read_text(encoding="utf-8"))
+    lines = []
+    for name, want in sorted(sums.items()):
+        path = directory / name
+        if not path.is_file():
+            raise MissingInput(f"{name} is in SHA256SUMS but not in {directory}", "download every file of the release")
+        digest = sha256_file(path)
+        if digest != want:
+            raise CheckFailed(f"{name} has sha256 {digest}, SHA256SUMS says {want}", "download it again")
+    unlisted = sorted(p.name for p in directory.iterdir() if p.name != "SHA256SUMS" and p.name not in sums)
+    if unlisted:
+        raise CheckFailed(f"{unlisted[0]} is in {directory} but not in SHA256SUMS", "remove it, or download again")
+    lines.append(f"ok  SHA256SUMS: {len(sums)} files, every one there and as listed")
+
+    manifests = sorted(name for name in sums if name.endswith("-manifest.json") and f"-{tag}-" in name)
+    if len(manifests) != 1:
+        raise CheckFailed(
+            f"{len(manifests)} manifests of {tag} in SHA256SUMS", "keep one release of one target per directory"
+        )
+    manifest = _load_json(directory / manifests[0])
+    if not isinstance(manifest, dict) or manifest.get("tag") != tag:
+        raise CheckFailed(f"{manifests[0]} is not the manifest of {tag}", "check the files")
+
+    predicates = []
+    for kind in ARTEFACTS:
+        artefact = manifest["artefacts"][kind]
+        name = str(artefact["file"])
+        if name not in sums:
+            raise CheckFailed(f"SHA256SUMS has no line for {name}", "download SHA256SUMS again")
+        if sums[name] != artefact["sha256"]:
+            raise CheckFailed(
+                f"{name} has sha256 {sums[name]}, the manifest records {artefact['sha256']}", "download both again"
+            )
+        if "binary" in artefact:
+            inner = sha256_bytes(tar_member(directory / name, str(artefact["binary"])))
+            if inner != artefact["binary_sha256"]:
+                raise CheckFailed(
+                    f"{artefact['binary']} in {name} has sha256 {inner}, the manifest records "
+                    f"{artefact['binary_sha256']}",
+                    "download it again",
+                )
+        statement_path = directory / statement_name(name)
+        if statement_name(name) not in sums:
+            raise MissingInput(
+                f"the provenance statement {statement_name(name)} is missing", "download every file of the release"
+            )
+        predicates.append(check_statement(statement_path, manifest, kind, sums[name]))
+        lines.append(f"ok  {name}: {statement_name(name)} names it and the manifest's parameters")
+
+    if repo is not None:
+        commit = tag_commit(repo, tag, environ)
+        if commit != manifest["commit"]:
+            raise CheckFailed(
+                f"tag {tag} is commit {commit[:12]} here, the release was built from {manifest['commit'][:12]}",
+                "the tag was moved: fetch the release's tag (git fetch --tags --force)",
+            )
+        lines.append(f"ok  {tag} is commit {commit[:12]}, the one the release was built from")
+        lock, _ = _recorded_extras(predicates[0])
+        if lock is not None:
+            try:
+                text = git(repo, "show", f"{commit}:{lock[0]}", env=environ, strip=False)
+            except PgoError:
+                lines.append(f"note: {lock[0]} is not in {tag}'s tree (cargo wrote it), its sha256 is not checked")
+            else:
+                digest = sha256_bytes(text.encode())
+                if digest != lock[1]:
+                    raise CheckFailed(
+                        f"{lock[0]} of {tag} has sha256 {digest}, the statements record {lock[1]}",
+                        "the release was built with another Cargo.lock than the tag's",
+                    )
+                lines.append(f"ok  {lock[0]} is the tag's")
+    lines.append(f"verified {tag}: {len(sums)} files, {len(predicates)} provenance statements")
+    return lines
+
+
+def verify_release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None = None) -> list[str]:
+    """``nox -s verify -- vX.Y.Z [--artefacts DIR]``: :func:`verify` on ``dist/<tag>/`` of the crate's repository
+    (or DIR); outside a git repository, with DIR, the tag's commit and Cargo.lock are not checked."""
+    start = config.manifest.parent if config.manifest.parent.is_dir() else config.project_dir
+    try:
+        repo: Path | None = repo_root(start, environ)
+    except PgoError:
+        if artefacts is None:
+            raise
+        repo = None
+    directory = (artefacts or (repo or start) / "dist" / tag).absolute()
+    lines = verify(tag, directory, repo, environ)
+    if repo is None:
+        lines.insert(-1, f"note: {start} is not in a git repository: the tag's commit and Cargo.lock are not checked")
+    return lines

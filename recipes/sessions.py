@@ -38,6 +38,7 @@ PGO_SESSIONS = (
     "release",
     "rebuild",
     "determinism",
+    "verify",
 )
 
 
@@ -118,6 +119,11 @@ def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True)
         elif name == "rebuild":
             for line in rebuild_recipe.rebuild(tag, config, os.environ, where)["lines"]:
                 session.log(line)
+        elif name == "verify":
+            from recipes import provenance  # noqa: PLC0415
+
+            for line in provenance.verify_release(tag, config, os.environ, where):
+                session.log(line)
         else:
             result = rebuild_recipe.determinism(config, os.environ)
             session.log(f"identical: {result['binary_sha256'][0]} ({' and '.join(result['binaries'])})")
@@ -143,12 +149,18 @@ def determinism(session: nox.Session) -> None:
     _release_session(session, "determinism", needs_tag=False)
 
 
+def verify(session: nox.Session) -> None:
+    """-- vX.Y.Z [--artefacts DIR]: check a release's SHA256SUMS, manifest and provenance statements (no build)."""
+    _release_session(session, "verify")
+
+
 def register_pgo_sessions() -> None:
     """Register the pipeline's sessions (:data:`PGO_SESSIONS`) with nox; call it once from a noxfile.
 
     None of them needs a virtualenv: they run in nox's own interpreter, where pgo-recipes is installed. ``pgo``
     is the only default session (``nox`` alone runs it, unless the noxfile sets ``nox.options.sessions``).
     """
-    for function in (instrument, train, merge, optimise, pgo, pgo_test, cpu_baseline, release, rebuild, determinism):
+    sessions = (instrument, train, merge, optimise, pgo, pgo_test, cpu_baseline, release, rebuild, determinism, verify)
+    for function in sessions:
         name = function.__name__.replace("_", "-")
         nox.session(name=name, venv_backend="none", default=name == "pgo")(function)

@@ -185,8 +185,9 @@ def test_release_writes_the_artefacts_with_their_manifest_and_sums(released: Rel
     assert diff.differing_bytes > 0 and ".text" in diff.sections
 
 
-def test_release_writes_a_provenance_statement_per_artefact(released: Release) -> None:
-    """<artefact>.intoto.json: an in-toto Statement v1 whose subjects are the artefact and the binary in it."""
+def test_release_writes_a_provenance_statement_per_artefact(released: Release, tmp_path: Path) -> None:
+    """<artefact>.intoto.json: an in-toto Statement v1 whose subjects are the artefact and the binary in it;
+    ``nox -s verify`` checks them (tests/unit/test_provenance.py: every refusal of verify)."""
     dist, manifest = released.dist, released.manifest()
     sums = parse_sha256sums((dist / "SHA256SUMS").read_text())
     for kind, top in (("plain", BASE), ("pgo", f"{BASE}-pgo"), ("profile", None)):
@@ -211,6 +212,12 @@ def test_release_writes_a_provenance_statement_per_artefact(released: Release) -
         assert deps["hello/Cargo.lock"]["digest"]["sha256"] == sha256_file(lock)
         (profile,) = statement["predicate"]["runDetails"]["byproducts"]
         assert profile["digest"]["sha256"] == sha256_file(dist / f"{BASE}-pgo.profdata")
+    text = assert_ok(run_nox("verify", released.env(), [TAG]))
+    assert f"verified {TAG}: 7 files, 3 provenance statements" in text and "ok  hello/Cargo.lock is the tag's" in text
+    download = released.download(tmp_path / "download")
+    (download / f"{BASE}-pgo.profdata").write_bytes(b"another profile")
+    proc = run_nox("verify", released.env(), [TAG, "--artefacts", str(download)])
+    assert_refused(proc, f"{BASE}-pgo.profdata has sha256", "SHA256SUMS says")
 
 
 def test_rebuild_in_another_directory_gives_the_published_binary(released: Release, tmp_path: Path) -> None:

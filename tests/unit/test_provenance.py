@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +12,9 @@ import pytest
 
 from recipes import provenance
 from recipes.errors import CheckFailed, PgoError
-from recipes.reproducible import sha256_bytes
-from tests.conftest import DATA
+from recipes.reproducible import binary_tarball, parse_sha256sums, sha256_bytes, sha256sums_text
+from recipes.store import sha256_file
+from tests.conftest import DATA, clean_env
 
 BASE = "hello-pgo-v1.0.0-x86_64-unknown-linux-gnu"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -191,3 +194,154 @@ def test_cargo_lock_is_the_workspace_s_inside_the_repository(tmp_path: Path) -> 
         "crates/hello/Cargo.lock",
         sha256_bytes(b"own"),
     )
+
+
+# --- verify: a release's files on disk, its tag in a real git repository --------------------------------
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = clean_env({"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org"})
+    env.update({"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"})
+    done = subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@dataclass(frozen=True)
+class Published:
+    repo: Path
+    dist: Path
+    manifest: dict[str, Any]
+
+    def sums(self) -> dict[str, str]:
+        return parse_sha256sums((self.dist / "SHA256SUMS").read_text())
+
+    def resum(self) -> None:
+        """SHA256SUMS made again from the files as they are (a consistent tampering)."""
+        sums = {p.name: sha256_file(p) for p in self.dist.iterdir() if p.name != "SHA256SUMS"}
+        (self.dist / "SHA256SUMS").write_text(sha256sums_text(sums))
+
+    def statement(self, artefact: str) -> Path:
+        return self.dist / f"{artefact}.intoto.json"
+
+    def verify(self) -> list[str]:
+        return provenance.verify("v1.0.0", self.dist, self.repo, clean_env())
+
+
+def publish(root: Path, *, zigbuild: dict[str, str] | None = ZIGBUILD) -> Published:
+    """A release as `nox -s release` writes it, of a tagged commit of a repository with a Cargo.lock."""
+    repo = root / "repo"
+    (repo / "hello").mkdir(parents=True)
+    (repo / "hello" / "Cargo.toml").write_text('[package]\nname = "hello-pgo"\n')
+    (repo / "hello" / "Cargo.lock").write_text("version = 4\n")
+    _git(root, "init", "-q", "-b", "main", str(repo))
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "hello")
+    _git(repo, "tag", "-a", "v1.0.0", "-m", "v1.0.0")
+    plain, pgo = b"\x7fELF plain binary", b"\x7fELF pgo binary"
+    files = {
+        f"{BASE}.tar.gz": binary_tarball("hello-pgo", plain, BASE, 1772600767),
+        f"{BASE}-pgo.tar.gz": binary_tarball("hello-pgo", pgo, f"{BASE}-pgo", 1772600767),
+        f"{BASE}-pgo.profdata": b"profile",
+    }
+    data = manifest(commit=_git(repo, "rev-parse", "HEAD"))
+    for kind, name, binary in (("plain", f"{BASE}.tar.gz", plain), ("pgo", f"{BASE}-pgo.tar.gz", pgo)):
+        data["artefacts"][kind].update(sha256=sha256_bytes(files[name]), binary_sha256=sha256_bytes(binary))
+    files[f"{BASE}-manifest.json"] = provenance.encode(data)
+    files.update(provenance.release_statements(data, files, repo, zigbuild))
+    dist = repo / "dist" / "v1.0.0"
+    dist.mkdir(parents=True)
+    for name, content in files.items():
+        (dist / name).write_bytes(content)
+    published = Published(repo, dist, data)
+    published.resum()
+    return published
+
+
+def refused(published: Published, *words: str) -> str:
+    with pytest.raises(PgoError) as caught:
+        published.verify()
+    line = caught.value.line()
+    assert "\n" not in line and all(w in line for w in words), line
+    return line
+
+
+def test_verify_a_release_as_written(tmp_path: Path) -> None:
+    lines = publish(tmp_path).verify()
+    assert lines[0] == "ok  SHA256SUMS: 7 files, every one there and as listed"
+    assert f"ok  {BASE}-pgo.tar.gz: {BASE}-pgo.tar.gz.intoto.json names it and the manifest's parameters" in lines
+    assert "ok  hello/Cargo.lock is the tag's" in lines
+    assert lines[-1] == "verified v1.0.0: 7 files, 3 provenance statements"
+
+
+def test_verify_a_changed_byte_in_an_artefact_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    tarball = published.dist / f"{BASE}-pgo.tar.gz"
+    data = bytearray(tarball.read_bytes())
+    data[-1] ^= 1
+    tarball.write_bytes(bytes(data))
+    refused(published, f"{BASE}-pgo.tar.gz has sha256", "SHA256SUMS says")
+    published.resum()  # and with SHA256SUMS made to match: the manifest and the statement still say otherwise
+    refused(published, f"{BASE}-pgo.tar.gz has sha256", "the manifest records")
+
+
+def test_verify_a_changed_parameter_in_a_statement_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    path = published.statement(f"{BASE}.tar.gz")
+    data = json.loads(path.read_text())
+    data["predicate"]["buildDefinition"]["externalParameters"]["target"] = "x86_64-unknown-linux-gnu"
+    path.write_text(json.dumps(data))
+    published.resum()
+    refused(
+        published,
+        f"{BASE}.tar.gz.intoto.json: predicate.buildDefinition.externalParameters.target is",
+        '"x86_64-unknown-linux-gnu", the manifest says "x86_64-unknown-linux-gnu.2.28"',
+    )
+
+
+def test_verify_a_statement_about_another_file_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    path = published.statement(f"{BASE}-pgo.profdata")
+    data = json.loads(path.read_text())
+    data["subject"][0]["digest"]["sha256"] = "00" * 32
+    path.write_text(json.dumps(data))
+    published.resum()
+    refused(published, f"{BASE}-pgo.profdata.intoto.json: subject[0].digest.sha256 is", "00000000")
+
+
+def test_verify_a_missing_statement_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    published.statement(f"{BASE}-pgo.tar.gz").unlink()
+    refused(published, f"{BASE}-pgo.tar.gz.intoto.json is in SHA256SUMS but not in")
+    published.resum()
+    refused(published, f"the provenance statement {BASE}-pgo.tar.gz.intoto.json is missing")
+
+
+def test_verify_a_file_not_in_sha256sums_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    (published.dist / "extra.bin").write_bytes(b"x")
+    refused(published, "extra.bin is in", "but not in SHA256SUMS")
+
+
+def test_verify_zig_versions_dropped_from_a_zigbuild_release_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path, zigbuild=None)
+    refused(published, "records no zig and cargo-zigbuild", "built with cargo zigbuild")
+
+
+def test_verify_a_moved_tag_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    _git(published.repo, "commit", "-q", "--allow-empty", "-m", "later")
+    _git(published.repo, "tag", "-f", "-a", "v1.0.0", "-m", "moved")
+    refused(published, "tag v1.0.0 is commit", "the release was built from", "the tag was moved")
+
+
+def test_verify_another_cargo_lock_than_the_tag_s_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    for name in FILES:
+        path = published.statement(name)
+        data = json.loads(path.read_text())
+        for dep in data["predicate"]["buildDefinition"]["resolvedDependencies"]:
+            if dep["name"] == "hello/Cargo.lock":
+                dep["digest"]["sha256"] = "ee" * 32
+        path.write_text(json.dumps(data))
+    published.resum()
+    refused(published, "hello/Cargo.lock of v1.0.0 has sha256", "the statements record eeee")
