@@ -109,6 +109,8 @@ def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True)
     try:
         tag, rest = split_tag(session.posargs, name) if needs_tag else ("", list(session.posargs))
         artefacts, rest = take_option(rest, "--artefacts") if needs_tag else (None, rest)
+        and_rebuild = name == "verify" and "--rebuild" in rest  # verify, then rebuild the PGO binary
+        rest = [arg for arg in rest if not (name == "verify" and arg == "--rebuild")]
         config = load_config(project_dir(session), os.environ, rest)
         where = Path(artefacts).absolute() if artefacts else None
         if name == "release":
@@ -123,6 +125,8 @@ def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True)
             from recipes import provenance  # noqa: PLC0415
 
             for line in provenance.verify_release(tag, config, os.environ, where):
+                session.log(line)
+            for line in rebuild_recipe.rebuild(tag, config, os.environ, where)["lines"] if and_rebuild else []:
                 session.log(line)
         else:
             result = rebuild_recipe.determinism(config, os.environ)
@@ -150,7 +154,8 @@ def determinism(session: nox.Session) -> None:
 
 
 def verify(session: nox.Session) -> None:
-    """-- vX.Y.Z [--artefacts DIR]: check a release's SHA256SUMS, manifest and provenance statements (no build)."""
+    """-- vX.Y.Z [--artefacts DIR] [--rebuild]: check a release's SHA256SUMS, manifest and provenance statements;
+    with --rebuild, then rebuild its PGO binary as ``rebuild`` does."""
     _release_session(session, "verify")
 
 

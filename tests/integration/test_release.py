@@ -214,6 +214,10 @@ def test_release_writes_a_provenance_statement_per_artefact(released: Release, t
         assert profile["digest"]["sha256"] == sha256_file(dist / f"{BASE}-pgo.profdata")
     text = assert_ok(run_nox("verify", released.env(), [TAG]))
     assert f"verified {TAG}: 7 files, 3 provenance statements" in text and "ok  hello/Cargo.lock is the tag's" in text
+    assert "rebuilt" not in text
+    text = assert_ok(run_nox("verify", released.env(PGO_OUT=str(tmp_path / "work")), [TAG, "--rebuild"]))
+    pgo = manifest["artefacts"]["pgo"]
+    assert f"verified {TAG}" in text and f"match     {pgo['file']}  rebuilt {pgo['sha256']}" in text
     download = released.download(tmp_path / "download")
     (download / f"{BASE}-pgo.profdata").write_bytes(b"another profile")
     proc = run_nox("verify", released.env(), [TAG, "--artefacts", str(download)])
