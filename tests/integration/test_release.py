@@ -241,7 +241,7 @@ def test_rebuild_in_another_directory_gives_the_published_binary(released: Relea
     assert report["optimise"]["store_path"] == manifest["profile_store_path"]
     assert Path(manifest["profile_store_path"]).is_file()
     # built in a fresh worktree at another path, removed afterwards
-    source = report["optimise"]["binary"]
+    source = report["optimise"]["built_binary"]  # cargo's output; "binary" is the checked copy in the work dir
     assert not source.startswith(str(released.repo)) and "/src/hello/target/" in source
     assert not Path(source).exists()
     assert git(released.repo, "worktree", "list").count("\n") == 0
