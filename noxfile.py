@@ -9,6 +9,7 @@
     nox -s cpu-baseline -- [--binary P] [--run A…]   the binary under an emulated SSE2-only CPU
     nox -s bench -- [--scenarios a,b] [--trials N]   CPU time per request: plain vs PGO (or any two)
     nox -s release -- vX.Y.Z | rebuild -- vX.Y.Z     reproducible release artefacts; rebuild the PGO one
+    nox -s verify -- vX.Y.Z [--rebuild]              a release's sums and provenance statements checked
     nox -s determinism                               two builds from the profile alone must be identical
     nox -s tests | lint                              this project's own checks
 
