@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,15 +32,31 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def nox_argv(session: str, posargs: Sequence[str] = ()) -> list[str]:
+    """The command line of ``nox -f <this repository's noxfile> -s <session> [-- posargs]``."""
+    argv = [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", session]
+    return [*argv, "--", *posargs] if posargs else argv
+
+
+def start_nox(session: str, env: Mapping[str, str], **popen: Any) -> subprocess.Popen[str]:
+    """``nox -s <session>`` started from the repository root, not waited for (output piped unless told)."""
+    options: dict[str, Any] = {
+        "cwd": REPO,
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.STDOUT,
+        "text": True,
+        "stdin": subprocess.DEVNULL,
+        **popen,
+    }
+    return subprocess.Popen(nox_argv(session), env=dict(env), **options)
+
+
 def run_nox(
     session: str, env: Mapping[str, str], posargs: Sequence[str] = (), timeout: float = 1200
 ) -> subprocess.CompletedProcess[str]:
     """``nox -s <session> -- <posargs>`` from the repository root, as a user runs it."""
-    argv = [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", session]
-    if posargs:
-        argv += ["--", *posargs]
     return subprocess.run(
-        argv,
+        nox_argv(session, posargs),
         cwd=REPO,
         env=dict(env),
         capture_output=True,

@@ -8,14 +8,13 @@ import os
 import re
 import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from recipes.store import sha256_file
-from tests.conftest import REPO, Pipeline, assert_ok, assert_refused
+from tests.conftest import Pipeline, assert_ok, assert_refused, start_nox
 
 pytestmark = pytest.mark.slow
 
@@ -292,16 +291,7 @@ def test_two_pipelines_share_one_store_at_the_same_moment(tmp_path: Path) -> Non
     for name, given in (("b", profile), ("c", profile), ("d", other)):
         pipeline = Pipeline(tmp_path / name, "hello")
         env = pipeline.env(PGO_PROFDATA=str(given), PGO_PROFILE_STORE=str(store))
-        runs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "optimise"],
-                cwd=REPO,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-        )
+        runs.append(start_nox("optimise", env))
     for proc in runs:
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, out[-3000:]

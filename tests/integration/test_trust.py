@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 
 from recipes.store import sha256_file
-from tests.conftest import REPO, Pipeline, assert_ok, assert_refused
+from tests.conftest import Pipeline, assert_ok, assert_refused, start_nox
 from tests.faults import fill_up, small_tmpfs
 
 pytestmark = pytest.mark.slow
@@ -162,18 +161,7 @@ def test_four_pipelines_on_one_crate_each_report_their_own_checked_binary(tmp_pa
     first = Pipeline(tmp_path, "hello")
     scales = ("1", "2", "3", "5")
     env = [{**first.env(PGO_TRAIN_SCALE=scale), "PGO_OUT": str(tmp_path / f"work-{scale}")} for scale in scales]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "pgo"],
-            cwd=REPO,
-            env=e,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            stdin=subprocess.DEVNULL,
-        )
-        for e in env
-    ]
+    procs = [start_nox("pgo", e) for e in env]
     outputs = [proc.communicate(timeout=600)[0] for proc in procs]
     profiles = set()
     for proc, text, scale in zip(procs, outputs, scales, strict=True):
@@ -239,13 +227,11 @@ def test_an_interrupted_stage_leaves_a_failed_record(hello: Pipeline, tmp_path: 
     wrapper = tmp_path / "slow-rustc"
     wrapper.write_text('#!/bin/sh\ncase "$*" in *"--crate-name hello_pgo"*) sleep 60;; esac\nexec "$@"\n')
     wrapper.chmod(0o755)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "optimise"],
-        cwd=REPO,
-        env=hello.env(RUSTC_WRAPPER=str(wrapper)),
+    proc = start_nox(
+        "optimise",
+        hello.env(RUSTC_WRAPPER=str(wrapper)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
