@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import nox
@@ -57,16 +58,62 @@ TEST_PROGRAMS = {
 }
 
 
+#: pytest options given their value as the next argument, which never selects tests (``--ignore tests/e2e`` runs
+#: the rest of the suite, ``-k tests/unit`` filters it)
+_PYTEST_VALUE_OPTIONS = {
+    "-k", "-m", "-p", "-o", "-W", "-r", "-c", "--override-ini", "--ignore", "--ignore-glob", "--deselect",
+    "--basetemp", "--rootdir", "--confcutdir", "--durations", "--maxfail", "--tb", "--junitxml", "--log-file",
+}  # fmt: skip
+
+
+def selects_only_unit_tests(posargs: Sequence[str], root: Path = HERE) -> bool:
+    """Whether pytest's posargs select tests under ``tests/unit`` alone (then no system program is needed).
+
+    A test path is an argument that names something under ``<root>/tests`` (``tests/unit``, ``./tests/unit/x.py``,
+    ``tests/unit/x.py::test_y[a]``, an absolute path); anything else is an option or an option's value
+    (``-k four``, ``-m "not server"``). No test path means the whole suite (``testpaths``).
+    """
+    tests_dir = os.path.normpath(root / "tests")
+    unit_dir = os.path.normpath(root / "tests" / "unit")
+    selected: list[str] = []
+    skip_value = False
+    for arg in posargs:
+        if skip_value:
+            skip_value = False
+            continue
+        if arg.startswith("-"):
+            skip_value = arg in _PYTEST_VALUE_OPTIONS
+            continue
+        path = os.path.normpath(root / arg.split("::", 1)[0])
+        if path == tests_dir or path.startswith(tests_dir + os.sep):
+            selected.append(path)
+    return bool(selected) and all(p == unit_dir or p.startswith(unit_dir + os.sep) for p in selected)
+
+
+def missing_test_programs(posargs: Sequence[str], which: Callable[[str], str | None] = shutil.which) -> dict[str, str]:
+    """The programs of :data:`TEST_PROGRAMS` the selected tests need and this machine lacks, with their package."""
+    if selects_only_unit_tests(posargs):
+        return {}
+    return {program: package for program, package in TEST_PROGRAMS.items() if not which(program)}
+
+
+def missing_programs_message(missing: Mapping[str, str]) -> str:
+    """One line: what is missing and the command that installs it."""
+    packages = " ".join(sorted(p for p in set(missing.values()) if " " not in p))
+    return f"the tests need {', '.join(missing)}: apt-get update && apt-get install -y {packages}" + (
+        " (and cargo: https://rustup.rs)" if "cargo" in missing else ""
+    )
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """This project's test suite (real cargo, rustc and llvm-profdata); posargs go to pytest."""
-    missing = {program: package for program, package in TEST_PROGRAMS.items() if not shutil.which(program)}
+    """This project's test suite (real cargo, rustc and llvm-profdata); posargs go to pytest.
+
+    The system programs are checked only when the selected tests are not all under tests/unit.
+    """
+    missing = missing_test_programs(session.posargs)
     if missing:
-        packages = " ".join(sorted(p for p in set(missing.values()) if " " not in p))
-        session.error(
-            f"the tests need {', '.join(missing)}: apt-get update && apt-get install -y {packages}"
-            + (" (and cargo: https://rustup.rs)" if "cargo" in missing else "")
-        )
+        session.error(missing_programs_message(missing))
     session.install("-e", ".[test]")
     session.run("pytest", *session.posargs)
 

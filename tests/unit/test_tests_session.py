@@ -1,0 +1,70 @@
+"""The `tests` session's decision: which system programs the selected tests need (noxfile.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import noxfile
+from tests.conftest import REPO
+
+
+@pytest.mark.parametrize(
+    "posargs",
+    [
+        ["tests/unit"],
+        ["tests/unit", "-q"],
+        ["-q", "./tests/unit/"],
+        ["tests/unit/test_cpu.py::test_x[a-b]", "tests/unit/test_zig.py"],
+        [str(REPO / "tests" / "unit")],
+        ["-k", "four", "tests/unit"],
+        ["-m", "not server", "tests/unit/test_runner.py"],
+        ["--ignore", "tests/unit/test_elf.py", "tests/unit"],
+    ],
+)
+def test_unit_tests_alone_need_no_program(posargs: list[str]) -> None:
+    assert noxfile.selects_only_unit_tests(posargs, REPO)
+    assert noxfile.missing_test_programs(posargs, which=lambda _: None) == {}
+
+
+@pytest.mark.parametrize(
+    "posargs",
+    [
+        [],  # the whole suite (testpaths)
+        ["-q"],
+        ["-m", "not server"],
+        ["-k", "tests/unit"],  # an option's value, not a path: still the whole suite
+        ["tests"],
+        ["tests/unit", "tests/integration/test_trust.py"],
+        ["tests/integration/test_trust.py", "-k", "four"],
+        ["tests/unit/../e2e"],
+        ["--ignore", "tests/e2e"],
+        ["--deselect", "tests/unit/test_elf.py"],
+    ],
+)
+def test_other_selections_need_the_programs(posargs: list[str]) -> None:
+    assert not noxfile.selects_only_unit_tests(posargs, REPO)
+    missing = noxfile.missing_test_programs(posargs, which=lambda _: None)
+    assert missing == noxfile.TEST_PROGRAMS
+
+
+def test_only_missing_programs_are_named() -> None:
+    found = {"cargo", "gcc", "strip", "openssl", "curl", "ss", "llvm-profdata-22"}
+    missing = noxfile.missing_test_programs([], which=lambda p: f"/usr/bin/{p}" if p in found else None)
+    assert missing == {"llvm-profdata-14": "llvm-14", "h2load": "nghttp2-client", "qemu-x86_64": "qemu-user"}
+    assert noxfile.missing_programs_message(missing) == (
+        "the tests need llvm-profdata-14, h2load, qemu-x86_64: "
+        "apt-get update && apt-get install -y llvm-14 nghttp2-client qemu-user"
+    )
+
+
+def test_missing_cargo_points_to_rustup() -> None:
+    message = noxfile.missing_programs_message({"cargo": noxfile.TEST_PROGRAMS["cargo"], "gcc": "gcc"})
+    assert message.startswith("the tests need cargo, gcc: apt-get update && apt-get install -y gcc")
+    assert message.endswith("(and cargo: https://rustup.rs)")
+
+
+def test_root_is_the_noxfile_folder() -> None:
+    assert Path(noxfile.__file__).resolve().parent == REPO
+    assert noxfile.selects_only_unit_tests(["tests/unit"])
