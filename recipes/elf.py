@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 from elftools.elf.sections import SymbolTableSection
@@ -103,3 +104,49 @@ def function_symbols(path: Path) -> set[str] | None:
             }
     except ELFError as exc:
         raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+
+
+def is_static(path: Path) -> bool:
+    """Whether the binary loads no shared library: no program interpreter and no ``DT_NEEDED`` entry.
+
+    A musl binary of rustc is a static PIE: it has a ``.dynamic`` section (for its own relocations) but
+    neither an interpreter nor a needed library, so it needs no glibc at all.
+    """
+    try:
+        with path.open("rb") as stream:
+            elf = ELFFile(stream)
+            if any(segment["p_type"] == "PT_INTERP" for segment in elf.iter_segments()):
+                return False
+            dynamic = elf.get_section_by_name(".dynamic")
+            if isinstance(dynamic, DynamicSection):
+                return not any(tag.entry.d_tag == "DT_NEEDED" for tag in dynamic.iter_tags())
+            return True
+    except ELFError as exc:
+        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+
+
+STATIC = "static, needs no glibc"
+
+
+def libc_needs(path: Path) -> str:
+    """What the binary needs of the C library, in words: ``static, needs no glibc``, ``glibc 2.28`` or
+    ``dynamic, no GLIBC version-need`` (linked against another libc, or against none by version)."""
+    if is_static(path):
+        return STATIC
+    needed = max_glibc(path)
+    return f"glibc {needed}" if needed is not None else "dynamic, no GLIBC version-need"
+
+
+def check_same_libc(plain: Path, pgo: Path) -> str:
+    """The plain and the PGO artefact must need the same C library: both static, or the same glibc.
+
+    Returns what both need, in the words of :func:`libc_needs`.
+    """
+    plain_needs, pgo_needs = libc_needs(plain), libc_needs(pgo)
+    if plain_needs != pgo_needs:
+        raise CheckFailed(
+            f"the PGO {pgo.name} is {pgo_needs} and the plain {plain.name} is {plain_needs}: "
+            "the PGO artefact would not start everywhere the plain one does",
+            "link both the same way (the same PGO_CARGO and target, e.g. cargo zigbuild with a .2.28 suffix)",
+        )
+    return pgo_needs

@@ -262,7 +262,9 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         plain_binary, stripped_dir / "plain" / names.bin, plan.env, plan.logs / "strip-plain.log"
     )
     pgo_stripped = strip_binary(pgo_binary, stripped_dir / "pgo" / names.bin, plan.env, plan.logs / "strip-pgo.log")
-    glibc = elf.check_same_glibc(plain_stripped, pgo_stripped)  # the PGO artefact starts wherever the plain one does
+    libc = elf.check_same_libc(plain_stripped, pgo_stripped)  # the PGO artefact starts wherever the plain one does
+    glibc = elf.max_glibc(pgo_stripped)  # None for a static binary (musl): it needs no glibc
+    say(f"release: the plain and the PGO binary are both {libc}")
     workload = plan.workload_if_any()
     baseline_args = baseline_cpu_args(workload)
     for label, stripped in (("plain", plain_stripped), ("pgo", pgo_stripped)):
@@ -320,6 +322,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
             for k in ("missing_profile_functions", "stale_profile_warnings", "crate_metadata", "max_glibc")
         },
         "max_glibc": glibc,
+        "libc": libc,
         "cpu_baseline": {"cpu": cpu.BASELINE_CPU, "run": baseline_args, "plain": "passed", "pgo": "passed"},
         "artefacts": {
             "plain": {
