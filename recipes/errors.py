@@ -55,3 +55,11 @@ class CheckFailed(PgoError):
 
 class WorkDirError(PgoError):
     """The work dir (PGO_OUT) cannot be written, or holds something unreadable."""
+
+
+class BenchError(PgoError):
+    """The benchmark could not run (no second core, a binary that does not start…)."""
+
+
+class ProcStatError(PgoError):
+    """A /proc stat line that is not one, or a process that is gone."""

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from recipes import stages
 from recipes.bench import builds, report
-from recipes.bench.harness import BenchError, Settings, choose_cores, run_bench
+from recipes.bench.harness import Settings, choose_cores, run_bench
 from recipes.bench.scenarios import SCENARIOS, select
 from recipes.config import load_config
-from recipes.errors import ConfigError
+from recipes.errors import BenchError, ConfigError
 
 DEFAULT_TRIALS = 5
 

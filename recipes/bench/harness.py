@@ -27,17 +27,13 @@ from recipes import certs, docroot, h2load, net
 from recipes.bench import canary, procstat
 from recipes.bench.report import BASELINE, CANDIDATE, ScenarioResult, Trial, write_json, write_markdown
 from recipes.bench.scenarios import Scenario
-from recipes.errors import ConfigError, PgoError
+from recipes.errors import BenchError, ConfigError
 from recipes.runner import quote, say
 from recipes.train.resources import UpstreamBackend
 
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 15.0
 SETTLE_SECONDS = 0.05  # after h2load exits, let the server close its connections before reading its time
-
-
-class BenchError(PgoError):
-    """The benchmark could not run (no second core, a binary that does not start…)."""
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes.errors import PgoError
+from recipes.errors import ProcStatError
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-class ProcStatError(PgoError):
-    """A /proc stat line that is not one, or a process that is gone."""
 
 
 @dataclass(frozen=True)

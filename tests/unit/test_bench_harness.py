@@ -12,7 +12,6 @@ import pytest
 from recipes import h2load
 from recipes.bench import cli
 from recipes.bench.harness import (
-    BenchError,
     Build,
     Fixtures,
     LoadRun,
@@ -24,7 +23,7 @@ from recipes.bench.harness import (
     trial_problem,
 )
 from recipes.bench.scenarios import BY_NAME
-from recipes.errors import ConfigError
+from recipes.errors import BenchError, ConfigError
 from tests.conftest import DATA
 
 

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from recipes.bench import procstat
-from recipes.bench.procstat import ProcStatError, parse_stat, parse_stat_lines
+from recipes.bench.procstat import parse_stat, parse_stat_lines
+from recipes.errors import ProcStatError
 from tests.conftest import DATA
 
 PROCESS = (DATA / "bench" / "proc-stat.txt").read_text()
