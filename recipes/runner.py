@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes.errors import CommandFailed, ToolchainError
+from recipes.errors import CommandFailed, PgoError, ToolchainError
 
 TAIL_LINES = 25
 HEARTBEAT_SECONDS = 20.0
@@ -108,6 +108,16 @@ def last_progress_line(log: Path) -> str:
     return f"compiling {current} (crate {units} so far{f', {fresh} fresh' if fresh else ''})"[:PROGRESS_WIDTH]
 
 
+def not_found(argv: Sequence[str], cwd: Path | None, exc: FileNotFoundError) -> PgoError:
+    """What a :class:`FileNotFoundError` of starting ``argv`` in ``cwd`` means: the working directory is missing
+    (the error names it, or it is not a directory), or else the command is."""
+    if cwd is not None and (exc.filename in {str(cwd), cwd} or not Path(cwd).is_dir()):
+        return CommandFailed(
+            f"cannot run {argv[0]}: working directory {cwd} does not exist", "create it, or give an existing one"
+        )
+    return ToolchainError(f"{argv[0]}: command not found", "install it or put it on PATH")
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -145,7 +155,7 @@ def run(
                 proc.wait()
                 raise
     except FileNotFoundError as exc:
-        raise ToolchainError(f"{argv[0]}: command not found", "install it or put it on PATH") from exc
+        raise not_found(argv, cwd, exc) from exc
     done = Completed(argv, returncode, log)
     if check and proc.returncode != 0:
         print(tail(done.output()), file=sys.stderr, flush=True)
@@ -168,7 +178,7 @@ def capture(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: P
             check=False,
         )
     except FileNotFoundError as exc:
-        raise ToolchainError(f"{argv[0]}: command not found", "install it or put it on PATH") from exc
+        raise not_found(argv, cwd, exc) from exc
     if proc.returncode != 0:
         first = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise CommandFailed(f"{quote(argv)} failed with exit code {proc.returncode}: {first}")
