@@ -57,6 +57,14 @@ class DocrootOptions:
     folder: Path | None = None
 
 
+def _docroot_options(options: Any) -> DocrootOptions:
+    """The options :meth:`Docroot.parse` returned; anything else is a bug (a TypeError, not an assert that
+    ``python -O`` drops)."""
+    if not isinstance(options, DocrootOptions):
+        raise TypeError(f"Docroot expects the DocrootOptions its parse returned, got {type(options).__name__}")
+    return options
+
+
 def _workload_dir(table: Table) -> Path:
     """The folder of the workload file whose ``[setup]`` table this is (its ``where`` is ``<path> [setup]``)."""
     return Path(table.where.rsplit(" [", 1)[0]).parent
@@ -102,14 +110,14 @@ class Docroot(Resource):
         return {"docroot", "bodies"}
 
     def files(self, options: Any) -> set[str]:
-        assert isinstance(options, DocrootOptions)
+        options = _docroot_options(options)
         made = {f"{{bodies}}/{name}" for name in docroot.BODY_FILES}
         if options.folder is None:
             made |= {f"{{docroot}}/{name}" for name in docroot.DOCROOT_FILES}
         return made
 
     def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
-        assert isinstance(options, DocrootOptions)
+        options = _docroot_options(options)
 
         @contextmanager
         def made() -> Iterator[LiveResource]:
