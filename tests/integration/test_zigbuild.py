@@ -51,7 +51,8 @@ def test_zigbuild_pgo_needs_at_most_glibc_2_28_and_passes_the_baseline_check(hel
     optimised = report["optimise"]
     binary = Path(optimised["binary"])
     # the glibc suffix is cargo-zigbuild's: the target dir, the binary and cargo clean use the plain triple
-    assert binary == hello.crate_dir / "target" / TRIPLE / "release" / "hello-pgo"
+    assert Path(optimised["built_binary"]) == hello.crate_dir / "target" / TRIPLE / "release" / "hello-pgo"
+    assert binary == hello.work / "optimised" / "hello-pgo"  # the checked copy
     assert optimised["target"] == f"{TRIPLE}.2.28"
     assert optimised["max_glibc"] == elf.max_glibc(binary) == "2.28"
     # GLIBC_2.3.4 is among its needs: compared as strings, it would look like the highest
