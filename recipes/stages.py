@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -161,8 +162,9 @@ def _recorded(name: str) -> Callable[[StageFunction], StageFunction]:
                         f"{name}: cannot write{where}: {exc.strerror}", "free space there or choose another PGO_OUT"
                     ) from exc
             except PgoError as error:
-                if report.load(plan.work).get(name, {}).get("running"):
-                    report.record(plan.work, name, {"failed": error.line()})
+                with contextlib.suppress(PgoError):  # a report that cannot be written: the first error tells
+                    if report.load(plan.work).get(name, {}).get("running"):
+                        report.record(plan.work, name, {"failed": error.line()})
                 raise
 
         return run_stage
