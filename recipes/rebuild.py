@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from recipes import diff as diffoscope
 from recipes import report, stages
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
@@ -200,6 +201,23 @@ def build_in_worktree(
         git(repo, "worktree", "prune", env=environ)
 
 
+def explain(first: Path, second: Path, dest: Path, environ: Mapping[str, str], record: dict[str, Any]) -> str:
+    """diffoscope's report of two differing binaries in ``dest``, its summary said and recorded; returns the
+    hint's first words (where the report is, or which package would write one)."""
+    explanation = diffoscope.explain(first, second, dest, environ)
+    for line in explanation.lines:
+        say(line)
+    record["diffoscope"] = {
+        "report": str(explanation.report) if explanation.report else None,
+        "summary": list(explanation.lines),
+    }
+    if explanation.report is not None:
+        return f"diffoscope's report: {explanation.report}; "
+    if diffoscope.find_diffoscope(environ) is None:
+        return f"install {diffoscope.PACKAGE} for diffoscope's report; "
+    return ""
+
+
 def _repo_of(config: Config, environ: Mapping[str, str]) -> Path:
     return repo_root(config.manifest.parent if config.manifest.parent.is_dir() else config.project_dir, environ)
 
@@ -282,10 +300,11 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         write_atomic(released, published_binary)
         diff = binary_diff(released, built.binary)
         summary["diff"] = diff.line()
+        explained = explain(released, built.binary, work, environ, summary)
         report.record(work, "rebuild", summary)
         raise CheckFailed(
             f"the rebuilt PGO binary of {tag} differs from the published one: {diff.line()}",
-            f"compare {released} and {built.binary}; same toolchain, store path and flags as the manifest?",
+            f"{explained}compare {released} and {built.binary}; same toolchain, store path and flags as the manifest?",
         )
     report.record(work, "rebuild", summary)
     return summary
@@ -346,10 +365,11 @@ def determinism(config: Config, environ: Mapping[str, str]) -> dict[str, Any]:
     if not result["identical"]:
         diff = binary_diff(first.binary, second.binary)
         result["diff"] = diff.line()
+        explained = explain(first.binary, second.binary, config.out / "determinism", environ, result)
         report.record(config.out, "determinism", result)
         raise CheckFailed(
             f"two builds from one profile in two work directories differ: {diff.line()}",
-            "a path or a time gets into the binary: see the two optimise-build.log files",
+            f"{explained}a path or a time gets into the binary: see the two optimise-build.log files",
         )
     report.record(config.out, "determinism", result)
     say(f"determinism: the two builds are identical, sha256 {first.sha256}")

@@ -247,8 +247,8 @@ def test_rebuild_in_another_directory_gives_the_published_binary(released: Relea
     assert git(released.repo, "worktree", "list").count("\n") == 0
 
 
-def test_rebuild_says_where_the_binaries_differ(released: Release, tmp_path: Path) -> None:
-    """A release whose PGO tarball holds another binary (consistent sums): mismatch, bytes and sections."""
+def _with_the_plain_binary_as_pgo(released: Release, tmp_path: Path) -> Path:
+    """A download whose PGO tarball holds the plain binary, its manifest and SHA256SUMS made to agree."""
     download = released.download(tmp_path / "download")
     manifest = released.manifest()
     pgo = manifest["artefacts"]["pgo"]
@@ -259,9 +259,41 @@ def test_rebuild_says_where_the_binaries_differ(released: Release, tmp_path: Pat
     (download / f"{BASE}-manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     sums = {p.name: sha256_file(p) for p in download.iterdir() if p.name != "SHA256SUMS"}
     (download / "SHA256SUMS").write_text(sha256sums_text(sums))
+    return download
+
+
+def test_rebuild_says_where_the_binaries_differ(released: Release, tmp_path: Path) -> None:
+    """A release whose PGO tarball holds another binary (consistent sums): mismatch, bytes and sections."""
+    download = _with_the_plain_binary_as_pgo(released, tmp_path)
+    pgo = json.loads((download / f"{BASE}-manifest.json").read_text())["artefacts"]["pgo"]
     proc = run_nox("rebuild", released.env(PGO_OUT=str(tmp_path / "work")), [TAG, "--artefacts", str(download)])
     line = assert_refused(proc, "differs from the published one", "bytes differ", ".text")
     assert f"mismatch  {pgo['binary']}" in output(proc), line
+
+
+@pytest.mark.skipif(
+    shutil.which("diffoscope") is None, reason="diffoscope is not installed (apt-get install diffoscope-minimal)"
+)
+def test_rebuild_mismatch_explained_by_diffoscope(released: Release, tmp_path: Path) -> None:
+    """The same mismatch: diffoscope's whole report beside the two binaries, a screen of it in the output."""
+    download = _with_the_plain_binary_as_pgo(released, tmp_path)
+    work = tmp_path / "work" / "rebuild" / TAG
+    proc = run_nox("rebuild", released.env(PGO_OUT=str(tmp_path / "work")), [TAG, "--artefacts", str(download)])
+    line = assert_refused(proc, "differs from the published one", f"diffoscope's report: {work / 'diffoscope.txt'}")
+    text = (work / "diffoscope.txt").read_text()
+    assert text.startswith(f"--- {work / 'published' / 'hello-pgo'}\n+++ {work / 'stripped' / 'hello-pgo'}\n")
+    assert "├── objdump --line-numbers --disassemble" in text and "Max text output size reached." not in text
+    # the screen: a count, the sections diffoscope names, its headings; no more than 30 lines of it
+    screen = [ln.removeprefix("pgo: ") for ln in output(proc).splitlines() if ln.startswith("pgo: ")]
+    start = next(i for i, ln in enumerate(screen) if ln.startswith("diffoscope: "))
+    assert f"lines ({work / 'diffoscope.txt'})" in screen[start]
+    sections = screen[start + 1].removeprefix("  sections: ").split(", ")
+    assert ".text" in sections and ".rodata" in sections, screen[start + 1]
+    assert "  objdump --line-numbers --disassemble --demangle --reloc --no-show-raw-insn --section=.text" in screen
+    report = json.loads((work / "report.json").read_text())["rebuild"]
+    assert report["diffoscope"]["report"] == str(work / "diffoscope.txt"), line
+    summary = report["diffoscope"]["summary"]
+    assert 3 <= len(summary) <= 30 and screen[start : start + len(summary)] == summary
 
 
 # --- refusals ------------------------------------------------------------------------------------
