@@ -296,6 +296,53 @@ def test_rebuild_mismatch_explained_by_diffoscope(released: Release, tmp_path: P
     assert 3 <= len(summary) <= 30 and screen[start : start + len(summary)] == summary
 
 
+@pytest.mark.skipif(
+    shutil.which("diffoscope") is None, reason="diffoscope is not installed (apt-get install diffoscope-minimal)"
+)
+def test_determinism_mismatch_explained_by_diffoscope(tmp_path: Path) -> None:
+    """A build script that writes the time into the binary: the two builds of determinism differ, and the
+    refusal comes with diffoscope's report in <work>/determinism/ and its screen."""
+    repo = make_repo(tmp_path, tags=())
+    crate = repo / "hello"
+    (crate / "build.rs").write_text(
+        "use std::time::{SystemTime, UNIX_EPOCH};\n"
+        "fn main() {\n"
+        "    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();\n"
+        '    let out = std::env::var("OUT_DIR").unwrap();\n'
+        '    std::fs::write(format!("{out}/stamp.rs"), format!("const STAMP: u128 = {nanos};")).unwrap();\n'
+        "}\n"
+    )
+    source = crate / "src" / "main.rs"
+    text = source.read_text()
+    assert "fn main() -> ExitCode {" in text
+    source.write_text(
+        text.replace(
+            "fn main() -> ExitCode {",
+            'include!(concat!(env!("OUT_DIR"), "/stamp.rs"));\n\n'
+            "fn main() -> ExitCode {\n"
+            "    if env::args().count() > 9 {\n"
+            '        println!("built at {STAMP}");\n'
+            "    }",
+        )
+    )
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "a build time in the binary")
+    work = tmp_path / "work"
+    env = Release(tmp_path, repo, repo / "dist", work, tmp_path / "store", "").env()
+    assert_ok(run_nox("pgo", env))
+    proc = run_nox("determinism", env)
+    report_path = work / "determinism" / "diffoscope.txt"
+    line = assert_refused(proc, "two builds from one profile", "bytes differ", f"diffoscope's report: {report_path}")
+    first, second = (work / "determinism" / n / "stripped" / "hello-pgo" for n in ("first", "second"))
+    assert report_path.read_text().startswith(f"--- {first}\n+++ {second}\n")
+    screen = [ln.removeprefix("pgo: ") for ln in output(proc).splitlines() if ln.startswith("pgo: ")]
+    start = next(i for i, ln in enumerate(screen) if ln.startswith("diffoscope: "))
+    assert screen[start].endswith(f"lines ({report_path})")
+    assert ".rodata" in screen[start + 1].removeprefix("  sections: ").split(", "), screen[start + 1]
+    result = json.loads((work / "report.json").read_text())["determinism"]
+    assert result["identical"] is False and result["diffoscope"]["report"] == str(report_path), line
+
+
 # --- refusals ------------------------------------------------------------------------------------
 
 
