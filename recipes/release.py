@@ -382,4 +382,5 @@ def summary_lines(manifest: Mapping[str, Any], out_dir: Path) -> list[str]:
         f"  {artefacts['pgo']['file']}  binary sha256 {artefacts['pgo']['binary_sha256']}",
         f"  {artefacts['profile']['file']}  sha256 {artefacts['profile']['sha256']}",
         f"  {manifest['toolchain']['rustc']}; {manifest['toolchain']['cargo']}",
+        f"  {manifest['target']}: both binaries {manifest['libc']}",
     ]

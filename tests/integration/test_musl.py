@@ -59,6 +59,9 @@ def test_musl_release_writes_static_artefacts(released: Release, tmp_path: Path)
     )
     assert manifest["libc"] == "static, needs no glibc" and manifest["max_glibc"] is None
     assert "the plain and the PGO binary are both static, needs no glibc" in released.text
+    assert f"nox >   {MUSL}: both binaries static, needs no glibc" in released.text
+    verified = assert_ok(run_nox("verify", released.env(), [TAG]))
+    assert f"verified {TAG}: 7 files, 3 provenance statements" in verified
     # the instrumented musl binary ran the workload here: a profile with the crate's functions, used by the build
     report = json.loads((released.work / "report.json").read_text())
     assert report["merge"]["executed_functions"] >= 5
