@@ -109,13 +109,18 @@ def missing_programs_message(missing: Mapping[str, str]) -> str:
 def tests(session: nox.Session) -> None:
     """This project's test suite (real cargo, rustc and llvm-profdata); posargs go to pytest.
 
-    The system programs are checked only when the selected tests are not all under tests/unit.
+    The system programs are checked only when the selected tests are not all under tests/unit. Coverage (line and
+    branch, [tool.coverage] in pyproject.toml) is measured in pytest and in every Python process the tests start,
+    the nox sessions of the integration tests included, and printed at the end.
     """
     missing = missing_test_programs(session.posargs)
     if missing:
         session.error(missing_programs_message(missing))
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    session.run("coverage", "erase")
+    session.run("coverage", "run", "-m", "pytest", *session.posargs)
+    session.run("coverage", "combine", "--quiet")
+    session.run("coverage", "report")
 
 
 @nox.session
