@@ -108,6 +108,23 @@ def last_progress_line(log: Path) -> str:
     return f"compiling {current} (crate {units} so far{f', {fresh} fresh' if fresh else ''})"[:PROGRESS_WIDTH]
 
 
+#: cc-rs (the C compiler of a build script: ring, zstd-sys, …) found no compiler for the target
+_CC_TOOL = re.compile(r'error occurred in cc-rs: failed to find tool "(?P<tool>[^"]+)"')
+#: the Debian package of a target's C compiler that cc-rs looks for
+_CC_PACKAGES = {"x86_64-linux-musl-gcc": "musl-tools", "musl-gcc": "musl-tools", "cc": "gcc", "gcc": "gcc"}
+
+
+def known_cause(output: str) -> str:
+    """A failed build's cause that a line can say, with its fix (a missing C compiler of a build script), or ""."""
+    match = _CC_TOOL.search(output)
+    if match is None:
+        return ""
+    tool = match["tool"]
+    package = _CC_PACKAGES.get(tool)
+    fix = f"apt-get install {package}" if package else f"install {tool} or name a compiler in CC_<target>"
+    return f"a build script needs the C compiler {tool}, which is not installed ({fix})"
+
+
 def not_found(argv: Sequence[str], cwd: Path | None, exc: FileNotFoundError) -> PgoError:
     """What a :class:`FileNotFoundError` of starting ``argv`` in ``cwd`` means: the working directory is missing
     (the error names it, or it is not a directory), or else the command is."""
@@ -160,7 +177,10 @@ def run(
     if check and proc.returncode != 0:
         print(tail(done.output()), file=sys.stderr, flush=True)
         name = what or Path(argv[0]).name
-        raise CommandFailed(f"{name} failed with exit code {proc.returncode}", f"see {log}")
+        cause = known_cause(done.output())
+        raise CommandFailed(
+            f"{name} failed with exit code {proc.returncode}{f': {cause}' if cause else ''}", f"see {log}"
+        )
     return done
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from recipes import runner
+from recipes.errors import CommandFailed
 from tests.conftest import DATA
 
 CARGO_LOGS = sorted(DATA.glob("cargo-*.log"))
@@ -111,3 +112,27 @@ def test_heartbeat_of_a_real_run(
     beats = [line for line in capfd.readouterr().err.splitlines() if line.startswith("pgo:   … ")]
     assert beats, "no heartbeat"
     assert all(beat.endswith(" s: compiling described-pgo v0.1.0 (crate 1 so far)") for beat in beats), beats
+
+
+def test_a_build_scripts_missing_c_compiler_is_named_with_its_package() -> None:
+    """The demo server for x86_64-unknown-linux-musl on a machine without musl-tools (ring's build script, a real
+    cargo log's tail): the failure says which compiler and which package, not only "see the log"."""
+    output = (DATA / "cc-rs-musl-no-compiler.log").read_text(encoding="utf-8")
+    assert runner.known_cause(output) == (
+        "a build script needs the C compiler x86_64-linux-musl-gcc, which is not installed "
+        "(apt-get install musl-tools)"
+    )
+    assert runner.known_cause(output.replace("x86_64-linux-musl-gcc", "riscv64-linux-gnu-gcc")).endswith(
+        "(install riscv64-linux-gnu-gcc or name a compiler in CC_<target>)"
+    )
+    assert runner.known_cause("error[E0425]: cannot find value `x` in this scope") == ""
+
+
+def test_a_failed_run_names_the_known_cause(tmp_path: Path) -> None:
+    """run() puts that cause on the failure's one line (a real process printing cc-rs's line and failing)."""
+    line = 'error occurred in cc-rs: failed to find tool "x86_64-linux-musl-gcc": No such file'
+    with pytest.raises(CommandFailed) as failed:
+        runner.run(["sh", "-c", f"echo '{line}'; exit 101"], env={"PATH": "/usr/bin:/bin"}, log=tmp_path / "b.log")
+    assert "failed with exit code 101: a build script needs the C compiler x86_64-linux-musl-gcc" in str(
+        failed.value.line()
+    )
