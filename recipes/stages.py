@@ -395,6 +395,7 @@ def _build_and_check(
         "binary": str(built),
         "binary_sha256": sha256_file(built),
         "max_glibc": elf.max_glibc(built),
+        "libc": elf.libc_needs(built),
         "target_cpu": cpu.target_cpu_warning(plan.rustflags),
         **({"zigbuild": zig.versions(plan.env)} if zig.uses_zigbuild(plan.config.cargo) else {}),
     }
@@ -583,7 +584,8 @@ def summary_lines(full: dict[str, Any]) -> list[str]:
         o = full["optimise"]
         lines.append(
             f"optimise    {o.get('seconds', 0):8.1f} s  {o['missing_profile_functions']} functions without "
-            f"profile, {o['stale_profile_warnings']} stale; glibc {o['max_glibc'] or 'none'}"
+            f"profile, {o['stale_profile_warnings']} stale; "
+            + (o.get("libc") or f"glibc {o['max_glibc'] or 'none'}")
         )
         lines.append(
             f"coverage    {o['main_crate_functions_with_profile']} functions of the main crate with profile data, "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import elf
+from recipes import elf, stages
 from recipes.errors import CheckFailed
 from recipes.store import sha256_file
 from tests.conftest import assert_ok, run_nox
@@ -65,6 +65,9 @@ def test_musl_release_writes_static_artefacts(released: Release, tmp_path: Path)
     # the instrumented musl binary ran the workload here: a profile with the crate's functions, used by the build
     report = json.loads((released.work / "report.json").read_text())
     assert report["merge"]["executed_functions"] >= 5
+    assert report["optimise"]["libc"] == "static, needs no glibc"
+    optimise_line = next(line for line in stages.summary_lines(report) if line.startswith("optimise "))
+    assert optimise_line.endswith("stale; static, needs no glibc"), optimise_line  # not "glibc none"
     assert manifest["pgo_build"]["stale_profile_warnings"] == 0
     optimise_log = (released.work / "logs" / "optimise-build.log").read_text()
     assert f"--target {MUSL}" in optimise_log and "-Cprofile-use=" in optimise_log
