@@ -224,6 +224,40 @@ def test_release_writes_a_provenance_statement_per_artefact(released: Release, t
     assert_refused(proc, f"{BASE}-pgo.profdata has sha256", "SHA256SUMS says")
 
 
+def _resum(dist: Path) -> None:
+    """SHA256SUMS made again from the files as they are: a tampering that keeps the sums consistent."""
+    sums = {p.name: sha256_file(p) for p in dist.iterdir() if p.name != "SHA256SUMS"}
+    (dist / "SHA256SUMS").write_text(sha256sums_text(sums))
+
+
+def test_verify_refuses_a_tampered_release(released: Release, tmp_path: Path) -> None:
+    """The real release's files through ``nox -s verify``: a changed byte in an artefact, a changed parameter in a
+    statement and a missing statement are each one line, with the sums made consistent again each time."""
+    pgo_tarball = f"{BASE}-pgo.tar.gz"
+    download = released.download(tmp_path / "byte")
+    data = bytearray((download / pgo_tarball).read_bytes())
+    data[len(data) // 2] ^= 1
+    (download / pgo_tarball).write_bytes(bytes(data))
+    _resum(download)
+    proc = run_nox("verify", released.env(), [TAG, "--artefacts", str(download)])
+    assert_refused(proc, f"{pgo_tarball} has sha256", "the manifest records")
+
+    download = released.download(tmp_path / "parameter")
+    statement = download / f"{BASE}.tar.gz.intoto.json"
+    data_json = json.loads(statement.read_text())
+    data_json["predicate"]["buildDefinition"]["externalParameters"]["target"] = "aarch64-unknown-linux-gnu"
+    statement.write_text(json.dumps(data_json))
+    _resum(download)
+    proc = run_nox("verify", released.env(), [TAG, "--artefacts", str(download)])
+    assert_refused(proc, f"{statement.name}: predicate.buildDefinition.externalParameters.target is")
+
+    download = released.download(tmp_path / "missing")
+    (download / f"{pgo_tarball}.intoto.json").unlink()
+    _resum(download)
+    proc = run_nox("verify", released.env(), [TAG, "--artefacts", str(download)])
+    assert_refused(proc, f"the provenance statement {pgo_tarball}.intoto.json is missing")
+
+
 def test_rebuild_in_another_directory_gives_the_published_binary(released: Release, tmp_path: Path) -> None:
     download = released.download(tmp_path / "download")
     shutil.rmtree(released.store)  # the rebuild has only the published files
