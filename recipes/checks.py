@@ -68,6 +68,11 @@ def _of_crate(record: str, crate_names: Iterable[str]) -> bool:
     return False
 
 
+def of_crate(symbol: str, crate_names: Iterable[str]) -> bool:
+    """Whether a symbol (or a profile record) is a function of one of ``crate_names``."""
+    return _of_crate(symbol, tuple(crate_names))
+
+
 @dataclass(frozen=True)
 class Coverage:
     """How much of the build the profile covers, positively: its records found among the binary's symbols."""

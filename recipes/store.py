@@ -20,6 +20,8 @@ from filelock import FileLock, Timeout
 from recipes.errors import StoreError
 
 SUFFIX = ".profdata"
+#: what the store holds: LLVM's instrumentation profiles, and BOLT's (merge-fdata's .fdata)
+SUFFIXES = (SUFFIX, ".fdata")
 LOCK_NAME = ".lock"
 LOCK_TIMEOUT = 120.0
 
@@ -150,17 +152,20 @@ class ProfileStore:
                 f"chmod 700 {self.root}",
             )
 
-    def path_for(self, sha256: str) -> Path:
-        return self.root / f"{sha256}{SUFFIX}"
+    def path_for(self, sha256: str, suffix: str = SUFFIX) -> Path:
+        return self.root / f"{sha256}{suffix}"
 
     def _lock(self) -> FileLock:
         return FileLock(str(self.root / LOCK_NAME), timeout=LOCK_TIMEOUT, mode=0o600)
 
-    def put(self, profile: Path) -> Path:
-        """Copy ``profile`` into the store under its hash; returns the store path."""
+    def put(self, profile: Path, suffix: str = SUFFIX) -> Path:
+        """Copy ``profile`` into the store under its hash (and ``suffix``, one of :data:`SUFFIXES`); returns the
+        store path."""
+        if suffix not in SUFFIXES:
+            raise StoreError(f"the profile store holds {' and '.join(SUFFIXES)} files, not {suffix}", "this is a bug")
         self.ensure()
         digest = sha256_file(profile)
-        target = self.path_for(digest)
+        target = self.path_for(digest, suffix)
         try:
             with self._lock():
                 if target.is_symlink() or target.exists():
@@ -198,9 +203,10 @@ class ProfileStore:
 
     def verify(self, path: Path, when: str) -> str:
         """Re-hash a store file against its name; a mismatch is a :class:`StoreError`."""
-        if path.parent != self.root or not path.name.endswith(SUFFIX):
+        suffix = next((s for s in SUFFIXES if path.name.endswith(s)), None)
+        if path.parent != self.root or suffix is None:
             raise StoreError(f"{path} is not a file of the profile store {self.root}", "let optimise put it there")
-        expected = path.name[: -len(SUFFIX)]
+        expected = path.name[: -len(suffix)]
         if path.is_symlink() or not path.is_file():
             raise StoreError(f"store file {path} is missing or a symlink {when}", "run merge (or optimise) again")
         actual = sha256_file(path)

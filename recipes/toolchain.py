@@ -55,11 +55,11 @@ def parse_rustc_vv(text: str) -> RustcInfo:
 _LLVM_VERSION = re.compile(r"LLVM version (\d+)\.(\d+)(?:\.(\d+))?")
 
 
-def parse_llvm_version(text: str) -> str:
+def parse_llvm_version(text: str, tool: str = "llvm-profdata") -> str:
     """The LLVM version an LLVM tool's ``--version`` prints (``Debian LLVM version 22.1.8``)."""
     match = _LLVM_VERSION.search(text)
     if not match:
-        raise ToolchainError("cannot read an LLVM version from llvm-profdata --version", "is it llvm-profdata?")
+        raise ToolchainError(f"cannot read an LLVM version from {tool} --version", f"is it {tool}?")
     return ".".join(g for g in match.groups() if g is not None)
 
 
