@@ -1,0 +1,383 @@
+"""BOLT, the post-link layout optimisation of the PGO binary: its tools, its input, its profile and its log.
+
+llvm-bolt rewrites a linked binary from a profile of that very binary. It needs the binary's symbol table and the
+relocations the linker keeps with ``--emit-relocs`` (then it may move every function: "relocation mode"). Its
+profile here comes from BOLT's own instrumentation (``-instrument``): the training workload replayed on an
+instrumented copy writes one ``.fdata`` per process, ``merge-fdata`` joins them. Both tools must be of rustc's LLVM
+major, like llvm-profdata. Nothing here builds or trains; the stage is :func:`recipes.stages.bolt`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
+from recipes import checks
+from recipes.errors import CheckFailed, ConfigError, ToolchainError
+from recipes.runner import capture
+from recipes.toolchain import RustcInfo, parse_llvm_version
+
+#: the link argument that keeps the relocations in the binary, for llvm-bolt's relocation mode
+EMIT_RELOCS = "-Clink-arg=-Wl,--emit-relocs"
+
+#: the optimisation flags rustc's own release pipeline (src/tools/opt-dist) gives llvm-bolt; PGO_BOLT_ARGS replaces
+#: them
+OPT_DIST_ARGS = (
+    "-reorder-blocks=ext-tsp",
+    "-reorder-functions=cdsort",
+    "-split-functions",
+    "-split-strategy=cdsplit",
+    "-split-all-cold",
+    "-jump-tables=move",
+    "-icf=all",
+    "-update-debug-sections",
+    "-dyno-stats",
+)
+
+
+def debian_package(major: int) -> str:
+    """The Debian package of llvm-bolt and merge-fdata of an LLVM major."""
+    return f"bolt-{major}"
+
+
+@dataclass(frozen=True)
+class BoltTools:
+    """llvm-bolt and merge-fdata, both of one LLVM version."""
+
+    llvm_bolt: Path
+    merge_fdata: Path
+    llvm_version: str
+
+    @property
+    def llvm_major(self) -> int:
+        return int(self.llvm_version.split(".")[0])
+
+
+def tool_version(path: Path, name: str) -> str:
+    return parse_llvm_version(capture([str(path), "--version"]), name)
+
+
+def bolt_candidates(major: int, search_path: str, llvm_root: Path = Path("/usr/lib")) -> list[Path]:
+    """Where an llvm-bolt of LLVM ``major`` may be, best first: ``llvm-bolt-<major>`` on PATH, then Debian's
+    ``/usr/lib/llvm-<major>/bin``. (rustup's llvm-tools has no llvm-bolt.)"""
+    candidates = []
+    named = shutil.which(f"llvm-bolt-{major}", path=search_path)
+    if named:
+        candidates.append(Path(named))
+    candidates.append(llvm_root / f"llvm-{major}" / "bin" / "llvm-bolt")
+    return [path for path in candidates if path.is_file()]
+
+
+def merge_fdata_beside(llvm_bolt: Path, major: int, search_path: str) -> Path | None:
+    """The merge-fdata that goes with ``llvm_bolt``: its sibling (``merge-fdata-22`` beside ``llvm-bolt-22``,
+    ``merge-fdata`` beside ``llvm-bolt``), else ``merge-fdata-<major>`` on PATH."""
+    suffix = llvm_bolt.name.removeprefix("llvm-bolt")
+    for name in dict.fromkeys((f"merge-fdata{suffix}", "merge-fdata", f"merge-fdata-{major}")):
+        sibling = llvm_bolt.parent / name
+        if sibling.is_file() and os.access(sibling, os.X_OK):
+            return sibling
+    found = shutil.which(f"merge-fdata-{major}", path=search_path)
+    return Path(found) if found else None
+
+
+def find_bolt(
+    info: RustcInfo, env: Mapping[str, str], explicit: str | None, llvm_root: Path = Path("/usr/lib")
+) -> BoltTools:
+    """llvm-bolt and merge-fdata of rustc's LLVM major: PGO_LLVM_BOLT if given, else found by the major. Another
+    major is refused, naming both versions; none found names the Debian package."""
+    major = info.llvm_major
+    search_path = env.get("PATH", os.defpath)
+    fix = f"install LLVM {major}'s BOLT (Debian: `apt-get install {debian_package(major)}`) or set PGO_LLVM_BOLT"
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            found = shutil.which(explicit, path=search_path)
+            if not found:
+                raise ToolchainError(f"PGO_LLVM_BOLT={explicit}: no such program", fix)
+            path = Path(found)
+    else:
+        candidates = bolt_candidates(major, search_path, llvm_root)
+        if not candidates:
+            raise ToolchainError(f"no llvm-bolt of LLVM {major} (rustc {info.release}) found", fix)
+        path = candidates[0]
+    version = tool_version(path, "llvm-bolt")
+    if int(version.split(".")[0]) != major:
+        raise ToolchainError(
+            f"{path} is LLVM {version} but rustc {info.release} is LLVM {info.llvm_version}: BOLT must be of "
+            "the LLVM that built the binary",
+            fix,
+        )
+    merger = merge_fdata_beside(path, major, search_path)
+    if merger is None:
+        raise ToolchainError(f"no merge-fdata beside {path} nor merge-fdata-{major} on PATH", fix)
+    merger_version = tool_version(merger, "merge-fdata")
+    if int(merger_version.split(".")[0]) != major:
+        raise ToolchainError(
+            f"{merger} is LLVM {merger_version} but rustc {info.release} is LLVM {info.llvm_version}", fix
+        )
+    return BoltTools(path, merger, version)
+
+
+def bolt_args(configured: str | None) -> tuple[str, ...]:
+    """The optimisation flags of llvm-bolt: PGO_BOLT_ARGS (split on white space) or opt-dist's."""
+    if configured is None:
+        return OPT_DIST_ARGS
+    words = tuple(configured.split())
+    for word in words:
+        if word.split("=")[0].lstrip("-") in {"o", "data", "instrument", "instrumentation-file"}:
+            raise ConfigError(
+                f"PGO_BOLT_ARGS={configured!r} sets {word.split('=')[0]}, which the bolt stage sets itself",
+                "give only optimisation flags (the default is rustc opt-dist's)",
+            )
+    return words
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the input binary
+
+#: relocation sections the linker keeps with --emit-relocs, of code BOLT moves
+CODE_RELOCATIONS = ".rela.text"
+
+
+def relocation_sections(path: Path) -> dict[str, int]:
+    """The binary's static relocation sections (``.rela.text``, ``.rela.data``…: not allocated, so kept only by
+    ``--emit-relocs``) and their entry counts. The dynamic ones (``.rela.dyn``, ``.rela.plt``) are not counted."""
+    try:
+        with path.open("rb") as stream:
+            elf = ELFFile(stream)
+            found: dict[str, int] = {}
+            for section in elf.iter_sections():
+                if section["sh_type"] not in ("SHT_RELA", "SHT_REL") or section["sh_flags"] & 0x2:  # SHF_ALLOC
+                    continue
+                size = section["sh_entsize"] or 1
+                found[section.name] = section["sh_size"] // size
+            return found
+    except ELFError as exc:
+        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+
+
+def has_symbol_table(path: Path) -> bool:
+    with path.open("rb") as stream:
+        try:
+            return isinstance(ELFFile(stream).get_section_by_name(".symtab"), SymbolTableSection)
+        except ELFError as exc:
+            raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+
+
+#: what the linkers say when the release profile strips the binary (``strip = true``) and BOLT's relocations are asked
+_STRIP_AND_RELOCS = ("--strip-all and --emit-relocs may not be used together", "-r and -s may not be used together")
+
+
+def refuse_stripping_link(log: Path) -> None:
+    """After a failed optimised build with BOLT on: refuse in one line when it failed because the cargo profile
+    strips the binary, which leaves llvm-bolt nothing to work on (and the linker refuses the pair)."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    if any(phrase in text for phrase in _STRIP_AND_RELOCS):
+        raise CheckFailed(
+            "the release profile strips the binary (strip = true or symbols), and a stripped binary cannot be "
+            "BOLTed: the linker refuses --strip-all with the --emit-relocs BOLT needs",
+            "build it unstripped for BOLT (CARGO_PROFILE_RELEASE_STRIP=false, or strip = false in the profile): "
+            f"nox -s release strips the artefacts itself (see {log})",
+        )
+
+
+def is_bolted(path: Path) -> bool:
+    """Whether llvm-bolt already rewrote the binary (it leaves a ``.note.bolt_info``)."""
+    with path.open("rb") as stream:
+        try:
+            return ELFFile(stream).get_section_by_name(".note.bolt_info") is not None
+        except ELFError as exc:
+            raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+
+
+def check_input(path: Path) -> dict[str, int]:
+    """Refuse a binary llvm-bolt cannot optimise in relocation mode: stripped, linked without ``--emit-relocs``,
+    or BOLTed already. Returns its relocation sections."""
+    if not has_symbol_table(path):
+        raise CheckFailed(
+            f"{path} is stripped (no .symtab): llvm-bolt needs the symbol table to find the functions",
+            "give BOLT the optimised build before strip (the bolt stage takes optimise's binary)",
+        )
+    relocations = relocation_sections(path)
+    if relocations.get(CODE_RELOCATIONS, 0) == 0:
+        raise CheckFailed(
+            f"{path} has no relocations of its code ({CODE_RELOCATIONS}): it was linked without --emit-relocs, "
+            "and BOLT could not move its functions",
+            "build it with PGO_BOLT=1 (optimise then adds -Clink-arg=-Wl,--emit-relocs), or run PGO_BOLT=1 nox -s pgo",
+        )
+    if is_bolted(path):
+        raise CheckFailed(f"{path} was optimised by BOLT already", "give BOLT the optimised build, not its output")
+    return relocations
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the profile (.fdata)
+
+_LOCAL_SUFFIX = re.compile(r"/\d+$")
+
+
+@dataclass(frozen=True)
+class FdataSummary:
+    """What a BOLT profile (merge-fdata's branch format) holds."""
+
+    branches: int  # records with a count above 0
+    executed_branches: int  # the sum of their counts
+    functions: frozenset[str]  # symbols named by the records, BOLT's ``/N`` of local symbols removed
+
+    def main_crate_functions(self, crate_names: Iterable[str]) -> int:
+        names = tuple(crate_names)
+        return sum(1 for function in self.functions if checks.of_crate(function, names))
+
+    def as_json(self) -> dict[str, int]:
+        return {
+            "profile_branches": self.branches,
+            "profile_executed_branches": self.executed_branches,
+            "profile_functions": len(self.functions),
+        }
+
+
+def parse_fdata(text: str) -> FdataSummary:
+    """Summarise branch records ``<is-sym> <name> <offset> <is-sym> <name> <offset> <mispredicts> <count>``."""
+    branches = executed = 0
+    functions: set[str] = set()
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) != 8 or not fields[7].isdigit():
+            continue
+        count = int(fields[7])
+        if count == 0:
+            continue
+        branches += 1
+        executed += count
+        for flag, name in ((fields[0], fields[1]), (fields[3], fields[4])):
+            if flag == "1":
+                functions.add(_LOCAL_SUFFIX.sub("", name))
+    return FdataSummary(branches, executed, frozenset(functions))
+
+
+def check_profile(summary: FdataSummary, profile: Path, crate_names: Sequence[str], package: str) -> None:
+    """Refuse an empty BOLT profile, or one that names none of the main crate's functions."""
+    if summary.branches == 0:
+        raise CheckFailed(
+            f"the BOLT profile {profile} is empty: it records no executed branch",
+            "did the workload run the BOLT-instrumented binary? train again (nox -s bolt), or give a .fdata "
+            "merge-fdata wrote for this binary as PGO_BOLT_PROFILE",
+        )
+    if summary.main_crate_functions(crate_names) == 0:
+        raise CheckFailed(
+            f"the BOLT profile {profile} names none of {package}'s functions ({len(summary.functions)} functions "
+            "of other crates): it is a profile of another binary",
+            "train the BOLT profile on this build (nox -s bolt without PGO_BOLT_PROFILE)",
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# llvm-bolt's log
+
+_PROFILED = re.compile(
+    r"BOLT-INFO: (\d+) out of (\d+) functions in the binary \([\d.]+%\) have non-empty execution profile"
+)
+_STALE = re.compile(r"BOLT-WARNING: (\d+) \([\d.]+% of all profiled\) functions have invalid \(possibly stale\)")
+_IGNORED = re.compile(r"BOLT-INFO: profile for (\d+) objects was ignored")
+_NOT_OPTIMIZED = re.compile(r"BOLT-INFO: (\d+) functions with profile could not be optimized")
+_DYNO_LINE = re.compile(r"^\s*(\d+) : (.+?)(?: \((?:[-+][\d.]+%|=|[^)]*)\))?\s*$")
+
+
+@dataclass(frozen=True)
+class BoltLog:
+    """What llvm-bolt said of the profile it applied and of the program before and after (``-dyno-stats``)."""
+
+    functions_with_profile: int
+    total_functions: int
+    stale_functions: int
+    ignored_objects: int
+    not_optimized: int
+    dyno_before: dict[str, int]
+    dyno_after: dict[str, int]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "functions_with_profile": self.functions_with_profile,
+            "total_functions": self.total_functions,
+            "stale_profile_functions": self.stale_functions,
+            "profile_ignored_objects": self.ignored_objects,
+            "profiled_functions_not_optimized": self.not_optimized,
+            "dyno_stats": {"before": self.dyno_before, "after": self.dyno_after},
+        }
+
+
+def parse_dyno_stats(text: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The two blocks ``-dyno-stats`` prints under its ``dynostats`` heading: the program before the
+    optimisations, then after them (its lines with the change in brackets): ``{name: value}`` each. Empty when
+    llvm-bolt printed none (the flag not given)."""
+    blocks: list[dict[str, int]] = []
+    current: dict[str, int] | None = None
+    in_stats = False
+    for line in text.splitlines():
+        if "dynostats" in line:
+            in_stats, current, blocks = True, None, []
+            continue
+        if not in_stats:
+            continue
+        match = _DYNO_LINE.match(line)
+        if match:
+            if current is None:
+                current = {}
+                blocks.append(current)
+            current[match.group(2).strip()] = int(match.group(1))
+        elif not line.strip():
+            current = None
+        else:
+            in_stats = False
+    before = blocks[0] if blocks else {}
+    after = blocks[1] if len(blocks) > 1 else {}
+    return before, after
+
+
+def parse_bolt_log(text: str) -> BoltLog:
+    profiled = _PROFILED.search(text)
+    if not profiled:
+        raise CheckFailed(
+            "llvm-bolt did not say how many functions the profile covers (no 'functions in the binary … have "
+            "non-empty execution profile' line)",
+            "was it given the profile (-data)? see the bolt log",
+        )
+    before, after = parse_dyno_stats(text)
+
+    def count(pattern: re.Pattern[str]) -> int:
+        found = pattern.search(text)
+        return int(found.group(1)) if found else 0
+
+    return BoltLog(
+        functions_with_profile=int(profiled.group(1)),
+        total_functions=int(profiled.group(2)),
+        stale_functions=count(_STALE),
+        ignored_objects=count(_IGNORED),
+        not_optimized=count(_NOT_OPTIMIZED),
+        dyno_before=before,
+        dyno_after=after,
+    )
+
+
+def check_bolt_log(summary: BoltLog, profile: Path, log: Path) -> None:
+    """Refuse a BOLT run whose profile matched none of the binary's functions, or matched some stale."""
+    if summary.functions_with_profile == 0:
+        raise CheckFailed(
+            f"llvm-bolt found profile data for none of the binary's {summary.total_functions} functions in "
+            f"{profile}: it is a profile of another binary",
+            f"train the BOLT profile on this build (see {log})",
+        )
+    if summary.stale_functions:
+        raise CheckFailed(
+            f"llvm-bolt reports {summary.stale_functions} functions with an invalid (possibly stale) profile in "
+            f"{profile}: the profile is of another build of this crate",
+            f"train the BOLT profile on this very binary (see {log})",
+        )

@@ -1,0 +1,188 @@
+"""recipes.bolt: llvm-bolt's log and profile parsed from real captures (tests/data/bolt/, llvm-bolt-22 on the hello
+fixture), the input checks on binaries gcc links here (readelf's view of them as the witness), the tools found or
+refused, and PGO_BOLT_ARGS."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from recipes import bolt
+from recipes.errors import CheckFailed, ConfigError, ToolchainError
+from recipes.toolchain import RustcInfo
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "bolt"
+RUSTC = RustcInfo(release="1.95.0", host="x86_64-unknown-linux-gnu", commit_hash="x", llvm_version="22.1.2")
+
+
+def test_log_of_a_run_with_opt_dist_flags() -> None:
+    summary = bolt.parse_bolt_log((DATA / "llvm-bolt-22-hello.log").read_text())
+    assert (summary.functions_with_profile, summary.total_functions) == (56, 559)
+    assert (summary.stale_functions, summary.ignored_objects, summary.not_optimized) == (0, 1, 3)
+    assert summary.dyno_before["executed forward branches"] == 26494
+    assert summary.dyno_after["executed forward branches"] == 24300
+    assert summary.dyno_before["taken forward branches"] == 2575
+    assert summary.dyno_after["taken forward branches"] == 68
+    assert summary.dyno_after["all function calls"] == 3547  # "(=)": unchanged
+    assert len(summary.dyno_before) == len(summary.dyno_after) == 18
+    bolt.check_bolt_log(summary, Path("p.fdata"), Path("log"))
+
+
+def test_log_of_a_profile_of_another_build_is_refused_as_stale() -> None:
+    summary = bolt.parse_bolt_log((DATA / "llvm-bolt-22-stale.log").read_text())
+    assert summary.stale_functions == 4
+    assert summary.dyno_before["taken forward branches"] == 2521
+    assert summary.dyno_after["taken forward branches"] == 2518
+    assert bolt.parse_dyno_stats("BOLT-INFO: 1 out of 2 functions\n") == ({}, {})  # run without -dyno-stats
+    with pytest.raises(CheckFailed, match=r"4 functions with an invalid \(possibly stale\) profile"):
+        bolt.check_bolt_log(summary, Path("p.fdata"), Path("log"))
+
+
+def test_log_without_the_profile_line_is_refused() -> None:
+    with pytest.raises(CheckFailed, match="did not say how many functions"):
+        bolt.parse_bolt_log("BOLT-INFO: Target architecture: x86_64\n")
+
+
+def test_profile_matching_no_function_is_refused() -> None:
+    text = (DATA / "llvm-bolt-22-hello.log").read_text().replace("56 out of 559", "0 out of 559")
+    with pytest.raises(CheckFailed, match="profile data for none of the binary's 559 functions"):
+        bolt.check_bolt_log(bolt.parse_bolt_log(text), Path("p.fdata"), Path("log"))
+
+
+def test_fdata_of_the_hello_training() -> None:
+    summary = bolt.parse_fdata((DATA / "hello-pgo.fdata").read_text())
+    assert summary.branches == 71
+    assert summary.main_crate_functions(["hello_pgo"]) == 5
+    assert "_ZN9hello_pgo13collatz_steps17h22b3bd146362375bE" in summary.functions  # BOLT's "/1" removed
+    bolt.check_profile(summary, Path("p.fdata"), ["hello_pgo"], "hello-pgo")
+
+
+@pytest.mark.parametrize("text", ["", "no_lbr\n", "1 main 0 1 main 4 0 0\n"])
+def test_empty_fdata_is_refused(text: str) -> None:
+    summary = bolt.parse_fdata(text)
+    assert summary.branches == 0
+    with pytest.raises(CheckFailed, match="is empty: it records no executed branch"):
+        bolt.check_profile(summary, Path("p.fdata"), ["hello_pgo"], "hello-pgo")
+
+
+def test_fdata_of_another_crate_is_refused() -> None:
+    summary = bolt.parse_fdata((DATA / "hello-pgo.fdata").read_text())
+    with pytest.raises(CheckFailed, match="names none of other-crate's functions"):
+        bolt.check_profile(summary, Path("p.fdata"), ["other_crate"], "other-crate")
+
+
+def test_bolt_args_default_to_opt_dist_and_are_replaced_whole() -> None:
+    assert bolt.bolt_args(None) == bolt.OPT_DIST_ARGS
+    assert "-reorder-functions=cdsort" in bolt.OPT_DIST_ARGS
+    assert bolt.bolt_args("-reorder-blocks=ext-tsp  -dyno-stats") == ("-reorder-blocks=ext-tsp", "-dyno-stats")
+
+
+@pytest.mark.parametrize("arg", ["-o x", "-data=p.fdata", "--instrument", "-instrumentation-file=/tmp/p"])
+def test_bolt_args_may_not_set_what_the_stage_sets(arg: str) -> None:
+    with pytest.raises(ConfigError, match="which the bolt stage sets itself"):
+        bolt.bolt_args(f"-dyno-stats {arg}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the input binary: gcc links with and without --emit-relocs; strip removes the symbol table
+
+C_PROGRAM = '#include <stdio.h>\nint twice(int x) { return 2 * x; }\nint main(void) { printf("%d\\n", twice(2)); }\n'
+
+
+@pytest.fixture(scope="module")
+def linked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("bolt-elf")
+    source = out / "p.c"
+    source.write_text(C_PROGRAM)
+    built = {}
+    for name, flags in {"relocs": ["-Wl,--emit-relocs"], "plain": []}.items():
+        subprocess.run(["gcc", "-O2", *flags, "-o", str(out / name), str(source)], check=True)
+        built[name] = out / name
+    subprocess.run(["strip", "-o", str(out / "stripped"), str(built["relocs"])], check=True)
+    built["stripped"] = out / "stripped"
+    return built
+
+
+def _readelf_sections(path: Path) -> str:
+    return subprocess.run(["readelf", "-S", "-W", str(path)], capture_output=True, text=True, check=True).stdout
+
+
+def test_relocations_kept_by_emit_relocs_are_found(linked: dict[str, Path]) -> None:
+    found = bolt.check_input(linked["relocs"])
+    assert found[".rela.text"] > 0
+    assert ".rela.text" in _readelf_sections(linked["relocs"])
+    assert ".rela.dyn" not in found  # the dynamic relocations every PIE has do not count
+
+
+def test_binary_linked_without_emit_relocs_is_refused(linked: dict[str, Path]) -> None:
+    assert ".rela.text" not in _readelf_sections(linked["plain"])
+    with pytest.raises(CheckFailed, match=r"has no relocations of its code \(\.rela\.text\).*PGO_BOLT=1"):
+        bolt.check_input(linked["plain"])
+
+
+def test_stripped_binary_is_refused(linked: dict[str, Path]) -> None:
+    with pytest.raises(CheckFailed, match=r"is stripped \(no \.symtab\)"):
+        bolt.check_input(linked["stripped"])
+
+
+def test_not_an_elf_file_is_refused(tmp_path: Path) -> None:
+    text = tmp_path / "script"
+    text.write_text("#!/bin/sh\n")
+    with pytest.raises(CheckFailed, match="is not an ELF binary"):
+        bolt.check_input(text)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the tools
+
+
+def _fake_tool(directory: Path, name: str, version: str) -> Path:
+    """A script that prints an LLVM version: no llvm-bolt of another major than 22 is installable on this Debian,
+    so the refusal of another major is tested with one (and only that refusal)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(f"#!/bin/sh\necho 'Debian LLVM version {version}'\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_no_llvm_bolt_names_the_debian_package(tmp_path: Path) -> None:
+    with pytest.raises(ToolchainError, match=r"no llvm-bolt of LLVM 22 .*apt-get install bolt-22"):
+        bolt.find_bolt(RUSTC, {"PATH": str(tmp_path)}, None, llvm_root=tmp_path)
+
+
+def test_llvm_bolt_of_another_major_is_refused_naming_both(tmp_path: Path) -> None:
+    fake = _fake_tool(tmp_path / "bin", "llvm-bolt-21", "21.1.8")
+    _fake_tool(tmp_path / "bin", "merge-fdata-21", "21.1.8")
+    with pytest.raises(ToolchainError, match=r"is LLVM 21\.1\.8 but rustc 1\.95\.0 is LLVM 22\.1\.2.*bolt-22"):
+        bolt.find_bolt(RUSTC, {"PATH": str(tmp_path / "bin")}, str(fake))
+
+
+def test_merge_fdata_of_another_major_is_refused(tmp_path: Path) -> None:
+    fake = _fake_tool(tmp_path / "bin", "llvm-bolt", "22.1.8")
+    _fake_tool(tmp_path / "bin", "merge-fdata", "21.1.8")
+    with pytest.raises(ToolchainError, match=r"merge-fdata is LLVM 21\.1\.8"):
+        bolt.find_bolt(RUSTC, {"PATH": str(tmp_path / "bin")}, str(fake))
+
+
+def test_found_by_major_with_its_merge_fdata(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "llvm-22" / "bin"
+    _fake_tool(bin_dir, "llvm-bolt", "22.1.8")
+    _fake_tool(bin_dir, "merge-fdata", "22.1.8")
+    tools = bolt.find_bolt(RUSTC, {"PATH": str(tmp_path / "empty")}, None, llvm_root=tmp_path)
+    assert (tools.llvm_bolt, tools.merge_fdata, tools.llvm_major) == (
+        bin_dir / "llvm-bolt",
+        bin_dir / "merge-fdata",
+        22,
+    )
+
+
+def test_real_tools_when_installed() -> None:
+    if not shutil.which("llvm-bolt-22"):
+        pytest.skip("bolt-22 not installed (the integration tests need it)")
+    tools = bolt.find_bolt(RUSTC, {"PATH": os.environ["PATH"]}, None)
+    assert tools.llvm_bolt.name == "llvm-bolt-22" and tools.merge_fdata.name == "merge-fdata-22"
