@@ -4,7 +4,8 @@
 """pgo-recipes: profile-guided optimised builds of a Rust crate, as Nox sessions.
 
     nox -s instrument | train | merge | optimise     the stages, each runnable alone
-    nox -s pgo                                       all four, every check on
+    nox -s pgo                                       all four, every check on (PGO_BOLT=1: then bolt)
+    nox -s bolt                                      llvm-bolt on the optimised binary (PGO_BOLT=1 optimise)
     nox -s pgo-test                                  the test suite built with the profile
     nox -s cpu-baseline -- [--binary P] [--run A…]   the binary under an emulated SSE2-only CPU
     nox -s bench -- [--scenarios a,b] [--trials N]   CPU time per request: plain vs PGO (or any two)
@@ -48,6 +49,7 @@ TEST_PROGRAMS = {
     "cargo": "rustup (https://rustup.rs)",
     "llvm-profdata-22": "llvm-22",
     "llvm-profdata-14": "llvm-14",
+    "llvm-bolt-22": "bolt-22",
     "h2load": "nghttp2-client",
     "qemu-x86_64": "qemu-user",
     "strip": "binutils",

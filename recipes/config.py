@@ -116,6 +116,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("train_scale", "PGO_TRAIN_SCALE", _scale, "factor on every request and run count of the workload"),
     Setting("phase_timeout", "PGO_PHASE_TIMEOUT", _seconds, "seconds each training phase may take (default 300)"),
     Setting("drop_bad_profraw", "PGO_DROP_BAD_PROFRAW", _bool, "merge: drop corrupt .profraw files with a warning"),
+    Setting("bolt", "PGO_BOLT", _bool, "link optimise for BOLT (--emit-relocs); pgo then runs the bolt stage"),
+    Setting("bolt_args", "PGO_BOLT_ARGS", str, "llvm-bolt's optimisation flags (default: rustc opt-dist's)"),
+    Setting("llvm_bolt", "PGO_LLVM_BOLT", str, "the llvm-bolt to use (must be rustc's LLVM major; merge-fdata beside)"),
+    Setting("bolt_profile", "PGO_BOLT_PROFILE", str, "BOLT from this .fdata: no BOLT instrumentation, no training"),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 #: settings of [tool.pgo] that describe its crate, dropped when another manifest is given
@@ -149,6 +153,10 @@ class Config:
     train_scale: float = 1.0
     phase_timeout: float | None = None
     drop_bad_profraw: bool = False
+    bolt: bool = False
+    bolt_args: str | None = None
+    llvm_bolt: str | None = None
+    bolt_profile: Path | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def source(self, key: str) -> str:
@@ -287,7 +295,7 @@ def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -
                 'write it as "cargo build" or "cargo zigbuild"',
             )
         kwargs["cargo"] = words
-    for key in ("out", "store", "profdata"):
+    for key in ("out", "store", "profdata", "bolt_profile"):
         if key in parsed:
             kwargs[key] = _path(project_dir, parsed.pop(key))
     kwargs.setdefault("out", project_dir / "target" / "pgo")

@@ -10,9 +10,10 @@ from typing import Any
 from recipes.errors import MissingInput, WorkDirError
 from recipes.files import write_atomically
 
-STAGES = ("instrument", "train", "merge", "optimise", "test")
-#: what a stage's new result makes stale
+STAGES = ("instrument", "train", "merge", "optimise", "test", "bolt")
+#: what a stage's new result makes stale: every later stage, but test and bolt both stand on optimise alone
 LATER = {stage: STAGES[i + 1 :] for i, stage in enumerate(STAGES)}
+LATER["test"] = ()
 
 
 def report_path(work: Path) -> Path:

@@ -32,6 +32,7 @@ PGO_SESSIONS = (
     "train",
     "merge",
     "optimise",
+    "bolt",
     "pgo",
     "pgo-test",
     "cpu-baseline",
@@ -80,8 +81,13 @@ def optimise(session: nox.Session) -> None:
     _stage(session, stages.optimise)
 
 
+def bolt(session: nox.Session) -> None:
+    """BOLT the optimised binary (PGO_BOLT=1 optimise): its own instrumentation and training, llvm-bolt, checks."""
+    _stage(session, stages.bolt)
+
+
 def pgo(session: nox.Session) -> None:
-    """All four stages in order, every check on."""
+    """All four stages in order, every check on (PGO_BOLT=1: then the bolt stage)."""
     _stage(session, stages.pgo)
 
 
@@ -165,7 +171,20 @@ def register_pgo_sessions() -> None:
     None of them needs a virtualenv: they run in nox's own interpreter, where pgo-recipes is installed. ``pgo``
     is the only default session (``nox`` alone runs it, unless the noxfile sets ``nox.options.sessions``).
     """
-    sessions = (instrument, train, merge, optimise, pgo, pgo_test, cpu_baseline, release, rebuild, determinism, verify)
+    sessions = (
+        instrument,
+        train,
+        merge,
+        optimise,
+        bolt,
+        pgo,
+        pgo_test,
+        cpu_baseline,
+        release,
+        rebuild,
+        determinism,
+        verify,
+    )
     for function in sessions:
         name = function.__name__.replace("_", "-")
         nox.session(name=name, venv_backend="none", default=name == "pgo")(function)

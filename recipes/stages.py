@@ -6,6 +6,7 @@ import contextlib
 import errno
 import functools
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -14,9 +15,18 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from recipes import bolt as boltlib
 from recipes import cargo, checks, cpu, elf, preflight, profdata, report, testsuite, zig
 from recipes.config import Config
-from recipes.errors import CheckFailed, MissingInput, PgoError, StoreError, WorkDirError
+from recipes.errors import (
+    CheckFailed,
+    CommandFailed,
+    MissingInput,
+    PgoError,
+    StoreError,
+    TrainingFailed,
+    WorkDirError,
+)
 from recipes.files import copy_atomically
 from recipes.runner import run, say
 from recipes.rustflags import RustflagsPlan, env_with_rustflags, plan_rustflags, refuse_global_rustflags, rust_triple
@@ -363,17 +373,24 @@ def _build_and_check(
 ) -> dict[str, Any]:
     say(f"optimise: profile {store_path}")
     flags = [f"-Cprofile-use={store_path}", "-Cllvm-args=-pgo-warn-missing-function"]
+    if plan.config.bolt:  # the PGO binary is BOLT's input: one build, linked with the relocations BOLT needs
+        flags.append(boltlib.EMIT_RELOCS)
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
     _clean_package(plan, None, plan.logs / "optimise-clean.log")
     built = plan.optimised_binary
     built.unlink(missing_ok=True)
-    done = run(
-        plan.build_argv(None, verbose="-vv"),
-        env=cargo.with_lint_wrapper(env, plan.work / "bin"),
-        log=plan.logs / "optimise-build.log",
-        cwd=plan.cwd,
-        what="the optimised build",
-    )
+    try:
+        done = run(
+            plan.build_argv(None, verbose="-vv"),
+            env=cargo.with_lint_wrapper(env, plan.work / "bin"),
+            log=plan.logs / "optimise-build.log",
+            cwd=plan.cwd,
+            what="the optimised build",
+        )
+    except CommandFailed:
+        if plan.config.bolt:
+            boltlib.refuse_stripping_link(plan.logs / "optimise-build.log")
+        raise
     log_text = done.output()
     if not built.is_file():
         raise MissingInput(f"the optimised build left no binary at {built}", f"see {done.log}")
@@ -396,6 +413,7 @@ def _build_and_check(
         "binary_sha256": sha256_file(built),
         "max_glibc": elf.max_glibc(built),
         "libc": elf.libc_needs(built),
+        "emit_relocs": plan.config.bolt,
         "target_cpu": cpu.target_cpu_warning(plan.rustflags),
         **({"zigbuild": zig.versions(plan.env)} if zig.uses_zigbuild(plan.config.cargo) else {}),
     }
@@ -536,6 +554,9 @@ def _check_optimised(
 
 def pgo(plan: BuildPlan) -> dict[str, Any]:
     """All four stages in order, every check on (the optimised binary replays the training)."""
+    if plan.config.bolt:  # llvm-bolt of rustc's LLVM, or refused before anything is built
+        boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
+        boltlib.bolt_args(plan.config.bolt_args)
     if plan.config.profdata is None:
         workload = plan.workload()  # what it needs is refused before anything is built
         check_tools(workload, plan.env.get("PATH", os.defpath))
@@ -549,6 +570,8 @@ def pgo(plan: BuildPlan) -> dict[str, Any]:
     optimise(plan, verify=verify)
     if plan.config.test:
         test(plan)
+    if plan.config.bolt:
+        bolt(plan)
     return report.load(plan.work)
 
 
@@ -605,4 +628,248 @@ def summary_lines(full: dict[str, Any]) -> list[str]:
         t = full["test"]
         counts = f"{t['passed']} passed, {t['failed']} failed, {t['ignored']} ignored"
         lines.append(f"test        {t['seconds']:8.1f} s  {counts} (the suite built with the profile)")
+    if "bolt" in full:
+        lines += bolt_summary_lines(full["bolt"])
     return lines
+
+
+def bolt_summary_lines(b: dict[str, Any]) -> list[str]:
+    before, after = b["dyno_stats"]["before"], b["dyno_stats"]["after"]
+    lines = [
+        f"bolt        {b['seconds']:8.1f} s  profile of {b['functions_with_profile']} of {b['total_functions']} "
+        f"functions ({b['profile_main_crate_functions']} of the main crate), {b['profile_branches']} branches; "
+        f"{b['input_bytes']} -> {b['binary_bytes']} bytes",
+    ]
+    for name in ("executed instructions", "taken branches"):
+        if name in before and name in after and before[name]:
+            change = 100.0 * (after[name] - before[name]) / before[name]
+            lines.append(f"            {name}: {before[name]} -> {after[name]} ({change:+.1f} %) (dyno-stats)")
+    lines.append(f"binary      {b['binary']}")
+    lines.append(f"            sha256 {b['binary_sha256']}")
+    lines.append(f"profile     {b['store_path']}")
+    if "verify" in b:
+        lines.append(f"verify      {b['verify']['seconds']:8.1f} s  the BOLTed binary ran the workload")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bolt: the post-link layout optimisation of the optimised binary
+
+
+@dataclass(frozen=True)
+class BoltPaths:
+    """Where the bolt stage works: ``<work>/bolt/`` (input copy, instrumented copy, raw and merged profile, the
+    output before its checks) and the checked copy ``<work>/bolted/<bin>``."""
+
+    plan: BuildPlan
+
+    @property
+    def dir(self) -> Path:
+        return self.plan.work / "bolt"
+
+    @property
+    def input(self) -> Path:
+        return self.dir / self.plan.crate.bin
+
+    @property
+    def instrumented(self) -> Path:
+        return self.dir / f"{self.plan.crate.bin}.inst"
+
+    @property
+    def raw(self) -> Path:
+        return self.dir / "fdata"
+
+    @property
+    def merged(self) -> Path:
+        return self.dir / f"{self.plan.crate.bin}.fdata"
+
+    @property
+    def output(self) -> Path:
+        return self.dir / f"{self.plan.crate.bin}.bolt"
+
+
+def bolted_copy(plan: BuildPlan) -> Path:
+    """Where the bolt stage puts the binary it checked (report.json's ``bolt.binary``)."""
+    return plan.work / "bolted" / plan.crate.bin
+
+
+def _bolt_input(plan: BuildPlan) -> tuple[Path, str, dict[str, int]]:
+    """The optimise stage's checked binary, unchanged since, and fit for llvm-bolt."""
+    optimised = report.require(plan.work, "optimise", "bolt")
+    binary = Path(optimised["binary"] or "")
+    if not binary.is_file():
+        raise MissingInput(f"the optimised binary {binary} is gone", "run `nox -s optimise` again")
+    sha = sha256_file(binary)
+    if sha != optimised["binary_sha256"]:
+        raise CheckFailed(f"{binary} changed since optimise checked it", "run `nox -s optimise` again")
+    return binary, sha, boltlib.check_input(binary)
+
+
+def _bolt_train(plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths) -> tuple[Path, dict[str, Any]]:
+    """BOLT-instrument the input, replay the training workload on it (every phase check), merge its profiles."""
+    instrument_log = plan.logs / "bolt-instrument.log"
+    run(
+        [
+            str(tools.llvm_bolt),
+            paths.input.name,
+            "-instrument",
+            f"-instrumentation-file={paths.raw / 'prof'}",
+            "-instrumentation-file-append-pid",
+            "-o",
+            paths.instrumented.name,
+        ],
+        env=plan.env,
+        log=instrument_log,
+        cwd=paths.dir,
+        what="llvm-bolt -instrument",
+    )
+    workload = plan.workload()
+    say(f"bolt: the BOLT-instrumented binary runs the workload {workload.path.name}")
+    trained = run_workload(
+        workload,
+        binary=paths.instrumented,
+        base_env=plan.env,
+        work=plan.work,
+        logs=plan.logs / "bolt-train",
+        project_dir=plan.config.project_dir,
+        scale=plan.config.train_scale,
+        timeout=plan.config.phase_timeout,
+        profraw_dir=None,
+        crate_dir=plan.crate.package_dir,
+        fdata_dir=paths.raw,
+        scratch_name="bolt-train",
+    )
+    raws = sorted(paths.raw.glob("*.fdata"))  # merge-fdata's output depends on the order of its inputs
+    tmp = paths.dir / f".{paths.merged.name}.tmp"
+    run(
+        [str(tools.merge_fdata), *map(str, raws), "-o", str(tmp)],
+        env=plan.env,
+        log=plan.logs / "bolt-merge.log",
+        cwd=paths.dir,
+        what="merge-fdata",
+    )
+    if not tmp.is_file():
+        raise MissingInput(f"merge-fdata wrote no {tmp}", f"see {plan.logs / 'bolt-merge.log'}")
+    os.replace(tmp, paths.merged)
+    return paths.merged, trained
+
+
+@_recorded("bolt")
+def bolt(plan: BuildPlan) -> dict[str, Any]:
+    """llvm-bolt on the optimised binary: its own instrumentation and training (or PGO_BOLT_PROFILE), the profile
+    from the store, opt-dist's flags (or PGO_BOLT_ARGS), every check, then a checked copy in <work>/bolted/."""
+    start = time.monotonic()
+    paths = BoltPaths(plan)
+    binary, input_sha, relocations = _bolt_input(plan)
+    tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
+    args = boltlib.bolt_args(plan.config.bolt_args)
+    say(f"bolt: {binary} with {tools.llvm_bolt} (LLVM {tools.llvm_version})")
+    shutil.rmtree(paths.dir, ignore_errors=True)
+    paths.raw.mkdir(parents=True)
+    bolted_copy(plan).unlink(missing_ok=True)
+    copy_atomically(binary, paths.input)
+    result: dict[str, Any] = {
+        "input": str(binary),
+        "input_sha256": input_sha,
+        "relocations": relocations,
+        "llvm_bolt": str(tools.llvm_bolt),
+        "merge_fdata": str(tools.merge_fdata),
+        "llvm_bolt_version": tools.llvm_version,
+        "bolt_args": list(args),
+    }
+    try:
+        if plan.config.bolt_profile is not None:
+            if not plan.config.bolt_profile.is_file():
+                raise MissingInput(
+                    f"PGO_BOLT_PROFILE={plan.config.bolt_profile}: no such file", "give the path of a .fdata"
+                )
+            profile = plan.config.bolt_profile
+            result["trained_here"] = False
+        else:
+            profile, result["train"] = _bolt_train(plan, tools, paths)
+            result["trained_here"] = True
+        fdata = boltlib.parse_fdata(profile.read_text(encoding="utf-8", errors="replace"))
+        result.update(fdata.as_json(), profile_main_crate_functions=fdata.main_crate_functions(plan.crate.crate_names))
+        boltlib.check_profile(fdata, profile, plan.crate.crate_names, plan.crate.package)
+        store_path = plan.store.put(profile, suffix=".fdata")
+        result["store_path"] = str(store_path)
+        result["profile_sha256"] = plan.store.verify(store_path, "before llvm-bolt")
+        log = plan.logs / "bolt-optimise.log"
+        paths.output.unlink(missing_ok=True)
+        # relative names in <work>/bolt: llvm-bolt writes its command line into the binary (.note.bolt_info)
+        run(
+            [str(tools.llvm_bolt), paths.input.name, "-o", paths.output.name, f"-data={store_path}", *args],
+            env=plan.env,
+            log=log,
+            cwd=paths.dir,
+            what="llvm-bolt",
+        )
+        plan.store.verify(store_path, "after llvm-bolt")
+        if not paths.output.is_file():
+            raise MissingInput(f"llvm-bolt left no binary at {paths.output}", f"see {log}")
+        summary = boltlib.parse_bolt_log(log.read_text(encoding="utf-8", errors="replace"))
+        result.update(summary.as_json())
+        boltlib.check_bolt_log(summary, store_path, log)
+        result["binary_sha256"] = sha256_file(paths.output)
+        result["max_glibc"] = elf.max_glibc(paths.output)
+        result["input_bytes"] = binary.stat().st_size
+        result["binary_bytes"] = paths.output.stat().st_size
+        if plan.config.max_glibc:
+            elf.check_glibc(paths.output, plan.config.max_glibc)
+        copy = bolted_copy(plan)
+        copy_atomically(paths.output, copy)
+        if sha256_file(copy) != result["binary_sha256"]:
+            raise CheckFailed(f"{paths.output} changed while it was checked", "is another bolt stage writing here?")
+        result["binary"] = str(copy)
+        workload = plan.workload()
+        say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
+        result["verify"] = _replay_bolted(plan, workload, copy)
+    except PgoError as error:
+        result["failed"] = error.line()
+        result["seconds"] = _timed(start)
+        result["binary"] = str(_reject_bolted(plan, paths)) if paths.output.is_file() else None
+        report.record(plan.work, "bolt", result)
+        raise
+    paths.output.unlink(missing_ok=True)
+    result["seconds"] = _timed(start)
+    report.record(plan.work, "bolt", result)
+    return result
+
+
+def _replay_bolted(plan: BuildPlan, workload: Workload, binary: Path) -> dict[str, Any]:
+    """The training workload on the BOLTed binary, every phase check on; a failure says it was the BOLTed one."""
+    try:
+        return run_workload(
+            workload,
+            binary=binary,
+            base_env=plan.env,
+            work=plan.work,
+            logs=plan.logs / "bolt-verify",
+            project_dir=plan.config.project_dir,
+            scale=plan.config.train_scale,
+            timeout=plan.config.phase_timeout,
+            profraw_dir=None,
+            crate_dir=plan.crate.package_dir,
+            scratch_name="bolt-verify",
+        )
+    except TrainingFailed as error:
+        raise CheckFailed(
+            f"the BOLTed binary fails the workload: {error.message}",
+            f"{error.hint}; the PGO binary ran it: a BOLT miscompile or a PGO_BOLT_ARGS flag",
+        ) from error
+
+
+def _reject_bolted(plan: BuildPlan, paths: BoltPaths) -> Path | None:
+    """Move a BOLTed binary that failed its checks to <work>/rejected/<bin>.bolt; no copy stays in bolted/."""
+    rejected = plan.work / "rejected" / paths.output.name
+    kept: Path | None = None
+    try:
+        copy_atomically(paths.output, rejected)
+        kept = rejected
+        say(f"the BOLTed binary failed its checks: moved to {rejected}")
+    except WorkDirError as error:
+        say(f"the BOLTed binary failed its checks and was deleted: no copy kept ({error.line()})")
+    finally:
+        paths.output.unlink(missing_ok=True)
+        bolted_copy(plan).unlink(missing_ok=True)
+    return kept

@@ -34,14 +34,18 @@ def run_workload(
     timeout: float | None,
     profraw_dir: Path | None,
     crate_dir: Path | None = None,
+    fdata_dir: Path | None = None,
+    scratch_name: str | None = None,
 ) -> dict[str, Any]:
     """Drive ``binary`` through the workload. With ``profraw_dir`` (training) the profiles are collected
-    there, emptied first; without it (verifying the optimised binary) none is expected."""
-    verifying = profraw_dir is None
+    there, emptied first; without it (verifying the optimised binary) none is expected. With ``fdata_dir`` (a
+    BOLT-instrumented binary, which writes where its instrumentation says) every instance must add a ``.fdata``
+    file there. ``scratch_name``: the folder of the work dir the phases may use (default: train or verify)."""
+    verifying = profraw_dir is None and fdata_dir is None
     if profraw_dir is not None:
         shutil.rmtree(profraw_dir, ignore_errors=True)
         profraw_dir.mkdir(parents=True)
-    scratch = work / ("verify" if verifying else "train")
+    scratch = work / (scratch_name or ("verify" if verifying else "train"))
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     logs.mkdir(parents=True, exist_ok=True)
@@ -84,6 +88,7 @@ def run_workload(
                 timeout_override=timeout,
             )
             mode = INSTANCE_MODES[instance.mode]
+            before = set(fdata_dir.glob("*.fdata")) if fdata_dir is not None else set()
             say(f"instance {instance.name} ({instance.mode}): {len(instance.phases)} phases")
             with mode.session(instance.options, ctx) as live_ctx:
                 for phase in instance.phases:
@@ -101,6 +106,11 @@ def run_workload(
                         f"instance {instance.name} wrote no .profraw into {profraw_dir}",
                         "is the binary instrumented, and does it exit normally (not by a signal or abort)?",
                     )
+            if fdata_dir is not None and not set(fdata_dir.glob("*.fdata")) - before:
+                raise TrainingFailed(
+                    f"instance {instance.name} of the BOLT-instrumented binary wrote no .fdata into {fdata_dir}",
+                    "BOLT's runtime writes the profile at a normal exit (not by a signal or abort)",
+                )
     report: dict[str, Any] = {
         "seconds": round(time.monotonic() - started, 3),
         "requests": sum(r.requests for r in results),
@@ -110,6 +120,8 @@ def run_workload(
     }
     if profraw_dir is not None:
         report["profraw_files"] = len(list(profraw_dir.glob("*.profraw")))
+    if fdata_dir is not None:
+        report["fdata_files"] = len(list(fdata_dir.glob("*.fdata")))
     return report
 
 

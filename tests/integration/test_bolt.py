@@ -1,0 +1,177 @@
+"""The bolt stage on the hello fixture with real cargo, llvm-bolt-22 and merge-fdata-22: the whole stage, the same
+binary again from the same profile, and every refusal made to happen.
+
+One ``PGO_BOLT=1 nox -s pgo`` is shared by the module (``bolted``); a test that runs the bolt stage again gets a
+work dir of its own holding only that run's report.json (the stage reads the optimised binary it names, never
+writes it) and a profile store of its own."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes import bolt
+from recipes.store import sha256_file
+from tests.conftest import Pipeline, assert_ok, assert_refused, run_nox
+
+pytestmark = pytest.mark.slow
+
+
+def _report(work: Path) -> dict[str, Any]:
+    data = json.loads((work / "report.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+@dataclass(frozen=True)
+class Bolted:
+    pipeline: Pipeline
+    output: str
+    report: dict[str, Any]
+
+    def again(self, tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+        """``nox -s bolt`` in a new work dir and store that start from this run's optimise stage."""
+        work = tmp_path / "again"
+        work.mkdir()
+        shutil.copy(self.pipeline.work / "report.json", work / "report.json")
+        env = self.pipeline.env(PGO_OUT=str(work), PGO_PROFILE_STORE=str(tmp_path / "store-again"), **extra)
+        return run_nox("bolt", env)
+
+
+@pytest.fixture(scope="module")
+def bolted(tmp_path_factory: pytest.TempPathFactory) -> Bolted:
+    pipeline = Pipeline(tmp_path_factory.mktemp("bolt"), "hello")
+    text = assert_ok(pipeline.nox("pgo", PGO_BOLT="1"))
+    return Bolted(pipeline, text, _report(pipeline.work))
+
+
+def test_pgo_with_bolt(bolted: Bolted) -> None:
+    report, work = bolted.report, bolted.pipeline.work
+    assert set(report) == {"instrument", "train", "merge", "optimise", "bolt"}
+    optimised = report["optimise"]
+    assert optimised["emit_relocs"] is True
+    log = (work / "logs" / "optimise-build.log").read_text()
+    main_line = next(line for line in log.splitlines() if "--crate-name hello_pgo" in line)
+    assert "-Cprofile-use=" in main_line and main_line.endswith("-Clink-arg=-Wl,--emit-relocs`")
+    result = report["bolt"]
+    # BOLT's input is the PGO binary itself, with its relocations
+    assert result["input"] == optimised["binary"] and result["input_sha256"] == optimised["binary_sha256"]
+    assert result["relocations"][".rela.text"] > 1000
+    # the BOLT profile: one .fdata per process of the training (11 runs), merged, content-addressed in the store
+    assert result["train"]["fdata_files"] == 11 == len(list((work / "bolt" / "fdata").glob("prof.*.fdata")))
+    store_path = Path(result["store_path"])
+    assert store_path.parent == bolted.pipeline.store
+    assert store_path.name == sha256_file(store_path) + ".fdata" == result["profile_sha256"] + ".fdata"
+    assert result["profile_branches"] > 100 and result["profile_main_crate_functions"] >= 4
+    assert 0 < result["functions_with_profile"] < result["total_functions"]
+    assert result["stale_profile_functions"] == 0
+    before, after = result["dyno_stats"]["before"], result["dyno_stats"]["after"]
+    assert before["executed instructions"] > 0 and after["executed instructions"] > 0
+    assert result["bolt_args"] == list(bolt.OPT_DIST_ARGS)
+    assert result["llvm_bolt_version"].startswith("22.")
+    # the checked copy, what llvm-bolt wrote, replayed the workload
+    binary = Path(result["binary"])
+    assert binary == work / "bolted" / "hello-pgo"
+    assert sha256_file(binary) == result["binary_sha256"]
+    assert result["verify"]["requests"] == report["train"]["requests"] == 11
+    assert bolt.is_bolted(binary) and not bolt.is_bolted(Path(optimised["binary"]))
+    ran = subprocess.run([binary, "primes", "100"], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "primes: 25"
+    assert not (work / "bolt" / "hello-pgo.bolt").exists()  # nothing but the checked copy stays
+    assert "bolt " in bolted.output and "dyno-stats" in bolted.output
+
+
+def test_same_profile_gives_the_same_binary(bolted: Bolted, tmp_path: Path) -> None:
+    """llvm-bolt writes its command line into the binary; the stage gives it the same one for the same profile."""
+    profile = tmp_path / "given.fdata"
+    shutil.copy(bolted.report["bolt"]["store_path"], profile)
+    assert_ok(bolted.again(tmp_path, PGO_BOLT_PROFILE=str(profile)))
+    again = _report(tmp_path / "again")["bolt"]
+    assert again["trained_here"] is False
+    assert again["profile_sha256"] == bolted.report["bolt"]["profile_sha256"]
+    assert again["store_path"] != bolted.report["bolt"]["store_path"]  # another store: another path on the note
+    note = subprocess.run(["readelf", "-n", again["binary"]], capture_output=True, text=True, check=True).stdout
+    assert f"-data={again['store_path']}" in note and "hello-pgo -o hello-pgo.bolt" in note
+    third = tmp_path / "third"
+    third.mkdir()
+    shutil.copy(tmp_path / "again" / "report.json", third / "report.json")
+    shutil.copy(bolted.pipeline.work / "report.json", third / "report.json")
+    env = bolted.pipeline.env(
+        PGO_OUT=str(third), PGO_PROFILE_STORE=str(tmp_path / "store-again"), PGO_BOLT_PROFILE=str(profile)
+    )
+    assert_ok(run_nox("bolt", env))
+    assert _report(third)["bolt"]["binary_sha256"] == again["binary_sha256"]
+
+
+def test_build_without_relocations_refused(hello: Pipeline) -> None:
+    assert_ok(hello.nox("pgo"))
+    assert _report(hello.work)["optimise"]["emit_relocs"] is False
+    assert_refused(hello.nox("bolt"), "has no relocations of its code (.rela.text)", "PGO_BOLT=1")
+    assert _report(hello.work)["bolt"]["failed"]
+
+
+def test_release_profile_that_strips_refused(hello: Pipeline) -> None:
+    """A stripped input: a cargo profile with strip = true cannot be linked with --emit-relocs (rust-lld refuses)."""
+    proc = hello.nox("pgo", PGO_BOLT="1", CARGO_PROFILE_RELEASE_STRIP="symbols")
+    assert_refused(proc, "the release profile strips the binary", "CARGO_PROFILE_RELEASE_STRIP=false")
+
+
+def test_llvm_bolt_of_another_major_refused_before_anything_is_built(hello: Pipeline, tmp_path: Path) -> None:
+    """No llvm-bolt of another major than 22 is installable here: a script that prints LLVM 21's version stands in
+    for one, for this refusal only (it is never run as llvm-bolt)."""
+    fake = tmp_path / "llvm-bolt-21"
+    fake.write_text("#!/bin/sh\necho 'Debian LLVM version 21.1.8'\n")
+    fake.chmod(0o755)
+    assert_refused(hello.nox("pgo", PGO_BOLT="1", PGO_LLVM_BOLT=str(fake)), "is LLVM 21.1.8 but rustc", "bolt-22")
+    assert not (hello.work / "generate-target").exists()
+
+
+def test_empty_bolt_profile_refused(bolted: Bolted, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.fdata"
+    empty.write_text("")
+    assert_refused(bolted.again(tmp_path, PGO_BOLT_PROFILE=str(empty)), "is empty: it records no executed branch")
+    assert not (tmp_path / "again" / "bolted" / "hello-pgo").exists()
+
+
+def test_bolt_profile_of_another_binary_refused(bolted: Bolted, tmp_path: Path) -> None:
+    """A profile whose functions are all another crate's (here: the standard library's only)."""
+    profile = Path(bolted.report["bolt"]["store_path"]).read_text().splitlines()
+    foreign = tmp_path / "foreign.fdata"
+    foreign.write_text("\n".join(line for line in profile if "hello_pgo" not in line) + "\n")
+    assert_refused(bolted.again(tmp_path, PGO_BOLT_PROFILE=str(foreign)), "names none of hello-pgo's functions")
+
+
+def test_tampered_stored_bolt_profile_refused(bolted: Bolted, tmp_path: Path) -> None:
+    profile = tmp_path / "given.fdata"
+    shutil.copy(bolted.report["bolt"]["store_path"], profile)
+    store = tmp_path / "store-again"
+    store.mkdir(mode=0o700)
+    stored = store / f"{sha256_file(profile)}.fdata"
+    lines = profile.read_text().splitlines(keepends=True)
+    stored.write_text("".join(lines[:-1]) + lines[-1].rsplit(" ", 1)[0] + " 1000000\n")  # one count changed
+    stored.chmod(0o600)
+    proc = bolted.again(tmp_path, PGO_BOLT_PROFILE=str(profile))
+    assert_refused(proc, f"store file {stored} is not the profile its name says")
+    assert not (tmp_path / "again" / "bolted" / "hello-pgo").exists()
+
+
+def test_bolted_binary_failing_the_replay_refused(bolted: Bolted, tmp_path: Path) -> None:
+    """llvm-bolt's own -break-funcs puts a trap at the entry of collatz_steps: the BOLTed binary dies in the
+    workload's first phase, and is moved out of the way."""
+    profile = Path(bolted.report["bolt"]["store_path"])
+    records = [line.split() for line in profile.read_text().splitlines()]
+    names = {name for record in records for name in (record[1], record[4]) if "collatz_steps" in name}
+    assert len(names) == 1, names  # BOLT's name of the local symbol, with its /N
+    args = f"-reorder-blocks=ext-tsp -dyno-stats -break-funcs={names.pop()}"
+    proc = bolted.again(tmp_path, PGO_BOLT_PROFILE=str(profile), PGO_BOLT_ARGS=args)
+    assert_refused(proc, "the BOLTed binary fails the workload: phase cli/collatz", "signal 4")
+    work = tmp_path / "again"
+    assert not (work / "bolted" / "hello-pgo").exists()
+    assert (work / "rejected" / "hello-pgo.bolt").is_file()
+    assert "collatz" in _report(work)["bolt"]["failed"]
