@@ -812,6 +812,7 @@ def bolt(plan: BuildPlan) -> dict[str, Any]:
         boltlib.check_bolt_log(summary, store_path, log)
         result["binary_sha256"] = sha256_file(paths.output)
         result["max_glibc"] = elf.max_glibc(paths.output)
+        result["libc"] = elf.libc_needs(paths.output)
         result["input_bytes"] = binary.stat().st_size
         result["binary_bytes"] = paths.output.stat().st_size
         if plan.config.max_glibc:
