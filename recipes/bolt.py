@@ -381,3 +381,25 @@ def check_bolt_log(summary: BoltLog, profile: Path, log: Path) -> None:
             f"{profile}: the profile is of another build of this crate",
             f"train the BOLT profile on this very binary (see {log})",
         )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the release's strip
+
+#: GNU strip of binutils 2.40 rewrites a BOLTed binary into one that dies at start (SIGSEGV): it cannot keep BOLT's
+#: new segment layout (it warns "section `.eh_frame' can't be allocated in segment 4"). llvm-strip can.
+STRIP_NOTE = "GNU strip breaks a BOLTed binary (it crashes at start); llvm-strip keeps BOLT's segments"
+
+
+def find_llvm_strip(info: RustcInfo, env: Mapping[str, str], llvm_root: Path = Path("/usr/lib")) -> Path:
+    """llvm-strip of rustc's LLVM major (``llvm-strip-<major>`` on PATH, then Debian's ``/usr/lib/llvm-<major>``),
+    the strip of a BOLTed release artefact."""
+    major = info.llvm_major
+    named = shutil.which(f"llvm-strip-{major}", path=env.get("PATH", os.defpath))
+    for candidate in (Path(named) if named else None, llvm_root / f"llvm-{major}" / "bin" / "llvm-strip"):
+        if candidate is not None and candidate.is_file():
+            return candidate
+    raise ToolchainError(
+        f"no llvm-strip of LLVM {major} to strip the BOLTed binary with ({STRIP_NOTE})",
+        f"Debian: apt-get install llvm-{major}",
+    )

@@ -30,8 +30,13 @@ PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "urn:pgo-recipes:buildtype:release:v1"
 BUILDER_ID = "urn:pgo-recipes:builder:nox-release"
 SUFFIX = ".intoto.json"
-#: the manifest's artefacts that get a statement, in this order
-ARTEFACTS = ("plain", "pgo", "profile")
+#: the manifest's artefacts that get a statement, in this order (the last two only in a release with PGO_BOLT=1)
+ARTEFACTS = ("plain", "pgo", "profile", "pgo_bolt", "bolt_profile")
+
+
+def artefact_kinds(manifest: Mapping[str, Any]) -> list[str]:
+    """The artefacts of :data:`ARTEFACTS` this release has."""
+    return [kind for kind in ARTEFACTS if kind in manifest["artefacts"]]
 
 
 def statement_name(artefact: str) -> str:
@@ -81,6 +86,7 @@ def internal_parameters(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "remap_path_prefix_to": sorted({str(dest) for _, dest in manifest["remap_path_prefix"]}),
         "source_date_epoch": manifest["source_date_epoch"],
         "cargo_argv": list(manifest["cargo_argv"]),
+        **({"bolt_args": list(manifest["bolt"]["bolt_args"])} if "bolt" in manifest else {}),
     }
 
 
@@ -112,6 +118,11 @@ def resolved_dependencies(
             "strip", uri=f"pkg:generic/strip@{_first_version(str(toolchain['strip']))}", version=toolchain["strip"]
         ),
     ]
+    if "bolt" in manifest:  # a release with its PGO+BOLT artefact
+        bolt = manifest["bolt"]
+        for name in ("llvm_bolt", "llvm_strip"):
+            version = _first_version(str(bolt[name]), r"LLVM (\S+)")
+            deps.append(_resource(name.replace("_", "-"), uri=f"pkg:generic/{name.replace('_', '-')}@{version}"))
     if zigbuild:
         deps.append(_resource("zig", uri=f"pkg:generic/zig@{zigbuild['zig']}"))
         deps.append(_resource("cargo-zigbuild", uri=f"pkg:generic/cargo-zigbuild@{zigbuild['cargo_zigbuild']}"))
@@ -126,7 +137,7 @@ def byproducts(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The profile(s) the PGO build was compiled with, with where the build read it and what the training covered."""
     profile = manifest["artefacts"]["profile"]
     training = manifest.get("training") or {}
-    return [
+    out = [
         _resource(
             profile["file"],
             digest={"sha256": profile["sha256"]},
@@ -135,6 +146,18 @@ def byproducts(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
             total_functions=training.get("total_functions"),
         )
     ]
+    if "bolt_profile" in manifest["artefacts"]:  # the BOLT profile llvm-bolt optimised the PGO+BOLT binary with
+        bolt = manifest["bolt"]
+        out.append(
+            _resource(
+                manifest["artefacts"]["bolt_profile"]["file"],
+                digest={"sha256": manifest["artefacts"]["bolt_profile"]["sha256"]},
+                store_path=bolt["profile_store_path"],
+                functions_with_profile=bolt["profile"]["functions_with_profile"],
+                total_functions=bolt["profile"]["total_functions"],
+            )
+        )
+    return out
 
 
 def predicate(
@@ -185,7 +208,7 @@ def statements(
     """``{<artefact>.intoto.json: statement}`` for each artefact of ``manifest``, its sha256 taken from ``files``."""
     pred = predicate(manifest, cargo_lock=cargo_lock, zigbuild=zigbuild)
     out: dict[str, bytes] = {}
-    for kind in ARTEFACTS:
+    for kind in artefact_kinds(manifest):
         name = manifest["artefacts"][kind]["file"]
         digest = sha256_bytes(files[name])
         if digest != manifest["artefacts"][kind]["sha256"]:
@@ -331,7 +354,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
         raise CheckFailed(f"{manifests[0]} is not the manifest of {tag}", "check the files")
 
     predicates = []
-    for kind in ARTEFACTS:
+    for kind in artefact_kinds(manifest):
         artefact = manifest["artefacts"][kind]
         name = str(artefact["file"])
         if name not in sums:

@@ -19,6 +19,7 @@ from typing import Any
 
 from recipes import diff as diffoscope
 from recipes import report, stages
+from recipes.bolt import find_llvm_strip
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
 from recipes.release import (
@@ -93,6 +94,9 @@ def load_published(directory: Path, tag: str) -> Published:
     published = Published(directory, manifest, sums)
     needed = [manifest_path, _require_file(published.path("pgo"), "the PGO tarball")]
     needed.append(_require_file(published.path("profile"), "the profile"))
+    if "pgo_bolt" in manifest["artefacts"]:
+        needed.append(_require_file(published.path("pgo_bolt"), "the PGO+BOLT tarball"))
+        needed.append(_require_file(published.path("bolt_profile"), "the BOLT profile"))
     for path in needed:
         if path.name not in sums:
             raise CheckFailed(
@@ -111,6 +115,13 @@ def load_published(directory: Path, tag: str) -> Published:
             f"the profile {profile.name} has sha256 {profile_sha}, the manifest records {manifest['profile_sha256']}",
             "it is not the profile the release was built with: download it again",
         )
+    if "pgo_bolt" in manifest["artefacts"]:
+        bolt_profile = published.path("bolt_profile")
+        if sha256_file(bolt_profile) != manifest["bolt"]["profile_sha256"]:
+            raise CheckFailed(
+                f"the BOLT profile {bolt_profile.name} is not the one the manifest records",
+                "it is not the profile llvm-bolt used: download it again",
+            )
     for path in needed[1:]:
         digest = sha256_file(path)
         if digest != sums[path.name]:
@@ -147,6 +158,8 @@ class Built:
     sha256: str
     optimise: dict[str, Any]
     store_path: Path
+    bolted: Path | None = None  # the PGO+BOLT binary, stripped by llvm-strip, when a BOLT profile was given
+    bolted_sha256: str | None = None
 
 
 def build_in_worktree(
@@ -162,8 +175,10 @@ def build_in_worktree(
     sde: int,
     label: str,
     expect_rustflags: list[str] | None = None,
+    bolt_profile: Path | None = None,
 ) -> Built:
-    """The optimised build of ``commit`` from ``profile`` alone, in a ``git worktree`` removed afterwards."""
+    """The optimised build of ``commit`` from ``profile`` alone, in a ``git worktree`` removed afterwards; with
+    ``bolt_profile``, linked for BOLT and then BOLTed from that profile alone."""
     tmp = Path(tempfile.mkdtemp(prefix=f"pgo-{label}-"))
     source = tmp / "src"
     git(repo, "worktree", "add", "--detach", str(source), commit, env=environ)
@@ -177,6 +192,8 @@ def build_in_worktree(
             workload=str(workload) if workload is not None and workload.is_file() else None,
             verify=False,
             test=False,
+            bolt=bolt_profile is not None,
+            bolt_profile=bolt_profile,
         )
         say(f"{label}: {commit[:12]} in {source}, work dir {work}")
         rplan = reproducible_plan(built_config, environ, source_root=source, sde=sde)
@@ -193,7 +210,18 @@ def build_in_worktree(
             rplan.plan.env,
             work / "logs" / "strip.log",
         )
-        return Built(stripped, sha256_file(stripped), result, Path(result["store_path"]))
+        built = Built(stripped, sha256_file(stripped), result, Path(result["store_path"]))
+        if bolt_profile is None:
+            return built
+        bolted = stages.bolt(rplan.plan)
+        bolted_stripped = strip_binary(
+            Path(bolted["binary"]),
+            work / "stripped-bolt" / rplan.plan.crate.bin,
+            rplan.plan.env,
+            work / "logs" / "strip-bolt.log",
+            str(find_llvm_strip(rplan.plan.rustc, rplan.plan.env)),
+        )
+        return replace(built, bolted=bolted_stripped, bolted_sha256=sha256_file(bolted_stripped))
     finally:
         with contextlib.suppress(PgoError):
             git(repo, "worktree", "remove", "--force", str(source), env=environ)
@@ -252,6 +280,7 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         locked=bool(manifest["locked"]),
         target=manifest["target"],
         cargo=tuple(manifest["cargo_command"]),
+        bolt_args=" ".join(manifest["bolt"]["bolt_args"]) if "bolt" in manifest else None,
     )
     built = build_in_worktree(
         repo,
@@ -265,6 +294,7 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         sde=int(manifest["source_date_epoch"]),
         label="rebuild",
         expect_rustflags=list(manifest["rustflags"]),
+        bolt_profile=published.path("bolt_profile") if "pgo_bolt" in manifest["artefacts"] else None,
     )
     if str(built.store_path) != manifest["profile_store_path"]:
         say(
@@ -278,6 +308,17 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         pgo["file"]: (sha256_bytes(tarball), published.sums[pgo["file"]]),
         pgo["binary"]: (built.sha256, pgo["binary_sha256"]),
     }
+    #: (published binary, rebuilt binary, what it is) of each binary rebuilt, the PGO one first
+    binaries = [(published_binary, built.binary, "PGO")]
+    if built.bolted is not None and built.bolted_sha256 is not None:
+        bolt = manifest["artefacts"]["pgo_bolt"]
+        bolt_tarball = binary_tarball(
+            manifest["bin"], built.bolted.read_bytes(), bolt["binary"].split("/")[0], int(manifest["source_date_epoch"])
+        )
+        write_atomic(work / bolt["file"], bolt_tarball)
+        results[bolt["file"]] = (sha256_bytes(bolt_tarball), published.sums[bolt["file"]])
+        results[bolt["binary"]] = (built.bolted_sha256, bolt["binary_sha256"])
+        binaries.append((tar_member(published.path("pgo_bolt"), bolt["binary"]), built.bolted, "PGO+BOLT"))
     lines = []
     for name, (rebuilt, expected) in results.items():
         verdict = "match" if rebuilt == expected else "mismatch"
@@ -294,17 +335,33 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         "lines": lines,
         "match": all(a == b for a, b in results.values()),
     }
-    if not summary["match"]:
-        released = work / "published" / manifest["bin"]
+    if built.bolted is not None:
+        summary["bolted_binary"] = str(built.bolted)
+        summary["bolted_binary_sha256"] = built.bolted_sha256
+    differing = [
+        (data, rebuilt_binary, what)
+        for data, rebuilt_binary, what in binaries
+        if sha256_bytes(data) != sha256_file(rebuilt_binary)
+    ]
+    if not summary["match"] and differing:
+        data, rebuilt_binary, what = differing[0]
+        released = work / ("published-bolt" if what == "PGO+BOLT" else "published") / manifest["bin"]
         released.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(released, published_binary)
-        diff = binary_diff(released, built.binary)
+        write_atomic(released, data)
+        diff = binary_diff(released, rebuilt_binary)
         summary["diff"] = diff.line()
-        explained = explain(released, built.binary, work, environ, summary)
+        explained = explain(released, rebuilt_binary, work, environ, summary)
         report.record(work, "rebuild", summary)
         raise CheckFailed(
-            f"the rebuilt PGO binary of {tag} differs from the published one: {diff.line()}",
-            f"{explained}compare {released} and {built.binary}; same toolchain, store path and flags as the manifest?",
+            f"the rebuilt {what} binary of {tag} differs from the published one: {diff.line()}",
+            f"{explained}compare {released} and {rebuilt_binary}; same toolchain, store path and flags as the "
+            "manifest?",
+        )
+    if not summary["match"]:  # the binaries match and a tarball does not
+        report.record(work, "rebuild", summary)
+        raise CheckFailed(
+            f"the rebuilt binaries of {tag} match the published ones but a tarball does not: {lines}",
+            "the tarballs are packed deterministically: is tar or gzip of the release another?",
         )
     report.record(work, "rebuild", summary)
     return summary

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from recipes import bolt as boltlib
 from recipes import cargo, cpu, elf, provenance, report, stages
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
@@ -70,6 +71,18 @@ class Names:
     @property
     def profile(self) -> str:
         return f"{self.base}-pgo.profdata"
+
+    @property
+    def pgo_bolt_tarball(self) -> str:
+        return f"{self.base}-pgo-bolt.tar.gz"
+
+    @property
+    def bolt_profile(self) -> str:
+        return f"{self.base}-pgo-bolt.fdata"
+
+    @property
+    def pgo_bolt_top(self) -> str:
+        return f"{self.base}-pgo-bolt"
 
     @property
     def manifest(self) -> str:
@@ -141,12 +154,14 @@ def strip_version(env: Mapping[str, str]) -> str:
     return capture([strip_tool(env), "--version"], env=env).splitlines()[0].strip()
 
 
-def strip_binary(binary: Path, dest: Path, env: Mapping[str, str], log: Path) -> Path:
-    """A stripped copy of ``binary`` at ``dest`` (the original stays as cargo left it)."""
+def strip_binary(binary: Path, dest: Path, env: Mapping[str, str], log: Path, tool: str | None = None) -> Path:
+    """A stripped copy of ``binary`` at ``dest`` (the original stays as cargo left it); ``tool``: another strip
+    than $STRIP or strip (llvm-strip for a BOLTed binary)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    strip = tool or strip_tool(env)
     try:
-        run([strip_tool(env), "--strip-all", "-o", str(tmp), str(binary)], env=env, log=log, what="strip")
+        run([strip, "--strip-all", "-o", str(tmp), str(binary)], env=env, log=log, what=Path(strip).name)
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -282,6 +297,12 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
     if profile_sha != optimised["profile_sha256"]:
         raise CheckFailed(f"{store_path} changed after the build", "run the release again")
 
+    bolted = (
+        _bolt_artefact(rplan, full["bolt"], names, stripped_dir, plain_stripped, baseline_args)
+        if plan.config.bolt
+        else None
+    )
+
     plain_tar = binary_tarball(names.bin, plain_bytes, names.plain_top, sde)
     pgo_tar = binary_tarball(names.bin, pgo_bytes, names.pgo_top, sde)
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
@@ -340,18 +361,89 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
             "profile": {"file": names.profile, "sha256": profile_sha},
         },
     }
+    if bolted is not None:
+        manifest["bolt"] = bolted.manifest
+        manifest["artefacts"].update(bolted.artefacts)
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
     files = {
         names.plain_tarball: plain_tar,
         names.pgo_tarball: pgo_tar,
         names.profile: profile_bytes,
         names.manifest: manifest_bytes,
+        **(bolted.files if bolted is not None else {}),
     }
     files.update(provenance.release_statements(manifest, files, repo, optimised.get("zigbuild")))
     files[SUMS] = sha256sums_text({name: sha256_bytes(data) for name, data in files.items()}).encode()
     _write_dir(out_dir, files)
     say(f"release: {len(files)} files in {out_dir}")
     return {**manifest, "artefacts_dir": str(out_dir)}
+
+
+@dataclass(frozen=True)
+class BoltArtefact:
+    """The PGO+BOLT artefact of a release: what the manifest records, its artefacts' entries and its files."""
+
+    manifest: dict[str, Any]
+    artefacts: dict[str, Any]
+    files: dict[str, bytes]
+
+
+def _bolt_artefact(
+    rplan: ReproduciblePlan,
+    bolted: Mapping[str, Any],
+    names: Names,
+    stripped_dir: Path,
+    plain_stripped: Path,
+    baseline_args: list[str] | None,
+) -> BoltArtefact:
+    """The BOLTed binary stripped by llvm-strip (GNU strip breaks it), checked as the PGO one is (libc, baseline
+    CPU, no build path), packed; the BOLT profile beside it."""
+    plan = rplan.plan
+    binary = Path(bolted["binary"])
+    if sha256_file(binary) != bolted["binary_sha256"]:
+        raise CheckFailed(f"{binary} changed after the bolt stage checked it", "run the release again")
+    llvm_strip = boltlib.find_llvm_strip(plan.rustc, plan.env)
+    stripped = strip_binary(
+        binary, stripped_dir / "pgo-bolt" / names.bin, plan.env, plan.logs / "strip-pgo-bolt.log", str(llvm_strip)
+    )
+    elf.check_same_libc(plain_stripped, stripped)
+    cpu.check_binary(stripped, plan.work / "cpu-baseline" / "pgo-bolt", plan.env, args=baseline_args)
+    data = stripped.read_bytes()
+    leaked = leaked_paths(data, rplan.remap)
+    if leaked:
+        raise CheckFailed(
+            f"the PGO+BOLT binary still contains the build machine's path {leaked[0]}",
+            "something bypasses --remap-path-prefix (env!/include_str! of an absolute path?)",
+        )
+    store_path = Path(bolted["store_path"])
+    profile = store_path.read_bytes()
+    if sha256_bytes(profile) != bolted["profile_sha256"]:
+        raise CheckFailed(f"{store_path} changed after llvm-bolt used it", "run the release again")
+    tarball = binary_tarball(names.bin, data, names.pgo_bolt_top, rplan.source_date_epoch)
+    return BoltArtefact(
+        manifest={
+            "profile_store_path": str(store_path),
+            "profile_sha256": bolted["profile_sha256"],
+            "llvm_bolt": f"LLVM {bolted['llvm_bolt_version']} ({bolted['llvm_bolt']})",
+            "llvm_strip": f"LLVM {boltlib.tool_version(llvm_strip, 'llvm-strip')} ({llvm_strip})",
+            "bolt_args": list(bolted["bolt_args"]),
+            "emit_relocs": True,
+            "profile": {
+                k: bolted[k]
+                for k in ("functions_with_profile", "total_functions", "profile_branches", "profile_functions")
+            },
+        },
+        artefacts={
+            "pgo_bolt": {
+                "file": names.pgo_bolt_tarball,
+                "sha256": sha256_bytes(tarball),
+                "binary": f"{names.pgo_bolt_top}/{names.bin}",
+                "binary_sha256": sha256_bytes(data),
+            },
+            "bolt_profile": {"file": names.bolt_profile, "sha256": bolted["profile_sha256"]},
+        },
+        files={names.pgo_bolt_tarball: tarball, names.bolt_profile: profile},
+    )
 
 
 def _portable_arg(arg: str, repo: Path) -> str:
@@ -381,6 +473,14 @@ def summary_lines(manifest: Mapping[str, Any], out_dir: Path) -> list[str]:
         f"  {artefacts['plain']['file']}  binary sha256 {artefacts['plain']['binary_sha256']}",
         f"  {artefacts['pgo']['file']}  binary sha256 {artefacts['pgo']['binary_sha256']}",
         f"  {artefacts['profile']['file']}  sha256 {artefacts['profile']['sha256']}",
+        *(
+            [
+                f"  {artefacts['pgo_bolt']['file']}  binary sha256 {artefacts['pgo_bolt']['binary_sha256']}",
+                f"  {artefacts['bolt_profile']['file']}  sha256 {artefacts['bolt_profile']['sha256']}",
+            ]
+            if "pgo_bolt" in artefacts
+            else []
+        ),
         f"  {manifest['toolchain']['rustc']}; {manifest['toolchain']['cargo']}",
         f"  {manifest['target']}: both binaries {manifest['libc']}",
     ]

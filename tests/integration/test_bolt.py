@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from recipes import bolt
+from recipes.reproducible import sha256_bytes, tar_member
 from recipes.store import sha256_file
 from tests.conftest import Pipeline, assert_ok, assert_refused, run_nox
+from tests.integration.test_release import BASE, TAG, Release, make_repo
 
 pytestmark = pytest.mark.slow
 
@@ -175,3 +177,44 @@ def test_bolted_binary_failing_the_replay_refused(bolted: Bolted, tmp_path: Path
     assert not (work / "bolted" / "hello-pgo").exists()
     assert (work / "rejected" / "hello-pgo.bolt").is_file()
     assert "collatz" in _report(work)["bolt"]["failed"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# release and rebuild with the PGO+BOLT artefact
+
+
+def test_release_ships_pgo_bolt_and_rebuild_reproduces_it(tmp_path: Path) -> None:
+    """A release with PGO_BOLT=1: the -pgo-bolt artefact (stripped by llvm-strip: GNU strip's output of a BOLTed
+    binary dies at start) and its .fdata beside the .profdata, with statements, verified, then rebuilt from the two
+    published profiles alone in another directory, byte for byte."""
+    repo = make_repo(tmp_path)
+    released = Release(tmp_path, repo, repo / "dist" / TAG, tmp_path / "work", tmp_path / "store", "")
+    text = assert_ok(run_nox("release", released.env(PGO_BOLT="1"), [TAG]))
+    dist = released.dist
+    names = {p.name for p in dist.iterdir()}
+    bolt_files = {f"{BASE}-pgo-bolt.tar.gz", f"{BASE}-pgo-bolt.fdata"}
+    assert bolt_files <= names and {f"{name}.intoto.json" for name in bolt_files} <= names
+    assert f"{BASE}-pgo-bolt.tar.gz" in text
+    subprocess.run(["sha256sum", "--check", "--strict", "SHA256SUMS"], cwd=dist, check=True, capture_output=True)
+    manifest = released.manifest()
+    artefact = manifest["artefacts"]["pgo_bolt"]
+    binary = tar_member(dist / artefact["file"], artefact["binary"])
+    assert sha256_bytes(binary) == artefact["binary_sha256"] != manifest["artefacts"]["pgo"]["binary_sha256"]
+    assert manifest["artefacts"]["bolt_profile"]["sha256"] == sha256_file(dist / f"{BASE}-pgo-bolt.fdata")
+    assert manifest["bolt"]["bolt_args"] == list(bolt.OPT_DIST_ARGS)
+    assert manifest["bolt"]["llvm_strip"].startswith("LLVM 22.")
+    unpacked = tmp_path / "hello-pgo-bolt"
+    unpacked.write_bytes(binary)
+    unpacked.chmod(0o755)
+    ran = subprocess.run([unpacked, "primes", "100"], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "primes: 25"
+    assert not bolt.has_symbol_table(unpacked) and not bolt.is_bolted(unpacked)  # the note went with the strip
+    assert "verified" in assert_ok(run_nox("verify", released.env(), [TAG]))
+
+    download = released.download(tmp_path / "download")
+    shutil.rmtree(released.store)  # the rebuild has only the published files
+    proc = run_nox("rebuild", released.env(PGO_OUT=str(tmp_path / "again")), [TAG, "--artefacts", str(download)])
+    rebuilt = assert_ok(proc)
+    for name in (f"{BASE}-pgo-bolt.tar.gz", f"{artefact['binary']}"):
+        assert f"match     {name}" in rebuilt
+    assert "mismatch" not in rebuilt
