@@ -247,12 +247,54 @@ def train(plan: BuildPlan) -> dict[str, Any]:
     return result
 
 
-def min_functions(plan: BuildPlan, workload: Workload | None) -> int:
+@dataclass(frozen=True)
+class FunctionFloor:
+    """The fewest functions the training must execute, where it was set, and the total of the build it was
+    measured on (a workload's ``min_functions_total``): then it scales with this build's total, since another
+    build profile (fat LTO, one codegen unit) instruments another number of functions."""
+
+    value: int
+    source: str
+    set_against: int | None = None
+
+    def for_total(self, total: int) -> int:
+        if self.set_against is None or self.set_against == total:
+            return self.value
+        return self.value * total // self.set_against
+
+    def refusal(self, executed: int, total: int) -> CheckFailed:
+        floor = self.for_total(total)
+        if self.set_against is None:
+            set_to = f"{self.source}={floor}"
+            measured = f"set against a build whose total of functions is not recorded; this build has {total}"
+            fix = (
+                "the workload does not reach the code: extend it, or lower the floor if the code shrank; a floor "
+                "measured under another cargo profile (lto, codegen-units) does not carry: add min_functions_total "
+                "(the total it was measured on) to the workload and the floor scales with the build"
+            )
+        else:
+            set_to = f"the floor {floor}"
+            measured = f"{self.value} of {self.set_against} functions in {self.source}, scaled to this build's {total}"
+            fix = "the workload does not reach the code: extend it, or measure the floor again"
+        return CheckFailed(
+            f"the training executed {executed} of {total} functions, fewer than {set_to} ({measured})", fix
+        )
+
+    def as_json(self, total: int) -> dict[str, object]:
+        return {
+            "min_functions": self.for_total(total) if total else self.value,
+            "min_functions_set": self.value,
+            "min_functions_source": self.source,
+            "min_functions_total": self.set_against,
+        }
+
+
+def function_floor(plan: BuildPlan, workload: Workload | None) -> FunctionFloor:
     if plan.config.min_functions is not None:
-        return plan.config.min_functions
+        return FunctionFloor(plan.config.min_functions, plan.config.source("min_functions"))
     if workload is not None and workload.min_functions is not None:
-        return workload.min_functions
-    return 1
+        return FunctionFloor(workload.min_functions, f"{workload.path} min_functions", workload.min_functions_total)
+    return FunctionFloor(1, "the default")
 
 
 def max_missing(plan: BuildPlan, workload: Workload | None) -> int | None:
@@ -280,12 +322,12 @@ def merge(plan: BuildPlan) -> dict[str, Any]:
     )
     for name, why in merged.dropped.items():
         say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
-    floor = min_functions(plan, plan.workload())
+    floor = function_floor(plan, plan.workload())
     result: dict[str, Any] = {
         "profile": str(plan.merged_profile),
         "profraw_merged": len(merged.merged),
         "profraw_dropped": merged.dropped,
-        "min_functions": floor,
+        **floor.as_json(0),
         "llvm_profdata": str(tool.path),
         "llvm_profdata_version": tool.llvm_version,
     }
@@ -297,13 +339,10 @@ def merge(plan: BuildPlan) -> dict[str, Any]:
             profile_sha256=sha256_file(plan.merged_profile),
             executed_functions=summary.executed_functions,
             total_functions=summary.total_functions,
+            **floor.as_json(summary.total_functions),
         )
-        if summary.executed_functions < floor:
-            raise CheckFailed(
-                f"the training executed {summary.executed_functions} of {summary.total_functions} functions, "
-                f"fewer than PGO_MIN_FUNCTIONS={floor}",
-                "the workload does not reach the code: extend it, or lower the floor if the code shrank",
-            )
+        if summary.executed_functions < floor.for_total(summary.total_functions):
+            raise floor.refusal(summary.executed_functions, summary.total_functions)
     except PgoError as error:
         plan.merged_profile.unlink(missing_ok=True)
         report.record(plan.work, "merge", {**result, "failed": error.line(), "seconds": _timed(start)})
@@ -607,8 +646,7 @@ def summary_lines(full: dict[str, Any]) -> list[str]:
         o = full["optimise"]
         lines.append(
             f"optimise    {o.get('seconds', 0):8.1f} s  {o['missing_profile_functions']} functions without "
-            f"profile, {o['stale_profile_warnings']} stale; "
-            + (o.get("libc") or f"glibc {o['max_glibc'] or 'none'}")
+            f"profile, {o['stale_profile_warnings']} stale; " + (o.get("libc") or f"glibc {o['max_glibc'] or 'none'}")
         )
         lines.append(
             f"coverage    {o['main_crate_functions_with_profile']} functions of the main crate with profile data, "

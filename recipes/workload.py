@@ -44,6 +44,8 @@ class Workload:
     instances: tuple[Instance, ...]
     #: the ``[setup]`` resources, in file order: (kind, options)
     resources: tuple[tuple[str, Any], ...] = ()
+    #: the total functions of the build min_functions was measured on (the floor then scales with the total)
+    min_functions_total: int | None = None
 
 
 #: this repository's own workloads: a name the project's own profiles/ lacks is looked up here
@@ -82,6 +84,12 @@ def load_workload(path: Path) -> Workload:
         raise ConfigError(f"{path}: no [workload] table", "start the file with [workload] and a description")
     description = head.string("description", required=True)
     min_functions = head.integer("min_functions", minimum=0)
+    min_functions_total = head.integer("min_functions_total", minimum=1)
+    if min_functions_total is not None and min_functions is None:
+        raise ConfigError(
+            f"{path}: [workload] min_functions_total without min_functions",
+            "it is the total min_functions was measured against: set both, or neither",
+        )
     max_missing = head.integer("max_missing", minimum=0)
     phase_timeout = _timeout(head, "phase_timeout")
     head.done()
@@ -105,7 +113,9 @@ def load_workload(path: Path) -> Workload:
         names.add(instance.name)
         instances.append(instance)
     top.done()
-    return Workload(path, description, min_functions, max_missing, phase_timeout, tuple(instances), resources)
+    return Workload(
+        path, description, min_functions, max_missing, phase_timeout, tuple(instances), resources, min_functions_total
+    )
 
 
 def _setup(table: Table | None) -> tuple[tuple[tuple[str, Any], ...], set[str], set[str]]:

@@ -119,8 +119,7 @@ def test_a_build_scripts_missing_c_compiler_is_named_with_its_package() -> None:
     cargo log's tail): the failure says which compiler and which package, not only "see the log"."""
     output = (DATA / "cc-rs-musl-no-compiler.log").read_text(encoding="utf-8")
     assert runner.known_cause(output) == (
-        "a build script needs the C compiler x86_64-linux-musl-gcc, which is not installed "
-        "(apt-get install musl-tools)"
+        "a build script needs the C compiler x86_64-linux-musl-gcc, which is not installed (apt-get install musl-tools)"
     )
     assert runner.known_cause(output.replace("x86_64-linux-musl-gcc", "riscv64-linux-gnu-gcc")).endswith(
         "(install riscv64-linux-gnu-gcc or name a compiler in CC_<target>)"

@@ -37,6 +37,14 @@ def test_good_workload(tmp_path: Path) -> None:
     assert workload.instances[0].phases[0].name == "one"
 
 
+def test_floor_measured_against_a_total(tmp_path: Path) -> None:
+    workload = load_workload(
+        _write(tmp_path, GOOD.replace("min_functions = 3", "min_functions = 3\nmin_functions_total = 50"))
+    )
+    assert (workload.min_functions, workload.min_functions_total) == (3, 50)
+    assert load_workload(_write(tmp_path, GOOD)).min_functions_total is None
+
+
 def test_shipped_workloads_load() -> None:
     for path in sorted((REPO / "profiles").glob("*.toml")):
         assert load_workload(path).instances
@@ -53,6 +61,8 @@ def test_shipped_workloads_load() -> None:
         ('description = "d"', "", r"description: missing"),
         ('name = "cli"', 'name = "c li"', r"must be letters, digits"),
         ("min_functions = 3", "min_functions = true", r"expected an integer, got a boolean"),
+        ("min_functions = 3", "min_functions_total = 50", r"min_functions_total without min_functions"),
+        ("min_functions = 3", "min_functions = 3\nmin_functions_total = 0", r"min_functions_total: .*at least 1"),
         ('name = "one"', 'name = "a/b"', r"\[\[phase\]\] #1: name: 'a/b' must be letters, digits, - and _"),
         ('name = "one"', 'name = ".."', r"name: '\.\.' must be letters, digits, - and _"),
         ('name = "one"', 'name = ""', r"name: '' must be letters"),
