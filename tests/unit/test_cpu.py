@@ -45,6 +45,18 @@ def test_build_info_of_an_x86_64_v3_demo_server_is_refused() -> None:
     assert "beyond them: avx,avx2,bmi1,bmi2,cmpxchg16b,f16c,fma,lzcnt,movbe,popcnt,sse3," in caught.value.line()
 
 
+def test_build_info_of_a_musl_build_passes_without_crt_static() -> None:
+    """rustc's defaults for musl include crt-static (a linkage, not an instruction set); a build script's
+    CARGO_CFG_TARGET_FEATURE does not (the demo server for musl stamped fxsr,sse,sse2): that is no refusal, and
+    an instruction-set feature beyond the defaults still is."""
+    defaults = cpu.parse_rustc_cfg_features((DATA / "rustc-print-cfg-musl.txt").read_text())
+    assert defaults == ("crt-static", "fxsr", "sse", "sse2")
+    info = cpu.parse_build_info("target=x86_64-unknown-linux-musl\ntarget_features=fxsr,sse,sse2\n")
+    cpu.check_build_info(info, defaults, Path("demo-server"))
+    with pytest.raises(CheckFailed, match="beyond them: avx2"):
+        cpu.check_build_info(cpu.BuildInfo(info.target, (*info.target_features, "avx2")), defaults, Path("d"))
+
+
 def test_build_info_without_its_lines() -> None:
     with pytest.raises(CheckFailed, match="printed no target= and target_features= lines"):
         cpu.parse_build_info("usage: hello-pgo collatz N\n")
