@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import threading
@@ -269,13 +270,24 @@ def run_in_own_group(
     for thread in threads:
         thread.start()
     try:
-        exited = _wait_unreaped(proc.pid, time.monotonic() + timeout)
+        exited, returncode, _usage = reap_group(proc, time.monotonic() + timeout)
     finally:
-        _kill_group(proc.pid)
-        returncode = proc.wait()
         for thread in threads:
             thread.join(timeout=10)  # a process that left the group could hold the pipe open
     return returncode if exited else None
+
+
+def reap_group(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bool, int, resource.struct_rusage]:
+    """Wait for ``proc`` (started with ``start_new_session``) until it exits or ``deadline`` (monotonic) passes,
+    kill every process left in its group, then reap it: (whether it exited in time, its exit status, negative for
+    a signal, and its resource usage from ``wait4``: its own CPU time and that of the children it waited for)."""
+    try:
+        exited = _wait_unreaped(proc.pid, deadline)
+    finally:
+        _kill_group(proc.pid)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    return exited, proc.returncode, usage
 
 
 def _wait_unreaped(pid: int, deadline: float) -> bool:
