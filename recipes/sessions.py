@@ -6,7 +6,7 @@ A project that installed pgo-recipes with pip needs a noxfile of three lines::
 
     recipes.sessions.register_pgo_sessions()
 
-and runs ``nox -s pgo`` (or instrument, train, merge, optimise, pgo-test, cpu-baseline, release, rebuild,
+and runs ``nox -s pgo`` (or instrument, train, merge, optimise, pgo-test, plain, cpu-baseline, release, rebuild,
 determinism) from its root. Every session reads the configuration of the project nox was *invoked from*
 (``session.invoked_from``): its ``pyproject.toml`` ``[tool.pgo]``, ``PGO_*`` variables and posargs, with relative
 paths taken from that directory. ``nox -f path/to/pgo-recipes/noxfile.py -s pgo`` from the project's root is the
@@ -35,6 +35,7 @@ PGO_SESSIONS = (
     "bolt",
     "pgo",
     "pgo-test",
+    "plain",
     "cpu-baseline",
     "release",
     "rebuild",
@@ -94,6 +95,20 @@ def pgo(session: nox.Session) -> None:
 def pgo_test(session: nox.Session) -> None:
     """The test suite compiled with the optimised build's profile, flags and target (<work>/test-target)."""
     _stage(session, stages.test)
+
+
+def plain(session: nox.Session) -> None:
+    """The plain release build (no profile): the same cargo command, target, features and base rustflags as the PGO
+    build, in <work>/plain-target; what bench compares with by default."""
+    from recipes.bench import builds  # noqa: PLC0415  (only this session needs it)
+
+    try:
+        config = load_config(project_dir(session), os.environ, session.posargs)
+        result = builds.plain(stages.make_plan(config, os.environ, instruments=False))
+    except PgoError as error:
+        session.error(error.line())
+    session.log(f"plain       {result['seconds']:8.1f} s  {result['binary']}")
+    session.log(f"sha256      {result['binary_sha256']}")
 
 
 def cpu_baseline(session: nox.Session) -> None:
@@ -179,6 +194,7 @@ def register_pgo_sessions() -> None:
         bolt,
         pgo,
         pgo_test,
+        plain,
         cpu_baseline,
         release,
         rebuild,

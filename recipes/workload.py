@@ -46,6 +46,10 @@ class Workload:
     resources: tuple[tuple[str, Any], ...] = ()
     #: the total functions of the build min_functions was measured on (the floor then scales with the total)
     min_functions_total: int | None = None
+    #: ``[[bench.instance]]``: instances only the bench runs (no phases)
+    bench_instances: tuple[Instance, ...] = ()
+    #: ``[[bench.scenario]]``: :class:`recipes.bench.scenarios.Scenario`, in file order
+    scenarios: tuple[Any, ...] = ()
 
 
 #: this repository's own workloads: a name the project's own profiles/ lacks is looked up here
@@ -112,10 +116,54 @@ def load_workload(path: Path) -> Workload:
             )
         names.add(instance.name)
         instances.append(instance)
+    bench_instances, scenarios = _bench(top.table("bench"), provided, instances)
     top.done()
     return Workload(
-        path, description, min_functions, max_missing, phase_timeout, tuple(instances), resources, min_functions_total
+        path,
+        description,
+        min_functions,
+        max_missing,
+        phase_timeout,
+        tuple(instances),
+        resources,
+        min_functions_total,
+        bench_instances,
+        scenarios,
     )
+
+
+def _bench(
+    table: Table | None, provided: set[str], training: list[Instance]
+) -> tuple[tuple[Instance, ...], tuple[Any, ...]]:
+    """``[bench]``: its instances (as training ones, without phases) and its scenarios."""
+    from recipes.bench.scenarios import HOW_TO_ADD, parse_scenario  # noqa: PLC0415  (it imports this module)
+
+    if table is None:
+        return (), ()
+    instance_tables, scenario_tables = table.tables("instance"), table.tables("scenario")
+    table.done()
+    instances: dict[str, Instance] = {}
+    for instance_table in instance_tables:
+        instance = _instance(instance_table, provided, {}, bench=True)
+        if instance.name in instances or any(i.name == instance.name for i in training):
+            raise ConfigError(
+                f"{instance_table.where}: name: {instance.name!r} is used twice", "give each instance its own name"
+            )
+        instances[instance.name] = instance
+    if not scenario_tables:
+        raise table.error("scenario", "needs at least one [[bench.scenario]] table", HOW_TO_ADD)
+    reachable = {**{i.name: i for i in training}, **instances}
+    scenarios: list[Any] = []
+    for scenario_table in scenario_tables:
+        scenario = parse_scenario(scenario_table, reachable)
+        scenario_table.done()
+        if any(s.name == scenario.name for s in scenarios):
+            raise scenario_table.error("name", f"{scenario.name!r} is used twice", "give each scenario its own name")
+        mode = INSTANCE_MODES[scenario.instance.mode]
+        known = COMMON_PLACEHOLDERS | provided | mode.placeholders() | mode.fills
+        check_texts(scenario_table.where, scenario.texts(), known)
+        scenarios.append(scenario)
+    return tuple(instances.values()), tuple(scenarios)
 
 
 def _setup(table: Table | None) -> tuple[tuple[tuple[str, Any], ...], set[str], set[str]]:
@@ -221,7 +269,8 @@ def _timeout(table: Table, key: str) -> float | None:
     return value
 
 
-def _instance(table: Table, provided: set[str], earlier: dict[str, Instance]) -> Instance:
+def _instance(table: Table, provided: set[str], earlier: dict[str, Instance], *, bench: bool = False) -> Instance:
+    """An ``[[instance]]`` table; ``bench``: a ``[[bench.instance]]`` one, which has no phases."""
     name = _name(table, "instance")
     table.where = _named(table.where, name)
     mode_name = table.string("mode", "command", choices=INSTANCE_MODES)
@@ -230,7 +279,7 @@ def _instance(table: Table, provided: set[str], earlier: dict[str, Instance]) ->
     env = table.mapping("env")
     phases = []
     phase_names: set[str] = set()
-    same_as = table.string("phases_from", choices=earlier if "phases_from" in table.data else None)
+    same_as = None if bench else table.string("phases_from", choices=earlier if "phases_from" in table.data else None)
     if same_as is not None:
         if table.data.get("phase"):
             raise table.error("phase", f"give phases_from = {same_as!r} or [[instance.phase]] tables, not both")
@@ -241,7 +290,7 @@ def _instance(table: Table, provided: set[str], earlier: dict[str, Instance]) ->
             )
         phases = list(source.phases)
     known = COMMON_PLACEHOLDERS | provided | mode.placeholders()
-    for phase_table in table.tables("phase", required=same_as is None):
+    for phase_table in [] if bench else table.tables("phase", required=same_as is None):
         phase_name = _name(phase_table, "phase")
         if phase_name in phase_names:
             raise phase_table.error("name", f"{phase_name!r} is used twice in this instance")

@@ -10,6 +10,7 @@ target dirs cannot change what is being measured.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,23 @@ from recipes.store import sha256_file
 
 def plain_target_dir(plan: stages.BuildPlan) -> Path:
     return plan.work / "plain-target"
+
+
+def plain(plan: stages.BuildPlan) -> dict[str, Any]:
+    """``nox -s plain``: the plain build, recorded in report.json as ``plain`` (what bench compares the PGO
+    binary with by default, and a binary to ship or compare)."""
+    start = time.monotonic()
+    binary = build_plain(plan)
+    result: dict[str, Any] = {
+        "binary": str(binary),
+        "binary_sha256": sha256_file(binary),
+        "target": plan.target,
+        "cargo_command": list(plan.config.cargo),
+        "rustflags": " ".join(plan.rustflags.base),
+        "seconds": round(time.monotonic() - start, 3),
+    }
+    report.record(plan.work, "plain", result)
+    return result
 
 
 def build_plain(plan: stages.BuildPlan) -> Path:

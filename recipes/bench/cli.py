@@ -2,11 +2,13 @@
 
 Options (everything else goes to the pipeline's configuration, ``--out`` and friends):
 
-    --baseline PATH        the baseline binary (default: the plain build of the tree)
-    --candidate PATH       the candidate binary (default: the work dir's PGO binary, or the pipeline is run)
+    --baseline PATH        the baseline binary (default: the plain build of the tree, as `nox -s plain`)
+    --candidate PATH       a candidate binary (default: the work dir's PGO binary, or the pipeline is run);
+                           repeated, every one is measured against the baseline, all interleaved
     --baseline-label TEXT  its name in the table (default: plain, or baseline with --baseline)
-    --candidate-label TEXT (default: PGO, or candidate with --candidate)
-    --scenarios a,b        some scenarios (default: all; see recipes/bench/scenarios.py)
+    --candidate-label TEXT (default: PGO, or candidate, candidate-2… with --candidate); one per --candidate
+    --scenarios a,b        some of the workload's scenarios (default: all; ``[[bench.scenario]]``)
+    --no-coverage          skip the coverage check (the scenarios once on the instrumented binary)
     --trials N             trials per scenario and build (default 5)
     --scale F              factor on every trial's request count (default 1)
     --server-core N        the server's core (default: the last allowed); --load-core N the load's
@@ -24,11 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes import stages
-from recipes.bench import builds, report
+from recipes.bench import builds, coverage, report
 from recipes.bench.harness import Settings, choose_cores, run_bench
-from recipes.bench.scenarios import SCENARIOS, select
-from recipes.config import load_config
+from recipes.bench.scenarios import Scenario, require_scenarios, select
+from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
+from recipes.workload import Workload, load_workload, workload_path
 
 DEFAULT_TRIALS = 5
 
@@ -36,9 +39,9 @@ DEFAULT_TRIALS = 5
 @dataclass(frozen=True)
 class BenchArgs:
     baseline: Path | None
-    candidate: Path | None
+    candidates: tuple[Path, ...]
     baseline_label: str | None
-    candidate_label: str | None
+    candidate_labels: tuple[str, ...]
     scenarios: str | None
     trials: int
     scale: float
@@ -46,6 +49,12 @@ class BenchArgs:
     load_core: int | None
     upstream: str | None
     trial_timeout: float
+    coverage: bool = True
+
+    @property
+    def candidate(self) -> Path | None:
+        """The first candidate given, if any."""
+        return self.candidates[0] if self.candidates else None
 
 
 def _number(text: str, kind: type[int] | type[float], what: str) -> float:
@@ -73,9 +82,10 @@ def _core(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nox -s bench --", add_help=False, exit_on_error=False, allow_abbrev=False)
     parser.add_argument("--baseline", type=Path)
-    parser.add_argument("--candidate", type=Path)
+    parser.add_argument("--candidate", type=Path, action="append", default=[])
     parser.add_argument("--baseline-label")
-    parser.add_argument("--candidate-label")
+    parser.add_argument("--candidate-label", action="append", default=[])
+    parser.add_argument("--no-coverage", action="store_true")
     parser.add_argument("--scenarios")
     parser.add_argument("--trials", type=_positive_int, default=DEFAULT_TRIALS)
     parser.add_argument("--scale", type=_positive_float, default=1.0)
@@ -92,12 +102,18 @@ def parse_args(posargs: Sequence[str]) -> tuple[BenchArgs, list[str]]:
         namespace, rest = _parser().parse_known_args(list(posargs))
     except argparse.ArgumentError as exc:
         raise ConfigError(f"session arguments: {exc}", "see `nox -s bench` in the README for the options") from exc
-    select(namespace.scenarios)  # unknown names refused before anything is built
+    candidates = tuple(c.expanduser().resolve() for c in namespace.candidate)
+    labels = tuple(namespace.candidate_label)
+    if len(labels) > max(1, len(candidates)):
+        raise ConfigError(
+            f"{len(labels)} --candidate-label for {len(candidates) or 'the default'} candidate(s)",
+            "give one --candidate-label per --candidate",
+        )
     args = BenchArgs(
         baseline=namespace.baseline.expanduser().resolve() if namespace.baseline else None,
-        candidate=namespace.candidate.expanduser().resolve() if namespace.candidate else None,
+        candidates=candidates,
         baseline_label=namespace.baseline_label,
-        candidate_label=namespace.candidate_label,
+        candidate_labels=labels,
         scenarios=namespace.scenarios,
         trials=namespace.trials,
         scale=namespace.scale,
@@ -105,6 +121,7 @@ def parse_args(posargs: Sequence[str]) -> tuple[BenchArgs, list[str]]:
         load_core=namespace.load_core,
         upstream=namespace.upstream,
         trial_timeout=namespace.trial_timeout,
+        coverage=not namespace.no_coverage,
     )
     return args, rest
 
@@ -133,10 +150,15 @@ class Outcome:
         for result in self.results:
             drift = report.percent(result.canary_drift)
             if result.valid:
-                same, total = result.same_side
-                lines.append(
-                    f"{result.name:18} {report.percent(result.difference):>9}  same side {same}/{total}  canary {drift}"
-                )
+                for candidate in result.candidates:
+                    same, total = result.same_side_of(candidate)
+                    user, system = result.parts_of(candidate)
+                    lines.append(
+                        f"{result.name:18} {report.percent(result.difference_of(candidate)):>9} (user "
+                        f"{report.percent(user)}, system {report.percent(system)})  same side {same}/{total}  "
+                        f"canary {drift}  {result.held_out_text}"
+                        + (f"  [{candidate}]" if len(result.candidates) > 1 else "")
+                    )
             else:
                 lines.append(f"{result.name:18}   invalid  {result.why_invalid}")
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
@@ -152,36 +174,65 @@ class Outcome:
             )
 
 
-def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> Outcome:
-    """Build (or take) the two binaries, run the scenarios, write the table."""
+def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:
+    """The configured workload (default: ``profiles/<bin>.toml``, which needs the crate's metadata)."""
+    name = config.workload or stages.make_plan(config, environ, instruments=False).crate.bin
+    return load_workload(workload_path(config.project_dir, name))
+
+
+def check(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> list[Scenario]:
+    """Everything that can be refused before anything is installed or built: the arguments, the workload, its
+    scenarios (none: one line saying how to add one) and the names given to ``--scenarios``."""
     args, rest = parse_args(posargs)
     config = load_config(project_dir, environ, rest)
+    return select(args.scenarios, require_scenarios(bench_workload(config, environ)))
+
+
+def _labels(args: BenchArgs, defaults: Sequence[str]) -> list[str]:
+    return [args.candidate_labels[i] if i < len(args.candidate_labels) else d for i, d in enumerate(defaults)]
+
+
+def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> Outcome:
+    """Build (or take) the binaries, run the scenarios (and the coverage check), write the table."""
+    args, rest = parse_args(posargs)
+    config = load_config(project_dir, environ, rest)
+    workload = bench_workload(config, environ)
+    scenarios = select(args.scenarios, require_scenarios(workload))
     out = config.out / "bench"
     server_core, load_core = choose_cores(set(os.sched_getaffinity(0)), args.server_core, args.load_core)
-    plan = stages.make_plan(config, environ) if args.baseline is None or args.candidate is None else None
-    if args.candidate is not None:
-        candidate_binary, candidate_label = args.candidate, args.candidate_label or "candidate"
+    plan = stages.make_plan(config, environ) if args.baseline is None or not args.candidates else None
+    if args.candidates:
+        defaults = ["candidate", *(f"candidate-{n}" for n in range(2, len(args.candidates) + 1))]
+        candidates = list(zip(args.candidates, _labels(args, defaults), strict=True))
     else:
         assert plan is not None
-        candidate_binary, candidate_label = builds.build_pgo(plan), args.candidate_label or "PGO"
+        candidates = [(builds.build_pgo(plan), _labels(args, ["PGO"])[0])]
     if args.baseline is not None:
         baseline_binary, baseline_label = args.baseline, args.baseline_label or "baseline"
     else:
         assert plan is not None
-        baseline_binary, baseline_label = builds.build_plain(plan), args.baseline_label or "plain"
-    if baseline_label == candidate_label:
-        raise ConfigError(f"both builds are labelled {baseline_label!r}", "give --baseline-label or --candidate-label")
+        baseline_binary, baseline_label = Path(builds.plain(plan)["binary"]), args.baseline_label or "plain"
+    every = [baseline_label, *(label for _, label in candidates)]
+    twice = next((label for label in every if every.count(label) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"two builds are labelled {twice!r}", "give --baseline-label or --candidate-label")
+    frozen = [builds.frozen_copy(baseline_binary, out / "bin", baseline_label)]
+    frozen += [builds.frozen_copy(binary, out / "bin", label) for binary, label in candidates]
     settings = Settings(
-        baseline=builds.frozen_copy(baseline_binary, out / "bin", baseline_label),
-        candidate=builds.frozen_copy(candidate_binary, out / "bin", candidate_label),
-        scenarios=select(args.scenarios, SCENARIOS),
+        builds=tuple(frozen),
+        scenarios=scenarios,
         trials=args.trials,
         out=out,
         server_core=server_core,
         load_core=load_core,
+        workload=workload,
+        project_dir=config.project_dir,
+        crate_dir=config.manifest.parent,
+        env=dict(environ),
         scale=args.scale,
         upstream_url=args.upstream,
         trial_timeout=args.trial_timeout,
         command=shlex.join(["nox", "-s", "bench", *(["--", *posargs] if posargs else [])]),
     )
-    return Outcome(out, run_bench(settings))
+    check_coverage = coverage.checker(None if args.candidates else plan) if args.coverage else None
+    return Outcome(out, run_bench(settings, check_coverage))

@@ -1,37 +1,46 @@
-"""The harness: two builds served in turn, CPU time per request, the builds interleaved trial by trial.
+"""The harness: builds run in turn, CPU time per request (or per run), interleaved trial by trial.
 
-For each scenario: the canary on the server's core; both servers started (``workers = 1``, pinned to the
-server's core by ``taskset``, every thread checked); each warmed up; then trial 1 of the baseline, trial
-1 of the candidate, trial 2 of the baseline … each a fixed request count sent by h2load pinned to the
-other core; the servers stopped (SIGTERM, exit 0 expected); the canary again.
+For each scenario (declared in the workload file, :mod:`recipes.bench.scenarios`): the canary on the server's
+core; then, for a server scenario, one server per build started from the scenario's instance (its args and
+config template, pinned to the server's core by ``taskset``, every thread checked), each warmed up; then trial
+1 of the baseline, trial 1 of each candidate, trial 2 of the baseline … each a fixed request count sent by
+h2load pinned to the other core; the servers stopped (SIGTERM, exit 0 expected); the canary again. A command
+scenario runs the binary instead, pinned to the server's core, a fixed number of runs per trial.
 
-A trial's figure is the server's user + system time (``/proc/<pid>/stat``, all threads, exited ones
-included), read before and after the trial, over the requests h2load saw answered. A trial where h2load
-saw one request fail, or one status outside what the scenario expects, is invalid, and so is the
-scenario.
+A server trial's figure is the server's user and system time (``/proc/<pid>/stat``, all threads, exited ones
+included), read before and after the trial, over the requests h2load saw answered. A command trial's figure is
+the runs' user and system time from ``wait4`` over the runs. A trial where h2load saw one request fail, one
+status outside what the scenario expects, or where a run exited otherwise than expected, is invalid, and so is
+the scenario.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from recipes import certs, docroot, h2load, net
+from recipes import h2load, net
 from recipes.bench import canary, procstat
-from recipes.bench.report import BASELINE, CANDIDATE, ScenarioResult, Trial, write_json, write_markdown
-from recipes.bench.scenarios import Scenario
-from recipes.errors import BenchError, ConfigError
+from recipes.bench.report import ScenarioResult, Trial, build_keys, write_json, write_markdown
+from recipes.bench.scenarios import Scenario, held_out
+from recipes.errors import BenchError, ConfigError, PgoError
 from recipes.runner import quote, say
-from recipes.train.resources import UpstreamBackend
+from recipes.schema import fill
+from recipes.train import sigterm
+from recipes.train.base import RESOURCES, ResourceContext
+from recipes.train.command import EnvironmentValues, reap_group
+from recipes.train.server import describe_exit
+from recipes.workload import Instance, Workload
 
-START_TIMEOUT = 15.0
 STOP_TIMEOUT = 15.0
 SETTLE_SECONDS = 0.05  # after h2load exits, let the server close its connections before reading its time
 
@@ -48,32 +57,41 @@ class Build:
 
 @dataclass(frozen=True)
 class Settings:
-    baseline: Build
-    candidate: Build
+    builds: tuple[Build, ...]  # the baseline first, then each candidate
     scenarios: Sequence[Scenario]
     trials: int
     out: Path  # <work>/bench
     server_core: int
     load_core: int
+    workload: Workload
+    project_dir: Path
+    crate_dir: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)  # what the binaries and the setup start from
     scale: float = 1.0
     upstream_url: str | None = None  # an upstream of your own (or a dead one, to see a scenario refused)
     trial_timeout: float = 120.0
     command: str = ""
 
     @property
-    def builds(self) -> tuple[tuple[str, Build], ...]:
-        return ((BASELINE, self.baseline), (CANDIDATE, self.candidate))
+    def keyed(self) -> tuple[tuple[str, Build], ...]:
+        return tuple(zip(build_keys(len(self.builds)), self.builds, strict=True))
 
     def meta(self) -> dict[str, object]:
+        base, cand = self.builds[0], self.builds[1]
         return {
-            "baseline": str(self.baseline.binary),
-            "baseline_sha256": self.baseline.sha256,
-            "baseline_label": self.baseline.label,
-            "baseline_origin": self.baseline.origin,
-            "candidate": str(self.candidate.binary),
-            "candidate_sha256": self.candidate.sha256,
-            "candidate_label": self.candidate.label,
-            "candidate_origin": self.candidate.origin,
+            "baseline": str(base.binary),
+            "baseline_sha256": base.sha256,
+            "baseline_label": base.label,
+            "baseline_origin": base.origin,
+            "candidate": str(cand.binary),
+            "candidate_sha256": cand.sha256,
+            "candidate_label": cand.label,
+            "candidate_origin": cand.origin,
+            "builds": [
+                {"key": key, "label": b.label, "binary": str(b.binary), "sha256": b.sha256, "origin": b.origin}
+                for key, b in self.keyed
+            ],
+            "workload": str(self.workload.path),
             "trials": self.trials,
             "scale": self.scale,
             "server_core": self.server_core,
@@ -112,91 +130,52 @@ def raise_open_files_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
-# ---------------------------------------------------------------------------------------------- fixtures
+# ---------------------------------------------------------------------------------------------- setup
 
 
 @dataclass
-class Fixtures:
-    """What the servers need, made once per run: a certificate, the document root, the upstream backend."""
+class Setup:
+    """The workload's ``[setup]`` resources, started once for the whole run, and the placeholders they give."""
 
-    root: Path
-    load_core: int
-    upstream_url: str | None = None
-    _cert: tuple[Path, Path] | None = None
-    _docroot: Path | None = None
-    _upstream: UpstreamBackend | None = None
-
-    def cert(self) -> tuple[Path, Path]:
-        if self._cert is None:
-            made = certs.make_certs(["ecdsa"], self.root / "certs", env=os.environ, logs=self.root / "logs")
-            self._cert = Path(made["ecdsa_cert"]), Path(made["ecdsa_key"])
-        return self._cert
-
-    def docroot(self) -> Path:
-        if self._docroot is None:
-            self._docroot = Path(docroot.make_docroot(self.root)["docroot"])
-        return self._docroot
-
-    def upstream(self) -> str:
-        """The upstream's URL: the one given, or the Python backend, started once, on the load core."""
-        if self.upstream_url is not None:
-            return self.upstream_url
-        if self._upstream is None:
-            (port,) = net.free_ports(1)
-            self.root.mkdir(parents=True, exist_ok=True)
-            backend = UpstreamBackend(port, self.root / "upstream.log", dict(os.environ))
-            backend.start()
-            self._upstream = backend
-            assert backend.proc is not None
-            for thread in procstat.read_threads(backend.proc.pid):
-                os.sched_setaffinity(thread.pid, {self.load_core})
-        return f"http://{net.HOST}:{self._upstream.port}"
-
-    def upstream_pid(self) -> int | None:
-        if self._upstream is None or self._upstream.proc is None:
-            return None
-        return self._upstream.proc.pid
-
-    def close(self) -> None:
-        if self._upstream is not None:
-            self._upstream.stop()
-            self._upstream = None
+    values: dict[str, str]
+    upstream_pid: int | None = None
 
 
-def server_config(scenario: Scenario, *, http_port: int, https_port: int, fixtures: Fixtures, access_log: Path) -> str:
-    """The demo server's configuration TOML for one scenario."""
-    cert, key = fixtures.cert()
-    lines = [
-        "[server]",
-        f'http = "127.0.0.1:{http_port}"',
-        f'https = "127.0.0.1:{https_port}"',
-        "workers = 1",
-        "",
-        "[tls]",
-        f"cert = {_toml_str(cert)}",
-        f"key = {_toml_str(key)}",
-        "",
-        "[access_log]",
-        f"enabled = {'true' if scenario.access_log else 'false'}",
-        f"path = {_toml_str(access_log)}",
-        "",
-        "[cache]",
-        f"enabled = {'true' if scenario.cache else 'false'}",
-        "max_entries = 10000",
-        f"max_object_bytes = {1 << 20}",
-        "ttl_seconds = 86400",
-        "",
-    ]
-    if scenario.upstream:
-        lines += ["[proxy]", f"upstream = {_toml_str(fixtures.upstream())}", "timeout_ms = 5000", ""]
-    if scenario.files:
-        lines += ["[files]", f"root = {_toml_str(fixtures.docroot())}", ""]
-    return "\n".join(lines)
+@contextmanager
+def started_setup(settings: Settings) -> Iterator[Setup]:
+    """Start the workload's ``[setup]`` (the upstream backend pinned to the load core); ``--upstream`` replaces
+    ``{upstream}``."""
+    scratch = settings.out / "setup"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    values = {
+        "work": str(scratch),
+        "workload_dir": str(settings.workload.path.parent),
+        "project": str(settings.project_dir),
+        "crate": str(settings.crate_dir or settings.project_dir),
+    }
+    setup = Setup(values)
+    with ExitStack() as stack:
+        for kind, options in settings.workload.resources:
+            live = stack.enter_context(
+                RESOURCES[kind].start(options, ResourceContext(scratch, settings.out / "logs", dict(settings.env)))
+            )
+            values.update(live.values)
+            proc = getattr(live.handle, "proc", None)
+            if kind == "upstream" and proc is not None:
+                for thread in procstat.read_threads(proc.pid):
+                    os.sched_setaffinity(thread.pid, {settings.load_core})
+                setup.upstream_pid = proc.pid
+        if settings.upstream_url is not None:
+            values["upstream"] = settings.upstream_url
+            setup.upstream_pid = None
+        yield setup
 
 
-def _toml_str(value: object) -> str:
-    text = str(value)
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def instance_env(instance: Instance, base: Mapping[str, str], values: Mapping[str, str]) -> dict[str, str]:
+    env = dict(base)
+    env.update({k: fill(v, dict(values)) for k, v in instance.env.items()})
+    return env
 
 
 # ---------------------------------------------------------------------------------------------- servers
@@ -211,7 +190,7 @@ class Server:
     http_port: int
     https_port: int
     log: Path
-    access_log: Path
+    instance_dir: Path
 
     @property
     def pid(self) -> int:
@@ -224,41 +203,60 @@ class Server:
         return self.proc.poll() is None
 
 
+def start_server(
+    build: Build,
+    scenario: Scenario,
+    *,
+    core: int | None,
+    values: Mapping[str, str],
+    env: Mapping[str, str],
+    workdir: Path,
+    name: str,
+) -> Server:
+    """Start ``build`` as the scenario's instance says (on ``core``, or unpinned); wait until it is ready."""
+    options = scenario.instance.options
+    http_port, https_port = net.free_ports(2)
+    instance_dir = workdir / name
+    instance_dir.mkdir(parents=True, exist_ok=True)
+    config = workdir / f"{name}.toml"
+    filled = {
+        **values,
+        "http_port": str(http_port),
+        "https_port": str(https_port),
+        "instance_dir": str(instance_dir),
+        "config": str(config),
+    }
+    if options.config is not None:
+        config.write_text(fill(options.config, filled), encoding="utf-8")
+    log = workdir / f"{name}.log"
+    pin = ["taskset", "-c", str(core)] if core is not None else []
+    argv = [*pin, str(build.binary), *(fill(a, filled) for a in options.args)]
+    server_env = instance_env(scenario.instance, env, filled)
+    if options.exit_on_sigterm:
+        server_env = sigterm.preload_env(server_env, sigterm.shim(workdir.parent.parent / "sigterm", server_env))
+    say(f"  $ {quote(argv)}")
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, env=server_env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    server = Server(build, proc, http_port, https_port, log, instance_dir)
+    ready = fill(options.ready, filled)
+    if net.wait_ready(ready, options.ready_timeout, server.alive) is None:
+        code = stop_server(server)
+        raise BenchError(
+            f"{build.label} ({build.binary}) did not answer {ready} with 200 within {options.ready_timeout:g} s "
+            f"({'exited with ' + describe_exit(code) if code is not None else 'killed'}): {_log_tail(log)}",
+            f"see {log}",
+        )
+    if core is not None:
+        _check_pinned(server, core)
+    return server
+
+
 def _log_tail(path: Path, lines: int = 5) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except OSError:
         return ""
     return " | ".join(text[-lines:])
-
-
-def start_server(
-    build: Build, scenario: Scenario, *, core: int, fixtures: Fixtures, workdir: Path, name: str
-) -> Server:
-    """Start ``build`` for ``scenario`` on ``core``; wait for its ``listening`` line and /health."""
-    http_port, https_port = net.free_ports(2)
-    workdir.mkdir(parents=True, exist_ok=True)
-    config = workdir / f"{name}.toml"
-    access_log = workdir / f"{name}-access.log"
-    config.write_text(
-        server_config(scenario, http_port=http_port, https_port=https_port, fixtures=fixtures, access_log=access_log),
-        encoding="utf-8",
-    )
-    log = workdir / f"{name}.log"
-    argv = ["taskset", "-c", str(core), str(build.binary), "--config", str(config)]
-    say(f"  $ {quote(argv)}")
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    server = Server(build, proc, http_port, https_port, log, access_log)
-    if net.wait_ready(f"{server.base_url(False)}/health", START_TIMEOUT, server.alive) is None:
-        code = stop_server(server)
-        raise BenchError(
-            f"{build.label} ({build.binary}) did not answer /health within {START_TIMEOUT:.0f} s "
-            f"(exited with {code}): {_log_tail(log)}",
-            f"see {log}",
-        )
-    _check_pinned(server, core)
-    return server
 
 
 def _check_pinned(server: Server, core: int) -> None:
@@ -272,12 +270,12 @@ def _check_pinned(server: Server, core: int) -> None:
         )
 
 
-def stop_server(server: Server) -> int:
+def stop_server(server: Server, limit: float = STOP_TIMEOUT) -> int:
     """SIGTERM, then the exit code (a kill after the timeout gives a negative one)."""
     if server.alive():
         server.proc.send_signal(signal.SIGTERM)
     try:
-        return server.proc.wait(timeout=STOP_TIMEOUT)
+        return server.proc.wait(timeout=limit)
     except subprocess.TimeoutExpired:
         server.proc.kill()
         return server.proc.wait()
@@ -299,15 +297,18 @@ class LoadRun:
     timed_out: bool = False
 
 
-def load_argvs(scenario: Scenario, server: Server, requests: int, uri_file: Path) -> list[list[str]]:
+def load_argvs(
+    scenario: Scenario, server: Server, requests: int, uri_file: Path, values: Mapping[str, str] | None = None
+) -> list[list[str]]:
     """h2load's command lines for ``requests`` requests: a fixed count, one thread (one core).
 
-    One run, except with ``one_per_connection``: h2load resumes its TLS session when it reconnects (a
-    "connection: close" run costs the server the same with an RSA key as with an ECDSA one), so every
-    request gets a fresh client instead, in runs of ``-c B -n B`` (B = the scenario's connections).
+    One run, except with ``one_per_connection`` (and handshakes): h2load resumes its TLS session when it
+    reconnects (a "connection: close" run costs the server the same with an RSA key as with an ECDSA one), so
+    every request gets a fresh client instead, in runs of ``-c B -n B`` (B = the scenario's connections).
     """
     base = server.base_url(scenario.tls)
-    urls = [f"{base}{path}" for path in scenario.paths]
+    known = dict(values or {})
+    urls = [f"{base}{fill(path, known)}" for path in scenario.paths]
     if len(urls) > 1:
         uri_file.write_text("".join(f"{url}\n" for url in urls), encoding="utf-8")
     if scenario.one_per_connection:
@@ -324,6 +325,7 @@ def load_argvs(scenario: Scenario, server: Server, requests: int, uri_file: Path
             connections=count if scenario.one_per_connection else scenario.connections,
             streams=scenario.streams,
             http1=scenario.protocol == "h1",
+            headers=[fill(h, known) for h in scenario.headers],
             uri_file=uri_file if len(urls) > 1 else None,
             threads=1,
         )
@@ -434,12 +436,12 @@ def measure(
     index: int,
     *,
     settings: Settings,
-    fixtures: Fixtures,
+    setup: Setup,
     workdir: Path,
 ) -> Trial:
     """One trial: the server's CPU time around one h2load run of the scenario's request count."""
-    argvs = load_argvs(scenario, server, scenario.requests, workdir / f"{build}-uris.txt")
-    upstream_pid = fixtures.upstream_pid() if scenario.upstream else None
+    argvs = load_argvs(scenario, server, scenario.count, workdir / f"{build}-uris.txt", setup.values)
+    upstream_pid = setup.upstream_pid
     upstream0 = procstat.cpu_seconds(upstream_pid) if upstream_pid else None
     server0 = procstat.read_stat(server.pid)
     harness0 = _self_cpu()
@@ -448,7 +450,7 @@ def measure(
     )
     harness1 = _self_cpu()
     time.sleep(SETTLE_SECONDS)
-    problem = trial_problem(run, scenario.requests, scenario.expect)
+    problem = trial_problem(run, scenario.count, scenario.expect)
     if not server.alive():
         problem = problem or f"the server exited with {server.proc.returncode} during the trial"
         user_ticks = system_ticks = 0
@@ -459,7 +461,7 @@ def measure(
     trial = Trial(
         build=build,
         index=index,
-        requests=scenario.requests,
+        requests=scenario.count,
         answered=run.result.succeeded if run.result else 0,
         server_cpu=(user_ticks + system_ticks) / procstat.CLOCK_TICKS,
         server_user=user_ticks / procstat.CLOCK_TICKS,
@@ -470,50 +472,246 @@ def measure(
         status=dict(run.result.status) if run.result else {},
         problem=problem,
     )
-    verdict = f"{trial.us_per_request:8.2f} µs/req" if trial.valid else f"INVALID: {problem}"
-    say(f"  {scenario.name} {server.build.label:>9} #{index}: {verdict} ({run.wall:.1f} s)")
+    _say_trial(scenario, server.build.label, trial)
     return trial
 
 
-def run_scenario(scenario: Scenario, settings: Settings, fixtures: Fixtures) -> ScenarioResult:
+def _say_trial(scenario: Scenario, label: str, trial: Trial) -> None:
+    if trial.valid:
+        verdict = f"{trial.us_per_request:10.2f} µs/{scenario.unit} ({trial.user_share * 100:.0f} % user)"
+    else:
+        verdict = f"INVALID: {trial.problem}"
+    say(f"  {scenario.name} {label:>9} #{trial.index}: {verdict} ({trial.wall:.2f} s)")
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+
+@dataclass(frozen=True)
+class CommandRuns:
+    """``count`` runs of a command: how many did what was expected, and their CPU time from ``wait4``."""
+
+    done: int
+    user: float
+    system: float
+    wall: float
+    problem: str = ""
+
+
+def command_parts(scenario: Scenario, values: Mapping[str, str], env: Mapping[str, str]) -> tuple[list[str], Path]:
+    """The scenario's arguments and working directory, placeholders and ``{env:NAME}`` filled."""
+    where = f"scenario {scenario.name}"
+    known = {**values, "env": EnvironmentValues(env, where)}
+    args = [fill(a, known) for a in scenario.args]
+    cwd_text = scenario.cwd if scenario.cwd is not None else scenario.instance.options.cwd
+    cwd = Path(values["project"]) if cwd_text is None else Path(fill(cwd_text, known)).expanduser()
+    if not cwd.is_absolute():
+        cwd = Path(values["project"]) / cwd
+    if not cwd.is_dir():
+        raise ConfigError(f"{where}: cwd {cwd} is not a directory", "create it, or fix cwd in the workload")
+    return args, cwd
+
+
+def run_command(
+    binary: Path,
+    scenario: Scenario,
+    count: int,
+    *,
+    core: int | None,
+    values: Mapping[str, str],
+    env: Mapping[str, str],
+    log: Path,
+    stdin: Path | None,
+    timeout: float,
+) -> CommandRuns:
+    """``count`` runs of ``binary`` (each in its own process group, on ``core``), their CPU time added up."""
+    args, cwd = command_parts(scenario, values, env)
+    argv = [str(binary), *args]
+    deadline = time.monotonic() + timeout
+    user = system = 0.0
+    done = 0
+    problem = ""
+    start = time.perf_counter()
+    with ExitStack() as stack:
+        if core is not None:
+            stack.enter_context(canary.pinned({core}))  # the children inherit the core
+        out = stack.enter_context(log.open("wb"))
+        for number in range(1, count + 1):
+            source = stack.enter_context(stdin.open("rb")) if stdin is not None else None
+            proc = subprocess.Popen(
+                argv,
+                env=dict(env),
+                cwd=cwd,
+                stdin=source if source is not None else subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            exited, returncode, usage = reap_group(proc, deadline)
+            if source is not None:
+                source.close()
+            user += usage.ru_utime
+            system += usage.ru_stime
+            if not exited:
+                problem = f"run {number} of {count} did not finish within {timeout:g} s and was killed"
+                break
+            if returncode != scenario.expect_exit:
+                problem = (
+                    f"run {number} of {count} exited with {describe_exit(returncode)}, "
+                    f"expected {scenario.expect_exit} (see {log})"
+                )
+                break
+            done += 1
+    return CommandRuns(done, user, system, time.perf_counter() - start, problem)
+
+
+def measure_command(
+    build: Build,
+    scenario: Scenario,
+    key: str,
+    index: int,
+    *,
+    settings: Settings,
+    setup: Setup,
+    workdir: Path,
+    stdin: Path | None,
+) -> Trial:
+    """One trial of a command scenario: the runs' CPU time (user and system, from ``wait4``) per run."""
+    env = instance_env(scenario.instance, settings.env, setup.values)
+    harness0 = _self_cpu()
+    runs = run_command(
+        build.binary,
+        scenario,
+        scenario.count,
+        core=settings.server_core,
+        values=setup.values,
+        env=env,
+        log=workdir / f"{key}-trial-{index}.log",
+        stdin=stdin,
+        timeout=settings.trial_timeout,
+    )
+    trial = Trial(
+        build=key,
+        index=index,
+        requests=scenario.count,
+        answered=runs.done,
+        server_cpu=runs.user + runs.system,
+        server_user=runs.user,
+        wall=runs.wall,
+        harness_cpu=_self_cpu() - harness0,
+        problem=runs.problem,
+    )
+    _say_trial(scenario, build.label, trial)
+    return trial
+
+
+def stdin_file(scenario: Scenario, values: Mapping[str, str], env: Mapping[str, str], workdir: Path) -> Path | None:
+    """The scenario's ``stdin``, filled, in a file every run reads from the start."""
+    if scenario.stdin is None:
+        return None
+    path = workdir / "stdin.txt"
+    known = {**values, "env": EnvironmentValues(env, f"scenario {scenario.name}")}
+    path.write_text(fill(scenario.stdin, known), encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- scenarios
+
+
+def run_scenario(scenario: Scenario, settings: Settings, setup: Setup) -> ScenarioResult:
     workdir = settings.out / "runs" / scenario.name
-    workdir.mkdir(parents=True, exist_ok=True)
-    say(f"bench: {scenario.name}: {scenario.title} ({settings.trials} trials of {scenario.requests} requests)")
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    say(
+        f"bench: {scenario.name}: {scenario.title} ({settings.trials} trials of {scenario.count} "
+        f"{scenario.unit}s, {len(settings.builds)} builds)"
+    )
     before = canary.time_canary(settings.server_core)
     trials: list[Trial] = []
     problem = ""
     servers: dict[str, Server] = {}
     try:
-        for build, binary in settings.builds:
-            servers[build] = start_server(
-                binary, scenario, core=settings.server_core, fixtures=fixtures, workdir=workdir, name=build
-            )
-        for build, server in servers.items():
-            warm = run_loads(
-                load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{build}-uris.txt"),
-                core=settings.load_core,
-                log=workdir / f"{build}-warmup.log",
-                timeout=settings.trial_timeout,
-            )
-            why = trial_problem(warm, scenario.warmup_requests, scenario.expect)
-            if why:  # said, not decisive: the trials themselves are judged
-                say(f"  {scenario.name}: the warm-up of {server.build.label} did not pass: {why}")
-        for index in range(1, settings.trials + 1):
-            for build, server in servers.items():
-                trials.append(
-                    measure(server, scenario, build, index, settings=settings, fixtures=fixtures, workdir=workdir)
+        if scenario.kind == "command":
+            trials = _command_trials(scenario, settings, setup, workdir)
+        else:
+            for key, build in settings.keyed:
+                servers[key] = start_server(
+                    build,
+                    scenario,
+                    core=settings.server_core,
+                    values=setup.values,
+                    env=settings.env,
+                    workdir=workdir,
+                    name=key,
                 )
-    except BenchError as error:
+            for key, server in servers.items():
+                warm = run_loads(
+                    load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{key}-uris.txt", setup.values),
+                    core=settings.load_core,
+                    log=workdir / f"{key}-warmup.log",
+                    timeout=settings.trial_timeout,
+                )
+                why = trial_problem(warm, scenario.warmup_requests, scenario.expect)
+                if why:  # said, not decisive: the trials themselves are judged
+                    say(f"  {scenario.name}: the warm-up of {server.build.label} did not pass: {why}")
+            for index in range(1, settings.trials + 1):
+                for key, server in servers.items():
+                    trials.append(
+                        measure(server, scenario, key, index, settings=settings, setup=setup, workdir=workdir)
+                    )
+    except PgoError as error:
         problem = error.line()
         say(f"  {scenario.name}: INVALID: {problem}")
     finally:
         for server in servers.values():
-            code = stop_server(server)
+            code = stop_server(server, scenario.instance.options.stop_timeout)
             if code != 0 and not problem:
-                problem = f"{server.build.label} exited with {code} on SIGTERM (expected 0): {_log_tail(server.log)}"
-            server.access_log.unlink(missing_ok=True)
+                problem = (
+                    f"{server.build.label} exited with {describe_exit(code)} on SIGTERM (expected 0): "
+                    f"{_log_tail(server.log)}"
+                )
+            shutil.rmtree(server.instance_dir, ignore_errors=True)  # access logs and the like: not kept
     after = canary.time_canary(settings.server_core)
-    return ScenarioResult(scenario.name, scenario.title, trials, before.wall, after.wall, problem)
+    marking = held_out(scenario, settings.workload)
+    return ScenarioResult(
+        scenario.name,
+        scenario.title,
+        trials,
+        before.wall,
+        after.wall,
+        problem,
+        unit=scenario.unit,
+        held_out=marking.as_json(),
+        builds=list(build_keys(len(settings.builds))),
+    )
+
+
+def _command_trials(scenario: Scenario, settings: Settings, setup: Setup, workdir: Path) -> list[Trial]:
+    env = instance_env(scenario.instance, settings.env, setup.values)
+    stdin = stdin_file(scenario, setup.values, env, workdir)
+    for key, build in settings.keyed:
+        warm = run_command(
+            build.binary,
+            scenario,
+            scenario.warmup_requests,
+            core=settings.server_core,
+            values=setup.values,
+            env=env,
+            log=workdir / f"{key}-warmup.log",
+            stdin=stdin,
+            timeout=settings.trial_timeout,
+        )
+        if warm.problem:
+            say(f"  {scenario.name}: the warm-up of {build.label} did not pass: {warm.problem}")
+    trials = []
+    for index in range(1, settings.trials + 1):
+        for key, build in settings.keyed:
+            trials.append(
+                measure_command(
+                    build, scenario, key, index, settings=settings, setup=setup, workdir=workdir, stdin=stdin
+                )
+            )
+    return trials
 
 
 @contextmanager
@@ -523,18 +721,20 @@ def _load_side(core: int) -> Iterator[None]:
         yield
 
 
-def run_bench(settings: Settings) -> list[ScenarioResult]:
-    """Every scenario; the JSON and Markdown are rewritten after each one, so a stopped run leaves its part."""
+def run_bench(
+    settings: Settings, coverage: Callable[[Settings, Setup], dict[str, Any]] | None = None
+) -> list[ScenarioResult]:
+    """Every scenario (after ``coverage``, the coverage check, when given); the JSON and Markdown are rewritten
+    after each one, so a stopped run leaves its part."""
     raise_open_files_limit()
     scenarios = [s.scaled(settings.scale) for s in settings.scenarios]
     results: list[ScenarioResult] = []
-    fixtures = Fixtures(settings.out / "fixtures", settings.load_core, settings.upstream_url)
-    try:
-        with _load_side(settings.load_core):
-            for scenario in scenarios:
-                results.append(run_scenario(scenario, settings, fixtures))
-                write_json(settings.out / "results.json", results, settings.meta())
-                write_markdown(settings.out / "results.md", results, settings.meta())
-    finally:
-        fixtures.close()
+    meta: dict[str, Any] = settings.meta()
+    with started_setup(settings) as setup, _load_side(settings.load_core):
+        if coverage is not None:
+            meta["coverage"] = coverage(settings, setup)
+        for scenario in scenarios:
+            results.append(run_scenario(scenario, settings, setup))
+            write_json(settings.out / "results.json", results, meta)
+            write_markdown(settings.out / "results.md", results, meta)
     return results

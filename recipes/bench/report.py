@@ -25,16 +25,23 @@ BASELINE = "baseline"
 CANDIDATE = "candidate"
 
 
+def build_keys(count: int) -> tuple[str, ...]:
+    """The keys of ``count`` builds in the trials: the baseline, the candidate, then candidate-2, candidate-3…"""
+    if count < 2:
+        raise ValueError(f"a comparison needs at least two builds, got {count}")
+    return (BASELINE, CANDIDATE, *(f"{CANDIDATE}-{n}" for n in range(2, count)))
+
+
 @dataclass
 class Trial:
-    """One measured run of one build: the server's CPU time over the requests it answered."""
+    """One measured trial of one build: the CPU time of the server (or of the command's runs) over what it did."""
 
-    build: str  # BASELINE or CANDIDATE
+    build: str  # BASELINE, CANDIDATE or CANDIDATE-n
     index: int
-    requests: int  # asked of the load generator
-    answered: int  # requests it saw completed
-    server_cpu: float  # seconds of user + system time of the server process, all threads
-    wall: float  # seconds the load generator ran
+    requests: int  # asked of the load generator (or runs asked of a command)
+    answered: int  # requests it saw completed (runs that exited as expected)
+    server_cpu: float  # seconds of user + system time of the server process, all threads (or of the runs)
+    wall: float  # seconds the load generator (or the runs) took
     load_cpu: float = 0.0  # the load generator's own user + system seconds
     harness_cpu: float = 0.0  # this process's user + system seconds during the trial
     upstream_cpu: float | None = None  # the upstream backend's, where there is one
@@ -50,9 +57,30 @@ class Trial:
     def us_per_request(self) -> float:
         return self.server_cpu / self.answered * 1e6 if self.answered else math.nan
 
+    @property
+    def user_us(self) -> float:
+        """User time per request (or run), µs; NaN when the split is unknown."""
+        if not self.answered or self.server_user is None:
+            return math.nan
+        return self.server_user / self.answered * 1e6
+
+    @property
+    def system_us(self) -> float:
+        """System (kernel) time per request (or run), µs."""
+        return self.us_per_request - self.user_us
+
+    @property
+    def user_share(self) -> float:
+        return self.server_user / self.server_cpu if self.server_user is not None and self.server_cpu else math.nan
+
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["us_per_request"] = None if math.isnan(self.us_per_request) else round(self.us_per_request, 3)
+        for key, value in (
+            ("us_per_request", self.us_per_request),
+            ("user_us", self.user_us),
+            ("system_us", self.system_us),
+        ):
+            data[key] = None if math.isnan(value) else round(value, 3)
         data["valid"] = self.valid
         for key in ("server_cpu", "wall", "load_cpu", "harness_cpu"):
             data[key] = round(data[key], 6)
@@ -66,7 +94,7 @@ def trial_from_json(data: dict[str, Any]) -> Trial:
 
 @dataclass
 class ScenarioResult:
-    """Every trial of one scenario, both builds, and the canary around them."""
+    """Every trial of one scenario, every build, and the canary around them."""
 
     name: str
     title: str
@@ -74,6 +102,13 @@ class ScenarioResult:
     canary_before: float
     canary_after: float
     problem: str = ""  # set when the scenario could not run at all
+    unit: str = "request"  # what a trial's count counts: "request" or "run"
+    held_out: dict[str, Any] | None = None  # :class:`recipes.bench.scenarios.HeldOut`, as JSON
+    builds: list[str] = field(default_factory=lambda: [BASELINE, CANDIDATE])
+
+    @property
+    def candidates(self) -> list[str]:
+        return self.builds[1:]
 
     def of(self, build: str) -> list[Trial]:
         return [t for t in self.trials if t.build == build]
@@ -84,7 +119,7 @@ class ScenarioResult:
 
     @property
     def valid(self) -> bool:
-        return not self.problem and not self.invalid_trials and bool(self.of(BASELINE)) and bool(self.of(CANDIDATE))
+        return not self.problem and not self.invalid_trials and all(self.of(b) for b in self.builds)
 
     @property
     def why_invalid(self) -> str:
@@ -100,32 +135,67 @@ class ScenarioResult:
     def median(self, build: str) -> float:
         return statistics.median(t.us_per_request for t in self.of(build))
 
-    def paired_differences(self) -> list[float]:
+    def median_user(self, build: str) -> float:
+        return statistics.median(t.user_us for t in self.of(build))
+
+    def median_system(self, build: str) -> float:
+        return statistics.median(t.system_us for t in self.of(build))
+
+    def paired_differences(self, candidate: str = CANDIDATE) -> list[float]:
         """Per trial index: candidate / baseline - 1 (negative: the candidate spends less CPU per request)."""
         base = {t.index: t.us_per_request for t in self.of(BASELINE)}
-        cand = {t.index: t.us_per_request for t in self.of(CANDIDATE)}
+        cand = {t.index: t.us_per_request for t in self.of(candidate)}
         return [cand[i] / base[i] - 1 for i in sorted(base) if i in cand]
+
+    def difference_of(self, candidate: str) -> float:
+        """Median of the candidate over median of the baseline, minus one."""
+        return self.median(candidate) / self.median(BASELINE) - 1
+
+    def parts_of(self, candidate: str) -> tuple[float, float]:
+        """The change of the user and of the system time per request, each as a share of the baseline's total
+        (their sum is about :meth:`difference_of`; medians do not add up exactly)."""
+        base = self.median(BASELINE)
+        return (
+            (self.median_user(candidate) - self.median_user(BASELINE)) / base,
+            (self.median_system(candidate) - self.median_system(BASELINE)) / base,
+        )
 
     @property
     def difference(self) -> float:
-        """Median of the candidate over median of the baseline, minus one."""
-        return self.median(CANDIDATE) / self.median(BASELINE) - 1
+        return self.difference_of(CANDIDATE)
+
+    def same_side_of(self, candidate: str) -> tuple[int, int]:
+        """How many paired trials are on the side of zero of the median difference, out of how many."""
+        diffs = self.paired_differences(candidate)
+        difference = self.difference_of(candidate)
+        sign = math.copysign(1, difference) if difference else 0
+        return sum(1 for d in diffs if d and math.copysign(1, d) == sign), len(diffs)
 
     @property
     def same_side(self) -> tuple[int, int]:
-        """How many paired trials are on the side of zero of the median difference, out of how many."""
-        diffs = self.paired_differences()
-        sign = math.copysign(1, self.difference) if self.difference else 0
-        return sum(1 for d in diffs if d and math.copysign(1, d) == sign), len(diffs)
+        return self.same_side_of(CANDIDATE)
 
     @property
     def canary_drift(self) -> float:
         return canary.drift(self.canary_before, self.canary_after)
 
+    @property
+    def held_out_text(self) -> str:
+        if not self.held_out:
+            return "—"
+        status = str(self.held_out.get("status", "?"))
+        if status == "partly":
+            what = "paths" if self.unit == "request" else "arguments"
+            return f"partly ({self.held_out.get('trained')} of {self.held_out.get('total')} {what} trained)"
+        return status
+
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "name": self.name,
             "title": self.title,
+            "unit": self.unit,
+            "held_out": self.held_out,
+            "builds": self.builds,
             "valid": self.valid,
             "problem": self.why_invalid,
             "scenario_problem": self.problem,
@@ -146,8 +216,36 @@ class ScenarioResult:
                 same_side=same,
                 paired_trials=total,
                 overhead=overhead(self),
+                medians={b: _medians(self, b) for b in self.builds},
+                comparisons=[_comparison(self, c) for c in self.candidates],
             )
         return data
+
+
+def _round(value: float, digits: int = 3) -> float | None:
+    return None if math.isnan(value) else round(value, digits)
+
+
+def _medians(result: ScenarioResult, build: str) -> dict[str, float | None]:
+    return {
+        "user_us": _round(result.median_user(build)),
+        "system_us": _round(result.median_system(build)),
+        "total_us": _round(result.median(build)),
+    }
+
+
+def _comparison(result: ScenarioResult, candidate: str) -> dict[str, Any]:
+    user, system = result.parts_of(candidate)
+    same, total = result.same_side_of(candidate)
+    return {
+        "build": candidate,
+        "difference": round(result.difference_of(candidate), 6),
+        "user_part": _round(user, 6),
+        "system_part": _round(system, 6),
+        "paired_differences": [round(d, 6) for d in result.paired_differences(candidate)],
+        "same_side": same,
+        "paired_trials": total,
+    }
 
 
 def scenario_from_json(data: dict[str, Any]) -> ScenarioResult:
@@ -158,6 +256,9 @@ def scenario_from_json(data: dict[str, Any]) -> ScenarioResult:
         canary_before=data["canary_before"],
         canary_after=data["canary_after"],
         problem=data.get("scenario_problem", ""),
+        unit=data.get("unit", "request"),
+        held_out=data.get("held_out"),
+        builds=data.get("builds", [BASELINE, CANDIDATE]),
     )
 
 
@@ -190,40 +291,72 @@ def percent(fraction: float) -> str:
     return text.replace("-", "\u2212")
 
 
+def labels(meta: dict[str, Any], builds: Sequence[str] = (BASELINE, CANDIDATE)) -> dict[str, str]:
+    """Each build's label: from ``meta["builds"]``, else the baseline's and candidate's labels, else the key."""
+    known = {b["key"]: b["label"] for b in meta.get("builds", []) if isinstance(b, dict) and "key" in b}
+    known.setdefault(BASELINE, meta.get("baseline_label", BASELINE))
+    known.setdefault(CANDIDATE, meta.get("candidate_label", CANDIDATE))
+    return {b: str(known.get(b, b)) for b in builds}
+
+
+def _us(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:.2f}"
+
+
 def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     """The table for a person (and for the README)."""
-    base, cand = meta.get("baseline_label", BASELINE), meta.get("candidate_label", CANDIDATE)
-    lines = [
-        f"# CPU time per request: {cand} vs {base}",
-        "",
-        f"- baseline ({base}): `{meta.get('baseline', '?')}`",
-        f"- candidate ({cand}): `{meta.get('candidate', '?')}`",
+    builds = results[0].builds if results else [BASELINE, CANDIDATE]
+    named = labels(meta, builds)
+    base = named[BASELINE]
+    cands = ", ".join(named[b] for b in builds[1:])
+    lines = [f"# CPU time per request or run: {cands} vs {base}", ""]
+    for entry in meta.get("builds", []) or [
+        {"key": BASELINE, "binary": meta.get("baseline", "?")},
+        {"key": CANDIDATE, "binary": meta.get("candidate", "?")},
+    ]:
+        role = "baseline" if entry.get("key") == BASELINE else "candidate"
+        lines.append(f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`")
+    lines += [
         f"- {meta.get('trials', '?')} trials per scenario and build, interleaved trial by trial; "
-        f"server on core {meta.get('server_core', '?')}, load generator on core {meta.get('load_core', '?')}",
+        f"server (or command) on core {meta.get('server_core', '?')}, load generator on core "
+        f"{meta.get('load_core', '?')}",
         f"- command: `{meta.get('command', '?')}`",
         "",
-        f"| scenario | {base} µs/req (median) | {cand} µs/req (median) | difference | "
+        "| scenario | held out | build | user µs | system µs | total µs | difference | user part | system part | "
         "trials on the same side of zero | canary drift |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     notes = []
     for result in results:
         drift = result.canary_drift
         drift_text = percent(drift) + (" ⚠" if canary.flagged(drift) else "")
-        if result.valid:
-            same, total = result.same_side
-            lines.append(
-                f"| {result.title} | {result.median(BASELINE):.2f} | {result.median(CANDIDATE):.2f} | "
-                f"{percent(result.difference)} | {same}/{total} | {drift_text} |"
-            )
-        else:
-            lines.append(f"| {result.title} | invalid | invalid | — | — | {drift_text} |")
+        title = f"{result.title} (per {result.unit})"
+        if not result.valid:
+            lines.append(f"| {title} | {result.held_out_text} | invalid | — | — | — | — | — | — | — | {drift_text} |")
             notes.append(f"- {result.title}: invalid: {result.why_invalid}")
+            continue
+        lines.append(
+            f"| {title} | {result.held_out_text} | {named[BASELINE]} | {_us(result.median_user(BASELINE))} | "
+            f"{_us(result.median_system(BASELINE))} | {result.median(BASELINE):.2f} | | | | | {drift_text} |"
+        )
+        for candidate in result.candidates:
+            user, system = result.parts_of(candidate)
+            same, total = result.same_side_of(candidate)
+            lines.append(
+                f"| | | {named.get(candidate, candidate)} | {_us(result.median_user(candidate))} | "
+                f"{_us(result.median_system(candidate))} | {result.median(candidate):.2f} | "
+                f"{percent(result.difference_of(candidate))} | {_percent_or_dash(user)} | "
+                f"{_percent_or_dash(system)} | {same}/{total} | |"
+            )
     flagged = [r.title for r in results if canary.flagged(r.canary_drift)]
     lines.append("")
     lines.append(
-        "Difference: the candidate's median over the baseline's, minus one (negative: less CPU per request). "
+        "Medians of the trials, µs of CPU time per request (a server: all its threads, from /proc) or per run (a "
+        "command: wait4), user and system (kernel) time apart; a profile can only shrink the user part. "
+        "Difference: the candidate's median total over the baseline's, minus one (negative: less CPU); user and "
+        "system part: each one's change as a share of the baseline's total. "
         "Same side: paired trials (trial i of each build) whose difference has the sign of the median's. "
+        "Held out: whether the scenario's paths (or arguments) occur in the training workload. "
         f"Canary: a fixed SHA-256 loop on the server's core before and after the scenario; ⚠ above "
         f"{canary.TOLERANCE * 100:.0f} %."
     )
@@ -231,6 +364,9 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
         lines.append(f"Canary above tolerance in {len(flagged)} of {len(results)} scenarios: {', '.join(flagged)}.")
     if notes:
         lines += ["", "Invalid scenarios:", *notes]
+    coverage = meta.get("coverage")
+    if isinstance(coverage, dict):
+        lines += ["", *coverage_markdown(coverage)]
     lines += [
         "",
         "## Who was busy (CPU seconds per wall second during the trials, medians)",
@@ -240,8 +376,8 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     ]
     for result in results:
         busy = overhead(result)
-        user = busy["server_user_share"]
-        share = "—" if user is None else f"{user * 100:.0f} %"
+        user_share = busy["server_user_share"]
+        share = "—" if user_share is None else f"{user_share * 100:.0f} %"
 
         def fmt(value: float | None) -> str:
             return "—" if value is None else f"{value:.2f}"
@@ -252,6 +388,43 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
             f"{share} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _percent_or_dash(value: float) -> str:
+    return "—" if math.isnan(value) else percent(value)
+
+
+def coverage_markdown(coverage: dict[str, Any]) -> list[str]:
+    """The coverage check's section: the overlap of the bench's profile with the training's, the hot functions
+    the training never ran."""
+    if "skipped" in coverage:
+        return ["## Training coverage of the bench", "", f"Not measured: {coverage['skipped']}."]
+    lines = [
+        "## Training coverage of the bench",
+        "",
+        f"The scenarios run once on the instrumented binary (`{coverage.get('instrumented', '?')}`), their profile "
+        f"merged (`{coverage.get('bench_profile', '?')}`) and compared with the training's "
+        f"(`llvm-profdata overlap`): edge profile overlap **{coverage.get('overlap_percent', '?')} %** "
+        f"(100 %: the bench runs the code the training ran, in the same proportions). "
+        f"{coverage.get('bench_functions_untrained', '?')} of the {coverage.get('bench_functions', '?')} functions "
+        "the bench executed were never executed in training.",
+    ]
+    for problem in coverage.get("problems") or []:
+        lines.append(f"- not as expected on the instrumented binary: {problem}")
+    missed = coverage.get("untrained_hot_functions") or []
+    if missed:
+        lines += [
+            "",
+            f"The {len(missed)} hottest functions of the bench that the training never executed "
+            "(sum of their counters in the bench's profile):",
+            "",
+            "| function | bench counts |",
+            "| --- | ---: |",
+        ]
+        lines += [f"| `{f['function']}` | {f['count']:,} |" for f in missed]
+    else:
+        lines += ["", "Every function the bench executed was executed by the training too."]
+    return lines
 
 
 def to_json(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> dict[str, Any]:
@@ -272,7 +445,8 @@ def write_json(path: Path, results: Sequence[ScenarioResult], meta: dict[str, An
 
 
 def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
-    """A PNG: per scenario the median difference as a bar and each paired trial as a point."""
+    """A PNG: per scenario and candidate the change of the user time and of the system time (stacked bars, as
+    shares of the baseline's total) and each paired trial's total difference as a point."""
     try:
         import matplotlib  # noqa: PLC0415  (only the bench session's venv has it)
     except ImportError as exc:
@@ -280,24 +454,41 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, A
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    shown = [r for r in results if r.valid]
-    height = max(2.5, 0.45 * len(results) + 1.5)
+    builds = results[0].builds if results else [BASELINE, CANDIDATE]
+    named = labels(meta, builds)
+    rows: list[tuple[str, ScenarioResult | None, str]] = []
+    for result in results:
+        for candidate in result.candidates:
+            label = result.title + (f" — {named.get(candidate, candidate)}" if len(result.candidates) > 1 else "")
+            rows.append((label if result.valid else label + " (invalid)", result if result.valid else None, candidate))
+    height = max(2.5, 0.45 * len(rows) + 1.8)
     figure, axes = plt.subplots(figsize=(9, height))
-    labels = []
-    for row, result in enumerate(reversed(list(results))):
-        labels.append(result.title + ("" if result.valid else " (invalid)"))
-        if result not in shown:
+    shown_legend = False
+    for row, (_label, shown, candidate) in enumerate(reversed(rows)):
+        if shown is None:
             continue
-        colour = "tab:green" if result.difference < 0 else "tab:red"
-        axes.barh(row, result.difference * 100, color=colour, alpha=0.35, height=0.6)
-        points = [d * 100 for d in result.paired_differences()]
-        axes.scatter(points, [row] * len(points), color=colour, s=14, zorder=3)
+        user, system = shown.parts_of(candidate)
+        user = 0.0 if math.isnan(user) else user
+        system = 0.0 if math.isnan(system) else system
+        legend = not shown_legend
+        shown_legend = True
+        axes.barh(row, user * 100, color="tab:blue", alpha=0.55, height=0.6, label="user time" if legend else None)
+        axes.barh(
+            row, system * 100, left=user * 100, color="tab:orange", alpha=0.55, height=0.6,
+            label="system time" if legend else None,
+        )  # fmt: skip
+        points = [d * 100 for d in shown.paired_differences(candidate)]
+        colour = "tab:green" if shown.difference_of(candidate) < 0 else "tab:red"
+        axes.scatter(
+            points, [row] * len(points), color=colour, s=14, zorder=3, label="paired trials (total)" if legend else None
+        )
     axes.axvline(0, color="black", linewidth=0.8)
-    axes.set_yticks(range(len(labels)), labels)
-    axes.set_xlabel(
-        f"CPU time per request, {meta.get('candidate_label', CANDIDATE)} vs {meta.get('baseline_label', BASELINE)} (%)"
-    )
-    axes.set_title("Median difference (bar) and each paired trial (points)")
+    axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
+    cands = ", ".join(named[b] for b in builds[1:])
+    axes.set_xlabel(f"CPU time per request or run, {cands} vs {named[BASELINE]} (% of the baseline's total)")
+    axes.set_title("Change of user and system time (bars, medians) and each paired trial (points)")
+    if shown_legend:
+        axes.legend(loc="best", fontsize="small")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")

@@ -1,8 +1,11 @@
-"""The benchmark's scenarios: the rows of the reference's table that the demo server can serve.
+"""The benchmark's scenarios, as the workload file declares them (``[[bench.scenario]]``, profiles/README.md).
 
-Each trial is a fixed request count (never a duration), so a slow machine measures the same work as a
-fast one. The counts are chosen so that a trial takes a few seconds on this project's 2-core machine;
-``--scale`` multiplies them (the tests use tiny trials).
+A scenario runs against an instance: a ``[[bench.instance]]`` of the file, or one of its training
+``[[instance]]`` tables (by name, with its args, config template, env and cwd; its phases are not run). Its
+``kind`` is one of the training's: ``http`` and ``handshakes`` against a server instance (the server's CPU
+time per request), ``command`` against a command instance (the child's CPU time per run). Each trial is a
+fixed count (requests, handshakes or runs, never a duration), so a slow machine measures the same work as a
+fast one; ``--scale`` multiplies the counts (the tests use tiny trials).
 """
 
 from __future__ import annotations
@@ -10,112 +13,174 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, ClassVar
 
 from recipes.errors import ConfigError
+from recipes.schema import Table
+from recipes.train.command import MAX_RUNS
+from recipes.train.http import iter_paths, parse_expect
 
-#: the paths the scenarios request: the upstream backend (recipes/upstream.py) serves /page/ (5 KB,
-#: cacheable), /img/ (200 KB, cacheable) and /api/ (small, no-store); the document root /static/
-DOC_5K = "/page/bench"
-DOC_200K = "/img/bench"
-STATIC_5K = "/static/index.html"
-STATIC_10M = "/static/download.bin"
-SITE_PATHS = (
-    "/page/index",
-    "/page/about",
-    "/page/bench?lang=en",
-    "/img/logo",
-    "/api/items",
-    "/api/cart?id=7",
-    STATIC_5K,
-    "/static/style.css",
-    "/static/docs/a.html",
-    "/health",
-    "/page/index",
-)
+if TYPE_CHECKING:
+    from recipes.workload import Instance, Workload
+
+#: scenario kinds and the instance mode each runs against
+KINDS = {"http": "server", "handshakes": "server", "command": "command"}
+HOW_TO_ADD = "add a [[bench.scenario]] table (name, instance, kind: see 'Bench scenarios' in profiles/README.md)"
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """One row of the table: how the server is configured and how h2load loads it."""
+    """One row of the table: what runs against which instance, and how much of it makes a trial."""
+
+    UNITS: ClassVar[dict[str, str]] = {"http": "request", "handshakes": "request", "command": "run"}
 
     name: str
     title: str
-    paths: tuple[str, ...]
-    requests: int  # per trial, at scale 1
-    connections: int = 32
-    streams: int = 1  # concurrent streams per HTTP/2 connection
-    protocol: str = "h1"  # "h1" or "h2" (h2c prior knowledge without TLS, ALPN h2 with it)
-    tls: bool = False
+    kind: str  # "http", "handshakes" or "command"
+    instance: Instance
+    count: int  # requests, handshakes or runs per trial, at scale 1
+    warmup: int | None = None  # the same before the trials (default: a 20th of a trial, 1 run for commands)
+    # http and handshakes
+    paths: tuple[str, ...] = ()
+    protocol: str = "h1"  # "h1" or "h2"
+    scheme: str = "http"  # "https": TLS (ALPN), the server's {https_port}
+    connections: int = 1
+    streams: int = 1  # concurrent streams per HTTP/2 connection, pipelined requests over HTTP/1.1
     rps: int | None = None  # per connection (h2load --rps)
     one_per_connection: bool = False  # every request on a new client: a full TLS handshake each
-    access_log: bool = False
-    cache: bool = True
-    upstream: bool = False  # needs the upstream backend
-    files: bool = False  # needs the document root
-    expect: str = "2xx"
+    headers: tuple[str, ...] = ()
+    expect: str = "ok"
+    # command
+    args: tuple[str, ...] = ()
+    stdin: str | None = None
+    cwd: str | None = None
+    expect_exit: int = 0
+
+    @property
+    def unit(self) -> str:
+        return self.UNITS[self.kind]
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "https"
+
+    @property
+    def requests(self) -> int:
+        """The trial's count (requests, or runs of a command)."""
+        return self.count
 
     def scaled(self, scale: float) -> Scenario:
-        """The same scenario with ``scale`` times the requests (at least one per connection)."""
-        requests = max(self.connections, math.ceil(self.requests * scale))
-        return replace(self, requests=requests)
+        """The same scenario with ``scale`` times the count (at least one request per connection, one run)."""
+        return replace(self, count=max(self.connections, math.ceil(self.count * scale)))
 
     @property
     def warmup_requests(self) -> int:
-        """Requests sent before the trials (fills the cache, opens the files, wakes the pools)."""
-        return max(self.connections, min(2000, self.requests // 20))
+        """What is sent (or run) before the trials: fills caches, opens files, wakes pools, loads pages."""
+        if self.warmup is not None:
+            return self.warmup
+        if self.kind == "command":
+            return 1
+        return max(self.connections, min(2000, self.count // 20))
+
+    def texts(self) -> list[str]:
+        """The strings that may hold placeholders."""
+        return [*self.paths, *self.headers, *self.args, *(t for t in (self.stdin, self.cwd) if t is not None)]
 
 
-SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("cached-5k-h1", "cached 5 KB document, HTTP/1.1", (DOC_5K,), 100_000, upstream=True),
-    Scenario("cached-5k-h1-log", "the same, access log on", (DOC_5K,), 80_000, upstream=True, access_log=True),
-    Scenario(
-        "cached-5k-h2",
-        "the same over HTTP/2",
-        (DOC_5K,),
-        150_000,
-        protocol="h2",
-        connections=8,
-        streams=16,
-        upstream=True,
-    ),
-    Scenario("cached-5k-1024c", "the same at 1024 connections", (DOC_5K,), 100_000, connections=1024, upstream=True),
-    Scenario(
-        "cached-5k-rate",
-        "the same at a fixed 10k req/s",
-        (DOC_5K,),
-        30_000,
-        connections=20,
-        rps=500,
-        upstream=True,
-    ),
-    Scenario("proxied-5k", "proxied, no cache", (DOC_5K,), 30_000, connections=16, cache=False, upstream=True),
-    Scenario("site-mix", "the example site, mixed paths", SITE_PATHS, 80_000, upstream=True, files=True),
-    Scenario(
-        "site-mix-log",
-        "the same, access log on",
-        SITE_PATHS,
-        60_000,
-        upstream=True,
-        files=True,
-        access_log=True,
-    ),
-    Scenario("static-5k", "files from disk", (STATIC_5K,), 30_000, files=True),
-    Scenario(
-        "tls-handshake",
-        "full TLS handshake per request",
-        ("/health",),
-        3_000,
-        connections=200,
-        tls=True,
-        one_per_connection=True,
-    ),
-    Scenario("cached-200k", "cached 200 KB object", (DOC_200K,), 25_000, connections=16, upstream=True),
-    Scenario("download-10m", "10 MiB download", (STATIC_10M,), 300, connections=4, files=True),
-)
-BY_NAME = {s.name: s for s in SCENARIOS}
+def parse_scenario(table: Table, instances: dict[str, Instance]) -> Scenario:
+    """One ``[[bench.scenario]]`` table; ``instances`` are those it may name (bench ones first)."""
+    from recipes.workload import _name, _named  # noqa: PLC0415  (recipes.workload imports this module)
+
+    name = _name(table, "scenario")
+    table.where = _named(table.where, name)
+    title = table.string("title", name)
+    instance_name = table.string("instance", required=True, choices=instances)
+    instance = instances[instance_name]
+    kind = table.string("kind", required=True, choices=KINDS)
+    if KINDS[kind] != instance.mode:
+        raise table.error(
+            "kind",
+            f"a {kind!r} scenario runs against a {KINDS[kind]!r} instance, and {instance_name!r} is a "
+            f"{instance.mode!r} one",
+            f"name a mode = {KINDS[kind]!r} instance",
+        )
+    warmup = table.integer("warmup", minimum=0)
+    if kind == "command":
+        runs = table.integer("runs", 1, minimum=1)
+        if runs > MAX_RUNS:
+            raise table.error("runs", f"{runs} is too many", f"at most {MAX_RUNS}")
+        return Scenario(
+            name,
+            title,
+            kind,
+            instance,
+            runs,
+            warmup,
+            args=tuple(table.strings("args")),
+            stdin=table.string("stdin"),
+            cwd=table.string("cwd"),
+            expect_exit=table.integer("expect_exit", 0),
+        )
+    expect = parse_expect(table)
+    if not expect.endswith("xx") and expect not in {"ok", "any"}:
+        raise table.error("expect", f"{expect!r}: the bench checks classes of status", 'say "ok", "any" or "2xx"')
+    if kind == "handshakes":
+        path = table.string("path", "/health")
+        if not path.startswith("/"):
+            raise table.error("path", f"{path!r} must start with /")
+        batch = table.integer("batch", 50, minimum=1)
+        return Scenario(
+            name,
+            title,
+            kind,
+            instance,
+            table.integer("handshakes", required=True, minimum=1),
+            warmup,
+            paths=(path,),
+            protocol=table.string("protocol", "h1", choices=("h1", "h2")),
+            scheme="https",
+            connections=batch,
+            one_per_connection=True,
+            expect=expect,
+        )
+    paths = tuple(iter_paths(table))
+    if not paths:
+        raise table.error("path", "missing", 'add path = "/…" or paths = ["/…", …]')
+    headers = table.strings("headers")
+    for header in headers:
+        if ":" not in header.lstrip(":"):
+            raise table.error("headers", f"{header!r} is not 'name: value'")
+    one_per_connection = bool(table.boolean("one_per_connection", False))
+    rps = table.integer("rps", minimum=1)
+    if rps is not None and one_per_connection:
+        raise table.error("rps", "a rate and one_per_connection do not go together", "drop one of them")
+    return Scenario(
+        name,
+        title,
+        kind,
+        instance,
+        table.integer("requests", required=True, minimum=1),
+        warmup,
+        paths=paths,
+        protocol=table.string("protocol", "h2", choices=("h1", "h2")),
+        scheme=table.string("scheme", "http", choices=("http", "https")),
+        connections=table.integer("connections", 4, minimum=1),
+        streams=table.integer("streams", 1, minimum=1),
+        rps=rps,
+        one_per_connection=one_per_connection,
+        headers=tuple(headers),
+        expect=expect,
+    )
 
 
-def select(names: str | None, scenarios: Sequence[Scenario] = SCENARIOS) -> list[Scenario]:
+def require_scenarios(workload: Workload) -> tuple[Scenario, ...]:
+    """The workload's scenarios; none is a one-line refusal saying how to add one."""
+    if not workload.scenarios:
+        raise ConfigError(f"{workload.path}: the workload declares no bench scenario", HOW_TO_ADD)
+    return workload.scenarios
+
+
+def select(names: str | None, scenarios: Sequence[Scenario]) -> list[Scenario]:
     """``a,b`` -> those scenarios in the order given; ``None`` or ``all`` -> every one."""
     if names is None or names.strip() in {"", "all"}:
         return list(scenarios)
@@ -131,3 +196,45 @@ def select(names: str | None, scenarios: Sequence[Scenario] = SCENARIOS) -> list
     if not chosen:
         raise ConfigError("--scenarios: no scenario named", f"known: {', '.join(known)}")
     return chosen
+
+
+# ---------------------------------------------------------------------------------------------- held out
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """Whether a scenario's requests (paths) or arguments also occur in the training."""
+
+    trained: int  # of its paths (or its one argument list) this many occur in a training phase
+    total: int
+
+    @property
+    def status(self) -> str:
+        if self.trained == 0:
+            return "held-out"
+        return "trained" if self.trained == self.total else "partly"
+
+    def describe(self, unit: str) -> str:
+        if self.status == "partly":
+            return f"partly: {self.trained} of {self.total} {unit} in the training"
+        return self.status
+
+    def as_json(self) -> dict[str, object]:
+        return {"status": self.status, "trained": self.trained, "total": self.total}
+
+
+def held_out(scenario: Scenario, workload: Workload) -> HeldOut:
+    """Compare the scenario with every training phase: HTTP paths (of http and handshakes phases) as
+    written, a command's arguments and standard input as a whole."""
+    phases = [phase for instance in workload.instances for phase in instance.phases]
+    if scenario.kind == "command":
+        runs = {(tuple(getattr(p, "args", ())), getattr(p, "stdin", None)) for p in phases if p.kind == "command"}
+        return HeldOut(int((scenario.args, scenario.stdin) in runs), 1)
+    trained_paths: set[str] = set()
+    for phase in phases:
+        if phase.kind == "http":
+            trained_paths.update(getattr(phase, "paths", ()))
+        elif phase.kind == "handshakes":
+            trained_paths.add(getattr(phase, "path", ""))
+    distinct = list(dict.fromkeys(scenario.paths))
+    return HeldOut(sum(1 for p in distinct if p in trained_paths), len(distinct))

@@ -1,4 +1,5 @@
-"""``nox -s bench`` on the demo server's PGO binary (the shared ``demo_pgo`` build), at tiny trial sizes.
+"""``nox -s bench`` on the demo server's PGO binary (the shared ``demo_pgo`` build), at tiny trial sizes: server
+scenarios declared in profiles/demo-server.toml.
 
 The binary is compared with itself: two servers of one build, interleaved, measured like two builds.
 One scenario proxies to a dead upstream, so its every trial gets 502 where 2xx is expected: the trials
@@ -76,17 +77,23 @@ def test_bench_two_servers_interleaved_and_a_dead_upstream_refused(demo_pgo: Dem
             assert trial["us_per_request"] > 0
             assert trial["status"] == {"2xx": trial["requests"], "3xx": 0, "4xx": 0, "5xx": 0}
             assert trial["load_cpu"] > 0
+            assert trial["user_us"] > 0 and trial["system_us"] >= 0
         assert scenario["paired_trials"] == TRIALS
         assert scenario["canary_before"] > 0 and scenario["canary_after"] > 0
         busy = scenario["overhead"]
         assert busy["harness"] < busy["load_generator"], busy  # the harness is not what limits the load
 
+    # held out: the training requests /static/index.html and /health, never /page/bench
+    assert [by_name[n]["held_out"]["status"] for n in by_name] == ["trained", "trained", "held-out"]
+    assert "skipped" in results["coverage"]  # builds given by path: not the work dir's
     markdown = (bench / "results.md").read_text()
-    assert "| proxied, no cache | invalid | invalid |" in markdown
-    assert "| PGO µs/req (median) | PGO again µs/req (median) |" in markdown
+    assert "| proxied, no cache (per request) | held-out | invalid |" in markdown
+    assert "| files from disk (per request) | trained | PGO |" in markdown
+    assert "| | | PGO again |" in markdown
     assert "## Who was busy" in markdown
     assert (bench / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # each server was configured with one worker and its access log removed after the scenario
+    # each server was configured from the workload's bench instance (one worker), its scratch dir (the access
+    # log) removed after the scenario
     config = (bench / "runs" / "static-5k" / "baseline.toml").read_text()
     assert "workers = 1" in config
-    assert not list((bench / "runs").glob("*/*-access.log"))
+    assert not (bench / "runs" / "static-5k" / "baseline").exists()

@@ -1,7 +1,8 @@
-"""``nox -s bench`` without the demo server: the builds it makes by default, and its refusals.
+"""``nox -s bench`` and ``nox -s plain`` on the hello fixture: command scenarios declared in its workload
+(profiles/hello.toml), the builds bench makes by default, the coverage check, and the refusals.
 
-The benchmark itself, on two demo-server binaries, is in tests/e2e/test_bench.py (it needs the shared
-``demo_pgo`` build).
+The benchmark of a server, on the demo server, is in tests/e2e/test_bench.py (it needs the shared ``demo_pgo``
+build).
 """
 
 from __future__ import annotations
@@ -11,58 +12,101 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Pipeline, assert_refused
+from recipes.workload import BUILTIN_PROFILES
+from tests.conftest import Pipeline, assert_ok, assert_refused
 
 pytestmark = pytest.mark.slow
 
+FLAGS = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS"
 
-def test_default_builds_plain_and_pgo_of_the_same_tree(hello: Pipeline) -> None:
-    """No --baseline/--candidate: the pipeline runs, a plain build is made apart, both are copied and
-    hashed; the hello binary is no server, so the scenario is invalid and the session says why."""
-    proc = hello.nox(
-        "bench",
-        "--scenarios",
-        "static-5k",
-        "--trials",
-        "1",
-        CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-Cdebuginfo=1",
-    )
-    assert_refused(proc, "1 of 1 scenarios invalid", "static-5k", "plain", "exited with")
-    report = json.loads((hello.work / "report.json").read_text())
-    assert "optimise" in report  # the pipeline ran for the candidate
+
+def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
+    """`nox -s plain` builds the plain binary; `nox -s bench` runs the pipeline for the PGO one, takes the plain
+    one, runs hello's two command scenarios (one as trained, one held out) interleaved, user and system time
+    apart, and the coverage check on a real merged profile."""
+    text = assert_ok(hello.nox("plain", **{FLAGS: "-Cdebuginfo=1"}))
+    plain_binary = hello.work / "plain-target" / "x86_64-unknown-linux-gnu" / "release" / "hello-pgo"
+    assert str(plain_binary) in text
+    recorded = json.loads((hello.work / "report.json").read_text())["plain"]
+    assert recorded["binary"] == str(plain_binary) and recorded["rustflags"] == "-Cdebuginfo=1"
     plain_log = (hello.work / "logs" / "bench-plain-build.log").read_text()
     main_line = next(line for line in plain_log.splitlines() if "--crate-name hello_pgo" in line)
     assert "profile-use" not in main_line and "profile-generate" not in main_line
     assert "--target x86_64-unknown-linux-gnu" in main_line
     assert "-Cdebuginfo=1" in main_line  # the base flags both builds share
-    optimise_log = (hello.work / "logs" / "optimise-build.log").read_text()
-    pgo_line = next(line for line in optimise_log.splitlines() if "--crate-name hello_pgo" in line)
-    assert "-Cdebuginfo=1" in pgo_line
+
+    assert_ok(hello.nox("bench", "--trials", "2", "--scale", "0.25", **{FLAGS: "-Cdebuginfo=1"}))
+    report = json.loads((hello.work / "report.json").read_text())
+    assert "optimise" in report and "plain" in report  # the pipeline ran for the candidate
     results = json.loads((hello.work / "bench" / "results.json").read_text())
     assert results["baseline_label"] == "plain" and results["candidate_label"] == "PGO"
-    assert results["baseline_origin"] == str(
-        hello.work / "plain-target" / "x86_64-unknown-linux-gnu" / "release" / "hello-pgo"
-    )
+    assert results["baseline_origin"] == str(plain_binary)
     assert results["candidate_origin"] == report["optimise"]["binary"]
     assert results["candidate_sha256"] == report["optimise"]["binary_sha256"]
     assert results["baseline_sha256"] != results["candidate_sha256"]
     assert Path(results["baseline"]).parent == hello.work / "bench" / "bin"
-    assert results["scenarios"][0]["valid"] is False
-    assert "| files from disk | invalid | invalid |" in (hello.work / "bench" / "results.md").read_text()
-    # the PGO binary of the work dir was built with other flags than a plain build now would be: refused
+    by_name = {s["name"]: s for s in results["scenarios"]}
+    assert list(by_name) == ["collatz", "primes-held-out"]
+    assert by_name["collatz"]["held_out"]["status"] == "trained"
+    assert by_name["primes-held-out"]["held_out"]["status"] == "held-out"
+    for scenario in by_name.values():
+        assert scenario["valid"] is True, scenario["problem"]
+        assert scenario["unit"] == "run"
+        assert [(t["build"], t["index"]) for t in scenario["trials"]] == [
+            ("baseline", 1), ("candidate", 1), ("baseline", 2), ("candidate", 2)
+        ]  # fmt: skip
+        for trial in scenario["trials"]:
+            assert trial["answered"] == trial["requests"] == 5  # 20 runs at --scale 0.25
+            assert trial["us_per_request"] > 0 and trial["user_us"] > 0 and trial["system_us"] >= 0
+        medians = scenario["medians"]["baseline"]
+        assert medians["user_us"] + medians["system_us"] == pytest.approx(medians["total_us"], rel=0.2)
+    coverage = results["coverage"]
+    assert 0 < coverage["overlap_percent"] <= 100
+    assert Path(coverage["bench_profile"]).is_file()
+    assert coverage["bench_functions"] > 5 and coverage["problems"] == []
+    markdown = (hello.work / "bench" / "results.md").read_text()
+    assert "| primes below 50,000 (held out) (per run) | held-out | plain |" in markdown
+    assert "## Training coverage of the bench" in markdown
+    assert (hello.work / "bench" / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # three builds at once, given by path: no build, no coverage check
+    pgo = report["optimise"]["binary"]
     proc = hello.nox(
-        "bench", "--scenarios", "static-5k", CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-Cdebuginfo=2"
-    )
+        "bench",
+        "--baseline", str(plain_binary),
+        "--candidate", pgo, "--candidate", pgo,
+        "--candidate-label", "PGO", "--candidate-label", "PGO again",
+        "--scenarios", "primes-held-out", "--trials", "1", "--scale", "0.1",
+    )  # fmt: skip
+    assert_ok(proc)
+    again = json.loads((hello.work / "bench" / "results.json").read_text())
+    assert [b["label"] for b in again["builds"]] == ["baseline", "PGO", "PGO again"]
+    assert [t["build"] for t in again["scenarios"][0]["trials"]] == ["baseline", "candidate", "candidate-2"]
+    assert "skipped" in again["coverage"]
+
+    # the PGO binary of the work dir was built with other flags than a plain build now would be: refused
+    proc = hello.nox("bench", "--scenarios", "collatz", **{FLAGS: "-Cdebuginfo=2"})
     assert_refused(proc, "the plain build would get the rustflags '-Cdebuginfo=2'", "'-Cdebuginfo=1' besides")
 
 
+def test_a_workload_without_scenarios_is_refused_before_anything_is_built(hello: Pipeline) -> None:
+    text = (BUILTIN_PROFILES / "hello.toml").read_text()
+    bare = hello.root / "bare.toml"
+    bare.write_text(text[: text.index("# Bench scenarios")])
+    line = assert_refused(
+        hello.nox("bench", PGO_WORKLOAD=str(bare)), "declares no bench scenario", "add a [[bench.scenario]] table"
+    )
+    assert str(bare) in line
+    assert not hello.work.exists()
+
+
 def test_a_bad_argument_is_refused_before_anything_runs(hello: Pipeline) -> None:
-    assert_refused(hello.nox("bench", "--scenarios", "cached-5k-h3"), "unknown scenario 'cached-5k-h3'")
+    assert_refused(hello.nox("bench", "--scenarios", "cached-5k-h3"), "unknown scenario 'cached-5k-h3'", "collatz")
     assert_refused(hello.nox("bench", "--trials", "0"), "--trials", "not a positive integer")
     assert not hello.work.exists()
 
 
 def test_a_missing_binary_is_refused(hello: Pipeline, tmp_path: Path) -> None:
-    missing = tmp_path / "no-such-server"
-    proc = hello.nox("bench", "--baseline", str(missing), "--candidate", str(missing), "--scenarios", "static-5k")
+    missing = tmp_path / "no-such-tool"
+    proc = hello.nox("bench", "--baseline", str(missing), "--candidate", str(missing))
     assert_refused(proc, "no such binary", str(missing))

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,17 +12,15 @@ from recipes import h2load
 from recipes.bench import cli
 from recipes.bench.harness import (
     Build,
-    Fixtures,
     LoadRun,
     Server,
     add_summaries,
     choose_cores,
     load_argvs,
-    server_config,
     trial_problem,
 )
-from recipes.bench.scenarios import BY_NAME
 from recipes.errors import BenchError, ConfigError
+from recipes.workload import BUILTIN_PROFILES, load_workload
 from tests.conftest import DATA
 
 
@@ -50,7 +47,6 @@ def test_cores_refused() -> None:
         (["--trials", "0"], "not a positive integer"),
         (["--scale", "-1"], "not a positive number"),
         (["--server-core"], "expected one argument"),
-        (["--scenarios", "nope"], "unknown scenario 'nope'"),
     ],
 )
 def test_parse_args_refusals(posargs: list[str], fragment: str) -> None:
@@ -66,31 +62,23 @@ def test_parse_args_passes_the_rest_on() -> None:
     assert defaults.trials == 5
 
 
-def test_server_config_is_what_the_demo_server_reads(tmp_path: Path) -> None:
-    fixtures = Fixtures(tmp_path, load_core=0, upstream_url="http://127.0.0.1:9")
-    fixtures._cert = (tmp_path / "c.pem", tmp_path / "k.pem")
-    fixtures._docroot = tmp_path / "docroot"
-    text = server_config(
-        BY_NAME["site-mix-log"], http_port=1001, https_port=1002, fixtures=fixtures, access_log=tmp_path / "a.log"
+def test_repeated_candidates_and_their_labels(tmp_path: Path) -> None:
+    args, _ = cli.parse_args(
+        ["--candidate", "a", "--candidate", str(tmp_path / "b"), "--candidate-label", "PGO", "--no-coverage"]
     )
-    config = tomllib.loads(text)
-    assert config["server"] == {"http": "127.0.0.1:1001", "https": "127.0.0.1:1002", "workers": 1}
-    assert config["access_log"] == {"enabled": True, "path": str(tmp_path / "a.log")}
-    assert config["cache"]["enabled"] is True
-    assert config["cache"]["max_object_bytes"] >= 200 * 1024
-    assert config["proxy"]["upstream"] == "http://127.0.0.1:9"
-    assert config["files"]["root"] == str(tmp_path / "docroot")
-    assert config["tls"] == {"cert": str(tmp_path / "c.pem"), "key": str(tmp_path / "k.pem")}
-    bare = tomllib.loads(
-        server_config(BY_NAME["proxied-5k"], http_port=1, https_port=2, fixtures=fixtures, access_log=tmp_path / "a")
-    )
-    assert bare["cache"]["enabled"] is False
-    assert bare["access_log"]["enabled"] is False
-    assert "files" not in bare
+    assert args.candidates == (Path("a").resolve(), tmp_path / "b")
+    assert args.candidate == Path("a").resolve()
+    assert args.candidate_labels == ("PGO",) and args.coverage is False
+    assert cli._labels(args, ["candidate", "candidate-2"]) == ["PGO", "candidate-2"]
+    with pytest.raises(ConfigError, match="2 --candidate-label for 1 candidate"):
+        cli.parse_args(["--candidate", "a", "--candidate-label", "x", "--candidate-label", "y"])
 
 
 def _server(tmp_path: Path) -> Server:
-    return Server(Build("x", tmp_path / "x"), None, 1001, 1002, tmp_path / "l", tmp_path / "a")  # type: ignore[arg-type]
+    return Server(Build("x", tmp_path / "x"), None, 1001, 1002, tmp_path / "l", tmp_path / "i")  # type: ignore[arg-type]
+
+
+BY_NAME = {s.name: s for s in load_workload(BUILTIN_PROFILES / "demo-server.toml").scenarios}
 
 
 def test_load_argv_shapes(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def test_invalid_trial_makes_the_scenario_invalid() -> None:
     assert data["valid"] is False
     assert "difference" not in data
     text = report.markdown([result], {"baseline_label": "plain", "candidate_label": "PGO"})
-    assert "| a scenario | invalid | invalid |" in text
+    assert "| a scenario (per request) | — | invalid |" in text
     assert "expected 1000 2xx" in text
 
 
@@ -71,10 +71,11 @@ def test_markdown_flags_canary_drift() -> None:
     noisy = scenario([10.0] * 3, [8.0] * 3, after=0.5)
     noisy.name, noisy.title = "n", "noisy one"
     text = report.markdown([calm, noisy], {"baseline_label": "plain", "candidate_label": "PGO", "trials": 3})
-    assert "| a scenario | 10.00 | 8.00 | \u221220.0 % | 3/3 | +1.0 % |" in text
-    assert "| noisy one | 10.00 | 8.00 | \u221220.0 % | 3/3 | +25.0 % ⚠ |" in text
+    assert "| a scenario (per request) | — | plain | — | — | 10.00 | | | | | +1.0 % |" in text
+    assert "| | | PGO | — | — | 8.00 | \u221220.0 % | — | — | 3/3 | |" in text
+    assert "| noisy one (per request) | — | plain | — | — | 10.00 | | | | | +25.0 % ⚠ |" in text
     assert "Canary above tolerance in 1 of 2 scenarios: noisy one." in text
-    assert "| plain µs/req (median) | PGO µs/req (median) |" in text
+    assert "| scenario | held out | build | user µs | system µs | total µs | difference |" in text
 
 
 def test_overhead_says_who_was_busy() -> None:
@@ -116,3 +117,79 @@ def test_user_share_of_the_server() -> None:
         t.server_user = t.server_cpu * 0.25
     assert report.overhead(result)["server_user_share"] == pytest.approx(0.25)
     assert "| 25 % |" in report.markdown([result], {})
+
+
+def split(result: ScenarioResult, user_share: dict[str, float]) -> ScenarioResult:
+    for t in result.trials:
+        t.server_user = t.server_cpu * user_share[t.build]
+    return result
+
+
+def test_user_and_system_time_apart() -> None:
+    """Baseline 10 µs (8 user, 2 system), candidate 8 µs (6 user, 2 system): all of the gain is user time."""
+    result = split(scenario([10.0] * 3, [8.0] * 3), {BASELINE: 0.8, CANDIDATE: 0.75})
+    assert result.median_user(BASELINE) == pytest.approx(8.0)
+    assert result.median_system(BASELINE) == pytest.approx(2.0)
+    assert result.median_user(CANDIDATE) == pytest.approx(6.0)
+    user, system = result.parts_of(CANDIDATE)
+    assert user == pytest.approx(-0.2)
+    assert system == pytest.approx(0.0)
+    text = report.markdown([result], {"baseline_label": "plain", "candidate_label": "PGO"})
+    assert "| a scenario (per request) | — | plain | 8.00 | 2.00 | 10.00 |" in text
+    assert "| | | PGO | 6.00 | 2.00 | 8.00 | \u221220.0 % | \u221220.0 % | +0.0 % | 3/3 | |" in text
+    data = result.as_json()
+    assert data["medians"]["baseline"] == {"user_us": 8.0, "system_us": 2.0, "total_us": 10.0}
+    assert data["comparisons"][0]["user_part"] == pytest.approx(-0.2)
+    assert data["trials"][0]["user_us"] == 8.0 and data["trials"][0]["system_us"] == 2.0
+
+
+def test_several_candidates_against_one_baseline(tmp_path: Path) -> None:
+    keys = report.build_keys(3)
+    assert keys == ("baseline", "candidate", "candidate-2")
+    trials = []
+    for i in (1, 2):
+        trials += [trial("baseline", i, 10.0), trial("candidate", i, 8.0), trial("candidate-2", i, 7.0)]
+    result = ScenarioResult("s", "three", trials, 0.4, 0.4, builds=list(keys), unit="run")
+    result.held_out = {"status": "partly", "trained": 1, "total": 2}
+    assert result.valid and result.candidates == ["candidate", "candidate-2"]
+    assert result.difference_of("candidate-2") == pytest.approx(-0.3)
+    assert result.same_side_of("candidate-2") == (2, 2)
+    meta = {
+        "builds": [
+            {"key": "baseline", "label": "plain", "binary": "/p"},
+            {"key": "candidate", "label": "PGO", "binary": "/q"},
+            {"key": "candidate-2", "label": "PGO+BOLT", "binary": "/r"},
+        ]
+    }
+    text = report.markdown([result], meta)
+    assert "# CPU time per request or run: PGO, PGO+BOLT vs plain" in text
+    assert "| three (per run) | partly (1 of 2 arguments trained) | plain |" in text
+    assert "| | | PGO+BOLT | — | — | 7.00 | \u221230.0 % |" in text
+    assert "- candidate (PGO+BOLT): `/r`" in text
+    data = report.to_json([result], meta)
+    assert [c["build"] for c in data["scenarios"][0]["comparisons"]] == ["candidate", "candidate-2"]
+    back, _ = report.from_json(data)
+    assert back[0].builds == list(keys) and back[0].unit == "run" and back[0].held_out == result.held_out
+    report.write_chart(tmp_path / "c.png", [result], meta)
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="at least two builds"):
+        report.build_keys(1)
+
+
+def test_the_coverage_section() -> None:
+    coverage = {
+        "instrumented": "/w/i",
+        "bench_profile": "/w/b.profdata",
+        "overlap_percent": 72.539,
+        "bench_functions": 26,
+        "bench_functions_untrained": 1,
+        "untrained_hot_functions": [{"function": "hello::primes", "symbol": "_ZN5hello6primes", "count": 4300}],
+        "problems": ["x: run 1 of 2 exited with exit code 3, expected 0"],
+    }
+    text = report.markdown([scenario([10.0], [9.0])], {"coverage": coverage})
+    assert "edge profile overlap **72.539 %**" in text
+    assert "1 of the 26 functions the bench executed were never executed in training" in text
+    assert "| `hello::primes` | 4,300 |" in text
+    assert "not as expected on the instrumented binary: x: run 1 of 2" in text
+    skipped = report.markdown([scenario([10.0], [9.0])], {"coverage": {"skipped": "no instrumented binary"}})
+    assert "Not measured: no instrumented binary." in skipped

@@ -1,0 +1,205 @@
+"""The coverage check: does the training exercise what the bench measures?
+
+The bench's scenarios run once on the work dir's instrumented binary (one trial's count each), their raw
+profiles are merged with rustc's own llvm-profdata, and the result is compared with the training's profile:
+
+- ``llvm-profdata overlap <training> <bench>``: the edge profile overlap (the share of the bench's edge counts,
+  function by function, that the training's counts also have, both normalised; 100 % when the two run the same
+  code in the same proportions);
+- the functions the bench executed and the training never did, the hottest ten (by the sum of their counters
+  in the bench's profile), demangled.
+
+A scenario that gets slower with the profile then has an explanation to look at, not just a figure.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from recipes import profdata, stages
+from recipes.bench.harness import (
+    Build,
+    Settings,
+    Setup,
+    instance_env,
+    load_argvs,
+    run_command,
+    run_loads,
+    start_server,
+    stdin_file,
+    stop_server,
+    trial_problem,
+)
+from recipes.errors import PgoError
+from recipes.runner import capture, run, say
+from recipes.toolchain import ProfdataTool, find_profdata, rustc_sysroot
+from recipes.train.server import describe_exit
+
+TOP = 10
+
+_RECORD = re.compile(r"^  (?P<name>\S.*):$")
+_FUNCTION_COUNT = re.compile(r"^    Function count: (?P<count>\d+)$")
+_BLOCK_COUNTS = re.compile(r"^    Block counts: \[(?P<counts>[\d, ]*)\]$")
+_HASH_SUFFIX = re.compile(r"::h[0-9a-f]{16}$")
+
+
+def parse_counts(text: str) -> dict[str, int]:
+    """``llvm-profdata show --all-functions --counts``: each function record's counters added up (its entry
+    count and its block counts), by symbol (a local function's ``cgu;`` prefix dropped); records of one
+    symbol are added together."""
+    counts: dict[str, int] = {}
+    name: str | None = None
+    for line in text.splitlines():
+        record = _RECORD.match(line)
+        if record:
+            name = record.group("name").rsplit(";", 1)[-1]
+            counts.setdefault(name, 0)
+            continue
+        if name is None:
+            continue
+        entry = _FUNCTION_COUNT.match(line)
+        if entry:
+            counts[name] += int(entry.group("count"))
+            continue
+        blocks = _BLOCK_COUNTS.match(line)
+        if blocks:
+            counts[name] += sum(int(c) for c in blocks.group("counts").replace(",", " ").split())
+    return counts
+
+
+def untrained_hot(bench: Mapping[str, int], training: Mapping[str, int], top: int = TOP) -> list[tuple[str, int]]:
+    """The ``top`` functions with the most counts in the bench that have none in the training."""
+    missed = [(name, count) for name, count in bench.items() if count > 0 and training.get(name, 0) == 0]
+    return sorted(missed, key=lambda item: (-item[1], item[0]))[:top]
+
+
+def demangler(tool: ProfdataTool) -> Path | None:
+    """llvm-cxxfilt of the same LLVM (beside llvm-profdata, or ``llvm-cxxfilt-<major>``), else any on PATH."""
+    beside = tool.path.with_name(tool.path.name.replace("profdata", "cxxfilt"))
+    if beside != tool.path and beside.is_file():
+        return beside
+    found = shutil.which(f"llvm-cxxfilt-{tool.llvm_major}") or shutil.which("llvm-cxxfilt")
+    return Path(found) if found else None
+
+
+def demangle(names: list[str], program: Path | None, env: Mapping[str, str]) -> list[str]:
+    """Rust symbols (legacy and v0) as paths, their hash suffix dropped; as they are without a demangler."""
+    if program is None or not names:
+        return names
+    try:
+        lines = capture([str(program), *names], env=env).splitlines()
+    except PgoError:
+        return names
+    if len(lines) != len(names):
+        return names
+    return [_HASH_SUFFIX.sub("", line.strip()) for line in lines]
+
+
+def _counts(tool: ProfdataTool, profile: Path, env: Mapping[str, str], log: Path) -> dict[str, int]:
+    argv = [str(tool.path), "show", "--all-functions", "--counts", str(profile)]
+    return parse_counts(run(argv, env=env, log=log, what="llvm-profdata show").output())
+
+
+def skipped(why: str) -> dict[str, Any]:
+    say(f"bench: coverage check skipped: {why}")
+    return {"skipped": why}
+
+
+def checker(plan: stages.BuildPlan | None) -> Callable[[Settings, Setup], dict[str, Any]]:
+    """The coverage check of ``plan``'s work dir, to run once the bench's setup is up."""
+
+    def check(settings: Settings, setup: Setup) -> dict[str, Any]:
+        if plan is None:
+            return skipped("the candidates were given with --candidate; it needs the work dir's own builds")
+        try:
+            return run_check(plan, settings, setup)
+        except PgoError as error:  # said in the report, not decisive: the bench itself is
+            return skipped(error.line())
+
+    return check
+
+
+def run_check(plan: stages.BuildPlan, settings: Settings, setup: Setup) -> dict[str, Any]:
+    instrumented, training = plan.instrumented_binary, plan.merged_profile
+    if not instrumented.is_file() or not training.is_file():
+        return skipped(f"no instrumented binary and training profile in {plan.work} (a PGO_PROFDATA build?)")
+    root = settings.out / "coverage"
+    shutil.rmtree(root, ignore_errors=True)
+    profraw = root / "profraw"
+    profraw.mkdir(parents=True)
+    env = {**settings.env, "LLVM_PROFILE_FILE": str(profraw / "bench-%m-%p.profraw")}
+    build = Build("instrumented", instrumented)
+    problems: list[str] = []
+    say(f"bench: coverage check: each scenario once on {instrumented}")
+    for scenario in (s.scaled(settings.scale) for s in settings.scenarios):
+        workdir = root / "runs" / scenario.name
+        workdir.mkdir(parents=True)
+        if scenario.kind == "command":
+            scenario_env = {**instance_env(scenario.instance, settings.env, setup.values), **env}
+            runs = run_command(
+                instrumented,
+                scenario,
+                scenario.count,
+                core=None,
+                values=setup.values,
+                env=scenario_env,
+                log=workdir / "runs.log",
+                stdin=stdin_file(scenario, setup.values, scenario_env, workdir),
+                timeout=settings.trial_timeout,
+            )
+            if runs.problem:
+                problems.append(f"{scenario.name}: {runs.problem}")
+            continue
+        server = start_server(
+            build, scenario, core=None, values=setup.values, env=env, workdir=workdir, name="instrumented"
+        )
+        try:
+            load = run_loads(
+                load_argvs(scenario, server, scenario.count, workdir / "uris.txt", setup.values),
+                core=settings.load_core,
+                log=workdir / "load.log",
+                timeout=settings.trial_timeout,
+            )
+            why = trial_problem(load, scenario.count, scenario.expect)
+            if why:
+                problems.append(f"{scenario.name}: {why}")
+        finally:
+            code = stop_server(server, scenario.instance.options.stop_timeout)
+            shutil.rmtree(server.instance_dir, ignore_errors=True)
+        if code != 0:
+            problems.append(f"{scenario.name}: the server exited with {describe_exit(code)} (no profile written)")
+    raws = sorted(profraw.glob("*.profraw"))
+    tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
+    logs = settings.out / "logs"
+    bench_profile = root / "bench.profdata"
+    profdata.merge(tool, raws, bench_profile, env=plan.env, log=logs / "coverage-merge.log", drop_bad=True)
+    overlap = profdata.overlap(tool, training, bench_profile, env=plan.env, log=logs / "coverage-overlap.log")
+    bench_counts = _counts(tool, bench_profile, plan.env, logs / "coverage-show-bench.log")
+    training_counts = _counts(tool, training, plan.env, logs / "coverage-show-training.log")
+    hot = untrained_hot(bench_counts, training_counts)
+    names = demangle([name for name, _ in hot], demangler(tool), plan.env)
+    result: dict[str, Any] = {
+        "instrumented": str(instrumented),
+        "training_profile": str(training),
+        "bench_profile": str(bench_profile),
+        "overlap_percent": overlap,
+        "bench_functions": sum(1 for c in bench_counts.values() if c > 0),
+        "bench_functions_untrained": sum(
+            1 for n, c in bench_counts.items() if c > 0 and training_counts.get(n, 0) == 0
+        ),
+        "untrained_hot_functions": [
+            {"function": name, "symbol": symbol, "count": count}
+            for name, (symbol, count) in zip(names, hot, strict=True)
+        ],
+        "problems": problems,
+    }
+    say(
+        f"bench: coverage: edge profile overlap with the training {overlap:.2f} %; "
+        f"{result['bench_functions_untrained']} of {result['bench_functions']} functions the bench executed were "
+        "never executed in training"
+    )
+    return result

@@ -1,0 +1,45 @@
+"""The coverage check's pure parts, on a real ``llvm-profdata show --all-functions --counts`` capture of hello's
+bench profile (tests/data/profdata-show-counts.txt, LLVM 22: block counts only, no function count line)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from recipes.bench import coverage
+from recipes.toolchain import ProfdataTool
+from tests.conftest import DATA
+
+
+def test_counts_of_each_function_added_up() -> None:
+    counts = coverage.parse_counts((DATA / "profdata-show-counts.txt").read_text())
+    assert len(counts) == 8
+    # a local function's record is named cgu;symbol: the symbol is kept
+    assert counts["_ZN3std3sys9backtrace28__rust_begin_short_backtrace17h35817479f1376c01E"] == 40
+    assert counts["_ZN5alloc5boxed16Box$LT$T$C$A$GT$13new_uninit_in17h6de384a55917245fE"] == 0
+    fold = "_ZN102_$LT$core..iter..adapters..map..Map$LT$I$C$F$GT$$u20$as$u20$core..iter..traits..iterator..Iterator"
+    assert counts[fold + "$GT$4fold17h40e5d8070878a74fE"] == 59960 + 4 * 20
+
+
+def test_an_older_llvms_function_count_line_is_counted_too() -> None:
+    text = "Counters:\n  f:\n    Hash: 0x1\n    Counters: 2\n    Function count: 7\n    Block counts: [3]\n  g:\n"
+    assert coverage.parse_counts(text) == {"f": 10, "g": 0}
+
+
+def test_the_hottest_functions_the_training_never_ran() -> None:
+    bench = {"a": 5, "b": 50, "c": 500, "d": 0, "e": 7}
+    training = {"a": 1, "b": 0, "d": 0}
+    assert coverage.untrained_hot(bench, training) == [("c", 500), ("b", 50), ("e", 7)]
+    assert coverage.untrained_hot(bench, training, top=1) == [("c", 500)]
+
+
+@pytest.mark.skipif(shutil.which("llvm-cxxfilt-22") is None, reason="llvm-22 is not installed")
+def test_rust_symbols_demangled_without_their_hash() -> None:
+    tool = ProfdataTool(Path(shutil.which("llvm-profdata-22") or "/usr/bin/llvm-profdata-22"), "22.1.0")
+    program = coverage.demangler(tool)
+    assert program is not None and "cxxfilt" in program.name
+    names = ["_ZN9hello_pgo12primes_below17h0123456789abcdefE", "not_mangled"]
+    assert coverage.demangle(names, program, {"PATH": "/usr/bin:/bin"}) == ["hello_pgo::primes_below", "not_mangled"]
+    assert coverage.demangle(names, None, {}) == names
