@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from recipes import net
-from tests.conftest import assert_refused, clean_env, run_nox
+from tests.conftest import assert_ok, assert_refused, clean_env, run_nox
 from tests.e2e.conftest import DemoPgo
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
@@ -97,3 +97,29 @@ def test_bench_two_servers_interleaved_and_a_dead_upstream_refused(demo_pgo: Dem
     config = (bench / "runs" / "static-5k" / "baseline.toml").read_text()
     assert "workers = 1" in config
     assert not (bench / "runs" / "static-5k" / "baseline").exists()
+
+
+def test_the_coverage_check_of_a_server_scenario(demo_pgo: DemoPgo) -> None:
+    """The work dir's PGO binary as the candidate: the scenario runs once on the work dir's instrumented server,
+    its profile is merged and compared with the training's; the hottest untrained functions are demangled."""
+    root = demo_pgo.work.parent
+    env = clean_env(
+        {
+            "PGO_OUT": str(demo_pgo.work),
+            "PGO_PROFILE_STORE": str(root / "store"),
+            "CARGO_TARGET_DIR": str(root / "target"),
+        }
+    )
+    posargs = ["--baseline", str(demo_pgo.binary), "--baseline-label", "PGO copy", "--scenarios", "cached-5k-h2"]
+    proc = run_nox("bench", env, [*posargs, "--trials", "1", "--scale", "0.01"], timeout=600)
+    text = assert_ok(proc)
+    assert "coverage: edge profile overlap with the training" in text
+    results = json.loads((demo_pgo.work / "bench" / "results.json").read_text())
+    coverage = results["coverage"]
+    assert coverage["problems"] == [], coverage
+    assert 0 < coverage["overlap_percent"] < 100  # the bench's one path and protocol are not the training's mix
+    assert Path(coverage["bench_profile"]).is_file()
+    assert coverage["bench_functions"] > 1000
+    hot = coverage["untrained_hot_functions"]
+    assert len(hot) <= 10 and all(not f["function"].startswith("_ZN") and f["count"] > 0 for f in hot), hot
+    assert results["scenarios"][0]["held_out"]["status"] == "held-out"
