@@ -118,12 +118,16 @@ def build_pgo(plan: stages.BuildPlan) -> Path:
     return binary
 
 
-def frozen_copy(binary: Path, bin_dir: Path, label: str) -> Build:
-    """Copy ``binary`` to ``bin_dir/<label>-<name>`` (atomically) and describe it."""
+def check_executable(binary: Path, label: str) -> None:
     if not binary.is_file():
         raise MissingInput(f"{label}: no such binary {binary}", "give the path of an executable file")
     if not os.access(binary, os.X_OK):
         raise MissingInput(f"{label}: {binary} is not executable", "chmod +x it, or give another path")
+
+
+def frozen_copy(binary: Path, bin_dir: Path, label: str) -> Build:
+    """Copy ``binary`` to ``bin_dir/<label>-<name>`` (atomically) and describe it."""
+    check_executable(binary, label)
     dest = bin_dir / f"{label.lower().replace(' ', '-')}-{binary.name}"
     copy_atomically(binary, dest)
     return Build(label=label, binary=dest, sha256=sha256_file(dest), origin=str(binary))

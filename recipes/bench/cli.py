@@ -182,10 +182,14 @@ def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:
 
 def check(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> list[Scenario]:
     """Everything that can be refused before anything is installed or built: the arguments, the workload, its
-    scenarios (none: one line saying how to add one) and the names given to ``--scenarios``."""
+    scenarios (none: one line saying how to add one), the names given to ``--scenarios`` and the binaries given."""
     args, rest = parse_args(posargs)
     config = load_config(project_dir, environ, rest)
-    return select(args.scenarios, require_scenarios(bench_workload(config, environ)))
+    chosen = select(args.scenarios, require_scenarios(bench_workload(config, environ)))
+    given = [("baseline", args.baseline)] if args.baseline is not None else []
+    for label, binary in [*given, *(("candidate", c) for c in args.candidates)]:
+        builds.check_executable(binary, label)
+    return chosen
 
 
 def _labels(args: BenchArgs, defaults: Sequence[str]) -> list[str]:

@@ -110,3 +110,4 @@ def test_a_missing_binary_is_refused(hello: Pipeline, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-tool"
     proc = hello.nox("bench", "--baseline", str(missing), "--candidate", str(missing))
     assert_refused(proc, "no such binary", str(missing))
+    assert not hello.work.exists()  # refused before anything is installed or built
