@@ -86,6 +86,33 @@ def demangler(tool: ProfdataTool) -> Path | None:
     return Path(found) if found else None
 
 
+#: the escapes of Rust's legacy mangling, which llvm-cxxfilt leaves in the names it demangles
+_LEGACY_ESCAPES = {
+    "$LT$": "<",
+    "$GT$": ">",
+    "$C$": ",",
+    "$RF$": "&",
+    "$BP$": "*",
+    "$SP$": "@",
+    "$LP$": "(",
+    "$RP$": ")",
+}
+_LEGACY_ESCAPE = re.compile(r"\$(?:LT|GT|C|RF|BP|SP|LP|RP)\$|\$u([0-9a-f]{2,6})\$")
+
+
+def unescape_legacy(name: str) -> str:
+    """``_$LT$a..B$u20$as$u20$c..D$GT$::f`` -> ``<a::B as c::D>::f``: what rustc-demangle does after the
+    Itanium-style split (a path component's ``_$`` prefix, ``..`` for ``::``, ``$LT$``-style and ``$uXX$``
+    escapes)."""
+    name = re.sub(r"(^|::)_\$", r"\1$", name).replace("..", "::")
+
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        return chr(int(code, 16)) if code else _LEGACY_ESCAPES[match.group(0)]
+
+    return _LEGACY_ESCAPE.sub(one, name)
+
+
 def demangle(names: list[str], program: Path | None, env: Mapping[str, str]) -> list[str]:
     """Rust symbols (legacy and v0) as paths, their hash suffix dropped; as they are without a demangler."""
     if program is None or not names:
@@ -96,7 +123,7 @@ def demangle(names: list[str], program: Path | None, env: Mapping[str, str]) -> 
         return names
     if len(lines) != len(names):
         return names
-    return [_HASH_SUFFIX.sub("", line.strip()) for line in lines]
+    return [unescape_legacy(_HASH_SUFFIX.sub("", line.strip())) for line in lines]
 
 
 def _counts(tool: ProfdataTool, profile: Path, env: Mapping[str, str], log: Path) -> dict[str, int]:

@@ -353,6 +353,9 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     lines.append(
         "Medians of the trials, µs of CPU time per request (a server: all its threads, from /proc) or per run (a "
         "command: wait4), user and system (kernel) time apart; a profile can only shrink the user part. "
+        "The kernel splits a process's precisely measured run time into user and system time by sampling at "
+        "its timer ticks: over trials of a few milliseconds of CPU the split is noise (raise the scenario's "
+        "count or --scale), the total is not. "
         "Difference: the candidate's median total over the baseline's, minus one (negative: less CPU); user and "
         "system part: each one's change as a share of the baseline's total. "
         "Same side: paired trials (trial i of each build) whose difference has the sign of the median's. "

@@ -46,7 +46,7 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     assert results["baseline_sha256"] != results["candidate_sha256"]
     assert Path(results["baseline"]).parent == hello.work / "bench" / "bin"
     by_name = {s["name"]: s for s in results["scenarios"]}
-    assert list(by_name) == ["collatz", "primes-held-out"]
+    assert list(by_name) == ["collatz", "primes-held-out", "collatz-held-out"]
     assert by_name["collatz"]["held_out"]["status"] == "trained"
     assert by_name["primes-held-out"]["held_out"]["status"] == "held-out"
     for scenario in by_name.values():
@@ -65,7 +65,7 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     assert Path(coverage["bench_profile"]).is_file()
     assert coverage["bench_functions"] > 5 and coverage["problems"] == []
     markdown = (hello.work / "bench" / "results.md").read_text()
-    assert "| primes below 50,000 (held out) (per run) | held-out | plain |" in markdown
+    assert "| primes below 2,000,000 (held out) (per run) | held-out | plain |" in markdown
     assert "## Training coverage of the bench" in markdown
     assert (hello.work / "bench" / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

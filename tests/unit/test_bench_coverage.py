@@ -42,4 +42,27 @@ def test_rust_symbols_demangled_without_their_hash() -> None:
     assert program is not None and "cxxfilt" in program.name
     names = ["_ZN9hello_pgo12primes_below17h0123456789abcdefE", "not_mangled"]
     assert coverage.demangle(names, program, {"PATH": "/usr/bin:/bin"}) == ["hello_pgo::primes_below", "not_mangled"]
+    vec = "_ZN70_$LT$alloc..vec..Vec$LT$T$C$A$GT$$u20$as$u20$core..ops..drop..Drop$GT$4drop17h0db4e5ae779a726cE"
+    assert coverage.demangle([vec], program, {"PATH": "/usr/bin:/bin"}) == [
+        "<alloc::vec::Vec<T,A> as core::ops::drop::Drop>::drop"
+    ]
     assert coverage.demangle(names, None, {}) == names
+
+
+@pytest.mark.parametrize(
+    ("cxxfilt", "rust"),
+    [
+        (  # as llvm-cxxfilt 22 printed them for ripgrep 15.2.0's bench profile
+            "_$LT$grep_printer..standard..StandardSink$LT$M$C$W$GT$$u20$as$u20$grep_searcher..sink..Sink$GT$::context",
+            "<grep_printer::standard::StandardSink<M,W> as grep_searcher::sink::Sink>::context",
+        ),
+        (
+            "grep_printer::standard::StandardImpl$LT$M$C$W$GT$::write_path",
+            "grep_printer::standard::StandardImpl<M,W>::write_path",
+        ),
+        ("core::ptr::drop_in_place$LT$$RF$mut$u20$u8$GT$", "core::ptr::drop_in_place<&mut u8>"),
+        ("hello_pgo::main", "hello_pgo::main"),
+    ],
+)
+def test_legacy_escapes_unescaped(cxxfilt: str, rust: str) -> None:
+    assert coverage.unescape_legacy(cxxfilt) == rust

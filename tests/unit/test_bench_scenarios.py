@@ -68,8 +68,9 @@ def test_hello_declares_command_scenarios_one_held_out() -> None:
     assert [(s.name, s.kind, s.unit, s.instance.name) for s in workload.scenarios] == [
         ("collatz", "command", "run", "cli"),
         ("primes-held-out", "command", "run", "cli"),
+        ("collatz-held-out", "command", "run", "cli"),
     ]
-    assert [held_out(s, workload).status for s in workload.scenarios] == ["trained", "held-out"]
+    assert [held_out(s, workload).status for s in workload.scenarios] == ["trained", "held-out", "held-out"]
 
 
 def test_held_out_marking_of_paths(tmp_path: Path) -> None:
