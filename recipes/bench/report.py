@@ -448,8 +448,9 @@ def write_json(path: Path, results: Sequence[ScenarioResult], meta: dict[str, An
 
 
 def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
-    """A PNG: per scenario and candidate the change of the user time and of the system time (stacked bars, as
-    shares of the baseline's total) and each paired trial's total difference as a point."""
+    """A PNG: per scenario and candidate the change of the user time and of the system time (two bars, each as a
+    share of the baseline's total: together the total difference) and each paired trial's total difference as a
+    point."""
     try:
         import matplotlib  # noqa: PLC0415  (only the bench session's venv has it)
     except ImportError as exc:
@@ -465,7 +466,7 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, A
             label = result.title + (f" — {named.get(candidate, candidate)}" if len(result.candidates) > 1 else "")
             rows.append((label if result.valid else label + " (invalid)", result if result.valid else None, candidate))
     height = max(2.5, 0.45 * len(rows) + 1.8)
-    figure, axes = plt.subplots(figsize=(9, height))
+    figure, axes = plt.subplots(figsize=(12, height))
     shown_legend = False
     for row, (_label, shown, candidate) in enumerate(reversed(rows)):
         if shown is None:
@@ -475,9 +476,11 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, A
         system = 0.0 if math.isnan(system) else system
         legend = not shown_legend
         shown_legend = True
-        axes.barh(row, user * 100, color="tab:blue", alpha=0.55, height=0.6, label="user time" if legend else None)
         axes.barh(
-            row, system * 100, left=user * 100, color="tab:orange", alpha=0.55, height=0.6,
+            row + 0.17, user * 100, color="tab:blue", alpha=0.55, height=0.32, label="user time" if legend else None
+        )
+        axes.barh(
+            row - 0.17, system * 100, color="tab:orange", alpha=0.55, height=0.32,
             label="system time" if legend else None,
         )  # fmt: skip
         points = [d * 100 for d in shown.paired_differences(candidate)]
@@ -488,8 +491,8 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, A
     axes.axvline(0, color="black", linewidth=0.8)
     axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
     cands = ", ".join(named[b] for b in builds[1:])
-    axes.set_xlabel(f"CPU time per request or run, {cands} vs {named[BASELINE]} (% of the baseline's total)")
-    axes.set_title("Change of user and system time (bars, medians) and each paired trial (points)")
+    axes.set_xlabel(f"CPU time per request or run, {cands} vs {named[BASELINE]}: change, % of the baseline's total")
+    axes.set_title("User and system time (bars, medians), total of each paired trial (points)")
     if shown_legend:
         axes.legend(loc="best", fontsize="small")
     figure.tight_layout()
