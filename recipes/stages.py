@@ -802,9 +802,10 @@ def bolt(plan: BuildPlan) -> dict[str, Any]:
     tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
     args = boltlib.bolt_args(plan.config.bolt_args)
     say(f"bolt: {binary} with {tools.llvm_bolt} (LLVM {tools.llvm_version})")
-    shutil.rmtree(paths.dir, ignore_errors=True)
+    shutil.rmtree(paths.raw, ignore_errors=True)  # what an earlier run left (a given profile may be its merged one)
+    for old in (paths.instrumented, paths.output, paths.input, bolted_copy(plan)):
+        old.unlink(missing_ok=True)
     paths.raw.mkdir(parents=True)
-    bolted_copy(plan).unlink(missing_ok=True)
     copy_atomically(binary, paths.input)
     result: dict[str, Any] = {
         "input": str(binary),
@@ -866,7 +867,8 @@ def bolt(plan: BuildPlan) -> dict[str, Any]:
     except PgoError as error:
         result["failed"] = error.line()
         result["seconds"] = _timed(start)
-        result["binary"] = str(_reject_bolted(plan, paths)) if paths.output.is_file() else None
+        kept = _reject_bolted(plan, paths) if paths.output.is_file() else None
+        result["binary"] = str(kept) if kept is not None else None
         report.record(plan.work, "bolt", result)
         raise
     paths.output.unlink(missing_ok=True)

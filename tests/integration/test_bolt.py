@@ -40,7 +40,7 @@ class Bolted:
     def again(self, tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
         """``nox -s bolt`` in a new work dir and store that start from this run's optimise stage."""
         work = tmp_path / "again"
-        work.mkdir()
+        work.mkdir(exist_ok=True)
         shutil.copy(self.pipeline.work / "report.json", work / "report.json")
         env = self.pipeline.env(PGO_OUT=str(work), PGO_PROFILE_STORE=str(tmp_path / "store-again"), **extra)
         return run_nox("bolt", env)
@@ -109,6 +109,15 @@ def test_same_profile_gives_the_same_binary(bolted: Bolted, tmp_path: Path) -> N
     )
     assert_ok(run_nox("bolt", env))
     assert _report(third)["bolt"]["binary_sha256"] == again["binary_sha256"]
+
+
+def test_the_merged_profile_of_an_earlier_run_given_again(bolted: Bolted, tmp_path: Path) -> None:
+    """PGO_BOLT_PROFILE may name the .fdata the stage merged in this work dir: it is not cleared before use."""
+    merged = tmp_path / "again" / "bolt" / "hello-pgo.fdata"
+    merged.parent.mkdir(parents=True)
+    shutil.copy(bolted.report["bolt"]["store_path"], merged)
+    assert_ok(bolted.again(tmp_path, PGO_BOLT_PROFILE=str(merged)))
+    assert _report(tmp_path / "again")["bolt"]["profile_sha256"] == bolted.report["bolt"]["profile_sha256"]
 
 
 def test_build_without_relocations_refused(hello: Pipeline) -> None:
