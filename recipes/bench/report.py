@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.bench import canary
-from recipes.errors import MissingInput
+from recipes.errors import MissingInput, PgoError
 from recipes.files import write_atomically
 
 BASELINE = "baseline"
@@ -509,7 +509,11 @@ def main(argv: Sequence[str]) -> int:
         print("usage: python -m recipes.bench.report chart RESULTS.json CHART.png", file=sys.stderr)
         return 2
     results, meta = from_json(json.loads(Path(argv[1]).read_text(encoding="utf-8")))
-    write_chart(Path(argv[2]), results, meta)
+    try:
+        write_chart(Path(argv[2]), results, meta)
+    except PgoError as error:
+        print(f"chart: {error.line()}", file=sys.stderr)
+        return 1
     print(f"chart: {argv[2]}")
     return 0
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,15 @@ def test_the_coverage_section() -> None:
     assert "not as expected on the instrumented binary: x: run 1 of 2" in text
     skipped = report.markdown([scenario([10.0], [9.0])], {"coverage": {"skipped": "no instrumented binary"}})
     assert "Not measured: no instrumented binary." in skipped
+
+
+def test_chart_without_matplotlib_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outside the bench session's venv (matplotlib not importable: None in sys.modules makes import fail)."""
+    report.write_json(tmp_path / "r.json", [scenario([10.0], [9.0])], {})
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert report.main(["chart", str(tmp_path / "r.json"), str(tmp_path / "c.png")]) == 1
+    err = capsys.readouterr().err
+    assert err == "chart: matplotlib is not installed here (run the chart in `nox -s bench`'s venv)\n"
+    assert not (tmp_path / "c.png").exists()
