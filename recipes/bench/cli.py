@@ -238,5 +238,12 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
         trial_timeout=args.trial_timeout,
         command=shlex.join(["nox", "-s", "bench", *(["--", *posargs] if posargs else [])]),
     )
-    check_coverage = coverage.checker(None if args.candidates else plan) if args.coverage else None
+    check_coverage = None
+    if args.coverage:
+        if args.candidates:
+            check_coverage = coverage.checker_for_given(
+                config, [binary for binary, _ in candidates], lambda: plan or stages.make_plan(config, environ)
+            )
+        else:
+            check_coverage = coverage.checker(plan)
     return Outcome(out, run_bench(settings, check_coverage))

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes import profdata, stages
+from recipes import profdata, report, stages
 from recipes.bench.harness import (
     Build,
     Settings,
@@ -34,8 +34,10 @@ from recipes.bench.harness import (
     stop_server,
     trial_problem,
 )
+from recipes.config import Config
 from recipes.errors import PgoError
 from recipes.runner import capture, run, say
+from recipes.store import sha256_file
 from recipes.toolchain import ProfdataTool, find_profdata, rustc_sysroot
 from recipes.train.server import describe_exit
 
@@ -136,18 +138,39 @@ def skipped(why: str) -> dict[str, Any]:
     return {"skipped": why}
 
 
-def checker(plan: stages.BuildPlan | None) -> Callable[[Settings, Setup], dict[str, Any]]:
-    """The coverage check of ``plan``'s work dir, to run once the bench's setup is up."""
+def checker(plan: stages.BuildPlan | None, why_not: str = "") -> Callable[[Settings, Setup], dict[str, Any]]:
+    """The coverage check of ``plan``'s work dir, to run once the bench's setup is up (``why_not``: the
+    reason there is no plan)."""
 
     def check(settings: Settings, setup: Setup) -> dict[str, Any]:
         if plan is None:
-            return skipped("the candidates were given with --candidate; it needs the work dir's own builds")
+            return skipped(why_not or "the candidates were given with --candidate; it needs the work dir's own builds")
         try:
             return run_check(plan, settings, setup)
         except PgoError as error:  # said in the report, not decisive: the bench itself is
             return skipped(error.line())
 
     return check
+
+
+def checker_for_given(
+    config: Config,
+    candidates: Sequence[Path],
+    make_plan: Callable[[], stages.BuildPlan],
+) -> Callable[[Settings, Setup], dict[str, Any]]:
+    """The coverage check when the candidates were given by path: run when one of them is the work dir's
+    own checked PGO binary (its sha256 is report.json's ``optimise.binary_sha256``), skipped otherwise, for
+    then the training profile is not theirs."""
+    recorded = report.load(config.out).get("optimise", {})
+    sha = recorded.get("binary_sha256") if isinstance(recorded, dict) and not report.failed(recorded) else None
+    if not sha or not any(candidate.is_file() and sha256_file(candidate) == sha for candidate in candidates):
+        why = (
+            f"none of the candidates is the work dir's PGO binary (sha256 {sha[:12]}…)"
+            if sha
+            else f"the work dir {config.out} has no PGO binary"
+        )
+        return checker(None, why)
+    return checker(make_plan())
 
 
 def run_check(plan: stages.BuildPlan, settings: Settings, setup: Setup) -> dict[str, Any]:

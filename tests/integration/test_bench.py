@@ -69,7 +69,8 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     assert "## Training coverage of the bench" in markdown
     assert (hello.work / "bench" / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    # three builds at once, given by path: no build, no coverage check
+    # three builds at once, given by path: no build; one of them is the work dir's PGO binary, so the coverage
+    # check runs against its training
     pgo = report["optimise"]["binary"]
     proc = hello.nox(
         "bench",
@@ -82,7 +83,16 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     again = json.loads((hello.work / "bench" / "results.json").read_text())
     assert [b["label"] for b in again["builds"]] == ["baseline", "PGO", "PGO again"]
     assert [t["build"] for t in again["scenarios"][0]["trials"]] == ["baseline", "candidate", "candidate-2"]
-    assert "skipped" in again["coverage"]
+    assert again["coverage"]["problems"] == [] and 0 < again["coverage"]["overlap_percent"] <= 100
+
+    # none of the candidates is the work dir's PGO binary: its training says nothing about them, no coverage check
+    proc = hello.nox(
+        "bench", "--baseline", pgo, "--candidate", str(plain_binary),
+        "--scenarios", "primes-held-out", "--trials", "1", "--scale", "0.1",
+    )  # fmt: skip
+    assert_ok(proc)
+    skipped = json.loads((hello.work / "bench" / "results.json").read_text())["coverage"]["skipped"]
+    assert "none of the candidates is the work dir's PGO binary" in skipped
 
     # the PGO binary of the work dir was built with other flags than a plain build now would be: refused
     proc = hello.nox("bench", "--scenarios", "collatz", **{FLAGS: "-Cdebuginfo=2"})
