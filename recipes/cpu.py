@@ -14,18 +14,17 @@ emulation. Any other binary is run with the given arguments and must exit 0.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from recipes import certs, net, report
+from recipes import certs, net, procs, report
 from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
 from recipes.runner import capture, quote, run, say
@@ -86,13 +85,8 @@ def qemu_argv(model: str, binary: Path, args: Sequence[str]) -> list[str]:
 
 
 def describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"killed by {name}" + (" (illegal instruction)" if returncode == SIGILL_EXIT else "")
-    return f"exit code {returncode}"
+    """How an emulated program ended, a signal by its name: ``killed by SIGILL (illegal instruction)``."""
+    return procs.describe_exit(returncode, numbered=False)
 
 
 def check_qemu(env: Mapping[str, str]) -> str:
@@ -257,21 +251,6 @@ def _last_line(log: Path) -> str:
     return next((line for line in reversed(lines) if line), "")[:200]
 
 
-@contextlib.contextmanager
-def _server(argv: Sequence[str], env: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    say(f"$ {quote(argv)}")
-    with log.open("wb") as err:
-        proc = subprocess.Popen(list(argv), env=dict(env), stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
-        try:
-            yield proc
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
-
-
 def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: float = 120.0) -> dict[str, Any]:
     """Start the server under the baseline model, send a few requests of each protocol, stop it with SIGTERM."""
     made = certs.make_certs(["ecdsa"], work, env=env, logs=work)
@@ -282,7 +261,9 @@ def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: f
     argv = qemu_argv(BASELINE_CPU, binary, ["--config", str(config)])
     log = work / "server.log"
     answered: list[str] = []
-    with _server(argv, env, log) as proc:
+    say(f"$ {quote(argv)}")
+    with procs.Child.start(argv, env=env, log=log, pipe_stdout=True) as child:
+        proc = child.proc
         assert proc.stdout is not None
         deadline = time.monotonic() + timeout
         addresses: dict[str, str] = {}
@@ -330,11 +311,9 @@ def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: f
                 if got != f"200 {version}":
                     raise CheckFailed(f"{what} {url}: got {got!r}, expected '200 {version}'", f"see {log}")
             answered.append(what)
-        proc.send_signal(signal.SIGTERM)
-        try:
-            returncode = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise CheckFailed(f"{binary.name} did not exit {timeout:.0f} s after SIGTERM", f"see {log}") from exc
+        returncode = child.stop(timeout)
+        if returncode is None:
+            raise CheckFailed(f"{binary.name} did not exit {timeout:.0f} s after SIGTERM", f"see {log}")
         if returncode != 0:
             raise CheckFailed(f"{binary.name} got {describe_exit(returncode)} after SIGTERM, not exit 0", f"see {log}")
     return {"requests": [f"{what}: 3 x 200" for what in answered], "sigterm": "exit code 0", "config": str(config)}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from recipes.runner import tail
+from recipes.runner import log_tail
 
 HOST = "127.0.0.1"
 #: bytes of a probed response's body read (and dropped) before the connection is closed
@@ -189,14 +189,6 @@ def thread_states(pid: int) -> str:
             continue
         lines.append(f"  {task.name:>8} {state} {name}")
     return "\n".join(lines) or "(no threads)"
-
-
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return f"(no log at {path})"
-    return tail(text, lines) or "(empty log)"
 
 
 def hang_dump(ports: Iterable[int], pid: int | None, log: Path | None) -> str:

@@ -42,6 +42,18 @@ def tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
+def log_tail(path: Path, lines: int = 30, *, joined: str | None = None) -> str:
+    """The last ``lines`` lines of a log file, or ``joined`` by a separator on one line; a missing or empty
+    log says so (on one line: nothing)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return f"(no log at {path})" if joined is None else ""
+    if joined is not None:
+        return joined.join(text.strip().splitlines()[-lines:])
+    return tail(text, lines) or "(empty log)"
+
+
 #: cargo's status lines of a unit: ``   Compiling serde v1.0.200``, ``       Fresh libc v0.2.155 (…)``
 _CARGO_UNIT = re.compile(r"^ {0,12}(Compiling|Fresh) (\S+) v(\S+)")
 _CARGO_FINISHED = re.compile(r"^ {0,12}Finished ")

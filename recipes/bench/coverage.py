@@ -36,10 +36,10 @@ from recipes.bench.harness import (
 )
 from recipes.config import Config
 from recipes.errors import PgoError
+from recipes.procs import describe_exit
 from recipes.runner import capture, run, say
 from recipes.store import sha256_file
 from recipes.toolchain import ProfdataTool, find_profdata, rustc_sysroot
-from recipes.train.server import describe_exit
 
 TOP = 10
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,12 +32,13 @@ from recipes.bench import canary, procstat
 from recipes.bench.report import ScenarioResult, Trial, build_keys, write_json, write_markdown
 from recipes.bench.scenarios import Scenario, held_out
 from recipes.errors import BenchError, ConfigError, PgoError
-from recipes.runner import quote, say
+from recipes.procs import Child, describe_exit
+from recipes.runner import log_tail, quote, say
 from recipes.schema import fill
 from recipes.train import sigterm
 from recipes.train.base import RESOURCES, ResourceContext
 from recipes.train.command import EnvironmentValues, reap_group
-from recipes.train.server import describe_exit
+from recipes.train.resources import UpstreamBackend
 from recipes.workload import Instance, Workload
 
 STOP_TIMEOUT = 15.0
@@ -161,11 +161,11 @@ def started_setup(settings: Settings) -> Iterator[Setup]:
                 RESOURCES[kind].start(options, ResourceContext(scratch, settings.out / "logs", dict(settings.env)))
             )
             values.update(live.values)
-            proc = getattr(live.handle, "proc", None)
-            if kind == "upstream" and proc is not None:
-                for thread in procstat.read_threads(proc.pid):
+            child = live.handle.child if isinstance(live.handle, UpstreamBackend) else None
+            if child is not None:
+                for thread in procstat.read_threads(child.pid):
                     os.sched_setaffinity(thread.pid, {settings.load_core})
-                setup.upstream_pid = proc.pid
+                setup.upstream_pid = child.pid
         if settings.upstream_url is not None:
             values["upstream"] = settings.upstream_url
             setup.upstream_pid = None
@@ -186,7 +186,7 @@ class Server:
     """One running build of the server, pinned to its core."""
 
     build: Build
-    proc: subprocess.Popen[bytes]
+    child: Child
     http_port: int
     https_port: int
     log: Path
@@ -194,13 +194,13 @@ class Server:
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.child.pid
 
     def base_url(self, tls: bool) -> str:
         return f"https://127.0.0.1:{self.https_port}" if tls else f"http://127.0.0.1:{self.http_port}"
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.child.alive()
 
 
 def start_server(
@@ -235,11 +235,10 @@ def start_server(
     if options.exit_on_sigterm:
         server_env = sigterm.preload_env(server_env, sigterm.shim(workdir.parent.parent / "sigterm", server_env))
     say(f"  $ {quote(argv)}")
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, env=server_env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    server = Server(build, proc, http_port, https_port, log, instance_dir)
+    child = Child.start(argv, env=server_env, log=log)
+    server = Server(build, child, http_port, https_port, log, instance_dir)
     ready = fill(options.ready, filled)
-    if net.wait_ready(ready, options.ready_timeout, server.alive) is None:
+    if not child.wait_ready(ready, options.ready_timeout).ready:
         code = stop_server(server)
         raise BenchError(
             f"{build.label} ({build.binary}) did not answer {ready} with 200 within {options.ready_timeout:g} s "
@@ -252,11 +251,7 @@ def start_server(
 
 
 def _log_tail(path: Path, lines: int = 5) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return " | ".join(text[-lines:])
+    return log_tail(path, lines, joined=" | ")
 
 
 def _check_pinned(server: Server, core: int) -> None:
@@ -272,13 +267,7 @@ def _check_pinned(server: Server, core: int) -> None:
 
 def stop_server(server: Server, limit: float = STOP_TIMEOUT) -> int:
     """SIGTERM, then the exit code (a kill after the timeout gives a negative one)."""
-    if server.alive():
-        server.proc.send_signal(signal.SIGTERM)
-    try:
-        return server.proc.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
-        server.proc.kill()
-        return server.proc.wait()
+    return server.child.stop_or_kill(limit)
 
 
 # ---------------------------------------------------------------------------------------------- load
@@ -452,7 +441,7 @@ def measure(
     time.sleep(SETTLE_SECONDS)
     problem = trial_problem(run, scenario.count, scenario.expect)
     if not server.alive():
-        problem = problem or f"the server exited with {server.proc.returncode} during the trial"
+        problem = problem or f"the server exited with {server.child.returncode} during the trial"
         user_ticks = system_ticks = 0
     else:
         server1 = procstat.read_stat(server.pid)

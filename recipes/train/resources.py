@@ -9,11 +9,8 @@ upstream = true            # {upstream} (http://127.0.0.1:PORT), {upstream_port}
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -22,7 +19,8 @@ from typing import Any
 
 from recipes import certs, docroot, net
 from recipes.errors import TrainingFailed
-from recipes.runner import say
+from recipes.procs import Child
+from recipes.runner import log_tail, say
 from recipes.schema import Table
 from recipes.train.base import LiveResource, Resource, ResourceContext, register_resource
 
@@ -137,47 +135,36 @@ class UpstreamBackend:
         self.port = port
         self.log = log
         self.env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT), env.get("PYTHONPATH")]))}
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.child: Child | None = None
 
     def start(self, limit: float = 30.0) -> None:
-        with self.log.open("ab") as out:
-            offset = out.tell()
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "recipes.upstream", "--port", str(self.port)],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=PROJECT,
-            )
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise TrainingFailed(
-                    f"the upstream backend exited with code {self.proc.returncode} at start",
-                    f"see {self.log}: {net.log_tail(self.log, 3)}",
-                )
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        argv = [sys.executable, "-m", "recipes.upstream", "--port", str(self.port)]
+        self.child = child = Child.start(argv, env=self.env, log=self.log, cwd=PROJECT, append=True)
+        said = f"listening {self.port}".encode()
+
+        def listening() -> bool:
             with self.log.open("rb") as text:
                 text.seek(offset)
-                if f"listening {self.port}".encode() in text.read():
-                    return
-            time.sleep(0.05)
+                return said in text.read()
+
+        if child.wait_for(listening, limit):
+            return
+        code = child.returncode
         self.stop()
+        if code is not None:
+            raise TrainingFailed(
+                f"the upstream backend exited with code {code} at start",
+                f"see {self.log}: {log_tail(self.log, 3)}",
+            )
         raise TrainingFailed(
             f"the upstream backend did not listen on port {self.port} in {limit:.0f} s", f"see {self.log}"
         )
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
+        if self.child is not None:
+            self.child.stop_or_kill(10)
+        self.child = None
 
     @contextmanager
     def down(self) -> Iterator[None]:

@@ -17,7 +17,6 @@ another exit code, or an exit before the stop fails the training with the tail o
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -29,23 +28,13 @@ from typing import Any
 from recipes import net
 from recipes.errors import PgoError, TrainingFailed
 from recipes.files import write_atomically
+from recipes.procs import Child, describe_exit
 from recipes.runner import say
 from recipes.schema import Table, fill
 from recipes.train import sigterm
 from recipes.train.base import InstanceMode, PhaseContext, register_mode
 
 PORT_PLACEHOLDERS = ("http_port", "https_port")
-
-
-def describe_exit(returncode: int) -> str:
-    """``exit code 3`` or ``signal 9 (SIGKILL)``."""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = "?"
-        return f"signal {-returncode} ({name})"
-    return f"exit code {returncode}"
 
 
 @dataclass(frozen=True)
@@ -63,23 +52,26 @@ class RunningServer:
     """The live server process of an instance, for the phases: is it still there, and what to show if not."""
 
     instance: str
-    proc: subprocess.Popen[bytes]
+    child: Child
     ports: dict[str, int]
-    log: Path
     tail_shown: bool = False
+
+    @property
+    def log(self) -> Path:
+        return self.child.log
 
     def show_tail(self) -> None:
         """Print the tail of the server's log (once)."""
         if not self.tail_shown:
             self.tail_shown = True
-            show(f"--- tail of the server log {self.log}:\n{net.log_tail(self.log)}")
+            show(f"--- tail of the server log {self.log}:\n{self.child.tail()}")
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.child.pid
 
     def exit_status(self) -> int | None:
-        return self.proc.poll()
+        return self.child.returncode
 
     def dump(self, extra_ports: list[int] | None = None) -> str:
         ports = [*self.ports.values(), *(extra_ports or [])]
@@ -87,7 +79,7 @@ class RunningServer:
 
     def died(self, what: str) -> TrainingFailed:
         """The error for a server that exited while ``what`` (its log's tail printed first)."""
-        returncode = self.proc.poll()
+        returncode = self.child.returncode
         assert returncode is not None
         self.show_tail()
         return TrainingFailed(
@@ -148,29 +140,21 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
     env = ctx.env
     if options.exit_on_sigterm:
         env = sigterm.preload_env(env, sigterm.shim(Path(ctx.values["work"]).parent / "bin", env))
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    server = RunningServer(ctx.instance, proc, ports, log)
-    stopped = False
-    try:
+    with Child.start(argv, env=env, log=log) as child:
+        server = RunningServer(ctx.instance, child, ports)
         ready_url = fill(options.ready, values)
-        readiness = net.poll_ready(ready_url, options.ready_timeout, lambda: proc.poll() is None)
+        readiness = child.wait_ready(ready_url, options.ready_timeout)
         if not readiness.ready:
-            if proc.poll() is not None:
+            if not child.alive():
                 raise server.died(f"before it answered {ready_url}")
             raise not_ready(server, ready_url, options.ready_timeout, readiness)
-        say(f"instance {ctx.instance}: ready in {readiness.seconds:.2f} s (pid {proc.pid}, ports {ports})")
+        say(f"instance {ctx.instance}: ready in {readiness.seconds:.2f} s (pid {child.pid}, ports {ports})")
         try:
             yield replace(ctx, values=values, server=server)
         except PgoError:
             server.show_tail()  # whatever failed, the server's side of it
             raise
-        stopped = True
-        _stop(server, options.stop_timeout)
-    finally:
-        if not stopped and proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _stop(server, options.stop_timeout)  # leaving the block kills it if it is still there
 
 
 def not_ready(server: RunningServer, url: str, limit: float, readiness: net.Readiness) -> TrainingFailed:
@@ -196,21 +180,18 @@ def not_ready(server: RunningServer, url: str, limit: float, readiness: net.Read
 
 def _stop(server: RunningServer, limit: float) -> None:
     """SIGTERM, then the exit status must be 0."""
-    proc = server.proc
-    if proc.poll() is not None:
+    child = server.child
+    if not child.alive():
         raise server.died("before it was stopped")
     started = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    try:
-        returncode = proc.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
+    returncode = child.stop(limit)
+    if returncode is None:
         show(server.dump())
-        proc.kill()
-        proc.wait()
+        child.kill()
         raise TrainingFailed(
             f"instance {server.instance}: the server did not exit within {limit:.0f} s of SIGTERM",
             "its threads are shown above; it must stop gracefully so its profile gets written",
-        ) from None
+        )
     if returncode != 0:
         server.show_tail()
         killed = returncode == -signal.SIGTERM
