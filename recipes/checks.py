@@ -4,9 +4,10 @@ a refusal out. Nothing here runs a tool, so each check is tested without cargo."
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from recipes.errors import CheckFailed
 
@@ -128,4 +129,21 @@ def refuse_mostly_missing(missing: int, found: Coverage) -> None:
             f"{missing} of the build's {total} functions have no profile data, more than half (the ceiling when "
             "no max_missing is set): the profile matches little of this build",
             "same cargo command, features and target as the training? to accept it, set PGO_MAX_MISSING",
+        )
+
+
+def refuse_other_build(
+    recorded: Mapping[str, Any], *, cargo: Sequence[str], target: str, earlier: str, now: str
+) -> None:
+    """Refuse to go on from ``recorded`` (a stage's report) with another cargo command or target."""
+    if recorded.get("cargo_command") != list(cargo):
+        raise CheckFailed(
+            f"{earlier} was made by {' '.join(recorded.get('cargo_command', ['?']))!r} and {now} by "
+            f"{' '.join(cargo)!r}",
+            "both must use the same PGO_CARGO: run every stage with one",
+        )
+    if recorded.get("target") != target:
+        raise CheckFailed(
+            f"{earlier} was for {recorded.get('target')} and {now} for {target}",
+            "use the same PGO_TARGET for every stage",
         )

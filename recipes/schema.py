@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from recipes.errors import ConfigError
+
+#: instance, phase and scenario names: they name .profraw and log files
+NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class Table:
@@ -22,6 +26,17 @@ class Table:
 
     def error(self, key: str, problem: str, hint: str = "see profiles/README.md") -> ConfigError:
         return ConfigError(f"{self.where}: {key}: {problem}", hint)
+
+    def named(self, what: str) -> str:
+        """The table's required ``name`` (letters, digits, - and _: it names files); from then on its errors
+        name it: ``w.toml [[instance]] #2`` becomes ``w.toml [[instance]] 'cli'``."""
+        name: str = self.string("name", required=True)
+        if not NAME.fullmatch(name):
+            raise self.error(
+                "name", f"{name!r} must be letters, digits, - and _ (ASCII)", f"it names the {what}'s files"
+            )
+        self.where = f"{self.where.rsplit(' #', 1)[0]} {name!r}"
+        return name
 
     def _get(self, key: str, types: tuple[type, ...], type_name: str, default: Any, required: bool) -> Any:
         self.seen.add(key)

@@ -526,17 +526,7 @@ def _reject(plan: BuildPlan, built: Path, checked: Path | None = None) -> Path |
 
 def check_same_build(recorded: Mapping[str, Any], plan: BuildPlan, *, earlier: str, now: str) -> None:
     """Refuse to go on from ``recorded`` (a stage's report) with another cargo command or target."""
-    if recorded.get("cargo_command") != list(plan.config.cargo):
-        raise CheckFailed(
-            f"{earlier} was made by {' '.join(recorded.get('cargo_command', ['?']))!r} and {now} by "
-            f"{' '.join(plan.config.cargo)!r}",
-            "both must use the same PGO_CARGO: run every stage with one",
-        )
-    if recorded.get("target") != plan.target:
-        raise CheckFailed(
-            f"{earlier} was for {recorded.get('target')} and {now} for {plan.target}",
-            "use the same PGO_TARGET for every stage",
-        )
+    checks.refuse_other_build(recorded, cargo=plan.config.cargo, target=plan.target, earlier=earlier, now=now)
 
 
 def _check_optimised(

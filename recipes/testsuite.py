@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recipes import cargo, report, zig
+from recipes import cargo, checks, report, zig
 from recipes.errors import CheckFailed, MissingInput
 from recipes.runner import run, say
 
@@ -184,9 +184,13 @@ def _optimised(plan: BuildPlan) -> dict[str, Any]:
             "the last optimised build failed its checks: there is no profile build to test",
             "run `nox -s optimise` (or `nox -s pgo`) again first",
         )
-    from recipes.stages import check_same_build  # noqa: PLC0415  (stages imports this module)
-
-    check_same_build(optimised, plan, earlier="the optimised build", now="the test suite would be")
+    checks.refuse_other_build(
+        optimised,
+        cargo=plan.config.cargo,
+        target=plan.target,
+        earlier="the optimised build",
+        now="the test suite would be",
+    )
     return optimised
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes import train  # noqa: F401  (registers the modes and phase kinds)
+from recipes.bench.scenarios import HOW_TO_ADD, parse_scenario
 from recipes.config import MAX_SECONDS
 from recipes.errors import ConfigError, ToolchainError
 from recipes.schema import Table
@@ -136,8 +137,6 @@ def _bench(
     table: Table | None, provided: set[str], training: list[Instance]
 ) -> tuple[tuple[Instance, ...], tuple[Any, ...]]:
     """``[bench]``: its instances (as training ones, without phases) and its scenarios."""
-    from recipes.bench.scenarios import HOW_TO_ADD, parse_scenario  # noqa: PLC0415  (it imports this module)
-
     if table is None:
         return (), ()
     instance_tables, scenario_tables = table.tables("instance"), table.tables("scenario")
@@ -207,23 +206,9 @@ def _fields(text: str) -> set[str]:
     return {f.split(".")[0] for _, f, _, _ in string.Formatter().parse(text) if f}
 
 
-#: instance and phase names: they name .profraw and log files
-NAME = re.compile(r"[A-Za-z0-9_-]+")
 #: ``{env:NAME}``: a variable name
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 LITERAL_BRACES = "a literal brace is written {{ or }} (e.g. \\w{{3,}})"
-
-
-def _name(table: Table, what: str) -> str:
-    name: str = table.string("name", required=True)
-    if not NAME.fullmatch(name):
-        raise table.error("name", f"{name!r} must be letters, digits, - and _ (ASCII)", f"it names the {what}'s files")
-    return name
-
-
-def _named(where: str, name: str) -> str:
-    """``w.toml [[instance]] #2`` becomes ``w.toml [[instance]] 'cli'``: errors name tables by name."""
-    return f"{where.rsplit(' #', 1)[0]} {name!r}"
 
 
 def check_texts(where: str, texts: Iterable[str], known: Iterable[str]) -> None:
@@ -271,8 +256,7 @@ def _timeout(table: Table, key: str) -> float | None:
 
 def _instance(table: Table, provided: set[str], earlier: dict[str, Instance], *, bench: bool = False) -> Instance:
     """An ``[[instance]]`` table; ``bench``: a ``[[bench.instance]]`` one, which has no phases."""
-    name = _name(table, "instance")
-    table.where = _named(table.where, name)
+    name = table.named("instance")
     mode_name = table.string("mode", "command", choices=INSTANCE_MODES)
     mode = INSTANCE_MODES[mode_name]
     options = mode.parse(table)
@@ -291,10 +275,9 @@ def _instance(table: Table, provided: set[str], earlier: dict[str, Instance], *,
         phases = list(source.phases)
     known = COMMON_PLACEHOLDERS | provided | mode.placeholders()
     for phase_table in [] if bench else table.tables("phase", required=same_as is None):
-        phase_name = _name(phase_table, "phase")
+        phase_name = phase_table.named("phase")
         if phase_name in phase_names:
             raise phase_table.error("name", f"{phase_name!r} is used twice in this instance")
-        phase_table.where = _named(phase_table.where, phase_name)
         kind = phase_table.string("kind", required=True, choices=PHASE_KINDS)
         timeout = _timeout(phase_table, "timeout")
         phase_cls = PHASE_KINDS[kind]

@@ -89,10 +89,7 @@ class Scenario:
 
 def parse_scenario(table: Table, instances: dict[str, Instance]) -> Scenario:
     """One ``[[bench.scenario]]`` table; ``instances`` are those it may name (bench ones first)."""
-    from recipes.workload import _name, _named  # noqa: PLC0415  (recipes.workload imports this module)
-
-    name = _name(table, "scenario")
-    table.where = _named(table.where, name)
+    name = table.named("scenario")
     title = table.string("title", name)
     instance_name = table.string("instance", required=True, choices=instances)
     instance = instances[instance_name]
