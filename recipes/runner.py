@@ -38,6 +38,11 @@ def say(message: str) -> None:
     print(f"pgo: {message}", file=sys.stderr, flush=True)
 
 
+def show(text: str) -> None:
+    """A block for a person to read as it is (a log's tail, a dump of sockets and threads): on stderr, flushed."""
+    print(text, file=sys.stderr, flush=True)
+
+
 def tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
@@ -187,7 +192,7 @@ def run(
         raise not_found(argv, cwd, exc) from exc
     done = Completed(argv, returncode, log)
     if check and proc.returncode != 0:
-        print(tail(done.output()), file=sys.stderr, flush=True)
+        show(tail(done.output()))
         name = what or Path(argv[0]).name
         cause = known_cause(done.output())
         raise CommandFailed(

@@ -21,7 +21,6 @@ timeout = 120              # seconds; default the workload's phase_timeout, PGO_
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +31,7 @@ from typing import Any, ClassVar
 
 from recipes import h2load
 from recipes.errors import TrainingFailed
-from recipes.runner import quote, say
+from recipes.runner import quote, say, show
 from recipes.schema import Table, fill
 from recipes.train.base import Phase, PhaseContext, PhaseResult, register_phase
 
@@ -119,7 +118,7 @@ def run_h2load(
             if now > deadline:
                 if server is not None:
                     upstream = ctx.resources.get("upstream")
-                    print(server.dump([upstream.port] if upstream is not None else []), file=sys.stderr, flush=True)
+                    show(server.dump([upstream.port] if upstream is not None else []))
                 raise TrainingFailed(
                     f"{label}: not finished within its time limit of {limit:.0f} s "
                     f"(h2load at {reader.percent}% of {requests} requests); sockets and threads are shown above",

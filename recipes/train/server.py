@@ -17,7 +17,6 @@ another exit code, or an exit before the stop fails the training with the tail o
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -29,7 +28,7 @@ from recipes import net
 from recipes.errors import PgoError, TrainingFailed
 from recipes.files import write_atomically
 from recipes.procs import Child, describe_exit
-from recipes.runner import say
+from recipes.runner import say, show
 from recipes.schema import Table, fill
 from recipes.train import sigterm
 from recipes.train.base import InstanceMode, PhaseContext, register_mode
@@ -86,10 +85,6 @@ class RunningServer:
             f"instance {self.instance}: the server exited with {describe_exit(returncode)} {what}",
             f"see {self.log}",
         )
-
-
-def show(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 @register_mode

@@ -21,8 +21,8 @@ def _runtime_imports(tree: ast.Module) -> list[str]:
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.orelse:
-                visit(child)
+            for branch in node.orelse:
+                visit(branch)
             return
         if isinstance(node, ast.ImportFrom) and node.module:
             found.append(node.module)
