@@ -23,6 +23,8 @@ from recipes.reproducible import git, parse_sha256sums, repo_root, sha256_bytes,
 from recipes.store import sha256_file
 from recipes.toolchain import parse_rustc_vv
 
+#: the release manifest's layout (its "schema"): rebuild and verify read only this one
+MANIFEST_SCHEMA = 1
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 #: what kind of build this is (it gives externalParameters and internalParameters their meaning): pgo-recipes'
@@ -32,6 +34,16 @@ BUILDER_ID = "urn:pgo-recipes:builder:nox-release"
 SUFFIX = ".intoto.json"
 #: the manifest's artefacts that get a statement, in this order (the last two only in a release with PGO_BOLT=1)
 ARTEFACTS = ("plain", "pgo", "profile", "pgo_bolt", "bolt_profile")
+
+
+def check_manifest_schema(manifest: Mapping[str, Any], name: str) -> None:
+    """Refuse a release manifest of another layout than this pgo-recipes writes and reads."""
+    schema = manifest.get("schema")
+    if schema != MANIFEST_SCHEMA:
+        raise CheckFailed(
+            f"{name} has schema {schema!r}; this pgo-recipes reads manifests of schema {MANIFEST_SCHEMA}",
+            "use the pgo-recipes version that made the release (its commit is the release's buildType's)",
+        )
 
 
 def artefact_kinds(manifest: Mapping[str, Any]) -> list[str]:
@@ -352,6 +364,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
     manifest = _load_json(directory / manifests[0])
     if not isinstance(manifest, dict) or manifest.get("tag") != tag:
         raise CheckFailed(f"{manifests[0]} is not the manifest of {tag}", "check the files")
+    check_manifest_schema(manifest, manifests[0])
 
     predicates = []
     for kind in artefact_kinds(manifest):

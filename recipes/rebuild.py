@@ -22,6 +22,7 @@ from recipes import report, stages
 from recipes.bolt import find_llvm_strip
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
+from recipes.provenance import check_manifest_schema
 from recipes.release import (
     SUMS,
     describe_rustc,
@@ -87,10 +88,13 @@ def load_published(directory: Path, tag: str) -> Published:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise CheckFailed(f"{manifest_path.name} is not valid JSON: {exc}", "download it again") from exc
+    if not isinstance(manifest, dict):
+        raise CheckFailed(f"{manifest_path.name} is not a manifest (not a JSON object)", "download it again")
     if manifest.get("tag") != tag:
         raise CheckFailed(
             f"{manifest_path.name} is the manifest of {manifest.get('tag')}, not {tag}", "check the files"
         )
+    check_manifest_schema(manifest, manifest_path.name)
     published = Published(directory, manifest, sums)
     needed = [manifest_path, _require_file(published.path("pgo"), "the PGO tarball")]
     needed.append(_require_file(published.path("profile"), "the profile"))

@@ -44,7 +44,7 @@ from recipes.store import sha256_file
 from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sysroot
 from recipes.workload import Workload, workload_path
 
-MANIFEST_SCHEMA = 1
+MANIFEST_SCHEMA = provenance.MANIFEST_SCHEMA
 SUMS = "SHA256SUMS"
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from recipes import provenance
+from recipes import provenance, rebuild
 from recipes.errors import CheckFailed, PgoError
 from recipes.reproducible import binary_tarball, parse_sha256sums, sha256_bytes, sha256sums_text
 from recipes.store import sha256_file
@@ -345,3 +345,16 @@ def test_verify_another_cargo_lock_than_the_tag_s_refused(tmp_path: Path) -> Non
         path.write_text(json.dumps(data))
     published.resum()
     refused(published, "hello/Cargo.lock of v1.0.0 has sha256", "the statements record eeee")
+
+
+def test_a_manifest_of_another_schema_refused_by_verify_and_rebuild(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    assert rebuild.load_published(published.dist, "v1.0.0").manifest["schema"] == 1
+    path = published.dist / f"{BASE}-manifest.json"
+    data = json.loads(path.read_text())
+    data["schema"] = 2
+    path.write_bytes(provenance.encode(data))
+    published.resum()
+    refused(published, f"{BASE}-manifest.json has schema 2; this pgo-recipes reads manifests of schema 1")
+    with pytest.raises(CheckFailed, match="has schema 2; this pgo-recipes reads manifests of schema 1"):
+        rebuild.load_published(published.dist, "v1.0.0")
