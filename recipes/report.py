@@ -10,6 +10,9 @@ from typing import Any
 from recipes.errors import MissingInput, WorkDirError
 from recipes.files import write_atomically
 
+#: the layout of report.json, written in it as "schema" and checked when it is read (a report without one is of
+#: the first layout, written before the number was)
+REPORT_SCHEMA = 1
 STAGES = ("instrument", "train", "merge", "optimise", "test", "bolt")
 #: what a stage's new result makes stale: every later stage, but test and bolt both stand on optimise alone
 LATER = {stage: STAGES[i + 1 :] for i, stage in enumerate(STAGES)}
@@ -28,14 +31,27 @@ def load(work: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise WorkDirError(f"{path} is not valid JSON: {exc}", "remove it and run the stages again") from exc
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        raise WorkDirError(f"{path} is not a report (not a JSON object)", "remove it and run the stages again")
+    schema = data.pop("schema", REPORT_SCHEMA)
+    if schema != REPORT_SCHEMA:
+        raise WorkDirError(
+            f"{path} has schema {schema!r}; this pgo-recipes reads schema {REPORT_SCHEMA}",
+            "another version of pgo-recipes wrote it: remove it (or use another PGO_OUT) and run the stages again",
+        )
+    odd = next((name for name, record in data.items() if not isinstance(record, dict)), None)
+    if odd is not None:
+        raise WorkDirError(
+            f"{path}: {odd!r} is not a stage record (a JSON object)", "remove it and run the stages again"
+        )
+    return data
 
 
 def save(work: Path, report: dict[str, Any]) -> None:
     """Write the report atomically: a full disk leaves the old report whole and no temp file."""
     path = report_path(work)
     try:
-        write_atomically(path, json.dumps(report, indent=2, sort_keys=False) + "\n")
+        write_atomically(path, json.dumps({"schema": REPORT_SCHEMA, **report}, indent=2, sort_keys=False) + "\n")
     except OSError as exc:
         raise WorkDirError(f"cannot write {path}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
 

@@ -86,6 +86,7 @@ def _nox_f(project: Path, session: str, **env: str) -> subprocess.CompletedProce
 
 def _check_trained_in_project(project: Path, text: str) -> None:
     report = json.loads((project / "pgo-work" / "report.json").read_text())
+    assert report["schema"] == 1
     assert set(report) >= {"instrument", "train", "merge", "optimise"}
     assert report["train"]["workload"] == str(project / "profiles" / "mine.toml")
     assert [p["name"] for p in report["train"]["phases"]] == ["where", "primes"]

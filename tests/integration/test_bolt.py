@@ -7,7 +7,6 @@ writes it) and a profile store of its own."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from recipes import bolt
+from recipes import bolt, report
 from recipes.reproducible import sha256_bytes, tar_member
 from recipes.store import sha256_file
 from tests.conftest import Pipeline, assert_ok, assert_refused, run_nox
@@ -26,9 +25,7 @@ pytestmark = pytest.mark.slow
 
 
 def _report(work: Path) -> dict[str, Any]:
-    data = json.loads((work / "report.json").read_text())
-    assert isinstance(data, dict)
-    return data
+    return report.load(work)  # the stage records, as the pipeline reads report.json
 
 
 @dataclass(frozen=True)

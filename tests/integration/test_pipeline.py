@@ -3,7 +3,6 @@ every refusal of the reference that needs no server."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from recipes import report
 from recipes.store import sha256_file
 from tests.conftest import Pipeline, assert_ok, assert_refused, start_nox
 
@@ -20,9 +20,7 @@ pytestmark = pytest.mark.slow
 
 
 def _report(p: Pipeline) -> dict[str, object]:
-    data = json.loads((p.work / "report.json").read_text())
-    assert isinstance(data, dict)
-    return data
+    return report.load(p.work)  # the stage records, as the pipeline reads report.json
 
 
 def _optimise_report(p: Pipeline) -> dict[str, Any]:

@@ -31,3 +31,21 @@ def test_a_corrupt_report_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "report.json").write_text('{"instrument": ')
     with pytest.raises(WorkDirError, match=r"report\.json is not valid JSON"):
         report.load(tmp_path)
+
+
+def test_the_report_carries_its_schema_and_another_is_refused(tmp_path: Path) -> None:
+    report.record(tmp_path, "instrument", {"seconds": 1})
+    text = (tmp_path / "report.json").read_text()
+    assert text.startswith('{\n  "schema": 1,\n  "instrument"')
+    assert report.load(tmp_path) == {"instrument": {"seconds": 1}}  # the schema is not a stage
+    (tmp_path / "report.json").write_text('{"instrument": {"seconds": 1}}')  # written before the schema was
+    assert report.load(tmp_path) == {"instrument": {"seconds": 1}}
+    (tmp_path / "report.json").write_text('{"schema": 2, "instrument": {}}')
+    with pytest.raises(WorkDirError, match=r"report\.json has schema 2; this pgo-recipes reads schema 1"):
+        report.load(tmp_path)
+    (tmp_path / "report.json").write_text('{"instrument": [1]}')
+    with pytest.raises(WorkDirError, match="'instrument' is not a stage record"):
+        report.load(tmp_path)
+    (tmp_path / "report.json").write_text("[]")
+    with pytest.raises(WorkDirError, match="is not a report"):
+        report.load(tmp_path)
