@@ -22,6 +22,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from recipes import checks
 from recipes.errors import CheckFailed, ConfigError, ToolchainError
+from recipes.results import BoltResult
 from recipes.runner import capture
 from recipes.toolchain import RustcInfo, parse_llvm_version
 
@@ -236,7 +237,8 @@ class FdataSummary:
         names = tuple(crate_names)
         return sum(1 for function in self.functions if checks.of_crate(function, names))
 
-    def as_json(self) -> dict[str, int]:
+    def as_json(self) -> BoltResult:
+        """The profile's keys of the bolt record."""
         return {
             "profile_branches": self.branches,
             "profile_executed_branches": self.executed_branches,
@@ -303,7 +305,8 @@ class BoltLog:
     dyno_before: dict[str, int]
     dyno_after: dict[str, int]
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> BoltResult:
+        """The log's keys of the bolt record."""
         return {
             "functions_with_profile": self.functions_with_profile,
             "total_functions": self.total_functions,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import CheckFailed
+from recipes.results import OptimiseResult
 
 #: what LLVM and rustc say when they cannot use the profile file itself (it is then ignored, silently but for this)
 PROFILE_FILE_TEXTS = (
@@ -83,7 +84,8 @@ class Coverage:
     functions_with_profile: int  # records (any crate) whose symbol is in the binary
     symbols_known: bool  # False: the binary has no symbol table, records counted without matching
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> OptimiseResult:
+        """The coverage's keys of the optimise record."""
         return {
             "main_crate_functions_with_profile": self.main_crate_with_profile,
             "main_crate_functions_without_profile": self.main_crate_without_profile,

@@ -22,11 +22,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from recipes import certs, net, procs, report
 from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
+from recipes.results import CommandCheck, CpuBaselineResult, Report, ServerCheck
 from recipes.runner import capture, quote, run, say
 from recipes.rustflags import RustflagsPlan, rust_triple, target_cpu_in
 from recipes.store import sha256_file
@@ -251,7 +252,7 @@ def _last_line(log: Path) -> str:
     return next((line for line in reversed(lines) if line), "")[:200]
 
 
-def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: float = 120.0) -> dict[str, Any]:
+def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: float = 120.0) -> ServerCheck:
     """Start the server under the baseline model, send a few requests of each protocol, stop it with SIGTERM."""
     made = certs.make_certs(["ecdsa"], work, env=env, logs=work)
     cert, key = Path(made["ecdsa_cert"]), Path(made["ecdsa_key"])
@@ -322,7 +323,7 @@ def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: f
 # --- the whole check --------------------------------------------------------------------------------------
 
 
-def check_command(binary: Path, args: Sequence[str], work: Path, env: Mapping[str, str]) -> dict[str, Any]:
+def check_command(binary: Path, args: Sequence[str], work: Path, env: Mapping[str, str]) -> CommandCheck:
     """Run a command-line binary with ``args`` under the baseline model: it must exit 0."""
     done = run(qemu_argv(BASELINE_CPU, binary, args), env=env, log=work / "command.log", check=False)
     if done.returncode == SIGILL_EXIT:
@@ -343,14 +344,14 @@ def check_command(binary: Path, args: Sequence[str], work: Path, env: Mapping[st
 
 def check_binary(
     binary: Path, work: Path, env: Mapping[str, str], *, args: Sequence[str] | None = None
-) -> dict[str, Any]:
+) -> CpuBaselineResult:
     """The baseline-CPU check of one binary: the controls, then the server check, or a run with ``args``."""
     if not binary.is_file():
         raise MissingInput(f"no binary at {binary}", "build it first, or pass --binary PATH")
     work.mkdir(parents=True, exist_ok=True)
     qemu = check_qemu(env)
     say(f"cpu-baseline: {binary} under {QEMU} -cpu {BASELINE_CPU}")
-    result: dict[str, Any] = {"binary": str(binary), "qemu": qemu, "cpu": BASELINE_CPU}
+    result: CpuBaselineResult = {"binary": str(binary), "qemu": qemu, "cpu": BASELINE_CPU}
     result["controls"] = check_controls(work, env)
     if args is not None:
         result["command"] = check_command(binary, args, work, env)
@@ -400,7 +401,7 @@ def parse_cpu_args(posargs: Sequence[str]) -> CpuArgs:
     return CpuArgs(binary, run_args)
 
 
-def default_binary(work_report: Mapping[str, Any], work: Path) -> Path:
+def default_binary(work_report: Report, work: Path) -> Path:
     optimised = work_report.get("optimise")
     if not isinstance(optimised, dict) or "binary" not in optimised:
         raise MissingInput(
@@ -410,10 +411,10 @@ def default_binary(work_report: Mapping[str, Any], work: Path) -> Path:
         raise MissingInput(
             f"the last optimised build failed its checks ({optimised['failed']})", "build again, or pass --binary PATH"
         )
-    return Path(optimised["binary"])
+    return Path(optimised["binary"] or "")  # None only in a failed record
 
 
-def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> dict[str, Any]:
+def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> CpuBaselineResult:
     """``nox -s cpu-baseline``: check ``--binary`` or the work dir's optimised binary; recorded in report.json."""
     args = parse_cpu_args(posargs)
     config = load_config(project_dir, environ)
@@ -425,7 +426,7 @@ def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequenc
     return result
 
 
-def summary_lines(result: Mapping[str, Any]) -> list[str]:
+def summary_lines(result: CpuBaselineResult) -> list[str]:
     lines = [f"cpu-baseline {result['binary']} passed under {QEMU} -cpu {result['cpu']}"]
     controls = ", ".join(f"{name} {r['baseline']} (max: {r['max']})" for name, r in result["controls"].items())
     lines.append(f"  controls: {controls}")

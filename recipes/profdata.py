@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, ToolchainError, WorkDirError
+from recipes.results import RawProfileRecord
 from recipes.runner import run
 from recipes.store import sha256_file
 from recipes.toolchain import ProfdataTool
@@ -52,7 +53,7 @@ class RawProfile:
     size: int
     sha256: str
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> RawProfileRecord:
         return {"name": self.name, "size": self.size, "sha256": self.sha256}
 
 
@@ -63,7 +64,7 @@ def record_raw_profiles(profraw_dir: Path) -> list[RawProfile]:
     ]
 
 
-def check_raw_profiles(profraw_dir: Path, recorded: list[dict[str, object]]) -> list[Path]:
+def check_raw_profiles(profraw_dir: Path, recorded: Sequence[RawProfileRecord]) -> list[Path]:
     """The raw profiles to merge: exactly those train recorded, unchanged; anything else is refused by name."""
     expected = {str(entry["name"]): entry for entry in recorded}
     present = {path.name: path for path in profraw_dir.glob("*.profraw")} if profraw_dir.is_dir() else {}

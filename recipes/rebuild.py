@@ -45,6 +45,7 @@ from recipes.reproducible import (
     tar_member,
     write_atomic,
 )
+from recipes.results import DeterminismResult, OptimiseResult, RebuildResult
 from recipes.runner import say
 from recipes.store import sha256_file
 from recipes.toolchain import cargo_version, parse_rustc_vv, rustc_info
@@ -160,7 +161,7 @@ class Built:
 
     binary: Path
     sha256: str
-    optimise: dict[str, Any]
+    optimise: OptimiseResult
     store_path: Path
     bolted: Path | None = None  # the PGO+BOLT binary, stripped by llvm-strip, when a BOLT profile was given
     bolted_sha256: str | None = None
@@ -209,7 +210,7 @@ def build_in_worktree(
             )
         result = stages.optimise(rplan.plan, verify=False)
         stripped = strip_binary(
-            Path(result["binary"]),
+            Path(result["binary"] or ""),  # None only in a failed record
             work / "stripped" / rplan.plan.crate.bin,
             rplan.plan.env,
             work / "logs" / "strip.log",
@@ -219,7 +220,7 @@ def build_in_worktree(
             return built
         bolted = stages.bolt(rplan.plan)
         bolted_stripped = strip_binary(
-            Path(bolted["binary"]),
+            Path(bolted["binary"] or ""),
             work / "stripped-bolt" / rplan.plan.crate.bin,
             rplan.plan.env,
             work / "logs" / "strip-bolt.log",
@@ -233,7 +234,9 @@ def build_in_worktree(
         git(repo, "worktree", "prune", env=environ)
 
 
-def explain(first: Path, second: Path, dest: Path, environ: Mapping[str, str], record: dict[str, Any]) -> str:
+def explain(
+    first: Path, second: Path, dest: Path, environ: Mapping[str, str], record: RebuildResult | DeterminismResult
+) -> str:
     """diffoscope's report of two differing binaries in ``dest``, its summary said and recorded; returns the
     hint's first words (where the report is, or which package would write one)."""
     explanation = diffoscope.explain(first, second, dest, environ)
@@ -254,7 +257,7 @@ def _repo_of(config: Config, environ: Mapping[str, str]) -> Path:
     return repo_root(config.manifest.parent if config.manifest.parent.is_dir() else config.project_dir, environ)
 
 
-def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None = None) -> dict[str, Any]:
+def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None = None) -> RebuildResult:
     """Rebuild the PGO binary of ``tag`` from its published profile and compare it with SHA256SUMS."""
     repo = _repo_of(config, environ)
     commit = tag_commit(repo, tag, environ)
@@ -330,7 +333,7 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
             f"{verdict:8}  {name}  rebuilt {rebuilt}" + ("" if rebuilt == expected else f", published {expected}")
         )
         say(f"rebuild: {lines[-1]}")
-    summary: dict[str, Any] = {
+    summary: RebuildResult = {
         "tag": tag,
         "commit": commit,
         "binary": str(built.binary),
@@ -371,7 +374,7 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
     return summary
 
 
-def determinism(config: Config, environ: Mapping[str, str]) -> dict[str, Any]:
+def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult:
     """Build HEAD twice from the profile alone, in two worktrees at two paths; the binaries must be equal."""
     repo = _repo_of(config, environ)
     dirty = dirty_paths(repo, environ)
@@ -416,7 +419,7 @@ def determinism(config: Config, environ: Mapping[str, str]) -> dict[str, Any]:
             )
         )
     first, second = builds
-    result: dict[str, Any] = {
+    result: DeterminismResult = {
         "commit": commit,
         "profile_sha256": sha256_file(profile_copy),
         "binaries": [str(b.binary) for b in builds],

@@ -38,6 +38,7 @@ from recipes.reproducible import (
     without_remap,
     write_atomic,
 )
+from recipes.results import BoltResult
 from recipes.runner import capture, run, say
 from recipes.rustflags import plain_env
 from recipes.store import sha256_file
@@ -263,7 +264,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
     full = report.load(plan.work)
     optimised = full["optimise"]
     store_path = Path(optimised["store_path"])
-    pgo_binary = Path(optimised["binary"])  # the copy that was checked
+    pgo_binary = Path(optimised["binary"] or "")  # the copy that was checked (None only in a failed record)
     plain_binary, plain_identity = plain_build(rplan)
     if plain_identity != optimised["crate_metadata"]:
         raise CheckFailed(
@@ -390,7 +391,7 @@ class BoltArtefact:
 
 def _bolt_artefact(
     rplan: ReproduciblePlan,
-    bolted: Mapping[str, Any],
+    bolted: BoltResult,
     names: Names,
     stripped_dir: Path,
     plain_stripped: Path,
@@ -399,7 +400,7 @@ def _bolt_artefact(
     """The BOLTed binary stripped by llvm-strip (GNU strip breaks it), checked as the PGO one is (libc, baseline
     CPU, no build path), packed; the BOLT profile beside it."""
     plan = rplan.plan
-    binary = Path(bolted["binary"])
+    binary = Path(bolted["binary"] or "")  # None only in a failed record
     if sha256_file(binary) != bolted["binary_sha256"]:
         raise CheckFailed(f"{binary} changed after the bolt stage checked it", "run the release again")
     llvm_strip = boltlib.find_llvm_strip(plan.rustc, plan.env)

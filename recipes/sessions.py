@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import nox
 
@@ -49,7 +48,7 @@ def project_dir(session: nox.Session) -> Path:
     return Path(session.invoked_from).resolve()
 
 
-def _stage(session: nox.Session, action: Callable[[stages.BuildPlan], Any]) -> None:
+def _stage(session: nox.Session, action: Callable[[stages.BuildPlan], object]) -> None:
     """Run one recipe with the session's configuration; a known failure is one line, not a traceback."""
     try:
         config = load_config(project_dir(session), os.environ, session.posargs)

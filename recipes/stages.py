@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from filelock import FileLock, Timeout
 
@@ -28,6 +28,17 @@ from recipes.errors import (
     WorkDirError,
 )
 from recipes.files import copy_atomically
+from recipes.results import (
+    BoltResult,
+    InstrumentResult,
+    MergeResult,
+    OptimiseResult,
+    Report,
+    StageName,
+    TestResult,
+    TrainResult,
+    WorkloadRun,
+)
 from recipes.runner import run, say
 from recipes.rustflags import RustflagsPlan, env_with_rustflags, plan_rustflags, refuse_global_rustflags, rust_triple
 from recipes.store import ProfileStore, sha256_file
@@ -147,19 +158,21 @@ def _clean_package(plan: BuildPlan, target_dir: Path | None, log: Path) -> None:
     run(argv, env=plan.env, log=log, cwd=plan.cwd, what="cargo clean")
 
 
-StageFunction = Callable[..., dict[str, Any]]
+_Result = TypeVar("_Result")
+#: a stage: called with the plan (and maybe options), it returns its record
+StageFunction = Callable[..., _Result]
 #: what a full, read-only or forbidden disk raises: known failures, told in one line
 _WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
-def _recorded(name: str) -> Callable[[StageFunction], StageFunction]:
+def _recorded(name: StageName) -> Callable[[StageFunction[_Result]], StageFunction[_Result]]:
     """A stage that keeps report.json true: when it starts, its earlier record and those of the stages after it
     make way for a ``failed`` record that only its success replaces; a full disk or another write error of the
     work dir is one line, not a traceback."""
 
-    def wrap(stage: StageFunction) -> StageFunction:
+    def wrap(stage: StageFunction[_Result]) -> StageFunction[_Result]:
         @functools.wraps(stage)
-        def run_stage(plan: BuildPlan, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        def run_stage(plan: BuildPlan, *args: Any, **kwargs: Any) -> _Result:
             report.start(plan.work, name)
             try:
                 try:
@@ -174,7 +187,7 @@ def _recorded(name: str) -> Callable[[StageFunction], StageFunction]:
             except PgoError as error:
                 with contextlib.suppress(PgoError):  # a report that cannot be written: the first error tells
                     if report.load(plan.work).get(name, {}).get("running"):
-                        report.record(plan.work, name, {"failed": error.line()})
+                        report.record_failure(plan.work, name, {"failed": error.line()})
                 raise
 
         return run_stage
@@ -187,7 +200,7 @@ def _timed(start: float) -> float:
 
 
 @_recorded("instrument")
-def instrument(plan: BuildPlan) -> dict[str, Any]:
+def instrument(plan: BuildPlan) -> InstrumentResult:
     """The instrumented build: -Cprofile-generate, its own target dir, the same cargo command."""
     start = time.monotonic()
     say(f"instrument: {plan.crate.package} ({plan.crate.bin}) for {plan.target}")
@@ -203,7 +216,7 @@ def instrument(plan: BuildPlan) -> dict[str, Any]:
     binary = plan.instrumented_binary
     if not binary.is_file():
         raise MissingInput(f"the instrumented build left no binary at {binary}", f"see {done.log}")
-    result = {
+    result: InstrumentResult = {
         "seconds": _timed(start),
         "binary": str(binary),
         "binary_sha256": sha256_file(binary),
@@ -214,14 +227,15 @@ def instrument(plan: BuildPlan) -> dict[str, Any]:
         "rustflags": env[plan.rustflags.var],
         "carried_rustflags_from": list(plan.rustflags.carried_from),
         "rustc": plan.rustc.release,
-        **({"zigbuild": zig.versions(plan.env)} if zig.uses_zigbuild(plan.config.cargo) else {}),
     }
+    if zig.uses_zigbuild(plan.config.cargo):
+        result["zigbuild"] = zig.versions(plan.env)
     report.record(plan.work, "instrument", result)
     return result
 
 
 @_recorded("train")
-def train(plan: BuildPlan) -> dict[str, Any]:
+def train(plan: BuildPlan) -> TrainResult:
     """Drive the instrumented binary through the workload; each instance writes its .profraw."""
     inst = report.require(plan.work, "instrument", "train")
     binary = Path(inst["binary"])
@@ -280,7 +294,8 @@ class FunctionFloor:
             f"the training executed {executed} of {total} functions, fewer than {set_to} ({measured})", fix
         )
 
-    def as_json(self, total: int) -> dict[str, object]:
+    def as_json(self, total: int) -> MergeResult:
+        """The floor's keys of the merge record."""
         return {
             "min_functions": self.for_total(total) if total else self.value,
             "min_functions_set": self.value,
@@ -304,7 +319,7 @@ def max_missing(plan: BuildPlan, workload: Workload | None) -> int | None:
 
 
 @_recorded("merge")
-def merge(plan: BuildPlan) -> dict[str, Any]:
+def merge(plan: BuildPlan) -> MergeResult:
     """Merge exactly this training's raw profiles with rustc's own LLVM's llvm-profdata; count what ran."""
     start = time.monotonic()
     trained = report.require(plan.work, "train", "merge")
@@ -323,29 +338,32 @@ def merge(plan: BuildPlan) -> dict[str, Any]:
     for name, why in merged.dropped.items():
         say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
     floor = function_floor(plan, plan.workload())
-    result: dict[str, Any] = {
+    result: MergeResult = {
         "profile": str(plan.merged_profile),
         "profraw_merged": len(merged.merged),
         "profraw_dropped": merged.dropped,
-        **floor.as_json(0),
-        "llvm_profdata": str(tool.path),
-        "llvm_profdata_version": tool.llvm_version,
     }
+    result.update(floor.as_json(0))
+    result.update({"llvm_profdata": str(tool.path), "llvm_profdata_version": tool.llvm_version})
     try:
         summary = profdata.check_usable(
             tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
         )
         result.update(
-            profile_sha256=sha256_file(plan.merged_profile),
-            executed_functions=summary.executed_functions,
-            total_functions=summary.total_functions,
-            **floor.as_json(summary.total_functions),
+            {
+                "profile_sha256": sha256_file(plan.merged_profile),
+                "executed_functions": summary.executed_functions,
+                "total_functions": summary.total_functions,
+            }
         )
+        result.update(floor.as_json(summary.total_functions))
         if summary.executed_functions < floor.for_total(summary.total_functions):
             raise floor.refusal(summary.executed_functions, summary.total_functions)
     except PgoError as error:
         plan.merged_profile.unlink(missing_ok=True)
-        report.record(plan.work, "merge", {**result, "failed": error.line(), "seconds": _timed(start)})
+        failure = result.copy()
+        failure.update({"failed": error.line(), "seconds": _timed(start)})
+        report.record(plan.work, "merge", failure)
         raise
     result["seconds"] = _timed(start)
     report.record(plan.work, "merge", result)
@@ -368,7 +386,7 @@ def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
 
 
 @_recorded("optimise")
-def optimise(plan: BuildPlan, *, verify: bool | None = None) -> dict[str, Any]:
+def optimise(plan: BuildPlan, *, verify: bool | None = None) -> OptimiseResult:
     """The optimised build from the store, then every check of the result, then a checked copy in the work dir.
 
     Clean, build, checks and copy hold a lock on the crate's target dir: several pipelines on one crate take
@@ -409,7 +427,7 @@ def _build_and_check(
     trained_here: bool,
     verify: bool | None,
     start: float,
-) -> dict[str, Any]:
+) -> OptimiseResult:
     say(f"optimise: profile {store_path}")
     flags = [f"-Cprofile-use={store_path}", "-Cllvm-args=-pgo-warn-missing-function"]
     if plan.config.bolt:  # the PGO binary is BOLT's input: one build, linked with the relocations BOLT needs
@@ -435,27 +453,32 @@ def _build_and_check(
         raise MissingInput(f"the optimised build left no binary at {built}", f"see {done.log}")
     warnings = cargo.profile_warnings(log_text)
     found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
-    result: dict[str, Any] = {
+    result: OptimiseResult = {
         "store_path": str(store_path),
         "profile_sha256": sha,
         "profile_functions": len(records),
         "missing_profile_functions": warnings.missing,
         "missing_by_crate": dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),
         "stale_profile_warnings": warnings.stale,
-        **found.as_json(),
-        "crate_metadata": cargo.crate_identities(log_text, plan.crate),
-        "cargo_command": list(plan.config.cargo),
-        "target": plan.target,
-        "rustflags": env[plan.rustflags.var],
-        "built_binary": str(built),
-        "binary": str(built),
-        "binary_sha256": sha256_file(built),
-        "max_glibc": elf.max_glibc(built),
-        "libc": elf.libc_needs(built),
-        "emit_relocs": plan.config.bolt,
-        "target_cpu": cpu.target_cpu_warning(plan.rustflags),
-        **({"zigbuild": zig.versions(plan.env)} if zig.uses_zigbuild(plan.config.cargo) else {}),
     }
+    result.update(found.as_json())
+    result.update(
+        {
+            "crate_metadata": cargo.crate_identities(log_text, plan.crate),
+            "cargo_command": list(plan.config.cargo),
+            "target": plan.target,
+            "rustflags": env[plan.rustflags.var],
+            "built_binary": str(built),
+            "binary": str(built),
+            "binary_sha256": sha256_file(built),
+            "max_glibc": elf.max_glibc(built),
+            "libc": elf.libc_needs(built),
+            "emit_relocs": plan.config.bolt,
+            "target_cpu": cpu.target_cpu_warning(plan.rustflags),
+        }
+    )
+    if zig.uses_zigbuild(plan.config.cargo):
+        result["zigbuild"] = zig.versions(plan.env)
     try:
         plan.store.verify(store_path, "after the build")
         workload = plan.workload_if_any()
@@ -480,7 +503,7 @@ def _build_and_check(
     except PgoError as error:
         result["failed"] = error.line()
         result["seconds"] = _timed(start)
-        kept = _reject(plan, built, Path(result["binary"]))
+        kept = _reject(plan, built, Path(result["binary"] or built))  # the checked copy, or the build
         result["binary"] = str(kept) if kept else None
         report.record(plan.work, "optimise", result)
         raise
@@ -531,7 +554,7 @@ def check_same_build(recorded: Mapping[str, Any], plan: BuildPlan, *, earlier: s
 
 def _check_optimised(
     plan: BuildPlan,
-    result: dict[str, Any],
+    result: OptimiseResult,
     log_text: str,
     store_path: Path,
     warnings: cargo.ProfileWarnings,
@@ -578,10 +601,10 @@ def _check_optimised(
     if ceiling is None:
         checks.refuse_mostly_missing(warnings.missing, found)
     if plan.config.max_glibc:
-        elf.check_glibc(Path(result["binary"]), plan.config.max_glibc)
+        elf.check_glibc(Path(result["binary"] or ""), plan.config.max_glibc)
 
 
-def pgo(plan: BuildPlan) -> dict[str, Any]:
+def pgo(plan: BuildPlan) -> Report:
     """All four stages in order, every check on (the optimised binary replays the training)."""
     if plan.config.bolt:  # llvm-bolt of rustc's LLVM, or refused before anything is built
         boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
@@ -605,18 +628,19 @@ def pgo(plan: BuildPlan) -> dict[str, Any]:
 
 
 @_recorded("test")
-def test(plan: BuildPlan) -> dict[str, Any]:
+def test(plan: BuildPlan) -> TestResult:
     """The crate's test suite compiled with the optimised build's profile and flags (PGO_TEST=1)."""
     return testsuite.run_test_stage(plan, clean=_clean_package)
 
 
-def summary_lines(full: dict[str, Any]) -> list[str]:
+def summary_lines(full: Report) -> list[str]:
     """The short summary printed at the end of a session."""
     lines = []
     for stage in report.STAGES:
         if stage in full and (reason := report.failed(full[stage])) and stage != "test":
             lines.append(f"{stage:<11} failed: {reason}")
-            full = {k: v for k, v in full.items() if k != stage}
+            full = full.copy()
+            full.pop(stage)
     if "instrument" in full:
         lines.append(f"instrument  {full['instrument']['seconds']:8.1f} s  {full['instrument']['binary']}")
     if "train" in full:
@@ -653,15 +677,15 @@ def summary_lines(full: dict[str, Any]) -> list[str]:
         if o.get("target_cpu"):
             lines.append(f"warning     the flags set target-cpu={o['target_cpu']}: not a baseline release build")
     if "test" in full:
-        t = full["test"]
-        counts = f"{t['passed']} passed, {t['failed']} failed, {t['ignored']} ignored"
-        lines.append(f"test        {t['seconds']:8.1f} s  {counts} (the suite built with the profile)")
+        tested = full["test"]
+        counts = f"{tested['passed']} passed, {tested['failed']} failed, {tested['ignored']} ignored"
+        lines.append(f"test        {tested['seconds']:8.1f} s  {counts} (the suite built with the profile)")
     if "bolt" in full:
         lines += bolt_summary_lines(full["bolt"])
     return lines
 
 
-def bolt_summary_lines(b: dict[str, Any]) -> list[str]:
+def bolt_summary_lines(b: BoltResult) -> list[str]:
     before, after = b["dyno_stats"]["before"], b["dyno_stats"]["after"]
     lines = [
         f"bolt        {b['seconds']:8.1f} s  profile of {b['functions_with_profile']} of {b['total_functions']} "
@@ -733,7 +757,7 @@ def _bolt_input(plan: BuildPlan) -> tuple[Path, str, dict[str, int]]:
     return binary, sha, boltlib.check_input(binary)
 
 
-def _bolt_train(plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths) -> tuple[Path, dict[str, Any]]:
+def _bolt_train(plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths) -> tuple[Path, WorkloadRun]:
     """BOLT-instrument the input, replay the training workload on it (every phase check), merge its profiles."""
     instrument_log = plan.logs / "bolt-instrument.log"
     run(
@@ -783,7 +807,7 @@ def _bolt_train(plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths) -> 
 
 
 @_recorded("bolt")
-def bolt(plan: BuildPlan) -> dict[str, Any]:
+def bolt(plan: BuildPlan) -> BoltResult:
     """llvm-bolt on the optimised binary: its own instrumentation and training (or PGO_BOLT_PROFILE), the profile
     from the store, opt-dist's flags (or PGO_BOLT_ARGS), every check, then a checked copy in <work>/bolted/."""
     start = time.monotonic()
@@ -797,7 +821,7 @@ def bolt(plan: BuildPlan) -> dict[str, Any]:
         old.unlink(missing_ok=True)
     paths.raw.mkdir(parents=True)
     copy_atomically(binary, paths.input)
-    result: dict[str, Any] = {
+    result: BoltResult = {
         "input": str(binary),
         "input_sha256": input_sha,
         "relocations": relocations,
@@ -818,7 +842,8 @@ def bolt(plan: BuildPlan) -> dict[str, Any]:
             profile, result["train"] = _bolt_train(plan, tools, paths)
             result["trained_here"] = True
         fdata = boltlib.parse_fdata(profile.read_text(encoding="utf-8", errors="replace"))
-        result.update(fdata.as_json(), profile_main_crate_functions=fdata.main_crate_functions(plan.crate.crate_names))
+        result.update(fdata.as_json())
+        result["profile_main_crate_functions"] = fdata.main_crate_functions(plan.crate.crate_names)
         boltlib.check_profile(fdata, profile, plan.crate.crate_names, plan.crate.package)
         store_path = plan.store.put(profile, suffix=".fdata")
         result["store_path"] = str(store_path)
@@ -867,7 +892,7 @@ def bolt(plan: BuildPlan) -> dict[str, Any]:
     return result
 
 
-def _replay_bolted(plan: BuildPlan, workload: Workload, binary: Path) -> dict[str, Any]:
+def _replay_bolted(plan: BuildPlan, workload: Workload, binary: Path) -> WorkloadRun:
     """The training workload on the BOLTed binary, every phase check on; a failure says it was the BOLTed one."""
     try:
         return run_workload(

@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from recipes import cargo, checks, report, zig
 from recipes.errors import CheckFailed, MissingInput
+from recipes.results import OptimiseResult, TestResult
 from recipes.runner import run, say
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ def summary_line(tests: CargoTestRun) -> str:
     return line
 
 
-def _optimised(plan: BuildPlan) -> dict[str, Any]:
+def _optimised(plan: BuildPlan) -> OptimiseResult:
     optimised = report.require(plan.work, "optimise", "test")
     if "failed" in optimised:
         raise MissingInput(
@@ -199,7 +200,7 @@ def run_test_stage(
     *,
     clean: Callable[[BuildPlan, Path | None, Path], None],
     reject: Callable[..., Path] | None = None,
-) -> dict[str, Any]:
+) -> TestResult:
     """Build and run the test suite with the optimised build's profile and flags; fail on any failure.
 
     ``reject`` is accepted and not used: a failing suite never moves the optimised binary, which passed its
@@ -230,7 +231,7 @@ def run_test_stage(
     text = done.output()
     tests = parse_cargo_test(text)
     warnings = cargo.profile_warnings(text)
-    result: dict[str, Any] = {
+    result: TestResult = {
         "seconds": 0.0,
         "store_path": str(store_path),
         "profile_sha256": sha,

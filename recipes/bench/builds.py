@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from recipes import report, stages
 from recipes.bench.harness import Build
 from recipes.errors import CheckFailed, MissingInput
 from recipes.files import copy_atomically
+from recipes.results import PlainResult
 from recipes.runner import run, say
 from recipes.rustflags import plain_env, profile_flags_in
 from recipes.store import sha256_file
@@ -27,12 +28,12 @@ def plain_target_dir(plan: stages.BuildPlan) -> Path:
     return plan.work / "plain-target"
 
 
-def plain(plan: stages.BuildPlan) -> dict[str, Any]:
+def plain(plan: stages.BuildPlan) -> PlainResult:
     """``nox -s plain``: the plain build, recorded in report.json as ``plain`` (what bench compares the PGO
     binary with by default, and a binary to ship or compare)."""
     start = time.monotonic()
     binary = build_plain(plan)
-    result: dict[str, Any] = {
+    result: PlainResult = {
         "binary": str(binary),
         "binary_sha256": sha256_file(binary),
         "target": plan.target,
@@ -73,7 +74,7 @@ def shared_flags(rustflags: str) -> list[str]:
     return [w for w in words if w not in profile and w not in PROFILE_ONLY_FLAGS]
 
 
-def check_same_build(plan: stages.BuildPlan, optimised: dict[str, Any]) -> None:
+def check_same_build(plan: stages.BuildPlan, optimised: Mapping[str, object]) -> None:
     """The plain build would differ from the PGO one in more than the profile: refuse."""
     plain = list(plan.rustflags.base)
     pgo = shared_flags(str(optimised.get("rustflags", "")))
@@ -96,7 +97,7 @@ def usable_pgo_binary(work: Path) -> Path | None:
     optimised = report.load(work).get("optimise")
     if not isinstance(optimised, dict) or "failed" in optimised:
         return None
-    binary = Path(optimised.get("binary", ""))
+    binary = Path(optimised.get("binary") or "")  # None only in a failed record
     if not binary.is_file() or sha256_file(binary) != optimised.get("binary_sha256"):
         return None
     return binary

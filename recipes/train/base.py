@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from recipes.results import PhaseRecord
 from recipes.schema import Table
 
 
@@ -30,16 +31,18 @@ class PhaseResult:
     status: dict[str, int] = field(default_factory=dict)
     detail: str = ""
 
-    def as_json(self) -> dict[str, Any]:
-        return {
+    def as_json(self) -> PhaseRecord:
+        record: PhaseRecord = {
             "name": self.name,
             "kind": self.kind,
             "requests": self.requests,
             "done": self.done,
             "status": self.status,
             "seconds": round(self.seconds, 3),
-            **({"detail": self.detail} if self.detail else {}),
         }
+        if self.detail:
+            record["detail"] = self.detail
+        return record
 
 
 @dataclass

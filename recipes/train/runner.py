@@ -7,9 +7,9 @@ import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 from recipes.errors import TrainingFailed
+from recipes.results import TrainResult
 from recipes.runner import say
 from recipes.train.base import INSTANCE_MODES, RESOURCES, PhaseContext, PhaseResult, ResourceContext
 from recipes.workload import Workload
@@ -36,7 +36,7 @@ def run_workload(
     crate_dir: Path | None = None,
     fdata_dir: Path | None = None,
     scratch_name: str | None = None,
-) -> dict[str, Any]:
+) -> TrainResult:
     """Drive ``binary`` through the workload. With ``profraw_dir`` (training) the profiles are collected
     there, emptied first; without it (verifying the optimised binary) none is expected. With ``fdata_dir`` (a
     BOLT-instrumented binary, which writes where its instrumentation says) every instance must add a ``.fdata``
@@ -111,7 +111,7 @@ def run_workload(
                     f"instance {instance.name} of the BOLT-instrumented binary wrote no .fdata into {fdata_dir}",
                     "BOLT's runtime writes the profile at a normal exit (not by a signal or abort)",
                 )
-    report: dict[str, Any] = {
+    report: TrainResult = {
         "seconds": round(time.monotonic() - started, 3),
         "requests": sum(r.requests for r in results),
         "phases": [r.as_json() for r in results],

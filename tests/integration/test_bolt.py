@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from tests.integration.test_release import BASE, TAG, Release, make_repo
 pytestmark = pytest.mark.slow
 
 
-def _report(work: Path) -> dict[str, Any]:
+def _report(work: Path) -> Mapping[str, Any]:
     return report.load(work)  # the stage records, as the pipeline reads report.json
 
 
@@ -32,7 +33,7 @@ def _report(work: Path) -> dict[str, Any]:
 class Bolted:
     pipeline: Pipeline
     output: str
-    report: dict[str, Any]
+    report: Mapping[str, Any]
 
     def again(self, tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
         """``nox -s bolt`` in a new work dir and store that start from this run's optimise stage."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from recipes.errors import ConfigError, TrainingFailed
+from recipes.results import TrainResult
 from recipes.train.command import TAIL_BYTES
 from recipes.train.runner import run_workload
 from recipes.workload import load_workload
@@ -28,7 +28,7 @@ def _phase(name: str, script: str, extra: str = "") -> str:
     return f'[[instance.phase]]\nname = "{name}"\nkind = "command"\nargs = ["-c", {script!r}]\n{extra}\n'
 
 
-def _run(tmp_path: Path, workload: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+def _run(tmp_path: Path, workload: Path, env: dict[str, str] | None = None) -> TrainResult:
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
     return run_workload(

@@ -7,13 +7,13 @@ import http.client
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from recipes import net
 from recipes.certs import make_certs
 from recipes.errors import ConfigError, TrainingFailed
+from recipes.results import TrainResult
 from recipes.train.resources import UpstreamBackend
 from recipes.train.runner import run_workload
 from recipes.workload import load_workload
@@ -99,7 +99,7 @@ def train(
     scale: float = 1.0,
     timeout: float | None = None,
     profraw: bool = False,
-) -> dict[str, Any]:
+) -> TrainResult:
     return run_workload(
         load_workload(workload),
         binary=binary,

@@ -7,6 +7,7 @@ import os
 import re
 import stat
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from tests.conftest import Pipeline, assert_ok, assert_refused, start_nox
 pytestmark = pytest.mark.slow
 
 
-def _report(p: Pipeline) -> dict[str, object]:
+def _report(p: Pipeline) -> Mapping[str, object]:
     return report.load(p.work)  # the stage records, as the pipeline reads report.json
 
 

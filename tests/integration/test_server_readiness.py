@@ -7,11 +7,11 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from recipes.errors import TrainingFailed
+from recipes.results import TrainResult
 from recipes.train.runner import run_workload
 from recipes.workload import load_workload
 from tests.conftest import REPO, clean_env
@@ -105,7 +105,7 @@ args = ["{{http_port}}", "{{docroot}}", "{health}"]
     return path
 
 
-def train(tmp_path: Path, workload_path: Path, binary: Path) -> dict[str, Any]:
+def train(tmp_path: Path, workload_path: Path, binary: Path) -> TrainResult:
     return run_workload(
         load_workload(workload_path),
         binary=binary,

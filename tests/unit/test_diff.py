@@ -14,6 +14,7 @@ import pytest
 
 from recipes import diff
 from recipes.rebuild import explain as rebuild_explain
+from recipes.results import DeterminismResult
 from tests.conftest import DATA
 
 CAPTURES = DATA / "diffoscope"
@@ -109,7 +110,7 @@ def test_explain_without_diffoscope_names_the_package(tmp_path: Path) -> None:
     assert explained.lines == (
         "diffoscope is not installed: apt-get install diffoscope-minimal for a report of the difference",
     )
-    record: dict[str, object] = {}
+    record: DeterminismResult = {}
     assert rebuild_explain(Path("/bin/true"), Path("/bin/false"), tmp_path / "out", env, record).startswith(
         "install diffoscope-minimal for diffoscope's report"
     )

@@ -8,6 +8,7 @@ import pytest
 
 from recipes.errors import PgoError, ToolchainError
 from recipes.profdata import bad_inputs, check_raw_profiles, parse_overlap, parse_show
+from recipes.results import RawProfileRecord
 from tests.conftest import DATA
 
 
@@ -39,7 +40,7 @@ def test_bad_inputs_of_a_real_merge_log() -> None:
     }
 
 
-def _raw(directory: Path, name: str, data: bytes) -> dict[str, object]:
+def _raw(directory: Path, name: str, data: bytes) -> RawProfileRecord:
     directory.mkdir(exist_ok=True)
     (directory / name).write_bytes(data)
     return {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}

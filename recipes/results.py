@@ -1,0 +1,292 @@
+"""The records of ``<work>/report.json``, as types: one TypedDict per stage, and :class:`Report` of them all.
+
+A stage builds its result as its record type (a misspelt key is a mypy error) and the stages after it read
+the keys the type declares. Every key of a record is optional (``total=False``): a stage that failed or did
+not finish records only what it had by then, with ``failed`` (why) and, while it runs, ``running``; a reader
+checks ``report.failed`` or goes through ``report.require`` before it relies on the rest. Nested objects whose
+keys are open (a crate's name, a section's, a statistic's) stay plain dicts.
+
+The JSON is what the stages always wrote: these types describe it, they change nothing at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+#: the stages of the pipeline, in order (``report.STAGES``)
+PipelineStage = Literal["instrument", "train", "merge", "optimise", "test", "bolt"]
+#: every name a record of report.json is kept under
+StageName = Literal[
+    "instrument",
+    "train",
+    "merge",
+    "optimise",
+    "test",
+    "bolt",
+    "plain",
+    "rebuild",
+    "determinism",
+    "cpu_baseline",
+]
+
+
+class StageRecord(TypedDict, total=False):
+    """What any record may say besides its result: why the stage failed, and that it has not finished."""
+
+    failed: str
+    running: bool
+
+
+class Failure(TypedDict):
+    """The record of a stage that failed before it had a result of its own (or has just started)."""
+
+    failed: str
+    running: NotRequired[bool]
+
+
+class PhaseRecord(TypedDict):
+    """One phase of a workload run (``recipes.train.base.PhaseResult``)."""
+
+    name: str
+    kind: str
+    requests: int
+    done: int
+    status: dict[str, int]  # "2xx": count, ...
+    seconds: float
+    detail: NotRequired[str]
+
+
+class RawProfileRecord(TypedDict):
+    """One ``.profraw`` file the training wrote."""
+
+    name: str
+    size: int
+    sha256: str
+
+
+class WorkloadRun(TypedDict, total=False):
+    """A run of the training workload: optimise's and bolt's ``verify``, bolt's ``train``."""
+
+    seconds: float
+    requests: int
+    phases: list[PhaseRecord]
+    scale: float
+    workload: str
+    profraw_files: int  # a training run (-Cprofile-generate)
+    fdata_files: int  # a BOLT-instrumented run
+
+
+class InstrumentResult(StageRecord, total=False):
+    seconds: float
+    binary: str
+    binary_sha256: str
+    crate_metadata: dict[str, str]  # "<crate> (<type>)": its -C metadata
+    cargo_command: list[str]
+    target: str
+    rustflags_var: str
+    rustflags: str
+    carried_rustflags_from: list[str]
+    rustc: str
+    zigbuild: dict[str, str]  # cargo_zigbuild, zig: their versions
+
+
+class TrainResult(WorkloadRun, StageRecord, total=False):
+    """The training run (``run_workload`` returns one; the train stage adds ``profraw``)."""
+
+    profraw: list[RawProfileRecord]
+
+
+class MergeResult(StageRecord, total=False):
+    profile: str
+    profraw_merged: int
+    profraw_dropped: dict[str, str]  # file: llvm-profdata's reason
+    min_functions: int
+    min_functions_set: int
+    min_functions_source: str
+    min_functions_total: int | None
+    llvm_profdata: str
+    llvm_profdata_version: str
+    profile_sha256: str
+    executed_functions: int
+    total_functions: int
+    seconds: float
+
+
+class OptimiseResult(StageRecord, total=False):
+    store_path: str
+    profile_sha256: str
+    profile_functions: int
+    missing_profile_functions: int
+    missing_by_crate: dict[str, int]
+    stale_profile_warnings: int
+    main_crate_functions_with_profile: int
+    main_crate_functions_without_profile: int
+    functions_with_profile_in_binary: int
+    coverage_from_symbols: bool
+    crate_metadata: dict[str, str]
+    cargo_command: list[str]
+    target: str
+    rustflags: str
+    built_binary: str
+    binary: str | None  # None: it failed its checks and no copy could be kept in rejected/
+    binary_sha256: str
+    max_glibc: str | None
+    libc: str
+    emit_relocs: bool
+    target_cpu: str | None
+    zigbuild: dict[str, str]
+    verify: WorkloadRun
+    seconds: float
+
+
+class SuiteRecord(TypedDict):
+    """One test binary of the test stage."""
+
+    name: str
+    passed: int
+    failed: int
+    ignored: int
+    finished: bool
+
+
+class TestResult(TypedDict, total=False):
+    """The test stage's record. Its ``failed`` is the number of failed tests, or (a string) why the stage
+    failed before the suite ran; so it does not extend :class:`StageRecord`."""
+
+    failed: int | str
+    running: bool
+    seconds: float
+    store_path: str
+    profile_sha256: str
+    target_dir: str
+    cargo_command: list[str]
+    target: str
+    rustflags: str
+    exit_code: int
+    passed: int
+    ignored: int
+    failed_tests: list[str]
+    suites: list[SuiteRecord]
+    missing_profile_functions: int
+    stale_profile_warnings: int
+    log: str
+    failed_check: str
+    optimised_binary_kept: str | None
+
+
+class DynoStats(TypedDict):
+    before: dict[str, int]  # llvm-bolt's -dyno-stats: name: value
+    after: dict[str, int]
+
+
+class BoltResult(StageRecord, total=False):
+    input: str
+    input_sha256: str
+    relocations: dict[str, int]  # section: relocations
+    llvm_bolt: str
+    merge_fdata: str
+    llvm_bolt_version: str
+    bolt_args: list[str]
+    trained_here: bool
+    train: WorkloadRun
+    profile_branches: int
+    profile_executed_branches: int
+    profile_functions: int
+    profile_main_crate_functions: int
+    store_path: str
+    profile_sha256: str
+    functions_with_profile: int
+    total_functions: int
+    stale_profile_functions: int
+    profile_ignored_objects: int
+    profiled_functions_not_optimized: int
+    dyno_stats: DynoStats
+    binary_sha256: str
+    max_glibc: str | None
+    libc: str
+    input_bytes: int
+    binary_bytes: int
+    binary: str | None  # None: it failed its checks and no copy could be kept in rejected/
+    verify: WorkloadRun
+    seconds: float
+
+
+class PlainResult(StageRecord, total=False):
+    binary: str
+    binary_sha256: str
+    target: str
+    cargo_command: list[str]
+    rustflags: str
+    seconds: float
+
+
+class DiffoscopeRecord(TypedDict):
+    report: str | None
+    summary: list[str]
+
+
+class RebuildResult(StageRecord, total=False):
+    tag: str
+    commit: str
+    binary: str
+    binary_sha256: str
+    store_path: str
+    lines: list[str]
+    match: bool
+    bolted_binary: str
+    bolted_binary_sha256: str | None
+    diff: str
+    diffoscope: DiffoscopeRecord
+
+
+class DeterminismResult(StageRecord, total=False):
+    commit: str
+    profile_sha256: str
+    binaries: list[str]
+    binary_sha256: list[str]
+    identical: bool
+    diff: str
+    diffoscope: DiffoscopeRecord
+
+
+class BuildInfoRecord(TypedDict):
+    target: str
+    target_features: list[str]
+
+
+class CommandCheck(TypedDict):
+    args: list[str]
+    exit: str
+
+
+class ServerCheck(TypedDict):
+    requests: list[str]
+    sigterm: str
+    config: str
+
+
+class CpuBaselineResult(StageRecord, total=False):
+    binary: str
+    qemu: str
+    cpu: str
+    controls: dict[str, dict[str, str]]  # program: {"baseline": ..., "max": ...}
+    command: CommandCheck
+    build_info: BuildInfoRecord
+    rustc_default_features: list[str]
+    server: ServerCheck
+    binary_sha256: str
+
+
+class Report(TypedDict, total=False):
+    """report.json, its ``schema`` aside: the record of each stage that ran."""
+
+    instrument: InstrumentResult
+    train: TrainResult
+    merge: MergeResult
+    optimise: OptimiseResult
+    test: TestResult
+    bolt: BoltResult
+    plain: PlainResult
+    rebuild: RebuildResult
+    determinism: DeterminismResult
+    cpu_baseline: CpuBaselineResult
