@@ -48,11 +48,12 @@ def demo_pgo() -> Iterator[DemoPgo]:
             "PGO_PROFILE_STORE": str(store),
             "PGO_TRAIN_SCALE": E2E_TRAIN_SCALE,
             "CARGO_TARGET_DIR": str(root / "target"),
+            "PGO_BOLT": "1",  # and the bolt stage at this small scale (tests/e2e/test_demo_pgo.py)
         }
     )
     try:
         started = time.monotonic()
-        proc = run_nox("pgo", env, timeout=1800)
+        proc = run_nox("pgo", env, timeout=2400)
         text = assert_ok(proc)
         report = json.loads((work / "report.json").read_text())
         binary = Path(report["optimise"]["binary"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +45,25 @@ def test_pgo_binary_runs(demo_pgo: DemoPgo) -> None:
     out = subprocess.run([str(demo_pgo.binary), "--build-info"], capture_output=True, text=True, check=True)
     assert "target=" in out.stdout
     print(f"demo-server pgo at scale {E2E_TRAIN_SCALE}: {demo_pgo.seconds:.0f} s")
+
+
+def test_bolt_stage_on_the_demo_server(demo_pgo: DemoPgo) -> None:
+    """PGO_BOLT=1 at a small scale: the optimised demo server BOLTed with a profile of its own training, checked,
+    and replaying that training."""
+    bolt, optimise = demo_pgo.report["bolt"], demo_pgo.report["optimise"]
+    assert "failed" not in bolt, bolt.get("failed")
+    assert bolt["input_sha256"] == optimise["binary_sha256"]  # BOLT's input is the checked PGO binary
+    assert bolt["relocations"][".rela.text"] > 1000  # linked with --emit-relocs
+    assert bolt["trained_here"] is True
+    assert bolt["functions_with_profile"] >= 500 and bolt["stale_profile_functions"] == 0
+    assert bolt["functions_with_profile"] < bolt["total_functions"]
+    assert bolt["profile_main_crate_functions"] >= 1
+    before, after = bolt["dyno_stats"]["before"], bolt["dyno_stats"]["after"]
+    assert after["taken branches"] < before["taken branches"]  # the layout BOLT is for
+    assert bolt["verify"]["requests"] == demo_pgo.report["train"]["requests"]
+    assert all(p["done"] == p["requests"] for p in bolt["verify"]["phases"])
+    binary = Path(bolt["binary"])
+    assert bolt["binary_sha256"] != optimise["binary_sha256"] and binary.stat().st_size == bolt["binary_bytes"]
+    out = subprocess.run([str(binary), "--build-info"], capture_output=True, text=True, check=True)
+    assert "target=" in out.stdout
+    assert "bolt " in demo_pgo.output and "the BOLTed binary ran the workload" in demo_pgo.output
