@@ -29,7 +29,7 @@ from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
 from recipes.results import CommandCheck, CpuBaselineResult, Report, ServerCheck
 from recipes.runner import capture, quote, run, say
-from recipes.rustflags import RustflagsPlan, rust_triple, target_cpu_in
+from recipes.rustflags import rust_triple
 from recipes.store import sha256_file
 
 QEMU = "qemu-x86_64"
@@ -67,17 +67,6 @@ CONTROLS = {
         "}\n"
     ),
 }
-
-
-def target_cpu_warning(flags: RustflagsPlan) -> str | None:
-    """The ``target-cpu`` the build's flags set (a release build sets none), with a warning line when set."""
-    cpu = target_cpu_in([*flags.base, *flags.config_target_flags])
-    if cpu is not None:
-        say(
-            f"warning: the build's flags set target-cpu={cpu}: the binary needs that processor, not baseline "
-            f"x86-64 (remove it from {flags.var} or .cargo/config.toml for a release build)"
-        )
-    return cpu
 
 
 def qemu_argv(model: str, binary: Path, args: Sequence[str]) -> list[str]:

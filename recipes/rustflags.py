@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import ConfigError, EnvironmentRefused
+from recipes.runner import say
 
 _GLIBC_SUFFIX = re.compile(r"^(?P<triple>.+-gnu[a-z0-9]*)\.(?P<glibc>\d+\.\d+)$")
 
@@ -232,3 +233,14 @@ def plain_env(base_env: Mapping[str, str], plan: RustflagsPlan) -> dict[str, str
     if plan.base:
         env[plan.var] = " ".join(plan.base)
     return env
+
+
+def target_cpu_warning(flags: RustflagsPlan) -> str | None:
+    """The ``target-cpu`` the build's flags set (a release build sets none), with a warning line when set."""
+    cpu = target_cpu_in([*flags.base, *flags.config_target_flags])
+    if cpu is not None:
+        say(
+            f"warning: the build's flags set target-cpu={cpu}: the binary needs that processor, not baseline "
+            f"x86-64 (remove it from {flags.var} or .cargo/config.toml for a release build)"
+        )
+    return cpu

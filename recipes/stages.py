@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from filelock import FileLock, Timeout
 
 from recipes import bolt as boltlib
-from recipes import cargo, checks, cpu, elf, preflight, profdata, report, testsuite, zig
+from recipes import cargo, checks, elf, preflight, profdata, report, testsuite, zig
 from recipes.config import Config
 from recipes.errors import (
     CheckFailed,
@@ -40,7 +40,14 @@ from recipes.results import (
     WorkloadRun,
 )
 from recipes.runner import run, say
-from recipes.rustflags import RustflagsPlan, env_with_rustflags, plan_rustflags, refuse_global_rustflags, rust_triple
+from recipes.rustflags import (
+    RustflagsPlan,
+    env_with_rustflags,
+    plan_rustflags,
+    refuse_global_rustflags,
+    rust_triple,
+    target_cpu_warning,
+)
 from recipes.store import ProfileStore, sha256_file
 from recipes.toolchain import RustcInfo, find_profdata, rustc_info, rustc_sysroot
 from recipes.train.runner import run_workload
@@ -474,7 +481,7 @@ def _build_and_check(
             "max_glibc": elf.max_glibc(built),
             "libc": elf.libc_needs(built),
             "emit_relocs": plan.config.bolt,
-            "target_cpu": cpu.target_cpu_warning(plan.rustflags),
+            "target_cpu": target_cpu_warning(plan.rustflags),
         }
     )
     if zig.uses_zigbuild(plan.config.cargo):

@@ -8,7 +8,7 @@ import pytest
 
 from recipes import cpu
 from recipes.errors import CheckFailed, ConfigError, MissingInput
-from recipes.rustflags import RustflagsPlan
+from recipes.rustflags import RustflagsPlan, target_cpu_warning
 from tests.conftest import DATA
 
 
@@ -137,8 +137,8 @@ def _plan(base: tuple[str, ...], config_flags: tuple[str, ...] = ()) -> Rustflag
 
 
 def test_target_cpu_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cpu.target_cpu_warning(_plan(("--cfg", "x"))) is None
+    assert target_cpu_warning(_plan(("--cfg", "x"))) is None
     assert capsys.readouterr().err == ""
-    assert cpu.target_cpu_warning(_plan(("-Ctarget-cpu=x86-64-v3",))) == "x86-64-v3"
+    assert target_cpu_warning(_plan(("-Ctarget-cpu=x86-64-v3",))) == "x86-64-v3"
     assert "warning: the build's flags set target-cpu=x86-64-v3" in capsys.readouterr().err
-    assert cpu.target_cpu_warning(_plan((), ("-C", "target-cpu=native"))) == "native"
+    assert target_cpu_warning(_plan((), ("-C", "target-cpu=native"))) == "native"
