@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recipes.cargo import Invocation, harness_executables, running_invocations
-from recipes.testsuite import binary_under_test, parse_cargo_test, summary_line
+from recipes.testlog import binary_under_test, parse_cargo_test, summary_line
 from tests.conftest import DATA
 
 
