@@ -21,6 +21,7 @@ from recipes import bolt as boltlib
 from recipes import cargo, cpu, elf, provenance, report, stages
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
+from recipes.plan import BuildPlan, clean_package, make_plan
 from recipes.reproducible import (
     binary_tarball,
     cargo_home,
@@ -102,20 +103,20 @@ class Names:
 class ReproduciblePlan:
     """A build plan with SOURCE_DATE_EPOCH and the remap flags, and the flags that do not depend on paths."""
 
-    plan: stages.BuildPlan
+    plan: BuildPlan
     remap: tuple[tuple[str, str], ...]
     portable_rustflags: tuple[str, ...]
     source_date_epoch: int
 
 
 def reproducible_plan(config: Config, environ: Mapping[str, str], *, source_root: Path, sde: int) -> ReproduciblePlan:
-    """``stages.make_plan`` in the reproducible environment, the remap flags put first in the base flags.
+    """``plan.make_plan`` in the reproducible environment, the remap flags put first in the base flags.
 
     The base flags are worked out before the remap flags are added: otherwise the per-target variable
     would look set by the user and the ``[build] rustflags`` of .cargo/config.toml would not be carried.
     """
     env = reproducible_env(environ, sde)
-    plan = stages.make_plan(config, env)
+    plan = make_plan(config, env)
     refuse_location_dependent_packages(plan)
     portable = tuple(without_remap(plan.rustflags.base))
     pairs = remap_pairs(
@@ -129,7 +130,7 @@ def reproducible_plan(config: Config, environ: Mapping[str, str], *, source_root
     return ReproduciblePlan(replace(plan, rustflags=flags), tuple(pairs), portable, sde)
 
 
-def refuse_location_dependent_packages(plan: stages.BuildPlan) -> None:
+def refuse_location_dependent_packages(plan: BuildPlan) -> None:
     """Refuse path dependencies outside the workspace root: no build at another path can match theirs."""
     argv = ["cargo", "metadata", "--format-version", "1", "--manifest-path", str(plan.crate.manifest)]
     if plan.config.locked:
@@ -203,19 +204,13 @@ def check_release_checkout(repo: Path, tag: str, env: Mapping[str, str]) -> str:
     return commit
 
 
-def _clean_package(plan: stages.BuildPlan, target_dir: Path, log: Path) -> None:
-    argv = ["cargo", "clean", "--release", "--target", plan.triple, "--manifest-path", str(plan.crate.manifest)]
-    argv += ["-p", plan.crate.package, "--target-dir", str(target_dir)]
-    run(argv, env=plan.env, log=log, cwd=plan.cwd, what="cargo clean")
-
-
 def plain_build(rplan: ReproduciblePlan) -> tuple[Path, dict[str, str]]:
     """The plain build: the same cargo command, target and base flags, no profile flags, its own target dir."""
     plan = rplan.plan
     target_dir = plan.work / "plain-target"
     env = plain_env(plan.env, plan.rustflags)
     say(f"release: the plain build of {plan.crate.bin} in {target_dir}")
-    _clean_package(plan, target_dir, plan.logs / "plain-clean.log")
+    clean_package(plan, target_dir, plan.logs / "plain-clean.log")
     done = run(
         plan.build_argv(target_dir), env=env, log=plan.logs / "plain-build.log", cwd=plan.cwd, what="the plain build"
     )

@@ -24,6 +24,7 @@ import nox
 from recipes import cpu, report, stages
 from recipes.config import load_config
 from recipes.errors import PgoError
+from recipes.plan import BuildPlan, make_plan
 
 #: the sessions :func:`register_pgo_sessions` adds, by name
 PGO_SESSIONS = (
@@ -48,12 +49,12 @@ def project_dir(session: nox.Session) -> Path:
     return Path(session.invoked_from).resolve()
 
 
-def _stage(session: nox.Session, action: Callable[[stages.BuildPlan], object]) -> None:
+def _stage(session: nox.Session, action: Callable[[BuildPlan], object]) -> None:
     """Run one recipe with the session's configuration; a known failure is one line, not a traceback."""
     try:
         config = load_config(project_dir(session), os.environ, session.posargs)
         instruments = action is stages.instrument or (action is stages.pgo and config.profdata is None)
-        plan = stages.make_plan(config, os.environ, instruments=instruments)
+        plan = make_plan(config, os.environ, instruments=instruments)
         action(plan)
         for line in stages.summary_lines(report.load(plan.work)):
             session.log(line)
@@ -103,7 +104,7 @@ def plain(session: nox.Session) -> None:
 
     try:
         config = load_config(project_dir(session), os.environ, session.posargs)
-        result = builds.plain(stages.make_plan(config, os.environ, instruments=False))
+        result = builds.plain(make_plan(config, os.environ, instruments=False))
     except PgoError as error:
         session.error(error.line())
     session.log(f"plain       {result['seconds']:8.1f} s  {result['binary']}")

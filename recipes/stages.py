@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 from filelock import FileLock, Timeout
 
 from recipes import bolt as boltlib
-from recipes import cargo, checks, elf, preflight, profdata, report, testsuite, zig
-from recipes.config import Config
+from recipes import cargo, checks, elf, profdata, report, testsuite, zig
 from recipes.errors import (
     CheckFailed,
     CommandFailed,
@@ -28,6 +27,7 @@ from recipes.errors import (
     WorkDirError,
 )
 from recipes.files import copy_atomically
+from recipes.plan import BuildPlan, clean_package
 from recipes.results import (
     BoltResult,
     InstrumentResult,
@@ -41,129 +41,13 @@ from recipes.results import (
 )
 from recipes.runner import run, say
 from recipes.rustflags import (
-    RustflagsPlan,
     env_with_rustflags,
-    plan_rustflags,
-    refuse_global_rustflags,
-    rust_triple,
     target_cpu_warning,
 )
-from recipes.store import ProfileStore, sha256_file
-from recipes.toolchain import RustcInfo, find_profdata, rustc_info, rustc_sysroot
+from recipes.store import sha256_file
+from recipes.toolchain import find_profdata, rustc_sysroot
 from recipes.train.runner import run_workload
-from recipes.workload import Workload, check_environment, check_tools, load_workload, workload_path
-
-
-@dataclass(frozen=True)
-class BuildPlan:
-    """Everything the stages share, worked out once from the configuration and the toolchain."""
-
-    config: Config
-    env: dict[str, str]
-    rustc: RustcInfo
-    target: str
-    crate: cargo.CrateInfo
-    rustflags: RustflagsPlan
-
-    @property
-    def triple(self) -> str:
-        return rust_triple(self.target)
-
-    @property
-    def work(self) -> Path:
-        return self.config.out
-
-    @property
-    def logs(self) -> Path:
-        return self.work / "logs"
-
-    @property
-    def profraw_dir(self) -> Path:
-        return self.work / "profraw"
-
-    @property
-    def generate_dir(self) -> Path:
-        return self.work / "generate-target"
-
-    @property
-    def merged_profile(self) -> Path:
-        return self.work / f"{self.crate.bin}.profdata"
-
-    @property
-    def store(self) -> ProfileStore:
-        return ProfileStore(self.config.store or Path("/tmp") / f"{self.crate.bin}-pgo")
-
-    @property
-    def cwd(self) -> Path:
-        """Cargo runs in the crate's directory, so it reads the crate's .cargo/config.toml."""
-        return self.crate.manifest.parent
-
-    def binary(self, target_dir: Path) -> Path:
-        return target_dir / self.triple / "release" / self.crate.bin
-
-    @property
-    def optimised_binary(self) -> Path:
-        return self.binary(self.crate.target_directory)
-
-    @property
-    def instrumented_binary(self) -> Path:
-        return self.binary(self.generate_dir)
-
-    def build_argv(self, target_dir: Path | None, verbose: str = "-v") -> list[str]:
-        return cargo.build_argv(
-            self.config.cargo,
-            crate=self.crate,
-            target=self.target,
-            features=self.config.features,
-            locked=self.config.locked,
-            target_dir=target_dir,
-            verbose=verbose,
-        )
-
-    def workload(self) -> Workload:
-        """The configured workload (default: ``profiles/<bin>.toml``); a missing file is an error."""
-        name = self.config.workload or self.crate.bin
-        return load_workload(workload_path(self.config.project_dir, name))
-
-    def workload_if_any(self) -> Workload | None:
-        """The workload when one is configured or the default file exists (for its floors and ceilings)."""
-        if self.config.workload is None and not workload_path(self.config.project_dir, self.crate.bin).is_file():
-            return None
-        return self.workload()
-
-
-def make_plan(config: Config, environ: Mapping[str, str], *, instruments: bool = True) -> BuildPlan:
-    """The plan of every stage; ``instruments``: it will build the instrumented binary (what that needs is
-    checked before anything is installed or built)."""
-    refuse_global_rustflags(environ)
-    env = cargo.cargo_env(environ)
-    info = rustc_info(env)
-    crate = cargo.crate_info(config.manifest, config.package, config.bin, env)
-    target = config.target or info.host
-    preflight.check(config, env, target, bin_name=crate.bin, instruments=instruments)
-    if zig.uses_zigbuild(config.cargo):
-        env = zig.ensure_zigbuild(env, logs=config.out / "logs")
-    flags = plan_rustflags(target, config.manifest.parent, env)
-    return BuildPlan(config, env, info, target, crate, flags)
-
-
-def _clean_package(plan: BuildPlan, target_dir: Path | None, log: Path) -> None:
-    """Remove the package's own build output, so its rustc line is always in the build log."""
-    argv = [
-        "cargo",
-        "clean",
-        "--release",
-        "--target",
-        plan.triple,
-        "--manifest-path",
-        str(plan.crate.manifest),
-        "-p",
-        plan.crate.package,
-    ]
-    if target_dir is not None:
-        argv += ["--target-dir", str(target_dir)]
-    run(argv, env=plan.env, log=log, cwd=plan.cwd, what="cargo clean")
-
+from recipes.workload import Workload, check_environment, check_tools
 
 _Result = TypeVar("_Result")
 #: a stage: called with the plan (and maybe options), it returns its record
@@ -216,7 +100,7 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
     if plan.config.generate_linker:
         flags.append(f"-Clinker={plan.config.generate_linker}")
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
-    _clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")
+    clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")
     argv = plan.build_argv(plan.generate_dir)
     done = run(argv, env=env, log=plan.logs / "instrument-build.log", cwd=plan.cwd, what="the instrumented build")
     identities = cargo.crate_identities(done.output(), plan.crate)
@@ -440,7 +324,7 @@ def _build_and_check(
     if plan.config.bolt:  # the PGO binary is BOLT's input: one build, linked with the relocations BOLT needs
         flags.append(boltlib.EMIT_RELOCS)
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
-    _clean_package(plan, None, plan.logs / "optimise-clean.log")
+    clean_package(plan, None, plan.logs / "optimise-clean.log")
     built = plan.optimised_binary
     built.unlink(missing_ok=True)
     try:
@@ -637,7 +521,7 @@ def pgo(plan: BuildPlan) -> Report:
 @_recorded("test")
 def test(plan: BuildPlan) -> TestResult:
     """The crate's test suite compiled with the optimised build's profile and flags (PGO_TEST=1)."""
-    return testsuite.run_test_stage(plan, clean=_clean_package)
+    return testsuite.run_test_stage(plan, clean=clean_package)
 
 
 def summary_lines(full: Report) -> list[str]:

@@ -24,7 +24,7 @@ from recipes.runner import run, say
 from recipes.testlog import CargoTestRun, parse_cargo_test, summary_line
 
 if TYPE_CHECKING:
-    from recipes.stages import BuildPlan
+    from recipes.plan import BuildPlan
 
 
 def _optimised(plan: BuildPlan) -> OptimiseResult:

@@ -18,17 +18,18 @@ from recipes import report, stages
 from recipes.bench.harness import Build
 from recipes.errors import CheckFailed, MissingInput
 from recipes.files import copy_atomically
+from recipes.plan import BuildPlan
 from recipes.results import PlainResult
 from recipes.runner import run, say
 from recipes.rustflags import plain_env, profile_flags_in
 from recipes.store import sha256_file
 
 
-def plain_target_dir(plan: stages.BuildPlan) -> Path:
+def plain_target_dir(plan: BuildPlan) -> Path:
     return plan.work / "plain-target"
 
 
-def plain(plan: stages.BuildPlan) -> PlainResult:
+def plain(plan: BuildPlan) -> PlainResult:
     """``nox -s plain``: the plain build, recorded in report.json as ``plain`` (what bench compares the PGO
     binary with by default, and a binary to ship or compare)."""
     start = time.monotonic()
@@ -45,7 +46,7 @@ def plain(plan: stages.BuildPlan) -> PlainResult:
     return result
 
 
-def build_plain(plan: stages.BuildPlan) -> Path:
+def build_plain(plan: BuildPlan) -> Path:
     """The release build without a profile: same command, target, features and base flags as the PGO one."""
     env = plain_env(plan.env, plan.rustflags)
     target_dir = plain_target_dir(plan)
@@ -74,7 +75,7 @@ def shared_flags(rustflags: str) -> list[str]:
     return [w for w in words if w not in profile and w not in PROFILE_ONLY_FLAGS]
 
 
-def check_same_build(plan: stages.BuildPlan, optimised: Mapping[str, object]) -> None:
+def check_same_build(plan: BuildPlan, optimised: Mapping[str, object]) -> None:
     """The plain build would differ from the PGO one in more than the profile: refuse."""
     plain = list(plan.rustflags.base)
     pgo = shared_flags(str(optimised.get("rustflags", "")))
@@ -103,7 +104,7 @@ def usable_pgo_binary(work: Path) -> Path | None:
     return binary
 
 
-def build_pgo(plan: stages.BuildPlan) -> Path:
+def build_pgo(plan: BuildPlan) -> Path:
     """The PGO binary of the work dir, after running the pipeline when there is none (or it changed)."""
     binary = usable_pgo_binary(plan.work)
     if binary is not None:

@@ -25,12 +25,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import stages
 from recipes.bench import builds, coverage, report
 from recipes.bench.harness import Settings, choose_cores, run_bench
 from recipes.bench.scenarios import Scenario, require_scenarios, select
 from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
+from recipes.plan import make_plan
 from recipes.workload import Workload, load_workload, workload_path
 
 DEFAULT_TRIALS = 5
@@ -176,7 +176,7 @@ class Outcome:
 
 def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:
     """The configured workload (default: ``profiles/<bin>.toml``, which needs the crate's metadata)."""
-    name = config.workload or stages.make_plan(config, environ, instruments=False).crate.bin
+    name = config.workload or make_plan(config, environ, instruments=False).crate.bin
     return load_workload(workload_path(config.project_dir, name))
 
 
@@ -204,7 +204,7 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
     scenarios = select(args.scenarios, require_scenarios(workload))
     out = config.out / "bench"
     server_core, load_core = choose_cores(set(os.sched_getaffinity(0)), args.server_core, args.load_core)
-    plan = stages.make_plan(config, environ) if args.baseline is None or not args.candidates else None
+    plan = make_plan(config, environ) if args.baseline is None or not args.candidates else None
     if args.candidates:
         defaults = ["candidate", *(f"candidate-{n}" for n in range(2, len(args.candidates) + 1))]
         candidates = list(zip(args.candidates, _labels(args, defaults), strict=True))
@@ -242,7 +242,7 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
     if args.coverage:
         if args.candidates:
             check_coverage = coverage.checker_for_given(
-                config, [binary for binary, _ in candidates], lambda: plan or stages.make_plan(config, environ)
+                config, [binary for binary, _ in candidates], lambda: plan or make_plan(config, environ)
             )
         else:
             check_coverage = coverage.checker(plan)

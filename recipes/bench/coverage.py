@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes import profdata, report, stages
+from recipes import profdata, report
 from recipes.bench.harness import (
     Build,
     Settings,
@@ -36,6 +36,7 @@ from recipes.bench.harness import (
 )
 from recipes.config import Config
 from recipes.errors import PgoError
+from recipes.plan import BuildPlan
 from recipes.procs import describe_exit
 from recipes.runner import capture, run, say
 from recipes.store import sha256_file
@@ -138,7 +139,7 @@ def skipped(why: str) -> dict[str, Any]:
     return {"skipped": why}
 
 
-def checker(plan: stages.BuildPlan | None, why_not: str = "") -> Callable[[Settings, Setup], dict[str, Any]]:
+def checker(plan: BuildPlan | None, why_not: str = "") -> Callable[[Settings, Setup], dict[str, Any]]:
     """The coverage check of ``plan``'s work dir, to run once the bench's setup is up (``why_not``: the
     reason there is no plan)."""
 
@@ -156,7 +157,7 @@ def checker(plan: stages.BuildPlan | None, why_not: str = "") -> Callable[[Setti
 def checker_for_given(
     config: Config,
     candidates: Sequence[Path],
-    make_plan: Callable[[], stages.BuildPlan],
+    make_plan: Callable[[], BuildPlan],
 ) -> Callable[[Settings, Setup], dict[str, Any]]:
     """The coverage check when the candidates were given by path: run when one of them is the work dir's
     own checked PGO binary (its sha256 is report.json's ``optimise.binary_sha256``), skipped otherwise, for
@@ -173,7 +174,7 @@ def checker_for_given(
     return checker(make_plan())
 
 
-def run_check(plan: stages.BuildPlan, settings: Settings, setup: Setup) -> dict[str, Any]:
+def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> dict[str, Any]:
     instrumented, training = plan.instrumented_binary, plan.merged_profile
     if not instrumented.is_file() or not training.is_file():
         return skipped(f"no instrumented binary and training profile in {plan.work} (a PGO_PROFDATA build?)")

@@ -1,0 +1,127 @@
+"""The plan every stage shares: the configuration, the toolchain, the crate, the target and the rustflags,
+worked out once (``make_plan``), and what every stage does with it (the package clean)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipes import cargo, preflight, zig
+from recipes.config import Config
+from recipes.runner import run
+from recipes.rustflags import RustflagsPlan, plan_rustflags, refuse_global_rustflags, rust_triple
+from recipes.store import ProfileStore
+from recipes.toolchain import RustcInfo, rustc_info
+from recipes.workload import Workload, load_workload, workload_path
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """Everything the stages share, worked out once from the configuration and the toolchain."""
+
+    config: Config
+    env: dict[str, str]
+    rustc: RustcInfo
+    target: str
+    crate: cargo.CrateInfo
+    rustflags: RustflagsPlan
+
+    @property
+    def triple(self) -> str:
+        return rust_triple(self.target)
+
+    @property
+    def work(self) -> Path:
+        return self.config.out
+
+    @property
+    def logs(self) -> Path:
+        return self.work / "logs"
+
+    @property
+    def profraw_dir(self) -> Path:
+        return self.work / "profraw"
+
+    @property
+    def generate_dir(self) -> Path:
+        return self.work / "generate-target"
+
+    @property
+    def merged_profile(self) -> Path:
+        return self.work / f"{self.crate.bin}.profdata"
+
+    @property
+    def store(self) -> ProfileStore:
+        return ProfileStore(self.config.store or Path("/tmp") / f"{self.crate.bin}-pgo")
+
+    @property
+    def cwd(self) -> Path:
+        """Cargo runs in the crate's directory, so it reads the crate's .cargo/config.toml."""
+        return self.crate.manifest.parent
+
+    def binary(self, target_dir: Path) -> Path:
+        return target_dir / self.triple / "release" / self.crate.bin
+
+    @property
+    def optimised_binary(self) -> Path:
+        return self.binary(self.crate.target_directory)
+
+    @property
+    def instrumented_binary(self) -> Path:
+        return self.binary(self.generate_dir)
+
+    def build_argv(self, target_dir: Path | None, verbose: str = "-v") -> list[str]:
+        return cargo.build_argv(
+            self.config.cargo,
+            crate=self.crate,
+            target=self.target,
+            features=self.config.features,
+            locked=self.config.locked,
+            target_dir=target_dir,
+            verbose=verbose,
+        )
+
+    def workload(self) -> Workload:
+        """The configured workload (default: ``profiles/<bin>.toml``); a missing file is an error."""
+        name = self.config.workload or self.crate.bin
+        return load_workload(workload_path(self.config.project_dir, name))
+
+    def workload_if_any(self) -> Workload | None:
+        """The workload when one is configured or the default file exists (for its floors and ceilings)."""
+        if self.config.workload is None and not workload_path(self.config.project_dir, self.crate.bin).is_file():
+            return None
+        return self.workload()
+
+
+def make_plan(config: Config, environ: Mapping[str, str], *, instruments: bool = True) -> BuildPlan:
+    """The plan of every stage; ``instruments``: it will build the instrumented binary (what that needs is
+    checked before anything is installed or built)."""
+    refuse_global_rustflags(environ)
+    env = cargo.cargo_env(environ)
+    info = rustc_info(env)
+    crate = cargo.crate_info(config.manifest, config.package, config.bin, env)
+    target = config.target or info.host
+    preflight.check(config, env, target, bin_name=crate.bin, instruments=instruments)
+    if zig.uses_zigbuild(config.cargo):
+        env = zig.ensure_zigbuild(env, logs=config.out / "logs")
+    flags = plan_rustflags(target, config.manifest.parent, env)
+    return BuildPlan(config, env, info, target, crate, flags)
+
+
+def clean_package(plan: BuildPlan, target_dir: Path | None, log: Path) -> None:
+    """Remove the package's own build output, so its rustc line is always in the build log."""
+    argv = [
+        "cargo",
+        "clean",
+        "--release",
+        "--target",
+        plan.triple,
+        "--manifest-path",
+        str(plan.crate.manifest),
+        "-p",
+        plan.crate.package,
+    ]
+    if target_dir is not None:
+        argv += ["--target-dir", str(target_dir)]
+    run(argv, env=plan.env, log=log, cwd=plan.cwd, what="cargo clean")
