@@ -151,7 +151,7 @@ class Resource(ABC):
     def placeholders(self, options: Any) -> set[str]:
         """The placeholder names the resource provides."""
 
-    def files(self, options: Any) -> set[str]:
+    def files(self, options: Any) -> set[str]:  # noqa: ARG002  (the interface: a resource may use its options)
         """The files it makes, with placeholders (``{bodies}/attack.txt``), so phases naming others are refused."""
         return set()
 

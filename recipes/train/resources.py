@@ -104,7 +104,7 @@ class Docroot(Resource):
             )
         return DocrootOptions()
 
-    def placeholders(self, options: Any) -> set[str]:
+    def placeholders(self, options: Any) -> set[str]:  # noqa: ARG002  (the Resource interface)
         return {"docroot", "bodies"}
 
     def files(self, options: Any) -> set[str]:
@@ -187,10 +187,10 @@ class Upstream(Resource):
             raise table.error(key, "must be true (or left out)")
         return True
 
-    def placeholders(self, options: Any) -> set[str]:
+    def placeholders(self, options: Any) -> set[str]:  # noqa: ARG002  (the Resource interface)
         return {"upstream", "upstream_port", "dead_port"}
 
-    def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
+    def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:  # noqa: ARG002
         @contextmanager
         def running() -> Iterator[LiveResource]:
             # a port bound but never listening: connections to it are refused, and nobody else gets it

@@ -156,7 +156,7 @@ ROUNDS = int(os.environ.get("STRESS_ROUNDS", "1"))
 
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
-def test_four_pipelines_on_one_crate_each_report_their_own_checked_binary(tmp_path: Path, round_: int) -> None:
+def test_four_pipelines_on_one_crate_each_report_their_own_checked_binary(tmp_path: Path, round_: int) -> None:  # noqa: ARG001  (a repetition)
     """Separate work dirs, other profiles (other training scales), one crate and one store, all at once."""
     first = Pipeline(tmp_path, "hello")
     scales = ("1", "2", "3", "5")

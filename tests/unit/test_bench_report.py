@@ -108,7 +108,7 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_chart_command_line(tmp_path: Path) -> None:
+def test_chart_command_line() -> None:
     assert report.main(["nonsense"]) == 2
 
 

@@ -83,7 +83,7 @@ def test_bad_workloads_name_the_key(tmp_path: Path, old: str, new: str, message:
     assert str(tmp_path / "w.toml") in caught.value.line()
 
 
-def test_missing_workload_lists_the_known_ones(tmp_path: Path) -> None:
+def test_missing_workload_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError, match=r"no workload file .*one of: .*hello"):
         load_workload(workload_path(REPO, "nonesuch"))
 
