@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import ConfigError, MissingInput
+from recipes.files import atomic_output
 from recipes.runner import capture
 
 
@@ -148,10 +149,9 @@ def with_lint_wrapper(base_env: Mapping[str, str], bin_dir: Path) -> dict[str, s
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / "rustc-cap-lints-warn"
     if not script.is_file() or script.read_text(encoding="utf-8") != LINT_WRAPPER:
-        tmp = script.with_name(f".{script.name}.{os.getpid()}.tmp")
-        tmp.write_text(LINT_WRAPPER, encoding="utf-8")
-        tmp.chmod(0o755)
-        os.replace(tmp, script)
+        with atomic_output(script) as tmp:
+            tmp.write_text(LINT_WRAPPER, encoding="utf-8")
+            tmp.chmod(0o755)
     env = dict(base_env)
     inner = env.pop("RUSTC_WRAPPER", "")
     if inner:

@@ -1,40 +1,46 @@
-"""Whole files or none: every file the pipeline writes goes to a temporary name beside it, then is renamed."""
+"""Whole files or none: every file the pipeline writes goes to a temporary name beside it, then is renamed.
+
+One helper, :func:`atomic_output`, gives the temporary name (for a tool's ``-o``, or for Python to write) and
+does the rename; :func:`write_atomically` and :func:`copy_atomically` are it for bytes and for a copy.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from recipes.errors import WorkDirError
 
 
-def _temp(dest: Path) -> Path:
-    return dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+@contextmanager
+def atomic_output(dest: Path, suffix: str = "") -> Iterator[Path]:
+    """A temporary name beside ``dest`` (``.<name>.<pid>.tmp<suffix>``) to write to; when the block ends without
+    an error it is renamed to ``dest``, and in any case nothing is left under the temporary name."""
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp{suffix}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        yield tmp
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def copy_atomically(source: Path, dest: Path) -> None:
     """``dest`` becomes a copy of ``source`` (mode kept) or stays as it was, on any filesystem; a write error
     (a full disk) is one line and leaves no temporary file."""
-    tmp = _temp(dest)
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, tmp)
-        os.replace(tmp, dest)
+        with atomic_output(dest) as tmp:
+            shutil.copy2(source, tmp)
     except OSError as exc:
         raise WorkDirError(
             f"cannot copy {source} to {dest}: {exc.strerror}", "free space there or write elsewhere"
         ) from exc
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def write_atomically(path: Path, data: bytes | str) -> None:
     """Write a whole file or nothing (text as UTF-8)."""
-    tmp = _temp(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(path) as tmp:
         tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

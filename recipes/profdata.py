@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, ToolchainError, WorkDirError
+from recipes.files import atomic_output
 from recipes.results import RawProfileRecord
 from recipes.runner import run
 from recipes.store import sha256_file
@@ -122,39 +122,36 @@ def merge(
     left out with its reason (and refused when none is left)."""
     if not raws:
         raise MissingInput("no .profraw files to merge", "run `nox -s train` first")
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     inputs = log.with_name(log.stem + "-inputs.txt")  # one per line: the command line stays short
     try:
         log.parent.mkdir(parents=True, exist_ok=True)
         inputs.write_text("".join(f"{path}\n" for path in raws), encoding="utf-8")
-        done = run(
-            [str(tool.path), "merge", "--failure-mode=all", "-o", str(tmp), f"--input-files={inputs}"],
-            env=env,
-            log=log,
-            what="llvm-profdata merge",
-            check=False,
-        )
-        bad = bad_inputs(done.output())
-        if bad and not drop_bad:
-            first, why = next(iter(bad.items()))
-            raise CheckFailed(
-                f"llvm-profdata cannot read {first}: {why}" + (f" ({len(bad)} such files)" if len(bad) > 1 else ""),
-                "train again; or set PGO_DROP_BAD_PROFRAW=1 to merge the others without it",
+        with atomic_output(output) as tmp:
+            done = run(
+                [str(tool.path), "merge", "--failure-mode=all", "-o", str(tmp), f"--input-files={inputs}"],
+                env=env,
+                log=log,
+                what="llvm-profdata merge",
+                check=False,
             )
-        if len(bad) >= len(raws):
-            raise CheckFailed(f"llvm-profdata merge could merge none of the {len(raws)} raw profiles", f"see {log}")
-        if done.returncode != 0:
-            errors = [line for line in done.output().splitlines() if line.startswith("error:")]
-            raise CommandFailed(
-                f"llvm-profdata merge failed with exit code {done.returncode}"
-                + (f": {errors[-1].removeprefix('error: ')}" if errors else ""),
-                f"nothing was written; see {log}",
-            )
-        os.replace(tmp, output)
+            bad = bad_inputs(done.output())
+            if bad and not drop_bad:
+                first, why = next(iter(bad.items()))
+                raise CheckFailed(
+                    f"llvm-profdata cannot read {first}: {why}" + (f" ({len(bad)} such files)" if len(bad) > 1 else ""),
+                    "train again; or set PGO_DROP_BAD_PROFRAW=1 to merge the others without it",
+                )
+            if len(bad) >= len(raws):
+                raise CheckFailed(f"llvm-profdata merge could merge none of the {len(raws)} raw profiles", f"see {log}")
+            if done.returncode != 0:
+                errors = [line for line in done.output().splitlines() if line.startswith("error:")]
+                raise CommandFailed(
+                    f"llvm-profdata merge failed with exit code {done.returncode}"
+                    + (f": {errors[-1].removeprefix('error: ')}" if errors else ""),
+                    f"nothing was written; see {log}",
+                )
     except OSError as exc:
         raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
-    finally:
-        tmp.unlink(missing_ok=True)
     dropped = {str(Path(name)): why for name, why in bad.items()}
     return MergeResult([p for p in raws if str(p) not in dropped], dropped)
 

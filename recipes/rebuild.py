@@ -22,6 +22,7 @@ from recipes import report, stages
 from recipes.bolt import find_llvm_strip
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
+from recipes.files import write_atomically
 from recipes.provenance import check_manifest_schema
 from recipes.release import (
     SUMS,
@@ -43,7 +44,6 @@ from recipes.reproducible import (
     sha256_bytes,
     tag_commit,
     tar_member,
-    write_atomic,
 )
 from recipes.results import DeterminismResult, OptimiseResult, RebuildResult
 from recipes.runner import say
@@ -310,7 +310,7 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         )
     top = pgo["binary"].split("/")[0]
     tarball = binary_tarball(manifest["bin"], built.binary.read_bytes(), top, int(manifest["source_date_epoch"]))
-    write_atomic(work / pgo["file"], tarball)
+    write_atomically(work / pgo["file"], tarball)
     results = {
         pgo["file"]: (sha256_bytes(tarball), published.sums[pgo["file"]]),
         pgo["binary"]: (built.sha256, pgo["binary_sha256"]),
@@ -322,7 +322,7 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         bolt_tarball = binary_tarball(
             manifest["bin"], built.bolted.read_bytes(), bolt["binary"].split("/")[0], int(manifest["source_date_epoch"])
         )
-        write_atomic(work / bolt["file"], bolt_tarball)
+        write_atomically(work / bolt["file"], bolt_tarball)
         results[bolt["file"]] = (sha256_bytes(bolt_tarball), published.sums[bolt["file"]])
         results[bolt["binary"]] = (built.bolted_sha256, bolt["binary_sha256"])
         binaries.append((tar_member(published.path("pgo_bolt"), bolt["binary"]), built.bolted, "PGO+BOLT"))
@@ -354,7 +354,7 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         data, rebuilt_binary, what = differing[0]
         released = work / ("published-bolt" if what == "PGO+BOLT" else "published") / manifest["bin"]
         released.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(released, data)
+        write_atomically(released, data)
         diff = binary_diff(released, rebuilt_binary)
         summary["diff"] = diff.line()
         explained = explain(released, rebuilt_binary, work, environ, summary)
@@ -393,7 +393,7 @@ def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult
         raise MissingInput(f"the profile {profile} is gone", "run `nox -s pgo` first, or give PGO_PROFDATA")
     profile_copy = config.out / "determinism" / "profile.profdata"  # the merge of a later run must not change it
     profile_copy.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(profile_copy, profile.read_bytes())
+    write_atomically(profile_copy, profile.read_bytes())
     manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
     config = workload_of_tree(config, repo)
     workload_rel = None

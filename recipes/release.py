@@ -21,6 +21,7 @@ from recipes import bolt as boltlib
 from recipes import cargo, cpu, elf, provenance, report, stages
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
+from recipes.files import atomic_output, write_atomically
 from recipes.plan import BuildPlan, clean_package, make_plan
 from recipes.reproducible import (
     binary_tarball,
@@ -37,7 +38,6 @@ from recipes.reproducible import (
     sha256sums_text,
     tag_commit,
     without_remap,
-    write_atomic,
 )
 from recipes.results import BoltResult
 from recipes.runner import capture, run, say
@@ -159,14 +159,9 @@ def strip_version(env: Mapping[str, str]) -> str:
 def strip_binary(binary: Path, dest: Path, env: Mapping[str, str], log: Path, tool: str | None = None) -> Path:
     """A stripped copy of ``binary`` at ``dest`` (the original stays as cargo left it); ``tool``: another strip
     than $STRIP or strip (llvm-strip for a BOLTed binary)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     strip = tool or strip_tool(env)
-    try:
+    with atomic_output(dest) as tmp:
         run([strip, "--strip-all", "-o", str(tmp), str(binary)], env=env, log=log, what=Path(strip).name)
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
     return dest
 
 
@@ -456,7 +451,7 @@ def _write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:
     staging.mkdir()
     try:
         for name, data in files.items():
-            write_atomic(staging / name, data)
+            write_atomically(staging / name, data)
         os.replace(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -21,7 +21,6 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput
-from recipes.files import write_atomically
 from recipes.runner import capture
 
 # --- release tags -------------------------------------------------------------------------------
@@ -212,11 +211,6 @@ def parse_sha256sums(text: str) -> dict[str, str]:
             raise CheckFailed(f"SHA256SUMS line {number} is not '<sha256>  <file>': {line[:80]!r}", "re-download it")
         sums[match.group("name")] = match.group("digest")
     return sums
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write a whole file or nothing (recipes.files)."""
-    write_atomically(path, data)
 
 
 # --- cargo metadata: packages whose identity depends on where the source is ---------------------

@@ -26,7 +26,7 @@ from recipes.errors import (
     TrainingFailed,
     WorkDirError,
 )
-from recipes.files import copy_atomically
+from recipes.files import atomic_output, copy_atomically
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import (
     BoltResult,
@@ -683,17 +683,16 @@ def _bolt_train(plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths) -> 
         scratch_name="bolt-train",
     )
     raws = sorted(paths.raw.glob("*.fdata"))  # merge-fdata's output depends on the order of its inputs
-    tmp = paths.dir / f".{paths.merged.name}.tmp"
-    run(
-        [str(tools.merge_fdata), *map(str, raws), "-o", str(tmp)],
-        env=plan.env,
-        log=plan.logs / "bolt-merge.log",
-        cwd=paths.dir,
-        what="merge-fdata",
-    )
-    if not tmp.is_file():
-        raise MissingInput(f"merge-fdata wrote no {tmp}", f"see {plan.logs / 'bolt-merge.log'}")
-    os.replace(tmp, paths.merged)
+    with atomic_output(paths.merged) as tmp:
+        run(
+            [str(tools.merge_fdata), *map(str, raws), "-o", str(tmp)],
+            env=plan.env,
+            log=plan.logs / "bolt-merge.log",
+            cwd=paths.dir,
+            what="merge-fdata",
+        )
+        if not tmp.is_file():
+            raise MissingInput(f"merge-fdata wrote no {tmp}", f"see {plan.logs / 'bolt-merge.log'}")
     return paths.merged, trained
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 import sys
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from typing import Any
 
 from recipes.bench import canary
 from recipes.errors import MissingInput, PgoError
-from recipes.files import write_atomically
+from recipes.files import atomic_output, write_atomically
 
 BASELINE = "baseline"
 CANDIDATE = "candidate"
@@ -496,11 +495,9 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, A
     if shown_legend:
         axes.legend(loc="best", fontsize="small")
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
-    figure.savefig(tmp, dpi=110)
+    with atomic_output(path, suffix=".png") as tmp:  # savefig takes the format from the suffix
+        figure.savefig(tmp, dpi=110)
     plt.close(figure)
-    os.replace(tmp, path)
 
 
 def main(argv: Sequence[str]) -> int:

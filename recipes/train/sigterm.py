@@ -11,12 +11,12 @@ A static binary (musl) does not load preloads: it must handle SIGTERM itself.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
 from recipes.errors import ToolchainError
+from recipes.files import atomic_output
 from recipes.runner import run
 
 SOURCE = r"""
@@ -53,17 +53,13 @@ def shim(directory: Path, env: Mapping[str, str]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     source = directory / f"pgo-exit-on-sigterm-{digest}.c"
     source.write_text(SOURCE, encoding="utf-8")
-    temp = library.with_name(f".{library.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_output(library) as temp:
         run(
             [compiler, "-shared", "-fPIC", "-O2", "-o", str(temp), str(source)],
             env=env,
             log=directory / "pgo-exit-on-sigterm.log",
             what="the SIGTERM shim's compile",
         )
-        os.replace(temp, library)
-    finally:
-        temp.unlink(missing_ok=True)
     return library
 
 
