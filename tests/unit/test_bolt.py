@@ -129,6 +129,20 @@ def test_stripped_binary_is_refused(linked: dict[str, Path]) -> None:
         bolt.check_input(linked["stripped"])
 
 
+def test_a_binary_bolted_already_is_refused(linked: dict[str, Path], tmp_path: Path) -> None:
+    """llvm-bolt's own output of the relocations build: it keeps the symbol table but writes no .rela.text, so the
+    note BOLT leaves is what says it."""
+    llvm_bolt = shutil.which("llvm-bolt-22")
+    if llvm_bolt is None:
+        pytest.skip("bolt-22 not installed (the integration tests need it)")
+    bolted = tmp_path / "bolted"
+    subprocess.run([llvm_bolt, str(linked["relocs"]), "-o", str(bolted)], check=True, capture_output=True)
+    assert subprocess.run([bolted], capture_output=True, text=True, check=True).stdout == "4\n"
+    assert ".rela.text" not in _readelf_sections(bolted) and bolt.has_symbol_table(bolted)
+    with pytest.raises(CheckFailed, match=r"was optimised by BOLT already \(give BOLT the optimised build, not its"):
+        bolt.check_input(bolted)
+
+
 def test_not_an_elf_file_is_refused(tmp_path: Path) -> None:
     text = tmp_path / "script"
     text.write_text("#!/bin/sh\n")
