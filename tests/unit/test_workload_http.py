@@ -105,6 +105,19 @@ def test_good_server_workload(tmp_path: Path) -> None:
         ("docroot = true", 'docroot = "no-such-site"', r"docroot: no folder .*/no-such-site"),
         ("docroot = true", 'docroot = "{work}/site"', r"docroot: '\{work\}/site' is not a folder path"),
         ("docroot = true", "docroot = 3", r"docroot: must be true \(or left out\), or the path .*; got 3"),
+        (
+            'path = "/page/a"',
+            'path = "/page/a"\npaths = ["/page/b"]',
+            r"\[\[phase\]\] 'get': paths: give path or paths, not",
+        ),
+        (
+            "handshakes = 10",
+            'handshakes = 10\npath = "health"',
+            r"\[\[phase\]\] 'tls': path: 'health' must start with /",
+        ),
+        ("requests = 10", 'requests = 10\nheaders = ["x-a 1"]', r"'get': headers: 'x-a 1' is not 'name: value'"),
+        ("requests = 10", 'requests = 10\nheaders = [":path"]', r"'get': headers: ':path' is not 'name: value'"),
+        ("upstream = true", "upstream = false", r"\[setup\]: upstream: must be true \(or left out\)"),
     ],
 )
 def test_refused_before_anything_starts(tmp_path: Path, old: str, new: str, message: str) -> None:
