@@ -23,12 +23,22 @@ def test_parse_show_without_executed_line_counts_zero() -> None:
 
 
 def test_parse_show_refuses_empty() -> None:
-    with pytest.raises(ToolchainError):
+    with pytest.raises(ToolchainError, match=r"llvm-profdata show printed no 'Total functions' line"):
         parse_show("")
+
+
+def test_parse_show_refuses_the_output_of_another_command() -> None:
+    with pytest.raises(ToolchainError, match=r"printed no 'Total functions' line \(is the profile empty\?\)"):
+        parse_show((DATA / "profdata-overlap.txt").read_text())
 
 
 def test_parse_overlap_real_output() -> None:
     assert parse_overlap((DATA / "profdata-overlap.txt").read_text()) == 100.0
+
+
+def test_parse_overlap_refuses_the_output_of_another_command() -> None:
+    with pytest.raises(ToolchainError, match=r"llvm-profdata overlap printed no 'Edge profile overlap' line"):
+        parse_overlap((DATA / "profdata-show.txt").read_text())
 
 
 def test_bad_inputs_of_a_real_merge_log() -> None:
@@ -44,6 +54,12 @@ def _raw(directory: Path, name: str, data: bytes) -> RawProfileRecord:
     directory.mkdir(exist_ok=True)
     (directory / name).write_bytes(data)
     return {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def test_check_raw_profiles_refuses_a_training_that_recorded_none(tmp_path: Path) -> None:
+    _raw(tmp_path, "a.profraw", b"aa")  # on disk, but not the training's record
+    with pytest.raises(PgoError, match=r"the training recorded no .profraw files \(run `nox -s train` again\)"):
+        check_raw_profiles(tmp_path, [])
 
 
 def test_check_raw_profiles_takes_exactly_the_recorded_files(tmp_path: Path) -> None:
