@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from recipes import provenance, rebuild
-from recipes.errors import CheckFailed, PgoError
+from recipes.errors import CheckFailed, ConfigError, MissingInput, PgoError
 from recipes.reproducible import binary_tarball, parse_sha256sums, sha256_bytes, sha256sums_text
 from recipes.store import sha256_file
 from tests.conftest import DATA, clean_env
@@ -429,3 +429,41 @@ def test_verify_a_statement_without_its_predicate_refused(tmp_path: Path) -> Non
     path.write_text(json.dumps(data))
     published.resum()
     refused(published, f"{BASE}-pgo.profdata.intoto.json has no predicate")
+
+
+def test_rebuild_without_one_manifest_of_the_tag_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    path = published.dist / f"{BASE}-manifest.json"
+    other = published.dist / f"{BASE.replace('x86_64', 'aarch64')}-manifest.json"
+    other.write_bytes(path.read_bytes())
+    with pytest.raises(ConfigError, match=rf"2 manifests of v1.0.0 in {published.dist} \(keep one target's files"):
+        rebuild.load_published(published.dist, "v1.0.0")
+    other.unlink()
+    path.unlink()
+    with pytest.raises(MissingInput, match=rf"no \*-v1.0.0-\*-manifest.json in {published.dist}"):
+        rebuild.load_published(published.dist, "v1.0.0")
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"{not json", r"is not valid JSON"),
+        (b"[]", r"is not a manifest \(not a JSON object\)"),
+        (None, r"is the manifest of v0.9.0, not v1.0.0"),
+    ],
+)
+def test_rebuild_of_a_manifest_that_is_not_the_tags_refused(tmp_path: Path, content: bytes | None, words: str) -> None:
+    published = publish(tmp_path)
+    path = published.dist / f"{BASE}-manifest.json"
+    path.write_bytes(content if content is not None else provenance.encode({**published.manifest, "tag": "v0.9.0"}))
+    published.resum()
+    with pytest.raises(CheckFailed, match=rf"{BASE}-manifest.json {words}"):
+        rebuild.load_published(published.dist, "v1.0.0")
+
+
+def test_rebuild_of_a_file_that_is_not_sha256sums_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    tarball = published.dist / f"{BASE}-pgo.tar.gz"
+    tarball.write_bytes(tarball.read_bytes() + b"\0")
+    with pytest.raises(CheckFailed, match=rf"{BASE}-pgo.tar.gz has sha256 {sha256_file(tarball)}, SHA256SUMS says"):
+        rebuild.load_published(published.dist, "v1.0.0")
