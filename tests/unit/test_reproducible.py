@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import CheckFailed, ConfigError, MissingInput
-from recipes.release import Names, leaked_paths
+from recipes.release import Names, leaked_paths, relative_to_repo
 from recipes.reproducible import (
     binary_tarball,
     check_tag,
@@ -288,3 +288,15 @@ def test_repository_without_a_commit_refused_with_the_commands(tmp_path: Path) -
     assert "git init" not in commands
     subprocess.run(["sh", "-c", commands], env=env, check=True, capture_output=True)
     assert tag_commit(repo_root(crate / "Cargo.toml", env), "v0.1.0", env)
+
+
+def test_a_crate_outside_the_repository_refused(tmp_path: Path) -> None:
+    """A manifest reached through a symlink into another tree: resolved, it is not under the repository."""
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "elsewhere" / "crate").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "crate" / "Cargo.toml").write_text("[package]\n")
+    (tmp_path / "repo" / "crate").symlink_to(tmp_path / "elsewhere" / "crate")
+    manifest = tmp_path / "repo" / "crate" / "Cargo.toml"
+    with pytest.raises(ConfigError, match=rf"the manifest {manifest} is not inside the repository {tmp_path / 'repo'}"):
+        relative_to_repo(manifest, tmp_path / "repo", "the manifest")
+    assert relative_to_repo(tmp_path / "repo" / "x" / "Cargo.toml", tmp_path / "repo", "the manifest") == "x/Cargo.toml"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes.errors import ConfigError
-from recipes.train.base import RESOURCES
+from recipes.errors import ConfigError, TrainingFailed
+from recipes.train.base import RESOURCES, ResourceContext
 from recipes.train.http import HttpPhase
 from recipes.workload import load_workload
 
@@ -179,3 +179,17 @@ def test_generated_docroot_lists_its_files(tmp_path: Path) -> None:
     made = RESOURCES["docroot"].files(dict(load_workload(_write(tmp_path, GOOD)).resources)["docroot"])
     assert "{docroot}/index.html" in made
     assert "{bodies}/attack.txt" in made
+
+
+def test_a_docroot_folder_gone_at_start_is_refused(tmp_path: Path) -> None:
+    """Checked when the workload was loaded, removed before the training starts."""
+    site = tmp_path / "site"
+    site.mkdir()
+    workload = load_workload(_write(tmp_path, GOOD.replace("docroot = true", 'docroot = "site"')))
+    options = dict(workload.resources)["docroot"]
+    site.rmdir()
+    context = ResourceContext(tmp_path / "setup", tmp_path / "logs", {})
+    gone = rf"\[setup\] docroot: the folder {site} is gone \(create it again"
+    with pytest.raises(TrainingFailed, match=gone), RESOURCES["docroot"].start(options, context):
+        pass
+    assert not (tmp_path / "setup").exists()
