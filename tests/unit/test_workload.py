@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import ConfigError
+from recipes.train.command import EnvironmentValues
 from recipes.workload import check_environment, load_workload, workload_path
 from tests.conftest import REPO
 
@@ -205,3 +206,12 @@ def test_a_workload_file_that_is_not_what_it_should_be(tmp_path: Path, old: str,
 def test_a_second_instance_that_clashes_with_the_first(tmp_path: Path, second: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_workload(_write(tmp_path, f"{GOOD}\n[[instance]]\n{second}\n"))
+
+
+def test_env_without_a_name_at_run_time_is_refused() -> None:
+    """The file's check refuses a bare {env}; a text filled at run time (a bench scenario's, a phase's) meets the
+    same refusal where it is formatted."""
+    values = EnvironmentValues({"HOME": "/root"}, "phase cli/one")
+    assert "{env:HOME}".format_map({"env": values}) == "/root"
+    with pytest.raises(ConfigError, match=r"phase cli/one: \{env\} names no variable \(write \{env:NAME\}\)"):
+        "{env}".format_map({"env": values})
