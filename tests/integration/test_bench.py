@@ -8,6 +8,7 @@ build).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,16 @@ def test_a_bad_argument_is_refused_before_anything_runs(hello: Pipeline) -> None
     assert_refused(hello.nox("bench", "--scenarios", "cached-5k-h3"), "unknown scenario 'cached-5k-h3'", "collatz")
     assert_refused(hello.nox("bench", "--trials", "0"), "--trials", "not a positive integer")
     assert not hello.work.exists()
+
+
+def test_two_builds_of_one_label_are_refused_before_anything_runs(hello: Pipeline) -> None:
+    true, false = shutil.which("true"), shutil.which("false")
+    assert true and false
+    proc = hello.nox(
+        "bench", "--baseline", true, "--candidate", false, "--baseline-label", "x", "--candidate-label", "x"
+    )
+    assert_refused(proc, "two builds are labelled 'x'", "give --baseline-label or --candidate-label")
+    assert not (hello.work / "bench" / "bin").exists()
 
 
 def test_a_missing_binary_is_refused(hello: Pipeline, tmp_path: Path) -> None:
