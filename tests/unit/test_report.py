@@ -8,6 +8,7 @@ import pytest
 
 from recipes import report
 from recipes.errors import MissingInput, WorkDirError
+from recipes.files import copy_atomically
 from tests.faults import small_tmpfs
 
 
@@ -59,4 +60,15 @@ def test_a_report_that_cannot_be_written_refused(tmp_path: Path) -> None:
     with small_tmpfs(tmp_path / "ro", read_only=True) as work:
         with pytest.raises(WorkDirError, match=rf"cannot write {work / 'report.json'}: Read-only file system \(free"):
             report.record(work, "instrument", {"seconds": 1})
+        assert list(work.iterdir()) == []
+
+
+def test_a_checked_copy_that_cannot_be_written_refused(tmp_path: Path) -> None:
+    """optimise's copy of the checked binary into a work dir on a read-only filesystem: one line, nothing left."""
+    binary = tmp_path / "hello-pgo"
+    binary.write_bytes(b"\x7fELF the checked binary")
+    with small_tmpfs(tmp_path / "ro", read_only=True) as work:
+        dest = work / "optimised" / "hello-pgo"
+        with pytest.raises(WorkDirError, match=rf"cannot copy {binary} to {dest}: Read-only file system \(free space"):
+            copy_atomically(binary, dest)
         assert list(work.iterdir()) == []
