@@ -207,6 +207,10 @@ def check_input(path: Path) -> dict[str, int]:
             f"{path} is stripped (no .symtab): llvm-bolt needs the symbol table to find the functions",
             "give BOLT the optimised build before strip (the bolt stage takes optimise's binary)",
         )
+    # before the relocations: llvm-bolt writes no .rela.text, so its output would be taken for a binary linked
+    # without --emit-relocs
+    if is_bolted(path):
+        raise CheckFailed(f"{path} was optimised by BOLT already", "give BOLT the optimised build, not its output")
     relocations = relocation_sections(path)
     if relocations.get(CODE_RELOCATIONS, 0) == 0:
         raise CheckFailed(
@@ -214,8 +218,6 @@ def check_input(path: Path) -> dict[str, int]:
             "and BOLT could not move its functions",
             "build it with PGO_BOLT=1 (optimise then adds -Clink-arg=-Wl,--emit-relocs), or run PGO_BOLT=1 nox -s pgo",
         )
-    if is_bolted(path):
-        raise CheckFailed(f"{path} was optimised by BOLT already", "give BOLT the optimised build, not its output")
     return relocations
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from recipes.errors import WorkDirError
@@ -25,7 +25,10 @@ def atomic_output(dest: Path, suffix: str = "") -> Iterator[Path]:
         yield tmp
         os.replace(tmp, dest)
     finally:
-        tmp.unlink(missing_ok=True)
+        # best effort: on a read-only filesystem even a missing file's unlink fails (EROFS), and that must not
+        # hide the error that ended the block
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def copy_atomically(source: Path, dest: Path) -> None:

@@ -2,6 +2,7 @@
 
     with small_tmpfs(tmp_path / "small") as mnt:      # 64 KiB tmpfs, mode 0700, unmounted afterwards
         fill_up(mnt)                                   # now every write of a byte fails with ENOSPC
+    with small_tmpfs(tmp_path / "ro", read_only=True) as mnt:   # an empty read-only one: EROFS
 
 Mounting needs root (or CAP_SYS_ADMIN); where the machine cannot mount, the test is skipped and says why.
 """
@@ -19,12 +20,12 @@ from pathlib import Path
 import pytest
 
 
-def _mount_error(directory: Path, size: str, mode: str) -> str | None:
+def _mount_error(directory: Path, size: str, mode: str, read_only: bool = False) -> str | None:
     """Mount a tmpfs at ``directory``; the reason it cannot be done, or None when it is mounted."""
     if shutil.which("mount") is None or shutil.which("umount") is None:
         return "mount/umount are not installed"
     proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode={mode}", "tmpfs", str(directory)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode={mode}{',ro' if read_only else ''}", "tmpfs", str(directory)],
         capture_output=True,
         text=True,
         check=False,
@@ -37,15 +38,16 @@ def _mount_error(directory: Path, size: str, mode: str) -> str | None:
 
 
 @contextmanager
-def small_tmpfs(directory: Path, size: str = "64k", mode: str = "0700") -> Iterator[Path]:
+def small_tmpfs(directory: Path, size: str = "64k", mode: str = "0700", read_only: bool = False) -> Iterator[Path]:
     """A tmpfs of ``size`` mounted at ``directory`` (created if needed) for the ``with`` block.
 
     It is a filesystem of its own: fill it with :func:`fill_up` for ENOSPC, or rename across it for EXDEV.
-    ``mode`` is its root directory's mode (tmpfs's own default, 1777, would be world-writable).
+    ``mode`` is its root directory's mode (tmpfs's own default, 1777, would be world-writable). ``read_only`` mounts
+    it read-only: nothing can be created in it, not even by root (EROFS).
     The test is skipped, with the reason, when the machine cannot mount one.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    reason = _mount_error(directory, size, mode)
+    reason = _mount_error(directory, size, mode, read_only)
     if reason is not None:
         pytest.skip(reason)
     try:

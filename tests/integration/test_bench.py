@@ -8,6 +8,7 @@ build).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,16 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     # the PGO binary of the work dir was built with other flags than a plain build now would be: refused
     proc = hello.nox("bench", "--scenarios", "collatz", **{FLAGS: "-Cdebuginfo=2"})
     assert_refused(proc, "the plain build would get the rustflags '-Cdebuginfo=2'", "'-Cdebuginfo=1' besides")
+    # the same flags, for another target: the plain build would be another build
+    musl = {
+        "PGO_TARGET": "x86_64-unknown-linux-musl",
+        "CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS": "-Cdebuginfo=1",
+    }
+    assert_refused(
+        hello.nox("bench", "--scenarios", "collatz", **musl),
+        "the PGO binary was built with target 'x86_64-unknown-linux-gnu' and the plain build would use "
+        "'x86_64-unknown-linux-musl'",
+    )
 
 
 def test_a_workload_without_scenarios_is_refused_before_anything_is_built(hello: Pipeline) -> None:
@@ -114,6 +125,16 @@ def test_a_bad_argument_is_refused_before_anything_runs(hello: Pipeline) -> None
     assert_refused(hello.nox("bench", "--scenarios", "cached-5k-h3"), "unknown scenario 'cached-5k-h3'", "collatz")
     assert_refused(hello.nox("bench", "--trials", "0"), "--trials", "not a positive integer")
     assert not hello.work.exists()
+
+
+def test_two_builds_of_one_label_are_refused_before_anything_runs(hello: Pipeline) -> None:
+    true, false = shutil.which("true"), shutil.which("false")
+    assert true and false
+    proc = hello.nox(
+        "bench", "--baseline", true, "--candidate", false, "--baseline-label", "x", "--candidate-label", "x"
+    )
+    assert_refused(proc, "two builds are labelled 'x'", "give --baseline-label or --candidate-label")
+    assert not (hello.work / "bench" / "bin").exists()
 
 
 def test_a_missing_binary_is_refused(hello: Pipeline, tmp_path: Path) -> None:

@@ -17,9 +17,12 @@ from typing import Any
 import pytest
 
 from recipes import bolt, report
+from recipes.errors import CheckFailed, TrainingFailed
 from recipes.reproducible import sha256_bytes, tar_member
 from recipes.store import sha256_file
-from tests.conftest import Pipeline, assert_ok, assert_refused, run_nox
+from recipes.train.runner import run_workload
+from recipes.workload import load_workload
+from tests.conftest import REPO, Pipeline, assert_ok, assert_refused, clean_env, run_nox
 from tests.integration.test_release import BASE, TAG, Release, make_repo
 
 pytestmark = pytest.mark.slow
@@ -123,6 +126,12 @@ def test_build_without_relocations_refused(hello: Pipeline) -> None:
     assert _report(hello.work)["optimise"]["emit_relocs"] is False
     assert_refused(hello.nox("bolt"), "has no relocations of its code (.rela.text)", "PGO_BOLT=1")
     assert _report(hello.work)["bolt"]["failed"]
+    # the checked copy optimise left, changed and then gone: refused before llvm-bolt looks at it
+    optimised = Path(_report(hello.work)["optimise"]["binary"])
+    optimised.write_bytes(optimised.read_bytes() + b"\0")
+    assert_refused(hello.nox("bolt"), f"{optimised} changed since optimise checked it", "run `nox -s optimise` again")
+    optimised.unlink()
+    assert_refused(hello.nox("bolt"), f"the optimised binary {optimised} is gone", "run `nox -s optimise` again")
 
 
 def test_release_profile_that_strips_refused(hello: Pipeline) -> None:
@@ -139,6 +148,12 @@ def test_llvm_bolt_of_another_major_refused_before_anything_is_built(hello: Pipe
     fake.chmod(0o755)
     assert_refused(hello.nox("pgo", PGO_BOLT="1", PGO_LLVM_BOLT=str(fake)), "is LLVM 21.1.8 but rustc", "bolt-22")
     assert not (hello.work / "generate-target").exists()
+
+
+def test_a_bolt_profile_that_is_no_file_refused(bolted: Bolted, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.fdata"
+    assert_refused(bolted.again(tmp_path, PGO_BOLT_PROFILE=str(missing)), f"PGO_BOLT_PROFILE={missing}: no such file")
+    assert not (tmp_path / "again" / "bolted" / "hello-pgo").exists()
 
 
 def test_empty_bolt_profile_refused(bolted: Bolted, tmp_path: Path) -> None:
@@ -184,6 +199,35 @@ def test_bolted_binary_failing_the_replay_refused(bolted: Bolted, tmp_path: Path
     assert not (work / "bolted" / "hello-pgo").exists()
     assert (work / "rejected" / "hello-pgo.bolt").is_file()
     assert "collatz" in _report(work)["bolt"]["failed"]
+
+
+def test_the_bolted_binary_is_refused_as_input(bolted: Bolted) -> None:
+    """The stage's own output given back to BOLT: llvm-bolt left no .rela.text in it, and its note says what it is."""
+    output = Path(bolted.report["bolt"]["binary"])
+    with pytest.raises(CheckFailed, match=rf"{output} was optimised by BOLT already \(give BOLT the optimised build"):
+        bolt.check_input(output)
+
+
+def test_an_instance_that_writes_no_fdata_is_refused(bolted: Bolted, tmp_path: Path) -> None:
+    """The workload run as the bolt stage trains, but on the binary before llvm-bolt -instrument (optimise's own):
+    every run exits normally, and no .fdata appears."""
+    fdata = tmp_path / "fdata"
+    fdata.mkdir()
+    with pytest.raises(
+        TrainingFailed, match=rf"instance cli of the BOLT-instrumented binary wrote no .fdata into {fdata}"
+    ):
+        run_workload(
+            load_workload(REPO / "profiles" / "hello.toml"),
+            binary=Path(bolted.report["optimise"]["binary"]),
+            base_env=clean_env(),
+            work=tmp_path / "work",
+            logs=tmp_path / "work" / "logs",
+            project_dir=REPO,
+            scale=1.0,
+            timeout=None,
+            profraw_dir=None,
+            fdata_dir=fdata,
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -400,6 +400,16 @@ def test_release_of_a_dirty_worktree_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "work").exists()
 
 
+def test_determinism_without_its_profile_refused(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    missing = tmp_path / "moved.profdata"
+    env = Release(tmp_path, repo, repo / "dist", tmp_path / "work", tmp_path / "store", "").env(
+        PGO_PROFDATA=str(missing)
+    )
+    assert_refused(run_nox("determinism", env), f"the profile {missing} is gone", "run `nox -s pgo` first")
+    assert not (tmp_path / "work" / "determinism").exists()
+
+
 def test_release_of_a_binary_that_needs_a_newer_cpu_refused(tmp_path: Path) -> None:
     """Built for x86-64-v3, the artefacts die with SIGILL under the emulated baseline CPU: no release."""
     repo = make_repo(tmp_path)

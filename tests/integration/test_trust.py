@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from recipes.store import sha256_file
-from tests.conftest import Pipeline, assert_ok, assert_refused, start_nox
+from tests.conftest import REPO, Pipeline, assert_ok, assert_refused, start_nox
 from tests.faults import fill_up, small_tmpfs
 
 pytestmark = pytest.mark.slow
@@ -252,3 +253,59 @@ def test_an_interrupted_stage_leaves_a_failed_record(hello: Pipeline, tmp_path: 
     assert "did not finish" in optimised["failed"]
     assert "binary" not in optimised
     assert_refused(hello.nox("pgo-test"), "the last optimise failed")
+
+
+def test_a_profile_without_functions_refused_before_the_build(hello: Pipeline) -> None:
+    """A valid IR-level profile of no function: what llvm-profdata merges from a text profile with no records."""
+    text = hello.root / "empty.proftext"
+    text.write_text(":ir\n")
+    empty = hello.root / "nothing.profdata"
+    subprocess.run(["llvm-profdata-22", "merge", "-o", empty, text], check=True, capture_output=True)
+    line = assert_refused(hello.nox("optimise", PGO_PROFDATA=str(empty)), f"PGO_PROFDATA {empty} has no functions")
+    assert "train again" in line
+    assert not (hello.work / "logs" / "optimise-build.log").exists()
+    assert "failed" in _report(hello)["optimise"]
+    # nor is there a profile build for the test suite to be compiled like, and pgo-test says why
+    line = assert_refused(hello.nox("pgo-test"), "test needs the result of optimise, and the last optimise failed")
+    assert f"PGO_PROFDATA {empty} has no functions" in line
+    assert not (hello.work / "test-target").exists()
+
+
+def test_a_given_profile_that_is_no_file_refused(hello: Pipeline) -> None:
+    missing = hello.root / "nowhere.profdata"
+    assert_refused(hello.nox("optimise", PGO_PROFDATA=str(missing)), f"PGO_PROFDATA={missing}: no such file")
+    assert not (hello.work / "logs" / "optimise-build.log").exists()
+
+
+def test_merged_profile_changed_or_gone_then_a_workload_the_optimised_binary_fails(tmp_path: Path) -> None:
+    """One training of hello: the merged profile changed, then gone, is refused before the build; restored, the
+    build is made and verified (PGO_VERIFY=1) against the workload file, which gained a phase after the training
+    (its file edited): the optimised binary fails it, and is moved out of the way. Last, the instrumented binary
+    gone: train is refused."""
+    workload = tmp_path / "hello.toml"
+    shutil.copy(REPO / "profiles" / "hello.toml", workload)
+    p = Pipeline(tmp_path, "hello", workload=str(workload))
+    _trained(p)
+    assert_ok(p.nox("merge"))
+    merged = Path(_report(p)["merge"]["profile"])
+    data = merged.read_bytes()
+    merged.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+    assert_refused(p.nox("optimise"), f"{merged} changed since merge wrote it", "run `nox -s merge` again")
+    merged.unlink()
+    assert_refused(p.nox("optimise"), f"the merged profile {merged} is gone", "run `nox -s merge` again")
+    assert not (p.work / "logs" / "optimise-build.log").exists()
+    merged.write_bytes(data)
+
+    text = workload.read_text()
+    failing = '[[instance.phase]]\nname = "fail"\nkind = "command"\nargs = ["fail"]\nruns = 1\n\n'
+    workload.write_text(text.replace("# Bench scenarios", failing + "# Bench scenarios", 1))
+    assert_refused(p.nox("optimise", PGO_VERIFY="1"), "cli/fail", "exited with exit code 3, expected 0")
+    assert (p.work / "logs" / "optimise-build.log").is_file()  # built and checked, then verified
+    assert not _built(p).exists()
+    assert not (p.work / "optimised" / "hello-pgo").exists()
+    assert (p.work / "rejected" / "hello-pgo").is_file()
+    assert "cli/fail" in _report(p)["optimise"]["failed"]
+
+    instrumented = Path(_report(p)["instrument"]["binary"])
+    instrumented.unlink()
+    assert_refused(p.nox("train"), f"the instrumented binary {instrumented} is gone", "run `nox -s instrument` again")

@@ -16,6 +16,7 @@ from recipes.bench.harness import (
     Server,
     add_summaries,
     choose_cores,
+    command_parts,
     load_argvs,
     trial_problem,
 )
@@ -140,3 +141,15 @@ def test_runs_added_up() -> None:
     assert total.status == {"2xx": 200, "3xx": 0, "4xx": 100, "5xx": 0}
     assert h2load.check(add_summaries([ok, ok]), 200, "2xx") is None
     assert "got 200 2xx, 100 4xx" in (h2load.check(total, 300, "2xx") or "")
+
+
+def test_a_command_scenario_whose_cwd_is_not_a_directory_is_refused(tmp_path: Path) -> None:
+    scenario = '\n[[bench.scenario]]\nname = "x"\ninstance = "cli"\nkind = "command"\nargs = ["primes", "10"]\n'
+    path = tmp_path / "w.toml"
+    path.write_text((BUILTIN_PROFILES / "hello.toml").read_text() + scenario + 'cwd = "{project}/data"\n')
+    chosen = next(s for s in load_workload(path).scenarios if s.name == "x")
+    values = {"project": str(tmp_path), "work": str(tmp_path / "work")}
+    with pytest.raises(ConfigError, match=rf"scenario x: cwd {tmp_path / 'data'} is not a directory \(create it"):
+        command_parts(chosen, values, {})
+    (tmp_path / "data").mkdir()
+    assert command_parts(chosen, values, {}) == (["primes", "10"], tmp_path / "data")

@@ -8,6 +8,7 @@ import pytest
 
 from recipes.bench.scenarios import held_out, require_scenarios, select
 from recipes.errors import ConfigError
+from recipes.train.command import MAX_RUNS
 from recipes.workload import BUILTIN_PROFILES, load_workload
 
 DEMO = BUILTIN_PROFILES / "demo-server.toml"
@@ -159,6 +160,15 @@ def test_a_workload_without_scenarios_is_refused_saying_how_to_add_one() -> None
             'name = "x"\ninstance = "one"\nkind = "http"\npath = "/"\nrequests = 1\nrps = 5\none_per_connection = true',
             "rps: a rate and one_per_connection",
         ),
+        ('name = "x"\ninstance = "one"\nkind = "http"\npath = "a"\nrequests = 1', "'x': path: 'a' must start with /"),
+        (
+            'name = "x"\ninstance = "one"\nkind = "handshakes"\npath = "a"\nhandshakes = 1',
+            "path: 'a' must start with /",
+        ),
+        (
+            'name = "x"\ninstance = "one"\nkind = "http"\npath = "/"\nrequests = 1\nheaders = ["accept"]',
+            "'x': headers: 'accept' is not 'name: value'",
+        ),
     ],
 )
 def test_scenario_refusals_name_the_file_table_and_key(tmp_path: Path, scenario: str, fragment: str) -> None:
@@ -183,3 +193,19 @@ def test_bench_instance_refusals(tmp_path: Path) -> None:
     none = SERVER
     with pytest.raises(ConfigError, match=r"\[bench\]: scenario: needs at least one \[\[bench.scenario\]\] table"):
         load_workload(write(tmp_path, none))
+
+
+def test_a_command_scenario_with_too_many_runs_is_refused(tmp_path: Path) -> None:
+    scenario = '\n[[bench.scenario]]\nname = "x"\ninstance = "cli"\nkind = "command"\nargs = ["primes", "10"]\n'
+    path = write(tmp_path, HELLO.read_text() + scenario + f"runs = {MAX_RUNS + 1}\n")
+    with pytest.raises(ConfigError, match=rf"'x': runs: {MAX_RUNS + 1} is too many \(at most {MAX_RUNS}\)"):
+        load_workload(path)
+    load_workload(write(tmp_path, HELLO.read_text() + scenario + f"runs = {MAX_RUNS}\n"))
+
+
+def test_two_scenarios_of_one_name_are_refused(tmp_path: Path) -> None:
+    scenario = '\n[[bench.scenario]]\nname = "x"\ninstance = "one"\nkind = "http"\npath = "/a"\nrequests = 1\n'
+    with pytest.raises(
+        ConfigError, match=r"\[\[scenario\]\] 'x': name: 'x' is used twice \(give each scenario its own"
+    ):
+        load_workload(write(tmp_path, SERVER + scenario + scenario.replace("/a", "/b")))

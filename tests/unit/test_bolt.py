@@ -129,6 +129,20 @@ def test_stripped_binary_is_refused(linked: dict[str, Path]) -> None:
         bolt.check_input(linked["stripped"])
 
 
+def test_a_binary_bolted_already_is_refused(linked: dict[str, Path], tmp_path: Path) -> None:
+    """llvm-bolt's own output of the relocations build: it keeps the symbol table but writes no .rela.text, so the
+    note BOLT leaves is what says it."""
+    llvm_bolt = shutil.which("llvm-bolt-22")
+    if llvm_bolt is None:
+        pytest.skip("bolt-22 not installed (the integration tests need it)")
+    bolted = tmp_path / "bolted"
+    subprocess.run([llvm_bolt, str(linked["relocs"]), "-o", str(bolted)], check=True, capture_output=True)
+    assert subprocess.run([bolted], capture_output=True, text=True, check=True).stdout == "4\n"
+    assert ".rela.text" not in _readelf_sections(bolted) and bolt.has_symbol_table(bolted)
+    with pytest.raises(CheckFailed, match=r"was optimised by BOLT already \(give BOLT the optimised build, not its"):
+        bolt.check_input(bolted)
+
+
 def test_not_an_elf_file_is_refused(tmp_path: Path) -> None:
     text = tmp_path / "script"
     text.write_text("#!/bin/sh\n")
@@ -153,6 +167,36 @@ def _fake_tool(directory: Path, name: str, version: str) -> Path:
 def test_no_llvm_bolt_names_the_debian_package(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError, match=r"no llvm-bolt of LLVM 22 .*apt-get install bolt-22"):
         bolt.find_bolt(RUSTC, {"PATH": str(tmp_path)}, None, llvm_root=tmp_path)
+
+
+def test_llvm_bolt_given_that_is_no_such_program_is_refused(tmp_path: Path) -> None:
+    for given in ("llvm-bolt-99", str(tmp_path / "llvm-bolt")):
+        with pytest.raises(ToolchainError, match=rf"PGO_LLVM_BOLT={given}: no such program \(install LLVM 22's BOLT"):
+            bolt.find_bolt(RUSTC, {"PATH": str(tmp_path)}, given)
+
+
+def test_llvm_bolt_without_merge_fdata_is_refused(tmp_path: Path) -> None:
+    """The real llvm-bolt-22, alone in a directory, with no merge-fdata-22 on PATH."""
+    real = shutil.which("llvm-bolt-22")
+    if real is None:
+        pytest.skip("bolt-22 not installed (the integration tests need it)")
+    alone = tmp_path / "bin" / "llvm-bolt-22"
+    alone.parent.mkdir()
+    alone.symlink_to(real)
+    with pytest.raises(ToolchainError, match=rf"no merge-fdata beside {alone} nor merge-fdata-22 on PATH"):
+        bolt.find_bolt(RUSTC, {"PATH": str(tmp_path / "bin")}, str(alone))
+
+
+def test_no_llvm_strip_of_the_major_is_refused(tmp_path: Path) -> None:
+    """Neither llvm-strip-22 on PATH nor llvm-22's own: an llvm-strip of another major does not count."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for other in ("llvm-strip-14", "strip"):
+        found = shutil.which(other)
+        if found:
+            (bin_dir / other).symlink_to(found)
+    with pytest.raises(ToolchainError, match=r"no llvm-strip of LLVM 22 to strip the BOLTed binary with \(GNU strip"):
+        bolt.find_llvm_strip(RUSTC, {"PATH": str(bin_dir)}, llvm_root=tmp_path)
 
 
 def test_llvm_bolt_of_another_major_is_refused_naming_both(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from recipes.cargo import (
     running_invocations,
     rustc_calls,
 )
-from recipes.errors import ConfigError
+from recipes.errors import ConfigError, MissingInput
 from tests.conftest import DATA, FIXTURES
 
 MULTI = CrateInfo(
@@ -236,6 +236,18 @@ def test_crate_info_of_a_workspace_whose_binaries_are_named_otherwise() -> None:
     assert info.package_dir == FIXTURES / "renamed" / "app"
     assert info.workspace_root == FIXTURES / "renamed"
     assert info.sources == (info.package_dir / "src" / "lib.rs", info.package_dir / "src" / "main.rs")
+
+
+def test_crate_info_refuses_a_package_or_binary_the_manifest_does_not_have(tmp_path: Path) -> None:
+    with pytest.raises(MissingInput, match=rf"no Cargo.toml at {tmp_path / 'Cargo.toml'} \(set PGO_MANIFEST"):
+        crate_info(tmp_path / "Cargo.toml", None, None, os.environ)
+    manifest = FIXTURES / "renamed" / "Cargo.toml"
+    with pytest.raises(
+        ConfigError, match=r"no package 'renamed' in .*renamed/Cargo.toml \(known packages: .*renamed-pkg"
+    ):
+        crate_info(manifest, "renamed", None, os.environ)
+    with pytest.raises(ConfigError, match=r"package renamed-pkg has no binary 'app' \(its binaries: rnm, rnm-aux\)"):
+        crate_info(manifest, "renamed-pkg", "app", os.environ)
 
 
 # `--message-format=json…` on the fixtures (copies in /tmp/shapes-try): the optimised build of `described` with

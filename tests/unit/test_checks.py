@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from recipes.profdata import parse_function_names
 from tests.conftest import DATA
 
 STORE = Path("/tmp/pgo-test/store/5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03.profdata")
+TRIPLE = "x86_64-unknown-linux-gnu"
 RECORDS = parse_function_names((DATA / "profdata-show-all-functions.txt").read_text())
 #: the hello fixture's own functions as they are in its optimised binary's symbol table
 HELLO_SYMBOLS = {
@@ -94,3 +96,41 @@ def test_default_ceiling_refuses_mostly_missing() -> None:
     checks.refuse_mostly_missing(10, found)  # half: accepted
     with pytest.raises(CheckFailed, match="11 of the build's 21 functions have no profile data, more than half"):
         checks.refuse_mostly_missing(11, found)
+
+
+def _instrument_record() -> dict[str, object]:
+    """The instrument stage's record of a real run (the demo server's report.json)."""
+    full = json.loads((DATA / "report-demo-server-bolt.json").read_text())
+    record = full["instrument"]
+    assert isinstance(record, dict)
+    return record
+
+
+def test_the_same_cargo_command_and_target_go_on() -> None:
+    checks.refuse_other_build(
+        _instrument_record(), cargo=["cargo", "build"], target=TRIPLE, earlier="the instrumented build", now="this one"
+    )
+
+
+def test_another_cargo_command_is_refused() -> None:
+    with pytest.raises(
+        CheckFailed,
+        match=r"the instrumented build was made by 'cargo build' and this one by 'cargo zigbuild'.*same PGO_CARGO",
+    ):
+        checks.refuse_other_build(
+            _instrument_record(),
+            cargo=["cargo", "zigbuild"],
+            target=TRIPLE,
+            earlier="the instrumented build",
+            now="this one",
+        )
+
+
+def test_another_target_is_refused() -> None:
+    musl = "x86_64-unknown-linux-musl"
+    with pytest.raises(
+        CheckFailed, match=rf"the instrumented build was for {TRIPLE} and this for {musl}.*same PGO_TARGET"
+    ):
+        checks.refuse_other_build(
+            _instrument_record(), cargo=["cargo", "build"], target=musl, earlier="the instrumented build", now="this"
+        )

@@ -169,3 +169,24 @@ def test_bad_numbers_from_pyproject(tmp_path: Path, table: str, message: str) ->
 def test_good_numbers_at_the_bounds(tmp_path: Path, env: dict[str, str], expected: tuple[str, object]) -> None:
     config = load_config(_project(tmp_path), env)
     assert getattr(config, expected[0]) == expected[1]
+
+
+def test_a_pyproject_that_is_not_toml_refused(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.pgo\nmin_functions = 3\n")
+    with pytest.raises(ConfigError, match=rf"{tmp_path / 'pyproject.toml'}: not valid TOML: .*\(fix the syntax\)"):
+        load_config(tmp_path, {})
+
+
+def test_a_tool_pgo_that_is_not_a_table_refused(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool]\npgo = "cargo build"\n')
+    with pytest.raises(ConfigError, match=r"\[tool.pgo\] must be a table \(write it as \[tool.pgo\] with key = value"):
+        load_config(tmp_path, {})
+
+
+@pytest.mark.parametrize(
+    ("table", "got"), [('cargo = ["cargo", "build"]', "list"), ("workload = { name = 'x' }", "dict")]
+)
+def test_a_pyproject_value_that_is_not_a_string_refused(tmp_path: Path, table: str, got: str) -> None:
+    key = table.split(maxsplit=1)[0]
+    with pytest.raises(ConfigError, match=rf"\[tool.pgo\] {key}: expected a string, got {got}"):
+        load_config(_project(tmp_path, table), {})

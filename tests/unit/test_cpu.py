@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from recipes import cpu
-from recipes.errors import CheckFailed, ConfigError, MissingInput
+from recipes.errors import CheckFailed, ConfigError, MissingInput, ToolchainError
 from recipes.rustflags import RustflagsPlan, target_cpu_warning
 from tests.conftest import DATA
 
@@ -142,3 +142,16 @@ def test_target_cpu_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
     assert target_cpu_warning(_plan(("-Ctarget-cpu=x86-64-v3",))) == "x86-64-v3"
     assert "warning: the build's flags set target-cpu=x86-64-v3" in capsys.readouterr().err
     assert target_cpu_warning(_plan((), ("-C", "target-cpu=native"))) == "native"
+
+
+def test_no_qemu_names_the_package(tmp_path: Path) -> None:
+    with pytest.raises(
+        ToolchainError, match=r"qemu-x86_64 not found: the baseline-CPU check needs it \(apt-get install qemu"
+    ):
+        cpu.check_qemu({"PATH": str(tmp_path)})
+
+
+def test_no_binary_to_check_refused(tmp_path: Path) -> None:
+    with pytest.raises(MissingInput, match=rf"no binary at {tmp_path / 'hello-pgo'} \(build it first"):
+        cpu.check_binary(tmp_path / "hello-pgo", tmp_path / "work", {"PATH": "/usr/bin:/bin"})
+    assert not (tmp_path / "work").exists()

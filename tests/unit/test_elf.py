@@ -120,6 +120,16 @@ def test_not_an_elf_file(tmp_path: Path) -> None:
         elf.max_glibc(script)
 
 
+def test_not_an_elf_file_has_no_symbols_and_is_not_static(tmp_path: Path) -> None:
+    """What optimise reads of the binary cargo left: a script in its place is refused, not taken as stripped."""
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    with pytest.raises(CheckFailed, match=rf"{script} is not an ELF binary: .*is this the binary cargo built"):
+        elf.function_symbols(script)
+    with pytest.raises(CheckFailed, match=rf"{script} is not an ELF binary"):
+        elf.is_static(script)
+
+
 def test_plain_and_pgo_artefacts_need_the_same_glibc(binaries: dict[str, Path], tmp_path: Path) -> None:
     twin = tmp_path / "plain-twin"
     shutil.copy(binaries["plain"], twin)

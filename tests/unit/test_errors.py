@@ -40,6 +40,11 @@ def test_capture_in_a_missing_working_directory(tmp_path: Path) -> None:
         runner.capture(["true"], env={"PATH": "/usr/bin:/bin"}, cwd=gone)
 
 
+def test_a_captured_command_that_fails_names_its_exit_code_and_last_line(tmp_path: Path) -> None:
+    with pytest.raises(CommandFailed, match=rf"ls {tmp_path}/nowhere failed with exit code 2: ls: cannot access"):
+        runner.capture(["ls", str(tmp_path / "nowhere")], env={"PATH": "/usr/bin:/bin"})
+
+
 def test_a_missing_command_is_still_command_not_found(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError, match="no-such-tool-here: command not found"):
         runner.capture(["no-such-tool-here"], env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)

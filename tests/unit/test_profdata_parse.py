@@ -1,15 +1,19 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from recipes.errors import PgoError, ToolchainError
-from recipes.profdata import bad_inputs, check_raw_profiles, parse_overlap, parse_show
+from recipes.errors import CheckFailed, CommandFailed, MissingInput, PgoError, ToolchainError, WorkDirError
+from recipes.profdata import bad_inputs, check_raw_profiles, check_usable, merge, parse_overlap, parse_show
 from recipes.results import RawProfileRecord
+from recipes.toolchain import ProfdataTool
 from tests.conftest import DATA
+from tests.faults import small_tmpfs
 
 
 def test_parse_show_real_output() -> None:
@@ -23,12 +27,22 @@ def test_parse_show_without_executed_line_counts_zero() -> None:
 
 
 def test_parse_show_refuses_empty() -> None:
-    with pytest.raises(ToolchainError):
+    with pytest.raises(ToolchainError, match=r"llvm-profdata show printed no 'Total functions' line"):
         parse_show("")
+
+
+def test_parse_show_refuses_the_output_of_another_command() -> None:
+    with pytest.raises(ToolchainError, match=r"printed no 'Total functions' line \(is the profile empty\?\)"):
+        parse_show((DATA / "profdata-overlap.txt").read_text())
 
 
 def test_parse_overlap_real_output() -> None:
     assert parse_overlap((DATA / "profdata-overlap.txt").read_text()) == 100.0
+
+
+def test_parse_overlap_refuses_the_output_of_another_command() -> None:
+    with pytest.raises(ToolchainError, match=r"llvm-profdata overlap printed no 'Edge profile overlap' line"):
+        parse_overlap((DATA / "profdata-show.txt").read_text())
 
 
 def test_bad_inputs_of_a_real_merge_log() -> None:
@@ -44,6 +58,12 @@ def _raw(directory: Path, name: str, data: bytes) -> RawProfileRecord:
     directory.mkdir(exist_ok=True)
     (directory / name).write_bytes(data)
     return {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def test_check_raw_profiles_refuses_a_training_that_recorded_none(tmp_path: Path) -> None:
+    _raw(tmp_path, "a.profraw", b"aa")  # on disk, but not the training's record
+    with pytest.raises(PgoError, match=r"the training recorded no .profraw files \(run `nox -s train` again\)"):
+        check_raw_profiles(tmp_path, [])
 
 
 def test_check_raw_profiles_takes_exactly_the_recorded_files(tmp_path: Path) -> None:
@@ -72,3 +92,55 @@ def test_check_raw_profiles_refuses_by_name(tmp_path: Path, fault: str, message:
         recorded[1] = _raw(tmp_path, "b.profraw", b"")
     with pytest.raises(PgoError, match=re.escape(message)):
         check_raw_profiles(tmp_path, recorded)
+
+
+# --- llvm-profdata itself: merge and check_usable with the real tool ----------------------------------------
+
+
+@pytest.fixture
+def tool() -> ProfdataTool:
+    found = shutil.which("llvm-profdata-22")
+    if found is None:
+        pytest.skip("llvm-22 not installed (the integration tests need it)")
+    return ProfdataTool(Path(found), "22.1.0")
+
+
+def _text_profile(tmp_path: Path) -> Path:
+    """An IR-level text profile without records: llvm-profdata reads it as it reads a .profraw."""
+    path = tmp_path / "empty.proftext"
+    path.write_text(":ir\n")
+    return path
+
+
+def test_merge_of_nothing_refused(tool: ProfdataTool, tmp_path: Path) -> None:
+    with pytest.raises(MissingInput, match=r"no .profraw files to merge \(run `nox -s train` first\)"):
+        merge(tool, [], tmp_path / "out.profdata", env=os.environ, log=tmp_path / "logs" / "merge.log")
+    assert not (tmp_path / "logs").exists()
+
+
+def test_merge_that_llvm_profdata_fails_refused(tool: ProfdataTool, tmp_path: Path) -> None:
+    """Its output on a read-only filesystem: llvm-profdata exits 1 without a bad input to blame."""
+    log = tmp_path / "logs" / "merge.log"
+    raw = _text_profile(tmp_path)
+    with small_tmpfs(tmp_path / "ro", read_only=True) as mnt:
+        with pytest.raises(CommandFailed, match=r"llvm-profdata merge failed with exit code 1: .*Read-only file sys"):
+            merge(tool, [raw], mnt / "out.profdata", env=os.environ, log=log)
+        assert list(mnt.iterdir()) == []
+
+
+def test_merged_profile_that_cannot_be_written_refused(tool: ProfdataTool, tmp_path: Path) -> None:
+    output = tmp_path / "out.profdata"
+    output.mkdir()  # a directory where the profile goes
+    with pytest.raises(WorkDirError, match=rf"cannot write {output}: Is a directory \(free space in PGO_OUT"):
+        merge(tool, [_text_profile(tmp_path)], output, env=os.environ, log=tmp_path / "logs" / "merge.log")
+    assert [p.name for p in tmp_path.glob(".out.profdata.*")] == []
+
+
+def test_a_profile_without_functions_is_not_usable(tool: ProfdataTool, tmp_path: Path) -> None:
+    """A valid, IR-level indexed profile of no function (merged from the empty text profile)."""
+    empty = tmp_path / "empty.profdata"
+    merge(tool, [_text_profile(tmp_path)], empty, env=os.environ, log=tmp_path / "logs" / "merge.log")
+    with pytest.raises(
+        CheckFailed, match=rf"PGO_PROFDATA {empty} has no functions \(train again: the profile is empty"
+    ):
+        check_usable(tool, empty, env=os.environ, log=tmp_path / "logs" / "show.log", what="PGO_PROFDATA")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from recipes import provenance, rebuild
-from recipes.errors import CheckFailed, PgoError
+from recipes.errors import CheckFailed, ConfigError, MissingInput, PgoError
 from recipes.reproducible import binary_tarball, parse_sha256sums, sha256_bytes, sha256sums_text
 from recipes.store import sha256_file
 from tests.conftest import DATA, clean_env
@@ -357,4 +357,113 @@ def test_a_manifest_of_another_schema_refused_by_verify_and_rebuild(tmp_path: Pa
     published.resum()
     refused(published, f"{BASE}-manifest.json has schema 2; this pgo-recipes reads manifests of schema 1")
     with pytest.raises(CheckFailed, match="has schema 2; this pgo-recipes reads manifests of schema 1"):
+        rebuild.load_published(published.dist, "v1.0.0")
+
+
+def test_verify_a_directory_without_the_release_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    with pytest.raises(PgoError, match=rf"no artefacts of v1.0.0 at {tmp_path / 'elsewhere'} \(download"):
+        provenance.verify("v1.0.0", tmp_path / "elsewhere", published.repo, clean_env())
+    (published.dist / "SHA256SUMS").unlink()
+    refused(published, f"SHA256SUMS is missing from {published.dist}", "download every file of the release")
+
+
+def test_verify_two_manifests_or_one_of_another_tag_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    path = published.dist / f"{BASE}-manifest.json"
+    other = published.dist / f"{BASE.replace('x86_64', 'aarch64')}-manifest.json"
+    other.write_bytes(path.read_bytes())
+    published.resum()
+    refused(published, "2 manifests of v1.0.0 in SHA256SUMS", "keep one release of one target per directory")
+    other.unlink()
+    data = json.loads(path.read_text())
+    data["tag"] = "v0.9.0"
+    path.write_bytes(provenance.encode(data))
+    published.resum()
+    refused(published, f"{BASE}-manifest.json is not the manifest of v1.0.0")
+
+
+def test_verify_an_artefact_without_its_line_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    (published.dist / f"{BASE}.tar.gz").unlink()
+    published.resum()
+    refused(published, f"SHA256SUMS has no line for {BASE}.tar.gz")
+
+
+def test_verify_another_binary_in_a_tarball_refused(tmp_path: Path) -> None:
+    """Another binary packed as the release packs it, and the manifest's tarball sha256 made to match: the binary's
+    own sha256 still says it is not the one that was built."""
+    published = publish(tmp_path)
+    name = f"{BASE}-pgo.tar.gz"
+    another = b"\x7fELF another binary"
+    tarball = binary_tarball("hello-pgo", another, f"{BASE}-pgo", 1772600767)
+    (published.dist / name).write_bytes(tarball)
+    path = published.dist / f"{BASE}-manifest.json"
+    data = json.loads(path.read_text())
+    data["artefacts"]["pgo"]["sha256"] = sha256_bytes(tarball)
+    path.write_bytes(provenance.encode(data))
+    published.resum()
+    refused(published, f"hello-pgo in {name} has sha256 {sha256_bytes(another)}", "the manifest")
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"{not json", "is not valid JSON"),
+        (b"[]", "is not an in-toto statement"),
+        (b'{"_type": "https://in-toto.io/Statement/v0.1"}', "_type is 'https://in-toto.io/Statement/v0.1', not"),
+    ],
+)
+def test_verify_a_statement_that_is_not_one_refused(tmp_path: Path, content: bytes, words: str) -> None:
+    published = publish(tmp_path)
+    published.statement(f"{BASE}-pgo.profdata").write_bytes(content)
+    published.resum()
+    refused(published, f"{BASE}-pgo.profdata.intoto.json", words, "download it again")
+
+
+def test_verify_a_statement_without_its_predicate_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    path = published.statement(f"{BASE}-pgo.profdata")
+    data = json.loads(path.read_text())
+    del data["predicate"]
+    path.write_text(json.dumps(data))
+    published.resum()
+    refused(published, f"{BASE}-pgo.profdata.intoto.json has no predicate")
+
+
+def test_rebuild_without_one_manifest_of_the_tag_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    path = published.dist / f"{BASE}-manifest.json"
+    other = published.dist / f"{BASE.replace('x86_64', 'aarch64')}-manifest.json"
+    other.write_bytes(path.read_bytes())
+    with pytest.raises(ConfigError, match=rf"2 manifests of v1.0.0 in {published.dist} \(keep one target's files"):
+        rebuild.load_published(published.dist, "v1.0.0")
+    other.unlink()
+    path.unlink()
+    with pytest.raises(MissingInput, match=rf"no \*-v1.0.0-\*-manifest.json in {published.dist}"):
+        rebuild.load_published(published.dist, "v1.0.0")
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"{not json", r"is not valid JSON"),
+        (b"[]", r"is not a manifest \(not a JSON object\)"),
+        (None, r"is the manifest of v0.9.0, not v1.0.0"),
+    ],
+)
+def test_rebuild_of_a_manifest_that_is_not_the_tags_refused(tmp_path: Path, content: bytes | None, words: str) -> None:
+    published = publish(tmp_path)
+    path = published.dist / f"{BASE}-manifest.json"
+    path.write_bytes(content if content is not None else provenance.encode({**published.manifest, "tag": "v0.9.0"}))
+    published.resum()
+    with pytest.raises(CheckFailed, match=rf"{BASE}-manifest.json {words}"):
+        rebuild.load_published(published.dist, "v1.0.0")
+
+
+def test_rebuild_of_a_file_that_is_not_sha256sums_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    tarball = published.dist / f"{BASE}-pgo.tar.gz"
+    tarball.write_bytes(tarball.read_bytes() + b"\0")
+    with pytest.raises(CheckFailed, match=rf"{BASE}-pgo.tar.gz has sha256 {sha256_file(tarball)}, SHA256SUMS says"):
         rebuild.load_published(published.dist, "v1.0.0")

@@ -8,6 +8,8 @@ import pytest
 
 from recipes import report
 from recipes.errors import MissingInput, WorkDirError
+from recipes.files import copy_atomically
+from tests.faults import small_tmpfs
 
 
 def test_a_started_stage_drops_its_old_success_and_the_later_stages(tmp_path: Path) -> None:
@@ -51,3 +53,22 @@ def test_the_report_carries_its_schema_and_another_is_refused(tmp_path: Path) ->
     (tmp_path / "report.json").write_text("[]")
     with pytest.raises(WorkDirError, match="is not a report"):
         report.load(tmp_path)
+
+
+def test_a_report_that_cannot_be_written_refused(tmp_path: Path) -> None:
+    """The work dir on a read-only filesystem: the report is not written, and nothing half-written is left."""
+    with small_tmpfs(tmp_path / "ro", read_only=True) as work:
+        with pytest.raises(WorkDirError, match=rf"cannot write {work / 'report.json'}: Read-only file system \(free"):
+            report.record(work, "instrument", {"seconds": 1})
+        assert list(work.iterdir()) == []
+
+
+def test_a_checked_copy_that_cannot_be_written_refused(tmp_path: Path) -> None:
+    """optimise's copy of the checked binary into a work dir on a read-only filesystem: one line, nothing left."""
+    binary = tmp_path / "hello-pgo"
+    binary.write_bytes(b"\x7fELF the checked binary")
+    with small_tmpfs(tmp_path / "ro", read_only=True) as work:
+        dest = work / "optimised" / "hello-pgo"
+        with pytest.raises(WorkDirError, match=rf"cannot copy {binary} to {dest}: Read-only file system \(free space"):
+            copy_atomically(binary, dest)
+        assert list(work.iterdir()) == []

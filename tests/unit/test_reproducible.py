@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import CheckFailed, ConfigError, MissingInput
-from recipes.release import Names, leaked_paths
+from recipes.release import Names, leaked_paths, relative_to_repo
 from recipes.reproducible import (
     binary_tarball,
     check_tag,
@@ -147,6 +147,26 @@ def test_binary_tarball_member(tmp_path: Path) -> None:
     assert tar_member(path, f"{names.pgo_top}/hello-pgo") == b"binary"
 
 
+def test_a_tarball_without_the_binary_refused(tmp_path: Path) -> None:
+    names = Names("hello-pgo", "v1.2.3", "x86_64-unknown-linux-gnu")
+    path = tmp_path / names.pgo_tarball
+    path.write_bytes(binary_tarball("other-bin", b"binary", names.pgo_top, 5))
+    with pytest.raises(
+        MissingInput, match=rf"{names.pgo_tarball} has no {names.pgo_top}/hello-pgo \(is it the release"
+    ):
+        tar_member(path, f"{names.pgo_top}/hello-pgo")
+
+
+def test_a_tarball_whose_binary_is_a_directory_refused(tmp_path: Path) -> None:
+    """Made by tar itself: top/hello-pgo is a directory, not the binary."""
+    (tmp_path / "top" / "hello-pgo").mkdir(parents=True)
+    (tmp_path / "top" / "hello-pgo" / "README").write_text("not a binary\n")
+    path = tmp_path / "x.tar.gz"
+    subprocess.run(["tar", "-czf", str(path), "-C", str(tmp_path), "top"], check=True)
+    with pytest.raises(MissingInput, match=r"top/hello-pgo in x.tar.gz is not a file \(is it the release's tarball"):
+        tar_member(path, "top/hello-pgo")
+
+
 def test_sha256sums_round_trip_and_real_sha256sum_output(tmp_path: Path) -> None:
     (tmp_path / "b.tar.gz").write_bytes(b"bee")
     (tmp_path / "a.profdata").write_bytes(b"ay")
@@ -223,6 +243,12 @@ def _git(repo: Path, env: dict[str, str], *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True).stdout
 
 
+def test_a_crate_directory_that_does_not_exist_refused(tmp_path: Path) -> None:
+    gone = tmp_path / "moved-away"
+    with pytest.raises(MissingInput, match=rf"{gone} does not exist \(set PGO_MANIFEST to the crate's Cargo.toml\)"):
+        repo_root(gone / "Cargo.toml", _git_env(tmp_path))
+
+
 def test_outside_git_refused_with_the_commands_that_make_a_tagged_repository(tmp_path: Path) -> None:
     """release and determinism start with repo_root: outside git, the hint's commands (run as they are, in a
     shell) make the crate a repository whose tag v0.1.0 is its HEAD, build output ignored."""
@@ -262,3 +288,15 @@ def test_repository_without_a_commit_refused_with_the_commands(tmp_path: Path) -
     assert "git init" not in commands
     subprocess.run(["sh", "-c", commands], env=env, check=True, capture_output=True)
     assert tag_commit(repo_root(crate / "Cargo.toml", env), "v0.1.0", env)
+
+
+def test_a_crate_outside_the_repository_refused(tmp_path: Path) -> None:
+    """A manifest reached through a symlink into another tree: resolved, it is not under the repository."""
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "elsewhere" / "crate").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "crate" / "Cargo.toml").write_text("[package]\n")
+    (tmp_path / "repo" / "crate").symlink_to(tmp_path / "elsewhere" / "crate")
+    manifest = tmp_path / "repo" / "crate" / "Cargo.toml"
+    with pytest.raises(ConfigError, match=rf"the manifest {manifest} is not inside the repository {tmp_path / 'repo'}"):
+        relative_to_repo(manifest, tmp_path / "repo", "the manifest")
+    assert relative_to_repo(tmp_path / "repo" / "x" / "Cargo.toml", tmp_path / "repo", "the manifest") == "x/Cargo.toml"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.errors import EnvironmentRefused
+from recipes.errors import ConfigError, EnvironmentRefused
 from recipes.rustflags import (
     env_with_rustflags,
     glibc_suffix,
@@ -170,3 +170,32 @@ def test_string_build_rustflags_are_split_as_cargo_splits_them(tmp_path: Path) -
 def test_existing_target_variable_is_taken_as_cargo_splits_it(tmp_path: Path) -> None:
     plan = plan_rustflags(T, tmp_path, _env(tmp_path, **{VAR: '--cfg  x="a   -Copt-level=3'}))
     assert plan.base == ("--cfg", 'x="a', "-Copt-level=3")
+
+
+def test_a_cargo_config_that_is_not_toml_refused(tmp_path: Path) -> None:
+    crate = _crate(tmp_path, "[build\nrustflags = []\n")
+    config = crate / ".cargo" / "config.toml"
+    with pytest.raises(ConfigError, match=rf"{config}: not valid TOML: .*cargo cannot read it either"):
+        plan_rustflags(T, crate, _env(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("config", "where"),
+    [
+        ("[build]\nrustflags = 3\n", r"\[build\] rustflags"),
+        ('[build]\nrustflags = ["--cfg", 1]\n', r"\[build\] rustflags"),
+        (f'[target.{T}]\nrustflags = {{ cfg = "x" }}\n', rf"\[target\.{T}\] rustflags"),
+    ],
+)
+def test_cargo_config_rustflags_of_another_type_refused(tmp_path: Path, config: str, where: str) -> None:
+    crate = _crate(tmp_path, config)
+    with pytest.raises(ConfigError, match=rf"{where}: rustflags must be a string or a list of strings"):
+        plan_rustflags(T, crate, _env(tmp_path))
+
+
+def test_a_profile_flag_with_white_space_refused(tmp_path: Path) -> None:
+    """The work dir (or store) path is on the flag the pipeline adds; cargo would split the variable there."""
+    plan = plan_rustflags(T, tmp_path, _env(tmp_path))
+    flag = f"-Cprofile-generate={tmp_path}/my work/profraw"
+    with pytest.raises(ConfigError, match=rf"{VAR} cannot carry \(use a work dir and profile store whose paths"):
+        env_with_rustflags({"PATH": "/bin"}, plan, [flag])

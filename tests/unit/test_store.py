@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from recipes.errors import StoreError
 from recipes.store import ProfileStore, sha256_file
@@ -217,3 +219,85 @@ def test_full_disk_before_the_first_byte(tmp_path: Path) -> None:
         with pytest.raises(StoreError, match=r"no space left .* 0 bytes free there"):
             store.put(profile)
         assert sorted(p.name for p in store.root.iterdir()) == [".lock"]
+
+
+# --- the store itself ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["my profiles", "profiles\tstore", "store\n"])
+def test_a_store_path_with_white_space_is_refused(tmp_path: Path, name: str) -> None:
+    """rustc's -Cprofile-use=<store path> goes through the per-target rustflags variable, which cargo splits on
+    white space."""
+    with pytest.raises(StoreError, match=r"has white space in its path \(choose a path without spaces\)"):
+        ProfileStore(tmp_path / name)
+
+
+def test_a_store_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    root.write_text("not a directory")
+    store = ProfileStore(root)
+    pattern = rf"profile store {re.escape(str(root))} is not a directory \(remove it or choose another path\)"
+    with pytest.raises(StoreError, match=pattern):
+        store.check()
+    with pytest.raises(StoreError, match=pattern):
+        store.put(_profile(tmp_path, b"profile"))
+    assert root.read_text() == "not a directory"
+
+
+def test_a_store_whose_name_is_too_long_to_look_at_is_refused(tmp_path: Path) -> None:
+    """A name longer than the filesystem's 255 bytes: lstat and mkdir fail with ENAMETOOLONG."""
+    store = ProfileStore(tmp_path / ("s" * 300))
+    with pytest.raises(StoreError, match=r"cannot look at profile store .*: File name too long \(check its path\)"):
+        store.check()
+    with pytest.raises(StoreError, match=r"cannot create profile store .*: File name too long \(.*choose another"):
+        store.ensure()
+
+
+def test_a_parent_too_long_to_look_at_is_refused(tmp_path: Path) -> None:
+    parent = tmp_path / ("p" * 300)
+    with pytest.raises(StoreError, match=rf"cannot look at {parent}, a parent of profile store .*File name too long"):
+        ProfileStore(parent / "store").check()
+
+
+def test_a_store_in_a_read_only_directory_is_refused(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "ro", read_only=True) as ro:
+        store = ProfileStore(ro / "store")
+        with pytest.raises(StoreError, match=rf"cannot create profile store {store.root}: {ro} is not writable"):
+            store.check()
+        with pytest.raises(
+            StoreError, match=rf"cannot create profile store {store.root}: Read-only file system \({store.root}\)"
+        ):
+            store.put(_profile(tmp_path, b"profile"))
+        assert not store.root.exists()
+
+
+def test_a_file_of_another_suffix_is_refused(tmp_path: Path) -> None:
+    store = ProfileStore(tmp_path / "store")
+    with pytest.raises(StoreError, match=r"holds \.profdata and \.fdata files, not \.profraw \(this is a bug\)"):
+        store.put(_profile(tmp_path, b"raw", "p.profraw"), ".profraw")
+    assert not store.root.exists()
+
+
+def test_a_store_file_missing_or_a_symlink_is_refused(tmp_path: Path) -> None:
+    store = ProfileStore(tmp_path / "store")
+    profile = _profile(tmp_path, b"the profile")
+    stored = store.put(profile)
+    stored.unlink()
+    with pytest.raises(StoreError, match=rf"store file {stored} is missing or a symlink after the build"):
+        store.verify(stored, "after the build")
+    stored.symlink_to(profile)  # the very bytes its name says, but behind a link anyone could repoint
+    with pytest.raises(StoreError, match=rf"store file {stored} is missing or a symlink before the build"):
+        store.put(profile)
+    assert stored.is_symlink()
+
+
+def test_a_store_that_stays_locked_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another pipeline holds the store's lock (here: a second lock on the same file) past the timeout, which is
+    shortened to a second."""
+    store = ProfileStore(tmp_path / "store")
+    store.ensure()
+    monkeypatch.setattr("recipes.store.LOCK_TIMEOUT", 1.0)
+    held = FileLock(str(store.root / ".lock"))
+    with held, pytest.raises(StoreError, match=rf"profile store {store.root} stayed locked for 1 s.*another pipeline"):
+        store.put(_profile(tmp_path, b"profile"))
+    assert [p.name for p in store.root.iterdir()] == [".lock"]

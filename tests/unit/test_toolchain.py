@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,8 +32,17 @@ def test_parse_llvm_version_real_output(name: str, expected: str) -> None:
 
 
 def test_parse_llvm_version_refuses_garbage() -> None:
-    with pytest.raises(ToolchainError):
+    with pytest.raises(ToolchainError, match=r"cannot read an LLVM version from llvm-profdata --version"):
         parse_llvm_version("hello")
+
+
+def test_the_version_of_a_tool_that_is_not_llvms_is_refused() -> None:
+    """What GNU strip says given where llvm-strip was expected: a version, but no LLVM one."""
+    text = subprocess.run(["strip", "--version"], capture_output=True, text=True, check=True).stdout
+    with pytest.raises(
+        ToolchainError, match=r"cannot read an LLVM version from llvm-strip --version \(is it llvm-strip"
+    ):
+        parse_llvm_version(text, "llvm-strip")
 
 
 def _info(major: int) -> RustcInfo:

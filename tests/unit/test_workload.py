@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import ConfigError
+from recipes.train.command import EnvironmentValues
 from recipes.workload import check_environment, load_workload, workload_path
 from tests.conftest import REPO
 
@@ -159,3 +160,58 @@ def test_check_environment_before_anything_runs(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"^instance cli of w.toml: \{env:ROOT\}: ROOT is not set"):
         check_environment(workload, {"TOKEN": "t"})
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("runs = 2", "runs = 2\n[broken", r"w\.toml: not valid TOML: Expected ']' .*\(fix the syntax\)"),
+        ('[workload]\ndescription = "d"\nmin_functions = 3\n', "", r"w\.toml: no \[workload\] table \(start the file"),
+        (
+            '[workload]\ndescription = "d"\nmin_functions = 3\n',
+            "workload = 3\n",
+            r"\[workload\]: expected a table, got",
+        ),
+        ('["x", "{work}/file"]', '["x", 1]', r"'one': args: expected a list of strings \(see profiles/README"),
+        ('name = "cli"', 'name = "cli"\nenv = { A = 1 }', r"'cli': env: expected a table of string values"),
+        ("runs = 2", "runs = 2\ntimeout = 0", r"'one': timeout: must be positive, got 0"),
+    ],
+)
+def test_a_workload_file_that_is_not_what_it_should_be(tmp_path: Path, old: str, new: str, message: str) -> None:
+    assert old in GOOD
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_workload(_write(tmp_path, GOOD.replace(old, new, 1)))
+    assert str(tmp_path / "w.toml") in caught.value.line()
+
+
+@pytest.mark.parametrize(
+    ("second", "message"),
+    [
+        ('name = "cli"\nphases_from = "cli"', r"\[\[instance\]\] 'cli': name: 'cli' is used twice \(give each"),
+        (
+            'name = "again"\nphases_from = "cli"\n\n[[instance.phase]]\nname = "two"\nkind = "command"\nargs = ["y"]',
+            r"'again': phase: give phases_from = 'cli' or \[\[instance.phase\]\] tables, not both",
+        ),
+        (
+            'name = "srv"\nmode = "server"\nphases_from = "cli"',
+            r"'srv': phases_from: instance 'cli' is a 'command' instance, this is 'server'",
+        ),
+        (
+            'name = "two"\n\n[[instance.phase]]\nname = "a"\nkind = "command"\nargs = ["y"]\n\n'
+            '[[instance.phase]]\nname = "a"\nkind = "command"\nargs = ["z"]',
+            r"\[\[instance\]\] 'two' \[\[phase\]\] 'a': name: 'a' is used twice in this instance",
+        ),
+    ],
+)
+def test_a_second_instance_that_clashes_with_the_first(tmp_path: Path, second: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_workload(_write(tmp_path, f"{GOOD}\n[[instance]]\n{second}\n"))
+
+
+def test_env_without_a_name_at_run_time_is_refused() -> None:
+    """The file's check refuses a bare {env}; a text filled at run time (a bench scenario's, a phase's) meets the
+    same refusal where it is formatted."""
+    values = EnvironmentValues({"HOME": "/root"}, "phase cli/one")
+    assert "{env:HOME}".format_map({"env": values}) == "/root"
+    with pytest.raises(ConfigError, match=r"phase cli/one: \{env\} names no variable \(write \{env:NAME\}\)"):
+        "{env}".format_map({"env": values})

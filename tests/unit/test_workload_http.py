@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes.errors import ConfigError
-from recipes.train.base import RESOURCES
+from recipes.errors import ConfigError, TrainingFailed
+from recipes.train.base import RESOURCES, ResourceContext
 from recipes.train.http import HttpPhase
 from recipes.workload import load_workload
 
@@ -105,6 +105,19 @@ def test_good_server_workload(tmp_path: Path) -> None:
         ("docroot = true", 'docroot = "no-such-site"', r"docroot: no folder .*/no-such-site"),
         ("docroot = true", 'docroot = "{work}/site"', r"docroot: '\{work\}/site' is not a folder path"),
         ("docroot = true", "docroot = 3", r"docroot: must be true \(or left out\), or the path .*; got 3"),
+        (
+            'path = "/page/a"',
+            'path = "/page/a"\npaths = ["/page/b"]',
+            r"\[\[phase\]\] 'get': paths: give path or paths, not",
+        ),
+        (
+            "handshakes = 10",
+            'handshakes = 10\npath = "health"',
+            r"\[\[phase\]\] 'tls': path: 'health' must start with /",
+        ),
+        ("requests = 10", 'requests = 10\nheaders = ["x-a 1"]', r"'get': headers: 'x-a 1' is not 'name: value'"),
+        ("requests = 10", 'requests = 10\nheaders = [":path"]', r"'get': headers: ':path' is not 'name: value'"),
+        ("upstream = true", "upstream = false", r"\[setup\]: upstream: must be true \(or left out\)"),
     ],
 )
 def test_refused_before_anything_starts(tmp_path: Path, old: str, new: str, message: str) -> None:
@@ -166,3 +179,17 @@ def test_generated_docroot_lists_its_files(tmp_path: Path) -> None:
     made = RESOURCES["docroot"].files(dict(load_workload(_write(tmp_path, GOOD)).resources)["docroot"])
     assert "{docroot}/index.html" in made
     assert "{bodies}/attack.txt" in made
+
+
+def test_a_docroot_folder_gone_at_start_is_refused(tmp_path: Path) -> None:
+    """Checked when the workload was loaded, removed before the training starts."""
+    site = tmp_path / "site"
+    site.mkdir()
+    workload = load_workload(_write(tmp_path, GOOD.replace("docroot = true", 'docroot = "site"')))
+    options = dict(workload.resources)["docroot"]
+    site.rmdir()
+    context = ResourceContext(tmp_path / "setup", tmp_path / "logs", {})
+    gone = rf"\[setup\] docroot: the folder {site} is gone \(create it again"
+    with pytest.raises(TrainingFailed, match=gone), RESOURCES["docroot"].start(options, context):
+        pass
+    assert not (tmp_path / "setup").exists()
