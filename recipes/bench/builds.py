@@ -30,37 +30,37 @@ def plain_target_dir(plan: BuildPlan) -> Path:
     return plan.work / "plain-target"
 
 
-def plain_flags(plan: BuildPlan) -> list[str]:
-    """The flags of the plain build: the base flags the PGO build shares, and its link for BOLT
-    (``--emit-relocs``) when the work dir's PGO binary was linked so, or PGO_BOLT=1 asks for it: the two
-    binaries then differ in the profile alone."""
+def link_flags(plan: BuildPlan) -> list[str]:
+    """What the plain build adds to the base flags the PGO build shares: its link for BOLT (``--emit-relocs``)
+    when the work dir's PGO binary was linked so, or PGO_BOLT=1 asks for it, so that the two binaries differ
+    in the profile alone."""
     optimised = report.load(plan.work).get("optimise") or {}
     relocs = plan.config.bolt or (not report.failed(optimised) and bool(optimised.get("emit_relocs")))
-    return [*plan.rustflags.base, *([boltlib.EMIT_RELOCS] if relocs else [])]
+    return [boltlib.EMIT_RELOCS] if relocs else []
 
 
 def plain(plan: BuildPlan) -> PlainResult:
     """``nox -s plain``: the plain build, recorded in report.json as ``plain`` (what bench compares the PGO
     binary with by default, and a binary to ship or compare)."""
     start = time.monotonic()
-    flags = plain_flags(plan)
-    binary = build_plain(plan, flags)
+    link = link_flags(plan)
+    binary = build_plain(plan, link)
     result: PlainResult = {
         "binary": str(binary),
         "binary_sha256": sha256_file(binary),
         "target": plan.target,
         "cargo_command": list(plan.config.cargo),
-        "rustflags": " ".join(flags),
+        "rustflags": " ".join([*plan.rustflags.base, *link]),
         "seconds": round(time.monotonic() - start, 3),
     }
     report.record(plan.work, "plain", result)
     return result
 
 
-def build_plain(plan: BuildPlan, flags: list[str] | None = None) -> Path:
-    """The release build without a profile: same command, target, features and base flags as the PGO one."""
-    extra = [f for f in (flags or []) if f not in plan.rustflags.base]
-    env = env_with_rustflags(plan.env, plan.rustflags, extra) if extra else plain_env(plan.env, plan.rustflags)
+def build_plain(plan: BuildPlan, link: list[str]) -> Path:
+    """The release build without a profile: same command, target, features and base flags as the PGO one,
+    and ``link`` (:func:`link_flags`)."""
+    env = env_with_rustflags(plan.env, plan.rustflags, link) if link else plain_env(plan.env, plan.rustflags)
     target_dir = plain_target_dir(plan)
     say(f"bench: the plain build of {plan.crate.package} in {target_dir}")
     done = run(
@@ -89,7 +89,7 @@ def shared_flags(rustflags: str) -> list[str]:
 
 def check_same_build(plan: BuildPlan, optimised: Mapping[str, object]) -> None:
     """The plain build would differ from the PGO one in more than the profile: refuse."""
-    plain = plain_flags(plan)
+    plain = [*plan.rustflags.base, *link_flags(plan)]
     pgo = shared_flags(str(optimised.get("rustflags", "")))
     if plain != pgo:
         raise CheckFailed(
