@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,16 @@ def test_missing_cargo_points_to_rustup() -> None:
 def test_root_is_the_noxfile_folder() -> None:
     assert Path(noxfile.__file__).resolve().parent == REPO
     assert noxfile.selects_only_unit_tests(["tests/unit"])
+
+
+def test_ci_runs_the_readmes_test_command_which_installs_every_package_the_tests_need() -> None:
+    printed = subprocess.run(
+        ["bash", str(REPO / ".ci" / "run"), "--print"], capture_output=True, text=True, check=True
+    ).stdout
+    readme = (REPO / "README.md").read_text()
+    assert printed.strip() and printed in readme  # the README's own lines, continuation lines and all
+    words = printed.replace("\\\n", " ").split()
+    assert words[-3:] == ["nox", "-s", "tests"]
+    assert "install" in words and "x86_64-unknown-linux-musl" in words
+    for program, package in noxfile.TEST_PROGRAMS.items():
+        assert program == "cargo" or package in words, f"the README's test command does not install {package}"
