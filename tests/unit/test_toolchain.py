@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -36,6 +37,12 @@ def test_parse_llvm_version_refuses_garbage() -> None:
         parse_llvm_version("hello")
 
 
+def _needs(program: str, package: str) -> pytest.MarkDecorator:
+    """Skip where the Debian package is not installed (the integration tests need it; `nox -s tests` says so)."""
+    return pytest.mark.skipif(shutil.which(program) is None, reason=f"{package} not installed")
+
+
+@_needs("strip", "binutils")
 def test_the_version_of_a_tool_that_is_not_llvms_is_refused() -> None:
     """What GNU strip says given where llvm-strip was expected: a version, but no LLVM one."""
     text = subprocess.run(["strip", "--version"], capture_output=True, text=True, check=True).stdout
@@ -49,11 +56,13 @@ def _info(major: int) -> RustcInfo:
     return RustcInfo(release="1.95.0", host="x86_64-unknown-linux-gnu", commit_hash="x", llvm_version=f"{major}.1.2")
 
 
+@_needs("llvm-profdata-22", "llvm-22")
 def test_find_profdata_prefers_rustc_major(tmp_path: Path) -> None:
     tool = find_profdata(_info(22), tmp_path, {"PATH": "/usr/bin:/bin"}, None)
     assert tool.llvm_major == 22
 
 
+@_needs("llvm-profdata-14", "llvm-14")
 def test_find_profdata_refuses_another_major_naming_both() -> None:
     with pytest.raises(ToolchainError) as caught:
         find_profdata(_info(22), Path("/nonexistent"), {"PATH": "/usr/bin"}, "/usr/bin/llvm-profdata-14")
