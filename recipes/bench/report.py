@@ -19,6 +19,7 @@ from typing import Any
 from recipes.bench import canary
 from recipes.errors import MissingInput, PgoError
 from recipes.files import atomic_output, write_atomically
+from recipes.runner import show
 
 BASELINE = "baseline"
 CANDIDATE = "candidate"
@@ -503,15 +504,15 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, A
 def main(argv: Sequence[str]) -> int:
     """``python -m recipes.bench.report chart RESULTS.json CHART.png`` (run by the bench session's venv)."""
     if len(argv) != 3 or argv[0] != "chart":
-        print("usage: python -m recipes.bench.report chart RESULTS.json CHART.png", file=sys.stderr)
+        show("usage: python -m recipes.bench.report chart RESULTS.json CHART.png")
         return 2
     results, meta = from_json(json.loads(Path(argv[1]).read_text(encoding="utf-8")))
     try:
         write_chart(Path(argv[2]), results, meta)
     except PgoError as error:
-        print(f"chart: {error.line()}", file=sys.stderr)
+        show(f"chart: {error.line()}")
         return 1
-    print(f"chart: {argv[2]}")
+    show(f"chart: {argv[2]}")
     return 0
 
 
