@@ -16,7 +16,7 @@ same thing without installing anything.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import nox
@@ -49,6 +49,12 @@ def project_dir(session: nox.Session) -> Path:
     return Path(session.invoked_from).resolve()
 
 
+def _summary(session: nox.Session, lines: Iterable[str]) -> None:
+    """A session's last word: its result, a line at a time, through nox's log (progress went through runner.say)."""
+    for line in lines:
+        session.log(line)
+
+
 def _stage(session: nox.Session, action: Callable[[BuildPlan], object]) -> None:
     """Run one recipe with the session's configuration; a known failure is one line, not a traceback."""
     try:
@@ -56,8 +62,7 @@ def _stage(session: nox.Session, action: Callable[[BuildPlan], object]) -> None:
         instruments = action is stages.instrument or (action is stages.pgo and config.profdata is None)
         plan = make_plan(config, os.environ, instruments=instruments)
         action(plan)
-        for line in stages.summary_lines(report.load(plan.work)):
-            session.log(line)
+        _summary(session, stages.summary_lines(report.load(plan.work)))
     except PgoError as error:
         session.error(error.line())
 
@@ -107,8 +112,10 @@ def plain(session: nox.Session) -> None:
         result = builds.plain(make_plan(config, os.environ, instruments=False))
     except PgoError as error:
         session.error(error.line())
-    session.log(f"plain       {result['seconds']:8.1f} s  {result['binary']}")
-    session.log(f"sha256      {result['binary_sha256']}")
+    _summary(
+        session,
+        [f"plain       {result['seconds']:8.1f} s  {result['binary']}", f"sha256      {result['binary_sha256']}"],
+    )
 
 
 def cpu_baseline(session: nox.Session) -> None:
@@ -117,8 +124,7 @@ def cpu_baseline(session: nox.Session) -> None:
         result = cpu.cpu_baseline(project_dir(session), os.environ, session.posargs)
     except PgoError as error:
         session.error(error.line())
-    for line in cpu.summary_lines(result):
-        session.log(line)
+    _summary(session, cpu.summary_lines(result))
 
 
 def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True) -> None:
@@ -137,21 +143,18 @@ def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True)
         if name == "release":
             manifest = release_recipe.release(tag, config, os.environ, where)
             out_dir = where or Path(manifest["artefacts_dir"])
-            for line in release_recipe.summary_lines(manifest, out_dir):
-                session.log(line)
+            _summary(session, release_recipe.summary_lines(manifest, out_dir))
         elif name == "rebuild":
-            for line in rebuild_recipe.rebuild(tag, config, os.environ, where)["lines"]:
-                session.log(line)
+            _summary(session, rebuild_recipe.rebuild(tag, config, os.environ, where)["lines"])
         elif name == "verify":
             from recipes import provenance  # noqa: PLC0415
 
-            for line in provenance.verify_release(tag, config, os.environ, where):
-                session.log(line)
-            for line in rebuild_recipe.rebuild(tag, config, os.environ, where)["lines"] if and_rebuild else []:
-                session.log(line)
+            _summary(session, provenance.verify_release(tag, config, os.environ, where))
+            if and_rebuild:
+                _summary(session, rebuild_recipe.rebuild(tag, config, os.environ, where)["lines"])
         else:
             result = rebuild_recipe.determinism(config, os.environ)
-            session.log(f"identical: {result['binary_sha256'][0]} ({' and '.join(result['binaries'])})")
+            _summary(session, [f"identical: {result['binary_sha256'][0]} ({' and '.join(result['binaries'])})"])
     except PgoError as error:
         session.error(error.line())
 
