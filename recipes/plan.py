@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import cargo, preflight, zig
+from recipes import preflight, zig
+from recipes.cargo import command as cargo_command
+from recipes.cargo.metadata import CrateInfo, crate_info
 from recipes.config import Config
 from recipes.runner import run
 from recipes.rustflags import RustflagsPlan, plan_rustflags, refuse_global_rustflags, rust_triple
@@ -24,7 +26,7 @@ class BuildPlan:
     env: dict[str, str]
     rustc: RustcInfo
     target: str
-    crate: cargo.CrateInfo
+    crate: CrateInfo
     rustflags: RustflagsPlan
 
     @property
@@ -72,7 +74,7 @@ class BuildPlan:
         return self.binary(self.generate_dir)
 
     def build_argv(self, target_dir: Path | None, verbose: str = "-v") -> list[str]:
-        return cargo.build_argv(
+        return cargo_command.build_argv(
             self.config.cargo,
             crate=self.crate,
             target=self.target,
@@ -98,9 +100,9 @@ def make_plan(config: Config, environ: Mapping[str, str], *, instruments: bool =
     """The plan of every stage; ``instruments``: it will build the instrumented binary (what that needs is
     checked before anything is installed or built)."""
     refuse_global_rustflags(environ)
-    env = cargo.cargo_env(environ)
+    env = cargo_command.cargo_env(environ)
     info = rustc_info(env)
-    crate = cargo.crate_info(config.manifest, config.package, config.bin, env)
+    crate = crate_info(config.manifest, config.package, config.bin, env)
     target = config.target or info.host
     preflight.check(config, env, target, bin_name=crate.bin, instruments=instruments)
     if zig.uses_zigbuild(config.cargo):

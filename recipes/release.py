@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from recipes import bolt as boltlib
-from recipes import cargo, cpu, elf, provenance, report, stages
+from recipes import cpu, elf, provenance, report, stages
+from recipes.cargo import log as cargo_log
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
 from recipes.files import atomic_output, write_atomically
@@ -212,7 +213,7 @@ def plain_build(rplan: ReproduciblePlan) -> tuple[Path, dict[str, str]]:
     binary = plan.binary(target_dir)
     if not binary.is_file():
         raise MissingInput(f"the plain build left no binary at {binary}", f"see {done.log}")
-    return binary, cargo.crate_identities(done.output(), plan.crate)
+    return binary, cargo_log.crate_identities(done.output(), plan.crate)
 
 
 def leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...]) -> list[str]:

@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 from filelock import FileLock, Timeout
 
 from recipes import bolt as boltlib
-from recipes import cargo, checks, elf, profdata, report, testsuite, zig
+from recipes import checks, elf, profdata, report, testsuite, zig
+from recipes.cargo import command as cargo_command
+from recipes.cargo import log as cargo_log
 from recipes.errors import (
     CheckFailed,
     CommandFailed,
@@ -103,7 +105,7 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
     clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")
     argv = plan.build_argv(plan.generate_dir)
     done = run(argv, env=env, log=plan.logs / "instrument-build.log", cwd=plan.cwd, what="the instrumented build")
-    identities = cargo.crate_identities(done.output(), plan.crate)
+    identities = cargo_log.crate_identities(done.output(), plan.crate)
     binary = plan.instrumented_binary
     if not binary.is_file():
         raise MissingInput(f"the instrumented build left no binary at {binary}", f"see {done.log}")
@@ -330,7 +332,7 @@ def _build_and_check(
     try:
         done = run(
             plan.build_argv(None, verbose="-vv"),
-            env=cargo.with_lint_wrapper(env, plan.work / "bin"),
+            env=cargo_command.with_lint_wrapper(env, plan.work / "bin"),
             log=plan.logs / "optimise-build.log",
             cwd=plan.cwd,
             what="the optimised build",
@@ -342,7 +344,7 @@ def _build_and_check(
     log_text = done.output()
     if not built.is_file():
         raise MissingInput(f"the optimised build left no binary at {built}", f"see {done.log}")
-    warnings = cargo.profile_warnings(log_text)
+    warnings = cargo_log.profile_warnings(log_text)
     found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
     result: OptimiseResult = {
         "store_path": str(store_path),
@@ -355,7 +357,7 @@ def _build_and_check(
     result.update(found.as_json())
     result.update(
         {
-            "crate_metadata": cargo.crate_identities(log_text, plan.crate),
+            "crate_metadata": cargo_log.crate_identities(log_text, plan.crate),
             "cargo_command": list(plan.config.cargo),
             "target": plan.target,
             "rustflags": env[plan.rustflags.var],
@@ -448,7 +450,7 @@ def _check_optimised(
     result: OptimiseResult,
     log_text: str,
     store_path: Path,
-    warnings: cargo.ProfileWarnings,
+    warnings: cargo_log.ProfileWarnings,
     found: checks.Coverage,
     workload: Workload | None,
     trained_here: bool,
@@ -460,14 +462,14 @@ def _check_optimised(
             f"{warnings.stale_examples[0]}",
             "the profile is of another source or compiler: train again on this tree",
         )
-    for call in cargo.main_crate_calls(log_text, plan.crate):
+    for call in cargo_log.main_crate_calls(log_text, plan.crate):
         used = call.codegen("profile-use")
         if used != str(store_path):
             raise CheckFailed(
                 f"crate {call.crate_name} was compiled with profile-use={used!r}, not {store_path}",
                 f"the main crate must be compiled with the profile; see {plan.logs / 'optimise-build.log'}",
             )
-    if not cargo.main_crate_calls(log_text, plan.crate):
+    if not cargo_log.main_crate_calls(log_text, plan.crate):
         raise CheckFailed(
             f"the optimised build's log has no rustc line of {plan.crate.package}: not compiled with the profile",
             "this is a bug: the package is cleaned before the build",

@@ -7,7 +7,7 @@ A failing test, a crashed test binary or a suite that does not compile fails the
 failed. The optimised binary, already checked by ``optimise``, stays where ``report.json`` says it is: the
 stage's failure is recorded under ``test`` for whoever ships it to see.
 
-Its log is read by ``recipes/testlog.py``.
+Its log is read by ``recipes/cargo/testlog.py``.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recipes import cargo, checks, report, zig
+from recipes import checks, report, zig
+from recipes.cargo import command as cargo_command
+from recipes.cargo import log as cargo_log
+from recipes.cargo.metadata import CrateInfo
+from recipes.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
 from recipes.errors import CheckFailed, MissingInput
 from recipes.results import OptimiseResult, TestResult
 from recipes.runner import run, say
-from recipes.testlog import CargoTestRun, parse_cargo_test, summary_line
 
 if TYPE_CHECKING:
     from recipes.plan import BuildPlan
@@ -66,7 +69,7 @@ def run_test_stage(
     env[plan.rustflags.var] = optimised["rustflags"]  # the very flags of the optimised build
     say(f"test: the test suite of {plan.crate.package} with profile {store_path}, in {test_dir}")
     clean(plan, test_dir, plan.logs / "test-clean.log")
-    argv = cargo.build_argv(
+    argv = cargo_command.build_argv(
         zig.cargo_test_argv(plan.config.cargo),
         crate=plan.crate,
         target=plan.target,
@@ -74,12 +77,12 @@ def run_test_stage(
         locked=plan.config.locked,
         target_dir=test_dir,
         subcommand="test",
-        message_format=cargo.MESSAGE_FORMAT,  # the test harnesses, named by cargo (the text stays as it was)
+        message_format=cargo_command.MESSAGE_FORMAT,  # the test harnesses, named by cargo (the text stays as it was)
     )
     done = run([*argv, "--no-fail-fast"], env=env, log=log, cwd=plan.cwd, check=False, what="cargo test")
     text = done.output()
     tests = parse_cargo_test(text)
-    warnings = cargo.profile_warnings(text)
+    warnings = cargo_log.profile_warnings(text)
     result: TestResult = {
         "seconds": 0.0,
         "store_path": str(store_path),
@@ -118,15 +121,15 @@ def run_test_stage(
     return result
 
 
-def compiled_crates(text: str, crate: cargo.CrateInfo) -> list[cargo.RustcCall]:
+def compiled_crates(text: str, crate: CrateInfo) -> list[cargo_log.RustcCall]:
     """The rustc lines of the package's own crates for the target: lib, bin and their test harnesses.
 
     rustdoc's doc-test lines are left out: rustdoc does not take the target's rustflags.
     """
     return [
         call
-        for call in cargo.rustc_calls(text)
-        if call.target is not None and call.compiler != "rustdoc" and cargo.is_own_crate(call, crate)
+        for call in cargo_log.rustc_calls(text)
+        if call.target is not None and call.compiler != "rustdoc" and cargo_log.is_own_crate(call, crate)
     ]
 
 

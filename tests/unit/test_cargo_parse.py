@@ -6,14 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from recipes.cargo import (
-    MESSAGE_FORMAT,
-    CrateInfo,
-    build_argv,
+from recipes.cargo.command import MESSAGE_FORMAT, build_argv
+from recipes.cargo.log import (
     built_executable,
     compiler_artifacts,
     crate_identities,
-    crate_info,
     harness_executables,
     main_bin_call,
     main_crate_calls,
@@ -21,6 +18,7 @@ from recipes.cargo import (
     running_invocations,
     rustc_calls,
 )
+from recipes.cargo.metadata import CrateInfo, crate_info
 from recipes.errors import ConfigError, MissingInput
 from tests.conftest import DATA, FIXTURES
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recipes import cargo
+from recipes.cargo.log import Invocation, harness_executables, running_invocations
 
 
 @dataclass
@@ -87,7 +87,7 @@ def _suite_name(path: str) -> str:
     return _HASH_SUFFIX.sub("", Path(path.split(maxsplit=1)[0]).name)
 
 
-def binary_under_test(invocation: cargo.Invocation, harnesses: frozenset[str] = frozenset()) -> str | None:
+def binary_under_test(invocation: Invocation, harnesses: frozenset[str] = frozenset()) -> str | None:
     """The path of the test binary ``invocation`` runs, or ``None`` for a compiler, a build script or other.
 
     ``harnesses``: the test executables cargo's JSON messages named (``--message-format=json…``); with them a
@@ -114,8 +114,8 @@ def parse_cargo_test(text: str) -> CargoTestRun:
     suites: list[Suite] = []
     current: Suite | None = None
     compile_error = None
-    invocations = {inv.first_line: inv for inv in cargo.running_invocations(text)}
-    harnesses = frozenset(str(path) for _, path in cargo.harness_executables(text))
+    invocations = {inv.first_line: inv for inv in running_invocations(text)}
+    harnesses = frozenset(str(path) for _, path in harness_executables(text))
     inside = 0  # the last line of the command being skipped
     for number, line in enumerate(text.split("\n")):
         if number < inside:

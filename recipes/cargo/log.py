@@ -1,4 +1,5 @@
-"""Cargo: what the crate is, the build command of both builds, and what its ``-v``/``-vv`` log says.
+"""What cargo's ``-v``/``-vv`` log says: the commands it ran (rustc, rustdoc, build scripts, tests), the
+package's own rustc lines, the artefacts of its JSON messages, LLVM's warnings about the profile.
 
 The log is parsed as whole commands: a ``Running `…` `` span ends at cargo's closing backtick, not at the end
 of a line, so a quoted value that holds newlines or backticks (``-vv`` prints ``CARGO_PKG_DESCRIPTION=…`` before
@@ -11,161 +12,12 @@ import functools
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recipes.errors import ConfigError, MissingInput
-from recipes.files import atomic_output
-from recipes.runner import capture
-
-
-@dataclass(frozen=True)
-class CrateInfo:
-    """The package and binary to build, as ``cargo metadata`` describes them."""
-
-    manifest: Path
-    package: str
-    package_dir: Path
-    bin: str
-    crate_names: tuple[str, ...]  # the rustc crate names of the package's lib and the bin
-    target_directory: Path
-    #: the source files of the package's lib and the bin (``cargo metadata``'s ``src_path``); with them a rustc
-    #: command is the package's own only when it compiles one of these files, not merely a crate of that name
-    sources: tuple[Path, ...] = ()
-    workspace_root: Path | None = None  # the directory cargo runs rustc in for the workspace's packages
-
-
-def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: Mapping[str, str]) -> CrateInfo:
-    if not manifest.is_file():
-        raise MissingInput(f"no Cargo.toml at {manifest}", "set PGO_MANIFEST or [tool.pgo] manifest")
-    text = capture(
-        ["cargo", "metadata", "--format-version", "1", "--no-deps", "--manifest-path", str(manifest)],
-        env=env,
-        cwd=manifest.parent,
-    )
-    meta = json.loads(text)
-    packages = meta["packages"]
-    if package is None:
-        own = [p for p in packages if Path(p["manifest_path"]) == manifest]
-        if len(own) != 1:
-            names = ", ".join(p["name"] for p in packages)
-            raise ConfigError(f"{manifest} is a workspace: which package?", f"set PGO_PACKAGE to one of {names}")
-        chosen = own[0]
-    else:
-        matches = [p for p in packages if p["name"] == package]
-        if not matches:
-            names = ", ".join(p["name"] for p in packages)
-            raise ConfigError(f"no package {package!r} in {manifest}", f"known packages: {names}")
-        chosen = matches[0]
-    bins = [t["name"] for t in chosen["targets"] if "bin" in t["kind"]]
-    lib_targets = [t for t in chosen["targets"] if "lib" in t["kind"] or "rlib" in t["kind"]]
-    libs = [t["name"] for t in lib_targets]
-    if bin_name is None:
-        if len(bins) != 1:
-            raise ConfigError(
-                f"package {chosen['name']} has {len(bins)} binaries" + (f" ({', '.join(bins)})" if bins else ""),
-                "set PGO_BIN to the one to build",
-            )
-        bin_name = bins[0]
-    elif bin_name not in bins:
-        raise ConfigError(
-            f"package {chosen['name']} has no binary {bin_name!r}", f"its binaries: {', '.join(bins) or 'none'}"
-        )
-    crate_names = tuple(name.replace("-", "_") for name in (*libs, bin_name))
-    own_targets = [*lib_targets, *(t for t in chosen["targets"] if "bin" in t["kind"] and t["name"] == bin_name)]
-    return CrateInfo(
-        manifest=manifest,
-        package=chosen["name"],
-        package_dir=Path(chosen["manifest_path"]).parent,
-        bin=bin_name,
-        crate_names=crate_names,
-        target_directory=Path(meta["target_directory"]),
-        sources=tuple(Path(t["src_path"]) for t in own_targets),
-        workspace_root=Path(meta["workspace_root"]),
-    )
-
-
-def build_argv(
-    cargo: Sequence[str],
-    *,
-    crate: CrateInfo,
-    target: str,
-    features: Sequence[str],
-    locked: bool,
-    target_dir: Path | None,
-    subcommand: str | None = None,
-    verbose: str = "-v",
-    message_format: str | None = None,
-) -> list[str]:
-    """The cargo command of a build. Both builds use the same one, only the target dir may differ.
-
-    ``-v`` puts every rustc line in the log; ``-vv`` also replays the warnings of dependencies that are Fresh.
-    ``message_format`` (say :data:`MESSAGE_FORMAT`) adds cargo's JSON messages to the log, one a line
-    (:func:`compiler_artifacts`); every parser here reads a log with or without them.
-    """
-    words = list(cargo)
-    if subcommand is not None:
-        words[1] = subcommand
-    argv = [*words, "--release", "--target", target, "--manifest-path", str(crate.manifest), "-p", crate.package]
-    if subcommand is None:
-        argv += ["--bin", crate.bin]
-    if features:
-        argv += ["--features", ",".join(features)]
-    if locked:
-        argv.append("--locked")
-    if target_dir is not None:
-        argv += ["--target-dir", str(target_dir)]
-    argv += [verbose, "--color", "never"]
-    if message_format is not None:
-        argv.append(f"--message-format={message_format}")
-    return argv
-
-
-#: JSON artefact messages on stdout, the compiler's diagnostics still rendered as text on stderr: the log keeps
-#: its text (warnings, ``Running`` lines) and gains what was built, where, by which package and target.
-MESSAGE_FORMAT = "json-render-diagnostics"
-
-
-#: A RUSTC_WRAPPER that turns cargo's ``--cap-lints allow`` (given to registry dependencies) into ``warn``.
-#: The cap also silences LLVM's missing- and stale-profile warnings, so without it those checks would see only
-#: the package's own crates. Lint levels do not change code generation: the binary is the same either way.
-LINT_WRAPPER = """#!/bin/sh
-# Written by pgo-recipes: --cap-lints allow -> warn, so the dependencies' profile warnings reach the log.
-prev=""
-for arg do
-  shift
-  if [ "$prev" = "--cap-lints" ] && [ "$arg" = "allow" ]; then set -- "$@" warn; else set -- "$@" "$arg"; fi
-  prev=$arg
-done
-if [ -n "${RECIPES_INNER_RUSTC_WRAPPER:-}" ]; then exec "$RECIPES_INNER_RUSTC_WRAPPER" "$@"; fi
-exec "$@"
-"""
-
-
-def with_lint_wrapper(base_env: Mapping[str, str], bin_dir: Path) -> dict[str, str]:
-    """A new environment whose RUSTC_WRAPPER is :data:`LINT_WRAPPER` (chaining the caller's own wrapper)."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    script = bin_dir / "rustc-cap-lints-warn"
-    if not script.is_file() or script.read_text(encoding="utf-8") != LINT_WRAPPER:
-        with atomic_output(script) as tmp:
-            tmp.write_text(LINT_WRAPPER, encoding="utf-8")
-            tmp.chmod(0o755)
-    env = dict(base_env)
-    inner = env.pop("RUSTC_WRAPPER", "")
-    if inner:
-        env["RECIPES_INNER_RUSTC_WRAPPER"] = inner
-    env["RUSTC_WRAPPER"] = str(script)
-    return env
-
-
-def cargo_env(base_env: Mapping[str, str]) -> dict[str, str]:
-    """Colour and progress off, so that logs parse and nothing hashed depends on the terminal."""
-    env = dict(base_env)
-    env["CARGO_TERM_COLOR"] = "never"
-    env["CARGO_TERM_PROGRESS_WHEN"] = "never"
-    return env
+from recipes.cargo.metadata import CrateInfo
+from recipes.errors import MissingInput
 
 
 @dataclass(frozen=True)

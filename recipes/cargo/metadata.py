@@ -1,0 +1,77 @@
+"""Cargo's word on the crate: the package and binary to build, as ``cargo metadata`` describes them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipes.errors import ConfigError, MissingInput
+from recipes.runner import capture
+
+
+@dataclass(frozen=True)
+class CrateInfo:
+    """The package and binary to build, as ``cargo metadata`` describes them."""
+
+    manifest: Path
+    package: str
+    package_dir: Path
+    bin: str
+    crate_names: tuple[str, ...]  # the rustc crate names of the package's lib and the bin
+    target_directory: Path
+    #: the source files of the package's lib and the bin (``cargo metadata``'s ``src_path``); with them a rustc
+    #: command is the package's own only when it compiles one of these files, not merely a crate of that name
+    sources: tuple[Path, ...] = ()
+    workspace_root: Path | None = None  # the directory cargo runs rustc in for the workspace's packages
+
+
+def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: Mapping[str, str]) -> CrateInfo:
+    if not manifest.is_file():
+        raise MissingInput(f"no Cargo.toml at {manifest}", "set PGO_MANIFEST or [tool.pgo] manifest")
+    text = capture(
+        ["cargo", "metadata", "--format-version", "1", "--no-deps", "--manifest-path", str(manifest)],
+        env=env,
+        cwd=manifest.parent,
+    )
+    meta = json.loads(text)
+    packages = meta["packages"]
+    if package is None:
+        own = [p for p in packages if Path(p["manifest_path"]) == manifest]
+        if len(own) != 1:
+            names = ", ".join(p["name"] for p in packages)
+            raise ConfigError(f"{manifest} is a workspace: which package?", f"set PGO_PACKAGE to one of {names}")
+        chosen = own[0]
+    else:
+        matches = [p for p in packages if p["name"] == package]
+        if not matches:
+            names = ", ".join(p["name"] for p in packages)
+            raise ConfigError(f"no package {package!r} in {manifest}", f"known packages: {names}")
+        chosen = matches[0]
+    bins = [t["name"] for t in chosen["targets"] if "bin" in t["kind"]]
+    lib_targets = [t for t in chosen["targets"] if "lib" in t["kind"] or "rlib" in t["kind"]]
+    libs = [t["name"] for t in lib_targets]
+    if bin_name is None:
+        if len(bins) != 1:
+            raise ConfigError(
+                f"package {chosen['name']} has {len(bins)} binaries" + (f" ({', '.join(bins)})" if bins else ""),
+                "set PGO_BIN to the one to build",
+            )
+        bin_name = bins[0]
+    elif bin_name not in bins:
+        raise ConfigError(
+            f"package {chosen['name']} has no binary {bin_name!r}", f"its binaries: {', '.join(bins) or 'none'}"
+        )
+    crate_names = tuple(name.replace("-", "_") for name in (*libs, bin_name))
+    own_targets = [*lib_targets, *(t for t in chosen["targets"] if "bin" in t["kind"] and t["name"] == bin_name)]
+    return CrateInfo(
+        manifest=manifest,
+        package=chosen["name"],
+        package_dir=Path(chosen["manifest_path"]).parent,
+        bin=bin_name,
+        crate_names=crate_names,
+        target_directory=Path(meta["target_directory"]),
+        sources=tuple(Path(t["src_path"]) for t in own_targets),
+        workspace_root=Path(meta["workspace_root"]),
+    )
