@@ -19,6 +19,7 @@ Options (everything else goes to the pipeline's configuration, ``--out`` and fri
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -204,18 +205,16 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
     scenarios = select(args.scenarios, require_scenarios(workload))
     out = config.out / "bench"
     server_core, load_core = choose_cores(set(os.sched_getaffinity(0)), args.server_core, args.load_core)
-    plan = make_plan(config, environ) if args.baseline is None or not args.candidates else None
+    plan = functools.cache(lambda: make_plan(config, environ))  # made once, and only when a build is needed
     if args.candidates:
         defaults = ["candidate", *(f"candidate-{n}" for n in range(2, len(args.candidates) + 1))]
         candidates = list(zip(args.candidates, _labels(args, defaults), strict=True))
     else:
-        assert plan is not None
-        candidates = [(builds.build_pgo(plan), _labels(args, ["PGO"])[0])]
+        candidates = [(builds.build_pgo(plan()), _labels(args, ["PGO"])[0])]
     if args.baseline is not None:
         baseline_binary, baseline_label = args.baseline, args.baseline_label or "baseline"
     else:
-        assert plan is not None
-        baseline_binary, baseline_label = Path(builds.plain(plan)["binary"]), args.baseline_label or "plain"
+        baseline_binary, baseline_label = Path(builds.plain(plan())["binary"]), args.baseline_label or "plain"
     every = [baseline_label, *(label for _, label in candidates)]
     twice = next((label for label in every if every.count(label) > 1), None)
     if twice is not None:
@@ -241,9 +240,7 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
     check_coverage = None
     if args.coverage:
         if args.candidates:
-            check_coverage = coverage.checker_for_given(
-                config, [binary for binary, _ in candidates], lambda: plan or make_plan(config, environ)
-            )
+            check_coverage = coverage.checker_for_given(config, [binary for binary, _ in candidates], plan)
         else:
-            check_coverage = coverage.checker(plan)
+            check_coverage = coverage.checker(plan())
     return Outcome(out, run_bench(settings, check_coverage))
