@@ -1,0 +1,143 @@
+"""Refusals of the instrument and optimise stages that a normal run never meets, made to happen with the real
+cargo, rustc and llvm-profdata on the hello fixture.
+
+Where the real tools cannot be made to fail that way, ``cargo`` on ``PATH`` is a wrapper that runs the real
+cargo and then does what a broken build, a stray tool or a racing process would do to its output (removes the
+binary, builds the package once more so that the build seen by the pipeline is all Fresh). Everything else is
+real: a cargo config of the crate adding its own ``-Cprofile-use`` is only a cargo config.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes import report
+from tests.conftest import Pipeline, assert_ok, assert_refused
+
+pytestmark = pytest.mark.slow
+
+TRIPLE = "x86_64-unknown-linux-gnu"
+FLAGS_VAR = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS"
+
+#: ``cargo`` for PATH: the real cargo; then, for a ``cargo build`` whose per-target rustflags contain
+#: $BREAK_FLAG, what $BREAK says: ``remove`` the binary $BREAK_BINARY, or ``fresh``: build once quietly and
+#: then again as asked, so that the log the pipeline reads has no rustc line of the package
+CARGO_WRAPPER = """#!/bin/sh
+real={real}
+case " $* " in *" build "*) ;; *) exec "$real" "$@";; esac
+case "${var}" in *"$BREAK_FLAG"*) ;; *) exec "$real" "$@";; esac
+if [ "$BREAK" = fresh ]; then "$real" "$@" >/dev/null 2>&1 || exit $?; exec "$real" "$@"; fi
+"$real" "$@"; rc=$?
+[ "$BREAK" = remove ] && rm -f "$BREAK_BINARY"
+exit $rc
+"""
+
+
+def _cargo_wrapper(directory: Path) -> Path:
+    real = shutil.which("cargo")
+    assert real is not None
+    directory.mkdir(parents=True, exist_ok=True)
+    wrapper = directory / "cargo"
+    wrapper.write_text(CARGO_WRAPPER.format(real=real, var="{" + FLAGS_VAR + "}"))
+    wrapper.chmod(0o755)
+    return directory
+
+
+def _path_with(directory: Path, p: Pipeline) -> str:
+    return f"{directory}:{p.env()['PATH']}"
+
+
+def _report(p: Pipeline) -> dict[str, Any]:
+    return dict(report.load(p.work))
+
+
+def _built(p: Pipeline) -> Path:
+    return p.crate_dir / "target" / TRIPLE / "release" / "hello-pgo"
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
+    """hello trained and merged once for the module; each test runs the optimise stage on it (a failed
+    optimise leaves the merged profile as it was)."""
+    p = Pipeline(tmp_path_factory.mktemp("rare"), "hello")
+    for stage in ("instrument", "train", "merge"):
+        assert_ok(p.nox(stage))
+    return p
+
+
+@pytest.fixture
+def wrappers(tmp_path: Path) -> Path:
+    return _cargo_wrapper(tmp_path / "wrapped")
+
+
+def _assert_nothing_optimised(p: Pipeline) -> None:
+    """The failed optimise stage left no binary where one would be picked up, and says it failed."""
+    assert not _built(p).exists()
+    assert not (p.work / "optimised" / "hello-pgo").exists()
+    assert "failed" in _report(p)["optimise"]
+
+
+@pytest.fixture
+def cfg_profile_use(merged: Pipeline) -> Iterator[Path]:
+    """A cargo config of the crate whose ``[target.'cfg(unix)'] rustflags`` add another ``-Cprofile-use`` (cargo
+    joins them after the per-target variable's flags, so rustc uses that one): the work dir's merged profile,
+    a real profile of this very crate at another path than the store's."""
+    config = merged.crate_dir / ".cargo" / "config.toml"
+    config.parent.mkdir()
+    other = merged.work / "hello-pgo.profdata"
+    config.write_text(f"[target.'cfg(unix)']\nrustflags = [\"-Cprofile-use={other}\"]\n")
+    try:
+        yield other
+    finally:
+        shutil.rmtree(config.parent)
+
+
+def test_main_crate_compiled_with_another_profile_use_refused(merged: Pipeline, cfg_profile_use: Path) -> None:
+    line = assert_refused(merged.nox("optimise"), "crate hello_pgo was compiled with profile-use=", "not ")
+    assert f"profile-use={str(cfg_profile_use)!r}, not {merged.store}/" in line
+    assert "the main crate must be compiled with the profile" in line
+    _assert_nothing_optimised(merged)
+    assert (merged.work / "rejected" / "hello-pgo").is_file()
+
+
+def test_optimised_build_log_without_a_rustc_line_of_the_package_refused(merged: Pipeline, wrappers: Path) -> None:
+    proc = merged.nox("optimise", PATH=_path_with(wrappers, merged), BREAK="fresh", BREAK_FLAG="profile-use")
+    line = assert_refused(proc, "the optimised build's log has no rustc line of hello-pgo")
+    assert "not compiled with the profile" in line
+    log = (merged.work / "logs" / "optimise-build.log").read_text()
+    assert "Fresh hello-pgo" in log and "--crate-name hello_pgo" not in log  # the build was all Fresh
+    _assert_nothing_optimised(merged)
+
+
+def test_optimised_build_that_leaves_no_binary_refused(merged: Pipeline, wrappers: Path) -> None:
+    built = _built(merged)
+    proc = merged.nox(
+        "optimise",
+        PATH=_path_with(wrappers, merged),
+        BREAK="remove",
+        BREAK_FLAG="profile-use",
+        BREAK_BINARY=str(built),
+    )
+    assert_refused(proc, f"the optimised build left no binary at {built}", "optimise-build.log")
+    assert not (merged.work / "optimised" / "hello-pgo").exists()
+    assert "optimise" not in _report(merged) or "failed" in _report(merged)["optimise"]
+
+
+def test_instrumented_build_that_leaves_no_binary_refused(hello: Pipeline, wrappers: Path) -> None:
+    binary = hello.work / "generate-target" / TRIPLE / "release" / "hello-pgo"
+    proc = hello.nox(
+        "instrument",
+        PATH=_path_with(wrappers, hello),
+        BREAK="remove",
+        BREAK_FLAG="profile-generate",
+        BREAK_BINARY=str(binary),
+    )
+    assert_refused(proc, f"the instrumented build left no binary at {binary}", "instrument-build.log")
+    recorded = _report(hello)["instrument"]
+    assert "failed" in recorded and "binary" not in recorded
+    assert_refused(hello.nox("train"), "instrument")  # nothing to train
