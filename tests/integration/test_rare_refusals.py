@@ -1,5 +1,5 @@
-"""Refusals of the instrument and optimise stages that a normal run never meets, made to happen with the real
-cargo, rustc and llvm-profdata on the hello fixture.
+"""Refusals of the instrument, optimise and pgo-test stages that a normal run never meets, made to happen with the
+real cargo, rustc and llvm-profdata on the hello and tested fixtures.
 
 Where the real tools cannot be made to fail that way, ``cargo`` on ``PATH`` is a wrapper that runs the real
 cargo and then does what a broken build, a stray tool or a racing process would do to its output (removes the
@@ -18,18 +18,19 @@ import pytest
 
 from recipes import report
 from tests.conftest import Pipeline, assert_ok, assert_refused
+from tests.integration.test_pgo_test import WORKLOAD as TESTED_WORKLOAD
 
 pytestmark = pytest.mark.slow
 
 TRIPLE = "x86_64-unknown-linux-gnu"
 FLAGS_VAR = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS"
 
-#: ``cargo`` for PATH: the real cargo; then, for a ``cargo build`` whose per-target rustflags contain
-#: $BREAK_FLAG, what $BREAK says: ``remove`` the binary $BREAK_BINARY, or ``fresh``: build once quietly and
-#: then again as asked, so that the log the pipeline reads has no rustc line of the package
+#: ``cargo`` for PATH: the real cargo; then, for a ``cargo $BREAK_COMMAND`` (default build) whose per-target
+#: rustflags contain $BREAK_FLAG, what $BREAK says: ``remove`` the binary $BREAK_BINARY, or ``fresh``: build
+#: once quietly and then again as asked, so that the log the pipeline reads has no rustc line of the package
 CARGO_WRAPPER = """#!/bin/sh
 real={real}
-case " $* " in *" build "*) ;; *) exec "$real" "$@";; esac
+case " $* " in *" ${{BREAK_COMMAND:-build}} "*) ;; *) exec "$real" "$@";; esac
 case "${var}" in *"$BREAK_FLAG"*) ;; *) exec "$real" "$@";; esac
 if [ "$BREAK" = fresh ]; then "$real" "$@" >/dev/null 2>&1 || exit $?; exec "$real" "$@"; fi
 "$real" "$@"; rc=$?
@@ -141,3 +142,61 @@ def test_instrumented_build_that_leaves_no_binary_refused(hello: Pipeline, wrapp
     recorded = _report(hello)["instrument"]
     assert "failed" in recorded and "binary" not in recorded
     assert_refused(hello.nox("train"), "instrument")  # nothing to train
+
+
+@pytest.fixture(scope="module")
+def tested(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
+    """tests/fixtures/tested through the whole pipeline once (its optimised build checked); each test runs the
+    pgo-test stage on it."""
+    root = tmp_path_factory.mktemp("rare-tested")
+    workload = root / "tested.toml"
+    workload.write_text(TESTED_WORKLOAD)
+    p = Pipeline(root, "tested", workload=str(workload))
+    assert_ok(p.nox("pgo"))
+    return p
+
+
+def _assert_test_stage_failed(p: Pipeline, line: str) -> None:
+    """The test stage's record is the failure (the optimised binary, which passed its own checks, stays)."""
+    recorded = _report(p)
+    assert recorded["test"]["failed_check"] in line
+    assert Path(recorded["optimise"]["binary"]).is_file()
+
+
+def test_cargo_test_exiting_non_zero_though_every_test_passed_refused(tested: Pipeline) -> None:
+    # a test binary whose tests all pass and which then exits 3: a test registers an atexit handler
+    exits = tested.crate_dir / "tests" / "exits.rs"
+    exits.write_text(
+        'extern "C" {\n    fn atexit(f: extern "C" fn()) -> i32;\n    fn _exit(code: i32) -> !;\n}\n\n'
+        'extern "C" fn leave() {\n    unsafe { _exit(3) }\n}\n\n'
+        "#[test]\nfn registers_an_exit_code() {\n    assert_eq!(unsafe { atexit(leave) }, 0);\n}\n"
+    )
+    try:
+        line = assert_refused(tested.nox("pgo-test"), "cargo test exited with code 101 though every test passed")
+    finally:
+        exits.unlink()
+    assert "(10 passed, 0 failed, 1 ignored)" in line
+    _assert_test_stage_failed(tested, line)
+    assert _report(tested)["test"]["exit_code"] == 101
+
+
+def test_test_build_compiled_with_another_profile_use_refused(tested: Pipeline) -> None:
+    config = tested.crate_dir / ".cargo" / "config.toml"
+    config.parent.mkdir()
+    other = tested.work / "tested-pgo.profdata"  # the merged profile of this crate, not the store's copy
+    config.write_text(f"[target.'cfg(unix)']\nrustflags = [\"-Cprofile-use={other}\"]\n")
+    try:
+        line = assert_refused(tested.nox("pgo-test"), "the test build compiled tested_pgo with profile-use=")
+    finally:
+        shutil.rmtree(config.parent)
+    assert f"profile-use={str(other)!r}, not {tested.store}/" in line
+    _assert_test_stage_failed(tested, line)
+
+
+def test_test_log_without_a_rustc_line_of_the_package_refused(tested: Pipeline, wrappers: Path) -> None:
+    proc = tested.nox(
+        "pgo-test", PATH=_path_with(wrappers, tested), BREAK="fresh", BREAK_COMMAND="test", BREAK_FLAG="profile-use"
+    )
+    line = assert_refused(proc, "the test log has no rustc line of tested-pgo", "test.log")
+    assert "rustc --crate-name tested_pgo" not in (tested.work / "logs" / "test.log").read_text()
+    _assert_test_stage_failed(tested, line)
