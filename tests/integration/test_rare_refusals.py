@@ -1,10 +1,11 @@
-"""Refusals of the instrument, optimise and pgo-test stages that a normal run never meets, made to happen with the
-real cargo, rustc and llvm-profdata on the hello and tested fixtures.
+"""Refusals of the instrument, optimise, pgo-test and bolt stages that a normal run never meets, made to happen with
+the real cargo, rustc, llvm-profdata and llvm-bolt on the hello and tested fixtures.
 
 Where the real tools cannot be made to fail that way, ``cargo`` on ``PATH`` is a wrapper that runs the real
 cargo and then does what a broken build, a stray tool or a racing process would do to its output (removes the
 binary, builds the package once more so that the build seen by the pipeline is all Fresh). Everything else is
-real: a cargo config of the crate adding its own ``-Cprofile-use`` is only a cargo config.
+real: a cargo config of the crate adding its own ``-Cprofile-use`` is only a cargo config. For BOLT,
+``PGO_LLVM_BOLT`` is a wrapper of the real llvm-bolt-22 with a wrapper of the real merge-fdata-22 beside it.
 """
 
 from __future__ import annotations
@@ -200,3 +201,61 @@ def test_test_log_without_a_rustc_line_of_the_package_refused(tested: Pipeline, 
     line = assert_refused(proc, "the test log has no rustc line of tested-pgo", "test.log")
     assert "rustc --crate-name tested_pgo" not in (tested.work / "logs" / "test.log").read_text()
     _assert_test_stage_failed(tested, line)
+
+
+#: llvm-bolt or merge-fdata: the real one ({real}); then, when its arguments contain $BREAK_ARG, its ``-o``
+#: output removed
+BOLT_TOOL_WRAPPER = """#!/bin/sh
+case " $* " in *"$BREAK_ARG"*) ;; *) exec {real} "$@";; esac
+{real} "$@"; rc=$?
+out=; previous=
+for arg in "$@"; do [ "$previous" = -o ] && out=$arg; previous=$arg; done
+rm -f "$out"
+exit $rc
+"""
+
+
+@pytest.fixture(scope="module")
+def bolt_ready(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
+    """hello optimised with the relocations BOLT needs (PGO_BOLT=1), without the bolt stage; each test runs it."""
+    p = Pipeline(tmp_path_factory.mktemp("rare-bolt"), "hello")
+    for stage in ("instrument", "train", "merge", "optimise"):
+        assert_ok(p.nox(stage, PGO_BOLT="1"))
+    return p
+
+
+@pytest.fixture
+def bolt_wrappers(tmp_path: Path) -> Path:
+    directory = tmp_path / "bolt-tools"
+    directory.mkdir()
+    for name, real in (("llvm-bolt", "llvm-bolt-22"), ("merge-fdata", "merge-fdata-22")):
+        found = shutil.which(real)
+        assert found is not None, f"{real} is not installed"
+        wrapper = directory / name
+        wrapper.write_text(BOLT_TOOL_WRAPPER.format(real=found))
+        wrapper.chmod(0o755)
+    return directory / "llvm-bolt"
+
+
+def _assert_nothing_bolted(p: Pipeline) -> None:
+    assert not (p.work / "bolted" / "hello-pgo").exists()
+    assert "failed" in _report(p)["bolt"]
+    assert not list(p.store.glob("*.fdata.*"))  # no partial store file
+
+
+def test_merge_fdata_that_writes_no_profile_refused(bolt_ready: Pipeline, bolt_wrappers: Path) -> None:
+    proc = bolt_ready.nox("bolt", PGO_BOLT="1", PGO_LLVM_BOLT=str(bolt_wrappers), BREAK_ARG=".fdata")
+    line = assert_refused(proc, "merge-fdata wrote no ", "bolt-merge.log")
+    assert f"{bolt_ready.work}/bolt/" in line
+    assert not (bolt_ready.work / "bolt" / "hello-pgo.fdata").exists()
+    assert not list((bolt_ready.work / "bolt").glob("*.fdata*"))  # nor its temporary file
+    assert not bolt_ready.store.exists() or not list(bolt_ready.store.glob("*.fdata"))
+    _assert_nothing_bolted(bolt_ready)
+
+
+def test_llvm_bolt_that_leaves_no_binary_refused(bolt_ready: Pipeline, bolt_wrappers: Path) -> None:
+    proc = bolt_ready.nox("bolt", PGO_BOLT="1", PGO_LLVM_BOLT=str(bolt_wrappers), BREAK_ARG="-data=")
+    output = bolt_ready.work / "bolt" / "hello-pgo.bolt"
+    assert_refused(proc, f"llvm-bolt left no binary at {output}", "bolt-optimise.log")
+    assert not output.exists()
+    _assert_nothing_bolted(bolt_ready)
