@@ -184,3 +184,45 @@ def test_upstream_backend_whose_port_is_taken_while_it_is_down_fails_to_start_ag
     line = caught.value.line()
     assert line.startswith("the upstream backend exited with code 1 at start"), line
     assert "Address already in use" in line or "address already in use" in line.lower()
+
+
+def test_a_body_file_gone_when_its_phase_runs_fails_the_phase(tmp_path: Path, bare_server: Path) -> None:
+    body = tmp_path / "body.txt"
+    body.write_text("a-b-c")
+    phases = (
+        '[[instance.phase]]\nname = "post"\nkind = "http"\nprotocol = "h1"\nmethod = "POST"\n'
+        f'path = "/words/a-b"\nbody = "{body}"\nrequests = 10\n'
+    )
+    workload = load_workload(_workload(tmp_path, phases, instance="exit_on_sigterm = true"))  # the file is there
+    body.unlink()
+    with pytest.raises(TrainingFailed) as caught:
+        run_workload(
+            workload,
+            binary=bare_server,
+            base_env=clean_env(),
+            work=tmp_path / "work",
+            logs=tmp_path / "work" / "logs",
+            project_dir=REPO,
+            scale=1.0,
+            timeout=None,
+            profraw_dir=None,
+        )
+    assert caught.value.line() == f"phase srv/post: no file {body} (fix the path in the workload)"
+    assert not (tmp_path / "work" / "logs" / "train-srv-post.log").exists()  # no h2load run
+    assert not _children("bare-server")
+
+
+def test_h2load_gone_from_path_when_the_phase_runs_fails_the_phase(
+    tmp_path: Path, bare_server: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    phases = '[[instance.phase]]\nname = "health"\nkind = "http"\nprotocol = "h1"\npath = "/health"\nrequests = 10\n'
+    workload = _workload(tmp_path, phases)  # (no exit_on_sigterm: its shim needs cc from PATH)
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # h2load is looked up on this process's PATH when the phase starts
+    with pytest.raises(TrainingFailed) as caught:
+        _train(tmp_path, workload, bare_server)
+    assert caught.value.line() == (
+        "h2load: command not found (install nghttp2-client (apt-get install nghttp2-client))"
+    )
+    assert not _children("bare-server")
