@@ -144,6 +144,7 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
     build_sources: list[str] = []
     target_flags: list[str] = []
     cfg_sources: list[str] = []
+    cfg_flags: list[tuple[str, list[str]]] = []  # cargo joins those whose cfg matches to the per-target flags
     flag_sources: list[str] = []  # where each of build_flags comes from
     for config in cargo_config_files(cwd, env):
         build = config.data.get("build", {})
@@ -161,7 +162,9 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
                 if name == triple:
                     target_flags += _flag_list(table["rustflags"], f"{config.path} [target.{name}] rustflags")
                 elif name.startswith("cfg("):
-                    cfg_sources.append(f"{config.path} [target.'{name}'] rustflags")
+                    source = f"{config.path} [target.'{name}'] rustflags"
+                    cfg_sources.append(source)
+                    cfg_flags.append((source, _flag_list(table["rustflags"], source)))
     if "CARGO_BUILD_RUSTFLAGS" in env:
         flags = env["CARGO_BUILD_RUSTFLAGS"].split()
         build_flags += flags
@@ -171,6 +174,7 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
         (var, existing),
         ("cargo config target rustflags", target_flags),
         ("; ".join(build_sources), build_flags),
+        *cfg_flags,
     ):
         found = profile_flags_in(flags)
         if found:

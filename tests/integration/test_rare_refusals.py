@@ -3,15 +3,14 @@ the real cargo, rustc, llvm-profdata and llvm-bolt on the hello and tested fixtu
 
 Where the real tools cannot be made to fail that way, ``cargo`` on ``PATH`` is a wrapper that runs the real
 cargo and then does what a broken build, a stray tool or a racing process would do to its output (removes the
-binary, builds the package once more so that the build seen by the pipeline is all Fresh). Everything else is
-real: a cargo config of the crate adding its own ``-Cprofile-use`` is only a cargo config. For BOLT,
+binary, builds the package once more so that the build seen by the pipeline is all Fresh, adds a ``--config``
+with another ``-Cprofile-use``). For BOLT,
 ``PGO_LLVM_BOLT`` is a wrapper of the real llvm-bolt-22 with a wrapper of the real merge-fdata-22 beside it.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +26,18 @@ TRIPLE = "x86_64-unknown-linux-gnu"
 FLAGS_VAR = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS"
 
 #: ``cargo`` for PATH: the real cargo; then, for a ``cargo $BREAK_COMMAND`` (default build) whose per-target
-#: rustflags contain $BREAK_FLAG, what $BREAK says: ``remove`` the binary $BREAK_BINARY, or ``fresh``: build
-#: once quietly and then again as asked, so that the log the pipeline reads has no rustc line of the package
+#: rustflags contain $BREAK_FLAG, what $BREAK says: ``remove`` the binary $BREAK_BINARY; ``fresh``: build
+#: once quietly and then again as asked, so that the log the pipeline reads has no rustc line of the package;
+#: ``config``: add ``--config`` with a ``[target.'cfg(unix)'] rustflags`` of ``-Cprofile-use=$BREAK_PROFILE``
+#: (cargo joins it to the per-target variable's flags, so rustc takes that profile; the same table in a cargo
+#: config file is refused before the build, by rustflags.plan_rustflags)
 CARGO_WRAPPER = """#!/bin/sh
 real={real}
 case " $* " in *" ${{BREAK_COMMAND:-build}} "*) ;; *) exec "$real" "$@";; esac
 case "${var}" in *"$BREAK_FLAG"*) ;; *) exec "$real" "$@";; esac
+if [ "$BREAK" = config ]; then
+  exec "$real" "$@" --config "target.'cfg(unix)'.rustflags=[\\"-Cprofile-use=$BREAK_PROFILE\\"]"
+fi
 if [ "$BREAK" = fresh ]; then "$real" "$@" >/dev/null 2>&1 || exit $?; exec "$real" "$@"; fi
 "$real" "$@"; rc=$?
 [ "$BREAK" = remove ] && rm -f "$BREAK_BINARY"
@@ -85,23 +90,25 @@ def _assert_nothing_optimised(p: Pipeline) -> None:
 
 
 @pytest.fixture
-def cfg_profile_use(merged: Pipeline) -> Iterator[Path]:
-    """A cargo config of the crate whose ``[target.'cfg(unix)'] rustflags`` add another ``-Cprofile-use`` (cargo
-    joins them after the per-target variable's flags, so rustc uses that one): the work dir's merged profile,
-    a real profile of this very crate at another path than the store's."""
-    config = merged.crate_dir / ".cargo" / "config.toml"
-    config.parent.mkdir()
+def cfg_profile_use(merged: Pipeline, wrappers: Path) -> dict[str, str]:
+    """The optimise stage's environment with a cargo that adds its own ``-Cprofile-use`` (``BREAK=config``):
+    the work dir's merged profile, a real profile of this very crate at another path than the store's."""
     other = merged.work / "hello-pgo.profdata"
-    config.write_text(f"[target.'cfg(unix)']\nrustflags = [\"-Cprofile-use={other}\"]\n")
-    try:
-        yield other
-    finally:
-        shutil.rmtree(config.parent)
+    return {
+        "PATH": _path_with(wrappers, merged),
+        "BREAK": "config",
+        "BREAK_FLAG": "profile-use",
+        "BREAK_PROFILE": str(other),
+    }
 
 
-def test_main_crate_compiled_with_another_profile_use_refused(merged: Pipeline, cfg_profile_use: Path) -> None:
-    line = assert_refused(merged.nox("optimise"), "crate hello_pgo was compiled with profile-use=", "not ")
-    assert f"profile-use={str(cfg_profile_use)!r}, not {merged.store}/" in line
+def test_main_crate_compiled_with_another_profile_use_refused(
+    merged: Pipeline, cfg_profile_use: dict[str, str]
+) -> None:
+    line = assert_refused(
+        merged.nox("optimise", **cfg_profile_use), "crate hello_pgo was compiled with profile-use=", "not "
+    )
+    assert f"profile-use={cfg_profile_use['BREAK_PROFILE']!r}, not {merged.store}/" in line
     assert "the main crate must be compiled with the profile" in line
     _assert_nothing_optimised(merged)
     assert (merged.work / "rejected" / "hello-pgo").is_file()
@@ -181,15 +188,17 @@ def test_cargo_test_exiting_non_zero_though_every_test_passed_refused(tested: Pi
     assert _report(tested)["test"]["exit_code"] == 101
 
 
-def test_test_build_compiled_with_another_profile_use_refused(tested: Pipeline) -> None:
-    config = tested.crate_dir / ".cargo" / "config.toml"
-    config.parent.mkdir()
+def test_test_build_compiled_with_another_profile_use_refused(tested: Pipeline, wrappers: Path) -> None:
     other = tested.work / "tested-pgo.profdata"  # the merged profile of this crate, not the store's copy
-    config.write_text(f"[target.'cfg(unix)']\nrustflags = [\"-Cprofile-use={other}\"]\n")
-    try:
-        line = assert_refused(tested.nox("pgo-test"), "the test build compiled tested_pgo with profile-use=")
-    finally:
-        shutil.rmtree(config.parent)
+    proc = tested.nox(
+        "pgo-test",
+        PATH=_path_with(wrappers, tested),
+        BREAK="config",
+        BREAK_COMMAND="test",
+        BREAK_FLAG="profile-use",
+        BREAK_PROFILE=str(other),
+    )
+    line = assert_refused(proc, "the test build compiled tested_pgo with profile-use=")
     assert f"profile-use={str(other)!r}, not {tested.store}/" in line
     _assert_test_stage_failed(tested, line)
 

@@ -130,6 +130,18 @@ def test_profile_flags_in_cargo_config_refused(tmp_path: Path) -> None:
         plan_rustflags(T, crate, _env(tmp_path))
 
 
+@pytest.mark.parametrize("cfg", ["cfg(unix)", 'cfg(target_os = \\"linux\\")', "cfg(windows)"])
+def test_profile_flags_in_a_cfg_target_table_refused(tmp_path: Path, cfg: str) -> None:
+    """cargo joins the rustflags of every ``[target.'cfg(…)']`` table that matches to the per-target variable's,
+    so a profile flag there reaches rustc beside the pipeline's; one that may not match is refused all the same."""
+    crate = _crate(tmp_path, f'[target."{cfg}"]\nrustflags = ["-Cprofile-use=/elsewhere/x.profdata"]\n')
+    with pytest.raises(EnvironmentRefused) as caught:
+        plan_rustflags(T, crate, _env(tmp_path))
+    line = caught.value.line()
+    assert f"[target.'{cfg.replace(chr(92), '')}'] rustflags already holds profile flags" in line
+    assert "-Cprofile-use=/elsewhere/x.profdata" in line
+
+
 def test_cargo_build_rustflags_env_carried(tmp_path: Path) -> None:
     plan = plan_rustflags(T, tmp_path, _env(tmp_path, CARGO_BUILD_RUSTFLAGS="--cfg e"))
     assert plan.base == ("--cfg", "e")
