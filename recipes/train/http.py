@@ -354,9 +354,7 @@ class HttpPhase(Phase):
         headers = [fill(h, ctx.values) for h in self.headers]
         if self.method == "PUT":
             headers.append(":method: PUT")
-        body = Path(fill(self.body, ctx.values)) if self.body else None
-        if body is not None and not body.is_file():
-            raise TrainingFailed(f"{label}: no body file {body}", "fix body = … in the workload")
+        body = Path(fill(self.body, ctx.values)) if self.body else None  # checked by the runner (files())
         urls = [where.url(fill(p, ctx.values)) for p in self.paths]
 
         def argv_for(count: int, connections: int, log_file: Path | None) -> list[str]:

@@ -168,14 +168,13 @@ class UpstreamBackend:
 
     @contextmanager
     def down(self) -> Iterator[None]:
-        """The backend stopped for a while (its port refuses connections), then started again."""
+        """The backend stopped for a while (its port refuses connections), then started again. A phase that fails
+        leaves it stopped: the workload ends there, and a failed restart must not replace the phase's error."""
         say(f"upstream backend on port {self.port}: stopped for this phase")
         self.stop()
-        try:
-            yield
-        finally:
-            self.start()
-            say(f"upstream backend on port {self.port}: running again")
+        yield
+        self.start()
+        say(f"upstream backend on port {self.port}: running again")
 
 
 @register_resource
