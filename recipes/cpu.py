@@ -14,6 +14,7 @@ emulation. Any other binary is run with the given arguments and must exit 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import selectors
 import signal
@@ -260,7 +261,8 @@ def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: f
         while not addresses:
             line = _read_line(proc.stdout, deadline)
             if line is None:
-                proc.poll()
+                with contextlib.suppress(subprocess.TimeoutExpired):  # at EOF it is exiting: wait for its status
+                    proc.wait(timeout=5 if time.monotonic() < deadline else 0)
                 state = describe_exit(proc.returncode) if proc.returncode is not None else f"no line in {timeout:.0f} s"
                 sigill = proc.returncode == SIGILL_EXIT
                 said = _last_line(log)
