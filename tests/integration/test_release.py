@@ -554,3 +554,27 @@ def test_noxfile_lists_the_sessions() -> None:
     ).stdout
     for session in ("release", "rebuild", "determinism"):
         assert f"- {session} -> " in listing
+
+
+#: ``cargo`` for PATH: the real cargo, but a ``cargo build`` without profile flags (release's plain build) gets
+#: a cargo setting of its own, as a cargo config edited between the two builds would give it; cargo's crate
+#: identity (``-C metadata``) hashes the profile's settings, so the plain build is another build
+PLAIN_BUILD_DIFFERS = """#!/bin/sh
+case " $* " in *" build "*) ;; *) exec {real} "$@";; esac
+case "$CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS" in *profile-*) exec {real} "$@";; esac
+exec {real} "$@" --config profile.release.debug-assertions=true
+"""
+
+
+def test_release_whose_plain_build_is_another_build_refused(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    release = Release(tmp_path, repo, repo / "dist" / TAG, tmp_path / "work", tmp_path / "store", "")
+    wrapped = tmp_path / "wrapped"
+    wrapped.mkdir()
+    (wrapped / "cargo").write_text(PLAIN_BUILD_DIFFERS.format(real=shutil.which("cargo")))
+    (wrapped / "cargo").chmod(0o755)
+    env = release.env()
+    env["PATH"] = f"{wrapped}:{env['PATH']}"
+    line = assert_refused(run_nox("release", env, [TAG]), "the plain and the PGO build disagree on the crate identity")
+    assert "plain-build.log and optimise-build.log" in line
+    assert not release.dist.exists()
