@@ -578,3 +578,31 @@ def test_release_whose_plain_build_is_another_build_refused(tmp_path: Path) -> N
     line = assert_refused(run_nox("release", env, [TAG]), "the plain and the PGO build disagree on the crate identity")
     assert "plain-build.log and optimise-build.log" in line
     assert not release.dist.exists()
+
+
+def test_rebuild_with_another_commit_time_refused(released: Release, tmp_path: Path) -> None:
+    download = released.download(tmp_path / "download")
+    _edit_manifest(download, commit_time=released.manifest()["commit_time"] + 1)
+    assert_refused(_rebuild(released, download), "has another commit time than the manifest records")
+
+
+def test_rebuild_of_a_tarball_whose_binary_is_not_the_manifests_refused(released: Release, tmp_path: Path) -> None:
+    download = released.download(tmp_path / "download")
+    _edit_manifest(download, artefacts__pgo__binary_sha256="0" * 64)
+    pgo = released.manifest()["artefacts"]["pgo"]
+    assert_refused(_rebuild(released, download), f"the binary in {pgo['file']} is not the one the manifest records")
+
+
+def test_rebuild_whose_binary_matches_but_not_its_tarball_refused(released: Release, tmp_path: Path) -> None:
+    """The published PGO tarball packed otherwise (another mtime), the same binary in it, every sum made to agree:
+    the rebuilt binary matches, its tarball does not."""
+    download = released.download(tmp_path / "download")
+    manifest = released.manifest()
+    pgo = manifest["artefacts"]["pgo"]
+    binary = _binary(download / pgo["file"], pgo["binary"].split("/")[0])
+    tarball = binary_tarball("hello-pgo", binary, pgo["binary"].split("/")[0], manifest["source_date_epoch"] + 60)
+    (download / pgo["file"]).write_bytes(tarball)
+    _edit_manifest(download, artefacts__pgo__sha256=sha256_bytes(tarball))
+    line = assert_refused(_rebuild(released, download), "match the published ones but a tarball does not")
+    assert f"does not: mismatch {pgo['file']} rebuilt " in line  # (the line's runs of spaces are one)
+    assert f", published {sha256_bytes(tarball)}" in line
