@@ -1,4 +1,4 @@
-"""The crate's test suite compiled with the profile (``PGO_TEST=1``, ``nox -s pgo-test``).
+"""The pgo-test stage: the crate's test suite compiled with the profile (``PGO_TEST=1``, ``nox -s pgo-test``).
 
 The suite is built exactly as the optimised binary was: the same cargo command (``cargo test``, or
 ``cargo-zigbuild test`` for ``cargo zigbuild``), the same target, the same per-target rustflags string with
@@ -13,18 +13,15 @@ Its log is read by ``recipes/testlog.py``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from recipes import cargo, checks, report, zig
 from recipes.errors import CheckFailed, MissingInput
+from recipes.plan import BuildPlan, clean_package
 from recipes.results import OptimiseResult, TestResult
 from recipes.runner import run, say
+from recipes.stages._record import recorded, timed
 from recipes.testlog import CargoTestRun, parse_cargo_test, summary_line
-
-if TYPE_CHECKING:
-    from recipes.plan import BuildPlan
 
 
 def _optimised(plan: BuildPlan) -> OptimiseResult:
@@ -44,18 +41,13 @@ def _optimised(plan: BuildPlan) -> OptimiseResult:
     return optimised
 
 
-def run_test_stage(
-    plan: BuildPlan,
-    *,
-    clean: Callable[[BuildPlan, Path | None, Path], None],
-    reject: Callable[..., Path] | None = None,
-) -> TestResult:
+@recorded("test")
+def test(plan: BuildPlan) -> TestResult:
     """Build and run the test suite with the optimised build's profile and flags; fail on any failure.
 
-    ``reject`` is accepted and not used: a failing suite never moves the optimised binary, which passed its
-    own checks; the failure is in ``report.json``'s ``test`` and in the stage's error.
+    A failing suite never moves the optimised binary, which passed its own checks: the failure is in
+    ``report.json``'s ``test`` and in the stage's error.
     """
-    del reject
     start = time.monotonic()
     optimised = _optimised(plan)
     store_path = Path(optimised["store_path"])
@@ -65,7 +57,7 @@ def run_test_stage(
     env = dict(plan.env)
     env[plan.rustflags.var] = optimised["rustflags"]  # the very flags of the optimised build
     say(f"test: the test suite of {plan.crate.package} with profile {store_path}, in {test_dir}")
-    clean(plan, test_dir, plan.logs / "test-clean.log")
+    clean_package(plan, test_dir, plan.logs / "test-clean.log")
     argv = cargo.build_argv(
         zig.cargo_test_argv(plan.config.cargo),
         crate=plan.crate,
@@ -108,12 +100,12 @@ def run_test_stage(
         plan.store.verify(store_path, "after the test build")
         _check(plan, tests, text, done.returncode, store_path, log)
     except CheckFailed as error:
-        result["seconds"] = round(time.monotonic() - start, 3)
+        result["seconds"] = timed(start)
         result["failed_check"] = error.line()
         result["optimised_binary_kept"] = optimised["binary"]
         report.record(plan.work, "test", result)
         raise
-    result["seconds"] = round(time.monotonic() - start, 3)
+    result["seconds"] = timed(start)
     report.record(plan.work, "test", result)
     return result
 
