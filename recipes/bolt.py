@@ -4,7 +4,7 @@ llvm-bolt rewrites a linked binary from a profile of that very binary. It needs 
 relocations the linker keeps with ``--emit-relocs`` (then it may move every function: "relocation mode"). Its
 profile here comes from BOLT's own instrumentation (``-instrument``): the training workload replayed on an
 instrumented copy writes one ``.fdata`` per process, ``merge-fdata`` joins them. Both tools must be of rustc's LLVM
-major, like llvm-profdata. Nothing here builds or trains; the stage is :func:`recipes.stages.bolt`.
+major, like llvm-profdata. Nothing here builds or trains; the stage is recipes/stages/bolt.py.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""The executed-function floor (recipes.stages.FunctionFloor): what it is for a build's total, and its refusal,
+"""The executed-function floor (recipes.stages.merge.FunctionFloor): what it is for a build's total, and its refusal,
 which says what total the floor was set against."""
 
 from __future__ import annotations
 
-from recipes.stages import FunctionFloor
+from recipes.stages.merge import FunctionFloor
 
 
 def test_absolute_floor_does_not_scale() -> None:

@@ -1,4 +1,4 @@
-"""The crate's test suite compiled with the profile (``PGO_TEST=1``, ``nox -s pgo-test``).
+"""The pgo-test stage: the crate's test suite compiled with the profile (``PGO_TEST=1``, ``nox -s pgo-test``).
 
 The suite is built exactly as the optimised binary was: the same cargo command (``cargo test``, or
 ``cargo-zigbuild test`` for ``cargo zigbuild``), the same target, the same per-target rustflags string with
@@ -13,30 +13,22 @@ Its log is read by ``recipes/cargo/testlog.py``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from recipes import checks, report, zig
 from recipes.cargo import command as cargo_command
 from recipes.cargo import log as cargo_log
 from recipes.cargo.metadata import CrateInfo
 from recipes.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
-from recipes.errors import CheckFailed, MissingInput
+from recipes.errors import CheckFailed
+from recipes.plan import BuildPlan, clean_package
 from recipes.results import OptimiseResult, TestResult
 from recipes.runner import run, say
-
-if TYPE_CHECKING:
-    from recipes.plan import BuildPlan
+from recipes.stages._record import recorded, timed
 
 
 def _optimised(plan: BuildPlan) -> OptimiseResult:
-    optimised = report.require(plan.work, "optimise", "test")
-    if "failed" in optimised:
-        raise MissingInput(
-            "the last optimised build failed its checks: there is no profile build to test",
-            "run `nox -s optimise` (or `nox -s pgo`) again first",
-        )
+    optimised = report.require(plan.work, "optimise", "test")  # refuses a failed optimise record too
     checks.refuse_other_build(
         optimised,
         cargo=plan.config.cargo,
@@ -47,18 +39,13 @@ def _optimised(plan: BuildPlan) -> OptimiseResult:
     return optimised
 
 
-def run_test_stage(
-    plan: BuildPlan,
-    *,
-    clean: Callable[[BuildPlan, Path | None, Path], None],
-    reject: Callable[..., Path] | None = None,
-) -> TestResult:
+@recorded("test")
+def test(plan: BuildPlan) -> TestResult:
     """Build and run the test suite with the optimised build's profile and flags; fail on any failure.
 
-    ``reject`` is accepted and not used: a failing suite never moves the optimised binary, which passed its
-    own checks; the failure is in ``report.json``'s ``test`` and in the stage's error.
+    A failing suite never moves the optimised binary, which passed its own checks: the failure is in
+    ``report.json``'s ``test`` and in the stage's error.
     """
-    del reject
     start = time.monotonic()
     optimised = _optimised(plan)
     store_path = Path(optimised["store_path"])
@@ -68,7 +55,7 @@ def run_test_stage(
     env = dict(plan.env)
     env[plan.rustflags.var] = optimised["rustflags"]  # the very flags of the optimised build
     say(f"test: the test suite of {plan.crate.package} with profile {store_path}, in {test_dir}")
-    clean(plan, test_dir, plan.logs / "test-clean.log")
+    clean_package(plan, test_dir, plan.logs / "test-clean.log")
     argv = cargo_command.build_argv(
         zig.cargo_test_argv(plan.config.cargo),
         crate=plan.crate,
@@ -111,12 +98,12 @@ def run_test_stage(
         plan.store.verify(store_path, "after the test build")
         _check(plan, tests, text, done.returncode, store_path, log)
     except CheckFailed as error:
-        result["seconds"] = round(time.monotonic() - start, 3)
+        result["seconds"] = timed(start)
         result["failed_check"] = error.line()
         result["optimised_binary_kept"] = optimised["binary"]
         report.record(plan.work, "test", result)
         raise
-    result["seconds"] = round(time.monotonic() - start, 3)
+    result["seconds"] = timed(start)
     report.record(plan.work, "test", result)
     return result
 

@@ -1,0 +1,33 @@
+"""The stages of the pipeline, one module each; each reads what the one before it left in the work dir and
+keeps its own record in report.json.
+
+    instrument ──▶ train ──▶ merge ──▶ optimise ──▶ test (PGO_TEST=1)
+                                           └──────▶ bolt (PGO_BOLT=1)
+
+    instrument.py  the instrumented build (-Cprofile-generate)
+    train.py       the workload on the instrumented binary: one .profraw per instance
+    merge.py       llvm-profdata merge of those raw profiles; the floor of executed functions
+    optimise.py    the build with -Cprofile-use, every check of it, verify, the checked copy
+    test.py        pgo-test: the crate's test suite built with the same profile and flags
+    bolt.py        llvm-bolt on the optimised binary (the tool itself: recipes/bolt.py)
+    pipeline.py    pgo: all of them in order, what they need refused before anything is built
+    summary.py     the lines printed at the end of a session
+    _record.py     what every stage shares: its record kept true (a failure, a full disk), its time
+
+Here only the entry points the sessions (and release, rebuild, bench) call: ``stages.optimise(plan)``. Each of
+them shadows its module's name in this package: import anything else from its module,
+``from recipes.stages.optimise import optimised_copy``.
+"""
+
+from __future__ import annotations
+
+from recipes.stages.bolt import bolt
+from recipes.stages.instrument import instrument
+from recipes.stages.merge import merge
+from recipes.stages.optimise import optimise
+from recipes.stages.pipeline import pgo
+from recipes.stages.summary import summary_lines
+from recipes.stages.test import test
+from recipes.stages.train import train
+
+__all__ = ["bolt", "instrument", "merge", "optimise", "pgo", "summary_lines", "test", "train"]

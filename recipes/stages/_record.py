@@ -1,0 +1,55 @@
+"""What every stage shares: its record in report.json, kept true whatever happens, and its time."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from recipes import report
+from recipes.errors import PgoError, WorkDirError
+from recipes.plan import BuildPlan
+from recipes.results import StageName
+
+_Result = TypeVar("_Result")
+#: a stage: called with the plan (and maybe options), it returns its record
+StageFunction = Callable[..., _Result]
+#: what a full, read-only or forbidden disk raises: known failures, told in one line
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def recorded(name: StageName) -> Callable[[StageFunction[_Result]], StageFunction[_Result]]:
+    """A stage that keeps report.json true: when it starts, its earlier record and those of the stages after it
+    make way for a ``failed`` record that only its success replaces; a full disk or another write error of the
+    work dir is one line, not a traceback."""
+
+    def wrap(stage: StageFunction[_Result]) -> StageFunction[_Result]:
+        @functools.wraps(stage)
+        def run_stage(plan: BuildPlan, *args: Any, **kwargs: Any) -> _Result:
+            report.start(plan.work, name)
+            try:
+                try:
+                    return stage(plan, *args, **kwargs)
+                except OSError as exc:
+                    if exc.errno not in WRITE_ERRORS:
+                        raise
+                    where = f" {exc.filename}" if exc.filename else ""
+                    raise WorkDirError(
+                        f"{name}: cannot write{where}: {exc.strerror}", "free space there or choose another PGO_OUT"
+                    ) from exc
+            except PgoError as error:
+                with contextlib.suppress(PgoError):  # a report that cannot be written: the first error tells
+                    if report.load(plan.work).get(name, {}).get("running"):
+                        report.record_failure(plan.work, name, {"failed": error.line()})
+                raise
+
+        return run_stage
+
+    return wrap
+
+
+def timed(start: float) -> float:
+    return round(time.monotonic() - start, 3)

@@ -1,0 +1,246 @@
+"""The bolt stage: the post-link layout optimisation of the optimised binary with llvm-bolt (``PGO_BOLT=1``).
+
+Its own instrumentation and training (or ``PGO_BOLT_PROFILE``), the profile from the store, every check, the
+training replayed on the BOLTed binary, then a checked copy in ``<work>/bolted/``. The tools, the input checks
+and the parsers of llvm-bolt's files are ``recipes/bolt.py`` (``boltlib`` here)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipes import bolt as boltlib
+from recipes import elf, report
+from recipes.errors import CheckFailed, MissingInput, PgoError, TrainingFailed, WorkDirError
+from recipes.files import atomic_output, copy_atomically
+from recipes.plan import BuildPlan
+from recipes.results import BoltResult, WorkloadRun
+from recipes.runner import run, say
+from recipes.stages._record import recorded, timed
+from recipes.store import sha256_file
+from recipes.train.runner import run_workload
+from recipes.workload import Workload
+
+
+@dataclass(frozen=True)
+class BoltPaths:
+    """Where the bolt stage works: ``<work>/bolt/`` (input copy, instrumented copy, raw and merged profile, the
+    output before its checks) and the checked copy ``<work>/bolted/<bin>``."""
+
+    plan: BuildPlan
+
+    @property
+    def dir(self) -> Path:
+        return self.plan.work / "bolt"
+
+    @property
+    def input(self) -> Path:
+        return self.dir / self.plan.crate.bin
+
+    @property
+    def instrumented(self) -> Path:
+        return self.dir / f"{self.plan.crate.bin}.inst"
+
+    @property
+    def raw(self) -> Path:
+        return self.dir / "fdata"
+
+    @property
+    def merged(self) -> Path:
+        return self.dir / f"{self.plan.crate.bin}.fdata"
+
+    @property
+    def output(self) -> Path:
+        return self.dir / f"{self.plan.crate.bin}.bolt"
+
+
+def bolted_copy(plan: BuildPlan) -> Path:
+    """Where the bolt stage puts the binary it checked (report.json's ``bolt.binary``)."""
+    return plan.work / "bolted" / plan.crate.bin
+
+
+def _bolt_input(plan: BuildPlan) -> tuple[Path, str, dict[str, int]]:
+    """The optimise stage's checked binary, unchanged since, and fit for llvm-bolt."""
+    optimised = report.require(plan.work, "optimise", "bolt")
+    binary = Path(optimised["binary"] or "")
+    if not binary.is_file():
+        raise MissingInput(f"the optimised binary {binary} is gone", "run `nox -s optimise` again")
+    sha = sha256_file(binary)
+    if sha != optimised["binary_sha256"]:
+        raise CheckFailed(f"{binary} changed since optimise checked it", "run `nox -s optimise` again")
+    return binary, sha, boltlib.check_input(binary)
+
+
+def _bolt_train(plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths) -> tuple[Path, WorkloadRun]:
+    """BOLT-instrument the input, replay the training workload on it (every phase check), merge its profiles."""
+    instrument_log = plan.logs / "bolt-instrument.log"
+    run(
+        [
+            str(tools.llvm_bolt),
+            paths.input.name,
+            "-instrument",
+            f"-instrumentation-file={paths.raw / 'prof'}",
+            "-instrumentation-file-append-pid",
+            "-o",
+            paths.instrumented.name,
+        ],
+        env=plan.env,
+        log=instrument_log,
+        cwd=paths.dir,
+        what="llvm-bolt -instrument",
+    )
+    workload = plan.workload()
+    say(f"bolt: the BOLT-instrumented binary runs the workload {workload.path.name}")
+    trained = run_workload(
+        workload,
+        binary=paths.instrumented,
+        base_env=plan.env,
+        work=plan.work,
+        logs=plan.logs / "bolt-train",
+        project_dir=plan.config.project_dir,
+        scale=plan.config.train_scale,
+        timeout=plan.config.phase_timeout,
+        profraw_dir=None,
+        crate_dir=plan.crate.package_dir,
+        fdata_dir=paths.raw,
+        scratch_name="bolt-train",
+    )
+    raws = sorted(paths.raw.glob("*.fdata"))  # merge-fdata's output depends on the order of its inputs
+    with atomic_output(paths.merged) as tmp:
+        run(
+            [str(tools.merge_fdata), *map(str, raws), "-o", str(tmp)],
+            env=plan.env,
+            log=plan.logs / "bolt-merge.log",
+            cwd=paths.dir,
+            what="merge-fdata",
+        )
+        if not tmp.is_file():
+            raise MissingInput(f"merge-fdata wrote no {tmp}", f"see {plan.logs / 'bolt-merge.log'}")
+    return paths.merged, trained
+
+
+@recorded("bolt")
+def bolt(plan: BuildPlan) -> BoltResult:
+    """llvm-bolt on the optimised binary: its own instrumentation and training (or PGO_BOLT_PROFILE), the profile
+    from the store, opt-dist's flags (or PGO_BOLT_ARGS), every check, then a checked copy in <work>/bolted/."""
+    start = time.monotonic()
+    paths = BoltPaths(plan)
+    binary, input_sha, relocations = _bolt_input(plan)
+    tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
+    args = boltlib.bolt_args(plan.config.bolt_args)
+    say(f"bolt: {binary} with {tools.llvm_bolt} (LLVM {tools.llvm_version})")
+    shutil.rmtree(paths.raw, ignore_errors=True)  # what an earlier run left (a given profile may be its merged one)
+    for old in (paths.instrumented, paths.output, paths.input, bolted_copy(plan)):
+        old.unlink(missing_ok=True)
+    paths.raw.mkdir(parents=True)
+    copy_atomically(binary, paths.input)
+    result: BoltResult = {
+        "input": str(binary),
+        "input_sha256": input_sha,
+        "relocations": relocations,
+        "llvm_bolt": str(tools.llvm_bolt),
+        "merge_fdata": str(tools.merge_fdata),
+        "llvm_bolt_version": tools.llvm_version,
+        "bolt_args": list(args),
+    }
+    try:
+        if plan.config.bolt_profile is not None:
+            if not plan.config.bolt_profile.is_file():
+                raise MissingInput(
+                    f"PGO_BOLT_PROFILE={plan.config.bolt_profile}: no such file", "give the path of a .fdata"
+                )
+            profile = plan.config.bolt_profile
+            result["trained_here"] = False
+        else:
+            profile, result["train"] = _bolt_train(plan, tools, paths)
+            result["trained_here"] = True
+        fdata = boltlib.parse_fdata(profile.read_text(encoding="utf-8", errors="replace"))
+        result.update(fdata.as_json())
+        result["profile_main_crate_functions"] = fdata.main_crate_functions(plan.crate.crate_names)
+        boltlib.check_profile(fdata, profile, plan.crate.crate_names, plan.crate.package)
+        store_path = plan.store.put(profile, suffix=".fdata")
+        result["store_path"] = str(store_path)
+        result["profile_sha256"] = plan.store.verify(store_path, "before llvm-bolt")
+        log = plan.logs / "bolt-optimise.log"
+        paths.output.unlink(missing_ok=True)
+        # relative names in <work>/bolt: llvm-bolt writes its command line into the binary (.note.bolt_info)
+        run(
+            [str(tools.llvm_bolt), paths.input.name, "-o", paths.output.name, f"-data={store_path}", *args],
+            env=plan.env,
+            log=log,
+            cwd=paths.dir,
+            what="llvm-bolt",
+        )
+        plan.store.verify(store_path, "after llvm-bolt")
+        if not paths.output.is_file():
+            raise MissingInput(f"llvm-bolt left no binary at {paths.output}", f"see {log}")
+        summary = boltlib.parse_bolt_log(log.read_text(encoding="utf-8", errors="replace"))
+        result.update(summary.as_json())
+        boltlib.check_bolt_log(summary, store_path, log)
+        result["binary_sha256"] = sha256_file(paths.output)
+        result["max_glibc"] = elf.max_glibc(paths.output)
+        result["libc"] = elf.libc_needs(paths.output)
+        result["input_bytes"] = binary.stat().st_size
+        result["binary_bytes"] = paths.output.stat().st_size
+        if plan.config.max_glibc:
+            elf.check_glibc(paths.output, plan.config.max_glibc)
+        copy = bolted_copy(plan)
+        copy_atomically(paths.output, copy)
+        if sha256_file(copy) != result["binary_sha256"]:
+            raise CheckFailed(f"{paths.output} changed while it was checked", "is another bolt stage writing here?")
+        result["binary"] = str(copy)
+        workload = plan.workload()
+        say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
+        result["verify"] = _replay_bolted(plan, workload, copy)
+    except PgoError as error:
+        result["failed"] = error.line()
+        result["seconds"] = timed(start)
+        kept = _reject_bolted(plan, paths) if paths.output.is_file() else None
+        result["binary"] = str(kept) if kept is not None else None
+        report.record(plan.work, "bolt", result)
+        raise
+    paths.output.unlink(missing_ok=True)
+    result["seconds"] = timed(start)
+    report.record(plan.work, "bolt", result)
+    return result
+
+
+def _replay_bolted(plan: BuildPlan, workload: Workload, binary: Path) -> WorkloadRun:
+    """The training workload on the BOLTed binary, every phase check on; a failure says it was the BOLTed one."""
+    try:
+        return run_workload(
+            workload,
+            binary=binary,
+            base_env=plan.env,
+            work=plan.work,
+            logs=plan.logs / "bolt-verify",
+            project_dir=plan.config.project_dir,
+            scale=plan.config.train_scale,
+            timeout=plan.config.phase_timeout,
+            profraw_dir=None,
+            crate_dir=plan.crate.package_dir,
+            scratch_name="bolt-verify",
+        )
+    except TrainingFailed as error:
+        raise CheckFailed(
+            f"the BOLTed binary fails the workload: {error.message}",
+            f"{error.hint}; the PGO binary ran it: a BOLT miscompile or a PGO_BOLT_ARGS flag",
+        ) from error
+
+
+def _reject_bolted(plan: BuildPlan, paths: BoltPaths) -> Path | None:
+    """Move a BOLTed binary that failed its checks to <work>/rejected/<bin>.bolt; no copy stays in bolted/."""
+    rejected = plan.work / "rejected" / paths.output.name
+    kept: Path | None = None
+    try:
+        copy_atomically(paths.output, rejected)
+        kept = rejected
+        say(f"the BOLTed binary failed its checks: moved to {rejected}")
+    except WorkDirError as error:
+        say(f"the BOLTed binary failed its checks and was deleted: no copy kept ({error.line()})")
+    finally:
+        paths.output.unlink(missing_ok=True)
+        bolted_copy(plan).unlink(missing_ok=True)
+    return kept

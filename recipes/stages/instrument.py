@@ -1,0 +1,50 @@
+"""The instrumented build: ``-Cprofile-generate``, its own target dir, the same cargo command as the others."""
+
+from __future__ import annotations
+
+import time
+
+from recipes import report, zig
+from recipes.cargo import log as cargo_log
+from recipes.errors import MissingInput
+from recipes.plan import BuildPlan, clean_package
+from recipes.results import InstrumentResult
+from recipes.runner import run, say
+from recipes.rustflags import env_with_rustflags
+from recipes.stages._record import recorded, timed
+from recipes.store import sha256_file
+
+
+@recorded("instrument")
+def instrument(plan: BuildPlan) -> InstrumentResult:
+    """The instrumented build: -Cprofile-generate, its own target dir, the same cargo command."""
+    start = time.monotonic()
+    say(f"instrument: {plan.crate.package} ({plan.crate.bin}) for {plan.target}")
+    zig.check_generate_linker(plan.config.cargo, plan.config.generate_linker)
+    flags = [f"-Cprofile-generate={plan.profraw_dir}"]
+    if plan.config.generate_linker:
+        flags.append(f"-Clinker={plan.config.generate_linker}")
+    env = env_with_rustflags(plan.env, plan.rustflags, flags)
+    clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")
+    argv = plan.build_argv(plan.generate_dir)
+    done = run(argv, env=env, log=plan.logs / "instrument-build.log", cwd=plan.cwd, what="the instrumented build")
+    identities = cargo_log.crate_identities(done.output(), plan.crate)
+    binary = plan.instrumented_binary
+    if not binary.is_file():
+        raise MissingInput(f"the instrumented build left no binary at {binary}", f"see {done.log}")
+    result: InstrumentResult = {
+        "seconds": timed(start),
+        "binary": str(binary),
+        "binary_sha256": sha256_file(binary),
+        "crate_metadata": identities,
+        "cargo_command": list(plan.config.cargo),
+        "target": plan.target,
+        "rustflags_var": plan.rustflags.var,
+        "rustflags": env[plan.rustflags.var],
+        "carried_rustflags_from": list(plan.rustflags.carried_from),
+        "rustc": plan.rustc.release,
+    }
+    if zig.uses_zigbuild(plan.config.cargo):
+        result["zigbuild"] = zig.versions(plan.env)
+    report.record(plan.work, "instrument", result)
+    return result

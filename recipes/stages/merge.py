@@ -1,0 +1,120 @@
+"""The merge: exactly this training's raw profiles, merged with rustc's own LLVM's llvm-profdata, and the floor of
+executed functions the merged profile must reach."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from recipes import profdata, report
+from recipes.errors import CheckFailed, PgoError
+from recipes.plan import BuildPlan
+from recipes.results import MergeResult
+from recipes.runner import say
+from recipes.stages._record import recorded, timed
+from recipes.store import sha256_file
+from recipes.toolchain import find_profdata, rustc_sysroot
+from recipes.workload import Workload
+
+
+@dataclass(frozen=True)
+class FunctionFloor:
+    """The fewest functions the training must execute, where it was set, and the total of the build it was
+    measured on (a workload's ``min_functions_total``): then it scales with this build's total, since another
+    build profile (fat LTO, one codegen unit) instruments another number of functions."""
+
+    value: int
+    source: str
+    set_against: int | None = None
+
+    def for_total(self, total: int) -> int:
+        if self.set_against is None or self.set_against == total:
+            return self.value
+        return self.value * total // self.set_against
+
+    def refusal(self, executed: int, total: int) -> CheckFailed:
+        floor = self.for_total(total)
+        if self.set_against is None:
+            set_to = f"{self.source}={floor}"
+            measured = f"set against a build whose total of functions is not recorded; this build has {total}"
+            fix = (
+                "the workload does not reach the code: extend it, or lower the floor if the code shrank; a floor "
+                "measured under another cargo profile (lto, codegen-units) does not carry: add min_functions_total "
+                "(the total it was measured on) to the workload and the floor scales with the build"
+            )
+        else:
+            set_to = f"the floor {floor}"
+            measured = f"{self.value} of {self.set_against} functions in {self.source}, scaled to this build's {total}"
+            fix = "the workload does not reach the code: extend it, or measure the floor again"
+        return CheckFailed(
+            f"the training executed {executed} of {total} functions, fewer than {set_to} ({measured})", fix
+        )
+
+    def as_json(self, total: int) -> MergeResult:
+        """The floor's keys of the merge record."""
+        return {
+            "min_functions": self.for_total(total) if total else self.value,
+            "min_functions_set": self.value,
+            "min_functions_source": self.source,
+            "min_functions_total": self.set_against,
+        }
+
+
+def function_floor(plan: BuildPlan, workload: Workload | None) -> FunctionFloor:
+    if plan.config.min_functions is not None:
+        return FunctionFloor(plan.config.min_functions, plan.config.source("min_functions"))
+    if workload is not None and workload.min_functions is not None:
+        return FunctionFloor(workload.min_functions, f"{workload.path} min_functions", workload.min_functions_total)
+    return FunctionFloor(1, "the default")
+
+
+@recorded("merge")
+def merge(plan: BuildPlan) -> MergeResult:
+    """Merge exactly this training's raw profiles with rustc's own LLVM's llvm-profdata; count what ran."""
+    start = time.monotonic()
+    trained = report.require(plan.work, "train", "merge")
+    raws = profdata.check_raw_profiles(plan.profraw_dir, trained.get("profraw", []))
+    tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
+    say(f"merge: {len(raws)} raw profiles with {tool.path} (LLVM {tool.llvm_version})")
+    plan.merged_profile.unlink(missing_ok=True)
+    merged = profdata.merge(
+        tool,
+        raws,
+        plan.merged_profile,
+        env=plan.env,
+        log=plan.logs / "merge.log",
+        drop_bad=plan.config.drop_bad_profraw,
+    )
+    for name, why in merged.dropped.items():
+        say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
+    floor = function_floor(plan, plan.workload())
+    result: MergeResult = {
+        "profile": str(plan.merged_profile),
+        "profraw_merged": len(merged.merged),
+        "profraw_dropped": merged.dropped,
+    }
+    result.update(floor.as_json(0))
+    result.update({"llvm_profdata": str(tool.path), "llvm_profdata_version": tool.llvm_version})
+    try:
+        summary = profdata.check_usable(
+            tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
+        )
+        result.update(
+            {
+                "profile_sha256": sha256_file(plan.merged_profile),
+                "executed_functions": summary.executed_functions,
+                "total_functions": summary.total_functions,
+            }
+        )
+        result.update(floor.as_json(summary.total_functions))
+        if summary.executed_functions < floor.for_total(summary.total_functions):
+            raise floor.refusal(summary.executed_functions, summary.total_functions)
+    except PgoError as error:
+        plan.merged_profile.unlink(missing_ok=True)
+        failure = result.copy()
+        failure.update({"failed": error.line(), "seconds": timed(start)})
+        report.record(plan.work, "merge", failure)
+        raise
+    result["seconds"] = timed(start)
+    report.record(plan.work, "merge", result)
+    return result

@@ -1,0 +1,268 @@
+"""The optimised build: the profile from the store, the build under a lock on the crate's target dir, every
+check of the result, the training replayed (verify), then a checked copy in ``<work>/optimised/``; a binary that
+fails a check goes to ``<work>/rejected/``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from recipes import bolt as boltlib
+from recipes import checks, elf, profdata, report, zig
+from recipes.cargo import command as cargo_command
+from recipes.cargo import log as cargo_log
+from recipes.errors import CheckFailed, CommandFailed, MissingInput, PgoError, StoreError, WorkDirError
+from recipes.files import copy_atomically
+from recipes.plan import BuildPlan, clean_package
+from recipes.results import OptimiseResult
+from recipes.runner import run, say
+from recipes.rustflags import env_with_rustflags, target_cpu_warning
+from recipes.stages._record import recorded, timed
+from recipes.store import sha256_file
+from recipes.toolchain import find_profdata, rustc_sysroot
+from recipes.train.runner import run_workload
+from recipes.workload import Workload
+
+
+def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
+    """The profile of the optimised build, and whether it came from this work dir's training."""
+    if plan.config.profdata is not None:
+        if not plan.config.profdata.is_file():
+            raise MissingInput(f"PGO_PROFDATA={plan.config.profdata}: no such file", "give the path of a .profdata")
+        return plan.config.profdata, False
+    merged = report.require(plan.work, "merge", "optimise")
+    path = Path(merged["profile"])
+    if not path.is_file():
+        raise MissingInput(f"the merged profile {path} is gone", "run `nox -s merge` again")
+    if sha256_file(path) != merged["profile_sha256"]:
+        raise StoreError(f"{path} changed since merge wrote it", "run `nox -s merge` again")
+    return path, True
+
+
+@recorded("optimise")
+def optimise(plan: BuildPlan, *, verify: bool | None = None) -> OptimiseResult:
+    """The optimised build from the store, then every check of the result, then a checked copy in the work dir.
+
+    Clean, build, checks and copy hold a lock on the crate's target dir: several pipelines on one crate take
+    turns, and the copy is the binary the checks saw."""
+    start = time.monotonic()
+    profile, trained_here = _profile_to_use(plan)
+    tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
+    if not trained_here:  # a given profile is checked before anything is built
+        profdata.check_usable(
+            tool, profile, env=plan.env, log=plan.logs / "optimise-profile-show.log", what="PGO_PROFDATA"
+        )
+    store = plan.store
+    store_path = store.put(profile)
+    sha = store.verify(store_path, "before the build")
+    records = profdata.function_names(tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
+    with _target_dir_lock(plan):
+        return _build_and_check(plan, store_path, sha, records, trained_here, verify, start)
+
+
+def _target_dir_lock(plan: BuildPlan) -> FileLock:
+    """The lock that serialises optimised builds of one crate (its target dir), announced when it waits."""
+    target_dir = plan.crate.target_directory
+    target_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(target_dir / ".pgo-optimise.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        say(f"optimise: waiting for another pipeline's optimised build in {target_dir}")
+        lock.acquire()
+    return lock
+
+
+def _build_and_check(
+    plan: BuildPlan,
+    store_path: Path,
+    sha: str,
+    records: list[str],
+    trained_here: bool,
+    verify: bool | None,
+    start: float,
+) -> OptimiseResult:
+    say(f"optimise: profile {store_path}")
+    flags = [f"-Cprofile-use={store_path}", "-Cllvm-args=-pgo-warn-missing-function"]
+    if plan.config.bolt:  # the PGO binary is BOLT's input: one build, linked with the relocations BOLT needs
+        flags.append(boltlib.EMIT_RELOCS)
+    env = env_with_rustflags(plan.env, plan.rustflags, flags)
+    clean_package(plan, None, plan.logs / "optimise-clean.log")
+    built = plan.optimised_binary
+    built.unlink(missing_ok=True)
+    try:
+        done = run(
+            plan.build_argv(None, verbose="-vv"),
+            env=cargo_command.with_lint_wrapper(env, plan.work / "bin"),
+            log=plan.logs / "optimise-build.log",
+            cwd=plan.cwd,
+            what="the optimised build",
+        )
+    except CommandFailed:
+        if plan.config.bolt:
+            boltlib.refuse_stripping_link(plan.logs / "optimise-build.log")
+        raise
+    log_text = done.output()
+    if not built.is_file():
+        raise MissingInput(f"the optimised build left no binary at {built}", f"see {done.log}")
+    warnings = cargo_log.profile_warnings(log_text)
+    found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
+    result: OptimiseResult = {
+        "store_path": str(store_path),
+        "profile_sha256": sha,
+        "profile_functions": len(records),
+        "missing_profile_functions": warnings.missing,
+        "missing_by_crate": dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),
+        "stale_profile_warnings": warnings.stale,
+    }
+    result.update(found.as_json())
+    result.update(
+        {
+            "crate_metadata": cargo_log.crate_identities(log_text, plan.crate),
+            "cargo_command": list(plan.config.cargo),
+            "target": plan.target,
+            "rustflags": env[plan.rustflags.var],
+            "built_binary": str(built),
+            "binary": str(built),
+            "binary_sha256": sha256_file(built),
+            "max_glibc": elf.max_glibc(built),
+            "libc": elf.libc_needs(built),
+            "emit_relocs": plan.config.bolt,
+            "target_cpu": target_cpu_warning(plan.rustflags),
+        }
+    )
+    if zig.uses_zigbuild(plan.config.cargo):
+        result["zigbuild"] = zig.versions(plan.env)
+    try:
+        plan.store.verify(store_path, "after the build")
+        workload = plan.workload_if_any()
+        _check_optimised(plan, result, log_text, store_path, warnings, found, workload, trained_here)
+        copy = _checked_copy(plan, built, result["binary_sha256"])
+        result["binary"] = str(copy)
+        if verify if verify is not None else bool(plan.config.verify):
+            workload = workload or plan.workload()
+            say(f"verify: the optimised binary runs the workload {workload.path.name}")
+            result["verify"] = run_workload(
+                workload,
+                binary=copy,
+                base_env=plan.env,
+                work=plan.work,
+                logs=plan.logs / "verify",
+                project_dir=plan.config.project_dir,
+                scale=plan.config.train_scale,
+                timeout=plan.config.phase_timeout,
+                profraw_dir=None,
+                crate_dir=plan.crate.package_dir,
+            )
+    except PgoError as error:
+        result["failed"] = error.line()
+        result["seconds"] = timed(start)
+        kept = _reject(plan, built, Path(result["binary"] or built))  # the checked copy, or the build
+        result["binary"] = str(kept) if kept else None
+        report.record(plan.work, "optimise", result)
+        raise
+    result["seconds"] = timed(start)
+    report.record(plan.work, "optimise", result)
+    return result
+
+
+def optimised_copy(plan: BuildPlan) -> Path:
+    """Where optimise puts the binary it checked (report.json's ``optimise.binary``)."""
+    return plan.work / "optimised" / plan.crate.bin
+
+
+def _checked_copy(plan: BuildPlan, built: Path, sha: str) -> Path:
+    """Copy the checked binary into the work dir; the copy must be the bytes that were checked."""
+    copy = optimised_copy(plan)
+    copy_atomically(built, copy)
+    if sha256_file(copy) != sha:
+        copy.unlink(missing_ok=True)
+        raise CheckFailed(f"{built} changed while it was checked", "is another build writing to this target dir?")
+    return copy
+
+
+def _reject(plan: BuildPlan, built: Path, checked: Path | None = None) -> Path | None:
+    """Move a binary that failed its checks out of the target dir (and its checked copy out of the work dir), so
+    that nobody ships it by mistake. Works across filesystems; when no copy can be kept in rejected/ (a full disk)
+    the binary is deleted all the same, and None returned."""
+    rejected = plan.work / "rejected" / built.name
+    source = checked if checked is not None and checked.is_file() else built
+    kept: Path | None = None
+    try:
+        if source.is_file():
+            copy_atomically(source, rejected)
+            kept = rejected
+            say(f"the optimised binary failed its checks: moved to {rejected}")
+    except WorkDirError as error:
+        say(f"the optimised binary failed its checks and was deleted: no copy kept ({error.line()})")
+    finally:
+        for path in {built, optimised_copy(plan)}:
+            path.unlink(missing_ok=True)
+    return kept
+
+
+def check_same_build(recorded: Mapping[str, Any], plan: BuildPlan, *, earlier: str, now: str) -> None:
+    """Refuse to go on from ``recorded`` (a stage's report) with another cargo command or target."""
+    checks.refuse_other_build(recorded, cargo=plan.config.cargo, target=plan.target, earlier=earlier, now=now)
+
+
+def max_missing(plan: BuildPlan, workload: Workload | None) -> int | None:
+    if plan.config.max_missing is not None:
+        return plan.config.max_missing
+    return workload.max_missing if workload is not None else None
+
+
+def _check_optimised(
+    plan: BuildPlan,
+    result: OptimiseResult,
+    log_text: str,
+    store_path: Path,
+    warnings: cargo_log.ProfileWarnings,
+    found: checks.Coverage,
+    workload: Workload | None,
+    trained_here: bool,
+) -> None:
+    checks.refuse_profile_file_warnings(log_text, store_path, plan.logs / "optimise-build.log")
+    if warnings.stale:
+        raise CheckFailed(
+            f"the optimised build reports {warnings.stale} stale-profile warnings (hash mismatch), first: "
+            f"{warnings.stale_examples[0]}",
+            "the profile is of another source or compiler: train again on this tree",
+        )
+    for call in cargo_log.main_crate_calls(log_text, plan.crate):
+        used = call.codegen("profile-use")
+        if used != str(store_path):
+            raise CheckFailed(
+                f"crate {call.crate_name} was compiled with profile-use={used!r}, not {store_path}",
+                f"the main crate must be compiled with the profile; see {plan.logs / 'optimise-build.log'}",
+            )
+    if not cargo_log.main_crate_calls(log_text, plan.crate):
+        raise CheckFailed(
+            f"the optimised build's log has no rustc line of {plan.crate.package}: not compiled with the profile",
+            "this is a bug: the package is cleaned before the build",
+        )
+    if trained_here:
+        inst = report.load(plan.work).get("instrument", {})
+        check_same_build(inst, plan, earlier="the instrumented build", now="this one")
+        if inst.get("crate_metadata") != result["crate_metadata"]:
+            raise CheckFailed(
+                f"the crate identity differs between the builds: instrumented {inst.get('crate_metadata')} "
+                f"optimised {result['crate_metadata']}",
+                "the profile's function names will not match: build both with the same cargo command and config",
+            )
+    ceiling = max_missing(plan, workload)
+    if ceiling is not None and warnings.missing > ceiling:
+        top = ", ".join(f"{crate} {count}" for crate, count in list(result["missing_by_crate"].items())[:3])
+        raise CheckFailed(
+            f"{warnings.missing} functions have no profile data, more than PGO_MAX_MISSING={ceiling} (most in: {top})",
+            "the profile matches little of this build: same cargo command, features and target as the training?",
+        )
+    checks.refuse_uncovered_main_crate(found, plan.crate.package)
+    if ceiling is None:
+        checks.refuse_mostly_missing(warnings.missing, found)
+    if plan.config.max_glibc:
+        elf.check_glibc(Path(result["binary"] or ""), plan.config.max_glibc)

@@ -1,0 +1,40 @@
+"""``pgo``: the whole pipeline, every stage in order, with what it needs refused before anything is built."""
+
+from __future__ import annotations
+
+import os
+
+from recipes import bolt as boltlib
+from recipes import report
+from recipes.plan import BuildPlan
+from recipes.results import Report
+from recipes.stages.bolt import bolt
+from recipes.stages.instrument import instrument
+from recipes.stages.merge import merge
+from recipes.stages.optimise import optimise
+from recipes.stages.test import test
+from recipes.stages.train import train
+from recipes.workload import check_environment, check_tools
+
+
+def pgo(plan: BuildPlan) -> Report:
+    """All four stages in order, every check on (the optimised binary replays the training)."""
+    if plan.config.bolt:  # llvm-bolt of rustc's LLVM, or refused before anything is built
+        boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
+        boltlib.bolt_args(plan.config.bolt_args)
+    if plan.config.profdata is None:
+        workload = plan.workload()  # what it needs is refused before anything is built
+        check_tools(workload, plan.env.get("PATH", os.defpath))
+        check_environment(workload, plan.env)
+        instrument(plan)
+        train(plan)
+        merge(plan)
+        verify = plan.config.verify if plan.config.verify is not None else True
+    else:
+        verify = bool(plan.config.verify)
+    optimise(plan, verify=verify)
+    if plan.config.test:
+        test(plan)
+    if plan.config.bolt:
+        bolt(plan)
+    return report.load(plan.work)

@@ -1,0 +1,77 @@
+"""The short summary of report.json printed at the end of a session: one line or a few per stage."""
+
+from __future__ import annotations
+
+from recipes import report
+from recipes.results import BoltResult, Report
+
+
+def summary_lines(full: Report) -> list[str]:
+    """The short summary printed at the end of a session."""
+    lines = []
+    for stage in report.STAGES:
+        if stage in full and (reason := report.failed(full[stage])) and stage != "test":
+            lines.append(f"{stage:<11} failed: {reason}")
+            full = full.copy()
+            full.pop(stage)
+    if "instrument" in full:
+        lines.append(f"instrument  {full['instrument']['seconds']:8.1f} s  {full['instrument']['binary']}")
+    if "train" in full:
+        t = full["train"]
+        lines.append(
+            f"train       {t['seconds']:8.1f} s  {t['requests']} requests/runs in {len(t['phases'])} phases, "
+            f"{t.get('profraw_files', 0)} .profraw files"
+        )
+    if "merge" in full:
+        m = full["merge"]
+        lines.append(
+            f"merge       {m['seconds']:8.1f} s  {m['executed_functions']} of {m['total_functions']} "
+            f"functions executed (floor {m['min_functions']}), {m['profraw_merged']} raw profiles merged"
+            + (f", {len(m['profraw_dropped'])} dropped" if m.get("profraw_dropped") else "")
+        )
+    if "optimise" in full:
+        o = full["optimise"]
+        lines.append(
+            f"optimise    {o.get('seconds', 0):8.1f} s  {o['missing_profile_functions']} functions without "
+            f"profile, {o['stale_profile_warnings']} stale; " + (o.get("libc") or f"glibc {o['max_glibc'] or 'none'}")
+        )
+        lines.append(
+            f"coverage    {o['main_crate_functions_with_profile']} functions of the main crate with profile data, "
+            f"{o['main_crate_functions_without_profile']} without"
+        )
+        lines.append(f"binary      {o['binary']}")
+        lines.append(f"            sha256 {o['binary_sha256']}")
+        lines.append(f"profile     {o['store_path']}")
+        if "verify" in o:
+            lines.append(
+                f"verify      {o['verify']['seconds']:8.1f} s  the optimised binary ran the workload "
+                f"({o['verify']['requests']} requests/runs)"
+            )
+        if o.get("target_cpu"):
+            lines.append(f"warning     the flags set target-cpu={o['target_cpu']}: not a baseline release build")
+    if "test" in full:
+        tested = full["test"]
+        counts = f"{tested['passed']} passed, {tested['failed']} failed, {tested['ignored']} ignored"
+        lines.append(f"test        {tested['seconds']:8.1f} s  {counts} (the suite built with the profile)")
+    if "bolt" in full:
+        lines += bolt_summary_lines(full["bolt"])
+    return lines
+
+
+def bolt_summary_lines(b: BoltResult) -> list[str]:
+    before, after = b["dyno_stats"]["before"], b["dyno_stats"]["after"]
+    lines = [
+        f"bolt        {b['seconds']:8.1f} s  profile of {b['functions_with_profile']} of {b['total_functions']} "
+        f"functions ({b['profile_main_crate_functions']} of the main crate), {b['profile_branches']} branches; "
+        f"{b['input_bytes']} -> {b['binary_bytes']} bytes",
+    ]
+    for name in ("executed instructions", "taken branches"):
+        if name in before and name in after and before[name]:
+            change = 100.0 * (after[name] - before[name]) / before[name]
+            lines.append(f"            {name}: {before[name]} -> {after[name]} ({change:+.1f} %) (dyno-stats)")
+    lines.append(f"binary      {b['binary']}")
+    lines.append(f"            sha256 {b['binary_sha256']}")
+    lines.append(f"profile     {b['store_path']}")
+    if "verify" in b:
+        lines.append(f"verify      {b['verify']['seconds']:8.1f} s  the BOLTed binary ran the workload")
+    return lines
