@@ -38,7 +38,7 @@ class Table:
         self.where = f"{self.where.rsplit(' #', 1)[0]} {name!r}"
         return name
 
-    def _get(self, key: str, types: tuple[type, ...], type_name: str, default: Any, required: bool) -> Any:
+    def _get(self, key: str, types: tuple[type, ...], type_name: str, default: Any, *, required: bool) -> Any:
         self.seen.add(key)
         if key not in self.data:
             if required:
@@ -54,7 +54,7 @@ class Table:
     def string(
         self, key: str, default: str | None = None, *, required: bool = False, choices: Iterable[str] | None = None
     ) -> Any:
-        value = self._get(key, (str,), "a string", default, required)
+        value = self._get(key, (str,), "a string", default, required=required)
         if choices is not None and value is not None and value not in set(choices):
             known = sorted(choices)
             close = difflib.get_close_matches(value, known, n=1)
@@ -68,37 +68,37 @@ class Table:
     def integer(
         self, key: str, default: int | None = None, *, required: bool = False, minimum: int | None = None
     ) -> Any:
-        value = self._get(key, (int,), "an integer", default, required)
+        value = self._get(key, (int,), "an integer", default, required=required)
         if value is not None and minimum is not None and value < minimum:
             raise self.error(key, f"must be at least {minimum}, got {value}")
         return value
 
     def number(self, key: str, default: float | None = None, *, required: bool = False, finite: bool = True) -> Any:
         """A positive number; ``finite=False`` leaves inf and nan to the caller's own message."""
-        value = self._get(key, (int, float), "a number", default, required)
+        value = self._get(key, (int, float), "a number", default, required=required)
         if finite and value is not None and not math.isfinite(value):
             raise self.error(key, f"must be a finite number, got {value}")
         if value is not None and value <= 0:
             raise self.error(key, f"must be positive, got {value}")
         return None if value is None else float(value)
 
-    def boolean(self, key: str, default: bool | None = None) -> Any:
-        return self._get(key, (bool,), "true or false", default, False)
+    def boolean(self, key: str, *, default: bool | None = None) -> Any:
+        return self._get(key, (bool,), "true or false", default, required=False)
 
     def strings(self, key: str, default: list[str] | None = None, *, required: bool = False) -> list[str]:
-        value = self._get(key, (list,), "a list of strings", default if default is not None else [], required)
+        value = self._get(key, (list,), "a list of strings", default if default is not None else [], required=required)
         if not all(isinstance(v, str) for v in value):
             raise self.error(key, "expected a list of strings")
         return list(value)
 
     def mapping(self, key: str) -> dict[str, str]:
-        value = self._get(key, (dict,), "a table of strings", {}, False)
+        value = self._get(key, (dict,), "a table of strings", {}, required=False)
         if not all(isinstance(v, str) for v in value.values()):
             raise self.error(key, "expected a table of string values")
         return dict(value)
 
     def tables(self, key: str, *, required: bool = False) -> list[Table]:
-        value = self._get(key, (list,), "an array of tables ([[…]])", [], False)
+        value = self._get(key, (list,), "an array of tables ([[…]])", [], required=False)
         if required and not value:
             raise self.error(key, f"needs at least one [[{key}]] table", "see profiles/README.md")
         return [Table(f"{self.where} [[{key}]] #{i + 1}", item) for i, item in enumerate(value)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
 import signal
 import socket
@@ -31,7 +32,7 @@ REASONS = {200: b"OK", 404: b"Not Found", 500: b"Internal Server Error", 502: b"
 MAX_HEAD = 64 * 1024
 
 
-def response(status: int, body: bytes, content_type: bytes, cache: bytes, keep_alive: bool, head: bool) -> bytes:
+def response(status: int, body: bytes, content_type: bytes, cache: bytes, *, keep_alive: bool, head: bool) -> bytes:
     reason = REASONS.get(status, b"Status")
     lines = [
         b"HTTP/1.1 %d %s" % (status, reason),
@@ -87,17 +88,19 @@ class Http1(asyncio.Protocol):
                 return
             method, path, body_length, keep_alive = request
             status, body, ctype, cache, delay = route(method, path, body_length)
-            payload = response(status, body, ctype, cache, keep_alive, method == b"HEAD")
+            payload = response(status, body, ctype, cache, keep_alive=keep_alive, head=method == b"HEAD")
             if delay:
                 self.busy = True
-                asyncio.get_running_loop().call_later(delay, self.finish_delayed, payload, keep_alive)
+                asyncio.get_running_loop().call_later(
+                    delay, functools.partial(self.finish_delayed, payload, keep_alive=keep_alive)
+                )
                 return
             self.transport.write(payload)
             if not keep_alive:
                 self.transport.close()
                 return
 
-    def finish_delayed(self, payload: bytes, keep_alive: bool) -> None:
+    def finish_delayed(self, payload: bytes, *, keep_alive: bool) -> None:
         self.busy = False
         if self.transport is None or self.transport.is_closing():
             return

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 
-def _mount_error(directory: Path, size: str, mode: str, read_only: bool = False) -> str | None:
+def _mount_error(directory: Path, size: str, mode: str, *, read_only: bool = False) -> str | None:
     """Mount a tmpfs at ``directory``; the reason it cannot be done, or None when it is mounted."""
     if shutil.which("mount") is None or shutil.which("umount") is None:
         return "mount/umount are not installed"
@@ -38,7 +38,7 @@ def _mount_error(directory: Path, size: str, mode: str, read_only: bool = False)
 
 
 @contextmanager
-def small_tmpfs(directory: Path, size: str = "64k", mode: str = "0700", read_only: bool = False) -> Iterator[Path]:
+def small_tmpfs(directory: Path, size: str = "64k", mode: str = "0700", *, read_only: bool = False) -> Iterator[Path]:
     """A tmpfs of ``size`` mounted at ``directory`` (created if needed) for the ``with`` block.
 
     It is a filesystem of its own: fill it with :func:`fill_up` for ENOSPC, or rename across it for EXDEV.
@@ -47,7 +47,7 @@ def small_tmpfs(directory: Path, size: str = "64k", mode: str = "0700", read_onl
     The test is skipped, with the reason, when the machine cannot mount one.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    reason = _mount_error(directory, size, mode, read_only)
+    reason = _mount_error(directory, size, mode, read_only=read_only)
     if reason is not None:
         pytest.skip(reason)
     try:

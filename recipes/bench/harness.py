@@ -196,7 +196,7 @@ class Server:
     def pid(self) -> int:
         return self.child.pid
 
-    def base_url(self, tls: bool) -> str:
+    def base_url(self, *, tls: bool) -> str:
         return f"https://127.0.0.1:{self.https_port}" if tls else f"http://127.0.0.1:{self.http_port}"
 
     def alive(self) -> bool:
@@ -295,7 +295,7 @@ def load_argvs(
     reconnects (a "connection: close" run costs the server the same with an RSA key as with an ECDSA one), so
     every request gets a fresh client instead, in runs of ``-c B -n B`` (B = the scenario's connections).
     """
-    base = server.base_url(scenario.tls)
+    base = server.base_url(tls=scenario.tls)
     known = dict(values or {})
     urls = [f"{base}{fill(path, known)}" for path in scenario.paths]
     if len(urls) > 1:

@@ -147,7 +147,7 @@ def parse_scenario(table: Table, instances: dict[str, Instance]) -> Scenario:
     for header in headers:
         if ":" not in header.lstrip(":"):
             raise table.error("headers", f"{header!r} is not 'name: value'")
-    one_per_connection = bool(table.boolean("one_per_connection", False))
+    one_per_connection = bool(table.boolean("one_per_connection", default=False))
     rps = table.integer("rps", minimum=1)
     if rps is not None and one_per_connection:
         raise table.error("rps", "a rate and one_per_connection do not go together", "drop one of them")

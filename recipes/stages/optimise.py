@@ -61,7 +61,7 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> OptimiseResult:
     sha = store.verify(store_path, "before the build")
     records = profdata.function_names(tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
     with _target_dir_lock(plan):
-        return _build_and_check(plan, store_path, sha, records, trained_here, verify, start)
+        return _build_and_check(plan, store_path, sha, records, trained_here=trained_here, verify=verify, start=start)
 
 
 def _target_dir_lock(plan: BuildPlan) -> FileLock:
@@ -82,6 +82,7 @@ def _build_and_check(
     store_path: Path,
     sha: str,
     records: list[str],
+    *,
     trained_here: bool,
     verify: bool | None,
     start: float,
@@ -140,7 +141,7 @@ def _build_and_check(
     try:
         plan.store.verify(store_path, "after the build")
         workload = plan.workload_if_any()
-        _check_optimised(plan, result, log_text, store_path, warnings, found, workload, trained_here)
+        _check_optimised(plan, result, log_text, store_path, warnings, found, workload, trained_here=trained_here)
         copy = _checked_copy(plan, built, result["binary_sha256"])
         result["binary"] = str(copy)
         if verify if verify is not None else bool(plan.config.verify):
@@ -224,6 +225,7 @@ def _check_optimised(
     warnings: cargo_log.ProfileWarnings,
     found: checks.Coverage,
     workload: Workload | None,
+    *,
     trained_here: bool,
 ) -> None:
     checks.refuse_profile_file_warnings(log_text, store_path, plan.logs / "optimise-build.log")

@@ -326,7 +326,7 @@ class HttpPhase(Phase):
             streams=table.integer("streams", 1, minimum=1),
             expect=parse_expect(table),
             upstream=table.string("upstream", "up", choices=("up", "down")),
-            one_per_connection=table.boolean("one_per_connection", False),
+            one_per_connection=table.boolean("one_per_connection", default=False),
             min_mean_body=min_mean_body,
             max_mean_body=max_mean_body,
         )

@@ -100,7 +100,7 @@ class ServerMode(InstanceMode):
             ready=table.string("ready", "http://127.0.0.1:{http_port}/health"),
             ready_timeout=table.number("ready_timeout", 60.0),
             stop_timeout=table.number("stop_timeout", 60.0),
-            exit_on_sigterm=bool(table.boolean("exit_on_sigterm", False)),
+            exit_on_sigterm=bool(table.boolean("exit_on_sigterm", default=False)),
         )
 
     def placeholders(self) -> set[str]:

@@ -101,7 +101,7 @@ def test_load_argv_shapes(tmp_path: Path) -> None:
     assert len(lines) == len(BY_NAME["site-mix"].paths) and all(u.startswith("http://127.0.0.1:1001/") for u in lines)
 
 
-def _run(name: str, returncode: int = 0, timed_out: bool = False) -> LoadRun:
+def _run(name: str, returncode: int = 0, *, timed_out: bool = False) -> LoadRun:
     text = (DATA / "bench" / name).read_text()
     try:
         summary: h2load.H2loadSummary | None = h2load.parse_summary(text)
