@@ -51,6 +51,15 @@ class H2loadSummary:
         return sum(self.status.values())
 
 
+def rotated(urls: Sequence[str], first: int) -> list[str]:
+    """``urls`` starting at ``first`` (modulo their number). Each h2load client asks for the URIs in order from the
+    first, so a run whose clients make one request each asks only for the first: one-request runs take turns."""
+    if not urls:
+        return []
+    k = first % len(urls)
+    return [*urls[k:], *urls[:k]]
+
+
 def h2load_argv(
     urls: Sequence[str],
     *,

@@ -298,8 +298,13 @@ def load_argvs(
     base = server.base_url(tls=scenario.tls)
     known = dict(values or {})
     urls = [f"{base}{fill(path, known)}" for path in scenario.paths]
+    # each h2load client asks for the URIs in order from the first: with one request per client, the runs take
+    # turns at which path is first (a file of the URIs for each turn), so every path is asked for
+    turns = len(urls) if scenario.one_per_connection and len(urls) > 1 else 1
+    uri_files = [uri_file if turn == 0 else uri_file.with_name(f"{uri_file.name}.{turn}") for turn in range(turns)]
     if len(urls) > 1:
-        uri_file.write_text("".join(f"{url}\n" for url in urls), encoding="utf-8")
+        for turn, path in enumerate(uri_files):
+            path.write_text("".join(f"{url}\n" for url in h2load.rotated(urls, turn)), encoding="utf-8")
     if scenario.one_per_connection:
         batches = [scenario.connections] * (requests // scenario.connections)
         if requests % scenario.connections:
@@ -307,7 +312,7 @@ def load_argvs(
     else:
         batches = [requests]
     argvs = []
-    for count in batches:
+    for run, count in enumerate(batches):
         argv = h2load.h2load_argv(
             urls if len(urls) == 1 else [],
             requests=count,
@@ -315,7 +320,7 @@ def load_argvs(
             streams=scenario.streams,
             http1=scenario.protocol == "h1",
             headers=[fill(h, known) for h in scenario.headers],
-            uri_file=uri_file if len(urls) > 1 else None,
+            uri_file=uri_files[run % turns] if len(urls) > 1 else None,
             threads=1,
         )
         if scenario.rps is not None:

@@ -73,7 +73,7 @@ class HandshakesPhase(Phase):
         start = time.monotonic()
         done, status = run_batches(
             ctx,
-            lambda count, log_file: h2load.h2load_argv(
+            lambda count, log_file, _run: h2load.h2load_argv(
                 [url], requests=count, connections=count, http1=self.protocol == "h1", log_file=log_file
             ),
             label=label,

@@ -167,7 +167,7 @@ class BodyTally:
 
 def run_batches(
     ctx: PhaseContext,
-    argv_for: Callable[[int, Path | None], list[str]],
+    argv_for: Callable[[int, Path | None, int], list[str]],
     *,
     label: str,
     total: int,
@@ -181,18 +181,20 @@ def run_batches(
     bodies: BodyTally | None = None,
 ) -> tuple[int, dict[str, int]]:
     """``total`` requests as h2load runs of ``batch`` connections with ONE request each (``-c B -n B``): every
-    request on a new connection. Each run must pass ``expect``. Returns (done, status classes); the runs'
-    body bytes and responses are added to ``bodies``."""
+    request on a new connection. ``argv_for(count, codes log, run number)`` gives each run's command line. Each
+    run must pass ``expect``. Returns (done, status classes); the runs' body bytes and responses are added to
+    ``bodies``."""
     done = 0
     status = dict.fromkeys(h2load.STATUS_CLASSES, 0)
     start = time.monotonic()
     next_report = total / PROGRESS_STEPS
+    runs = 0
     while done < total:
         count = min(batch, total - done)
         if codes_log is not None:
             codes_log.unlink(missing_ok=True)
         summary = run_h2load(
-            ctx, argv_for(count, codes_log), label=label, requests=count, deadline=deadline, limit=limit,
+            ctx, argv_for(count, codes_log, runs), label=label, requests=count, deadline=deadline, limit=limit,
             log=log, quiet=True,
         )  # fmt: skip
         codes = h2load.parse_log_codes(codes_log.read_text()) if codes_log is not None else None
@@ -200,6 +202,7 @@ def run_batches(
         if problem is not None:
             raise TrainingFailed(f"{label}: batch of {count} connections after {done} {unit}: {problem}", f"see {log}")
         done += count
+        runs += 1
         if bodies is not None:
             bodies.add(summary)
         for key, value in summary_status(summary).items():
@@ -356,10 +359,18 @@ class HttpPhase(Phase):
             headers.append(":method: PUT")
         body = Path(fill(self.body, ctx.values)) if self.body else None  # checked by the runner (files())
         urls = [where.url(fill(p, ctx.values)) for p in self.paths]
+        if not self.one_per_connection and len(urls) > requests // self.connections:
+            say(
+                f"warning: {label}: {requests} requests over {self.connections} connections reach only the first "
+                f"{max(requests // self.connections, 1)} of its {len(urls)} paths (h2load gives each connection the "
+                "paths in order, from the first): raise requests, or lower connections"
+            )
 
-        def argv_for(count: int, connections: int, log_file: Path | None) -> list[str]:
+        def argv_for(count: int, connections: int, log_file: Path | None, first: int = 0) -> list[str]:
+            """``first``: the path the run's connections start at (a connection with one request asks only
+            for the first path h2load is given, so one-request runs take turns at being first)."""
             return h2load.h2load_argv(
-                urls,
+                h2load.rotated(urls, first),
                 requests=count,
                 connections=connections,
                 streams=self.streams,
@@ -380,7 +391,7 @@ class HttpPhase(Phase):
             if self.one_per_connection:
                 done, status = run_batches(
                     ctx,
-                    lambda count, log_file: argv_for(count, count, log_file),
+                    lambda count, log_file, run: argv_for(count, count, log_file, run),
                     label=label,
                     total=requests,
                     batch=self.connections,

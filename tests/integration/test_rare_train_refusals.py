@@ -237,3 +237,42 @@ def test_h2load_gone_from_path_when_the_phase_runs_fails_the_phase(
         "h2load: command not found (install nghttp2-client (apt-get install nghttp2-client))"
     )
     assert not _children("bare-server")
+
+
+def test_a_batch_of_one_request_connections_that_fails_fails_the_phase(tmp_path: Path, bare_server: Path) -> None:
+    """``one_per_connection``: the requests go as batches of new connections, each checked; these get 404s."""
+    phases = (
+        '[[instance.phase]]\nname = "fresh"\nkind = "http"\nprotocol = "h1"\npath = "/missing"\nexpect = "ok"\n'
+        "requests = 40\none_per_connection = true\n"
+    )
+    with pytest.raises(TrainingFailed) as caught:
+        _train(tmp_path, _workload(tmp_path, phases, instance="exit_on_sigterm = true"), bare_server)
+    line = caught.value.line()
+    assert line.startswith("phase srv/fresh: batch of "), line
+    assert "connections after 0 requests: " in line and "train-srv-fresh.log" in line
+
+
+def test_one_request_connections_ask_for_every_path(tmp_path: Path, bare_server: Path) -> None:
+    """A connection with one request asks h2load only for the first path: the batches take turns at which path is
+    first, so the second path (a 404 here) is asked for too, and fails the phase that expects ok."""
+    phases = (
+        '[[instance.phase]]\nname = "fresh"\nkind = "http"\nprotocol = "h1"\npaths = ["/square/3", "/missing"]\n'
+        'expect = "ok"\nrequests = 40\nconnections = 4\none_per_connection = true\n'
+    )
+    with pytest.raises(TrainingFailed) as caught:
+        _train(tmp_path, _workload(tmp_path, phases, instance="exit_on_sigterm = true"), bare_server)
+    assert caught.value.line().startswith("phase srv/fresh: batch of 4 connections after 4 requests: ")
+
+
+def test_paths_that_requests_per_connection_cannot_reach_are_warned_of(
+    tmp_path: Path, bare_server: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    phases = (
+        '[[instance.phase]]\nname = "wide"\nkind = "http"\nprotocol = "h1"\n'
+        'paths = ["/square/1", "/square/2", "/square/3"]\nrequests = 8\nconnections = 4\n'
+    )
+    _train(tmp_path, _workload(tmp_path, phases, instance="exit_on_sigterm = true"), bare_server)
+    assert (
+        "warning: phase srv/wide: 8 requests over 4 connections reach only the first 2 of its 3 paths"
+        in capfd.readouterr().err
+    )

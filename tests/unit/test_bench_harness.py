@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -99,6 +100,25 @@ def test_load_argv_shapes(tmp_path: Path) -> None:
     assert mix[-2:] == ["-i", str(tmp_path / "u.txt")]
     lines = (tmp_path / "u.txt").read_text().splitlines()
     assert len(lines) == len(BY_NAME["site-mix"].paths) and all(u.startswith("http://127.0.0.1:1001/") for u in lines)
+
+
+def test_one_request_clients_take_turns_at_the_first_path(tmp_path: Path) -> None:
+    """A client with one request asks only for the first URI it is given: runs of one-request clients over
+    several paths start at each path in turn, so every path is asked for."""
+    scenario = dataclasses.replace(BY_NAME["site-mix"], one_per_connection=True, connections=10, rps=None)
+    argvs = load_argvs(scenario, _server(tmp_path), 40, tmp_path / "u.txt")
+    assert len(argvs) == 4
+    files = [Path(a[a.index("-i") + 1]) for a in argvs]
+    firsts = [f.read_text().splitlines()[0] for f in files]
+    paths = scenario.paths
+    assert firsts == [f"http://127.0.0.1:1001{p}" for p in (paths * 4)[:4]]
+    assert all(sorted(f.read_text().splitlines()) == sorted(files[0].read_text().splitlines()) for f in files)
+
+
+def test_rotated_urls() -> None:
+    assert h2load.rotated(["a", "b", "c"], 0) == ["a", "b", "c"]
+    assert h2load.rotated(["a", "b", "c"], 4) == ["b", "c", "a"]
+    assert h2load.rotated([], 3) == []
 
 
 def _run(name: str, returncode: int = 0, *, timed_out: bool = False) -> LoadRun:
