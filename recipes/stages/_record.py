@@ -1,4 +1,5 @@
-"""What every stage shares: its record in report.json, kept true whatever happens, and its time."""
+"""What every stage shares: its record in report.json, kept true whatever happens, its time, and the workload run
+with the plan's settings."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import errno
 import functools
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from recipes import report
 from recipes.errors import PgoError, WorkDirError
 from recipes.plan import BuildPlan
-from recipes.results import StageName
+from recipes.results import StageName, TrainResult
+from recipes.train.runner import run_workload
+from recipes.workload import Workload
 
 _Result = TypeVar("_Result")
 #: a stage: called with the plan (and maybe options), it returns its record
@@ -53,3 +57,31 @@ def recorded(name: StageName) -> Callable[[StageFunction[_Result]], StageFunctio
 
 def timed(start: float) -> float:
     return round(time.monotonic() - start, 3)
+
+
+def run_on(
+    plan: BuildPlan,
+    workload: Workload,
+    binary: Path,
+    *,
+    logs: Path,
+    profraw_dir: Path | None = None,
+    fdata_dir: Path | None = None,
+    scratch_name: str | None = None,
+) -> TrainResult:
+    """``workload`` on ``binary`` with the plan's environment, work dir, project, crate, scale and phase timeout
+    (train, verify, the BOLT training and the BOLTed binary's replay: :func:`recipes.train.runner.run_workload`)."""
+    return run_workload(
+        workload,
+        binary=binary,
+        base_env=plan.env,
+        work=plan.work,
+        logs=logs,
+        project_dir=plan.config.project_dir,
+        scale=plan.config.train_scale,
+        timeout=plan.config.phase_timeout,
+        profraw_dir=profraw_dir,
+        crate_dir=plan.crate.package_dir,
+        fdata_dir=fdata_dir,
+        scratch_name=scratch_name,
+    )

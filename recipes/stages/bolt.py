@@ -18,9 +18,8 @@ from recipes.files import atomic_output, copy_atomically
 from recipes.plan import BuildPlan
 from recipes.results import BoltResult, WorkloadRun
 from recipes.runner import run, say
-from recipes.stages._record import recorded, timed
+from recipes.stages._record import recorded, run_on, timed
 from recipes.store import sha256_file
-from recipes.train.runner import run_workload
 from recipes.workload import Workload
 
 
@@ -93,17 +92,11 @@ def _bolt_train(plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths) -> 
     )
     workload = plan.workload()
     say(f"bolt: the BOLT-instrumented binary runs the workload {workload.path.name}")
-    trained = run_workload(
+    trained = run_on(
+        plan,
         workload,
-        binary=paths.instrumented,
-        base_env=plan.env,
-        work=plan.work,
+        paths.instrumented,
         logs=plan.logs / "bolt-train",
-        project_dir=plan.config.project_dir,
-        scale=plan.config.train_scale,
-        timeout=plan.config.phase_timeout,
-        profraw_dir=None,
-        crate_dir=plan.crate.package_dir,
         fdata_dir=paths.raw,
         scratch_name="bolt-train",
     )
@@ -210,19 +203,7 @@ def bolt(plan: BuildPlan) -> BoltResult:
 def _replay_bolted(plan: BuildPlan, workload: Workload, binary: Path) -> WorkloadRun:
     """The training workload on the BOLTed binary, every phase check on; a failure says it was the BOLTed one."""
     try:
-        return run_workload(
-            workload,
-            binary=binary,
-            base_env=plan.env,
-            work=plan.work,
-            logs=plan.logs / "bolt-verify",
-            project_dir=plan.config.project_dir,
-            scale=plan.config.train_scale,
-            timeout=plan.config.phase_timeout,
-            profraw_dir=None,
-            crate_dir=plan.crate.package_dir,
-            scratch_name="bolt-verify",
-        )
+        return run_on(plan, workload, binary, logs=plan.logs / "bolt-verify", scratch_name="bolt-verify")
     except TrainingFailed as error:
         raise CheckFailed(
             f"the BOLTed binary fails the workload: {error.message}",

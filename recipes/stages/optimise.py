@@ -21,10 +21,9 @@ from recipes.plan import BuildPlan, clean_package
 from recipes.results import OptimiseResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags, target_cpu_warning
-from recipes.stages._record import recorded, timed
+from recipes.stages._record import recorded, run_on, timed
 from recipes.store import sha256_file
 from recipes.toolchain import find_profdata, rustc_sysroot
-from recipes.train.runner import run_workload
 from recipes.workload import Workload
 
 
@@ -147,18 +146,7 @@ def _build_and_check(
         if verify if verify is not None else bool(plan.config.verify):
             workload = workload or plan.workload()
             say(f"verify: the optimised binary runs the workload {workload.path.name}")
-            result["verify"] = run_workload(
-                workload,
-                binary=copy,
-                base_env=plan.env,
-                work=plan.work,
-                logs=plan.logs / "verify",
-                project_dir=plan.config.project_dir,
-                scale=plan.config.train_scale,
-                timeout=plan.config.phase_timeout,
-                profraw_dir=None,
-                crate_dir=plan.crate.package_dir,
-            )
+            result["verify"] = run_on(plan, workload, copy, logs=plan.logs / "verify")
     except PgoError as error:
         result["failed"] = error.line()
         result["seconds"] = timed(start)

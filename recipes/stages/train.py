@@ -9,8 +9,7 @@ from recipes import profdata, report
 from recipes.errors import MissingInput
 from recipes.plan import BuildPlan
 from recipes.results import TrainResult
-from recipes.stages._record import recorded
-from recipes.train.runner import run_workload
+from recipes.stages._record import recorded, run_on
 from recipes.workload import check_environment, check_tools
 
 
@@ -24,18 +23,7 @@ def train(plan: BuildPlan) -> TrainResult:
     workload = plan.workload()
     check_tools(workload, plan.env.get("PATH", os.defpath))
     check_environment(workload, plan.env)
-    result = run_workload(
-        workload,
-        binary=binary,
-        base_env=plan.env,
-        work=plan.work,
-        logs=plan.logs,
-        project_dir=plan.config.project_dir,
-        scale=plan.config.train_scale,
-        timeout=plan.config.phase_timeout,
-        profraw_dir=plan.profraw_dir,
-        crate_dir=plan.crate.package_dir,
-    )
+    result = run_on(plan, workload, binary, logs=plan.logs, profraw_dir=plan.profraw_dir)
     result["profraw"] = [raw.as_json() for raw in profdata.record_raw_profiles(plan.profraw_dir)]
     report.record(plan.work, "train", result)
     return result
