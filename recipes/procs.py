@@ -2,7 +2,7 @@
 until it answers, signal it, reap it, describe its exit, show the tail of its log.
 
 The training's server instances (``recipes/train/server.py``), the bench's servers
-(``recipes/bench/harness.py``), the baseline-CPU check's server under emulation (``recipes/cpu.py``) and the
+(``recipes/bench/servers.py``), the baseline-CPU check's server under emulation (``recipes/cpu.py``) and the
 training's upstream backend (``recipes/train/resources.py``) all run through :class:`Child`; each says in its own
 words what a failure means for it.
 """

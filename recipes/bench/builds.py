@@ -16,7 +16,7 @@ from pathlib import Path
 
 from recipes import bolt as boltlib
 from recipes import report, stages
-from recipes.bench.harness import Build
+from recipes.bench.settings import Build
 from recipes.errors import CheckFailed, MissingInput
 from recipes.files import copy_atomically
 from recipes.plan import BuildPlan

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.bench import builds, coverage, report
-from recipes.bench.harness import Settings, choose_cores, run_bench
+from recipes.bench.harness import run_bench
 from recipes.bench.scenarios import Scenario, require_scenarios, select
+from recipes.bench.settings import Settings, choose_cores
 from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
 from recipes.plan import make_plan

@@ -21,19 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from recipes import profdata, report
-from recipes.bench.harness import (
-    Build,
-    Settings,
-    Setup,
-    instance_env,
-    load_argvs,
-    run_command,
-    run_loads,
-    start_server,
-    stdin_file,
-    stop_server,
-    trial_problem,
-)
+from recipes.bench.commands import run_command, stdin_file
+from recipes.bench.load import load_argvs, run_loads, trial_problem
+from recipes.bench.servers import start_server, stop_server
+from recipes.bench.settings import Build, Settings, Setup, instance_env
 from recipes.config import Config
 from recipes.errors import PgoError
 from recipes.plan import BuildPlan

@@ -1,0 +1,106 @@
+"""A command scenario's runs: its arguments, working directory and stdin filled, the binary run a fixed number
+of times (each in its own process group, pinned to the server's core), their CPU time from ``wait4``."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipes.bench import canary
+from recipes.bench.scenarios import Scenario
+from recipes.errors import ConfigError
+from recipes.procs import describe_exit
+from recipes.schema import fill
+from recipes.train.command import EnvironmentValues, reap_group
+
+
+@dataclass(frozen=True)
+class CommandRuns:
+    """``count`` runs of a command: how many did what was expected, and their CPU time from ``wait4``."""
+
+    done: int
+    user: float
+    system: float
+    wall: float
+    problem: str = ""
+
+
+def command_parts(scenario: Scenario, values: Mapping[str, str], env: Mapping[str, str]) -> tuple[list[str], Path]:
+    """The scenario's arguments and working directory, placeholders and ``{env:NAME}`` filled."""
+    where = f"scenario {scenario.name}"
+    known = {**values, "env": EnvironmentValues(env, where)}
+    args = [fill(a, known) for a in scenario.args]
+    cwd_text = scenario.cwd if scenario.cwd is not None else scenario.instance.options.cwd
+    cwd = Path(values["project"]) if cwd_text is None else Path(fill(cwd_text, known)).expanduser()
+    if not cwd.is_absolute():
+        cwd = Path(values["project"]) / cwd
+    if not cwd.is_dir():
+        raise ConfigError(f"{where}: cwd {cwd} is not a directory", "create it, or fix cwd in the workload")
+    return args, cwd
+
+
+def run_command(
+    binary: Path,
+    scenario: Scenario,
+    count: int,
+    *,
+    core: int | None,
+    values: Mapping[str, str],
+    env: Mapping[str, str],
+    log: Path,
+    stdin: Path | None,
+    timeout: float,
+) -> CommandRuns:
+    """``count`` runs of ``binary`` (each in its own process group, on ``core``), their CPU time added up."""
+    args, cwd = command_parts(scenario, values, env)
+    argv = [str(binary), *args]
+    deadline = time.monotonic() + timeout
+    user = system = 0.0
+    done = 0
+    problem = ""
+    start = time.perf_counter()
+    with ExitStack() as stack:
+        if core is not None:
+            stack.enter_context(canary.pinned({core}))  # the children inherit the core
+        out = stack.enter_context(log.open("wb"))
+        for number in range(1, count + 1):
+            source = stack.enter_context(stdin.open("rb")) if stdin is not None else None
+            proc = subprocess.Popen(
+                argv,
+                env=dict(env),
+                cwd=cwd,
+                stdin=source if source is not None else subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            exited, returncode, usage = reap_group(proc, deadline)
+            if source is not None:
+                source.close()
+            user += usage.ru_utime
+            system += usage.ru_stime
+            if not exited:
+                problem = f"run {number} of {count} did not finish within {timeout:g} s and was killed"
+                break
+            if returncode != scenario.expect_exit:
+                problem = (
+                    f"run {number} of {count} exited with {describe_exit(returncode)}, "
+                    f"expected {scenario.expect_exit} (see {log})"
+                )
+                break
+            done += 1
+    return CommandRuns(done, user, system, time.perf_counter() - start, problem)
+
+
+def stdin_file(scenario: Scenario, values: Mapping[str, str], env: Mapping[str, str], workdir: Path) -> Path | None:
+    """The scenario's ``stdin``, filled, in a file every run reads from the start."""
+    if scenario.stdin is None:
+        return None
+    path = workdir / "stdin.txt"
+    known = {**values, "env": EnvironmentValues(env, f"scenario {scenario.name}")}
+    path.write_text(fill(scenario.stdin, known), encoding="utf-8")
+    return path

@@ -1,0 +1,110 @@
+"""The bench's servers: one build started from a scenario's instance (its args and config template, pinned to
+the server's core by ``taskset``, every thread checked), waited for until ready, and stopped (SIGTERM)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipes import net
+from recipes.bench import procstat
+from recipes.bench.scenarios import Scenario
+from recipes.bench.settings import Build, instance_env
+from recipes.errors import BenchError
+from recipes.procs import Child, describe_exit
+from recipes.runner import log_tail, quote, say
+from recipes.schema import fill
+from recipes.train import sigterm
+
+STOP_TIMEOUT = 15.0
+
+
+@dataclass
+class Server:
+    """One running build of the server, pinned to its core."""
+
+    build: Build
+    child: Child
+    http_port: int
+    https_port: int
+    log: Path
+    instance_dir: Path
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
+    def base_url(self, *, tls: bool) -> str:
+        return f"https://127.0.0.1:{self.https_port}" if tls else f"http://127.0.0.1:{self.http_port}"
+
+    def alive(self) -> bool:
+        return self.child.alive()
+
+
+def start_server(
+    build: Build,
+    scenario: Scenario,
+    *,
+    core: int | None,
+    values: Mapping[str, str],
+    env: Mapping[str, str],
+    workdir: Path,
+    name: str,
+) -> Server:
+    """Start ``build`` as the scenario's instance says (on ``core``, or unpinned); wait until it is ready."""
+    options = scenario.instance.options
+    http_port, https_port = net.free_ports(2)
+    instance_dir = workdir / name
+    instance_dir.mkdir(parents=True, exist_ok=True)
+    config = workdir / f"{name}.toml"
+    filled = {
+        **values,
+        "http_port": str(http_port),
+        "https_port": str(https_port),
+        "instance_dir": str(instance_dir),
+        "config": str(config),
+    }
+    if options.config is not None:
+        config.write_text(fill(options.config, filled), encoding="utf-8")
+    log = workdir / f"{name}.log"
+    pin = ["taskset", "-c", str(core)] if core is not None else []
+    argv = [*pin, str(build.binary), *(fill(a, filled) for a in options.args)]
+    server_env = instance_env(scenario.instance, env, filled)
+    if options.exit_on_sigterm:
+        server_env = sigterm.preload_env(server_env, sigterm.shim(workdir.parent.parent / "sigterm", server_env))
+    say(f"  $ {quote(argv)}")
+    child = Child.start(argv, env=server_env, log=log)
+    server = Server(build, child, http_port, https_port, log, instance_dir)
+    ready = fill(options.ready, filled)
+    if not child.wait_ready(ready, options.ready_timeout).ready:
+        code = stop_server(server)
+        raise BenchError(
+            f"{build.label} ({build.binary}) did not answer {ready} with 200 within {options.ready_timeout:g} s "
+            f"({'exited with ' + describe_exit(code) if code is not None else 'killed'}): {tail_line(log)}",
+            f"see {log}",
+        )
+    if core is not None:
+        _check_pinned(server, core)
+    return server
+
+
+def tail_line(path: Path, lines: int = 5) -> str:
+    """The last lines of a server's log, on one line (for a message)."""
+    return log_tail(path, lines, joined=" | ")
+
+
+def _check_pinned(server: Server, core: int) -> None:
+    affinities = procstat.thread_affinities(server.pid)
+    stray = {tid: sorted(cpus) for tid, cpus in affinities.items() if cpus != {core}}
+    if not affinities or stray:
+        stop_server(server)
+        raise BenchError(
+            f"{server.build.label}: threads not pinned to core {core}: {stray or 'none found'}",
+            "taskset must be the util-linux one",
+        )
+
+
+def stop_server(server: Server, limit: float = STOP_TIMEOUT) -> int:
+    """SIGTERM, then the exit code (a kill after the timeout gives a negative one)."""
+    return server.child.stop_or_kill(limit)
