@@ -112,6 +112,13 @@ class Readiness:
     #: the server answered ``last.status`` steadily: polling stopped before the limit
     steady: bool = False
 
+    def problem(self, url: str, limit: float) -> str:
+        """What went wrong, for a message about a server that did not get ready (while it ran)."""
+        last = self.last.describe() if self.last is not None else "not asked"
+        if self.steady:
+            return f"answered {url} with {last} for {self.seconds:.1f} s, expected 200"
+        return f"did not answer {url} with 200 within {limit:g} s (last: {last})"
+
 
 def poll_ready(
     url: str,

@@ -77,13 +77,17 @@ def start_server(
     child = Child.start(argv, env=server_env, log=log)
     server = Server(build, child, http_port, https_port, log, instance_dir)
     ready = fill(options.ready, filled)
-    if not child.wait_ready(ready, options.ready_timeout).ready:
+    readiness = child.wait_ready(ready, options.ready_timeout)
+    if not readiness.ready:
+        died = not child.alive()
         code = stop_server(server)
-        raise BenchError(
-            f"{build.label} ({build.binary}) did not answer {ready} with 200 within {options.ready_timeout:g} s "
-            f"({'exited with ' + describe_exit(code) if code is not None else 'killed'}): {tail_line(log)}",
-            f"see {log}",
+        what = (
+            f"exited with {describe_exit(code)} before it answered {ready}"
+            if died
+            else readiness.problem(ready, options.ready_timeout)
         )
+        said = tail_line(log)
+        raise BenchError(f"{build.label} ({build.binary}) {what}" + (f": {said}" if said else ""), f"see {log}")
     if core is not None:
         _check_pinned(server, core)
     return server

@@ -155,19 +155,18 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
 def not_ready(server: RunningServer, url: str, limit: float, readiness: net.Readiness) -> TrainingFailed:
     """The error for a server that is running but did not answer ``url`` with 200: what it answered instead
     (its sockets, threads and log are printed first)."""
-    last = readiness.last.describe() if readiness.last is not None else "not asked"
+    problem = readiness.problem(url, limit)
     if readiness.steady:
         server.show_tail()
         return TrainingFailed(
-            f"instance {server.instance}: the server answered {url} with {last} for "
-            f"{readiness.seconds:.1f} s, expected 200",
+            f"instance {server.instance}: the server {problem}",
             "set ready = to a URL it answers with 200 when it is up (a health check path), "
             f"or fix the server's config; see {server.log}",
         )
     show(server.dump())
     answered = readiness.last is not None and readiness.last.status is not None
     return TrainingFailed(
-        f"instance {server.instance}: the server did not answer {url} with 200 within {limit:g} s (last: {last})",
+        f"instance {server.instance}: the server {problem}",
         f"see {server.log}; raise ready_timeout if it starts slowly"
         + (", or set ready = to a URL it answers with 200" if answered else ""),
     )

@@ -175,3 +175,12 @@ def test_a_dead_server_stops_the_polling(refusing_port: int) -> None:
     result = net.poll_ready(f"http://{net.HOST}:{refusing_port}/health", 60, lambda: False)
     assert not result.ready
     assert result.seconds < 1
+
+
+def test_readiness_problem_says_what_the_url_answered_and_for_how_long() -> None:
+    answer = net.Answer(status=404, reason="Not Found")
+    steady = net.Readiness(ready=False, seconds=3.14, last=answer, steady=True)
+    assert steady.problem("http://h/ready", 60) == "answered http://h/ready with 404 Not Found for 3.1 s, expected 200"
+    waited = net.Readiness(ready=False, seconds=60.2, last=None)
+    said = waited.problem("http://h/ready", 60)
+    assert said == "did not answer http://h/ready with 200 within 60 s (last: not asked)"
