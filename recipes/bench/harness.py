@@ -45,6 +45,17 @@ SETTLE_SECONDS = 0.05  # after h2load exits, let the server close its connection
 # ---------------------------------------------------------------------------------------------- trials
 
 
+def no_cpu_measured(cpu: float, whose: str, what: str) -> str:
+    """Why a trial cannot be measured, or ``""``: CPU time is counted in clock ticks (10 ms), so a trial too short
+    to see one has no CPU time per request to compare (and would divide by zero)."""
+    if cpu > 0:
+        return ""
+    return (
+        f"{whose} used no CPU time the kernel counts (it counts in {1000 / procstat.CLOCK_TICKS:g} ms ticks): too few "
+        f"{what} to measure; raise --scale or the scenario's count"
+    )
+
+
 def _self_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -78,6 +89,7 @@ def measure(
     else:
         server1 = procstat.read_stat(server.pid)
         user_ticks, system_ticks = server1.utime - server0.utime, server1.stime - server0.stime
+        problem = problem or no_cpu_measured(user_ticks + system_ticks, "the server", "requests")
     upstream_cpu = procstat.cpu_seconds(upstream_pid) - upstream0 if upstream_pid and upstream0 is not None else None
     trial = Trial(
         build=build,
@@ -139,7 +151,7 @@ def measure_command(
         server_user=runs.user,
         wall=runs.wall,
         harness_cpu=_self_cpu() - harness0,
-        problem=runs.problem,
+        problem=runs.problem or no_cpu_measured(runs.user + runs.system, "the runs", "runs"),
     )
     _say_trial(scenario, build.label, trial)
     return trial

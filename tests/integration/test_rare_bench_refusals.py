@@ -165,3 +165,18 @@ def test_bench_server_that_does_not_answer_its_readiness_url_with_200_refused(
     runs = p.work / "bench" / "runs" / "square"
     assert (runs / "baseline.log").is_file() and not (runs / "candidate.log").exists()
     assert "Invalid scenarios:" in (p.work / "bench" / "results.md").read_text()
+
+
+def test_bench_trials_too_short_to_measure_are_invalid_not_a_traceback(bare_server: Path, tmp_path: Path) -> None:
+    """Two requests to a tiny server take far less CPU than one clock tick: no CPU time per request to compare,
+    and the report divided by zero. Now such a trial is invalid, and the run fails in one line."""
+    workload = tmp_path / "short.toml"
+    workload.write_text(NOT_READY_WORKLOAD.replace("/ready", "/health").replace("requests = 20", "requests = 2"))
+    p = Pipeline(tmp_path, "bare-server", workload=str(workload))
+    proc = _bench(
+        p,
+        ["--baseline", str(bare_server), "--candidate", str(bare_server), "--scenarios", "square", "--trials", "1",
+         "--no-coverage"],
+    )  # fmt: skip
+    line = assert_refused(proc, "1 of 1 scenarios invalid, first square:", "used no CPU time the kernel counts")
+    assert "raise --scale" in line
