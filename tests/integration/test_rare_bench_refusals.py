@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from recipes import report
-from tests.conftest import FIXTURES, REPO, Pipeline, assert_refused, clean_env, nox_argv
+from tests.conftest import REPO, Pipeline, assert_refused, nox_argv
 from tests.integration.test_rare_refusals import TRIPLE, _cargo_wrapper, _path_with
 
 pytestmark = pytest.mark.slow
@@ -84,18 +84,6 @@ def test_bench_whose_pipeline_leaves_no_checked_optimised_binary_refused(hello: 
     assert recorded["optimise"]["binary"] == str(checked) and not checked.exists()
     assert "plain" not in recorded and not (hello.work / "plain-target").exists()
     assert not (hello.work / "bench").exists()
-
-
-@pytest.fixture(scope="module")
-def bare_server(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A plain release build of tests/fixtures/bare-server, in a target dir of the module's own."""
-    target = tmp_path_factory.mktemp("bare-server-target")
-    argv = ["cargo", "build", "--release", "--locked", "--manifest-path", str(FIXTURES / "bare-server" / "Cargo.toml")]
-    proc = subprocess.run(
-        argv, env=clean_env({"CARGO_TARGET_DIR": str(target)}), capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return target / "release" / "bare-server"
 
 
 #: bare-server's training instance, and a bench instance of it whose readiness URL is a path it answers with 404

@@ -24,21 +24,9 @@ from recipes.errors import TrainingFailed
 from recipes.results import TrainResult
 from recipes.train.runner import run_workload
 from recipes.workload import load_workload
-from tests.conftest import FIXTURES, REPO, clean_env
+from tests.conftest import REPO, clean_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
-
-
-@pytest.fixture(scope="module")
-def bare_server(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A plain release build of tests/fixtures/bare-server, in a target dir of the module's own."""
-    target = tmp_path_factory.mktemp("bare-server-target")
-    argv = ["cargo", "build", "--release", "--locked", "--manifest-path", str(FIXTURES / "bare-server" / "Cargo.toml")]
-    proc = subprocess.run(
-        argv, env=clean_env({"CARGO_TARGET_DIR": str(target)}), capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return target / "release" / "bare-server"
 
 
 def _workload(tmp_path: Path, phases: str, *, instance: str = "", setup: str = "") -> Path:
