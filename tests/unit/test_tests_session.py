@@ -82,3 +82,9 @@ def test_ci_runs_the_readmes_test_command_which_installs_every_package_the_tests
     assert "install" in words and "x86_64-unknown-linux-musl" in words
     for program, package in noxfile.TEST_PROGRAMS.items():
         assert program == "cargo" or package in words, f"the README's test command does not install {package}"
+
+
+def test_the_coverage_floor_is_the_whole_suites() -> None:
+    assert noxfile.coverage_report_args([]) == []  # .ci/run: the floor of pyproject.toml
+    assert noxfile.coverage_report_args(["tests/unit", "-q"]) == ["--fail-under=0"]
+    assert noxfile.coverage_report_args(["-x"]) == ["--fail-under=0"]
