@@ -255,11 +255,10 @@ def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: f
     say(f"$ {quote(argv)}")
     with procs.Child.start(argv, env=env, log=log, pipe_stdout=True) as child:
         proc = child.proc
-        assert proc.stdout is not None
         deadline = time.monotonic() + timeout
         addresses: dict[str, str] = {}
         while not addresses:
-            line = _read_line(proc.stdout, deadline)
+            line = _read_line(child.stdout, deadline)
             if line is None:
                 with contextlib.suppress(subprocess.TimeoutExpired):  # at EOF it is exiting: wait for its status
                     proc.wait(timeout=5 if time.monotonic() < deadline else 0)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 from recipes import net
 from recipes.runner import log_tail
@@ -34,6 +35,13 @@ def describe_exit(returncode: int, *, numbered: bool = True) -> str:
     if numbered:
         return f"signal {number} ({name})"
     return f"killed by {name}" + (" (illegal instruction)" if number == signal.SIGILL else "")
+
+
+def piped(stream: IO[bytes] | None) -> IO[bytes]:
+    """A child's standard stream that was asked for as a pipe (``subprocess.PIPE``); None there is a bug."""
+    if stream is None:
+        raise ValueError("the process was started without a pipe for this stream")
+    return stream
 
 
 @dataclass
@@ -71,6 +79,11 @@ class Child:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    @property
+    def stdout(self) -> IO[bytes]:
+        """Its standard output, when started with ``pipe_stdout``."""
+        return piped(self.proc.stdout)
 
     def alive(self) -> bool:
         return self.proc.poll() is None

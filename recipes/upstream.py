@@ -21,6 +21,7 @@ import hashlib
 import signal
 import socket
 import sys
+from typing import cast
 
 PAGE = (
     b"<!doctype html><html><head><title>upstream</title></head><body>"
@@ -73,8 +74,7 @@ class Http1(asyncio.Protocol):
         self.busy = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # a TCP server's transports are stream transports
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data

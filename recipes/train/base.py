@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from recipes.results import PhaseRecord
 from recipes.schema import Table
@@ -113,7 +113,11 @@ class Phase(ABC):
         """Run the phase; raise :class:`~recipes.errors.TrainingFailed` when it does not do what it should."""
 
 
-class InstanceMode(ABC):
+#: an instance mode's options: what its ``parse`` returns and its ``texts`` and ``session`` are given back
+OptionsT = TypeVar("OptionsT")
+
+
+class InstanceMode(ABC, Generic[OptionsT]):
     """How an instance's binary lives during its phases."""
 
     kind: ClassVar[str]
@@ -121,7 +125,7 @@ class InstanceMode(ABC):
     fills: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
-    def parse(self, table: Table) -> Any:
+    def parse(self, table: Table) -> OptionsT:
         """Read the mode's own keys of the ``[[instance]]`` table; returns its options."""
 
     @abstractmethod
@@ -129,11 +133,11 @@ class InstanceMode(ABC):
         """The placeholder names this mode provides."""
 
     @abstractmethod
-    def texts(self, options: Any) -> list[str]:
+    def texts(self, options: OptionsT) -> list[str]:
         """The option strings that may hold placeholders."""
 
     @abstractmethod
-    def session(self, options: Any, ctx: PhaseContext) -> AbstractContextManager[PhaseContext]:
+    def session(self, options: OptionsT, ctx: PhaseContext) -> AbstractContextManager[PhaseContext]:
         """Start what the phases run against, yield their context, stop it (and check it stopped well)."""
 
 
@@ -176,7 +180,7 @@ class LiveResource:
 
 
 PHASE_KINDS: dict[str, type[Phase]] = {}
-INSTANCE_MODES: dict[str, InstanceMode] = {}
+INSTANCE_MODES: dict[str, InstanceMode[Any]] = {}
 RESOURCES: dict[str, Resource] = {}
 
 P = TypeVar("P", bound=type[Phase])
@@ -187,7 +191,7 @@ def register_phase(cls: P) -> P:
     return cls
 
 
-M = TypeVar("M", bound=type[InstanceMode])
+M = TypeVar("M", bound=type[InstanceMode[Any]])
 
 
 def register_mode(cls: M) -> M:

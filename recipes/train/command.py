@@ -19,9 +19,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, ClassVar
 
 from recipes.errors import ConfigError, TrainingFailed
+from recipes.procs import piped
 from recipes.runner import say
 from recipes.schema import Table, fill
 from recipes.train.base import InstanceMode, Phase, PhaseContext, PhaseResult, register_mode, register_phase
@@ -83,22 +84,22 @@ class CommandOptions:
 
 
 @register_mode
-class CommandMode(InstanceMode):
+class CommandMode(InstanceMode[CommandOptions]):
     """The binary is run by each phase, as many times as it says: for command-line tools."""
 
     kind = "command"
     fills: ClassVar[frozenset[str]] = frozenset({"env"})
 
-    def parse(self, table: Table) -> Any:
+    def parse(self, table: Table) -> CommandOptions:
         return CommandOptions(cwd=table.string("cwd"))
 
     def placeholders(self) -> set[str]:
         return set()
 
-    def texts(self, options: Any) -> list[str]:
+    def texts(self, options: CommandOptions) -> list[str]:
         return [options.cwd] if options.cwd is not None else []
 
-    def session(self, options: Any, ctx: PhaseContext) -> AbstractContextManager[PhaseContext]:
+    def session(self, options: CommandOptions, ctx: PhaseContext) -> AbstractContextManager[PhaseContext]:
         @contextmanager
         def nothing_to_start() -> Iterator[PhaseContext]:
             where = f"instance {ctx.instance}"
@@ -264,9 +265,9 @@ def run_in_own_group(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    threads = [threading.Thread(target=_drain, args=(proc.stdout, sink), daemon=True)]
+    threads = [threading.Thread(target=_drain, args=(piped(proc.stdout), sink), daemon=True)]
     if stdin is not None:
-        threads.append(threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True))
+        threads.append(threading.Thread(target=_feed, args=(piped(proc.stdin), stdin), daemon=True))
     for thread in threads:
         thread.start()
     try:
@@ -308,15 +309,13 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _drain(pipe: IO[bytes] | None, sink: Output) -> None:
-    assert pipe is not None
+def _drain(pipe: IO[bytes], sink: Output) -> None:
     with pipe:
         while chunk := os.read(pipe.fileno(), 65536):
             sink.write(chunk)
 
 
-def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
-    assert pipe is not None
+def _feed(pipe: IO[bytes], data: bytes) -> None:
     try:
         with pipe:
             pipe.write(data)

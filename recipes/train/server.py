@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from recipes import net
 from recipes.errors import PgoError, TrainingFailed
@@ -79,7 +78,8 @@ class RunningServer:
     def died(self, what: str) -> TrainingFailed:
         """The error for a server that exited while ``what`` (its log's tail printed first)."""
         returncode = self.child.returncode
-        assert returncode is not None
+        if returncode is None:
+            raise ValueError(f"instance {self.instance}: died() of a server that is still running")
         self.show_tail()
         return TrainingFailed(
             f"instance {self.instance}: the server exited with {describe_exit(returncode)} {what}",
@@ -88,12 +88,12 @@ class RunningServer:
 
 
 @register_mode
-class ServerMode(InstanceMode):
+class ServerMode(InstanceMode[ServerOptions]):
     """A long-running server: started once per instance; its phases send it requests."""
 
     kind = "server"
 
-    def parse(self, table: Table) -> Any:
+    def parse(self, table: Table) -> ServerOptions:
         return ServerOptions(
             args=table.strings("args"),
             config=table.string("config"),
@@ -106,12 +106,10 @@ class ServerMode(InstanceMode):
     def placeholders(self) -> set[str]:
         return {*PORT_PLACEHOLDERS, "config", "instance_dir"}
 
-    def texts(self, options: Any) -> list[str]:
-        assert isinstance(options, ServerOptions)
+    def texts(self, options: ServerOptions) -> list[str]:
         return [*options.args, options.ready, *([options.config] if options.config is not None else [])]
 
-    def session(self, options: Any, ctx: PhaseContext) -> AbstractContextManager[PhaseContext]:
-        assert isinstance(options, ServerOptions)
+    def session(self, options: ServerOptions, ctx: PhaseContext) -> AbstractContextManager[PhaseContext]:
         return _serve(options, ctx)
 
 
