@@ -13,6 +13,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,10 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from recipes import net
 from recipes.errors import TrainingFailed
 from recipes.results import TrainResult
+from recipes.train.resources import UpstreamBackend
 from recipes.train.runner import run_workload
-from recipes.workload import load_workload
+from recipes.workload import Workload, load_workload
 from tests.conftest import REPO, clean_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
@@ -38,9 +41,9 @@ def _workload(tmp_path: Path, phases: str, *, instance: str = "", setup: str = "
     return path
 
 
-def _train(tmp_path: Path, workload: Path, binary: Path) -> TrainResult:
+def _train(tmp_path: Path, workload: Path | Workload, binary: Path) -> TrainResult:
     return run_workload(
-        load_workload(workload),
+        load_workload(workload) if isinstance(workload, Path) else workload,
         binary=binary,
         base_env=clean_env(),
         work=tmp_path / "work",
@@ -195,17 +198,7 @@ def test_a_body_file_gone_when_its_phase_runs_fails_the_phase(tmp_path: Path, ba
     workload = load_workload(_workload(tmp_path, phases, instance="exit_on_sigterm = true"))  # the file is there
     body.unlink()
     with pytest.raises(TrainingFailed) as caught:
-        run_workload(
-            workload,
-            binary=bare_server,
-            base_env=clean_env(),
-            work=tmp_path / "work",
-            logs=tmp_path / "work" / "logs",
-            project_dir=REPO,
-            scale=1.0,
-            timeout=None,
-            profraw_dir=None,
-        )
+        _train(tmp_path, workload, bare_server)
     assert caught.value.line() == f"phase srv/post: no file {body} (fix the path in the workload)"
     assert not (tmp_path / "work" / "logs" / "train-srv-post.log").exists()  # no h2load run
     assert not _children("bare-server")
@@ -264,3 +257,21 @@ def test_paths_that_requests_per_connection_cannot_reach_are_warned_of(
         "warning: phase srv/wide: 8 requests over 4 connections reach only the first 2 of its 3 paths"
         in capfd.readouterr().err
     )
+
+
+def test_upstream_backend_that_does_not_listen_in_time_is_stopped_and_refused(tmp_path: Path) -> None:
+    """A backend slow to start (here: a ``sitecustomize`` that sleeps before Python runs the backend) is not
+    waited for past its limit, and is not left running."""
+    slow = tmp_path / "slow-start"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text("import time\n\ntime.sleep(60)\n")
+    (port,) = net.free_ports(1)
+    backend = UpstreamBackend(port, tmp_path / "upstream.log", clean_env({"PYTHONPATH": str(slow)}))
+    started = time.monotonic()
+    with pytest.raises(TrainingFailed) as caught:
+        backend.start(limit=2.0)
+    assert time.monotonic() - started < 20
+    line = caught.value.line()
+    assert line == f"the upstream backend did not listen on port {port} in 2 s (see {tmp_path / 'upstream.log'})"
+    assert backend.child is None
+    assert not _children("python3") and not _children(Path(sys.executable).name)
