@@ -12,6 +12,10 @@ from typing import Any
 
 import pytest
 
+from recipes.results import TrainResult
+from recipes.train.runner import run_workload
+from recipes.workload import Workload, load_workload
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 DATA = REPO / "tests" / "data"
@@ -30,6 +34,32 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     }
     env.update(extra or {})
     return env
+
+
+def train_workload(
+    tmp_path: Path,
+    workload: Path | Workload,
+    binary: Path,
+    *,
+    scale: float = 1.0,
+    timeout: float | None = None,
+    profraw: bool = False,
+    fdata_dir: Path | None = None,
+) -> TrainResult:
+    """The training's workload run on ``binary`` in this test's directory (work and logs under ``work/``, the
+    profiles under ``profraw/`` with ``profraw``), as the train stage calls it."""
+    return run_workload(
+        load_workload(workload) if isinstance(workload, Path) else workload,
+        binary=binary,
+        base_env=clean_env(),
+        work=tmp_path / "work",
+        logs=tmp_path / "work" / "logs",
+        project_dir=REPO,
+        scale=scale,
+        timeout=timeout,
+        profraw_dir=tmp_path / "profraw" if profraw else None,
+        fdata_dir=fdata_dir,
+    )
 
 
 def nox_argv(session: str, posargs: Sequence[str] = ()) -> list[str]:

@@ -20,9 +20,7 @@ from recipes import bolt, report
 from recipes.errors import CheckFailed, TrainingFailed
 from recipes.reproducible import sha256_bytes, tar_member
 from recipes.store import sha256_file
-from recipes.train.runner import run_workload
-from recipes.workload import load_workload
-from tests.conftest import REPO, Pipeline, assert_ok, assert_refused, clean_env, run_nox
+from tests.conftest import REPO, Pipeline, assert_ok, assert_refused, run_nox, train_workload
 from tests.integration.test_release import BASE, TAG, Release, make_repo
 
 pytestmark = pytest.mark.slow
@@ -216,17 +214,8 @@ def test_an_instance_that_writes_no_fdata_is_refused(bolted: Bolted, tmp_path: P
     with pytest.raises(
         TrainingFailed, match=rf"instance cli of the BOLT-instrumented binary wrote no .fdata into {fdata}"
     ):
-        run_workload(
-            load_workload(REPO / "profiles" / "hello.toml"),
-            binary=Path(bolted.report["optimise"]["binary"]),
-            base_env=clean_env(),
-            work=tmp_path / "work",
-            logs=tmp_path / "work" / "logs",
-            project_dir=REPO,
-            scale=1.0,
-            timeout=None,
-            profraw_dir=None,
-            fdata_dir=fdata,
+        train_workload(
+            tmp_path, REPO / "profiles" / "hello.toml", Path(bolted.report["optimise"]["binary"]), fdata_dir=fdata
         )
 
 

@@ -13,11 +13,9 @@ import pytest
 from recipes import net
 from recipes.certs import make_certs
 from recipes.errors import ConfigError, TrainingFailed
-from recipes.results import TrainResult
 from recipes.train.resources import UpstreamBackend
-from recipes.train.runner import run_workload
 from recipes.workload import load_workload
-from tests.conftest import REPO, assert_refused, clean_env, run_nox
+from tests.conftest import REPO, assert_refused, clean_env, run_nox, train_workload
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 
@@ -91,31 +89,9 @@ config = """{config}"""
     return path
 
 
-def train(
-    tmp_path: Path,
-    workload: Path,
-    binary: Path,
-    *,
-    scale: float = 1.0,
-    timeout: float | None = None,
-    profraw: bool = False,
-) -> TrainResult:
-    return run_workload(
-        load_workload(workload),
-        binary=binary,
-        base_env=clean_env(),
-        work=tmp_path / "work",
-        logs=tmp_path / "work" / "logs",
-        project_dir=REPO,
-        scale=scale,
-        timeout=timeout,
-        profraw_dir=tmp_path / "profraw" if profraw else None,
-    )
-
-
 def test_shipped_workload_holds_on_the_real_server(tmp_path: Path, demo_release: Path) -> None:
     """Every expectation of profiles/demo-server.toml (status classes and codes) is what the server answers."""
-    report = train(tmp_path, REPO / "profiles" / "demo-server.toml", demo_release, scale=0.005)
+    report = train_workload(tmp_path, REPO / "profiles" / "demo-server.toml", demo_release, scale=0.005)
     assert len(report["phases"]) == 2 * len(load_workload(REPO / "profiles" / "demo-server.toml").instances[0].phases)
     for phase in report["phases"]:
         assert phase["done"] == phase["requests"], phase
@@ -131,7 +107,7 @@ paths = ["/api/a", "/error/500"]
 requests = 200
 """
     with pytest.raises(TrainingFailed, match=r"phase srv/errors: expected only 2xx/3xx, got 100 2xx, 100 5xx"):
-        train(tmp_path, workload_file(tmp_path, phases), demo_release)
+        train_workload(tmp_path, workload_file(tmp_path, phases), demo_release)
     assert "--- tail of the server log" in capfd.readouterr().err
 
 
@@ -146,7 +122,7 @@ requests = 50
 expect = "403"
 """
     with pytest.raises(TrainingFailed, match=r"phase srv/blocked: expected all 403, got 50 2xx"):
-        train(tmp_path, workload_file(tmp_path, phases), demo_release)
+        train_workload(tmp_path, workload_file(tmp_path, phases), demo_release)
 
 
 @pytest.mark.parametrize(
@@ -168,7 +144,7 @@ timeout = {phase_timeout}
 """
     started = time.monotonic()
     with pytest.raises(TrainingFailed, match=r"phase srv/slow: not finished within its time limit of 2 s") as caught:
-        train(tmp_path, workload_file(tmp_path, phases), demo_release, timeout=override)
+        train_workload(tmp_path, workload_file(tmp_path, phases), demo_release, timeout=override)
     assert time.monotonic() - started < 30
     err = capfd.readouterr().err
     assert "--- sockets (ss -tinm)" in err
@@ -197,7 +173,7 @@ connections = 2
     with pytest.raises(
         TrainingFailed, match=r"instance srv: the server exited with signal 9 \(SIGKILL\) during phase srv/long"
     ):
-        train(tmp_path, workload_file(tmp_path, phases), wrapper)
+        train_workload(tmp_path, workload_file(tmp_path, phases), wrapper)
     assert "--- tail of the server log" in capfd.readouterr().err
 
 
@@ -215,7 +191,7 @@ requests = 1
     with pytest.raises(
         TrainingFailed, match=r"the server exited with exit code 2 before it answered http://127.0.0.1:\d+/health"
     ):
-        train(tmp_path, workload_file(tmp_path, phases, config=bad), demo_release)
+        train_workload(tmp_path, workload_file(tmp_path, phases, config=bad), demo_release)
     assert "no_such_key" in capfd.readouterr().err  # its own one line, from the log's tail
 
 
@@ -235,7 +211,7 @@ path = "/health"
 requests = 20
 """
     with pytest.raises(TrainingFailed, match=r"the server exited with exit code 3 after SIGTERM, expected exit code 0"):
-        train(tmp_path, workload_file(tmp_path, phases), wrapper)
+        train_workload(tmp_path, workload_file(tmp_path, phases), wrapper)
 
 
 def test_non_instrumented_binary_writes_no_profile(tmp_path: Path, demo_release: Path) -> None:
@@ -247,7 +223,7 @@ path = "/health"
 requests = 20
 """
     with pytest.raises(TrainingFailed, match=r"instance srv wrote no .profraw"):
-        train(tmp_path, workload_file(tmp_path, phases), demo_release, profraw=True)
+        train_workload(tmp_path, workload_file(tmp_path, phases), demo_release, profraw=True)
 
 
 def test_every_phase_kind_and_expectation_passes(tmp_path: Path, demo_release: Path) -> None:
@@ -291,7 +267,7 @@ handshakes = 60
 batch = 25
 protocol = "h2"
 """
-    report = train(tmp_path, workload_file(tmp_path, phases), demo_release)
+    report = train_workload(tmp_path, workload_file(tmp_path, phases), demo_release)
     status = {p["name"]: p["status"] for p in report["phases"]}
     assert status["h2-tls"]["2xx"] == 300
     assert status["post-blocked"]["4xx"] == 40
@@ -324,7 +300,7 @@ expect = "413"
 """
     workload = workload_file(tmp_path, phases)
     for _ in range(2):
-        report = train(tmp_path, workload, demo_release)
+        report = train_workload(tmp_path, workload, demo_release)
         assert [p["status"]["4xx"] for p in report["phases"]] == [30, 30]
 
 
@@ -352,7 +328,7 @@ requests = 50
 min_mean_body = 5120
 max_mean_body = 5120
 """
-    report = train(tmp_path, workload_file(tmp_path, phases), demo_release)
+    report = train_workload(tmp_path, workload_file(tmp_path, phases), demo_release)
     assert [p["detail"].rsplit(", ", 1)[1] for p in report["phases"]] == ["mean body 3,460 B", "mean body 5,120 B"]
     compressed = phases.replace("max_mean_body = 5120", "max_mean_body = 2000").replace("min_mean_body = 5120\n", "")
     with pytest.raises(
@@ -360,7 +336,7 @@ max_mean_body = 5120
         match=r"^phase srv/h1: mean body 5,120 bytes \(256,000 bytes of data over 50 responses\), "
         r"expected at most 2,000 \(max_mean_body\)",
     ):
-        train(tmp_path, workload_file(tmp_path, compressed), demo_release)
+        train_workload(tmp_path, workload_file(tmp_path, compressed), demo_release)
 
 
 def test_scale_applies_to_every_count(tmp_path: Path, demo_release: Path) -> None:
@@ -376,7 +352,7 @@ name = "b"
 kind = "handshakes"
 handshakes = 400
 """
-    report = train(tmp_path, workload_file(tmp_path, phases), demo_release, scale=0.01)
+    report = train_workload(tmp_path, workload_file(tmp_path, phases), demo_release, scale=0.01)
     assert [p["requests"] for p in report["phases"]] == [10, 4]
 
 

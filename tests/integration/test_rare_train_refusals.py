@@ -23,11 +23,9 @@ import pytest
 
 from recipes import net
 from recipes.errors import TrainingFailed
-from recipes.results import TrainResult
 from recipes.train.resources import UpstreamBackend
-from recipes.train.runner import run_workload
-from recipes.workload import Workload, load_workload
-from tests.conftest import REPO, clean_env
+from recipes.workload import load_workload
+from tests.conftest import clean_env, train_workload
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 
@@ -39,20 +37,6 @@ def _workload(tmp_path: Path, phases: str, *, instance: str = "", setup: str = "
         f'args = ["{{http_port}}"]\n{instance}\n{phases}'
     )
     return path
-
-
-def _train(tmp_path: Path, workload: Path | Workload, binary: Path) -> TrainResult:
-    return run_workload(
-        load_workload(workload) if isinstance(workload, Path) else workload,
-        binary=binary,
-        base_env=clean_env(),
-        work=tmp_path / "work",
-        logs=tmp_path / "work" / "logs",
-        project_dir=REPO,
-        scale=1.0,
-        timeout=None,
-        profraw_dir=None,
-    )
 
 
 def _children(name: str) -> list[int]:
@@ -82,7 +66,7 @@ def test_server_that_does_not_exit_after_sigterm_fails_and_is_killed(tmp_path: P
     phases = '[[instance.phase]]\nname = "health"\nkind = "http"\nprotocol = "h1"\npath = "/health"\nrequests = 20\n'
     started = time.monotonic()
     with pytest.raises(TrainingFailed) as caught:
-        _train(tmp_path, _workload(tmp_path, phases, instance="stop_timeout = 1"), stubborn)
+        train_workload(tmp_path, _workload(tmp_path, phases, instance="stop_timeout = 1"), stubborn)
     assert caught.value.line().startswith("instance srv: the server did not exit within 1 s of SIGTERM")
     assert "it must stop gracefully so its profile gets written" in caught.value.line()
     assert "\n" not in caught.value.line()
@@ -120,7 +104,7 @@ def test_h2load_killed_mid_run_fails_the_phase_without_a_summary(
         "requests = 50000000\nconnections = 1\n"
     )
     with pytest.raises(TrainingFailed) as caught:
-        _train(tmp_path, _workload(tmp_path, phases, instance="exit_on_sigterm = true"), bare_server)
+        train_workload(tmp_path, _workload(tmp_path, phases, instance="exit_on_sigterm = true"), bare_server)
     assert h2load_killer, "h2load was not killed: the phase ended first"
     line = caught.value.line()
     assert line.startswith("phase srv/long: h2load exited with code -9 without a summary: "), line
@@ -171,7 +155,7 @@ def test_upstream_backend_whose_port_is_taken_while_it_is_down_fails_to_start_ag
     thread.start()
     try:
         with pytest.raises(TrainingFailed) as caught:
-            _train(
+            train_workload(
                 tmp_path,
                 _workload(tmp_path, phases, instance="exit_on_sigterm = true", setup="[setup]\nupstream = true\n"),
                 bare_server,
@@ -198,7 +182,7 @@ def test_a_body_file_gone_when_its_phase_runs_fails_the_phase(tmp_path: Path, ba
     workload = load_workload(_workload(tmp_path, phases, instance="exit_on_sigterm = true"))  # the file is there
     body.unlink()
     with pytest.raises(TrainingFailed) as caught:
-        _train(tmp_path, workload, bare_server)
+        train_workload(tmp_path, workload, bare_server)
     assert caught.value.line() == f"phase srv/post: no file {body} (fix the path in the workload)"
     assert not (tmp_path / "work" / "logs" / "train-srv-post.log").exists()  # no h2load run
     assert not _children("bare-server")
@@ -213,7 +197,7 @@ def test_h2load_gone_from_path_when_the_phase_runs_fails_the_phase(
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))  # h2load is looked up on this process's PATH when the phase starts
     with pytest.raises(TrainingFailed) as caught:
-        _train(tmp_path, workload, bare_server)
+        train_workload(tmp_path, workload, bare_server)
     assert caught.value.line() == (
         "h2load: command not found (install nghttp2-client (apt-get install nghttp2-client))"
     )
@@ -227,7 +211,7 @@ def test_a_batch_of_one_request_connections_that_fails_fails_the_phase(tmp_path:
         "requests = 40\none_per_connection = true\n"
     )
     with pytest.raises(TrainingFailed) as caught:
-        _train(tmp_path, _workload(tmp_path, phases, instance="exit_on_sigterm = true"), bare_server)
+        train_workload(tmp_path, _workload(tmp_path, phases, instance="exit_on_sigterm = true"), bare_server)
     line = caught.value.line()
     assert line.startswith("phase srv/fresh: batch of "), line
     assert "connections after 0 requests: " in line and "train-srv-fresh.log" in line
@@ -241,7 +225,7 @@ def test_one_request_connections_ask_for_every_path(tmp_path: Path, bare_server:
         'expect = "ok"\nrequests = 40\nconnections = 4\none_per_connection = true\n'
     )
     with pytest.raises(TrainingFailed) as caught:
-        _train(tmp_path, _workload(tmp_path, phases, instance="exit_on_sigterm = true"), bare_server)
+        train_workload(tmp_path, _workload(tmp_path, phases, instance="exit_on_sigterm = true"), bare_server)
     assert caught.value.line().startswith("phase srv/fresh: batch of 4 connections after 4 requests: ")
 
 
@@ -252,7 +236,7 @@ def test_paths_that_requests_per_connection_cannot_reach_are_warned_of(
         '[[instance.phase]]\nname = "wide"\nkind = "http"\nprotocol = "h1"\n'
         'paths = ["/square/1", "/square/2", "/square/3"]\nrequests = 8\nconnections = 4\n'
     )
-    _train(tmp_path, _workload(tmp_path, phases, instance="exit_on_sigterm = true"), bare_server)
+    train_workload(tmp_path, _workload(tmp_path, phases, instance="exit_on_sigterm = true"), bare_server)
     assert (
         "warning: phase srv/wide: 8 requests over 4 connections reach only the first 2 of its 3 paths"
         in capfd.readouterr().err

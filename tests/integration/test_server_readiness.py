@@ -12,9 +12,7 @@ import pytest
 
 from recipes.errors import TrainingFailed
 from recipes.results import TrainResult
-from recipes.train.runner import run_workload
-from recipes.workload import load_workload
-from tests.conftest import REPO, clean_env
+from tests.conftest import train_workload
 
 # no marker: neither a cargo build (slow) nor the demo server (server); about 15 s with real h2load runs
 
@@ -106,17 +104,7 @@ args = ["{{http_port}}", "{{docroot}}", "{health}"]
 
 
 def train(tmp_path: Path, workload_path: Path, binary: Path) -> TrainResult:
-    return run_workload(
-        load_workload(workload_path),
-        binary=binary,
-        base_env=clean_env(),
-        work=tmp_path / "work",
-        logs=tmp_path / "work" / "logs",
-        project_dir=REPO,
-        scale=1.0,
-        timeout=60,
-        profraw_dir=None,
-    )
+    return train_workload(tmp_path, workload_path, binary, timeout=60)
 
 
 def test_a_server_that_answers_200_is_trained(tmp_path: Path) -> None:
