@@ -143,8 +143,7 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
     build_flags: list[str] = []
     build_sources: list[str] = []
     target_flags: list[str] = []
-    cfg_sources: list[str] = []
-    cfg_flags: list[tuple[str, list[str]]] = []  # cargo joins those whose cfg matches to the per-target flags
+    cfg_flags: list[tuple[str, list[str]]] = []  # (source, flags): cargo joins those whose cfg matches to the target's
     flag_sources: list[str] = []  # where each of build_flags comes from
     for config in cargo_config_files(cwd, env):
         build = config.data.get("build", {})
@@ -163,7 +162,6 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
                     target_flags += _flag_list(table["rustflags"], f"{config.path} [target.{name}] rustflags")
                 elif name.startswith("cfg("):
                     source = f"{config.path} [target.'{name}'] rustflags"
-                    cfg_sources.append(source)
                     cfg_flags.append((source, _flag_list(table["rustflags"], source)))
     if "CARGO_BUILD_RUSTFLAGS" in env:
         flags = env["CARGO_BUILD_RUSTFLAGS"].split()
@@ -184,10 +182,10 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
             )
     carried: list[str] = []
     if build_flags:
-        plain_uses_build_flags = not existing and not target_flags and not cfg_sources
-        if cfg_sources:
+        plain_uses_build_flags = not existing and not target_flags and not cfg_flags
+        if cfg_flags:
             raise EnvironmentRefused(
-                f"cannot tell whether {cfg_sources[0]} applies to {triple}, and setting {var} would drop "
+                f"cannot tell whether {cfg_flags[0][0]} applies to {triple}, and setting {var} would drop "
                 f"{build_sources[0]}",
                 f"move the flags into [target.{triple}] rustflags, which cargo keeps",
             )
