@@ -253,17 +253,15 @@ def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: f
     log = work / "server.log"
     answered: list[str] = []
     say(f"$ {quote(argv)}")
-    with procs.Child.start(argv, env=env, log=log, pipe_stdout=True) as child:
-        proc = child.proc
+    with procs.Child.start(argv, env=env, log=log, pipe_stdout=True, label="the server under qemu") as child:
         deadline = time.monotonic() + timeout
         addresses: dict[str, str] = {}
         while not addresses:
             line = _read_line(child.stdout, deadline)
             if line is None:
-                with contextlib.suppress(subprocess.TimeoutExpired):  # at EOF it is exiting: wait for its status
-                    proc.wait(timeout=5 if time.monotonic() < deadline else 0)
-                state = describe_exit(proc.returncode) if proc.returncode is not None else f"no line in {timeout:.0f} s"
-                sigill = proc.returncode == SIGILL_EXIT
+                code = child.wait(5 if time.monotonic() < deadline else 0)  # at EOF it is exiting: its status
+                state = describe_exit(code) if code is not None else f"no line in {timeout:.0f} s"
+                sigill = code == SIGILL_EXIT
                 said = _last_line(log)
                 raise CheckFailed(
                     f"{binary.name} did not start under -cpu {BASELINE_CPU}: {state}"
@@ -294,8 +292,8 @@ def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: f
                         env=env,
                     ).strip()
                 except CommandFailed as exc:
-                    proc.poll()
-                    state = f" (the server: {describe_exit(proc.returncode)})" if proc.returncode is not None else ""
+                    code = child.returncode
+                    state = f" (the server: {describe_exit(code)})" if code is not None else ""
                     raise CheckFailed(
                         f"{what} request {url} failed under -cpu {BASELINE_CPU}{state}: {exc.message}", f"see {log}"
                     ) from exc

@@ -1,25 +1,69 @@
-"""The one process manager for the servers the pipeline runs: start a child with its output in a log, wait
-until it answers, signal it, reap it, describe its exit, show the tail of its log.
+"""The one process manager of the pipeline: start a child with its output in a log, wait until it answers, signal
+it, reap it, describe its exit, show the tail of its log, and kill whatever it left running.
 
-The training's server instances (``recipes/train/server.py``), the bench's servers
-(``recipes/bench/servers.py``), the baseline-CPU check's server under emulation (``recipes/cpu.py``) and the
-training's upstream backend (``recipes/train/resources.py``) all run through :class:`Child`; each says in its own
-words what a failure means for it.
+The training's server instances (``recipes/train/server.py``) and command runs (``recipes/train/command.py``), the
+bench's servers (``recipes/bench/servers.py``) and command runs (``recipes/bench/commands.py``), the baseline-CPU
+check's server under emulation (``recipes/cpu.py``) and the training's upstream backend
+(``recipes/train/resources.py``, running ``recipes/upstream.py``) all run through this module; each says in its
+own words what a failure means for it.
+
+Leftovers. Every child starts a session of its own (``start_new_session``: its own process group, whose id is
+its pid) with ``PGO_PROCS_OWNER`` in its environment naming it, and this process is a child subreaper
+(``prctl(PR_SET_CHILD_SUBREAPER)``, Linux): whatever the child's tree orphans, even after ``setsid`` or a double
+fork, is re-parented to us, not to init. When the child has exited (it is left a zombie until then, so its group
+id cannot be reused), :func:`sweep` takes our direct children that were not there when it started and are not
+another live child of ours, keeps those of this child (in its group or session, else carrying its owner tag, or
+no tag at all: the pipeline starts nothing else while a child stops), adds their descendants, and kills them
+(SIGTERM, :data:`GRACE` seconds, SIGKILL), reaps those that are ours and returns them for the one line
+:func:`leftovers_line`. A process that leaves the group, drops the owner tag from its environment while another
+child of ours is live, and whose parent exits is the only one that can be attributed to the wrong child; a
+process in another PID namespace, or one that ptrace re-parents, is out of reach.
 """
 
 from __future__ import annotations
 
+import ctypes
+import itertools
+import os
+import resource
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any, NamedTuple
 
 from recipes import net
-from recipes.runner import log_tail
+from recipes.runner import log_tail, say
+
+#: the environment variable that names the child a process was started under (inherited by what it starts)
+OWNER_VARIABLE = "PGO_PROCS_OWNER"
+#: seconds a leftover has between SIGTERM and SIGKILL
+GRACE = 2.0
+#: prctl(2)'s option that makes orphaned descendants re-parent to the caller
+PR_SET_CHILD_SUBREAPER = 36
+#: how many leftovers a line names (the count is always whole)
+NAMED = 5
+
+_subreaper: bool | None = None
+_serial = itertools.count(1)
+#: the pids of this process's live children started here: never another child's leftovers
+_live: set[int] = set()
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its descendants' orphans (once; Linux only): whether it is one."""
+    global _subreaper  # noqa: PLW0603  (one process-wide setting, made once)
+    if _subreaper is None:
+        _subreaper = False
+        if sys.platform == "linux":
+            libc = ctypes.CDLL(None, use_errno=True)
+            _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _subreaper
 
 
 def describe_exit(returncode: int, *, numbered: bool = True) -> str:
@@ -44,13 +88,237 @@ def piped(stream: IO[bytes] | None) -> IO[bytes]:
     return stream
 
 
+@dataclass(frozen=True)
+class Process:
+    """One line of ``/proc/<pid>/stat``: what a leftover is and where it belongs."""
+
+    pid: int
+    name: str
+    state: str
+    ppid: int
+    pgrp: int
+    session: int
+
+    @property
+    def running(self) -> bool:
+        return self.state not in {"Z", "X"}
+
+
+def read_process(pid: int) -> Process | None:
+    """``/proc/<pid>/stat`` parsed, or None when there is no such process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    head, _, rest = text.rpartition(")")
+    fields = rest.split()
+    return Process(pid, head.partition("(")[2], fields[0], int(fields[1]), int(fields[2]), int(fields[3]))
+
+
+def all_processes() -> dict[int, Process]:
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (proc := read_process(int(entry))) is not None:
+            found[proc.pid] = proc
+    return found
+
+
+def children_of(pid: int) -> set[int]:
+    """The children of ``pid`` (every thread's), from ``/proc/<pid>/task/*/children``, else a scan of /proc."""
+    tasks = Path(f"/proc/{pid}/task")
+    found: set[int] = set()
+    try:
+        for task in tasks.iterdir():
+            found.update(int(child) for child in (task / "children").read_text().split())
+    except FileNotFoundError:
+        return {proc.pid for proc in all_processes().values() if proc.ppid == pid}
+    except OSError:
+        pass  # a thread that ended while listed
+    return found
+
+
+def owner_of(pid: int) -> str | None:
+    """The ``PGO_PROCS_OWNER`` a process was started with, or None (not set, or its environment unreadable)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    prefix = f"{OWNER_VARIABLE}=".encode()
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode("utf-8", "replace")
+    return None
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A process still running after the child it belongs to had exited (killed since)."""
+
+    pid: int
+    name: str
+
+    def __str__(self) -> str:
+        return f"pid {self.pid}: {self.name}"
+
+
+def leftovers_line(left: Sequence[Leftover]) -> str:
+    """``left 2 processes running (pid 41: sleep, pid 42: sleep); killed them`` (the first :data:`NAMED`)."""
+    named = ", ".join(str(p) for p in left[:NAMED]) + (", …" if len(left) > NAMED else "")
+    return f"left {len(left)} process{'' if len(left) == 1 else 'es'} running ({named}); killed them"
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """What identifies the processes of one started child: its owner tag and our children before it started."""
+
+    owner: str
+    before: frozenset[int]
+
+
+def ticket(env: Mapping[str, str]) -> tuple[Ticket, dict[str, str]]:
+    """A new ticket, and ``env`` with its owner tag: call it right before starting the child."""
+    become_subreaper()
+    owner = f"{os.getpid()}-{next(_serial)}"
+    return Ticket(owner, frozenset(children_of(os.getpid()))), {**env, OWNER_VARIABLE: owner}
+
+
+def _belongs(proc: Process, group: int, owner: str) -> bool:
+    if group in {proc.pgrp, proc.session}:
+        return True
+    tag = owner_of(proc.pid)
+    return tag is None or tag == owner
+
+
+def sweep(group: int, ticket: Ticket, grace: float = GRACE) -> list[Leftover]:
+    """Kill (SIGTERM, ``grace`` seconds, SIGKILL) and reap every process the exited child ``group`` (its pid, its
+    group's id) left behind, as the module's docstring says; the running ones, by pid."""
+    found: dict[int, Leftover] = {}
+    me = os.getpid()
+    for _ in range(10):  # a killed leftover's own orphans are re-parented to us: look again
+        fresh = children_of(me) - ticket.before - _live - {group} - set(found)
+        picked = {proc.pid: proc for pid in fresh if (proc := read_process(pid)) and _belongs(proc, group, ticket.owner)}
+        if not picked:
+            break
+        table = all_processes()
+        grew = True
+        while grew:  # their descendants, wherever they moved
+            more = {p.pid: p for p in table.values() if p.ppid in picked and p.pid not in picked and p.pid not in _live}
+            picked.update(more)
+            grew = bool(more)
+        running = {pid: proc for pid, proc in picked.items() if proc.running}
+        found.update({pid: Leftover(pid, proc.name) for pid, proc in running.items()})
+        _terminate(set(picked), grace)
+    return sorted(found.values(), key=lambda left: left.pid)
+
+
+def _signal(pids: Iterable[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _settle(pids: set[int], until: float) -> set[int]:
+    """Reap those of ``pids`` that are our exited children, until none runs or ``until`` passes: those still
+    running."""
+    me = os.getpid()
+    while True:
+        running = set()
+        for pid in pids:
+            proc = read_process(pid)
+            if proc is None:
+                continue
+            if proc.running:
+                running.add(pid)
+            elif proc.ppid == me:
+                with suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+        if not running or time.monotonic() >= until:
+            return running
+        time.sleep(0.02)
+
+
+def _terminate(pids: set[int], grace: float) -> None:
+    _signal(pids, signal.SIGTERM)
+    stubborn = _settle(pids, time.monotonic() + grace)
+    _signal(stubborn, signal.SIGKILL)
+    _settle(pids, time.monotonic() + 5)
+
+
+def _exit_status(pid: int, *, block: bool) -> int | None:
+    """The exit status of our child ``pid`` once it has exited (negative: the signal), leaving it unreaped (a
+    zombie keeps its group's id ours); None while it runs."""
+    flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
+    result = os.waitid(os.P_PID, pid, flags)
+    if result is None:
+        return None
+    return result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
+
+
+def wait_unreaped(pid: int, deadline: float) -> int | None:
+    """Wait until our child ``pid`` exits or ``deadline`` (monotonic) passes, leaving it a zombie: its exit
+    status, or None."""
+    delay = 0.0005
+    while True:
+        if (status := _exit_status(pid, block=False)) is not None:
+            return status
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.05)
+
+
+class Reaped(NamedTuple):
+    """A run of :func:`reap_group`: whether it exited in time, its exit status (negative: the signal), its
+    resource usage (``wait4``: its CPU time and its waited-for children's) and what it left running."""
+
+    exited: bool
+    returncode: int
+    usage: resource.struct_rusage
+    leftovers: list[Leftover]
+
+
+def start_group(argv: Sequence[str], env: Mapping[str, str], **popen: Any) -> tuple[subprocess.Popen[bytes], Ticket]:
+    """``argv`` started in a session of its own with an owner tag (for a run that :func:`reap_group` ends)."""
+    tag, tagged = ticket(env)
+    proc = subprocess.Popen(list(argv), env=tagged, start_new_session=True, **popen)
+    return proc, tag
+
+
+def reap_group(proc: subprocess.Popen[bytes], tag: Ticket, deadline: float) -> Reaped:
+    """Wait for ``proc`` (from :func:`start_group`) until it exits or ``deadline`` (monotonic) passes. Out of
+    time: it and its group are killed with SIGKILL at once; then (either way) what it left is swept
+    (:func:`sweep`), and only after that is it reaped, so its group's id cannot have been reused."""
+    exited = False
+    try:
+        exited = wait_unreaped(proc.pid, deadline) is not None
+    finally:
+        if not exited:
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            _exit_status(proc.pid, block=True)
+        left = sweep(proc.pid, tag)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    return Reaped(exited, proc.returncode, usage, left)
+
+
 @dataclass
 class Child:
-    """A started child process whose output goes to ``log`` (standard output too unless ``pipe_stdout``)."""
+    """A started child process whose output goes to ``log`` (standard output too unless ``pipe_stdout``).
+
+    ``label`` names it in the leftovers line (``pgo: <label> left 1 process running (pid 42: sleep); killed
+    them``), said when it is reaped; with :attr:`hold_leftovers` set the line is left to the caller
+    (:meth:`take_leftovers`), and said at :meth:`close` when the caller did not take it."""
 
     argv: list[str]
     proc: subprocess.Popen[bytes]
     log: Path
+    label: str
+    tag: Ticket
+    leftovers: list[Leftover] = field(default_factory=list)
+    hold_leftovers: bool = False
+    told: bool = False
 
     @classmethod
     def start(
@@ -62,19 +330,23 @@ class Child:
         cwd: Path | None = None,
         append: bool = False,
         pipe_stdout: bool = False,
+        label: str | None = None,
     ) -> Child:
-        """Start ``argv`` (standard input closed); its standard error, and its output unless ``pipe_stdout``,
-        go to ``log`` (truncated, or appended to)."""
+        """Start ``argv`` (standard input closed, a session of its own); its standard error, and its output
+        unless ``pipe_stdout``, go to ``log`` (truncated, or appended to)."""
+        tag, tagged = ticket(env)
         with log.open("ab" if append else "wb") as out:
             proc = subprocess.Popen(
                 list(argv),
-                env=dict(env),
+                env=tagged,
                 stdout=subprocess.PIPE if pipe_stdout else out,
                 stderr=out if pipe_stdout else subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=cwd,
+                start_new_session=True,
             )
-        return cls(list(argv), proc, log)
+        _live.add(proc.pid)
+        return cls(list(argv), proc, log, label or Path(argv[0]).name, tag)
 
     @property
     def pid(self) -> int:
@@ -86,12 +358,14 @@ class Child:
         return piped(self.proc.stdout)
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.returncode is None
 
     @property
     def returncode(self) -> int | None:
         """The exit status once it has ended (negative: the signal), else None."""
-        return self.proc.poll()
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        return _exit_status(self.pid, block=False)
 
     def wait_ready(self, url: str, limit: float) -> net.Readiness:
         """Poll ``url`` until it answers 200, while the child lives, for at most ``limit`` seconds."""
@@ -108,15 +382,19 @@ class Child:
             time.sleep(interval)
         return False
 
+    def wait(self, limit: float) -> int | None:
+        """Wait at most ``limit`` seconds for it to exit: its exit status once it has (it and what it left are
+        then reaped), else None."""
+        if self.proc.returncode is None and wait_unreaped(self.pid, time.monotonic() + limit) is None:
+            return None
+        return self._reap()
+
     def stop(self, limit: float, sig: signal.Signals = signal.SIGTERM) -> int | None:
         """Send ``sig`` (if it still runs) and reap it: its exit status, or None when it did not end within
         ``limit`` seconds (it is then still running: see :meth:`kill`)."""
         if self.alive():
-            self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            return None
+            os.kill(self.pid, sig)  # not Popen.send_signal: its poll() would reap the child before its group
+        return self.wait(limit)
 
     def stop_or_kill(self, limit: float, sig: signal.Signals = signal.SIGTERM) -> int:
         """:meth:`stop`, then SIGKILL when it did not end in time: the exit status (negative when killed)."""
@@ -126,15 +404,43 @@ class Child:
     def kill(self) -> int:
         """SIGKILL (if it still runs) and reap: the exit status."""
         if self.alive():
-            self.proc.kill()
-        return self.proc.wait()
+            os.kill(self.pid, signal.SIGKILL)
+        if self.proc.returncode is None:
+            _exit_status(self.pid, block=True)
+        return self._reap()
+
+    def _reap(self) -> int:
+        """Sweep what the exited child left (:func:`sweep`), then reap it (once)."""
+        if self.proc.returncode is None:
+            self.leftovers = sweep(self.pid, self.tag)
+            _pid, status = os.waitpid(self.pid, 0)
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+            _live.discard(self.pid)
+            if self.leftovers and not self.hold_leftovers:
+                self.say_leftovers()
+        return self.proc.returncode
+
+    def say_leftovers(self) -> None:
+        """The leftovers line, once: ``pgo: <label> left N processes running (…); killed them``."""
+        if self.leftovers and not self.told:
+            self.told = True
+            say(f"{self.label} {leftovers_line(self.leftovers)}")
+
+    def take_leftovers(self) -> str | None:
+        """With :attr:`hold_leftovers`: the leftovers line (``left N processes running (…); killed them``) for
+        the caller to tell (as a refusal), or None; it is then not said again."""
+        if not self.leftovers or self.told:
+            return None
+        self.told = True
+        return leftovers_line(self.leftovers)
 
     def tail(self, lines: int = 30, *, joined: str | None = None) -> str:
         return log_tail(self.log, lines, joined=joined)
 
     def close(self) -> None:
-        """Never leave it behind: killed if still running, reaped, its pipe closed."""
+        """Never leave it behind: killed if still running, reaped with what it left, its pipe closed."""
         self.kill()
+        self.say_leftovers()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 

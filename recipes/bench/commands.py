@@ -13,9 +13,11 @@ from pathlib import Path
 from recipes.bench import canary
 from recipes.bench.scenarios import Scenario
 from recipes.errors import ConfigError
+from recipes import procs
 from recipes.procs import describe_exit
+from recipes.runner import say
 from recipes.schema import fill
-from recipes.train.command import EnvironmentValues, reap_group
+from recipes.train.command import EnvironmentValues
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ def run_command(
     user = system = 0.0
     done = 0
     problem = ""
+    leftovers: list[procs.Leftover] = []
     start = time.perf_counter()
     with ExitStack() as stack:
         if core is not None:
@@ -69,16 +72,16 @@ def run_command(
         out = stack.enter_context(log.open("wb"))
         for number in range(1, count + 1):
             source = stack.enter_context(stdin.open("rb")) if stdin is not None else None
-            proc = subprocess.Popen(
+            proc, tag = procs.start_group(
                 argv,
-                env=dict(env),
+                env,
                 cwd=cwd,
                 stdin=source if source is not None else subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
             )
-            exited, returncode, usage = reap_group(proc, deadline)
+            exited, returncode, usage, left = procs.reap_group(proc, tag, deadline)
+            leftovers += left
             if source is not None:
                 source.close()
             user += usage.ru_utime
@@ -93,6 +96,8 @@ def run_command(
                 )
                 break
             done += 1
+    if leftovers:
+        say(f"scenario {scenario.name}: its runs {procs.leftovers_line(leftovers)}")
     return CommandRuns(done, user, system, time.perf_counter() - start, problem)
 
 

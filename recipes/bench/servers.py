@@ -74,7 +74,7 @@ def start_server(
     if options.exit_on_sigterm:
         server_env = sigterm.preload_env(server_env, sigterm.shim(workdir.parent.parent / "sigterm", server_env))
     say(f"  $ {quote(argv)}")
-    child = Child.start(argv, env=server_env, log=log)
+    child = Child.start(argv, env=server_env, log=log, label=f"bench: the {build.label} server")
     server = Server(build, child, http_port, https_port, log, instance_dir)
     ready = fill(options.ready, filled)
     readiness = child.wait_ready(ready, options.ready_timeout)

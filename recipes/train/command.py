@@ -1,7 +1,9 @@
 """``mode = "command"`` instances and ``kind = "command"`` phases: run the binary, check its exit code.
 
-Each run is its own process group: when a run ends (or its phase runs out of time) whatever it left running,
-grandchildren included, is killed. Its output goes to ``<logs>/train-<instance>-<phase>.log`` as the phase's
+Each run is its own process group (``recipes.procs.start_group``): when a run ends (or its phase runs out of time)
+whatever it left running, grandchildren and processes that left its group included, is killed. In the training a run
+that left something running is refused (``LEFTOVER_HINT`` says why); replaying (verify), the phase says so in one
+line. Its output goes to ``<logs>/train-<instance>-<phase>.log`` as the phase's
 ``output`` says: ``"tail"`` (default) keeps the last :data:`TAIL_BYTES` of it, ``"keep"`` all of it,
 ``"discard"`` none.
 """
@@ -10,18 +12,17 @@ from __future__ import annotations
 
 import os
 import re
-import resource
-import signal
 import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, ClassVar
 
 from recipes.errors import ConfigError, TrainingFailed
+from recipes import procs
 from recipes.procs import piped
 from recipes.runner import say
 from recipes.schema import Table, fill
@@ -32,6 +33,11 @@ TAIL_BYTES = 64 * 1024
 OUTPUT_CHOICES = ("tail", "keep", "discard")
 #: the most runs a phase may ask for (times PGO_TRAIN_SCALE, it is still a count, never a duration)
 MAX_RUNS = 2**31 - 1
+#: the hint of a training run (or server) that left processes running
+LEFTOVER_HINT = (
+    "a process still running after the program exited could write a .profraw while the merge reads them, or be "
+    "killed in the middle of writing one: make it wait for (or stop) what it starts before it exits"
+)
 #: ``{env:NAME}``: NAME as a shell variable name
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -209,6 +215,7 @@ class CommandPhase(Phase):
         deadline = start + limit
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
         done = started = 0
+        leftovers: list[procs.Leftover] = []
         say(f"{where}: {runs} runs of {' '.join(argv[1:]) or '(no arguments)'} in {cwd}")
         with log.open("wb", buffering=0) as out:
             output = Output(self.output, out)
@@ -218,11 +225,17 @@ class CommandPhase(Phase):
                     if remaining <= 0:
                         break
                     started += 1
-                    returncode = run_in_own_group(
+                    returncode, left = run_in_own_group(
                         argv, env=ctx.env, cwd=cwd, stdin=stdin, timeout=remaining, sink=output
                     )
                     if returncode is None:
+                        leftovers += left
                         break
+                    if left and not ctx.verifying:  # the training's profiles: see LEFTOVER_HINT
+                        raise TrainingFailed(
+                            f"{where}: run {index + 1} of {runs} {procs.leftovers_line(left)}", LEFTOVER_HINT
+                        )
+                    leftovers += left
                     if returncode != self.expect_exit:
                         raise TrainingFailed(
                             f"{where}: run {index + 1} of {runs} exited with "
@@ -232,6 +245,8 @@ class CommandPhase(Phase):
                     done += 1
             finally:
                 output.close(started)  # also when a run failed: the log's tail ends with that run's output
+                if leftovers:
+                    say(f"{where}: its runs {procs.leftovers_line(leftovers)}")
             if output.error is not None:
                 raise TrainingFailed(
                     f"{where}: its log {log} could not be written: {output.error.strerror}",
@@ -249,21 +264,21 @@ class CommandPhase(Phase):
 
 def run_in_own_group(
     argv: list[str], *, env: Mapping[str, str], cwd: Path, stdin: bytes | None, timeout: float, sink: Output
-) -> int | None:
+) -> tuple[int | None, list[procs.Leftover]]:
     """Run ``argv`` in a new session (its own process group), its output (stdout and stderr) to ``sink``.
 
-    Returns its exit status (negative: the signal), or None when it ran out of ``timeout``. Either way, every
-    process left in its group (children, grandchildren) is killed with SIGKILL before this returns; the
-    process is reaped only after that, so its pid (the group's id) cannot have been reused.
+    Returns its exit status (negative: the signal), or None when it ran out of ``timeout``, and what it left
+    running. Either way, every process it left (children, grandchildren, those that left its group) is killed
+    before this returns: out of time at once with SIGKILL, else by :func:`recipes.procs.sweep`; the process is
+    reaped only after that, so its pid (the group's id) cannot have been reused.
     """
-    proc = subprocess.Popen(
+    proc, tag = procs.start_group(
         argv,
-        env=dict(env),
+        env,
         cwd=cwd,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        start_new_session=True,
     )
     threads = [threading.Thread(target=_drain, args=(piped(proc.stdout), sink), daemon=True)]
     if stdin is not None:
@@ -271,42 +286,11 @@ def run_in_own_group(
     for thread in threads:
         thread.start()
     try:
-        exited, returncode, _usage = reap_group(proc, time.monotonic() + timeout)
+        reaped = procs.reap_group(proc, tag, time.monotonic() + timeout)
     finally:
         for thread in threads:
             thread.join(timeout=10)  # a process that left the group could hold the pipe open
-    return returncode if exited else None
-
-
-def reap_group(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bool, int, resource.struct_rusage]:
-    """Wait for ``proc`` (started with ``start_new_session``) until it exits or ``deadline`` (monotonic) passes,
-    kill every process left in its group, then reap it: (whether it exited in time, its exit status, negative for
-    a signal, and its resource usage from ``wait4``: its own CPU time and that of the children it waited for)."""
-    try:
-        exited = _wait_unreaped(proc.pid, deadline)
-    finally:
-        _kill_group(proc.pid)
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    return exited, proc.returncode, usage
-
-
-def _wait_unreaped(pid: int, deadline: float) -> bool:
-    """Wait until ``pid`` exits or ``deadline`` passes, leaving it a zombie (so its group id stays ours)."""
-    delay = 0.0005
-    while True:
-        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-            return True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        time.sleep(min(delay, remaining))
-        delay = min(delay * 2, 0.05)
-
-
-def _kill_group(pgid: int) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
+    return (reaped.returncode if reaped.exited else None), reaped.leftovers
 
 
 def _drain(pipe: IO[bytes], sink: Output) -> None:

@@ -140,7 +140,9 @@ class UpstreamBackend:
     def start(self, limit: float = 30.0) -> None:
         offset = self.log.stat().st_size if self.log.exists() else 0
         argv = [sys.executable, "-m", "recipes.upstream", "--port", str(self.port)]
-        self.child = child = Child.start(argv, env=self.env, log=self.log, cwd=PROJECT, append=True)
+        self.child = child = Child.start(
+            argv, env=self.env, log=self.log, cwd=PROJECT, append=True, label="the upstream backend"
+        )
         said = f"listening {self.port}".encode()
 
         def listening() -> bool:

@@ -11,7 +11,11 @@
     exit_on_sigterm = false                            # true: SIGTERM calls exit(0) (see recipes/train/sigterm.py)
 
 The server must exit with status 0 after SIGTERM (so an instrumented binary writes its profile); a signal,
-another exit code, or an exit before the stop fails the training with the tail of the server's log.
+another exit code, or an exit before the stop fails the training with the tail of the server's log. The server
+runs in a session of its own; whatever it leaves running when it exits (a daemon, a worker, even one that called
+``setsid``) is killed and reaped before the instance ends (``recipes.procs``). In the training that is a refusal:
+an instrumented leftover could write its ``.profraw`` while the merge reads the profiles, or be killed in the middle
+of writing it. Replaying (verify), it is one ``pgo: … left N processes running (…); killed them`` line.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from recipes.procs import Child, describe_exit
 from recipes.runner import say, show
 from recipes.schema import Table, fill
 from recipes.train import sigterm
+from recipes.train.command import LEFTOVER_HINT
 from recipes.train.base import InstanceMode, PhaseContext, register_mode
 
 PORT_PLACEHOLDERS = ("http_port", "https_port")
@@ -133,7 +138,8 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
     env = ctx.env
     if options.exit_on_sigterm:
         env = sigterm.preload_env(env, sigterm.shim(Path(ctx.values["work"]).parent / "bin", env))
-    with Child.start(argv, env=env, log=log) as child:
+    with Child.start(argv, env=env, log=log, label=f"instance {ctx.instance}: the server") as child:
+        child.hold_leftovers = not ctx.verifying  # in the training, a refusal (see _stop)
         server = RunningServer(ctx.instance, child, ports)
         ready_url = fill(options.ready, values)
         readiness = child.wait_ready(ready_url, options.ready_timeout)
@@ -194,4 +200,7 @@ def _stop(server: RunningServer, limit: float) -> None:
             if killed
             else f"see {server.log}",
         )
+    said = child.take_leftovers()
+    if said is not None:
+        raise TrainingFailed(f"instance {server.instance}: the server {said}", LEFTOVER_HINT)
     say(f"instance {server.instance}: stopped in {time.monotonic() - started:.2f} s (exit code 0)")

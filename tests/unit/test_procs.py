@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -117,3 +120,166 @@ def test_log_tail_of_missing_and_empty_logs(tmp_path: Path) -> None:
     assert log_tail(tmp_path / "none", joined=" | ") == ""
     (tmp_path / "empty").write_text("")
     assert log_tail(tmp_path / "empty") == "(empty log)"
+
+
+# --- what a child leaves running ------------------------------------------------------------------------------
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting for its reaper does not)."""
+    proc = procs.read_process(pid)
+    return proc is not None and proc.running
+
+
+def _daemon_server(tmp_path: Path, start: str) -> list[str]:
+    """A shell "server" that starts ``start`` (which writes the daemon's pid to ``daemon.pid``), says it listens,
+    and exits 0 on SIGTERM, leaving the daemon running."""
+    pid_file = tmp_path / "daemon.pid"
+    script = f"{start.format(pid=pid_file)}\ntrap 'exit 0' TERM\necho listening\nwhile :; do wait; done\n"
+    return ["/bin/sh", "-c", script]
+
+
+def _started(log: Path, pid_file: Path) -> bool:
+    """The server listens and its daemon runs ``sleep`` (the fork has exec'd: the name in the line is sure)."""
+    if not (_listening(log) and pid_file.is_file() and pid_file.read_text().strip().isdigit()):
+        return False
+    daemon = procs.read_process(int(pid_file.read_text()))
+    return daemon is not None and daemon.name == "sleep"
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        pytest.param("sleep 300 & echo $! > {pid}", id="in-its-group"),
+        pytest.param("setsid sleep 300 & echo $! > {pid}", id="setsid"),
+        pytest.param("(sleep 300 & echo $! > {pid})", id="double-fork"),
+        pytest.param("(setsid sleep 300 & echo $! > {pid}) & wait", id="double-fork-and-setsid"),
+        pytest.param("(env -i setsid sleep 300 & echo $! > {pid}) & wait", id="setsid-without-environment"),
+    ],
+)
+def test_what_a_server_leaves_running_is_killed_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], start: str
+) -> None:
+    log, pid_file = tmp_path / "server.log", tmp_path / "daemon.pid"
+    with procs.Child.start(_daemon_server(tmp_path, start), env=clean_env(), log=log, label="test server") as child:
+        assert child.wait_for(lambda: _started(log, pid_file), 20)
+        daemon = int(pid_file.read_text())
+        assert _running(daemon)
+        assert child.stop(20) == 0
+        assert not _running(daemon), f"the daemon {daemon} still runs"
+        assert procs.read_process(daemon) is None  # reaped, not a zombie of ours
+    assert child.leftovers == [procs.Leftover(daemon, "sleep")]
+    err = capsys.readouterr().err
+    assert err == f"pgo: test server left 1 process running (pid {daemon}: sleep); killed them\n"
+
+
+def test_a_leftover_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    log, pid_file = tmp_path / "server.log", tmp_path / "daemon.pid"
+    start = "sh -c \"trap '' TERM; exec sleep 300\" & echo $! > {pid}"
+    with procs.Child.start(_daemon_server(tmp_path, start), env=clean_env(), log=log) as child:
+        assert child.wait_for(lambda: _started(log, pid_file), 20)
+        daemon = int(pid_file.read_text())
+        started = time.monotonic()
+        assert child.stop(20) == 0
+        assert procs.GRACE <= time.monotonic() - started < procs.GRACE + 10
+    assert procs.read_process(daemon) is None
+    assert child.leftovers == [procs.Leftover(daemon, "sleep")]
+
+
+def test_held_leftovers_are_the_callers_to_tell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log, pid_file = tmp_path / "server.log", tmp_path / "daemon.pid"
+    argv = _daemon_server(tmp_path, "sleep 300 & sleep 301 & echo $! > {pid}")
+    with procs.Child.start(argv, env=clean_env(), log=log) as child:
+        child.hold_leftovers = True
+        assert child.wait_for(lambda: _started(log, pid_file), 20)
+        assert child.stop(20) == 0
+        line = child.take_leftovers()
+        assert line is not None and line.startswith("left 2 processes running (pid ")
+        assert line.endswith(": sleep); killed them") and line.count(": sleep") == 2
+        assert child.take_leftovers() is None
+    assert capsys.readouterr().err == ""  # taken: not said again at close
+
+
+def test_a_killed_child_that_held_its_leftovers_says_them_at_close(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log, pid_file = tmp_path / "server.log", tmp_path / "daemon.pid"
+    with (
+        pytest.raises(RuntimeError),
+        procs.Child.start(_daemon_server(tmp_path, "setsid sleep 300 & echo $! > {pid}"), env=clean_env(), log=log)
+        as child,
+    ):
+        child.hold_leftovers = True
+        assert child.wait_for(lambda: _started(log, pid_file), 20)
+        raise RuntimeError("a phase failed")
+    daemon = int(pid_file.read_text())
+    assert child.returncode == -signal.SIGKILL and not _running(daemon)
+    assert capsys.readouterr().err == f"pgo: sh left 1 process running (pid {daemon}: sleep); killed them\n"
+
+
+def test_another_childs_processes_and_ours_from_before_are_left_alone(tmp_path: Path) -> None:
+    """Two children at once (a server and the upstream backend): stopping one kills only what it left, not the
+    other child, not what the other left, not a child of ours from before."""
+    mine_from_before = subprocess.Popen(["sleep", "300"])
+    try:
+        first_log, first_pid = tmp_path / "first.log", tmp_path / "first" / "daemon.pid"
+        second_log, second_pid = tmp_path / "second.log", tmp_path / "second" / "daemon.pid"
+        first_pid.parent.mkdir()
+        second_pid.parent.mkdir()
+        start = "(setsid sleep 300 & echo $! > {pid}) & wait"
+        first = procs.Child.start(_daemon_server(first_pid.parent, start), env=clean_env(), log=first_log)
+        with first, procs.Child.start(_daemon_server(second_pid.parent, start), env=clean_env(), log=second_log) as second:
+            assert first.wait_for(lambda: _started(first_log, first_pid), 20)
+            assert second.wait_for(lambda: _started(second_log, second_pid), 20)
+            first_daemon, second_daemon = int(first_pid.read_text()), int(second_pid.read_text())
+            # both daemons are children of this process now, both in sessions of their own
+            assert {first_daemon, second_daemon} <= procs.children_of(os.getpid())
+            assert first.stop(20) == 0
+            assert first.leftovers == [procs.Leftover(first_daemon, "sleep")]
+            assert second.alive() and _running(second_daemon) and mine_from_before.poll() is None
+            assert second.stop(20) == 0
+            assert second.leftovers == [procs.Leftover(second_daemon, "sleep")]
+        assert not _running(first_daemon) and not _running(second_daemon)
+        assert mine_from_before.poll() is None
+    finally:
+        mine_from_before.kill()
+        mine_from_before.wait()
+
+
+def test_a_child_that_leaves_nothing_reports_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "server.log"
+    with procs.Child.start([sys.executable, "-c", SERVER, "0"], env=clean_env(), log=log) as child:
+        assert child.wait_for(lambda: _listening(log), 20)
+        assert child.stop(20) == 0
+    assert child.leftovers == [] and capsys.readouterr().err == ""
+
+
+def test_reap_group_of_a_run(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    argv = ["/bin/sh", "-c", f"setsid sleep 300 & echo $! > {pid_file}; sleep 301 & echo $! >> {pid_file}; exit 4"]
+    proc, tag = procs.start_group(argv, clean_env(), stdin=subprocess.DEVNULL)
+    reaped = procs.reap_group(proc, tag, time.monotonic() + 20)
+    assert reaped.exited and reaped.returncode == 4 == proc.returncode
+    assert {left.pid for left in reaped.leftovers} == {int(pid) for pid in pid_file.read_text().split()}
+    assert not any(_running(left.pid) for left in reaped.leftovers)
+
+
+def test_leftovers_line_names_the_first_few() -> None:
+    left = [procs.Leftover(pid, "worker") for pid in range(100, 107)]
+    assert procs.leftovers_line(left[:1]) == "left 1 process running (pid 100: worker); killed them"
+    assert procs.leftovers_line(left) == (
+        "left 7 processes running (pid 100: worker, pid 101: worker, pid 102: worker, pid 103: worker, "
+        "pid 104: worker, …); killed them"
+    )
+
+
+def test_this_process_is_a_child_subreaper() -> None:
+    """prctl(PR_GET_CHILD_SUBREAPER) says so; and the children listing agrees with a scan of /proc."""
+    assert procs.become_subreaper()
+    flag = ctypes.c_int(0)
+    assert ctypes.CDLL(None).prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value == 1
+    with subprocess.Popen(["sleep", "300"]) as proc:
+        listed = procs.children_of(os.getpid())
+        proc.kill()
+    assert proc.pid in listed
+    assert listed >= {p.pid for p in procs.all_processes().values() if p.ppid == os.getpid() and p.pid != proc.pid}
