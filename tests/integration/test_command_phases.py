@@ -88,6 +88,50 @@ def test_a_run_that_exits_leaves_nothing_running(tmp_path: Path) -> None:
     assert (tmp_path / "logs" / "train-cli-detach.log").read_text() == "started\nstarted\n"
 
 
+#: a run that leaves two processes: one in its group, one that left it (setsid, then its parent exits)
+DAEMONS = "sleep 300 & echo $! > {a}; (setsid sleep 301 & echo $! > {b}) & wait $!; until grep -q . {b}; do :; done"
+
+
+def _daemon_phase(tmp_path: Path, runs: int = 1) -> tuple[Path, Path, Path]:
+    a, b = tmp_path / "a.pid", tmp_path / "b.pid"
+    return _workload(tmp_path, _phase("detach", DAEMONS.format(a=a, b=b), f"runs = {runs}")), a, b
+
+
+def test_a_training_run_that_leaves_processes_running_is_refused(tmp_path: Path) -> None:
+    workload, a, b = _daemon_phase(tmp_path, runs=3)
+    project = tmp_path / "project"
+    project.mkdir()
+    with pytest.raises(TrainingFailed) as caught:
+        run_workload(
+            load_workload(workload),
+            binary=SH,
+            base_env={"PATH": os.environ["PATH"]},
+            work=tmp_path / "work",
+            logs=tmp_path / "logs",
+            project_dir=project,
+            scale=1.0,
+            timeout=None,
+            profraw_dir=tmp_path / "profraw",
+        )
+    pids = sorted(int(f.read_text()) for f in (a, b))
+    assert all(_gone(pid) for pid in pids)
+    named = ", ".join(f"pid {pid}: sleep" for pid in pids)
+    assert caught.value.message == f"phase cli/detach: run 1 of 3 left 2 processes running ({named}); killed them"
+    assert caught.value.hint.startswith("a process still running after the program exited could write a .profraw")
+
+
+def test_a_replayed_run_that_leaves_processes_running_is_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    workload, a, b = _daemon_phase(tmp_path)
+    result = _run(tmp_path, workload)
+    assert result["phases"][0]["done"] == 1
+    pids = sorted(int(f.read_text()) for f in (a, b))
+    assert all(_gone(pid) for pid in pids)
+    named = ", ".join(f"pid {pid}: sleep" for pid in pids)
+    assert f"pgo: phase cli/detach: its runs left 2 processes running ({named}); killed them\n" in capfd.readouterr().err
+
+
 def test_output_tail_is_bounded(tmp_path: Path) -> None:
     script = "yes a | head -c 300000; echo END"
     _run(tmp_path, _workload(tmp_path, _phase("loud", script, "runs = 2")))

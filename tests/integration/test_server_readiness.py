@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from recipes import procs
 from recipes.errors import TrainingFailed
 from recipes.results import TrainResult
 from tests.conftest import train_workload
@@ -223,3 +224,36 @@ expect = "501"
     assert [p["done"] for p in report["phases"]] == [10, 10, 10]
     assert sorted(site.rglob("*")) == [site / "css", site / "css" / "main.css"]  # nothing written into it
     # {bodies} is made anyway: h2load sent form-2k.txt (the tiny server does not know POST: 501)
+
+
+def daemonizing_binary(tmp_path: Path) -> Path:
+    """The tiny server, started by a wrapper that first starts a daemon of its own (``setsid``: another
+    session), whose pid it writes to ``daemon.pid``."""
+    binary = server_binary(tmp_path)
+    wrapper = tmp_path / "daemonizing-server"
+    pid_file = tmp_path / "daemon.pid"
+    wrapper.write_text(f'#!/bin/sh\nsetsid sleep 300 & echo $! > {pid_file}\nexec {binary} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def _daemon(tmp_path: Path) -> int:
+    return int((tmp_path / "daemon.pid").read_text())
+
+
+def test_a_server_that_leaves_a_daemon_is_refused_in_the_training(tmp_path: Path) -> None:
+    with pytest.raises(TrainingFailed) as caught:
+        train_workload(tmp_path, workload(tmp_path), daemonizing_binary(tmp_path), timeout=60, profraw=True)
+    daemon = _daemon(tmp_path)
+    assert procs.read_process(daemon) is None, f"the daemon {daemon} is still there"
+    assert caught.value.message == f"instance tiny: the server left 1 process running (pid {daemon}: sleep); killed them"
+    assert "could write a .profraw while the merge reads them" in caught.value.hint
+
+
+def test_a_server_that_leaves_a_daemon_replayed_is_one_line(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    report = train(tmp_path, workload(tmp_path), daemonizing_binary(tmp_path))
+    assert [(p["name"], p["done"]) for p in report["phases"]] == [("health", 5)]
+    daemon = _daemon(tmp_path)
+    assert procs.read_process(daemon) is None
+    err = capfd.readouterr().err
+    assert f"pgo: instance tiny: the server left 1 process running (pid {daemon}: sleep); killed them\n" in err
