@@ -14,7 +14,6 @@ emulation. Any other binary is run with the given arguments and must exit 0.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import selectors
 import signal

@@ -117,8 +117,8 @@ def read_process(pid: int) -> Process | None:
 
 def all_processes() -> dict[int, Process]:
     found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (proc := read_process(int(entry))) is not None:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (proc := read_process(int(entry.name))) is not None:
             found[proc.pid] = proc
     return found
 
@@ -196,7 +196,9 @@ def sweep(group: int, ticket: Ticket, grace: float = GRACE) -> list[Leftover]:
     me = os.getpid()
     for _ in range(10):  # a killed leftover's own orphans are re-parented to us: look again
         fresh = children_of(me) - ticket.before - _live - {group} - set(found)
-        picked = {proc.pid: proc for pid in fresh if (proc := read_process(pid)) and _belongs(proc, group, ticket.owner)}
+        picked = {
+            proc.pid: proc for pid in fresh if (proc := read_process(pid)) and _belongs(proc, group, ticket.owner)
+        }
         if not picked:
             break
         table = all_processes()

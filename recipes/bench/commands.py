@@ -10,10 +10,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from recipes import procs
 from recipes.bench import canary
 from recipes.bench.scenarios import Scenario
 from recipes.errors import ConfigError
-from recipes import procs
 from recipes.procs import describe_exit
 from recipes.runner import say
 from recipes.schema import fill

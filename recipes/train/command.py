@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, ClassVar
 
-from recipes.errors import ConfigError, TrainingFailed
 from recipes import procs
+from recipes.errors import ConfigError, TrainingFailed
 from recipes.procs import piped
 from recipes.runner import say
 from recipes.schema import Table, fill

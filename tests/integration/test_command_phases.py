@@ -129,7 +129,9 @@ def test_a_replayed_run_that_leaves_processes_running_is_one_line(
     pids = sorted(int(f.read_text()) for f in (a, b))
     assert all(_gone(pid) for pid in pids)
     named = ", ".join(f"pid {pid}: sleep" for pid in pids)
-    assert f"pgo: phase cli/detach: its runs left 2 processes running ({named}); killed them\n" in capfd.readouterr().err
+    assert (
+        f"pgo: phase cli/detach: its runs left 2 processes running ({named}); killed them\n" in capfd.readouterr().err
+    )
 
 
 def test_output_tail_is_bounded(tmp_path: Path) -> None:

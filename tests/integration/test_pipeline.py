@@ -182,6 +182,26 @@ def test_training_phase_exit_code_refused(hello: Pipeline, tmp_path: Path) -> No
     assert_refused(proc, "phase cli/fails: run 1 of 2 exited with exit code 3, expected 0")
 
 
+def test_a_training_run_that_leaves_daemons_refused_and_nothing_left(hello: Pipeline, tmp_path: Path) -> None:
+    """``nox -s train`` on a binary that daemonizes: a shell script put in the instrumented binary's place (it
+    stands in for a program that starts a worker in its group and a daemon that calls setsid): refused in one
+    line naming both, and neither runs afterwards."""
+    assert_ok(hello.nox("instrument"))
+    record = _report(hello)["instrument"]
+    assert isinstance(record, dict)
+    a, b = tmp_path / "a.pid", tmp_path / "b.pid"
+    Path(record["binary"]).write_text(
+        f"#!/bin/sh\nsleep 300 & echo $! > {a}\n(setsid sleep 301 & echo $! > {b}) &\n"
+        f"until grep -q . {b}; do :; done\nsleep 0.5\n"
+    )
+    proc = hello.nox("train", PGO_WORKLOAD=str(_workload(tmp_path, FAILING)))
+    pids = sorted(int(f.read_text()) for f in (a, b))
+    named = ", ".join(f"pid {pid}: sleep" for pid in pids)
+    assert_refused(proc, f"phase cli/fails: run 1 of 2 left 2 processes running ({named}); killed them")
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists(), f"{pid} is still there"
+
+
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [

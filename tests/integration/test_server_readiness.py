@@ -246,7 +246,9 @@ def test_a_server_that_leaves_a_daemon_is_refused_in_the_training(tmp_path: Path
         train_workload(tmp_path, workload(tmp_path), daemonizing_binary(tmp_path), timeout=60, profraw=True)
     daemon = _daemon(tmp_path)
     assert procs.read_process(daemon) is None, f"the daemon {daemon} is still there"
-    assert caught.value.message == f"instance tiny: the server left 1 process running (pid {daemon}: sleep); killed them"
+    assert (
+        caught.value.message == f"instance tiny: the server left 1 process running (pid {daemon}: sleep); killed them"
+    )
     assert "could write a .profraw while the merge reads them" in caught.value.hint
 
 

@@ -206,8 +206,9 @@ def test_a_killed_child_that_held_its_leftovers_says_them_at_close(
     log, pid_file = tmp_path / "server.log", tmp_path / "daemon.pid"
     with (
         pytest.raises(RuntimeError),
-        procs.Child.start(_daemon_server(tmp_path, "setsid sleep 300 & echo $! > {pid}"), env=clean_env(), log=log)
-        as child,
+        procs.Child.start(
+            _daemon_server(tmp_path, "setsid sleep 300 & echo $! > {pid}"), env=clean_env(), log=log
+        ) as child,
     ):
         child.hold_leftovers = True
         assert child.wait_for(lambda: _started(log, pid_file), 20)
@@ -228,7 +229,10 @@ def test_another_childs_processes_and_ours_from_before_are_left_alone(tmp_path: 
         second_pid.parent.mkdir()
         start = "(setsid sleep 300 & echo $! > {pid}) & wait"
         first = procs.Child.start(_daemon_server(first_pid.parent, start), env=clean_env(), log=first_log)
-        with first, procs.Child.start(_daemon_server(second_pid.parent, start), env=clean_env(), log=second_log) as second:
+        with (
+            first,
+            procs.Child.start(_daemon_server(second_pid.parent, start), env=clean_env(), log=second_log) as second,
+        ):
             assert first.wait_for(lambda: _started(first_log, first_pid), 20)
             assert second.wait_for(lambda: _started(second_log, second_pid), 20)
             first_daemon, second_daemon = int(first_pid.read_text()), int(second_pid.read_text())
