@@ -120,7 +120,7 @@ def _walk(directory: Path, store: Path) -> list[_Step]:
                     f"more than {MAX_SYMLINKS} symlinks on the way to profile store {store}",
                     "choose another PGO_PROFILE_STORE",
                 )
-            target = os.readlink(candidate)
+            target = str(candidate.readlink())
             steps.setdefault(candidate, _Step(candidate, info, link_to=target))
             if target.startswith("/"):
                 current = Path("/")
