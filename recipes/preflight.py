@@ -32,6 +32,7 @@ def check(
     root = store_root(config, bin_name or config.bin)
     if root is not None:
         check_store(root)
+        check_apart(config.out, root)
 
 
 def store_root(config: Config, bin_name: str | None) -> Path | None:
@@ -44,6 +45,24 @@ def store_root(config: Config, bin_name: str | None) -> Path | None:
 def check_store(root: Path) -> None:
     """The store's owner, mode, not-a-symlink and parents, checked without creating anything."""
     ProfileStore(root).check()
+
+
+def check_apart(work: Path, store: Path) -> None:
+    """The work dir and the profile store must not hold one another (as written, nor as symlinks resolve them):
+    every stage rewrites the work dir, and the store must hold only the profiles whose names it checks."""
+    for out, root in ((work, store), (Path(os.path.realpath(work)), Path(os.path.realpath(store)))):
+        if out == root:
+            where = f"the work dir PGO_OUT={work} is the profile store {store}"
+        elif out.is_relative_to(root):
+            where = f"the work dir PGO_OUT={work} is inside the profile store {store}"
+        elif root.is_relative_to(out):
+            where = f"the profile store {store} is inside the work dir PGO_OUT={work}"
+        else:
+            continue
+        raise ConfigError(
+            where + ("" if (out, root) == (work, store) else f" (as symlinks resolve them: {out} and {root})"),
+            "give PGO_OUT and PGO_PROFILE_STORE paths outside one another",
+        )
 
 
 def target_list(env: Mapping[str, str]) -> list[str]:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import pwd
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -40,6 +42,98 @@ def _free_bytes(directory: Path) -> int:
     except OSError:
         return 0
     return info.f_bavail * info.f_frsize
+
+
+#: the most symlinks followed on the way to the store, as the kernel's ELOOP limit
+MAX_SYMLINKS = 40
+
+
+def _owner(uid: int) -> str:
+    """A uid as the refusals name it: ``nobody (uid 65534)``, or ``uid 4242 (no user of that uid)``."""
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid} (no user of that uid)"
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+@dataclass
+class _Step:
+    """A directory or symlink met on the way to the store."""
+
+    path: Path  #: where it is: its parents are all real directories
+    info: os.stat_result  #: its lstat
+    link_to: str | None = None  #: a symlink's target
+    via: Path | None = None  #: the symlink (as written) that resolved to this directory
+
+    @property
+    def shown(self) -> str:
+        return f"{self.via} (a symlink to {self.path})" if self.via is not None else str(self.path)
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """Put after a symlink's target in the walk: the directory reached then is where the link points."""
+
+    link: Path
+
+
+def _walk(directory: Path, store: Path) -> list[_Step]:
+    """Every directory and symlink from ``/`` down to ``directory``, resolved one component at a time as the
+    kernel does (a symlink's own components too), each once; stops at the first that does not exist yet."""
+    steps: dict[Path, _Step] = {}
+    current = Path("/")
+    todo: list[str | _Resolved] = ["/", *directory.parts[1:]]
+    hops = 0
+    while todo:
+        part = todo.pop(0)
+        if isinstance(part, _Resolved):
+            reached = steps.get(current)
+            if reached is not None and reached.via is None and current != part.link:
+                reached.via = part.link
+            continue
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = current.parent
+            continue
+        candidate = current / part if part != "/" else Path("/")
+        try:
+            info = os.lstat(candidate)
+        except FileNotFoundError:
+            break
+        except OSError as exc:
+            raise StoreError(
+                f"cannot look at {candidate}, a parent of profile store {store}: {exc.strerror}",
+                "choose another PGO_PROFILE_STORE",
+            ) from exc
+        if stat.S_ISLNK(info.st_mode):
+            hops += 1
+            if hops > MAX_SYMLINKS:
+                raise StoreError(
+                    f"more than {MAX_SYMLINKS} symlinks on the way to profile store {store}",
+                    "choose another PGO_PROFILE_STORE",
+                )
+            target = str(candidate.readlink())
+            steps.setdefault(candidate, _Step(candidate, info, link_to=target))
+            if target.startswith("/"):
+                current = Path("/")
+            todo[:0] = [*Path(target).parts[1 if target.startswith("/") else 0 :], _Resolved(candidate)]
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            raise StoreError(
+                f"{candidate}, a parent of profile store {store}, is not a directory",
+                "choose another PGO_PROFILE_STORE",
+            )
+        steps.setdefault(candidate, _Step(candidate, info))
+        current = candidate
+    return list(steps.values())
 
 
 class ProfileStore:
@@ -86,42 +180,41 @@ class ProfileStore:
         self._check_parents()
         self._check_root()
 
-    def _parents(self) -> list[Path]:
-        """Every directory above the store, as written and as symlinks resolve it."""
-        parents: list[Path] = []
-        for chain in (self.root.parents, Path(os.path.realpath(self.root)).parents):
-            for parent in chain:
-                if parent not in parents:
-                    parents.append(parent)
-        return parents
-
-    def _check_parents(self) -> None:
-        """No existing parent may be writable by group or others unless sticky: they could replace the store."""
-        for parent in self._parents():
-            try:
-                info = parent.stat()
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
+    def _check_parents(self, when: str = "") -> None:
+        """StrictModes, as OpenSSH and sudo apply it: every directory from ``/`` down to the store, as written and as
+        symlinks resolve it, is owned by root or by you and writable by nobody else; a sticky directory of root's
+        or yours (``/tmp``) may be writable by others, as they cannot rename what is not theirs in it. A symlink on
+        the way is owned by root or by you too (in a sticky directory its owner could replace it)."""
+        me = os.getuid()
+        subject = f"profile store {self.root}" + (f" ({when})" if when else "")
+        for step in _walk(self.root.parent, self.root):
+            mode = stat.S_IMODE(step.info.st_mode)
+            owner = _owner(step.info.st_uid)
+            if step.info.st_uid not in (0, me):
+                if step.link_to is not None:
+                    where, chown = f"reached through the symlink {step.path} -> {step.link_to}", "chown -h"
+                else:
+                    where, chown = f"inside {step.shown}", "chown"
                 raise StoreError(
-                    f"cannot look at {parent}, a parent of profile store {self.root}: {exc.strerror}",
-                    "choose another PGO_PROFILE_STORE",
-                ) from exc
-            if not stat.S_ISDIR(info.st_mode):
-                raise StoreError(
-                    f"{parent}, a parent of profile store {self.root}, is not a directory",
-                    "choose another PGO_PROFILE_STORE",
+                    f"{subject} is {where} (mode {mode:04o}), owned by {owner}, not by you (uid {me}) or root: "
+                    "that user could replace the store and its profiles",
+                    f"{chown} {_user_name(me)} {step.path} (as root), or choose a PGO_PROFILE_STORE "
+                    "whose parent directories are all yours or root's",
                 )
-            mode = stat.S_IMODE(info.st_mode)
-            if mode & 0o022 and not mode & stat.S_ISVTX:
+            if step.link_to is None and mode & 0o022 and not mode & stat.S_ISVTX:
                 who = {0o020: "its group", 0o002: "others"}.get(mode & 0o022, "its group and others")
-                real = Path(os.path.realpath(parent))
-                shown = parent if real == parent else f"{parent} (a symlink to {real})"
+                group = (
+                    "; a group-writable directory is refused even when the group is your own: who else holds "
+                    "the group (NSS, gshadow, setgid programs, running processes) cannot be known from here"
+                    if mode & 0o022 == 0o020
+                    else ""
+                )
                 raise StoreError(
-                    f"profile store {self.root} is inside {shown}, which {who} may write "
-                    f"(mode {mode:04o}, no sticky bit): another user could replace the store and its profiles",
-                    f"chmod go-w {real} (or chmod +t {real}), or choose a PGO_PROFILE_STORE "
-                    "whose parent directories only you can write",
+                    f"{subject} is inside {step.shown}, which {who} may write "
+                    f"(mode {mode:04o}, no sticky bit), owned by {owner}: another user could replace the store "
+                    "and its profiles",
+                    f"chmod go-w {step.path} (or chmod +t {step.path}), or choose a PGO_PROFILE_STORE "
+                    f"whose parent directories only you can write{group}",
                 )
 
     def _check_creatable(self) -> None:
@@ -135,8 +228,14 @@ class ProfileStore:
                     )
                 return
 
-    def _check_root(self) -> None:
-        info = os.lstat(self.root)
+    def _check_root(self, when: str = "") -> None:
+        try:
+            info = os.lstat(self.root)
+        except FileNotFoundError as exc:
+            raise StoreError(
+                f"profile store {self.root} is gone" + (f" {when}" if when else ""),
+                "was it moved or removed meanwhile? run the stage again",
+            ) from exc
         if stat.S_ISLNK(info.st_mode):
             raise StoreError(f"profile store {self.root} is a symlink", "point PGO_PROFILE_STORE at a real directory")
         if not stat.S_ISDIR(info.st_mode):
@@ -202,10 +301,13 @@ class ProfileStore:
         return target
 
     def verify(self, path: Path, when: str) -> str:
-        """Re-hash a store file against its name; a mismatch is a :class:`StoreError`."""
+        """Check the way to the store again (who could have swapped it meanwhile), then re-hash a store file
+        against its name; a mismatch is a :class:`StoreError`. ``when`` says when, in the message."""
         suffix = next((s for s in SUFFIXES if path.name.endswith(s)), None)
         if path.parent != self.root or suffix is None:
             raise StoreError(f"{path} is not a file of the profile store {self.root}", "let optimise put it there")
+        self._check_parents(when)
+        self._check_root(when)
         expected = path.name[: -len(suffix)]
         if path.is_symlink() or not path.is_file():
             raise StoreError(f"store file {path} is missing or a symlink {when}", "run merge (or optimise) again")

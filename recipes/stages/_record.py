@@ -34,6 +34,7 @@ def recorded(name: StageName) -> Callable[[StageFunction[_Result]], StageFunctio
         @functools.wraps(stage)
         def run_stage(plan: BuildPlan, *args: Any, **kwargs: Any) -> _Result:
             report.start(plan.work, name)
+            drop_checked_copies(plan, name)
             try:
                 try:
                     return stage(plan, *args, **kwargs)
@@ -53,6 +54,23 @@ def recorded(name: StageName) -> Callable[[StageFunction[_Result]], StageFunctio
         return run_stage
 
     return wrap
+
+
+#: where a stage leaves the binary it checked: ``<work>/<directory>/<bin>``, named by its record in report.json
+CHECKED_COPIES: dict[str, str] = {"optimise": "optimised", "bolt": "bolted"}
+
+
+def drop_checked_copies(plan: BuildPlan, name: StageName) -> None:
+    """A stage has begun and its record (and those of the stages after it) are gone: so go the checked binaries
+    those records named, so that a failed or interrupted stage leaves nothing that claims to be checked."""
+    for stage in (name, *report.LATER.get(name, ())):
+        if stage in CHECKED_COPIES:
+            checked_copy(plan, stage).unlink(missing_ok=True)
+
+
+def checked_copy(plan: BuildPlan, stage: str) -> Path:
+    """Where ``stage`` (one of :data:`CHECKED_COPIES`) puts the binary it checked."""
+    return plan.work / CHECKED_COPIES[stage] / plan.crate.bin
 
 
 def timed(start: float) -> float:

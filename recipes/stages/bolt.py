@@ -18,7 +18,7 @@ from recipes.files import atomic_output, copy_atomically
 from recipes.plan import BuildPlan
 from recipes.results import BoltResult, WorkloadRun
 from recipes.runner import run, say
-from recipes.stages._record import recorded, run_on, timed
+from recipes.stages._record import checked_copy, recorded, run_on, timed
 from recipes.store import sha256_file
 from recipes.workload import Workload
 
@@ -57,7 +57,7 @@ class BoltPaths:
 
 def bolted_copy(plan: BuildPlan) -> Path:
     """Where the bolt stage puts the binary it checked (report.json's ``bolt.binary``)."""
-    return plan.work / "bolted" / plan.crate.bin
+    return checked_copy(plan, "bolt")
 
 
 def _bolt_input(plan: BuildPlan) -> tuple[Path, str, dict[str, int]]:

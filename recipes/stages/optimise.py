@@ -21,7 +21,7 @@ from recipes.plan import BuildPlan, clean_package
 from recipes.results import OptimiseResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags, target_cpu_warning
-from recipes.stages._record import recorded, run_on, timed
+from recipes.stages._record import checked_copy, recorded, run_on, timed
 from recipes.store import sha256_file
 from recipes.toolchain import find_profdata, rustc_sysroot
 from recipes.workload import Workload
@@ -161,7 +161,7 @@ def _build_and_check(
 
 def optimised_copy(plan: BuildPlan) -> Path:
     """Where optimise puts the binary it checked (report.json's ``optimise.binary``)."""
-    return plan.work / "optimised" / plan.crate.bin
+    return checked_copy(plan, "optimise")
 
 
 def _checked_copy(plan: BuildPlan, built: Path, sha: str) -> Path:

@@ -5,6 +5,7 @@ the store, which leaves nothing partial. Real nox, cargo and rustc on copies of 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,47 @@ def test_store_in_a_sticky_parent_is_accepted_at_plan_time(hello: Pipeline) -> N
     _cargo_config(hello, '[build]\nrustflags = ["--cfg", "x=\\"a b\\""]\n')
     assert_refused(hello.nox("instrument"), "[build] rustflags has the entry")
     _nothing_built(hello)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to give the directory away")
+@pytest.mark.parametrize("session", ["instrument", "pgo"])
+def test_store_under_a_directory_of_another_user_refused_before_the_build(hello: Pipeline, session: str) -> None:
+    """Issue 19: its owner could swap the store during the compile and back before the re-hash."""
+    theirs = hello.root / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, 4242, 4242)
+    hello.store = theirs / "store"
+    line = assert_refused(
+        hello.nox(session),
+        f"profile store {hello.store} is inside {theirs} (mode 0755), owned by uid 4242 (no user of that uid), "
+        "not by you (uid 0) or root: that user could replace the store and its profiles",
+    )
+    assert line.endswith(
+        f"(chown root {theirs} (as root), or choose a PGO_PROFILE_STORE whose parent directories are all yours or "
+        "root's)."
+    ), line
+    assert not hello.store.exists()
+    _nothing_built(hello)
+
+
+def _work_in_store(p: Pipeline) -> str:
+    p.work = p.store / "work"
+    return f"the work dir PGO_OUT={p.work} is inside the profile store {p.store}"
+
+
+def _store_in_work(p: Pipeline) -> str:
+    p.store = p.work / "store"
+    return f"the profile store {p.store} is inside the work dir PGO_OUT={p.work}"
+
+
+@pytest.mark.parametrize("make", [_work_in_store, _store_in_work], ids=["work-in-store", "store-in-work"])
+def test_work_dir_and_store_inside_one_another_refused_before_the_build(hello: Pipeline, make: Any) -> None:
+    # it failed only after the training, with a hint that blamed the user
+    said = make(hello)
+    line = assert_refused(hello.nox("pgo"), said)
+    assert line.endswith(f"{said} (give PGO_OUT and PGO_PROFILE_STORE paths outside one another)."), line
+    _nothing_built(hello)
+    assert not hello.store.exists()
 
 
 def _open_store(p: Pipeline) -> str:

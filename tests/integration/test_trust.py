@@ -219,6 +219,7 @@ def test_a_failed_stage_leaves_no_older_success(hello: Pipeline) -> None:
     full = _report(hello)
     assert "failed" in full["merge"]
     assert "optimise" not in full
+    assert not (hello.work / "optimised" / "hello-pgo").exists()  # nor its checked binary, which no record names
     assert_refused(hello.nox("optimise"), "the last merge failed")
 
 
@@ -253,6 +254,52 @@ def test_an_interrupted_stage_leaves_a_failed_record(hello: Pipeline, tmp_path: 
     assert "did not finish" in optimised["failed"]
     assert "binary" not in optimised
     assert_refused(hello.nox("pgo-test"), "the last optimise failed")
+
+
+def test_a_failed_or_interrupted_optimise_leaves_no_checked_copy_behind(hello: Pipeline, tmp_path: Path) -> None:
+    """Optimise's record makes way for a failed one when it starts: the checked copy in <work>/optimised/ goes
+    with it, whether the stage then fails before its build (a PGO_PROFDATA that is no file) or is killed in it."""
+    assert_ok(hello.nox("pgo"))
+    copy = hello.work / "optimised" / "hello-pgo"
+    assert copy.is_file()
+    build_log = (hello.work / "logs" / "optimise-build.log").read_text()
+    missing = hello.root / "nowhere.profdata"
+    line = assert_refused(hello.nox("optimise", PGO_PROFDATA=str(missing)), f"PGO_PROFDATA={missing}: no such file")
+    assert line.endswith("(give the path of a .profdata)."), line
+    assert not copy.exists()
+    assert (hello.work / "logs" / "optimise-build.log").read_text() == build_log  # it failed before its build
+    assert (
+        _report(hello)["optimise"]["failed"] == f"PGO_PROFDATA={missing}: no such file (give the path of a .profdata)"
+    )
+
+    assert_ok(hello.nox("optimise"))
+    assert copy.is_file()
+    wrapper = tmp_path / "slow-rustc"
+    compiling = tmp_path / "compiling"  # the wrapper's mark: rustc is on the main crate
+    wrapper.write_text(
+        f'#!/bin/sh\ncase "$*" in *"--crate-name hello_pgo"*) touch {compiling}; sleep 60;; esac\nexec "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    proc = start_nox(
+        "optimise",
+        hello.env(RUSTC_WRAPPER=str(wrapper)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if "running" in _report(hello).get("optimise", {}) and compiling.exists():
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the optimised build did not start")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert "did not finish" in _report(hello)["optimise"]["failed"]
+    assert not copy.exists()
 
 
 def test_a_profile_without_functions_refused_before_the_build(hello: Pipeline) -> None:

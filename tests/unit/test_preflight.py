@@ -91,3 +91,35 @@ def test_zigbuild_needs_a_generate_linker_only_where_it_instruments(tmp_path: Pa
     with pytest.raises(ConfigError, match="cargo zigbuild cannot link the instrumented binary"):
         preflight.check(config, clean_env(), HOST)
     preflight.check(config, clean_env(), HOST, instruments=False)  # optimise, pgo-test, rebuild
+
+
+@pytest.mark.parametrize(
+    ("out", "store", "said"),
+    [
+        ("store/work", "store", "the work dir PGO_OUT={out} is inside the profile store {store}"),
+        ("work", "work/store", "the profile store {store} is inside the work dir PGO_OUT={out}"),
+        ("same", "same", "the work dir PGO_OUT={out} is the profile store {store}"),
+    ],
+    ids=["work-in-store", "store-in-work", "same"],
+)
+def test_work_dir_and_store_inside_one_another_refused(tmp_path: Path, out: str, store: str, said: str) -> None:
+    config = _config(tmp_path, PGO_OUT=str(tmp_path / out), PGO_PROFILE_STORE=str(tmp_path / store))
+    with pytest.raises(ConfigError) as caught:
+        preflight.check(config, clean_env(), HOST)
+    expected = said.format(out=tmp_path / out, store=tmp_path / store)
+    assert caught.value.line() == f"{expected} (give PGO_OUT and PGO_PROFILE_STORE paths outside one another)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
+
+
+def test_work_dir_inside_the_store_behind_a_symlink_refused(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir(mode=0o700)
+    (tmp_path / "alias").symlink_to(store)
+    with pytest.raises(ConfigError) as caught:
+        preflight.check_apart(tmp_path / "alias" / "work", store)
+    assert caught.value.line().startswith(
+        f"the work dir PGO_OUT={tmp_path / 'alias' / 'work'} is inside the profile store {store} "
+        f"(as symlinks resolve them: {store / 'work'} and {store})"
+    )
+    preflight.check_apart(tmp_path / "work", store)  # beside one another: fine
+    preflight.check_apart(tmp_path / "store-work", store)  # a common prefix of the names is not inside

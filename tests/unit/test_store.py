@@ -3,6 +3,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,165 @@ def test_a_parent_that_is_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(StoreError, match=f"{tmp_path / 'file'}, a parent of profile store .* is not a directory"):
         ProfileStore(tmp_path / "file" / "store").check()
+
+
+# --- StrictModes: who owns the way to the store ------------------------------------------------------------
+
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to give directories away")
+#: a uid no user has, and nobody's
+OTHER, NOBODY = 4242, 65534
+
+
+def _theirs(path: Path, mode: int = 0o755, uid: int = OTHER) -> Path:
+    path.mkdir()
+    path.chmod(mode)
+    os.chown(path, uid, uid)
+    return path
+
+
+def _as_uid(uid: int, cwd: Path, *argv: str) -> None:
+    """``argv`` run as ``uid`` in ``cwd`` (entered before the uid is dropped: the test's parents are root's 0700)."""
+    subprocess.run(argv, cwd=cwd, user=uid, group=uid, extra_groups=[], check=True, capture_output=True)
+
+
+@needs_root
+@pytest.mark.parametrize("mode", [0o755, 0o700, 0o1777], ids=["0755", "0700", "1777"])
+def test_a_parent_of_another_user_is_refused_whatever_its_mode(tmp_path: Path, mode: int) -> None:
+    """Its owner may rename the store away and put another in its place, sticky bit or not."""
+    parent = _theirs(tmp_path / "theirs", mode)
+    store = ProfileStore(parent / "store")
+    pattern = (
+        rf"^profile store {store.root} is inside {parent} \(mode {mode:04o}\), owned by uid 4242 \(no user of that "
+        rf"uid\), not by you \(uid 0\) or root: that user could replace the store and its profiles "
+        rf"\(chown root {parent} \(as root\), or choose a PGO_PROFILE_STORE whose parent directories are all "
+        r"yours or root's\)$"
+    )
+    with pytest.raises(StoreError) as caught:
+        store.check()
+    assert re.match(pattern, caught.value.line()), caught.value.line()
+    with pytest.raises(StoreError, match="owned by uid 4242"):
+        store.put(_profile(tmp_path, b"profile"))
+    assert not store.root.exists()
+
+
+@needs_root
+def test_a_grandparent_of_nobody_is_refused_by_name(tmp_path: Path) -> None:
+    theirs = _theirs(tmp_path / "theirs", 0o755, NOBODY)
+    (theirs / "mine").mkdir(mode=0o700)
+    os.chown(theirs / "mine", 0, 0)
+    with pytest.raises(StoreError, match=rf"inside {theirs} \(mode 0755\), owned by nobody \(uid 65534\)"):
+        ProfileStore(theirs / "mine" / "store").check()
+
+
+@needs_root
+def test_a_directory_of_another_user_under_a_sticky_one_is_refused(tmp_path: Path) -> None:
+    """Under /tmp (root's, sticky) only the store's own way counts: there it must be yours or root's."""
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    theirs = _theirs(sticky / "theirs", 0o700)
+    with pytest.raises(StoreError, match=rf"inside {theirs} \(mode 0700\), owned by uid 4242"):
+        ProfileStore(theirs / "store").check()
+    mine = sticky / "mine"
+    mine.mkdir(mode=0o700)
+    ProfileStore(mine / "store").put(_profile(tmp_path, b"profile"))  # beside theirs, ours is fine
+
+
+@needs_root
+def test_a_symlink_of_another_user_on_the_way_is_refused(tmp_path: Path) -> None:
+    """In a sticky directory the owner of a symlink may replace it (and so point the store elsewhere)."""
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = sticky / "link"
+    link.symlink_to(real)
+    os.lchown(link, OTHER, OTHER)
+    with pytest.raises(
+        StoreError,
+        match=rf"reached through the symlink {link} -> {real} \(mode 0777\), owned by uid 4242 .*chown -h root {link}",
+    ):
+        ProfileStore(link / "store").check()
+
+
+@needs_root
+def test_a_symlink_to_a_directory_of_another_user_is_refused(tmp_path: Path) -> None:
+    theirs = _theirs(tmp_path / "theirs", 0o755)
+    (tmp_path / "mine").symlink_to(theirs)
+    link = tmp_path / "mine"
+    with pytest.raises(StoreError, match=rf"inside {link} \(a symlink to {theirs}\) \(mode 0755\), owned by uid"):
+        ProfileStore(link / "store").check()
+
+
+def test_a_symlink_through_a_relative_target_and_dot_dot_is_followed(tmp_path: Path) -> None:
+    """The walk resolves as the kernel does: a relative target with ``..`` lands on the writable directory."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (tmp_path / "a").mkdir(mode=0o700)
+    (tmp_path / "a" / "up").symlink_to("../shared")
+    with pytest.raises(StoreError, match=rf"inside {tmp_path / 'a' / 'up'} \(a symlink to {shared}\), which its"):
+        ProfileStore(tmp_path / "a" / "up" / "store").check()
+
+
+def test_a_loop_of_symlinks_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "one").symlink_to(tmp_path / "two")
+    (tmp_path / "two").symlink_to(tmp_path / "one")
+    with pytest.raises(StoreError, match=r"more than 40 symlinks on the way to profile store"):
+        ProfileStore(tmp_path / "one" / "store").check()
+
+
+def test_a_group_writable_parent_is_refused_even_if_the_group_is_yours(tmp_path: Path) -> None:
+    """The Fedora-style private group (umask 002): refused, and the hint says why."""
+    parent = tmp_path / "private-group"
+    parent.mkdir()
+    parent.chmod(0o775)
+    os.chown(parent, os.getuid(), os.getgid())
+    with pytest.raises(StoreError) as caught:
+        ProfileStore(parent / "store").check()
+    line = caught.value.line()
+    assert f"is inside {parent}, which its group may write (mode 0775, no sticky bit), owned by root (uid 0)" in line
+    assert "a group-writable directory is refused even when the group is your own" in line
+
+
+@needs_root
+def test_a_parent_given_away_after_the_check_is_refused_after_the_build(tmp_path: Path) -> None:
+    """The swap of issue 19, made for real: the check passes; the parent is then another user's, who (as that uid)
+    renames the store away, puts a directory of theirs holding another profile under the same name, and puts the
+    real one back. The re-hash alone passes; the check of the way to the store, made with it, refuses."""
+    parent = tmp_path / "parent"
+    parent.mkdir(mode=0o755)
+    store = ProfileStore(parent / "store")
+    stored = store.put(_profile(tmp_path, b"the honest profile"))
+    store.check()
+    store.verify(stored, "before the build")
+
+    os.chown(parent, OTHER, OTHER)
+    fake = _theirs(parent / "fake", 0o700)
+    (fake / stored.name).write_bytes(b"another profile")
+    _as_uid(OTHER, parent, "mv", "store", "store.real")
+    _as_uid(OTHER, parent, "mv", "fake", "store")
+    assert stored.read_bytes() == b"another profile"  # what rustc reads meanwhile
+    _as_uid(OTHER, parent, "mv", "store", "fake")
+    _as_uid(OTHER, parent, "mv", "store.real", "store")
+    assert stored.name == sha256_file(stored) + ".profdata"  # the re-hash alone would pass
+
+    with pytest.raises(StoreError) as caught:
+        store.verify(stored, "after the build")
+    line = caught.value.line()
+    assert line.startswith(
+        f"profile store {store.root} (after the build) is inside {parent} (mode 0755), owned by uid 4242"
+    ), line
+    assert "\n" not in line
+
+
+def test_a_store_gone_after_the_build_is_refused(tmp_path: Path) -> None:
+    store = ProfileStore(tmp_path / "store")
+    stored = store.put(_profile(tmp_path, b"profile"))
+    store.root.rename(tmp_path / "elsewhere")
+    with pytest.raises(StoreError, match=rf"profile store {store.root} is gone after the build \(was it moved"):
+        store.verify(stored, "after the build")
 
 
 # --- a full disk --------------------------------------------------------------------------------------------
