@@ -96,7 +96,9 @@ def test_train_runs_only_the_instrumented_build_it_recorded(hello: Pipeline) -> 
     full = _report(hello)
     full["instrument"].update(binary="/bin/true", binary_sha256=sha256_file(Path("/bin/true")))
     (hello.work / "report.json").write_text(json.dumps(full))
-    line = assert_refused(hello.nox("train"), f"report.json names /bin/true as the instrumented binary, not {instrumented}")
+    line = assert_refused(
+        hello.nox("train"), f"report.json names /bin/true as the instrumented binary, not {instrumented}"
+    )
     assert "train runs only the instrumented build of this work dir" in line
     assert "failed" in _report(hello)["train"]
     assert not (hello.work / "profraw").exists() or not list((hello.work / "profraw").glob("*.profraw"))
