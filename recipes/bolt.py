@@ -9,6 +9,7 @@ major, like llvm-profdata. Nothing here builds or trains; the stage is recipes/s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -20,11 +21,12 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-from recipes import checks
+from recipes import checks, toolchain
 from recipes.errors import CheckFailed, ConfigError, ToolchainError
+from recipes.files import atomic_output
+from recipes.inputs import Fields, read_json
 from recipes.results import BoltResult
-from recipes.runner import capture
-from recipes.toolchain import RustcInfo, parse_llvm_version
+from recipes.toolchain import RustcInfo
 
 #: the link argument that keeps the relocations in the binary, for llvm-bolt's relocation mode
 EMIT_RELOCS = "-Clink-arg=-Wl,--emit-relocs"
@@ -62,8 +64,8 @@ class BoltTools:
         return int(self.llvm_version.split(".")[0])
 
 
-def tool_version(path: Path, name: str) -> str:
-    return parse_llvm_version(capture([str(path), "--version"]), name)
+def tool_version(path: Path, name: str, hint: str = "") -> str:
+    return toolchain.tool_version([str(path), "--version"], name, hint or f"give {name}")
 
 
 def bolt_candidates(major: int, search_path: str, llvm_root: Path = Path("/usr/lib")) -> list[Path]:
@@ -99,7 +101,7 @@ def find_bolt(
     fix = f"install LLVM {major}'s BOLT (Debian: `apt-get install {debian_package(major)}`) or set PGO_LLVM_BOLT"
     if explicit:
         path = Path(explicit)
-        if not path.is_file():
+        if not path.is_file() or not os.access(path, os.X_OK):
             found = shutil.which(explicit, path=search_path)
             if not found:
                 raise ToolchainError(f"PGO_LLVM_BOLT={explicit}: no such program", fix)
@@ -109,7 +111,7 @@ def find_bolt(
         if not candidates:
             raise ToolchainError(f"no llvm-bolt of LLVM {major} (rustc {info.release}) found", fix)
         path = candidates[0]
-    version = tool_version(path, "llvm-bolt")
+    version = tool_version(path, "llvm-bolt", fix)
     if int(version.split(".")[0]) != major:
         raise ToolchainError(
             f"{path} is LLVM {version} but rustc {info.release} is LLVM {info.llvm_version}: BOLT must be of "
@@ -119,7 +121,7 @@ def find_bolt(
     merger = merge_fdata_beside(path, major, search_path)
     if merger is None:
         raise ToolchainError(f"no merge-fdata beside {path} nor merge-fdata-{major} on PATH", fix)
-    merger_version = tool_version(merger, "merge-fdata")
+    merger_version = tool_version(merger, "merge-fdata", fix)
     if int(merger_version.split(".")[0]) != major:
         raise ToolchainError(
             f"{merger} is LLVM {merger_version} but rustc {info.release} is LLVM {info.llvm_version}", fix
@@ -281,6 +283,70 @@ def check_profile(summary: FdataSummary, profile: Path, crate_names: Sequence[st
             "of other crates): it is a profile of another binary",
             "train the BOLT profile on this build (nox -s bolt without PGO_BOLT_PROFILE)",
         )
+
+
+#: what is written beside a .fdata the bolt stage trained (``<name>.fdata.trained-on``): the sha256 of the binary
+#: it was recorded on. merge-fdata's format has no place for it (llvm-bolt refuses any line that is not a record).
+TRAINED_ON_SUFFIX = ".trained-on"
+
+
+def trained_on_path(profile: Path) -> Path:
+    return profile.with_name(profile.name + TRAINED_ON_SUFFIX)
+
+
+def trained_on_record(profile_sha256: str, input_sha256: str, instrumented_sha256: str | None) -> str:
+    """The record of a BOLT training: the profile, the binary it is for (the PGO binary llvm-bolt instrumented)
+    and the BOLT-instrumented binary that wrote it."""
+    record = {
+        "profile_sha256": profile_sha256,
+        "input_sha256": input_sha256,
+        "instrumented_sha256": instrumented_sha256,
+    }
+    return json.dumps(record, indent=2) + "\n"
+
+
+def write_trained_on(profile: Path, text: str) -> None:
+    """The record beside ``profile``, whole or not at all, readable by its owner only (as the store's files)."""
+    dest = trained_on_path(profile)
+    with atomic_output(dest) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.chmod(0o600)
+
+
+def recorded_inputs(profile_sha256: str, records: Iterable[Path]) -> list[str]:
+    """The binaries (sha256) the records that exist among ``records`` say the profile of ``profile_sha256`` was
+    trained on; a record of other content (the .fdata edited since) names none."""
+    found = []
+    for path in records:
+        if not path.is_file():
+            continue
+        hint = f"remove {path} and train the BOLT profile again (nox -s bolt without PGO_BOLT_PROFILE)"
+        fields = Fields(read_json(path, "BOLT training record", CheckFailed, hint), str(path), CheckFailed, hint)
+        if fields.string("profile_sha256") == profile_sha256:
+            found.append(fields.string("input_sha256"))
+    return found
+
+
+def check_trained_on(profile: Path, profile_sha256: str, binary: Path, binary_sha256: str, store_record: Path) -> None:
+    """Refuse a given BOLT profile that no record says was trained on ``binary`` (its sha256): a record beside it
+    or beside its copy in the store, written when the bolt stage trained it. A .fdata of another build of the same
+    crate names the same functions, and llvm-bolt may apply it without a word."""
+    beside = trained_on_path(profile)
+    inputs = recorded_inputs(profile_sha256, dict.fromkeys((beside, store_record)))
+    if binary_sha256 in inputs:
+        return
+    fix = "train the BOLT profile on this build (nox -s bolt without PGO_BOLT_PROFILE)"
+    if inputs:
+        raise CheckFailed(
+            f"the BOLT profile {profile} was recorded on another binary (sha256 {inputs[0][:16]}), not on "
+            f"{binary} (sha256 {binary_sha256[:16]}): it is a profile of another build of this crate",
+            fix,
+        )
+    raise CheckFailed(
+        f"the BOLT profile {profile} has no record of the binary it was trained on (no {beside.name} beside it "
+        "of this content, none in the store)",
+        f"give a .fdata the bolt stage trained on this binary, with its {TRAINED_ON_SUFFIX} record beside it, or {fix}",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -96,15 +96,24 @@ class BuildPlan:
         return self.workload()
 
 
-def make_plan(config: Config, environ: Mapping[str, str], *, instruments: bool = True) -> BuildPlan:
-    """The plan of every stage; ``instruments``: it will build the instrumented binary (what that needs is
-    checked before anything is installed or built)."""
+def make_plan(
+    config: Config,
+    environ: Mapping[str, str],
+    *,
+    instruments: bool = True,
+    profdata: bool = True,
+    bolt: bool | None = None,
+) -> BuildPlan:
+    """The plan of every stage; ``instruments``: it will build the instrumented binary, ``profdata``: it will run
+    llvm-profdata, ``bolt``: llvm-bolt and merge-fdata (None: when ``PGO_BOLT`` is on). What they need is checked
+    before anything is installed or built."""
     refuse_global_rustflags(environ)
     env = cargo_command.cargo_env(environ)
     info = rustc_info(env)
     crate = crate_info(config.manifest, config.package, config.bin, env)
     target = config.target or info.host
     preflight.check(config, env, target, bin_name=crate.bin, instruments=instruments)
+    preflight.check_tools(config, env, info, profdata=profdata, bolt_tools=config.bolt if bolt is None else bolt)
     if zig.uses_zigbuild(config.cargo):
         env = zig.ensure_zigbuild(env, logs=config.out / "logs")
     flags = plan_rustflags(target, config.manifest.parent, env)

@@ -8,12 +8,13 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from recipes import zig
+from recipes import bolt, zig
 from recipes.config import Config
 from recipes.errors import ConfigError
 from recipes.runner import capture
 from recipes.rustflags import rust_triple
 from recipes.store import ProfileStore
+from recipes.toolchain import RustcInfo, find_profdata, rustc_sysroot
 
 
 def check(
@@ -33,6 +34,18 @@ def check(
     if root is not None:
         check_store(root)
         check_apart(config.out, root)
+
+
+def check_tools(config: Config, env: Mapping[str, str], rustc: RustcInfo, *, profdata: bool, bolt_tools: bool) -> None:
+    """The LLVM tools the session will run, found and of rustc's LLVM major, before anything is built: an
+    llvm-profdata of another major or a program that is none (``PGO_LLVM_PROFDATA``) would otherwise be refused
+    only after the instrumented build and the training; llvm-bolt and merge-fdata (``PGO_LLVM_BOLT``) and
+    ``PGO_BOLT_ARGS`` only after the optimised build."""
+    if profdata:
+        find_profdata(rustc, rustc_sysroot(env), env, config.llvm_profdata)
+    if bolt_tools:
+        bolt.find_bolt(rustc, env, config.llvm_bolt)
+        bolt.bolt_args(config.bolt_args)
 
 
 def store_root(config: Config, bin_name: str | None) -> Path | None:

@@ -189,6 +189,8 @@ class BoltResult(StageRecord, total=False):
     bolt_args: list[str]
     trained_here: bool
     train: WorkloadRun
+    bolt_instrumented_sha256: str  # the BOLT-instrumented binary that wrote the profile (trained here)
+    profile_trained_on: str  # the sha256 of the binary the profile was recorded on (input_sha256), or who vouched
     profile_branches: int
     profile_executed_branches: int
     profile_functions: int

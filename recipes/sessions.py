@@ -60,7 +60,10 @@ def _stage(session: nox.Session, action: Callable[[BuildPlan], object]) -> None:
     try:
         config = load_config(project_dir(session), os.environ, session.posargs)
         instruments = action is stages.instrument or (action is stages.pgo and config.profdata is None)
-        plan = make_plan(config, os.environ, instruments=instruments)
+        # llvm-profdata: the stages that run it, and instrument, whose raw profiles only one of rustc's LLVM reads
+        profdata = action in (stages.instrument, stages.merge, stages.optimise, stages.pgo)
+        bolt = action is stages.bolt or (config.bolt and action in (stages.optimise, stages.pgo))
+        plan = make_plan(config, os.environ, instruments=instruments, profdata=profdata, bolt=bolt)
         action(plan)
         _summary(session, stages.summary_lines(report.load(plan.work)))
     except PgoError as error:
@@ -109,7 +112,7 @@ def plain(session: nox.Session) -> None:
 
     try:
         config = load_config(project_dir(session), os.environ, session.posargs)
-        result = builds.plain(make_plan(config, os.environ, instruments=False))
+        result = builds.plain(make_plan(config, os.environ, instruments=False, profdata=False, bolt=False))
     except PgoError as error:
         session.error(error.line())
     _summary(

@@ -178,7 +178,7 @@ class Outcome:
 
 def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:
     """The configured workload (default: ``profiles/<bin>.toml``, which needs the crate's metadata)."""
-    name = config.workload or make_plan(config, environ, instruments=False).crate.bin
+    name = config.workload or make_plan(config, environ, instruments=False, profdata=False, bolt=False).crate.bin
     return load_workload(workload_path(config.project_dir, name))
 
 

@@ -115,9 +115,12 @@ def _bolt_train(plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths) -> 
 
 
 @recorded("bolt")
-def bolt(plan: BuildPlan) -> BoltResult:
+def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
     """llvm-bolt on the optimised binary: its own instrumentation and training (or PGO_BOLT_PROFILE), the profile
-    from the store, opt-dist's flags (or PGO_BOLT_ARGS), every check, then a checked copy in <work>/bolted/."""
+    from the store, opt-dist's flags (or PGO_BOLT_ARGS), every check, then a checked copy in <work>/bolted/.
+
+    A given profile must have been recorded on this very binary (:func:`recipes.bolt.check_trained_on`), unless
+    the caller ``vouched`` for it (rebuild: a release's own profile, its result compared with the release's)."""
     start = time.monotonic()
     paths = BoltPaths(plan)
     binary, input_sha, relocations = _bolt_input(plan)
@@ -153,7 +156,20 @@ def bolt(plan: BuildPlan) -> BoltResult:
         result.update(fdata.as_json())
         result["profile_main_crate_functions"] = fdata.main_crate_functions(plan.crate.crate_names)
         boltlib.check_profile(fdata, profile, plan.crate.crate_names, plan.crate.package)
+        profile_sha = sha256_file(profile)
+        store_record = boltlib.trained_on_path(plan.store.path_for(profile_sha, ".fdata"))
+        trained_on = None
+        if result["trained_here"]:
+            instrumented_sha = sha256_file(paths.instrumented)
+            result["bolt_instrumented_sha256"] = instrumented_sha
+            trained_on = boltlib.trained_on_record(profile_sha, input_sha, instrumented_sha)
+            boltlib.write_trained_on(profile, trained_on)
+        elif vouched is None:
+            boltlib.check_trained_on(profile, profile_sha, binary, input_sha, store_record)
+        result["profile_trained_on"] = input_sha if vouched is None else f"vouched: {vouched}"
         store_path = plan.store.put(profile, suffix=".fdata")
+        if trained_on is not None:
+            boltlib.write_trained_on(store_path, trained_on)
         result["store_path"] = str(store_path)
         result["profile_sha256"] = plan.store.verify(store_path, "before llvm-bolt")
         log = plan.logs / "bolt-optimise.log"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from recipes import bolt as boltlib
 from recipes import report
 from recipes.plan import BuildPlan
 from recipes.results import Report
@@ -19,9 +18,7 @@ from recipes.workload import check_environment, check_tools
 
 def pgo(plan: BuildPlan) -> Report:
     """All four stages in order, every check on (the optimised binary replays the training)."""
-    if plan.config.bolt:  # llvm-bolt of rustc's LLVM, or refused before anything is built
-        boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
-        boltlib.bolt_args(plan.config.bolt_args)
+    # llvm-profdata, llvm-bolt and merge-fdata (PGO_BOLT=1) were checked when the plan was made (plan.make_plan)
     if plan.config.profdata is None:
         workload = plan.workload()  # what it needs is refused before anything is built
         check_tools(workload, plan.env.get("PATH", os.defpath))

@@ -6,20 +6,39 @@ import os
 from pathlib import Path
 
 from recipes import profdata, report
-from recipes.errors import MissingInput
+from recipes.errors import CheckFailed, MissingInput
 from recipes.plan import BuildPlan
 from recipes.results import TrainResult
 from recipes.stages._record import recorded, run_on
+from recipes.store import sha256_file
 from recipes.workload import check_environment, check_tools
+
+
+def instrumented_binary(plan: BuildPlan) -> Path:
+    """The binary the instrument stage built and recorded: at the instrumented build's path in this work dir, and
+    unchanged since (its sha256). Anything else report.json may name is not run."""
+    inst = report.require(plan.work, "instrument", "train")
+    binary = Path(inst["binary"])
+    expected = plan.instrumented_binary
+    if binary != expected:
+        raise CheckFailed(
+            f"report.json names {binary} as the instrumented binary, not {expected} that instrument builds",
+            "train runs only the instrumented build of this work dir: run `nox -s instrument` again",
+        )
+    if not binary.is_file():
+        raise MissingInput(f"the instrumented binary {binary} is gone", "run `nox -s instrument` again")
+    if sha256_file(binary) != inst["binary_sha256"]:
+        raise CheckFailed(
+            f"the instrumented binary {binary} changed since instrument built it (its sha256 is not the recorded one)",
+            "run `nox -s instrument` again",
+        )
+    return binary
 
 
 @recorded("train")
 def train(plan: BuildPlan) -> TrainResult:
     """Drive the instrumented binary through the workload; each instance writes its .profraw."""
-    inst = report.require(plan.work, "instrument", "train")
-    binary = Path(inst["binary"])
-    if not binary.is_file():
-        raise MissingInput(f"the instrumented binary {binary} is gone", "run `nox -s instrument` again")
+    binary = instrumented_binary(plan)
     workload = plan.workload()
     check_tools(workload, plan.env.get("PATH", os.defpath))
     check_environment(workload, plan.env)

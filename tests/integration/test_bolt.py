@@ -7,6 +7,7 @@ writes it) and a profile store of its own."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -52,6 +53,16 @@ def bolted(tmp_path_factory: pytest.TempPathFactory) -> Bolted:
     return Bolted(pipeline, text, _report(pipeline.work))
 
 
+def _given(bolted: Bolted, dest: Path, *, record: bool = True) -> Path:
+    """The shared run's BOLT profile copied to ``dest`` (with the record of its training beside it, as the stage
+    wrote it beside the store's copy), to be given as PGO_BOLT_PROFILE."""
+    stored = Path(bolted.report["bolt"]["store_path"])
+    shutil.copy(stored, dest)
+    if record:
+        shutil.copy(bolt.trained_on_path(stored), bolt.trained_on_path(dest))
+    return dest
+
+
 def test_pgo_with_bolt(bolted: Bolted) -> None:
     report, work = bolted.report, bolted.pipeline.work
     assert set(report) == {"instrument", "train", "merge", "optimise", "bolt"}
@@ -72,6 +83,16 @@ def test_pgo_with_bolt(bolted: Bolted) -> None:
     assert result["profile_branches"] > 100 and result["profile_main_crate_functions"] >= 4
     assert 0 < result["functions_with_profile"] < result["total_functions"]
     assert result["stale_profile_functions"] == 0
+    # the record of the training: the profile, the binary it was recorded on, the BOLT-instrumented binary
+    assert result["profile_trained_on"] == result["input_sha256"]
+    for profile in (store_path, work / "bolt" / "hello-pgo.fdata"):
+        recorded = json.loads(bolt.trained_on_path(profile).read_text())
+        assert recorded == {
+            "profile_sha256": result["profile_sha256"],
+            "input_sha256": result["input_sha256"],
+            "instrumented_sha256": result["bolt_instrumented_sha256"],
+        }
+    assert result["bolt_instrumented_sha256"] == sha256_file(work / "bolt" / "hello-pgo.inst")
     before, after = result["dyno_stats"]["before"], result["dyno_stats"]["after"]
     assert before["executed instructions"] > 0 and after["executed instructions"] > 0
     assert result["bolt_args"] == list(bolt.OPT_DIST_ARGS)
@@ -90,8 +111,7 @@ def test_pgo_with_bolt(bolted: Bolted) -> None:
 
 def test_same_profile_gives_the_same_binary(bolted: Bolted, tmp_path: Path) -> None:
     """llvm-bolt writes its command line into the binary; the stage gives it the same one for the same profile."""
-    profile = tmp_path / "given.fdata"
-    shutil.copy(bolted.report["bolt"]["store_path"], profile)
+    profile = _given(bolted, tmp_path / "given.fdata")
     assert_ok(bolted.again(tmp_path, PGO_BOLT_PROFILE=str(profile)))
     again = _report(tmp_path / "again")["bolt"]
     assert again["trained_here"] is False
@@ -114,7 +134,9 @@ def test_the_merged_profile_of_an_earlier_run_given_again(bolted: Bolted, tmp_pa
     """PGO_BOLT_PROFILE may name the .fdata the stage merged in this work dir: it is not cleared before use."""
     merged = tmp_path / "again" / "bolt" / "hello-pgo.fdata"
     merged.parent.mkdir(parents=True)
-    shutil.copy(bolted.report["bolt"]["store_path"], merged)
+    earlier = bolted.pipeline.work / "bolt" / "hello-pgo.fdata"  # with the record of its training beside it
+    for path in (earlier, bolt.trained_on_path(earlier)):
+        shutil.copy(path, merged.parent / path.name)
     assert_ok(bolted.again(tmp_path, PGO_BOLT_PROFILE=str(merged)))
     assert _report(tmp_path / "again")["bolt"]["profile_sha256"] == bolted.report["bolt"]["profile_sha256"]
 
@@ -169,9 +191,53 @@ def test_bolt_profile_of_another_binary_refused(bolted: Bolted, tmp_path: Path) 
     assert_refused(bolted.again(tmp_path, PGO_BOLT_PROFILE=str(foreign)), "names none of hello-pgo's functions")
 
 
+def test_bolt_profile_without_a_record_of_its_training_refused(bolted: Bolted, tmp_path: Path) -> None:
+    """The very profile of this binary, but alone: nothing says which binary it was recorded on."""
+    profile = _given(bolted, tmp_path / "given.fdata", record=False)
+    proc = bolted.again(tmp_path, PGO_BOLT_PROFILE=str(profile))
+    line = assert_refused(proc, f"the BOLT profile {profile} has no record of the binary it was trained on")
+    assert "given.fdata.trained-on" in line and "nox -s bolt without PGO_BOLT_PROFILE" in line
+    assert not (tmp_path / "again" / "bolted" / "hello-pgo").exists()
+    # a record of other content (the .fdata edited after its training) is no record of it
+    shutil.copy(bolt.trained_on_path(Path(bolted.report["bolt"]["store_path"])), bolt.trained_on_path(profile))
+    profile.write_text(profile.read_text() + profile.read_text().splitlines()[0] + "\n")
+    proc = bolted.again(tmp_path, PGO_BOLT_PROFILE=str(profile))
+    assert_refused(proc, f"the BOLT profile {profile} has no record of the binary it was trained on")
+
+
+def test_bolt_profile_of_another_build_of_the_same_crate_refused(bolted: Bolted, tmp_path: Path) -> None:
+    """Another build of hello (a source changed: a static added) from the same PGO profile, linked for BOLT: the
+    shared run's BOLT profile names the same functions, and llvm-bolt applies it without a stale function; its
+    record says it was recorded on the shared run's binary, so it is refused."""
+    other = Pipeline(tmp_path / "other", "hello")
+    main = other.crate_dir / "src" / "main.rs"
+    main.write_text(main.read_text() + "\n#[used]\nstatic LAYOUT: [u8; 4096] = [1; 4096];\n")
+    merged = bolted.report["merge"]["profile"]
+    assert_ok(other.nox("optimise", PGO_BOLT="1", PGO_PROFDATA=merged))
+    optimised = _report(other.work)["optimise"]
+    assert optimised["binary_sha256"] != bolted.report["optimise"]["binary_sha256"]
+    given = Path(bolted.report["bolt"]["store_path"])  # its record beside it, in the shared run's store
+    # what the check is for: llvm-bolt itself takes this profile for the other build, finding nothing stale
+    log = tmp_path / "direct.log"
+    direct = subprocess.run(
+        ["llvm-bolt-22", optimised["binary"], "-o", str(tmp_path / "direct.bolt"), f"-data={given}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    log.write_text(direct.stdout + direct.stderr)
+    summary = bolt.parse_bolt_log(log.read_text())
+    assert summary.functions_with_profile > 0 and summary.stale_functions == 0
+    proc = other.nox("bolt", PGO_BOLT_PROFILE=str(given))
+    line = assert_refused(proc, f"the BOLT profile {given} was recorded on another binary")
+    assert f"(sha256 {bolted.report['optimise']['binary_sha256'][:16]}), not on {optimised['binary']}" in line
+    assert "it is a profile of another build of this crate" in line
+    assert not (other.work / "bolted" / "hello-pgo").exists()
+    assert not (other.store / given.name).exists()  # refused before it went into the store
+
+
 def test_tampered_stored_bolt_profile_refused(bolted: Bolted, tmp_path: Path) -> None:
-    profile = tmp_path / "given.fdata"
-    shutil.copy(bolted.report["bolt"]["store_path"], profile)
+    profile = _given(bolted, tmp_path / "given.fdata")
     store = tmp_path / "store-again"
     store.mkdir(mode=0o700)
     stored = store / f"{sha256_file(profile)}.fdata"

@@ -181,6 +181,86 @@ def test_the_hint_works_target_rustflags_with_a_space_and_an_existing_variable(h
     assert f"-Cprofile-generate={hello.work / 'profraw'}" in main_line
 
 
+# --- the LLVM tools ----------------------------------------------------------------------------------------
+
+
+def _not_a_tool(tmp_path: Path, name: str, prints: str) -> Path:
+    """A program that is not the LLVM tool it is given as: it prints ``prints`` (another LLVM's version, or
+    something else) whatever it is asked, and exits 0."""
+    fake = tmp_path / name
+    fake.write_text(f"#!/bin/sh\necho '{prints}'\n")
+    fake.chmod(0o755)
+    return fake
+
+
+@pytest.mark.parametrize("session", ["pgo", "instrument", "merge", "optimise"])
+def test_llvm_profdata_of_another_major_refused_before_anything_is_built(hello: Pipeline, session: str) -> None:
+    """llvm-14 is installed here (and on CI): its llvm-profdata cannot read rustc 22's raw profiles."""
+    proc = hello.nox(session, PGO_LLVM_PROFDATA="/usr/bin/llvm-profdata-14")
+    assert_refused(proc, "/usr/bin/llvm-profdata-14 is LLVM 14.0.6 but rustc", "is LLVM 22.", "apt-get install llvm-22")
+    assert "Compiling" not in proc.stdout + proc.stderr
+    _nothing_built(hello)
+    assert _report(hello) == {}  # refused before any stage began
+
+
+@pytest.mark.parametrize(
+    ("program", "says"),
+    [
+        ("/bin/true", "`/bin/true merge --version` prints no LLVM version"),
+        ("/bin/false", "`/bin/false merge --version` failed with exit code 1: (no output)"),
+    ],
+)
+def test_a_program_that_is_no_llvm_profdata_refused_before_anything_is_built(
+    hello: Pipeline, program: str, says: str
+) -> None:
+    proc = hello.nox("pgo", PGO_LLVM_PROFDATA=program)
+    assert_refused(proc, f"{program} is not llvm-profdata: {says}", "LLVM 22")
+    assert "Compiling" not in proc.stdout + proc.stderr
+    _nothing_built(hello)
+
+
+def test_a_script_printing_another_version_as_llvm_profdata_refused(hello: Pipeline, tmp_path: Path) -> None:
+    fake = _not_a_tool(tmp_path, "llvm-profdata", "Ubuntu LLVM version 18.1.3")
+    assert_refused(hello.nox("instrument", PGO_LLVM_PROFDATA=str(fake)), f"{fake} is LLVM 18.1.3 but rustc")
+    _nothing_built(hello)
+
+
+def test_train_does_not_look_for_llvm_profdata(hello: Pipeline) -> None:
+    """A session that runs no llvm-profdata does not look for one: train gets as far as its missing input."""
+    assert_refused(hello.nox("train", PGO_LLVM_PROFDATA="/bin/true"), "train needs the result of instrument")
+
+
+@pytest.mark.parametrize("session", ["pgo", "optimise", "bolt"])
+def test_llvm_bolt_of_another_major_refused_before_anything_is_built(
+    hello: Pipeline, tmp_path: Path, session: str
+) -> None:
+    """No llvm-bolt of another major than 22 is installable here: a script printing LLVM 21's version stands in
+    for one (it is never run as llvm-bolt). ``optimise`` with PGO_BOLT=1 links for BOLT: refused before it too."""
+    fake = _not_a_tool(tmp_path, "llvm-bolt-21", "Debian LLVM version 21.1.8")
+    proc = hello.nox(session, PGO_BOLT="1", PGO_LLVM_BOLT=str(fake))
+    assert_refused(proc, f"{fake} is LLVM 21.1.8 but rustc", "apt-get install bolt-22")
+    assert "Compiling" not in proc.stdout + proc.stderr
+    _nothing_built(hello)
+    assert _report(hello) == {}
+
+
+def test_a_program_that_is_no_llvm_bolt_refused_before_anything_is_built(hello: Pipeline) -> None:
+    proc = hello.nox("pgo", PGO_BOLT="1", PGO_LLVM_BOLT="/bin/true")
+    assert_refused(proc, "/bin/true is not llvm-bolt: `/bin/true --version` prints no LLVM version", "bolt-22")
+    _nothing_built(hello)
+
+
+def test_merge_fdata_of_another_major_refused_before_anything_is_built(hello: Pipeline, tmp_path: Path) -> None:
+    """The real llvm-bolt-22, a merge-fdata beside it printing LLVM 21's version."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "llvm-bolt").symlink_to("/usr/bin/llvm-bolt-22")
+    fake = _not_a_tool(tools, "merge-fdata", "Debian LLVM version 21.1.8")
+    proc = hello.nox("pgo", PGO_BOLT="1", PGO_LLVM_BOLT=str(tools / "llvm-bolt"))
+    assert_refused(proc, f"{fake} is LLVM 21.1.8 but rustc", "bolt-22")
+    _nothing_built(hello)
+
+
 # --- a full disk under the store ----------------------------------------------------------------------------
 
 

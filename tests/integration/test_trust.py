@@ -79,6 +79,31 @@ def test_corrupt_raw_profile_refused_by_name_or_dropped_when_asked(hello: Pipeli
     assert not (hello.work / "hello-pgo.profdata").exists()
 
 
+def test_train_runs_only_the_instrumented_build_it_recorded(hello: Pipeline) -> None:
+    """train runs the binary instrument built, unchanged (its recorded sha256), at the instrumented build's path:
+    (a) the binary overwritten by another executable, (b) report.json edited to name /bin/true (with its sha256)."""
+    assert_ok(hello.nox("instrument"))
+    instrumented = Path(_report(hello)["instrument"]["binary"])
+    assert instrumented == hello.work / "generate-target" / TRIPLE / "release" / "hello-pgo"
+    original = instrumented.read_bytes()
+
+    shutil.copy("/bin/true", instrumented)  # another executable, in its place
+    line = assert_refused(hello.nox("train"), f"the instrumented binary {instrumented} changed since instrument built")
+    assert "run `nox -s instrument` again" in line
+    assert not (hello.work / "profraw").exists() or not list((hello.work / "profraw").glob("*.profraw"))
+    instrumented.write_bytes(original)
+
+    full = _report(hello)
+    full["instrument"].update(binary="/bin/true", binary_sha256=sha256_file(Path("/bin/true")))
+    (hello.work / "report.json").write_text(json.dumps(full))
+    line = assert_refused(
+        hello.nox("train"), f"report.json names /bin/true as the instrumented binary, not {instrumented}"
+    )
+    assert "train runs only the instrumented build of this work dir" in line
+    assert "failed" in _report(hello)["train"]
+    assert not (hello.work / "profraw").exists() or not list((hello.work / "profraw").glob("*.profraw"))
+
+
 def test_raw_profile_of_another_binary_refused(hello: Pipeline, tmp_path: Path) -> None:
     raws = _trained(hello)
     other = Pipeline(tmp_path / "other", "withdep")

@@ -230,3 +230,32 @@ def test_real_tools_when_installed() -> None:
         pytest.skip("bolt-22 not installed (the integration tests need it)")
     tools = bolt.find_bolt(RUSTC, {"PATH": os.environ["PATH"]}, None)
     assert tools.llvm_bolt.name == "llvm-bolt-22" and tools.merge_fdata.name == "merge-fdata-22"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the record of a BOLT training (<profile>.trained-on)
+
+PROFILE_SHA, INPUT_SHA = "a" * 64, "b" * 64
+
+
+def test_a_training_record_beside_the_profile_or_in_the_store_names_the_binary(tmp_path: Path) -> None:
+    profile, store_copy = tmp_path / "given.fdata", tmp_path / "store" / f"{PROFILE_SHA}.fdata"
+    store_copy.parent.mkdir()
+    bolt.write_trained_on(store_copy, bolt.trained_on_record(PROFILE_SHA, INPUT_SHA, "c" * 64))
+    record = bolt.trained_on_path(store_copy)
+    assert record.name == f"{PROFILE_SHA}.fdata.trained-on" and record.stat().st_mode & 0o777 == 0o600
+    bolt.check_trained_on(profile, PROFILE_SHA, tmp_path / "bin", INPUT_SHA, record)  # the store's record
+    with pytest.raises(CheckFailed, match=r"was recorded on another binary \(sha256 b{16}\), not on .*/bin \(sha256 d"):
+        bolt.check_trained_on(profile, PROFILE_SHA, tmp_path / "bin", "d" * 64, record)
+    with pytest.raises(CheckFailed, match=r"has no record of the binary it was trained on \(no given.fdata.trained-on"):
+        bolt.check_trained_on(profile, "e" * 64, tmp_path / "bin", INPUT_SHA, record)  # a record of other content
+
+
+@pytest.mark.parametrize("text", ["not json", '{"profile_sha256": "' + PROFILE_SHA + '"}', "[]"])
+def test_a_training_record_that_is_no_record_refused(tmp_path: Path, text: str) -> None:
+    profile = tmp_path / "given.fdata"
+    bolt.trained_on_path(profile).write_text(text)
+    with pytest.raises(CheckFailed) as caught:
+        bolt.check_trained_on(profile, PROFILE_SHA, tmp_path / "bin", INPUT_SHA, tmp_path / "none")
+    line = caught.value.line()
+    assert "given.fdata.trained-on" in line and "train the BOLT profile again" in line and "\n" not in line
