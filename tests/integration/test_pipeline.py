@@ -176,8 +176,8 @@ def test_training_phase_exit_code_refused(hello: Pipeline, tmp_path: Path) -> No
 
 
 def test_a_training_run_that_leaves_daemons_refused_and_nothing_left(hello: Pipeline, tmp_path: Path) -> None:
-    """``nox -s train`` on a binary that daemonizes: a shell script put in the instrumented binary's place (it
-    stands in for a program that starts a worker in its group and a daemon that calls setsid): refused in one
+    """``nox -s train`` on a binary that daemonizes: a shell script put in the instrumented binary's place and
+    recorded as it (it stands in for a program that starts a worker in its group and a daemon that calls setsid): refused in one
     line naming both, and neither runs afterwards."""
     assert_ok(hello.nox("instrument"))
     record = _report(hello)["instrument"]
@@ -187,6 +187,10 @@ def test_a_training_run_that_leaves_daemons_refused_and_nothing_left(hello: Pipe
         f"#!/bin/sh\nsleep 300 & echo $! > {a}\n(setsid sleep 301 & echo $! > {b}) &\n"
         f"until grep -q . {b}; do :; done\nsleep 0.5\n"
     )
+    # train runs only the instrumented build it recorded: the stand-in is recorded as that build
+    records = report.load(hello.work)
+    records["instrument"]["binary_sha256"] = sha256_file(Path(record["binary"]))
+    report.save(hello.work, records)
     proc = hello.nox("train", PGO_WORKLOAD=str(_workload(tmp_path, FAILING)))
     pids = sorted(int(f.read_text()) for f in (a, b))
     named = ", ".join(f"pid {pid}: sleep" for pid in pids)
