@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -21,11 +22,13 @@ def test_usable_pgo_binary_only_when_optimise_passed_and_the_file_is_unchanged(t
     work = tmp_path / "work"
     assert builds.usable_pgo_binary(work) is None  # no report
     binary = _binary(tmp_path / "server")
-    report.save(work, {"optimise": {"binary": str(binary), "binary_sha256": sha256_file(binary)}})
+    captured = json.loads((Path(__file__).parent.parent / "data" / "report-demo-server-bolt.json").read_text())
+    optimised = {**captured["optimise"], "binary": str(binary), "binary_sha256": sha256_file(binary)}
+    report.save(work, {"optimise": optimised})
     assert builds.usable_pgo_binary(work) == binary
     report.save(work, {"optimise": {"binary": str(binary), "binary_sha256": sha256_file(binary), "failed": "x"}})
     assert builds.usable_pgo_binary(work) is None
-    report.save(work, {"optimise": {"binary": str(binary), "binary_sha256": sha256_file(binary)}})
+    report.save(work, {"optimise": optimised})
     _binary(binary, "#!/bin/sh\necho rebuilt\n")
     assert builds.usable_pgo_binary(work) is None
 
