@@ -256,7 +256,7 @@ def parse_fdata(text: str) -> FdataSummary:
     functions: set[str] = set()
     for line in text.splitlines():
         fields = line.split()
-        if len(fields) != 8 or not fields[7].isdigit():
+        if len(fields) != 8 or not (fields[7].isascii() and fields[7].isdigit()):  # "²" is a digit int() refuses
             continue
         count = int(fields[7])
         if count == 0:

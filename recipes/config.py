@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import ConfigError
+from recipes.inputs import _kind, read_text
 
 #: bounds of numeric settings: beyond them a count or a deadline overflows later, after the build
 MAX_COUNT = 2**31 - 1
@@ -174,11 +175,15 @@ def read_pyproject(project_dir: Path) -> dict[str, Any]:
     path = project_dir / "pyproject.toml"
     if not path.is_file():
         return {}
+    text = read_text(path, "", ConfigError, "save it as UTF-8 text")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}", "fix the syntax") from exc
-    table = data.get("tool", {}).get("pgo", {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: tool must be a table, not {_kind(tool)}", "write its tables as [tool.<name>]")
+    table = tool.get("pgo", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.pgo] must be a table", "write it as [tool.pgo] with key = value lines")
     return table

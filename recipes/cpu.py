@@ -329,12 +329,36 @@ def check_command(binary: Path, args: Sequence[str], work: Path, env: Mapping[st
     return {"args": list(args), "exit": describe_exit(done.returncode)}
 
 
+ELF_MAGIC = b"\x7fELF"
+
+
+def _magic(binary: Path) -> bytes:
+    """The first four bytes of ``binary``: an ELF binary's are :data:`ELF_MAGIC`."""
+    try:
+        with binary.open("rb") as stream:
+            return stream.read(4)
+    except OSError as exc:
+        raise MissingInput(f"{binary} cannot be read: {exc.strerror}", "pass --binary a file you may read") from exc
+
+
+def _not_elf(binary: Path, magic: bytes) -> CheckFailed:
+    return CheckFailed(
+        f"{binary} is not an ELF binary (it starts with {magic!r})",
+        "qemu-user emulates ELF binaries only: pass --binary the program cargo built",
+    )
+
+
 def check_binary(
     binary: Path, work: Path, env: Mapping[str, str], *, args: Sequence[str] | None = None
 ) -> CpuBaselineResult:
     """The baseline-CPU check of one binary: the controls, then the server check, or a run with ``args``."""
     if not binary.is_file():
         raise MissingInput(f"no binary at {binary}", "build it first, or pass --binary PATH")
+    if not os.access(binary, os.X_OK):
+        raise MissingInput(f"{binary} is not executable", "chmod +x it, or pass --binary the program cargo built")
+    magic = _magic(binary)
+    if magic != ELF_MAGIC and (args is not None or not magic.startswith(b"#!")):
+        raise _not_elf(binary, magic)
     work.mkdir(parents=True, exist_ok=True)
     qemu = check_qemu(env)
     say(f"cpu-baseline: {binary} under {QEMU} -cpu {BASELINE_CPU}")
@@ -343,12 +367,21 @@ def check_binary(
     if args is not None:
         result["command"] = check_command(binary, args, work, env)
         return result
-    native = subprocess.run([str(binary), "--build-info"], env=dict(env), capture_output=True, text=True, check=False)
+    try:
+        native = subprocess.run(
+            [str(binary), "--build-info"], env=dict(env), capture_output=True, text=True, check=False
+        )
+    except OSError as exc:  # not a program this machine runs: not ELF nor a script, or no interpreter
+        raise CheckFailed(
+            f"{binary} cannot be run: {exc.strerror}", "pass --binary the program cargo built for this machine"
+        ) from exc
     if native.returncode != 0:
         raise CheckFailed(
             f"{binary.name} --build-info got {describe_exit(native.returncode)}: {native.stderr.strip()[:120]}",
             "for a binary that is not the demo server, give the arguments to run it with: --run ARG...",
         )
+    if magic != ELF_MAGIC:  # a script may answer --build-info, but qemu-user runs ELF binaries only
+        raise _not_elf(binary, magic)
     info = parse_build_info(native.stdout)
     defaults = rustc_default_features(info.target, env)
     result["build_info"] = {"target": info.target, "target_features": list(info.target_features)}

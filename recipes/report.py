@@ -6,10 +6,11 @@ import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, cast, overload
+from typing import Any, Literal, cast, get_type_hints, overload
 
 from recipes.errors import MissingInput, WorkDirError
 from recipes.files import write_atomically
+from recipes.inputs import read_json
 from recipes.results import (
     BoltResult,
     CpuBaselineResult,
@@ -25,6 +26,7 @@ from recipes.results import (
     StageName,
     TestResult,
     TrainResult,
+    mismatch,
 )
 
 #: the layout of report.json, written in it as "schema" and checked when it is read (a report without one is of
@@ -34,6 +36,10 @@ STAGES: tuple[PipelineStage, ...] = ("instrument", "train", "merge", "optimise",
 #: what a stage's new result makes stale: every later stage, but test and bolt both stand on optimise alone
 LATER: dict[str, tuple[PipelineStage, ...]] = {stage: STAGES[i + 1 :] for i, stage in enumerate(STAGES)}
 LATER["test"] = ()
+#: the session that writes each record (the hint of a record that does not fit its type)
+SESSION: dict[str, str] = {stage: stage for stage in STAGES} | {"test": "pgo-test", "cpu_baseline": "cpu-baseline"}
+#: each record's type (results.Report's keys)
+RECORD_TYPES: dict[str, Any] = get_type_hints(Report)
 
 
 def report_path(work: Path) -> Path:
@@ -41,8 +47,28 @@ def report_path(work: Path) -> Path:
 
 
 def load(work: Path) -> Report:
-    """The records of report.json (none when there is no report), each of its stage's type."""
-    return _typed(_load_records(work))
+    """The records of report.json (none when there is no report), each of its stage's type: checked to be, a
+    missing key or a value of another type is one line naming the stage and the key (:func:`check_record`)."""
+    records = _load_records(work)
+    for stage, record in records.items():
+        check_record(report_path(work), stage, record)
+    return _typed(records)
+
+
+def check_record(path: Path, stage: str, record: dict[str, Any]) -> None:
+    """Refuse a record that does not fit its stage's type (``results``): a key of another type, or, in the record of
+    a stage that succeeded (no ``failed`` reason), a key the readers of that record need that is missing."""
+    declared = RECORD_TYPES.get(stage)
+    if declared is None:  # a record this pgo-recipes does not write: nobody reads it
+        return
+    reason = record.get("failed")
+    problem = mismatch(record, declared, "", complete=not (isinstance(reason, str) and reason))
+    if problem is not None:
+        session = SESSION.get(stage, stage)
+        raise WorkDirError(
+            f"{path}: {stage}: {problem}",
+            f"run `nox -s {session}` again with the same PGO_OUT, or remove {path.name} and run the stages again",
+        )
 
 
 def _typed(records: dict[str, Any]) -> Report:
@@ -51,13 +77,12 @@ def _typed(records: dict[str, Any]) -> Report:
 
 
 def _load_records(work: Path) -> dict[str, Any]:
+    """report.json's records, checked to be objects (their keys are :func:`load`'s to check: a stage that starts
+    replaces a record that does not fit, without reading it)."""
     path = report_path(work)
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise WorkDirError(f"{path} is not valid JSON: {exc}", "remove it and run the stages again") from exc
+    data = read_json(path, "the report", WorkDirError, "remove it and run the stages again")
     if not isinstance(data, dict):
         raise WorkDirError(f"{path} is not a report (not a JSON object)", "remove it and run the stages again")
     schema = data.pop("schema", REPORT_SCHEMA)
@@ -72,6 +97,12 @@ def _load_records(work: Path) -> dict[str, Any]:
             f"{path}: {odd!r} is not a stage record (a JSON object)", "remove it and run the stages again"
         )
     return data
+
+
+def running(work: Path, stage: StageName) -> bool:
+    """Whether ``stage``'s record says it has not finished (read as :func:`record` does, without checking it)."""
+    record = _load_records(work).get(stage)
+    return isinstance(record, dict) and bool(record.get("running"))
 
 
 def save(work: Path, report: Report) -> None:
@@ -145,8 +176,8 @@ def require(work: Path, stage: Literal["merge"], needed_by: str) -> MergeResult:
 @overload
 def require(work: Path, stage: Literal["optimise"], needed_by: str) -> OptimiseResult: ...
 def require(work: Path, stage: StageName, needed_by: str) -> Mapping[str, object]:
-    """``stage``'s record, refused when there is none or it says the stage failed."""
-    result = _load_records(work).get(stage)
+    """``stage``'s record, refused when there is none, it says the stage failed, or a record does not fit."""
+    result = load(work).get(stage)
     if not isinstance(result, dict):
         raise MissingInput(
             f"{needed_by} needs the result of {stage}, and {report_path(work)} has none",

@@ -6,12 +6,18 @@ not finish records only what it had by then, with ``failed`` (why) and, while it
 checks ``report.failed`` or goes through ``report.require`` before it relies on the rest. Nested objects whose
 keys are open (a crate's name, a section's, a statistic's) stay plain dicts.
 
-The JSON is what the stages always wrote: these types describe it, they change nothing at run time.
+The JSON is what the stages always wrote: these types describe it. ``report.load`` checks what it reads against
+them (:func:`mismatch`): every declared key present has its declared type, and a record of a stage that succeeded
+has the keys of :data:`REQUIRED`, those the stages after it, the summary and the release read without a default.
 """
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict
+import functools
+import types
+from typing import Any, Literal, NotRequired, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
+
+from recipes.inputs import _kind
 
 #: the stages of the pipeline, in order (``report.STAGES``)
 PipelineStage = Literal["instrument", "train", "merge", "optimise", "test", "bolt"]
@@ -292,3 +298,143 @@ class Report(TypedDict, total=False):
     rebuild: RebuildResult
     determinism: DeterminismResult
     cpu_baseline: CpuBaselineResult
+
+
+#: the keys a record has when its stage succeeded (a failed or running record has ``failed`` and what it had by
+#: then): what the stages after it (``report.require``), the summary and the release read without a default
+REQUIRED: dict[type, tuple[str, ...]] = {
+    WorkloadRun: ("seconds", "requests", "phases"),
+    InstrumentResult: ("seconds", "binary"),
+    TrainResult: ("seconds", "requests", "phases", "profraw"),
+    MergeResult: ("seconds", "profile", "executed_functions", "total_functions", "min_functions", "profraw_merged"),
+    OptimiseResult: (
+        "store_path",
+        "binary",
+        "binary_sha256",
+        "rustflags",
+        "crate_metadata",
+        "missing_profile_functions",
+        "stale_profile_warnings",
+        "main_crate_functions_with_profile",
+        "main_crate_functions_without_profile",
+        "max_glibc",
+    ),
+    TestResult: ("seconds", "passed", "failed", "ignored"),
+    BoltResult: (
+        "seconds",
+        "store_path",
+        "bolt_args",
+        "dyno_stats",
+        "functions_with_profile",
+        "total_functions",
+        "profile_main_crate_functions",
+        "profile_branches",
+        "input_bytes",
+        "binary_bytes",
+        "binary",
+        "binary_sha256",
+    ),
+}
+
+_NAMES: dict[Any, str] = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    type(None): "null",
+}
+
+
+def _name(declared: Any) -> str:
+    """What a value of type ``declared`` is, for a message: ``a string or null``."""
+    origin = get_origin(declared)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_name(option) for option in get_args(declared))
+    if origin is list:
+        return "a list"
+    if origin is dict or is_typeddict(declared):
+        return "an object"
+    if origin is Literal:
+        return " or ".join(repr(option) for option in get_args(declared))
+    return _NAMES[declared]
+
+
+def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str | None:
+    """Where and how ``value`` (as read from JSON) does not fit the type ``declared``, or None when it does:
+    ``'verify.seconds' is missing``, ``'binary' is the number 3, not a string or null``. Keys a record type does
+    not declare are left alone; ``complete`` asks for the :data:`REQUIRED` keys (a record of a stage that
+    succeeded)."""
+    if declared in _SCALARS:
+        fits = isinstance(value, _SCALARS[declared]) and (declared is bool or not isinstance(value, bool))
+        return None if fits else _problem(value, declared, where)
+    origin = get_origin(declared)
+    if is_typeddict(declared):
+        if not isinstance(value, dict):
+            return _problem(value, declared, where)
+        needed = set(declared.__required_keys__) | (set(REQUIRED.get(declared, ())) if complete else set())
+        missing = sorted(needed - set(value))
+        if missing:
+            return f"{_at(where, missing[0])!r} is missing"
+        hints = _hints(declared)
+        for key, item in value.items():
+            if key in hints and (found := mismatch(item, hints[key], _at(where, key), complete=complete)):
+                return found
+        return None
+    if origin in (Union, types.UnionType):
+        options = get_args(declared)
+        if any(mismatch(value, option, where, complete=complete) is None for option in options):
+            return None
+        inner = [option for option in options if option is not type(None)]
+        if len(inner) == 1 and _fits_shape(value, inner[0]):  # a list or object of the right shape: what is inside
+            return mismatch(value, inner[0], where, complete=complete)
+        return _problem(value, declared, where)
+    if origin is list:
+        if not isinstance(value, list):
+            return _problem(value, declared, where)
+        (item_type,) = get_args(declared)
+        for i, item in enumerate(value):
+            if found := mismatch(item, item_type, f"{where}[{i}]", complete=complete):
+                return found
+        return None
+    if origin is dict:
+        if not isinstance(value, dict):
+            return _problem(value, declared, where)
+        _, item_type = get_args(declared)
+        for key, item in value.items():
+            if found := mismatch(item, item_type, _at(where, key), complete=complete):
+                return found
+        return None
+    if origin is Literal:
+        return None if value in get_args(declared) else _problem(value, declared, where)
+    raise TypeError(f"{where}: no check of the type {declared}")  # a type results.py does not use
+
+
+#: the scalar types of the records, and what a value of each may be (JSON writes a whole float as it likes)
+_SCALARS: dict[Any, type | tuple[type, ...]] = {
+    str: str,
+    int: int,
+    float: (int, float),
+    bool: bool,
+    type(None): type(None),
+}
+
+
+def _problem(value: object, declared: Any, where: str) -> str:
+    return f"{where!r} is {_kind(value)}, not {_name(declared)}"
+
+
+@functools.cache
+def _hints(declared: Any) -> dict[str, Any]:
+    """The keys a record type declares, with their types (evaluated once: the annotations are strings)."""
+    return get_type_hints(declared)
+
+
+def _at(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _fits_shape(value: object, declared: Any) -> bool:
+    origin = get_origin(declared)
+    if origin is list:
+        return isinstance(value, list)
+    return isinstance(value, dict) and (origin is dict or is_typeddict(declared))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import ConfigError, EnvironmentRefused
+from recipes.inputs import read_text
 from recipes.runner import say
 
 _GLIBC_SUFFIX = re.compile(r"^(?P<triple>.+-gnu[a-z0-9]*)\.(?P<glibc>\d+\.\d+)$")
@@ -107,7 +108,9 @@ def cargo_config_files(cwd: Path, env: Mapping[str, str]) -> list[CargoConfigFil
     files = []
     for path in paths:
         try:
-            files.append(CargoConfigFile(path, tomllib.loads(path.read_text(encoding="utf-8"))))
+            hint = "save it as UTF-8 text; cargo cannot read it either"
+            text = read_text(path, "the cargo config", ConfigError, hint)
+            files.append(CargoConfigFile(path, tomllib.loads(text)))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}", "fix the file; cargo cannot read it either") from exc
     return files

@@ -17,6 +17,7 @@ from recipes import train  # noqa: F401  (registers the modes and phase kinds)
 from recipes.bench.scenarios import HOW_TO_ADD, parse_scenario
 from recipes.config import MAX_SECONDS
 from recipes.errors import ConfigError, ToolchainError
+from recipes.inputs import read_text
 from recipes.schema import Table
 from recipes.train.base import INSTANCE_MODES, PHASE_KINDS, RESOURCES, Phase
 
@@ -80,7 +81,7 @@ def load_workload(path: Path) -> Workload:
         hint = f"set PGO_WORKLOAD to one of: {', '.join(known)}, or to a path" if known else "see profiles/README.md"
         raise ConfigError(f"no workload file {path}", hint)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(path, "the workload", ConfigError, "save it as UTF-8 text"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}", "fix the syntax") from exc
     top = Table(str(path), data)

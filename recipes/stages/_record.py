@@ -47,7 +47,7 @@ def recorded(name: StageName) -> Callable[[StageFunction[_Result]], StageFunctio
                     ) from exc
             except PgoError as error:
                 with contextlib.suppress(PgoError):  # a report that cannot be written: the first error tells
-                    if report.load(plan.work).get(name, {}).get("running"):
+                    if report.running(plan.work, name):
                         report.record_failure(plan.work, name, {"failed": error.line()})
                 raise
 

@@ -15,6 +15,7 @@ from recipes import bolt as boltlib
 from recipes import elf, report
 from recipes.errors import CheckFailed, MissingInput, PgoError, TrainingFailed, WorkDirError
 from recipes.files import atomic_output, copy_atomically
+from recipes.inputs import read_bytes
 from recipes.plan import BuildPlan
 from recipes.results import BoltResult, WorkloadRun
 from recipes.runner import run, say
@@ -152,7 +153,8 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
         else:
             profile, result["train"] = _bolt_train(plan, tools, paths)
             result["trained_here"] = True
-        fdata = boltlib.parse_fdata(profile.read_text(encoding="utf-8", errors="replace"))
+        data = read_bytes(profile, "the BOLT profile", MissingInput, "give the path of a .fdata merge-fdata wrote")
+        fdata = boltlib.parse_fdata(data.decode("utf-8", errors="replace"))  # a symbol name's bytes are its own
         result.update(fdata.as_json())
         result["profile_main_crate_functions"] = fdata.main_crate_functions(plan.crate.crate_names)
         boltlib.check_profile(fdata, profile, plan.crate.crate_names, plan.crate.package)

@@ -4,7 +4,9 @@ refused, and PGO_BOLT_ARGS."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 from recipes import bolt
 from recipes.errors import CheckFailed, ConfigError, ToolchainError
 from recipes.toolchain import RustcInfo
+from tests.hostile import garbage
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "bolt"
 RUSTC = RustcInfo(release="1.95.0", host="x86_64-unknown-linux-gnu", commit_hash="x", llvm_version="22.1.2")
@@ -67,6 +70,17 @@ def test_empty_fdata_is_refused(text: str) -> None:
     assert summary.branches == 0
     with pytest.raises(CheckFailed, match="is empty: it records no executed branch"):
         bolt.check_profile(summary, Path("p.fdata"), ["hello_pgo"], "hello-pgo")
+
+
+def test_any_bytes_as_fdata_are_a_summary_or_a_refusal() -> None:
+    """Garbage, truncations and changed bytes of a real .fdata, decoded as the bolt stage does: a summary, and
+    check_profile refuses it in one line or passes it; a count in digits int() does not take is no record."""
+    real = (DATA / "hello-pgo.fdata").read_bytes()
+    for data in garbage(real, random.Random(19), 300):
+        summary = bolt.parse_fdata(data.decode("utf-8", errors="replace"))
+        with contextlib.suppress(CheckFailed):
+            bolt.check_profile(summary, Path("p.fdata"), ["hello_pgo"], "hello-pgo")
+    assert bolt.parse_fdata("1 main 0 1 main 4 0 \u00b2\n1 main 0 1 main 4 0 3\n").branches == 1
 
 
 def test_fdata_of_another_crate_is_refused() -> None:

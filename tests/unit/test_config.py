@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import contextlib
+import random
 from pathlib import Path
 
 import pytest
 
 from recipes.config import SETTINGS, load_config
 from recipes.errors import ConfigError
+from tests.hostile import garbage, mutations, to_toml
 
 
 def _project(tmp_path: Path, table: str = "") -> Path:
@@ -190,3 +193,55 @@ def test_a_pyproject_value_that_is_not_a_string_refused(tmp_path: Path, table: s
     key = table.split(maxsplit=1)[0]
     with pytest.raises(ConfigError, match=rf"\[tool.pgo\] {key}: expected a string, got {got}"):
         load_config(_project(tmp_path, table), {})
+
+
+def test_a_pyproject_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes(b'[project]\nname = "caf\xe9"\n[tool.pgo]\nmin_functions = 3\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path, {})
+    assert caught.value.line() == (f"{path} is not UTF-8 text (byte 0xe9 on line 2, offset 21) (save it as UTF-8 text)")
+
+
+@pytest.mark.parametrize(("tool", "kind"), [("tool = 3", "the number 3"), ('tool = ["pgo"]', "a list")])
+def test_a_tool_that_is_not_a_table_refused(tmp_path: Path, tool: str, kind: str) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(f"{tool}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path, {})
+    assert caught.value.line() == f"{path}: tool must be a table, not {kind} (write its tables as [tool.<name>])"
+
+
+#: a [tool.pgo] of every kind of value a setting takes
+TOOL_PGO: dict[str, object] = {
+    "workload": "hello",
+    "features": ["a", "b"],
+    "locked": True,
+    "min_functions": 10,
+    "max_missing": 5,
+    "train_scale": 0.5,
+    "phase_timeout": 30,
+    "cargo": "cargo build",
+    "bolt": False,
+}
+
+
+def test_every_key_of_the_pyproject_changed_is_a_config_error_or_a_config(tmp_path: Path) -> None:
+    """``[project]`` and ``[tool.pgo]``, each key deleted or given a value of every other type, at every level;
+    then the bytes of the file in garbage and truncations: load_config refuses in one line or returns a Config."""
+    doc: dict[str, object] = {"project": {"name": "x", "version": "1"}, "tool": {"pgo": TOOL_PGO, "ruff": {}}}
+    path = tmp_path / "pyproject.toml"
+    refused = 0
+    for what, changed in mutations(doc):
+        path.write_text(to_toml(changed))
+        try:
+            load_config(tmp_path, {})
+        except ConfigError as error:
+            assert "\n" not in error.line(), what
+            refused += 1
+    assert refused > 20
+    real = to_toml(doc).encode()
+    for data in garbage(real, random.Random(19), 200):
+        path.write_bytes(data)
+        with contextlib.suppress(ConfigError):
+            load_config(tmp_path, {})

@@ -155,3 +155,35 @@ def test_no_binary_to_check_refused(tmp_path: Path) -> None:
     with pytest.raises(MissingInput, match=rf"no binary at {tmp_path / 'hello-pgo'} \(build it first"):
         cpu.check_binary(tmp_path / "hello-pgo", tmp_path / "work", {"PATH": "/usr/bin:/bin"})
     assert not (tmp_path / "work").exists()
+
+
+def test_a_binary_that_is_not_a_program_is_refused_before_qemu(tmp_path: Path) -> None:
+    """Not executable, not ELF (nor a script), a script to run under qemu, a directory: one line each, before the
+    controls run (no work dir made); an ELF file this machine cannot run is one line when it is run."""
+    env = {"PATH": "/usr/bin:/bin"}
+    data = tmp_path / "hello-pgo"
+    data.write_bytes(b"\x00\x01 not a program")
+    with pytest.raises(MissingInput) as caught:
+        cpu.check_binary(data, tmp_path / "work", env)
+    assert caught.value.line() == f"{data} is not executable (chmod +x it, or pass --binary the program cargo built)"
+    data.chmod(0o755)
+    with pytest.raises(CheckFailed) as failed:
+        cpu.check_binary(data, tmp_path / "work", env)
+    assert failed.value.line() == (
+        f"{data} is not an ELF binary (it starts with b'\\x00\\x01 n') "
+        "(qemu-user emulates ELF binaries only: pass --binary the program cargo built)"
+    )
+    script = tmp_path / "script"
+    script.write_text("#!/bin/sh\necho target=x86_64\n")
+    script.chmod(0o755)
+    with pytest.raises(CheckFailed, match=r"script is not an ELF binary \(it starts with b'#!/b'\) \(qemu-user"):
+        cpu.check_binary(script, tmp_path / "work", env, args=["x"])
+    with pytest.raises(MissingInput, match=rf"no binary at {tmp_path} \(build it first"):
+        cpu.check_binary(tmp_path, tmp_path / "work", env)
+    assert not (tmp_path / "work").exists()
+    data.write_bytes(b"\x7fELF" + b"\x00" * 60)  # an ELF header of no machine
+    with pytest.raises(CheckFailed) as failed:
+        cpu.check_binary(data, tmp_path / "work", env)
+    assert failed.value.line() == (
+        f"{data} cannot be run: Exec format error (pass --binary the program cargo built for this machine)"
+    )

@@ -2,25 +2,41 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from recipes import report
-from recipes.errors import MissingInput, WorkDirError
+from recipes import cpu, report
+from recipes.errors import MissingInput, PgoError, WorkDirError
 from recipes.files import copy_atomically
+from recipes.stages.summary import summary_lines
 from tests.faults import small_tmpfs
+from tests.hostile import garbage, mutations
+
+#: a real report, captured from the demo server's pipeline with BOLT
+CAPTURED = Path(__file__).resolve().parent.parent / "data" / "report-demo-server-bolt.json"
+
+
+def _captured() -> dict[str, Any]:
+    data = json.loads(CAPTURED.read_text())
+    assert isinstance(data, dict)
+    return data
 
 
 def test_a_started_stage_drops_its_old_success_and_the_later_stages(tmp_path: Path) -> None:
-    report.record(tmp_path, "instrument", {"seconds": 1})
-    report.record(tmp_path, "train", {"seconds": 1})
-    report.record(tmp_path, "merge", {"seconds": 1})
-    report.record(tmp_path, "optimise", {"seconds": 1})
+    real = _captured()
+    report.record(tmp_path, "instrument", real["instrument"])
+    report.record(tmp_path, "train", real["train"])
+    report.record(tmp_path, "merge", real["merge"])
+    report.record(tmp_path, "optimise", real["optimise"])
     report.start(tmp_path, "train")
     full = report.load(tmp_path)
     assert set(full) == {"instrument", "train"}
-    assert full["instrument"] == {"seconds": 1}
+    assert full["instrument"] == real["instrument"]
     assert report.failed(full["train"]) is not None
     assert "did not finish" in str(report.failed(full["train"]))
 
@@ -38,12 +54,13 @@ def test_a_corrupt_report_is_one_line(tmp_path: Path) -> None:
 
 
 def test_the_report_carries_its_schema_and_another_is_refused(tmp_path: Path) -> None:
-    report.record(tmp_path, "instrument", {"seconds": 1})
+    instrument = _captured()["instrument"]
+    report.record(tmp_path, "instrument", instrument)
     text = (tmp_path / "report.json").read_text()
     assert text.startswith('{\n  "schema": 1,\n  "instrument"')
-    assert report.load(tmp_path) == {"instrument": {"seconds": 1}}  # the schema is not a stage
-    (tmp_path / "report.json").write_text('{"instrument": {"seconds": 1}}')  # written before the schema was
-    assert report.load(tmp_path) == {"instrument": {"seconds": 1}}
+    assert report.load(tmp_path) == {"instrument": instrument}  # the schema is not a stage
+    (tmp_path / "report.json").write_text(json.dumps({"instrument": instrument}))  # written before the schema was
+    assert report.load(tmp_path) == {"instrument": instrument}
     (tmp_path / "report.json").write_text('{"schema": 2, "instrument": {}}')
     with pytest.raises(WorkDirError, match=r"report\.json has schema 2; this pgo-recipes reads schema 1"):
         report.load(tmp_path)
@@ -72,3 +89,135 @@ def test_a_checked_copy_that_cannot_be_written_refused(tmp_path: Path) -> None:
         with pytest.raises(WorkDirError, match=rf"cannot copy {binary} to {dest}: Read-only file system \(free space"):
             copy_atomically(binary, dest)
         assert list(work.iterdir()) == []
+
+
+def _write(work: Path, data: object) -> None:
+    (work / "report.json").write_text(json.dumps(data))
+
+
+def test_a_record_without_a_key_its_readers_need_is_one_line_naming_the_stage_and_the_key(tmp_path: Path) -> None:
+    real = _captured()
+    del real["optimise"]["binary"]
+    _write(tmp_path, real)
+    path = tmp_path / "report.json"
+    with pytest.raises(WorkDirError) as caught:
+        report.load(tmp_path)
+    assert caught.value.line() == (
+        f"{path}: optimise: 'binary' is missing (run `nox -s optimise` again with the same PGO_OUT, "
+        "or remove report.json and run the stages again)"
+    )
+    real = _captured()
+    del real["train"]["profraw"]
+    _write(tmp_path, real)
+    with pytest.raises(WorkDirError, match=r"report\.json: train: 'profraw' is missing \(run `nox -s train` again"):
+        report.require(tmp_path, "train", "merge")
+    real = _captured()
+    del real["optimise"]["verify"]["requests"]
+    _write(tmp_path, {"optimise": real["optimise"], "test": {"seconds": 1.0, "passed": 1, "failed": 0}})
+    with pytest.raises(WorkDirError, match=r"report\.json: optimise: 'verify\.requests' is missing"):
+        report.load(tmp_path)
+    del real["optimise"]["verify"]
+    _write(tmp_path, {"optimise": real["optimise"], "test": {"seconds": 1.0, "passed": 1, "failed": 0}})
+    with pytest.raises(WorkDirError, match=r"report\.json: test: 'ignored' is missing \(run `nox -s pgo-test` again"):
+        report.load(tmp_path)
+
+
+def test_a_value_of_another_type_is_one_line_naming_where_it_is(tmp_path: Path) -> None:
+    real = _captured()
+    real["optimise"]["binary"] = 3
+    real["bolt"]["dyno_stats"]["before"]["taken branches"] = "many"
+    _write(tmp_path, real)
+    with pytest.raises(WorkDirError, match=r": optimise: 'binary' is the number 3, not a string or null \(run"):
+        report.load(tmp_path)
+    real["optimise"]["binary"] = "/x"
+    real["train"]["phases"][0]["seconds"] = True
+    _write(tmp_path, real)
+    with pytest.raises(WorkDirError, match=r": train: 'phases\[0\]\.seconds' is the boolean true, not a number"):
+        report.load(tmp_path)
+    real["train"]["phases"][0]["seconds"] = 3  # a whole number of seconds is a number
+    _write(tmp_path, real)
+    with pytest.raises(WorkDirError, match=r"bolt: 'dyno_stats\.before\.taken branches' is the string 'many', not an"):
+        report.load(tmp_path)
+    real["bolt"]["dyno_stats"]["before"]["taken branches"] = 12
+    real["bolt"]["failed"] = 1
+    _write(tmp_path, real)
+    with pytest.raises(WorkDirError, match=r"bolt: 'failed' is the number 1, not a string \(run `nox -s bolt` again"):
+        report.load(tmp_path)
+
+
+def test_failed_running_and_unknown_records_load_with_what_they_have(tmp_path: Path) -> None:
+    """A failed or running record has only what the stage had by then; a test record's ``failed`` may be its
+    count of failed tests (then it is a whole record); a record of a name this version does not write is left be."""
+    real = _captured()
+    failed_optimise = {"failed": "the optimised binary failed its checks", "binary": None, "seconds": 2.5}
+    records = {
+        "instrument": real["instrument"],
+        "train": {"failed": "train did not finish (started 2026-01-01T00:00:00+0000)", "running": True},
+        "optimise": failed_optimise,
+        "test": {"failed": "cargo test did not compile"},
+        "plain": {},
+        "someday": [1],
+    }
+    _write(tmp_path, records)
+    with pytest.raises(WorkDirError, match="'someday' is not a stage record"):
+        report.load(tmp_path)
+    records["someday"] = {"x": 1}
+    _write(tmp_path, records)
+    full = report.load(tmp_path)
+    assert full["optimise"] == failed_optimise and full["train"]["running"] is True
+    with pytest.raises(MissingInput, match="the last train failed: train did not finish"):
+        report.require(tmp_path, "train", "merge")
+    assert summary_lines(full)[:3] == [
+        "train       failed: train did not finish (started 2026-01-01T00:00:00+0000)",
+        "optimise    failed: the optimised binary failed its checks",
+        "test        failed: cargo test did not compile",
+    ]
+    _write(tmp_path, {"test": {"seconds": 9.0, "passed": 3, "failed": 2, "ignored": 0}})  # 2 failed tests
+    assert summary_lines(report.load(tmp_path))[-1].startswith("test             9.0 s  3 passed, 2 failed")
+    _write(tmp_path, {"test": {"seconds": 9.0, "passed": 3, "failed": 2}})
+    with pytest.raises(WorkDirError, match="test: 'ignored' is missing"):
+        report.load(tmp_path)
+
+
+def _read_as_the_stages_do(work: Path) -> None:
+    """load, then what the stages, the summary and cpu-baseline read of it: a PgoError or nothing."""
+    try:
+        full = report.load(work)
+    except PgoError:
+        return
+    summary_lines(full)
+    for stage in ("instrument", "train", "merge", "optimise"):
+        with contextlib.suppress(MissingInput):
+            report.require(work, stage, "the next stage")
+    with contextlib.suppress(PgoError):
+        cpu.default_binary(full, work)
+
+
+def test_every_key_deleted_or_of_another_type_is_a_pgo_error_or_a_report_that_reads(tmp_path: Path) -> None:
+    """The captured report, each key of each record at every level deleted or given a value of every other type:
+    load() refuses it in one line or returns a report its readers read without an exception. The lists keep two
+    items each (62 phases are alike, and the changes touch the first)."""
+    real = _captured()
+    for record in (real["train"], real["optimise"]["verify"], real["bolt"]["train"], real["bolt"]["verify"]):
+        del record["phases"][2:]
+    refused = 0
+    for what, changed in mutations(real):
+        _write(tmp_path, changed)
+        try:
+            report.load(tmp_path)
+        except PgoError as error:
+            assert "\n" not in error.line(), what
+            refused += 1
+            continue
+        _read_as_the_stages_do(tmp_path)
+    assert refused > 1000  # most changes are refused: the check is not one that lets everything through
+
+
+def test_garbage_bytes_and_truncations_are_a_pgo_error(tmp_path: Path) -> None:
+    real = CAPTURED.read_bytes()
+    for data in garbage(real, random.Random(19), 300):
+        (tmp_path / "report.json").write_bytes(data)
+        _read_as_the_stages_do(tmp_path)
+    (tmp_path / "report.json").write_bytes(real.replace(b"hello", b"h\xe9llo", 1).replace(b"demo", b"d\xe9mo", 1))
+    with pytest.raises(WorkDirError, match=r"report\.json is not UTF-8 text \(byte 0xe9 on line"):
+        report.load(tmp_path)

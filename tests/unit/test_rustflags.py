@@ -191,6 +191,18 @@ def test_a_cargo_config_that_is_not_toml_refused(tmp_path: Path) -> None:
         plan_rustflags(T, crate, _env(tmp_path))
 
 
+def test_a_cargo_config_that_is_not_utf8_refused(tmp_path: Path) -> None:
+    crate = _crate(tmp_path, "[build]\nrustflags = []\n")
+    config = crate / ".cargo" / "config.toml"
+    config.write_bytes(b"# r\xe9glages\n[build]\nrustflags = []\n")
+    with pytest.raises(ConfigError) as caught:
+        plan_rustflags(T, crate, _env(tmp_path))
+    assert caught.value.line() == (
+        f"the cargo config {config} is not UTF-8 text (byte 0xe9 on line 1, offset 3) "
+        "(save it as UTF-8 text; cargo cannot read it either)"
+    )
+
+
 @pytest.mark.parametrize(
     ("config", "where"),
     [

@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+import contextlib
+import random
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from recipes.errors import ConfigError
+from recipes.bench.scenarios import require_scenarios
+from recipes.errors import ConfigError, PgoError
 from recipes.train.command import EnvironmentValues
 from recipes.workload import check_environment, load_workload, workload_path
 from tests.conftest import REPO
+from tests.hostile import VALUES, garbage, mutations, to_toml
 
 GOOD = """
 [workload]
@@ -215,3 +220,38 @@ def test_env_without_a_name_at_run_time_is_refused() -> None:
     assert "{env:HOME}".format_map({"env": values}) == "/root"
     with pytest.raises(ConfigError, match=r"phase cli/one: \{env\} names no variable \(write \{env:NAME\}\)"):
         "{env}".format_map({"env": values})
+
+
+def test_a_workload_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, GOOD.replace("runs = 2", "runs = 2 # d\u00e9j\u00e0", 1))
+    path.write_bytes(path.read_text().encode("latin-1"))
+    with pytest.raises(ConfigError) as caught:
+        load_workload(path)
+    assert caught.value.line().startswith(f"the workload {path} is not UTF-8 text (byte 0xe9 on line ")
+    assert caught.value.line().endswith(") (save it as UTF-8 text)")
+
+
+@pytest.mark.parametrize("name", ["hello", "demo-server"])
+def test_every_key_of_a_real_workload_changed_is_a_config_error_or_a_workload(tmp_path: Path, name: str) -> None:
+    """profiles/hello.toml (commands, bench scenarios) and demo-server.toml (a server, [setup], HTTP phases), each
+    key at every level deleted or given a value of every other TOML type, then their bytes in garbage and
+    truncations: load_workload refuses in one line, or the workload it returns reads."""
+    real = REPO / "profiles" / f"{name}.toml"
+    doc = tomllib.loads(real.read_text())
+    path = tmp_path / f"{name}.toml"
+    refused = 0
+    for what, changed in mutations(doc, tuple(v for v in VALUES if v is not None)):
+        path.write_text(to_toml(changed))
+        try:
+            workload = load_workload(path)
+        except ConfigError as error:
+            assert "\n" not in error.line(), what
+            refused += 1
+            continue
+        with contextlib.suppress(PgoError):
+            require_scenarios(workload)
+    assert refused > 100
+    for data in garbage(real.read_bytes(), random.Random(19), 200):
+        path.write_bytes(data)
+        with contextlib.suppress(ConfigError):
+            load_workload(path)
