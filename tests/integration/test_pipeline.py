@@ -177,8 +177,8 @@ def test_training_phase_exit_code_refused(hello: Pipeline, tmp_path: Path) -> No
 
 def test_a_training_run_that_leaves_daemons_refused_and_nothing_left(hello: Pipeline, tmp_path: Path) -> None:
     """``nox -s train`` on a binary that daemonizes: a shell script put in the instrumented binary's place and
-    recorded as it (it stands in for a program that starts a worker in its group and a daemon that calls setsid): refused in one
-    line naming both, and neither runs afterwards."""
+    recorded as it (it stands in for a program that starts a worker in its group and a daemon that calls setsid):
+    refused in one line naming both, and neither runs afterwards."""
     assert_ok(hello.nox("instrument"))
     record = _report(hello)["instrument"]
     assert isinstance(record, dict)
