@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import CheckFailed, ConfigError, MissingInput
-from recipes.release import Names, leaked_paths, relative_to_repo
+from recipes.release import leaked_paths, relative_to_repo
 from recipes.reproducible import (
+    Names,
     binary_tarball,
     check_tag,
     differing_bytes,
