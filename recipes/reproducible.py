@@ -315,7 +315,8 @@ def release_binary(tarball: Path, binary: str, mtime: int, *, limit: int = 1 << 
     top = binary.split("/", maxsplit=1)[0]
     expected = {top: tarfile.DIRTYPE, binary: tarfile.REGTYPE}
     try:
-        with tarfile.open(tarball, mode="r:gz") as tar:
+        raw = _gunzip(tarball.read_bytes(), limit)
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
             members = tar.getmembers()
             seen: dict[str, tarfile.TarInfo] = {}
             for member in members:
@@ -332,16 +333,28 @@ def release_binary(tarball: Path, binary: str, mtime: int, *, limit: int = 1 << 
                 problem = _stamp_problem(member, mtime)
                 if problem:
                     raise CheckFailed(f"{tarball.name} {problem}, as the release writes it", _TARBALL_HINT)
-            if seen[binary].size > limit:
-                raise CheckFailed(
-                    f"{binary} in {tarball.name} is {seen[binary].size} bytes, more than {limit}", _TARBALL_HINT
-                )
             stream = tar.extractfile(seen[binary])
             if stream is None:  # not reached: a regular file, checked above
                 raise CheckFailed(f"{binary} in {tarball.name} is not a file", _TARBALL_HINT)
-            return stream.read()
-    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            return stream.read()  # tarfile refuses a member cut short (unexpected end of data)
+    except (tarfile.TarError, EOFError, OSError) as exc:
         raise CheckFailed(f"{tarball.name} is not a whole .tar.gz: {exc}", _TARBALL_HINT) from exc
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """The one gzip stream of ``data``, whole (its CRC and length checked), at most ``limit`` bytes."""
+    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        raw = inflate.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise OSError(f"not gzip data ({exc})") from exc
+    if len(raw) > limit:
+        raise OSError(f"it unpacks to more than {limit} bytes")
+    if not inflate.eof:
+        raise EOFError("the gzip stream ends early (truncated)")
+    if inflate.unused_data:
+        raise OSError(f"data follows the gzip stream ({len(inflate.unused_data)} bytes)")
+    return raw
 
 
 def sha256sums_text(sums: Mapping[str, str]) -> str:
