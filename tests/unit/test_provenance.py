@@ -661,7 +661,10 @@ def test_a_manifest_named_otherwise_than_its_release_refused(tmp_path: Path) -> 
     renamed = published.dist / f"hello-v1.0.0-{BASE.split('-v1.0.0-')[1]}-manifest.json"
     path.rename(renamed)
     published.resum()
-    refused(published, f"the manifest {renamed.name} names the release {BASE}, whose manifest is {BASE}-manifest.json")
+    words = f"the manifest {renamed.name} names the release {BASE}, whose manifest is {BASE}-manifest.json"
+    refused(published, words)
+    with pytest.raises(CheckFailed, match=re.escape(words)):
+        rebuild.load_published(published.dist, "v1.0.0")
 
 
 def test_a_bin_that_is_a_path_refused(tmp_path: Path) -> None:
