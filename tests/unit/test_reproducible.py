@@ -315,7 +315,7 @@ MTIME = 1772600767
 def _member(
     name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", **attrs: object
 ) -> tuple[tarfile.TarInfo, bytes]:
-    """A tar member stamped as the release stamps it (owner 0 without names, mode 0755, the epoch), ``attrs`` over it."""
+    """A tar member stamped as the release stamps it (owner 0 without names, mode 0755, the epoch), then ``attrs``."""
     info = tarfile.TarInfo(name)
     info.type = kind
     info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = 0o755, MTIME, 0, 0, "", ""
