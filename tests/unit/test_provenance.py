@@ -789,3 +789,53 @@ def test_verify_and_rebuild_of_a_folder_that_is_a_dangling_link_or_a_file_refuse
     afile.write_text("x")
     with pytest.raises(MissingInput, match=re.escape(f"no artefacts of v1.0.0 at {afile}: it is not a directory")):
         provenance.verify("v1.0.0", afile, published.repo, clean_env())
+
+
+def _bolt_manifest() -> dict[str, Any]:
+    """The manifest of a release with PGO_BOLT=1, as recipes/release.py's _bolt_artefact adds to it."""
+    data = manifest()
+    data["bolt"] = {
+        "profile_store_path": "/tmp/hello-pgo-pgo/" + "ef" * 32 + ".fdata",
+        "profile_sha256": "ef" * 32,
+        "llvm_bolt": "LLVM 22.1.8 (/usr/bin/llvm-bolt-22)",
+        "llvm_strip": "LLVM 22.1.8 (/usr/bin/llvm-strip-22)",
+        "bolt_args": ["-reorder-blocks=ext-tsp"],
+        "emit_relocs": True,
+        "profile": {
+            "functions_with_profile": 40,
+            "total_functions": 900,
+            "profile_branches": 1,
+            "profile_functions": 2,
+        },
+    }
+    data["artefacts"]["pgo_bolt"] = {
+        "file": f"{BASE}-pgo-bolt.tar.gz",
+        "sha256": "aa" * 32,
+        "binary": f"{BASE}-pgo-bolt/hello-pgo",
+        "binary_sha256": "bb" * 32,
+    }
+    data["artefacts"]["bolt_profile"] = {"file": f"{BASE}-pgo-bolt.fdata", "sha256": "ef" * 32}
+    return data
+
+
+def test_check_manifest_of_a_bolt_release_and_its_files() -> None:
+    names = provenance.check_manifest(_bolt_manifest(), "m.json")
+    assert provenance.release_files(_bolt_manifest(), names) == {
+        f"{BASE}-manifest.json": "the manifest",
+        **{f"{BASE}{end}": f"the {kind} artefact" for kind, end in (("plain", ".tar.gz"), ("pgo", "-pgo.tar.gz"))},
+        **{f"{BASE}{end}": f"the {kind} artefact" for kind, end in (("profile", "-pgo.profdata"),)},
+        f"{BASE}-pgo-bolt.tar.gz": "the pgo_bolt artefact",
+        f"{BASE}-pgo-bolt.fdata": "the bolt_profile artefact",
+        **{
+            f"{BASE}{end}.intoto.json": f"the provenance statement of {BASE}{end}"
+            for end in (".tar.gz", "-pgo.tar.gz", "-pgo.profdata", "-pgo-bolt.tar.gz", "-pgo-bolt.fdata")
+        },
+    }
+    data = _bolt_manifest()
+    data["bolt"]["profile"]["total_functions"] = "900"
+    with pytest.raises(CheckFailed, match=r"m.json: bolt: profile: 'total_functions' is the string '900', not an"):
+        provenance.check_manifest(data, "m.json")
+    data = _bolt_manifest()
+    del data["bolt"]
+    with pytest.raises(CheckFailed, match=r"m.json: 'bolt' is missing"):
+        provenance.check_manifest(data, "m.json")
