@@ -13,13 +13,25 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from recipes.config import Config
 from recipes.errors import CheckFailed, MissingInput, PgoError
-from recipes.reproducible import git, parse_sha256sums, repo_root, sha256_bytes, tag_commit, tar_member
+from recipes.inputs import Fields, read_json, read_text
+from recipes.reproducible import (
+    SUMS,
+    Names,
+    git,
+    parse_sha256sums,
+    release_binary,
+    repo_root,
+    sha256_bytes,
+    sum_name_problem,
+    tag_commit,
+)
 from recipes.store import sha256_file
 from recipes.toolchain import parse_rustc_vv
 
@@ -280,28 +292,196 @@ def _short(value: Any) -> str:
 
 
 def _recorded_extras(pred: Mapping[str, Any]) -> tuple[tuple[str, str] | None, dict[str, str] | None]:
-    """What a statement records beyond the manifest: the Cargo.lock (path, sha256) and the zig versions."""
-    deps = pred.get("buildDefinition", {}).get("resolvedDependencies", [])
-    named = {d.get("name"): d for d in deps if isinstance(d, dict)}
-    lock = next(((str(n), str(d["digest"]["sha256"])) for n, d in named.items() if str(n).endswith("Cargo.lock")), None)
+    """What a statement records beyond the manifest: the Cargo.lock (path, sha256) and the zig versions (None for
+    what it does not record, or records in another shape: the predicate's comparison then names the difference)."""
+    definition = pred.get("buildDefinition")
+    deps = definition.get("resolvedDependencies") if isinstance(definition, dict) else None
+    if not isinstance(deps, list):
+        return None, None
+    named = {d["name"]: d for d in deps if isinstance(d, dict) and isinstance(d.get("name"), str)}
+    lock = next(
+        (
+            (n, d["digest"]["sha256"])
+            for n, d in named.items()
+            if n.endswith("Cargo.lock")
+            and isinstance(d.get("digest"), dict)
+            and isinstance(d["digest"].get("sha256"), str)
+        ),
+        None,
+    )
     zig = {
-        key: str(named[name].get("uri", "")).rpartition("@")[2]
+        key: named[name]["uri"].rpartition("@")[2]
         for key, name in (("zig", "zig"), ("cargo_zigbuild", "cargo-zigbuild"))
-        if name in named
+        if name in named and isinstance(named[name].get("uri"), str)
     }
     return lock, (zig or None)
 
 
-def _load_json(path: Path) -> Any:
+_MANIFEST_HINT = "it is not a manifest nox -s release writes: download it again"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+#: the artefacts a release packs in a tarball (with a binary in it); the others are profiles
+TARBALLS = ("plain", "pgo", "pgo_bolt")
+
+
+def _sha256(fields: Fields, key: str) -> str:
+    value = fields.string(key)
+    if not _SHA256.match(value):
+        raise CheckFailed(f"{fields.where}: {key!r} is {value[:80]!r}, not a sha256 (64 hex digits)", fields.hint)
+    return value
+
+
+def check_manifest(data: Any, name: str) -> Names:
+    """Every key of a release manifest that verify, rebuild and the statements read, with its type; the artefacts
+    the release makes and the names it gives them. A missing key or a value of another type is one line naming the
+    file and the key; returns the release's file names."""
+    fields = Fields(data, name, CheckFailed, _MANIFEST_HINT)
+    for key in ("tag", "commit", "manifest_path", "package", "bin", "target", "triple", "rustflags_var"):
+        fields.string(key)
+    fields.string("profile_store_path")
+    _sha256(fields, "profile_sha256")
+    for key in ("commit_time", "source_date_epoch"):
+        fields.integer(key)
+    fields.boolean("locked")
+    for key in ("features", "cargo_command", "cargo_argv", "rustflags"):
+        fields.strings(key)
+    if fields.opt_string("workload"):
+        _sha256(fields, "workload_sha256")
+    for index, pair in enumerate(fields.array("remap_path_prefix")):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+            raise CheckFailed(f"{name}: 'remap_path_prefix'[{index}] is not a pair of paths", _MANIFEST_HINT)
+    toolchain = fields.object("toolchain")
+    for key in ("rustc_vV", "cargo", "llvm_profdata", "strip"):
+        toolchain.string(key)
+    training = fields.opt_object("training")
+    if training is not None:
+        training.opt_integer("executed_functions")
+        training.opt_integer("total_functions")
+    names = Names(fields.string("bin"), fields.string("tag"), fields.string("triple"))
+    problem = sum_name_problem(names.base)
+    if problem or not names.base:
+        raise CheckFailed(f"{name}: 'bin', 'tag' and 'triple' make {names.base!r}, {problem}", _MANIFEST_HINT)
+    artefacts = fields.object("artefacts")
+    unknown = sorted(set(artefacts.data) - set(ARTEFACTS))
+    if unknown:
+        raise CheckFailed(f"{name}: artefacts: {unknown[0]!r} is not an artefact a release makes", _MANIFEST_HINT)
+    bolt = "pgo_bolt" in artefacts.data
+    for kind in ("plain", "pgo", "profile", *(("pgo_bolt", "bolt_profile") if bolt else ())):
+        artefact = artefacts.object(kind)
+        file, top = names.artefact(kind)
+        if artefact.string("file") != file:
+            raise CheckFailed(
+                f"{name}: artefacts: {kind}: 'file' is {artefact.data['file'][:80]!r}, the release names it {file!r}",
+                _MANIFEST_HINT,
+            )
+        _sha256(artefact, "sha256")
+        if top is not None:
+            if artefact.string("binary") != f"{top}/{names.bin}":
+                raise CheckFailed(
+                    f"{name}: artefacts: {kind}: 'binary' is {artefact.data['binary'][:80]!r}, the release packs "
+                    f"{top}/{names.bin}",
+                    _MANIFEST_HINT,
+                )
+            _sha256(artefact, "binary_sha256")
+    if "bolt_profile" in artefacts.data and not bolt:
+        raise CheckFailed(f"{name}: artefacts: 'bolt_profile' without 'pgo_bolt'", _MANIFEST_HINT)
+    if bolt or fields.has("bolt"):
+        record = fields.object("bolt")
+        if not bolt:
+            raise CheckFailed(f"{name}: 'bolt' without the artefact 'pgo_bolt'", _MANIFEST_HINT)
+        record.strings("bolt_args")
+        for key in ("llvm_bolt", "llvm_strip", "profile_store_path"):
+            record.string(key)
+        _sha256(record, "profile_sha256")
+        profile = record.object("profile")
+        profile.integer("functions_with_profile")
+        profile.integer("total_functions")
+    return names
+
+
+def release_files(manifest: Mapping[str, Any], names: Names) -> dict[str, str]:
+    """``{file name: what it is}`` of every file a release of ``manifest`` makes and lists in SHA256SUMS: its
+    artefacts, a statement of each, and the manifest (:func:`check_manifest` has checked it)."""
+    files = {names.manifest: "the manifest"}
+    for kind in artefact_kinds(manifest):
+        file = names.artefact(kind)[0]
+        files[file] = f"the {kind} artefact"
+        files[statement_name(file)] = f"the provenance statement of {file}"
+    return files
+
+
+def check_listing(sums: Mapping[str, str], manifest: Mapping[str, Any], names: Names, tag: str) -> None:
+    """SHA256SUMS lists exactly the files the release makes: a line for anything else is refused (before anything
+    is hashed), and the line of each artefact and statement is there."""
+    made = release_files(manifest, names)
+    extra = sorted(set(sums) - set(made))
+    if extra:
+        raise CheckFailed(
+            f"SHA256SUMS lists {extra[0]}, a file the release {tag} does not make "
+            f"(it makes {len(made)}: the artefacts of its manifest, their statements and the manifest)",
+            "remove the line and the file, or download the release again",
+        )
+    for kind in artefact_kinds(manifest):
+        file = names.artefact(kind)[0]
+        if file not in sums:
+            raise CheckFailed(f"SHA256SUMS has no line for {file}", "download SHA256SUMS again")
+        if statement_name(file) not in sums:
+            raise MissingInput(
+                f"the provenance statement {statement_name(file)} is missing", "download every file of the release"
+            )
+    if names.manifest not in sums:  # not reached: the manifest was found among SHA256SUMS' names
+        raise CheckFailed(f"SHA256SUMS has no line for {names.manifest}", "download SHA256SUMS again")
+
+
+def release_file(directory: Path, name: str) -> Path:
+    """``directory/name``, a regular file (not a symbolic link, a directory or a device), or a refusal."""
+    path = directory / name
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckFailed(f"{path.name} is not valid JSON: {exc}", "download it again") from exc
+        mode = path.lstat().st_mode
+    except FileNotFoundError as exc:
+        raise MissingInput(
+            f"{name} is in SHA256SUMS but not in {directory}", "download every file of the release"
+        ) from exc
+    except OSError as exc:
+        raise CheckFailed(f"{name} in {directory} cannot be read: {exc.strerror}", "download it again") from exc
+    if stat.S_ISLNK(mode):
+        raise CheckFailed(
+            f"{name} in {directory} is a symbolic link (to {path.readlink()}), not a file of the release",
+            "put the release's own files in the folder, not links",
+        )
+    if not stat.S_ISREG(mode):
+        raise CheckFailed(f"{name} in {directory} is not a regular file", "download every file of the release")
+    return path
+
+
+def check_artefacts_folder(directory: Path, tag: str) -> None:
+    """The folder a release's files are read from: a directory, or one line (a dangling link, a file)."""
+    if directory.is_dir():
+        return
+    if directory.is_symlink():
+        problem = f": it is a dangling symbolic link (to {directory.readlink()})" if not directory.exists() else ""
+    else:
+        problem = ": it is not a directory" if directory.exists() else ""
+    raise MissingInput(
+        f"no artefacts of {tag} at {directory}{problem}", "download the release's files there, or give --artefacts DIR"
+    )
+
+
+def read_sums(directory: Path) -> dict[str, str]:
+    """The SHA256SUMS of a release's folder (a regular file, UTF-8, every line a sha256 and a plain file name)."""
+    path = directory / SUMS
+    if not path.is_file() and not path.is_symlink():
+        raise MissingInput(f"SHA256SUMS is missing from {directory}", "download every file of the release")
+    release_file(directory, SUMS)
+    return parse_sha256sums(read_text(path, "the checksum file", CheckFailed, "download SHA256SUMS again"))
+
+
+def read_manifest(path: Path) -> Any:
+    return read_json(path, "the manifest", CheckFailed, "download it again")
 
 
 def check_statement(path: Path, manifest: Mapping[str, Any], kind: str, file_sha256: str) -> dict[str, Any]:
     """One statement against the manifest and its artefact's sha256; returns the predicate."""
-    data = _load_json(path)
+    data = read_json(path, "the provenance statement", CheckFailed, "download it again")
     if not isinstance(data, dict):
         raise CheckFailed(f"{path.name} is not an in-toto statement", "download it again")
     for key, want in (("_type", STATEMENT_TYPE), ("predicateType", PREDICATE_TYPE)):
@@ -335,49 +515,51 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
     """Check a release's files: SHA256SUMS, the manifest's artefacts, each statement's subjects and parameters,
     and, when the repository is here, the tag's commit and Cargo.lock. Every inconsistency is a one-line refusal;
     the result is one line per check."""
-    if not directory.is_dir():
-        raise MissingInput(
-            f"no artefacts of {tag} at {directory}", "download the release's files there, or give --artefacts DIR"
-        )
-    sums_path = directory / "SHA256SUMS"
-    if not sums_path.is_file():
-        raise MissingInput(f"SHA256SUMS is missing from {directory}", "download every file of the release")
-    sums = parse_sha256sums(sums_path.read_text(encoding="utf-8"))
-    lines = []
-    for name, want in sorted(sums.items()):
-        path = directory / name
-        if not path.is_file():
-            raise MissingInput(f"{name} is in SHA256SUMS but not in {directory}", "download every file of the release")
-        digest = sha256_file(path)
-        if digest != want:
-            raise CheckFailed(f"{name} has sha256 {digest}, SHA256SUMS says {want}", "download it again")
-    unlisted = sorted(p.name for p in directory.iterdir() if p.name != "SHA256SUMS" and p.name not in sums)
-    if unlisted:
-        raise CheckFailed(f"{unlisted[0]} is in {directory} but not in SHA256SUMS", "remove it, or download again")
-    lines.append(f"ok  SHA256SUMS: {len(sums)} files, every one there and as listed")
-
+    check_artefacts_folder(directory, tag)
+    sums = read_sums(directory)
     manifests = sorted(name for name in sums if name.endswith("-manifest.json") and f"-{tag}-" in name)
     if len(manifests) != 1:
         raise CheckFailed(
             f"{len(manifests)} manifests of {tag} in SHA256SUMS", "keep one release of one target per directory"
         )
-    manifest = _load_json(directory / manifests[0])
+    manifest_path = release_file(directory, manifests[0])
+    digest = sha256_file(manifest_path)
+    if digest != sums[manifests[0]]:
+        raise CheckFailed(
+            f"{manifests[0]} has sha256 {digest}, SHA256SUMS says {sums[manifests[0]]}", "download it again"
+        )
+    manifest = read_manifest(manifest_path)
     if not isinstance(manifest, dict) or manifest.get("tag") != tag:
         raise CheckFailed(f"{manifests[0]} is not the manifest of {tag}", "check the files")
     check_manifest_schema(manifest, manifests[0])
+    names = check_manifest(manifest, manifests[0])
+    if names.manifest != manifests[0]:
+        raise CheckFailed(
+            f"the manifest {manifests[0]} names the release {names.base}, whose manifest is {names.manifest}",
+            "download the release again",
+        )
+    check_listing(sums, manifest, names, tag)
+
+    lines = []
+    for name, want in sorted(sums.items()):
+        digest = sha256_file(release_file(directory, name))
+        if digest != want:
+            raise CheckFailed(f"{name} has sha256 {digest}, SHA256SUMS says {want}", "download it again")
+    unlisted = sorted(p.name for p in directory.iterdir() if p.name != SUMS and p.name not in sums)
+    if unlisted:
+        raise CheckFailed(f"{unlisted[0]} is in {directory} but not in SHA256SUMS", "remove it, or download again")
+    lines.append(f"ok  SHA256SUMS: {len(sums)} files, every one there and as listed")
 
     predicates = []
     for kind in artefact_kinds(manifest):
         artefact = manifest["artefacts"][kind]
         name = str(artefact["file"])
-        if name not in sums:
-            raise CheckFailed(f"SHA256SUMS has no line for {name}", "download SHA256SUMS again")
         if sums[name] != artefact["sha256"]:
             raise CheckFailed(
                 f"{name} has sha256 {sums[name]}, the manifest records {artefact['sha256']}", "download both again"
             )
         if "binary" in artefact:
-            inner = sha256_bytes(tar_member(directory / name, str(artefact["binary"])))
+            inner = sha256_bytes(release_binary(directory / name, artefact["binary"], manifest["source_date_epoch"]))
             if inner != artefact["binary_sha256"]:
                 raise CheckFailed(
                     f"{artefact['binary']} in {name} has sha256 {inner}, the manifest records "
@@ -385,10 +567,6 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
                     "download it again",
                 )
         statement_path = directory / statement_name(name)
-        if statement_name(name) not in sums:
-            raise MissingInput(
-                f"the provenance statement {statement_name(name)} is missing", "download every file of the release"
-            )
         predicates.append(check_statement(statement_path, manifest, kind, sums[name]))
         lines.append(f"ok  {name}: {statement_name(name)} names it and the manifest's parameters")
 

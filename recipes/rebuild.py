@@ -9,7 +9,6 @@ determinism: the same build twice, from two worktrees of HEAD at two paths, comp
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -23,9 +22,16 @@ from recipes.bolt import find_llvm_strip
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
 from recipes.files import write_atomically
-from recipes.provenance import check_manifest_schema
+from recipes.provenance import (
+    check_artefacts_folder,
+    check_listing,
+    check_manifest,
+    check_manifest_schema,
+    read_manifest,
+    read_sums,
+    release_file,
+)
 from recipes.release import (
-    SUMS,
     describe_rustc,
     relative_to_repo,
     reproducible_plan,
@@ -34,16 +40,16 @@ from recipes.release import (
     workload_of_tree,
 )
 from recipes.reproducible import (
+    SUMS,
     binary_diff,
     binary_tarball,
     commit_time,
     dirty_paths,
     git,
-    parse_sha256sums,
+    release_binary,
     repo_root,
     sha256_bytes,
     tag_commit,
-    tar_member,
 )
 from recipes.results import DeterminismResult, OptimiseResult, RebuildResult
 from recipes.runner import say
@@ -65,17 +71,14 @@ class Published:
 
 
 def _require_file(path: Path, what: str) -> Path:
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         raise MissingInput(f"{what} {path.name} is missing from {path.parent}", "download every file of the release")
-    return path
+    return release_file(path.parent, path.name)
 
 
 def load_published(directory: Path, tag: str) -> Published:
     """Read and check the artefacts of ``tag`` in ``directory``; every inconsistency is a refusal."""
-    if not directory.is_dir():
-        raise MissingInput(
-            f"no artefacts of {tag} at {directory}", "download the release's files there, or give --artefacts DIR"
-        )
+    check_artefacts_folder(directory, tag)
     manifests = sorted(directory.glob(f"*-{tag}-*-manifest.json"))
     if not manifests:
         raise MissingInput(f"no *-{tag}-*-manifest.json in {directory}", "download every file of the release")
@@ -84,11 +87,17 @@ def load_published(directory: Path, tag: str) -> Published:
             f"{len(manifests)} manifests of {tag} in {directory}", "keep one target's files per directory"
         )
     manifest_path = manifests[0]
-    sums = parse_sha256sums(_require_file(directory / SUMS, "the checksum file").read_text(encoding="utf-8"))
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise CheckFailed(f"{manifest_path.name} is not valid JSON: {exc}", "download it again") from exc
+    _require_file(directory / SUMS, "the checksum file")
+    sums = read_sums(directory)
+    if manifest_path.name not in sums:
+        raise CheckFailed(f"{SUMS} has no line for {manifest_path.name}", "download SHA256SUMS again")
+    manifest_sha = sha256_file(_require_file(manifest_path, "the manifest"))
+    if manifest_sha != sums[manifest_path.name]:
+        raise CheckFailed(
+            f"{manifest_path.name} has sha256 {manifest_sha}, {SUMS} says {sums[manifest_path.name]}",
+            "download it again",
+        )
+    manifest = read_manifest(manifest_path)
     if not isinstance(manifest, dict):
         raise CheckFailed(f"{manifest_path.name} is not a manifest (not a JSON object)", "download it again")
     if manifest.get("tag") != tag:
@@ -96,23 +105,19 @@ def load_published(directory: Path, tag: str) -> Published:
             f"{manifest_path.name} is the manifest of {manifest.get('tag')}, not {tag}", "check the files"
         )
     check_manifest_schema(manifest, manifest_path.name)
+    names = check_manifest(manifest, manifest_path.name)
+    if names.manifest != manifest_path.name:
+        raise CheckFailed(
+            f"the manifest {manifest_path.name} names the release {names.base}, whose manifest is {names.manifest}",
+            "download the release again",
+        )
     published = Published(directory, manifest, sums)
     needed = [manifest_path, _require_file(published.path("pgo"), "the PGO tarball")]
     needed.append(_require_file(published.path("profile"), "the profile"))
     if "pgo_bolt" in manifest["artefacts"]:
         needed.append(_require_file(published.path("pgo_bolt"), "the PGO+BOLT tarball"))
         needed.append(_require_file(published.path("bolt_profile"), "the BOLT profile"))
-    for path in needed:
-        if path.name not in sums:
-            raise CheckFailed(
-                f"{SUMS} has no line for {path.name}", "download SHA256SUMS again; it must list every file"
-            )
-    manifest_sha = sha256_file(manifest_path)
-    if manifest_sha != sums[manifest_path.name]:
-        raise CheckFailed(
-            f"{manifest_path.name} has sha256 {manifest_sha}, {SUMS} says {sums[manifest_path.name]}",
-            "download it again",
-        )
+    check_listing(sums, manifest, names, tag)
     profile = published.path("profile")
     profile_sha = sha256_file(profile)
     if profile_sha != manifest["profile_sha256"]:
@@ -276,7 +281,7 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
             f"commit {commit[:12]} has another commit time than the manifest records", "check the manifest"
         )
     pgo = manifest["artefacts"]["pgo"]
-    published_binary = tar_member(published.path("pgo"), pgo["binary"])
+    published_binary = release_binary(published.path("pgo"), pgo["binary"], manifest["source_date_epoch"])
     if sha256_bytes(published_binary) != pgo["binary_sha256"]:
         raise CheckFailed(f"the binary in {pgo['file']} is not the one the manifest records", "download it again")
     work = (config.out / "rebuild" / tag).absolute()
@@ -327,7 +332,8 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         write_atomically(work / bolt["file"], bolt_tarball)
         results[bolt["file"]] = (sha256_bytes(bolt_tarball), published.sums[bolt["file"]])
         results[bolt["binary"]] = (built.bolted_sha256, bolt["binary_sha256"])
-        binaries.append((tar_member(published.path("pgo_bolt"), bolt["binary"]), built.bolted, "PGO+BOLT"))
+        published_bolted = release_binary(published.path("pgo_bolt"), bolt["binary"], manifest["source_date_epoch"])
+        binaries.append((published_bolted, built.bolted, "PGO+BOLT"))
     lines = []
     for name, (rebuilt, expected) in results.items():
         verdict = "match" if rebuilt == expected else "mismatch"

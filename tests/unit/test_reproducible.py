@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import subprocess
@@ -10,15 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from recipes.errors import CheckFailed, ConfigError, MissingInput
-from recipes.release import Names, leaked_paths, relative_to_repo
+from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
+from recipes.release import check_new_folder, leaked_paths, relative_to_repo
 from recipes.reproducible import (
+    Names,
     binary_tarball,
     check_tag,
     differing_bytes,
     differing_sections,
     outside_workspace,
     parse_sha256sums,
+    release_binary,
     remap_flags,
     remap_pairs,
     repo_root,
@@ -300,3 +303,182 @@ def test_a_crate_outside_the_repository_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=rf"the manifest {manifest} is not inside the repository {tmp_path / 'repo'}"):
         relative_to_repo(manifest, tmp_path / "repo", "the manifest")
     assert relative_to_repo(tmp_path / "repo" / "x" / "Cargo.toml", tmp_path / "repo", "the manifest") == "x/Cargo.toml"
+
+
+# --- release_binary: every member of a release tarball, as verify and rebuild read it ---------------------------
+
+TOP = "hello-pgo-v1.2.3-x86_64-unknown-linux-gnu-pgo"
+BIN = f"{TOP}/hello-pgo"
+MTIME = 1772600767
+
+
+def _member(
+    name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", **attrs: object
+) -> tuple[tarfile.TarInfo, bytes]:
+    """A tar member stamped as the release stamps it (owner 0 without names, mode 0755, the epoch), then ``attrs``."""
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = 0o755, MTIME, 0, 0, "", ""
+    for key, value in attrs.items():
+        setattr(info, key, value)
+    info.size = len(data) if kind == tarfile.REGTYPE else 0
+    return info, data
+
+
+def _tarball(path: Path, *members: tuple[tarfile.TarInfo, bytes]) -> Path:
+    """A .tar.gz of exactly ``members``, written by Python's tarfile."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    path.write_bytes(gzip.compress(raw.getvalue(), mtime=0))
+    return path
+
+
+def _good() -> list[tuple[tarfile.TarInfo, bytes]]:
+    return [_member(TOP, tarfile.DIRTYPE), _member(BIN, data=b"binary")]
+
+
+def test_release_binary_of_the_tarball_the_release_writes(tmp_path: Path) -> None:
+    path = tmp_path / "x.tar.gz"
+    path.write_bytes(binary_tarball("hello-pgo", b"binary", TOP, MTIME))
+    assert release_binary(path, BIN, MTIME) == b"binary"
+    assert release_binary(_tarball(tmp_path / "y.tar.gz", *_good()), BIN, MTIME) == b"binary"
+
+
+@pytest.mark.parametrize(
+    ("members", "words"),
+    [
+        pytest.param(
+            [_member(TOP, tarfile.DIRTYPE), _member(BIN, tarfile.SYMTYPE, linkname="/etc/passwd")],
+            f"holds '{BIN}', a symbolic link to '/etc/passwd'",
+            id="symlink",
+        ),
+        pytest.param(
+            [*_good(), _member(f"{TOP}/copy", tarfile.LNKTYPE, linkname=BIN)],
+            f"holds '{TOP}/copy', a hard link to '{BIN}'",
+            id="hardlink",
+        ),
+        pytest.param([*_good(), _member("../x", data=b"x")], "holds '../x', a path with '..'", id="dotdot"),
+        pytest.param(
+            [*_good(), _member(f"{TOP}/../../x", data=b"x")],
+            f"holds '{TOP}/../../x', a path with '..'",
+            id="inner-dotdot",
+        ),
+        pytest.param(
+            [*_good(), _member("/etc/passwd", data=b"x")], "holds '/etc/passwd', an absolute path", id="absolute"
+        ),
+        pytest.param(
+            [*_good(), _member(f"{TOP}/tty", tarfile.CHRTYPE, devmajor=5, devminor=0)],
+            f"holds '{TOP}/tty', a character device",
+            id="device",
+        ),
+        pytest.param([*_good(), _member(f"{TOP}/pipe", tarfile.FIFOTYPE)], f"holds '{TOP}/pipe', a fifo", id="fifo"),
+        pytest.param(
+            [*_good(), _member("other", tarfile.DIRTYPE)],
+            f"holds 'other', outside its one directory {TOP}/",
+            id="two-tops",
+        ),
+        pytest.param(
+            [*_good(), _member(f"{TOP}/extra.sh", data=b"#!/bin/sh\n")],
+            f"holds '{TOP}/extra.sh', which the release does not put in it",
+            id="extra-file",
+        ),
+        pytest.param([*_good(), _member(f"./{BIN}", data=b"x")], f"holds './{BIN}', not a plain path", id="dot-slash"),
+        pytest.param([*_good(), _member(BIN, data=b"other")], f"holds '{BIN}' twice", id="twice"),
+        pytest.param(
+            [_member(TOP, tarfile.DIRTYPE), _member(BIN, tarfile.DIRTYPE)],
+            f"holds '{BIN}' as a directory, not a regular file",
+            id="binary-a-directory",
+        ),
+        pytest.param([_member(TOP, tarfile.DIRTYPE)], f"has no {BIN}", id="no-binary"),
+        pytest.param([_member(BIN, data=b"binary")], f"has no {TOP}", id="no-directory"),
+        pytest.param(
+            [_member(TOP, tarfile.DIRTYPE), _member(BIN, data=b"binary", uid=1000)],
+            f"has '{BIN}' owned by uid 1000 gid 0 ('':''), not 0 0 without names",
+            id="uid-1000",
+        ),
+        pytest.param(
+            [_member(TOP, tarfile.DIRTYPE, gid=1000, uname="someone"), _member(BIN, data=b"binary")],
+            f"has '{TOP}' owned by uid 0 gid 1000 ('someone':''), not 0 0 without names",
+            id="gid-and-name",
+        ),
+        pytest.param(
+            [_member(TOP, tarfile.DIRTYPE), _member(BIN, data=b"binary", mode=0o4755)],
+            f"has '{BIN}' of mode 4755, not 755",
+            id="setuid",
+        ),
+        pytest.param(
+            [_member(TOP, tarfile.DIRTYPE, mode=0o777), _member(BIN, data=b"binary")],
+            f"has '{TOP}' of mode 777, not 755",
+            id="mode",
+        ),
+        pytest.param(
+            [_member(TOP, tarfile.DIRTYPE), _member(BIN, data=b"binary", mtime=MTIME + 60)],
+            f"has '{BIN}' of mtime {MTIME + 60}, not the manifest's source_date_epoch {MTIME}",
+            id="mtime",
+        ),
+    ],
+)
+def test_a_tarball_with_a_member_the_release_does_not_write_refused(
+    tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes]], words: str
+) -> None:
+    path = _tarball(tmp_path / "x.tar.gz", *members)
+    with pytest.raises(CheckFailed) as caught:
+        release_binary(path, BIN, MTIME)
+    line = caught.value.line()
+    assert line.startswith(f"x.tar.gz {words}") and "\n" not in line, line
+    assert line.endswith("(it is not a tarball the release writes: download the release again)"), line
+
+
+def _whole() -> bytes:
+    return binary_tarball("hello-pgo", b"binary" * 1000, TOP, MTIME)
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        pytest.param(b"", "the gzip stream ends early (truncated)", id="empty"),
+        pytest.param(b"not a tarball", "not gzip data", id="not-gzip"),
+        pytest.param(gzip.compress(b"x" * 2000), "invalid header", id="gzip-not-tar"),
+        pytest.param(_whole()[:40], "the gzip stream ends early (truncated)", id="cut-in-the-stream"),
+        pytest.param(_whole()[:-4], "the gzip stream ends early (truncated)", id="cut-in-the-trailer"),
+        pytest.param(_whole() + b"\0", "data follows the gzip stream (1 bytes)", id="trailing-bytes"),
+        pytest.param(
+            gzip.compress(gzip.decompress(_whole())[:1536], mtime=0),
+            "unexpected end of data",
+            id="tar-cut-in-the-binary",
+        ),
+    ],
+)
+def test_a_tarball_that_is_not_a_whole_tar_gz_refused(tmp_path: Path, content: bytes, words: str) -> None:
+    path = tmp_path / "x.tar.gz"
+    path.write_bytes(content)
+    with pytest.raises(CheckFailed) as caught:
+        release_binary(path, BIN, MTIME)
+    line = caught.value.line()
+    assert line.startswith("x.tar.gz is not a whole .tar.gz: ") and words in line and "\n" not in line, line
+
+
+def test_a_release_folder_that_cannot_be_made_refused_before_anything_is_built(tmp_path: Path) -> None:
+    check_new_folder(tmp_path / "new" / "v1.2.3")  # not there yet: made by the release
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "gone")
+    with pytest.raises(EnvironmentRefused) as caught:
+        check_new_folder(dangling)
+    assert caught.value.line() == (
+        f"the release folder {dangling} is a dangling symbolic link (to {tmp_path / 'gone'}) "
+        "(remove the link, or give --artefacts a folder that does not exist yet)"
+    )
+    with pytest.raises(EnvironmentRefused, match=rf"{dangling / 'v1.2.3'} is under {dangling}, a dangling symbolic"):
+        check_new_folder(dangling / "v1.2.3")
+    (tmp_path / "file").write_text("a file")
+    with pytest.raises(EnvironmentRefused, match=rf"cannot be made: {tmp_path / 'file'} is not a directory"):
+        check_new_folder(tmp_path / "file" / "v1.2.3")
+
+
+def test_a_tarball_that_unpacks_to_more_than_the_limit_refused(tmp_path: Path) -> None:
+    path = tmp_path / "x.tar.gz"
+    path.write_bytes(binary_tarball("hello-pgo", b"\0" * 100_000, TOP, MTIME))
+    with pytest.raises(CheckFailed, match=r"x.tar.gz is not a whole .tar.gz: it unpacks to more than 4096 bytes"):
+        release_binary(path, BIN, MTIME, limit=4096)
