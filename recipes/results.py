@@ -15,7 +15,18 @@ from __future__ import annotations
 
 import functools
 import types
-from typing import Any, Literal, NotRequired, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import (
+    Any,
+    Literal,
+    NotRequired,
+    Required,
+    TypedDict,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
 from recipes.inputs import _kind
 
@@ -371,7 +382,7 @@ def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str
     if is_typeddict(declared):
         if not isinstance(value, dict):
             return _problem(value, declared, where)
-        needed = set(declared.__required_keys__) | (set(REQUIRED.get(declared, ())) if complete else set())
+        needed = _required_keys(declared) | (set(REQUIRED.get(declared, ())) if complete else set())
         missing = sorted(needed - set(value))
         if missing:
             return f"{_at(where, missing[0])!r} is missing"
@@ -427,6 +438,16 @@ def _problem(value: object, declared: Any, where: str) -> str:
 def _hints(declared: Any) -> dict[str, Any]:
     """The keys a record type declares, with their types (evaluated once: the annotations are strings)."""
     return get_type_hints(declared)
+
+
+@functools.cache
+def _required_keys(declared: Any) -> frozenset[str]:
+    """The keys a record type requires. Not ``__required_keys__``: with string annotations (``from __future__
+    import annotations``) Python 3.11 counts a ``NotRequired[...]`` key as required there."""
+    hints = get_type_hints(declared, include_extras=True)
+    if declared.__total__:
+        return frozenset(key for key, hint in hints.items() if get_origin(hint) is not NotRequired)
+    return frozenset(key for key, hint in hints.items() if get_origin(hint) is Required)
 
 
 def _at(where: str, key: str) -> str:
