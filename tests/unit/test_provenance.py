@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
+import random
 import re
 import subprocess
 import tarfile
@@ -19,6 +21,7 @@ from recipes import provenance, rebuild
 from recipes.errors import CheckFailed, ConfigError, MissingInput, PgoError
 from recipes.reproducible import binary_tarball, parse_sha256sums, sha256_bytes, sha256sums_text
 from recipes.store import sha256_file
+from tests import hostile
 from tests.conftest import DATA, clean_env
 
 BASE = "hello-pgo-v1.0.0-x86_64-unknown-linux-gnu"
@@ -839,3 +842,31 @@ def test_check_manifest_of_a_bolt_release_and_its_files() -> None:
     del data["bolt"]
     with pytest.raises(CheckFailed, match=r"m.json: 'bolt' is missing"):
         provenance.check_manifest(data, "m.json")
+
+
+def test_garbage_in_the_release_readers_is_one_line(tmp_path: Path) -> None:
+    """SHA256SUMS, the manifest and a statement fed garbage bytes, truncations and every key of a real one
+    deleted or given every other type: a PgoError or a value, never another exception."""
+    rng = random.Random(19)
+    real_sums = sha256sums_text({name: sha256_bytes(data) for name, data in FILES.items()}).encode()
+    folder = tmp_path / "release"
+    folder.mkdir()
+    for data in hostile.garbage(real_sums, rng, 60):
+        (folder / "SHA256SUMS").write_bytes(data)
+        with contextlib.suppress(PgoError):
+            provenance.read_sums(folder)
+    for _what, changed in hostile.mutations(manifest()):
+        with contextlib.suppress(PgoError):
+            provenance.check_manifest(changed, "m.json")
+    good = manifest()
+    statement_file = tmp_path / f"{BASE}-pgo.tar.gz.intoto.json"
+    real_statement = written()[statement_file.name]
+    sha = sha256_bytes(FILES[f"{BASE}-pgo.tar.gz"])
+    for _what, changed in hostile.mutations(real_statement):
+        statement_file.write_text(json.dumps(changed))
+        with contextlib.suppress(PgoError):
+            provenance.check_statement(statement_file, good, "pgo", sha)
+    for data in hostile.garbage(json.dumps(real_statement).encode(), rng, 30):
+        statement_file.write_bytes(data)
+        with contextlib.suppress(PgoError):
+            provenance.check_statement(statement_file, good, "pgo", sha)
