@@ -13,7 +13,7 @@ from pathlib import Path
 
 from recipes import bolt as boltlib
 from recipes import elf, report
-from recipes.errors import CheckFailed, MissingInput, PgoError, ToolchainError, TrainingFailed, WorkDirError
+from recipes.errors import CheckFailed, MissingInput, PgoError, TrainingFailed, WorkDirError
 from recipes.files import atomic_output, copy_atomically
 from recipes.inputs import read_bytes
 from recipes.plan import BuildPlan
@@ -81,14 +81,8 @@ def _left_out(plan: BuildPlan, paths: BoltPaths, result: BoltResult) -> list[str
     """The functions whose names BOLT's instrumentation runtime could not write (recipes.bolt.name_budget): their
     ``-skip-funcs-file`` (``<work>/bolt/skip-funcs.txt``) as llvm-bolt's argument, none when every name fits; their
     count and names in the record."""
-    objdump = shutil.which("objdump", path=plan.env.get("PATH"))
-    if objdump is None:
-        raise ToolchainError(
-            "no objdump on PATH: the bolt stage reads the calls of the binary with it, to leave out of BOLT's "
-            "instrumentation the functions whose names its runtime cannot write",
-            "install binutils (Debian: apt-get install binutils)",
-        )
-    disassembly = capture([objdump, "-d", "--no-show-raw-insn", "-w", str(paths.input)], env=plan.env)
+    # binutils' objdump (the linker's package): the calls of each function
+    disassembly = capture(["objdump", "-d", "--no-show-raw-insn", "-w", str(paths.input)], env=plan.env)
     budget = boltlib.name_budget(paths.input, disassembly)
     result["longest_function_name"] = budget.longest
     result["instrumentation_skipped_functions"] = len(budget.skipped)
