@@ -19,6 +19,7 @@ from pathlib import Path
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
 from elftools.elf.sections import SymbolTableSection
 
 from recipes import checks, toolchain
@@ -583,14 +584,15 @@ def _data_references(path: Path, starts: set[int]) -> set[int]:
         elf = ELFFile(stream)
         symtab = elf.get_section_by_name(".symtab")
         for section in elf.iter_sections():
-            if section["sh_type"] != "SHT_RELA" or section["sh_flags"] & 0x2:  # SHF_ALLOC: the dynamic ones
+            # not the dynamic ones (SHF_ALLOC)
+            if not isinstance(section, RelocationSection) or section["sh_flags"] & 0x2:
                 continue
             target = elf.get_section(section["sh_info"])
             # the data the program reads (not code, unwind tables or debug information)
             if not target["sh_flags"] & 0x2 or target["sh_flags"] & 0x4 or target.name in _NOT_POINTERS:
                 continue
             for relocation in section.iter_relocations():
-                value = relocation["r_addend"]
+                value = relocation["r_addend"] if relocation.is_RELA() else 0
                 if relocation["r_info_sym"] and isinstance(symtab, SymbolTableSection):
                     value += symtab.get_symbol(relocation["r_info_sym"])["st_value"]
                 if value in starts:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -292,14 +292,14 @@ def _raw_profiles(bolted: Bolted) -> list[Path]:
 @pytest.mark.parametrize(
     ("cut", "says"),
     [
-        (lambda data: b"", "wrote an empty profile"),
+        (lambda _: b"", "wrote an empty profile"),
         (lambda data: data[: data.index(b"\n", len(data) // 2) - 3], "its last line is cut short"),
         (lambda data: data.replace(b"\n", b"\n1 half a line\n", 1), "line 2 is not a record ('1 half a line')"),
     ],
     ids=["empty", "cut-short", "a-line-that-is-no-record"],
 )
 def test_a_partial_fdata_of_the_bolt_training_is_refused(
-    bolted: Bolted, tmp_path: Path, cut: Any, says: str
+    bolted: Bolted, tmp_path: Path, cut: Callable[[bytes], bytes], says: str
 ) -> None:
     """A real .fdata of the shared training, emptied, cut in the middle of a line, or with a line that does not
     parse: the stage's check (before merge-fdata, which would merge it without a word) names the process."""
@@ -367,15 +367,21 @@ def test_without_leaving_them_out_the_runtime_asserts_and_the_refusal_says_so(
     result = long_bolted.report["bolt"]
     instrumented = tmp_path / "longnames.inst"
     subprocess.run(
-        [result["llvm_bolt"], result["input"], "-instrument", f"-instrumentation-file={tmp_path / 'fdata' / 'prof'}",
-         "-instrumentation-file-append-pid", "-o", str(instrumented)],
-        check=True, capture_output=True,
+        [
+            result["llvm_bolt"],
+            result["input"],
+            "-instrument",
+            f"-instrumentation-file={tmp_path / 'fdata' / 'prof'}",
+            "-instrumentation-file-append-pid",
+            "-o",
+            str(instrumented),
+        ],
+        check=True,
+        capture_output=True,
     )
     (tmp_path / "fdata").mkdir()
     with pytest.raises(TrainingFailed) as caught:
-        train_workload(
-            tmp_path, REPO / "profiles" / "longnames.toml", instrumented, fdata_dir=tmp_path / "fdata"
-        )
+        train_workload(tmp_path, REPO / "profiles" / "longnames.toml", instrumented, fdata_dir=tmp_path / "fdata")
     assert caught.value.message == (
         "phase cli/deep: run 1 of 2 exited with exit code 1, expected 0; its stderr ends: Assertion failed: "
         f"{bolt.OVERFLOW_ASSERTION}"
