@@ -19,12 +19,13 @@ from pathlib import Path
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
 from elftools.elf.sections import SymbolTableSection
 
 from recipes import checks, toolchain
 from recipes.errors import CheckFailed, ConfigError, ToolchainError
 from recipes.files import atomic_output
-from recipes.inputs import Fields, read_json
+from recipes.inputs import Fields, read_bytes, read_json
 from recipes.results import BoltResult
 from recipes.toolchain import RustcInfo
 
@@ -269,6 +270,42 @@ def parse_fdata(text: str) -> FdataSummary:
     return FdataSummary(branches, executed, frozenset(functions))
 
 
+#: a line of the .fdata BOLT's instrumentation runtime writes: ``<is-sym> <name> <offset>`` of the source and of the
+#: destination, then mispredictions and count (``0 [unknown] 0`` for a call from code it did not instrument)
+_RAW_RECORD = re.compile(r"^[0-2] \S+ [0-9a-f]+ [0-2] \S+ [0-9a-f]+ [0-9]+ [0-9]+$")
+_RAW_NAME = re.compile(r"\.(\d+)\.fdata$")
+#: the hint of a BOLT training whose profile is missing or cut short
+RAW_FDATA_HINT = (
+    "BOLT's runtime writes a process's profile when it exits normally; one killed or aborted while writing it "
+    "leaves it partial: see the bolt-train logs and run nox -s bolt again"
+)
+
+
+def check_raw_fdata(directory: Path, raws: Sequence[Path]) -> None:
+    """Refuse a BOLT training that left no ``.fdata`` in ``directory``, or one (of ``raws``) empty or partial: a
+    line cut short or one that is not a record. merge-fdata would merge what is there without a word."""
+    if not raws:
+        raise CheckFailed(f"the BOLT training wrote no .fdata into {directory}", RAW_FDATA_HINT)
+    for path in raws:
+        pid = _RAW_NAME.search(path.name)
+        process = f"process {pid[1]}" if pid else "a process"
+        data = read_bytes(path, "a BOLT profile of the training", CheckFailed, RAW_FDATA_HINT)
+        if not data:
+            raise CheckFailed(f"{process} of the BOLT training wrote an empty profile {path}", RAW_FDATA_HINT)
+        if not data.endswith(b"\n"):
+            raise CheckFailed(
+                f"{process} of the BOLT training wrote a partial profile {path}: its last line is cut short",
+                RAW_FDATA_HINT,
+            )
+        for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+            if not _RAW_RECORD.match(line):
+                raise CheckFailed(
+                    f"{process} of the BOLT training wrote a partial profile {path}: line {number} is not a "
+                    f"record ({line[:60]!r})",
+                    RAW_FDATA_HINT,
+                )
+
+
 def check_profile(summary: FdataSummary, profile: Path, crate_names: Sequence[str], package: str) -> None:
     """Refuse an empty BOLT profile, or one that names none of the main crate's functions."""
     if summary.branches == 0:
@@ -474,3 +511,130 @@ def find_llvm_strip(info: RustcInfo, env: Mapping[str, str], llvm_root: Path = P
         f"no llvm-strip of LLVM {major} to strip the BOLTed binary with ({STRIP_NOTE})",
         f"Debian: apt-get install llvm-{major}",
     )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# names too long for BOLT's instrumentation runtime (LLVM issue 169899)
+
+#: the stack buffer (``BufSize`` of bolt/runtime/common.h) in which BOLT's instrumentation runtime formats each line
+#: of the .fdata it writes at exit; a line names two functions (the branch's or call's source and destination), and
+#: a name that does not fit ends the process with ``Assertion failed: buffer overflow, function name too large``
+RUNTIME_LINE_BYTES = 10240
+#: what a line holds besides its two names: the runtime's reserve of 25 bytes per name, the flags, offsets, the
+#: count and their spaces, with room to spare
+LINE_OVERHEAD = 96
+#: what BOLT adds to a local symbol's name (``name/1``)
+LOCAL_SUFFIX = 4
+#: the runtime's assertion, as the instrumented process prints it on stderr before it exits 1
+OVERFLOW_ASSERTION = "buffer overflow, function name too large"
+
+_CALL = re.compile(r"^\s*([0-9a-f]+):\s+(call|jmp)\S*\s+([0-9a-f]+) <([^>+]+)(?:\+0x[0-9a-f]+)?>")
+_INDIRECT = re.compile(r"^\s*[0-9a-f]+:\s+(?:call|jmp)\S*\s+\*")
+_REFERENCE = re.compile(r"#\s+([0-9a-f]+) <([^>+]+)>\s*$")
+_FUNCTION = re.compile(r"^([0-9a-f]+) <(.+)>:$")
+#: allocated sections whose relocations are not function pointers a call may go through
+_NOT_POINTERS = frozenset({".eh_frame", ".eh_frame_hdr", ".gcc_except_table"})
+
+
+@dataclass(frozen=True)
+class NameBudget:
+    """Which functions BOLT's instrumentation must leave out for each line of the .fdata to fit its runtime's
+    buffer: every function a line of whose (its own branches, its direct calls, its indirect calls to a function
+    whose address is taken) would name two functions longer together than the buffer. A left-out function still
+    runs, and still appears as the destination of its callers' calls; it gets no BOLT profile of its own."""
+
+    skipped: dict[int, tuple[str, ...]]  # address: the function's symbols
+    longest: int  # the longest name (as BOLT writes it) in the binary
+    functions: int
+
+    def skip_file_text(self) -> str:
+        """``-skip-funcs-file``'s lines: llvm-bolt reads each as a regular expression matched whole against a
+        function's names (a local one's with BOLT's ``/N``), so the mangled name is escaped."""
+        lines = []
+        for names in self.skipped.values():
+            for name in names:
+                lines.append(re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", name) + "(/[0-9]+)?")
+        return "".join(line + "\n" for line in sorted(lines))
+
+
+def _symbols(path: Path) -> dict[int, tuple[list[str], bool]]:
+    """The binary's functions: address -> (its symbols, whether one is local)."""
+    found: dict[int, tuple[list[str], bool]] = {}
+    with path.open("rb") as stream:
+        try:
+            symtab = ELFFile(stream).get_section_by_name(".symtab")
+        except ELFError as exc:
+            raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+        if not isinstance(symtab, SymbolTableSection):
+            return found
+        for symbol in symtab.iter_symbols():
+            if symbol["st_info"]["type"] != "STT_FUNC" or symbol["st_shndx"] == "SHN_UNDEF" or not symbol.name:
+                continue
+            names, local = found.setdefault(symbol["st_value"], ([], False))
+            names.append(symbol.name)
+            found[symbol["st_value"]] = (names, local or symbol["st_info"]["bind"] == "STB_LOCAL")
+    return found
+
+
+def _data_references(path: Path, starts: set[int]) -> set[int]:
+    """Functions whose address a relocation outside the code holds (vtables, function pointers): indirect calls
+    may reach them."""
+    found: set[int] = set()
+    with path.open("rb") as stream:
+        elf = ELFFile(stream)
+        symtab = elf.get_section_by_name(".symtab")
+        for section in elf.iter_sections():
+            # not the dynamic ones (SHF_ALLOC)
+            if not isinstance(section, RelocationSection) or section["sh_flags"] & 0x2:
+                continue
+            target = elf.get_section(section["sh_info"])
+            # the data the program reads (not code, unwind tables or debug information)
+            if not target["sh_flags"] & 0x2 or target["sh_flags"] & 0x4 or target.name in _NOT_POINTERS:
+                continue
+            for relocation in section.iter_relocations():
+                value = relocation["r_addend"] if relocation.is_RELA() else 0
+                if relocation["r_info_sym"] and isinstance(symtab, SymbolTableSection):
+                    value += symtab.get_symbol(relocation["r_info_sym"])["st_value"]
+                if value in starts:
+                    found.add(value)
+    return found
+
+
+def name_budget(path: Path, disassembly: str, limit: int = RUNTIME_LINE_BYTES) -> NameBudget:
+    """The functions of the binary at ``path`` (``disassembly``: ``objdump -d --no-show-raw-insn -w`` of it) that
+    BOLT must not instrument (see :class:`NameBudget`)."""
+    symbols = _symbols(path)
+    width = {addr: max(map(len, names)) + (LOCAL_SUFFIX if local else 0) for addr, (names, local) in symbols.items()}
+    budget = limit - LINE_OVERHEAD
+    calls: dict[int, set[int]] = {}
+    indirect: set[int] = set()
+    taken = _data_references(path, set(symbols))
+    current: int | None = None
+    for line in disassembly.splitlines():
+        header = _FUNCTION.match(line)
+        if header:
+            current = int(header[1], 16)
+            continue
+        if current is None:
+            continue
+        call = _CALL.match(line)
+        if call:
+            calls.setdefault(current, set()).add(int(call[3], 16))
+            continue
+        if _INDIRECT.match(line):
+            indirect.add(current)
+        reference = _REFERENCE.search(line)
+        if reference:
+            taken.add(int(reference[1], 16))
+    starts = {addr for addr in taken if addr in width}
+    longest_taken = max((width[addr] for addr in starts), default=0)
+    skipped: dict[int, tuple[str, ...]] = {}
+    for addr, size in width.items():
+        callees = [width[t] for t in calls.get(addr, ()) if t in width and t != addr]
+        if (
+            2 * size > budget
+            or any(size + callee > budget for callee in callees)
+            or (addr in indirect and size + longest_taken > budget)
+        ):
+            skipped[addr] = tuple(symbols[addr][0])
+    return NameBudget(skipped, max(width.values(), default=0), len(width))

@@ -206,6 +206,9 @@ class BoltResult(StageRecord, total=False):
     bolt_args: list[str]
     trained_here: bool
     train: WorkloadRun
+    longest_function_name: int  # characters, as BOLT writes it (a local symbol with its /N)
+    instrumentation_skipped_functions: int  # left out of BOLT's instrumentation: names its runtime cannot write
+    instrumentation_skipped: list[str]  # their symbols (the first 50, each cut at 120 characters)
     bolt_instrumented_sha256: str  # the BOLT-instrumented binary that wrote the profile (trained here)
     profile_trained_on: str  # the sha256 of the binary the profile was recorded on (input_sha256), or who vouched
     profile_branches: int

@@ -18,7 +18,7 @@ from recipes.files import atomic_output, copy_atomically
 from recipes.inputs import read_bytes
 from recipes.plan import BuildPlan
 from recipes.results import BoltResult, WorkloadRun
-from recipes.runner import run, say
+from recipes.runner import capture, run, say
 from recipes.stages._record import checked_copy, recorded, run_on, timed
 from recipes.store import sha256_file
 from recipes.workload import Workload
@@ -52,6 +52,10 @@ class BoltPaths:
         return self.dir / f"{self.plan.crate.bin}.fdata"
 
     @property
+    def skip_file(self) -> Path:
+        return self.dir / "skip-funcs.txt"
+
+    @property
     def output(self) -> Path:
         return self.dir / f"{self.plan.crate.bin}.bolt"
 
@@ -73,7 +77,32 @@ def _bolt_input(plan: BuildPlan) -> tuple[Path, str, dict[str, int]]:
     return binary, sha, boltlib.check_input(binary)
 
 
-def _bolt_train(plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths) -> tuple[Path, WorkloadRun]:
+def _left_out(plan: BuildPlan, paths: BoltPaths, result: BoltResult) -> list[str]:
+    """The functions whose names BOLT's instrumentation runtime could not write (recipes.bolt.name_budget): their
+    ``-skip-funcs-file`` (``<work>/bolt/skip-funcs.txt``) as llvm-bolt's argument, none when every name fits; their
+    count and names in the record."""
+    # binutils' objdump (the linker's package): the calls of each function
+    disassembly = capture(["objdump", "-d", "--no-show-raw-insn", "-w", str(paths.input)], env=plan.env)
+    budget = boltlib.name_budget(paths.input, disassembly)
+    result["longest_function_name"] = budget.longest
+    result["instrumentation_skipped_functions"] = len(budget.skipped)
+    result["instrumentation_skipped"] = [names[0][:120] for names in budget.skipped.values()][:50]
+    paths.skip_file.unlink(missing_ok=True)
+    if not budget.skipped:
+        return []
+    say(
+        f"bolt: {len(budget.skipped)} functions left out of BOLT's instrumentation: their names (up to "
+        f"{budget.longest} characters) overflow its runtime's {boltlib.RUNTIME_LINE_BYTES}-byte line (LLVM issue "
+        "169899); they get no BOLT profile"
+    )
+    with atomic_output(paths.skip_file) as tmp:
+        tmp.write_text(budget.skip_file_text(), encoding="utf-8")
+    return [f"-skip-funcs-file={paths.skip_file.name}"]
+
+
+def _bolt_train(
+    plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths, result: BoltResult
+) -> tuple[Path, WorkloadRun]:
     """BOLT-instrument the input, replay the training workload on it (every phase check), merge its profiles."""
     instrument_log = plan.logs / "bolt-instrument.log"
     run(
@@ -83,6 +112,7 @@ def _bolt_train(plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths) -> 
             "-instrument",
             f"-instrumentation-file={paths.raw / 'prof'}",
             "-instrumentation-file-append-pid",
+            *_left_out(plan, paths, result),
             "-o",
             paths.instrumented.name,
         ],
@@ -102,6 +132,7 @@ def _bolt_train(plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths) -> 
         scratch_name="bolt-train",
     )
     raws = sorted(paths.raw.glob("*.fdata"))  # merge-fdata's output depends on the order of its inputs
+    boltlib.check_raw_fdata(paths.raw, raws)
     with atomic_output(paths.merged) as tmp:
         run(
             [str(tools.merge_fdata), *map(str, raws), "-o", str(tmp)],
@@ -129,7 +160,7 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
     args = boltlib.bolt_args(plan.config.bolt_args)
     say(f"bolt: {binary} with {tools.llvm_bolt} (LLVM {tools.llvm_version})")
     shutil.rmtree(paths.raw, ignore_errors=True)  # what an earlier run left (a given profile may be its merged one)
-    for old in (paths.instrumented, paths.output, paths.input, bolted_copy(plan)):
+    for old in (paths.instrumented, paths.output, paths.input, paths.skip_file, bolted_copy(plan)):
         old.unlink(missing_ok=True)
     paths.raw.mkdir(parents=True)
     copy_atomically(binary, paths.input)
@@ -151,7 +182,7 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
             profile = plan.config.bolt_profile
             result["trained_here"] = False
         else:
-            profile, result["train"] = _bolt_train(plan, tools, paths)
+            profile, result["train"] = _bolt_train(plan, tools, paths, result)
             result["trained_here"] = True
         data = read_bytes(profile, "the BOLT profile", MissingInput, "give the path of a .fdata merge-fdata wrote")
         fdata = boltlib.parse_fdata(data.decode("utf-8", errors="replace"))  # a symbol name's bytes are its own

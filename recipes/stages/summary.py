@@ -66,6 +66,12 @@ def bolt_summary_lines(b: BoltResult) -> list[str]:
         f"functions ({b['profile_main_crate_functions']} of the main crate), {b['profile_branches']} branches; "
         f"{b['input_bytes']} -> {b['binary_bytes']} bytes",
     ]
+    skipped = b.get("instrumentation_skipped_functions", 0)
+    if skipped:
+        lines.append(
+            f"            {skipped} functions left out of BOLT's instrumentation, without BOLT profile: names up to "
+            f"{b.get('longest_function_name', 0)} characters overflow its runtime's line (LLVM issue 169899)"
+        )
     for name in ("executed instructions", "taken branches"):
         if name in before and name in after and before[name]:
             change = 100.0 * (after[name] - before[name]) / before[name]

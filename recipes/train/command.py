@@ -5,7 +5,8 @@ whatever it left running, grandchildren and processes that left its group includ
 that left something running is refused (``LEFTOVER_HINT`` says why); replaying (verify), the phase says so in one
 line. Its output goes to ``<logs>/train-<instance>-<phase>.log`` as the phase's
 ``output`` says: ``"tail"`` (default) keeps the last :data:`TAIL_BYTES` of it, ``"keep"`` all of it,
-``"discard"`` none.
+``"discard"`` none; a run that fails adds the last :data:`STDERR_TAIL_BYTES` of its stderr to the log, and its
+last line to the refusal, whatever ``output`` says.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,6 +32,10 @@ from recipes.train.base import InstanceMode, Phase, PhaseContext, PhaseResult, r
 #: how much of a phase's output ``output = "tail"`` keeps in its log
 TAIL_BYTES = 64 * 1024
 OUTPUT_CHOICES = ("tail", "keep", "discard")
+#: how much of a failed run's stderr its phase's log ends with, whatever ``output`` says
+STDERR_TAIL_BYTES = 4096
+#: how much of its last line the refusal quotes
+STDERR_LINE_CHARS = 200
 #: the most runs a phase may ask for (times PGO_TRAIN_SCALE, it is still a count, never a duration)
 MAX_RUNS = 2**31 - 1
 #: the hint of a training run (or server) that left processes running
@@ -116,16 +121,44 @@ class CommandMode(InstanceMode[CommandOptions]):
 
 
 class Output:
-    """What a phase keeps of its runs' output: all, the last ``TAIL_BYTES``, or nothing (but its size)."""
+    """What a phase keeps of its runs' output: all, the last ``TAIL_BYTES``, or nothing (but its size); and,
+    whatever the mode, the last :data:`STDERR_TAIL_BYTES` of the current run's stderr, which the log ends with when
+    the run failed (:meth:`failed`) and some output was dropped: the reason a program gives is never in what was
+    discarded. stdout and stderr are two pipes: in the log they interleave by the chunk, as on a terminal."""
 
     def __init__(self, mode: str, log: IO[bytes]) -> None:
         self.mode = mode
         self.log = log
         self.total = 0
         self.tail = bytearray()
+        self.stderr = bytearray()  # the current run's
+        self.failed_run: int | None = None
         self.lock = threading.Lock()
         #: a failed write of the log (a full disk): the output is drained and dropped from then on
         self.error: OSError | None = None
+
+    def start_run(self) -> None:
+        with self.lock:
+            self.stderr.clear()
+
+    def write_stderr(self, chunk: bytes) -> None:
+        self.write(chunk)
+        with self.lock:
+            self.stderr += chunk
+            if len(self.stderr) > 2 * STDERR_TAIL_BYTES:
+                del self.stderr[:-STDERR_TAIL_BYTES]
+
+    def stderr_tail(self) -> str:
+        """The last :data:`STDERR_TAIL_BYTES` of the current run's stderr."""
+        with self.lock:
+            return bytes(self.stderr[-STDERR_TAIL_BYTES:]).decode("utf-8", errors="replace")
+
+    def failed(self, run: int) -> str:
+        """Mark run ``run`` (1-based) failed: the log ends with its stderr's tail. Returns that tail's last line
+        (for the refusal), or ""."""
+        self.failed_run = run
+        lines = [line.strip() for line in self.stderr_tail().splitlines() if line.strip()]
+        return lines[-1][:STDERR_LINE_CHARS] if lines else ""
 
     def write(self, chunk: bytes) -> None:
         with self.lock:
@@ -152,6 +185,11 @@ class Output:
                     self.log.write(kept)
                 elif self.mode == "discard":
                     self.log.write(f"[{self.total} bytes of output from {runs} runs, discarded]\n".encode())
+                kept_err = bytes(self.stderr[-STDERR_TAIL_BYTES:])
+                dropped = self.mode == "discard" or (self.mode == "tail" and self.total > TAIL_BYTES)
+                if self.failed_run is not None and kept_err and dropped:
+                    note = f"[the end of run {self.failed_run}'s stderr ({len(kept_err)} bytes), which failed:]\n"
+                    self.log.write(b"\n" + note.encode() + kept_err + (b"" if kept_err.endswith(b"\n") else b"\n"))
                 self.log.flush()
             except OSError as exc:
                 self.error = self.error or exc
@@ -225,6 +263,7 @@ class CommandPhase(Phase):
                     if remaining <= 0:
                         break
                     started += 1
+                    output.start_run()
                     returncode, left = run_in_own_group(
                         argv, env=ctx.env, cwd=cwd, stdin=stdin, timeout=remaining, sink=output
                     )
@@ -237,9 +276,11 @@ class CommandPhase(Phase):
                         )
                     leftovers += left
                     if returncode != self.expect_exit:
+                        reason = output.failed(index + 1)
                         raise TrainingFailed(
                             f"{where}: run {index + 1} of {runs} exited with "
-                            f"{_describe(returncode)}, expected {self.expect_exit}",
+                            f"{_describe(returncode)}, expected {self.expect_exit}"
+                            + (f"; its stderr ends: {reason}" if reason else ""),
                             f"see {log}",
                         )
                     done += 1
@@ -278,9 +319,12 @@ def run_in_own_group(
         cwd=cwd,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE,
     )
-    threads = [threading.Thread(target=_drain, args=(piped(proc.stdout), sink), daemon=True)]
+    threads = [
+        threading.Thread(target=_drain, args=(piped(proc.stdout), sink.write), daemon=True),
+        threading.Thread(target=_drain, args=(piped(proc.stderr), sink.write_stderr), daemon=True),
+    ]
     if stdin is not None:
         threads.append(threading.Thread(target=_feed, args=(piped(proc.stdin), stdin), daemon=True))
     for thread in threads:
@@ -293,10 +337,10 @@ def run_in_own_group(
     return (reaped.returncode if reaped.exited else None), reaped.leftovers
 
 
-def _drain(pipe: IO[bytes], sink: Output) -> None:
+def _drain(pipe: IO[bytes], sink: Callable[[bytes], None]) -> None:
     with pipe:
         while chunk := os.read(pipe.fileno(), 65536):
-            sink.write(chunk)
+            sink(chunk)
 
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:

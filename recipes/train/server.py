@@ -86,8 +86,10 @@ class RunningServer:
         if returncode is None:
             raise ValueError(f"instance {self.instance}: died() of a server that is still running")
         self.show_tail()
+        last = self.child.tail(1, joined=" ")[:200]
         return TrainingFailed(
-            f"instance {self.instance}: the server exited with {describe_exit(returncode)} {what}",
+            f"instance {self.instance}: the server exited with {describe_exit(returncode)} {what}"
+            + (f"; its log ends: {last}" if last else ""),
             f"see {self.log}",
         )
 

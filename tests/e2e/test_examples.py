@@ -44,16 +44,21 @@ def published_source(name: str, version: str, tmp_path: Path) -> Path:
     return project
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_example_crate_from_crates_io(name: str, tmp_path: Path) -> None:
-    version, binary, scale = EXAMPLES[name]
+#: a published crate trained with PGO_BOLT=1: jaq's legacy symbol names (up to 6,504 characters) overflow BOLT's
+#: instrumentation runtime unless the functions they would overflow are left out (README "Long Rust names")
+BOLT_EXAMPLE = ("jaq", "2.3.0", "jaq", "1")
+
+
+def _pgo(name: str, version: str, scale: str, tmp_path: Path, **extra: str) -> tuple[Path, dict[str, Any], Path]:
+    """``nox -s pgo`` from the crate's published source with its example workload: the project, its report.json
+    and the workload."""
     project = published_source(name, version, tmp_path)
     workload = REPO / "profiles" / "examples" / f"{name}.toml"
     (project / "pyproject.toml").write_text(f'[tool.pgo]\nworkload = "{workload}"\nlocked = true\n')
     proc = subprocess.run(
         [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "pgo"],
         cwd=project,
-        env=clean_env({"PGO_TRAIN_SCALE": scale, "PGO_PROFILE_STORE": str(tmp_path / "store")}),
+        env=clean_env({"PGO_TRAIN_SCALE": scale, "PGO_PROFILE_STORE": str(tmp_path / "store"), **extra}),
         capture_output=True,
         text=True,
         timeout=1500,
@@ -63,7 +68,39 @@ def test_example_crate_from_crates_io(name: str, tmp_path: Path) -> None:
     text = output(proc)
     assert proc.returncode == 0, text[-4000:]
     assert "Traceback" not in text
-    report: dict[str, Any] = json.loads((project / "target" / "pgo" / "report.json").read_text())
+    return project, json.loads((project / "target" / "pgo" / "report.json").read_text()), workload
+
+
+def test_bolt_on_a_published_crate_with_long_names(tmp_path: Path) -> None:
+    name, version, binary, scale = BOLT_EXAMPLE
+    project, report, workload = _pgo(name, version, scale, tmp_path, PGO_BOLT="1")
+    floors = load_workload(workload)
+    assert report["merge"]["executed_functions"] >= (floors.min_functions or 1)
+    bolted = report["bolt"]
+    assert bolted["longest_function_name"] > 5000  # two such names on a line would not fit
+    assert bolted["instrumentation_skipped_functions"] >= 1
+    assert bolted["train"]["fdata_files"] == report["train"]["requests"]  # one whole .fdata per run
+    assert bolted["stale_profile_functions"] == 0 and bolted["functions_with_profile"] > 500
+    assert bolted["profile_main_crate_functions"] > 0
+    assert Path(bolted["binary"]) == project / "target" / "pgo" / "bolted" / binary
+    assert bolted["verify"]["requests"] == report["train"]["requests"]
+    print(
+        name,
+        {stage: report[stage]["seconds"] for stage in ("instrument", "train", "merge", "optimise", "bolt")},
+        report["merge"]["executed_functions"],
+        report["optimise"]["missing_profile_functions"],
+        bolted["instrumentation_skipped_functions"],
+        bolted["longest_function_name"],
+        bolted["functions_with_profile"],
+        bolted["total_functions"],
+        bolted["dyno_stats"],
+    )
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_example_crate_from_crates_io(name: str, tmp_path: Path) -> None:
+    version, binary, scale = EXAMPLES[name]
+    project, report, workload = _pgo(name, version, scale, tmp_path)
     floors = load_workload(workload)
     merged, optimised = report["merge"], report["optimise"]
     assert merged["executed_functions"] >= (floors.min_functions or 1)

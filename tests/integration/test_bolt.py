@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -283,6 +283,109 @@ def test_an_instance_that_writes_no_fdata_is_refused(bolted: Bolted, tmp_path: P
         train_workload(
             tmp_path, REPO / "profiles" / "hello.toml", Path(bolted.report["optimise"]["binary"]), fdata_dir=fdata
         )
+
+
+def _raw_profiles(bolted: Bolted) -> list[Path]:
+    return sorted((bolted.pipeline.work / "bolt" / "fdata").glob("prof.*.fdata"))
+
+
+@pytest.mark.parametrize(
+    ("cut", "says"),
+    [
+        (lambda _: b"", "wrote an empty profile"),
+        (lambda data: data[: data.index(b"\n", len(data) // 2) - 3], "its last line is cut short"),
+        (lambda data: data.replace(b"\n", b"\n1 half a line\n", 1), "line 2 is not a record ('1 half a line')"),
+    ],
+    ids=["empty", "cut-short", "a-line-that-is-no-record"],
+)
+def test_a_partial_fdata_of_the_bolt_training_is_refused(
+    bolted: Bolted, tmp_path: Path, cut: Callable[[bytes], bytes], says: str
+) -> None:
+    """A real .fdata of the shared training, emptied, cut in the middle of a line, or with a line that does not
+    parse: the stage's check (before merge-fdata, which would merge it without a word) names the process."""
+    raws = _raw_profiles(bolted)
+    copies = []
+    for raw in raws:
+        shutil.copy(raw, tmp_path / raw.name)
+        copies.append(tmp_path / raw.name)
+    bolt.check_raw_fdata(tmp_path, copies)  # whole, they pass
+    victim = copies[len(copies) // 2]
+    victim.write_bytes(cut(victim.read_bytes()))
+    pid = victim.name.split(".")[1]
+    with pytest.raises(CheckFailed) as caught:
+        bolt.check_raw_fdata(tmp_path, copies)
+    assert caught.value.message.startswith(f"process {pid} of the BOLT training wrote ")
+    assert str(victim) in caught.value.message and says in caught.value.message
+    assert caught.value.hint == bolt.RAW_FDATA_HINT
+
+
+def test_a_bolt_training_that_wrote_no_fdata_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CheckFailed, match=rf"^the BOLT training wrote no .fdata into {tmp_path} \(BOLT's runtime"):
+        bolt.check_raw_fdata(tmp_path, [])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# names longer than BOLT's instrumentation runtime can write (LLVM issue 169899): tests/fixtures/longnames
+
+#: the prefixes of the fixture's three names that cannot be written: Huge (10,343 characters), Big1 and Big2
+#: (5,222 and 5,242: each fits, the line of the call from one to the other does not)
+LONG = ("_ZN10311_$LT$longnames..S$LT$", "_ZN5191_$LT$longnames..S$LT$", "_ZN5211_$LT$longnames..S$LT$")
+
+
+@pytest.fixture(scope="module")
+def long_bolted(tmp_path_factory: pytest.TempPathFactory) -> Bolted:
+    pipeline = Pipeline(tmp_path_factory.mktemp("longnames"), "longnames")
+    text = assert_ok(pipeline.nox("pgo", PGO_BOLT="1"))
+    return Bolted(pipeline, text, _report(pipeline.work))
+
+
+def test_names_too_long_for_bolts_runtime_are_left_out_of_its_instrumentation(long_bolted: Bolted) -> None:
+    result, work = long_bolted.report["bolt"], long_bolted.pipeline.work
+    assert result["instrumentation_skipped_functions"] == 3
+    skipped = sorted(result["instrumentation_skipped"])
+    assert [prefix for prefix in sorted(LONG) if any(name.startswith(prefix) for name in skipped)] == sorted(LONG)
+    assert result["longest_function_name"] > bolt.RUNTIME_LINE_BYTES
+    skip = (work / "bolt" / "skip-funcs.txt").read_text().splitlines()
+    assert len(skip) == 3 and all(line.endswith("(/[0-9]+)?") and "\\$LT\\$" in line for line in skip)
+    assert "-skip-funcs-file=skip-funcs.txt" in (work / "logs" / "bolt-instrument.log").read_text()
+    # both phases ran on the BOLT-instrumented binary and wrote their profiles whole; the deep chain's functions
+    # have none of their own, the short chain's (up to 2,662 characters) have theirs
+    assert result["train"]["fdata_files"] == 4
+    profile = (work / "bolt" / "longnames.fdata").read_text()
+    sources = {line.split()[1] for line in profile.splitlines()}
+    assert not any(name.startswith(LONG) for name in sources)
+    assert any(name.startswith("_ZN2631_$LT$longnames..S$LT$") for name in sources)
+    assert result["verify"]["requests"] == 4 and Path(result["binary"]).is_file()
+    assert "3 functions left out of BOLT's instrumentation, without BOLT profile" in long_bolted.output
+
+
+def test_without_leaving_them_out_the_runtime_asserts_and_the_refusal_says_so(
+    long_bolted: Bolted, tmp_path: Path
+) -> None:
+    """The same PGO binary instrumented by llvm-bolt without the skip list: the deep phase (output discarded, as
+    jaq's workload did) dies at exit in BOLT's runtime, and the refusal quotes the runtime's assertion."""
+    result = long_bolted.report["bolt"]
+    instrumented = tmp_path / "longnames.inst"
+    subprocess.run(
+        [
+            result["llvm_bolt"],
+            result["input"],
+            "-instrument",
+            f"-instrumentation-file={tmp_path / 'fdata' / 'prof'}",
+            "-instrumentation-file-append-pid",
+            "-o",
+            str(instrumented),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (tmp_path / "fdata").mkdir()
+    with pytest.raises(TrainingFailed) as caught:
+        train_workload(tmp_path, REPO / "profiles" / "longnames.toml", instrumented, fdata_dir=tmp_path / "fdata")
+    assert caught.value.message == (
+        "phase cli/deep: run 1 of 2 exited with exit code 1, expected 0; its stderr ends: Assertion failed: "
+        f"{bolt.OVERFLOW_ASSERTION}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------

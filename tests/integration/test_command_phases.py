@@ -89,7 +89,12 @@ def test_a_run_that_exits_leaves_nothing_running(tmp_path: Path) -> None:
 
 
 #: a run that leaves two processes: one in its group, one that left it (setsid, then its parent exits)
-DAEMONS = "sleep 300 & echo $! > {a}; (setsid sleep 301 & echo $! > {b}) & wait $!; until grep -q . {b}; do :; done"
+#: two sleeps left running, one in a session of its own; the run exits once both are sleep (not a shell yet to exec
+#: it, which the leftover line would name)
+DAEMONS = (
+    "sleep 300 & echo $! > {a}; (setsid sleep 301 & echo $! > {b}) & wait $!; until grep -q . {b}; do :; done; "
+    "until grep -qx sleep /proc/$(cat {a})/comm && grep -qx sleep /proc/$(cat {b})/comm; do :; done"
+)
 
 
 def _daemon_phase(tmp_path: Path, runs: int = 1) -> tuple[Path, Path, Path]:
@@ -150,7 +155,8 @@ def test_output_keep_and_discard(tmp_path: Path) -> None:
     phases = _phase("kept", script, 'output = "keep"') + _phase("dropped", script, 'output = "discard"')
     _run(tmp_path, _workload(tmp_path, phases))
     kept = (tmp_path / "logs" / "train-cli-kept.log").read_bytes()
-    assert kept == b"b\n" * 50000 + b"done\n"
+    # stdout and stderr are two pipes: stderr's line may land between two chunks of stdout
+    assert b"done\n" in kept and kept.replace(b"done\n", b"", 1) == b"b\n" * 50000
     dropped = (tmp_path / "logs" / "train-cli-dropped.log").read_text()
     assert dropped == "[100005 bytes of output from 1 runs, discarded]\n"
 
@@ -162,6 +168,34 @@ def test_a_failed_run_names_the_phase_and_keeps_its_tail(tmp_path: Path) -> None
     log = tmp_path / "logs" / "train-cli-grep-words.log"
     assert caught.value.line() == f"phase cli/grep-words: run 1 of 4 exited with exit code 3, expected 0 (see {log})"
     assert log.read_text() == "why\n"
+
+
+@pytest.mark.parametrize("output", ["discard", "tail"])
+def test_a_failed_run_keeps_the_end_of_its_stderr_whatever_its_output(tmp_path: Path, output: str) -> None:
+    """Megabytes on stdout, the reason on stderr (first, then more of stdout), exit 1: the reason is in the refusal
+    and at the end of the log, discarded or not."""
+    script = "echo 'early noise' >&2; echo 'Assertion failed: the reason' >&2; yes out | head -c 3000000; exit 1"
+    with pytest.raises(TrainingFailed) as caught:
+        _run(tmp_path, _workload(tmp_path, _phase("loud", script, f'output = "{output}"')))
+    log = tmp_path / "logs" / "train-cli-loud.log"
+    assert caught.value.line() == (
+        "phase cli/loud: run 1 of 1 exited with exit code 1, expected 0; its stderr ends: Assertion failed: the "
+        f"reason (see {log})"
+    )
+    text = log.read_text()
+    assert text.endswith(
+        "[the end of run 1's stderr (41 bytes), which failed:]\nearly noise\nAssertion failed: the reason\n"
+    ), text[-300:]
+    assert len(text) < 70 * 1024  # bounded: megabytes of stdout are not kept
+
+
+def test_the_stderr_kept_of_a_failed_run_is_bounded(tmp_path: Path) -> None:
+    script = "i=0; while [ $i -lt 3000 ]; do echo line-$i >&2; i=$((i+1)); done; exit 2"
+    with pytest.raises(TrainingFailed, match=r"its stderr ends: line-2999 \(see"):
+        _run(tmp_path, _workload(tmp_path, _phase("chatty", script, 'output = "discard"')))
+    text = (tmp_path / "logs" / "train-cli-chatty.log").read_text()
+    assert text.startswith("[") and "[the end of run 1's stderr (4096 bytes), which failed:]" in text
+    assert text.endswith("line-2999\n") and len(text) < 4096 + 200
 
 
 def test_cwd_of_the_instance_and_of_a_phase(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -273,3 +274,17 @@ def test_a_training_record_that_is_no_record_refused(tmp_path: Path, text: str) 
         bolt.check_trained_on(profile, PROFILE_SHA, tmp_path / "bin", INPUT_SHA, tmp_path / "none")
     line = caught.value.line()
     assert "given.fdata.trained-on" in line and "train the BOLT profile again" in line and "\n" not in line
+
+
+def test_the_skip_list_is_of_escaped_whole_names_with_bolts_local_suffix() -> None:
+    """llvm-bolt matches each line of -skip-funcs-file as a regular expression against a whole name: the `$` and
+    `.` of a legacy Rust name escaped, BOLT's `/N` of a local symbol allowed."""
+    name = "_ZN61_$LT$longnames..Node$LT$T$GT$$u20$as$u20$longnames..Stage$GT$3run17hfe8731f6847bd974E"
+    budget = bolt.NameBudget({0x1000: (name,), 0x2000: ("plain",)}, len(name), 2)
+    lines = budget.skip_file_text().splitlines()
+    assert lines == [
+        r"_ZN61_\$LT\$longnames\.\.Node\$LT\$T\$GT\$\$u20\$as\$u20\$longnames\.\.Stage\$GT\$3run17hfe8731f6847bd974E"
+        "(/[0-9]+)?",
+        "plain(/[0-9]+)?",
+    ]
+    assert all(re.fullmatch(line, text) for line, text in zip(lines, (name + "/1", "plain"), strict=True))
