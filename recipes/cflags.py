@@ -50,6 +50,8 @@ PROFILE_PREFIXES = (
 )
 #: diagnostics of the optimised build's target C (no code change): each C function without profile data named
 WARN_FLAGS = ("-mllvm", "-pgo-warn-missing-function")
+#: where Debian's LLVM packages put clang (``/usr/lib/llvm-<major>/bin``)
+LLVM_BIN = "/usr/lib/llvm-{major}/bin"
 _CLANG_VERSION = re.compile(r"clang version (\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -135,7 +137,7 @@ def find_clang(rustc: RustcInfo, env: Mapping[str, str], explicit: str | None) -
     named = shutil.which(f"clang-{rustc.llvm_major}", path=search)
     if named:
         return Path(named)
-    default = Path(f"/usr/lib/llvm-{rustc.llvm_major}/bin/clang")
+    default = Path(LLVM_BIN.format(major=rustc.llvm_major)) / "clang"
     return default if default.is_file() else None
 
 
