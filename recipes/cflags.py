@@ -26,7 +26,6 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -34,7 +33,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, EnvironmentRefused, ToolchainError
 from recipes.files import atomic_output
-from recipes.results import CCodeRecord, CCrateRecord, CLanguageRecord
+from recipes.results import CCodeRecord, CCrateRecord
 from recipes.runner import capture
 from recipes.toolchain import RustcInfo
 
@@ -97,15 +96,20 @@ class CPlan:
         }
 
 
-def env_names(var: str, triple: str, cross: bool) -> list[str]:
+def env_names(var: str, triple: str, *, cross: bool) -> list[str]:
     """The variables cc-rs reads for ``var`` of ``triple``, first wins (``CC_<t>``, ``CC_<t_u>``, ``TARGET_CC`` or
     ``HOST_CC``, ``CC``); flags variables are all joined, in the reverse order."""
-    return [f"{var}_{triple}", f"{var}_{triple.replace('-', '_').replace('.', '_')}", f"{'TARGET' if cross else 'HOST'}_{var}", var]
+    return [
+        f"{var}_{triple}",
+        f"{var}_{triple.replace('-', '_').replace('.', '_')}",
+        f"{'TARGET' if cross else 'HOST'}_{var}",
+        var,
+    ]
 
 
 def target_var(var: str, triple: str) -> str:
     """``CC_x86_64_unknown_linux_gnu``: the variable the pipeline sets."""
-    return env_names(var, triple, False)[1]
+    return env_names(var, triple, cross=False)[1]
 
 
 def clang_version(argv: Sequence[str]) -> str | None:
@@ -163,10 +167,10 @@ def check_major(path: str, version: str | None, rustc: RustcInfo, what: str) -> 
     return version
 
 
-def refuse_profile_flags(env: Mapping[str, str], triple: str, cross: bool) -> None:
+def refuse_profile_flags(env: Mapping[str, str], triple: str, *, cross: bool) -> None:
     """A profile flag already in the user's CFLAGS/CXXFLAGS (any variable cc-rs reads) is refused."""
     for flags_var in ("CFLAGS", "CXXFLAGS"):
-        for name in env_names(flags_var, triple, cross):
+        for name in env_names(flags_var, triple, cross=cross):
             found = [f for f in env.get(name, "").split() if f.startswith(PROFILE_PREFIXES)]
             if found:
                 raise EnvironmentRefused(
@@ -191,7 +195,7 @@ def plan_c(
     user's ``CC``/``CXX`` (any of the variables cc-rs reads) is kept, and profiled when it is such a clang.
     ``PGO_C=1`` (or ``PGO_CLANG``) refuses what stops it; ``PGO_C=0`` leaves the C as the plain build has it."""
     cross = triple != rustc.host
-    refuse_profile_flags(env, triple, cross)
+    refuse_profile_flags(env, triple, cross=cross)
     explicit = setting is True or (setting is None and bool(clang))
     mode = "off" if setting is False else ("on" if explicit else "auto")
     found: Path | None = None
@@ -199,7 +203,7 @@ def plan_c(
         found = find_clang(rustc, env, clang)
     languages = []
     for name, var, flags_var, default in (("C", "CC", "CFLAGS", "cc"), ("C++", "CXX", "CXXFLAGS", "c++")):
-        user_name = next((n for n in env_names(var, triple, cross) if env.get(n, "").strip()), None)
+        user_name = next((n for n in env_names(var, triple, cross=cross) if env.get(n, "").strip()), None)
         host = tuple(env[user_name].split()) if user_name else (default,)
         off: str | None = None
         compiler: tuple[str, ...] | None = None
@@ -263,7 +267,9 @@ exec {host_cmd} "$@"
 """
 
 
-def c_env(plan: CPlan, base_env: Mapping[str, str], flags: Sequence[str], bin_dir: Path, *, optimise: bool) -> dict[str, str]:
+def c_env(
+    plan: CPlan, base_env: Mapping[str, str], flags: Sequence[str], bin_dir: Path, *, optimise: bool
+) -> dict[str, str]:
     """A new environment whose target C and C++ get ``flags`` (appended to the user's ``CFLAGS_<triple>``, which
     cc-rs joins with ``CFLAGS``, ``HOST_CFLAGS`` and the rest), through :func:`wrapper_script`."""
     env = dict(base_env)
@@ -321,7 +327,9 @@ def read_object(path: Path) -> CObject | None:
                 )
     except (ELFError, OSError):
         return None
-    compiler = next((c for c in reversed(lines) if "clang version" in c or c.startswith("GCC:")), lines[-1] if lines else "unknown")
+    compiler = next(
+        (c for c in reversed(lines) if "clang version" in c or c.startswith("GCC:")), lines[-1] if lines else "unknown"
+    )
     return CObject(path, compiler.strip(), "__llvm_prf_cnts" in names, tuple(functions))
 
 

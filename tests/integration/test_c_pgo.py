@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from recipes import report
+from recipes.cflags import read_object
 from recipes.toolchain import rustc_info
 from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
 
@@ -82,8 +83,6 @@ def test_the_optimised_build_reports_the_c_functions_used(trained: Trained) -> N
 def test_the_build_scripts_own_c_on_the_host_is_not_instrumented(trained: Trained) -> None:
     """cc-rs reads CC_<triple> for the host's build scripts too when the target is the host: hostc's C (a
     build-dependency) must still be compiled by the host's compiler, without the profile flags."""
-    from recipes.cflags import read_object
-
     target = trained.pipeline.crate_dir / "target"
     for build in (trained.pipeline.work / "generate-target", target):
         objects = sorted((build / "release" / "build").glob("hostc-*/out/*.o"))
@@ -106,7 +105,9 @@ def test_a_c_function_changed_after_training_refused_as_stale(trained: Trained, 
     pipeline = Pipeline(tmp_path, "csys")
     hot = pipeline.crate_dir / "csrc" / "hot.c"
     text = hot.read_text()
-    changed = text.replace("h = mix_step(h, i * 7u + 1u);", "h = mix_step(h, i * 7u + 1u);\n            if (h == 7u) h = 1u;")
+    changed = text.replace(
+        "h = mix_step(h, i * 7u + 1u);", "h = mix_step(h, i * 7u + 1u);\n            if (h == 7u) h = 1u;"
+    )
     assert changed != text
     hot.write_text(changed)
     line = assert_refused(pipeline.nox("optimise", PGO_PROFDATA=str(trained.profile)))
@@ -120,9 +121,11 @@ def test_user_cflags_are_carried_beside_the_profile_flag(trained: Trained, tmp_p
     log = (pipeline.work / "logs" / "optimise-build.log").read_text()
     command = next(line for line in log.splitlines() if "running:" in line and "csrc/hot.c" in line)
     assert '"-DCSYS_SALT=5u"' in command and '"-fprofile-use=' in command, command
-    plain = subprocess.run([pipeline.work / "optimised" / "csys", "checksum", "10"], capture_output=True, text=True)
+    plain = subprocess.run(
+        [pipeline.work / "optimised" / "csys", "checksum", "10"], check=True, capture_output=True, text=True
+    )
     ours = subprocess.run(
-        [trained.pipeline.work / "optimised" / "csys", "checksum", "10"], capture_output=True, text=True
+        [trained.pipeline.work / "optimised" / "csys", "checksum", "10"], check=True, capture_output=True, text=True
     )
     assert plain.stdout != ours.stdout  # the salt reached the C
 

@@ -11,7 +11,7 @@ import pytest
 
 from recipes import cflags
 from recipes.cargo.log import profile_warnings
-from recipes.errors import CheckFailed, EnvironmentRefused, ToolchainError
+from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, ToolchainError
 from recipes.results import CCrateRecord
 from recipes.toolchain import RustcInfo
 
@@ -21,22 +21,22 @@ HOST = RUSTC.host
 
 
 def test_the_variables_cc_rs_reads_first_wins() -> None:
-    assert cflags.env_names("CC", HOST, False) == [
+    assert cflags.env_names("CC", HOST, cross=False) == [
         "CC_x86_64-unknown-linux-gnu",
         "CC_x86_64_unknown_linux_gnu",
         "HOST_CC",
         "CC",
     ]
-    assert cflags.env_names("CFLAGS", "aarch64-unknown-linux-gnu", True)[2] == "TARGET_CFLAGS"
+    assert cflags.env_names("CFLAGS", "aarch64-unknown-linux-gnu", cross=True)[2] == "TARGET_CFLAGS"
     assert cflags.target_var("CXXFLAGS", HOST) == "CXXFLAGS_x86_64_unknown_linux_gnu"
 
 
 @pytest.mark.parametrize("flag", ["-fprofile-use=/p.profdata", "-fprofile-instr-generate", "-fprofile-sample-use=x"])
 def test_a_profile_flag_in_the_users_flags_refused(flag: str) -> None:
     with pytest.raises(EnvironmentRefused) as caught:
-        cflags.refuse_profile_flags({"TARGET_CXXFLAGS": f"-O2 {flag}"}, "aarch64-unknown-linux-gnu", True)
+        cflags.refuse_profile_flags({"TARGET_CXXFLAGS": f"-O2 {flag}"}, "aarch64-unknown-linux-gnu", cross=True)
     assert caught.value.message == f"TARGET_CXXFLAGS already holds profile flags ({flag})"
-    cflags.refuse_profile_flags({"TARGET_CXXFLAGS": flag}, HOST, False)  # not read for the host: no refusal
+    cflags.refuse_profile_flags({"TARGET_CXXFLAGS": flag}, HOST, cross=False)  # not read for the host: no refusal
 
 
 def _script(tmp_path: Path, name: str, version_line: str) -> Path:
@@ -82,7 +82,9 @@ def test_the_users_compiler_kept_and_profiled_only_when_it_is_rustcs_clang(tmp_p
         cflags.plan_c(RUSTC, {"PATH": "/usr/bin", "CC": str(gcc)}, HOST, setting=True, clang=None, zigbuild=False)
     off = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, clang=None, zigbuild=True)
     assert not off.enabled and "zig's own clang" in (off.languages[0].off or "")
-    cross = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, "aarch64-unknown-linux-gnu", setting=None, clang=None, zigbuild=False)
+    cross = cflags.plan_c(
+        RUSTC, {"PATH": "/usr/bin"}, "aarch64-unknown-linux-gnu", setting=None, clang=None, zigbuild=False
+    )
     assert not cross.enabled and "is not the host" in (cross.languages[0].off or "")
 
 
@@ -91,9 +93,13 @@ def test_the_wrapper_gives_the_target_clang_and_the_host_its_own_compiler(tmp_pa
     record = tmp_path / "calls"
     for name in ("target-cc", "host-cc"):
         _script(tmp_path, name, "").write_text(f'#!/bin/sh\necho "{name} $*" >> {record}\n')
-    lang = cflags.Language("C", "CC", "CFLAGS", (str(tmp_path / "target-cc"),), (str(tmp_path / "host-cc"),), "22", None)
+    lang = cflags.Language(
+        "C", "CC", "CFLAGS", (str(tmp_path / "target-cc"),), (str(tmp_path / "host-cc"),), "22", None
+    )
     plan = cflags.CPlan(HOST, (lang,), "auto")
-    env = cflags.c_env(plan, {"CFLAGS_x86_64_unknown_linux_gnu": "-DUSER"}, ["-fprofile-use=/s/p"], tmp_path, optimise=True)
+    env = cflags.c_env(
+        plan, {"CFLAGS_x86_64_unknown_linux_gnu": "-DUSER"}, ["-fprofile-use=/s/p"], tmp_path, optimise=True
+    )
     assert env["CFLAGS_x86_64_unknown_linux_gnu"] == "-DUSER -fprofile-use=/s/p"
     wrapper = env["CC_x86_64_unknown_linux_gnu"]
     for out_dir in (f"/t/{HOST}/release/build/x-0123456789abcdef/out", "/t/release/build/x-0123456789abcdef/out"):
@@ -125,9 +131,18 @@ def test_stale_c_and_the_unprofiled_ceiling_refused(tmp_path: Path) -> None:
         cflags.check_c([_crate(stale=["a.c: f"])], None, tmp_path)
     cflags.check_c([_crate()], None, tmp_path)  # no ceiling: a warning only
     cflags.check_c([_crate()], 1, tmp_path)
-    with pytest.raises(CheckFailed, match=r"did not reach the C of 1 crates \(zstd-sys\), more than PGO_MAX_UNPROFILED_C=0"):
+    with pytest.raises(
+        CheckFailed, match=r"did not reach the C of 1 crates \(zstd-sys\), more than PGO_MAX_UNPROFILED_C=0"
+    ):
         cflags.check_c([_crate()], 0, tmp_path)
     plan = cflags.CPlan(HOST, (), "auto")
     warning = cflags.unprofiled_warning([_crate()], plan) or ""
     assert warning.startswith("warning: the profile flags did not reach the C of zstd-sys (GCC: 12)"), warning
     assert cflags.unprofiled_warning([_crate(profile_flags=True)], plan) is None
+
+
+def test_a_c_profile_flag_with_white_space_refused(tmp_path: Path) -> None:
+    lang = cflags.Language("C", "CC", "CFLAGS", ("clang-22",), ("cc",), "22", None)
+    with pytest.raises(ConfigError) as caught:
+        cflags.c_env(cflags.CPlan(HOST, (lang,), "auto"), {}, ["-fprofile-use=/a b/p"], tmp_path, optimise=True)
+    assert caught.value.message.startswith("'-fprofile-use=/a b/p' contains white space, which CFLAGS cannot carry")
