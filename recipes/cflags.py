@@ -74,10 +74,19 @@ class CPlan:
     triple: str
     languages: tuple[Language, ...]
     setting: str  # how PGO_C decided: "auto", "on", "off"
+    #: flags of every build's target C, profiled or not (a release's ``-ffile-prefix-map``: :func:`prefix_map_flags`)
+    base_flags: tuple[str, ...] = ()
 
     @property
     def enabled(self) -> bool:
         return any(lang.compiler is not None for lang in self.languages)
+
+    def clang_line(self) -> str | None:
+        """The first line of ``--version`` of the clang that compiles the profiled C (None: none is profiled)."""
+        for lang in self.languages:
+            if lang.compiler is not None:
+                return capture([*lang.compiler, "--version"]).splitlines()[0].strip()
+        return None
 
     def record(self, crates: list[CCrateRecord]) -> CCodeRecord:
         """The ``c_code`` record of a build, with the crates that compiled C."""
@@ -122,8 +131,24 @@ def clang_version(argv: Sequence[str]) -> str | None:
     return ".".join(g for g in match.groups() if g is not None) if match else None
 
 
-def _package(major: int) -> str:
+def package(major: int) -> str:
+    """What to install for clang of LLVM ``major`` (Debian's package)."""
     return f"apt-get install clang-{major}"
+
+
+def find_clang_major(major: int, env: Mapping[str, str]) -> Path | None:
+    """``clang-<major>`` on PATH, else ``/usr/lib/llvm-<major>/bin/clang``; None when neither is there."""
+    named = shutil.which(f"clang-{major}", path=env.get("PATH", os.defpath))
+    if named:
+        return Path(named)
+    default = Path(LLVM_BIN.format(major=major)) / "clang"
+    return default if default.is_file() else None
+
+
+def clang_major_of(line: str) -> int | None:
+    """The major of a clang version line (``Debian clang version 22.1.8 (…)`` -> 22)."""
+    match = _CLANG_VERSION.search(line)
+    return int(match.group(1)) if match else None
 
 
 def find_clang(rustc: RustcInfo, env: Mapping[str, str], explicit: str | None) -> Path | None:
@@ -135,14 +160,10 @@ def find_clang(rustc: RustcInfo, env: Mapping[str, str], explicit: str | None) -
         if not found:
             raise ToolchainError(
                 f"PGO_CLANG={explicit}: no such program",
-                f"give a clang of LLVM {rustc.llvm_major} (Debian: `{_package(rustc.llvm_major)}`)",
+                f"give a clang of LLVM {rustc.llvm_major} (Debian: `{package(rustc.llvm_major)}`)",
             )
         return Path(found)
-    named = shutil.which(f"clang-{rustc.llvm_major}", path=search)
-    if named:
-        return Path(named)
-    default = Path(LLVM_BIN.format(major=rustc.llvm_major)) / "clang"
-    return default if default.is_file() else None
+    return find_clang_major(rustc.llvm_major, env)
 
 
 def clangxx_of(clang: Path) -> Path:
@@ -155,13 +176,13 @@ def check_major(path: str, version: str | None, rustc: RustcInfo, what: str) -> 
     if version is None:
         raise ToolchainError(
             f"{what} {path} is not clang: `{path} --version` prints no clang version",
-            f"give a clang of LLVM {rustc.llvm_major} (Debian: `{_package(rustc.llvm_major)}`), or PGO_C=0",
+            f"give a clang of LLVM {rustc.llvm_major} (Debian: `{package(rustc.llvm_major)}`), or PGO_C=0",
         )
     if int(version.split(".")[0]) != rustc.llvm_major:
         raise ToolchainError(
             f"{what} {path} is clang {version} but rustc {rustc.release} is LLVM {rustc.llvm_version}: its "
             "instrumented C would not match rustc's profiling runtime and profile format",
-            f"use clang {rustc.llvm_major} (Debian: `{_package(rustc.llvm_major)}`), or PGO_C=0 to leave the C "
+            f"use clang {rustc.llvm_major} (Debian: `{package(rustc.llvm_major)}`), or PGO_C=0 to leave the C "
             "unprofiled",
         )
     return version
@@ -226,11 +247,11 @@ def plan_c(
         elif cross and mode == "auto":
             off = f"{triple} is not the host: set PGO_C=1 to compile its C with clang {rustc.llvm_major} --target"
         elif found is None:
-            off = f"no clang-{rustc.llvm_major} ({_package(rustc.llvm_major)})"
+            off = f"no clang-{rustc.llvm_major} ({package(rustc.llvm_major)})"
             if mode == "on":
                 raise ToolchainError(
                     f"PGO_C=1 but no clang of LLVM {rustc.llvm_major} (rustc {rustc.release}) is found",
-                    f"`{_package(rustc.llvm_major)}`, or PGO_C=0 to leave the C unprofiled",
+                    f"`{package(rustc.llvm_major)}`, or PGO_C=0 to leave the C unprofiled",
                 )
         else:
             path = found if var == "CC" else clangxx_of(found)
@@ -274,7 +295,11 @@ def c_env(
     cc-rs joins with ``CFLAGS``, ``HOST_CFLAGS`` and the rest), through :func:`wrapper_script`."""
     env = dict(base_env)
     if not plan.enabled:
+        for flags_var in ("CFLAGS", "CXXFLAGS") if plan.base_flags else ():
+            name = target_var(flags_var, plan.triple)
+            env[name] = " ".join([*env.get(name, "").split(), *plan.base_flags])
         return env
+    flags = [*plan.base_flags, *flags]
     for flag in flags:
         if any(ch.isspace() for ch in flag):
             raise ConfigError(
@@ -442,6 +467,12 @@ def c_crates(
             entry["missing"] = warnings.missing.get(pkg, [])
         crates.append(entry)
     return crates
+
+
+def prefix_map_flags(pairs: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """``-ffile-prefix-map=<from>=<to>`` of the release's ``--remap-path-prefix`` pairs, in their order (clang,
+    as rustc, lets the last matching one win): ``__FILE__``, debug info and the like of the C are remapped too."""
+    return tuple(f"-ffile-prefix-map={src}={dest}" for src, dest in pairs)
 
 
 def unprofiled(crates: Sequence[CCrateRecord]) -> list[str]:

@@ -146,3 +146,36 @@ def test_a_c_profile_flag_with_white_space_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         cflags.c_env(cflags.CPlan(HOST, (lang,), "auto"), {}, ["-fprofile-use=/a b/p"], tmp_path, optimise=True)
     assert caught.value.message.startswith("'-fprofile-use=/a b/p' contains white space, which CFLAGS cannot carry")
+
+
+def test_a_releases_prefix_map_flags_reach_every_builds_target_c(tmp_path: Path) -> None:
+    """``-ffile-prefix-map`` of the release's remap pairs, in their order, before the profile flag when the C is
+    profiled (the wrapper drops them for the host's C) and in ``CFLAGS_<triple>`` alone when it is not."""
+    pairs = [("/home/u/.cargo", "/cargo"), ("/home/u/src", "/build/src")]
+    base = cflags.prefix_map_flags(pairs)
+    assert base == ("-ffile-prefix-map=/home/u/.cargo=/cargo", "-ffile-prefix-map=/home/u/src=/build/src")
+    lang = cflags.Language("C", "CC", "CFLAGS", ("clang-22",), ("cc",), "22", None)
+    profiled = cflags.CPlan(HOST, (lang,), "auto", base_flags=base)
+    env = cflags.c_env(profiled, {}, ["-fprofile-use=/s/p"], tmp_path, optimise=False)
+    assert env["CFLAGS_x86_64_unknown_linux_gnu"] == " ".join([*base, "-fprofile-use=/s/p"])
+    plain = cflags.c_env(profiled, {}, [], tmp_path, optimise=False)  # the release's plain build: no profile flag
+    assert plain["CFLAGS_x86_64_unknown_linux_gnu"] == " ".join(base)
+    assert plain["CC_x86_64_unknown_linux_gnu"] == str(tmp_path / f"cc-{HOST}")
+    off = cflags.CPlan(HOST, (cflags.Language("C", "CC", "CFLAGS", None, ("cc",), None, "PGO_C=0"),), "off", base)
+    env = cflags.c_env(
+        off, {"CXXFLAGS_x86_64_unknown_linux_gnu": "-DUSER"}, ["-fprofile-use=/s/p"], tmp_path, optimise=True
+    )
+    assert env == {
+        "CFLAGS_x86_64_unknown_linux_gnu": " ".join(base),
+        "CXXFLAGS_x86_64_unknown_linux_gnu": " ".join(["-DUSER", *base]),
+    }
+    assert cflags.c_env(cflags.CPlan(HOST, off.languages, "off"), {}, ["-x"], tmp_path, optimise=True) == {}
+
+
+def test_the_clang_version_line_of_a_profiled_plan() -> None:
+    plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, clang=None, zigbuild=False)
+    line = plan.clang_line()
+    assert line is not None and "clang version 22." in line and "\n" not in line
+    assert cflags.clang_major_of(line) == 22 and cflags.clang_major_of("gcc (Debian 12.2.0-14) 12.2.0") is None
+    off = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=False, clang=None, zigbuild=False)
+    assert off.clang_line() is None
