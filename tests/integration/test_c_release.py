@@ -29,9 +29,10 @@ TRIPLE = "x86_64-unknown-linux-gnu"
 BASE = f"csys-{TAG}-{TRIPLE}"
 
 
-def make_repo(root: Path) -> Path:
+def make_repo(root: Path, where: str = "__FILE__") -> Path:
     """A git repository with a copy of csys whose C holds its own absolute path (``__FILE__`` of a file named by
-    its absolute path): a path only ``-ffile-prefix-map`` can take out of the binary."""
+    its absolute path): a path only ``-ffile-prefix-map`` can take out of the binary. ``where="CSYS_WHERE"``: the
+    checkout's path as a string the build script defines, which no remapping reaches."""
     repo = root / "repo"
     shutil.copytree(FIXTURES / "csys", repo / "csys", ignore=shutil.ignore_patterns("target"))
     (repo / "profiles").mkdir()
@@ -40,9 +41,15 @@ def make_repo(root: Path) -> Path:
     build = crate / "build.rs"
     text = build.read_text()
     assert '.file("csrc/hot.c")' in text
-    build.write_text(text.replace('.file("csrc/hot.c")', '.file(concat!(env!("CARGO_MANIFEST_DIR"), "/csrc/hot.c"))'))
+    build.write_text(
+        text.replace(
+            '.file("csrc/hot.c")',
+            '.file(concat!(env!("CARGO_MANIFEST_DIR"), "/csrc/hot.c"))'
+            '.define("CSYS_WHERE", Some(concat!("\\"", env!("CARGO_MANIFEST_DIR"), "\\"")))',
+        )
+    )
     with (crate / "csrc" / "hot.c").open("a") as hot:
-        hot.write("\nconst char *csys_file(void) {\n    return __FILE__;\n}\n")
+        hot.write(f"\nconst char *csys_file(void) {{\n    return {where};\n}}\n")
     main = crate / "src" / "main.rs"
     text = main.read_text()
     text = text.replace(
@@ -176,15 +183,20 @@ def test_the_rebuild_follows_the_manifests_c_setting_and_matches(released: Relea
     assert crate["profile_flags"] is True and "csys_checksum" in crate["functions_with_profile"], crate
 
 
-def test_a_recorded_clang_that_is_not_here_refused_before_the_rebuild(released: Released, tmp_path: Path) -> None:
-    download = tmp_path / "download"
-    shutil.copytree(released.dist, download)
+def _edit_c_code(download: Path, **changes: Any) -> None:
+    """The downloaded manifest's ``c_code`` changed, SHA256SUMS made to agree."""
     path = download / f"{BASE}-manifest.json"
     manifest = json.loads(path.read_text())
-    manifest["c_code"]["clang"] = "Debian clang version 99.0.1 (1~deb12u1)"
+    manifest["c_code"].update(changes)
     path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     sums = {p.name: sha256_file(p) for p in download.iterdir() if p.name != "SHA256SUMS"}
     (download / "SHA256SUMS").write_text(sha256sums_text(sums))
+
+
+def test_a_recorded_clang_that_is_not_here_refused_before_the_rebuild(released: Released, tmp_path: Path) -> None:
+    download = tmp_path / "download"
+    shutil.copytree(released.dist, download)
+    _edit_c_code(download, clang="Debian clang version 99.0.1 (1~deb12u1)")
     env = released.env(PGO_OUT=str(tmp_path / "w"))
     line = assert_refused(
         run_nox("rebuild", env, [TAG, "--artefacts", str(download)]),
@@ -194,3 +206,26 @@ def test_a_recorded_clang_that_is_not_here_refused_before_the_rebuild(released: 
     )
     assert line.count("\n") == 0
     assert not (tmp_path / "w" / "rebuild").exists(), "refused before anything was built"
+
+
+def test_the_rebuild_follows_a_manifest_whose_c_was_not_profiled(released: Released, tmp_path: Path) -> None:
+    """The manifest edited to say the C was not profiled: the rebuild compiles it without clang and the profile (as
+    PGO_C=0), whatever this machine's default, and so does not give the published binary."""
+    download = tmp_path / "download"
+    shutil.copytree(released.dist, download)
+    _edit_c_code(download, profiled=False, clang=None)
+    proc = run_nox("rebuild", released.env(PGO_OUT=str(tmp_path / "w")), [TAG, "--artefacts", str(download)])
+    assert_refused(proc, f"the rebuilt PGO binary of {TAG} differs from the published one")
+    record = json.loads((tmp_path / "w" / "rebuild" / TAG / "report.json").read_text())["optimise"]["c_code"]
+    assert record["setting"] == "off" and record["languages"]["C"]["off"] == "PGO_C=0", record
+    (crate,) = record["crates"]
+    assert crate["profile_flags"] is False and all(c.startswith("GCC:") for c in crate["compilers"]), crate
+
+
+def test_a_release_whose_c_holds_a_path_no_remap_reaches_refused(tmp_path: Path) -> None:
+    """The checkout's path as a C string (a define of the build script): the release's check of the binaries finds it
+    in the C too."""
+    repo = make_repo(tmp_path, where="CSYS_WHERE")
+    env = Released(tmp_path, repo, tmp_path / "work", tmp_path / "store", "").env()
+    assert_refused(run_nox("release", env, [TAG]), "binary still contains the build machine's path", str(repo))
+    assert not (repo / "dist").exists()
