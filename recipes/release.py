@@ -50,6 +50,11 @@ from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sys
 from recipes.workload import Workload, workload_path
 
 MANIFEST_SCHEMA = provenance.MANIFEST_SCHEMA
+#: what may have put a build machine's path in a release binary
+LEAK_HINT = (
+    "something bypasses --remap-path-prefix and -ffile-prefix-map (env!/include_str! of an absolute path, a C string "
+    "of one?)"
+)
 
 
 @dataclass(frozen=True)
@@ -270,7 +275,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         if leaked:
             raise CheckFailed(
                 f"the {label} binary still contains the build machine's path {leaked[0]}",
-                "something bypasses --remap-path-prefix (env!/include_str! of an absolute path?)",
+                LEAK_HINT,
             )
     profile_bytes = store_path.read_bytes()
     profile_sha = sha256_bytes(profile_bytes)
@@ -394,7 +399,7 @@ def _bolt_artefact(
     if leaked:
         raise CheckFailed(
             f"the PGO+BOLT binary still contains the build machine's path {leaked[0]}",
-            "something bypasses --remap-path-prefix (env!/include_str! of an absolute path?)",
+            LEAK_HINT,
         )
     store_path = Path(bolted["store_path"])
     profile = store_path.read_bytes()
@@ -464,4 +469,9 @@ def summary_lines(manifest: Mapping[str, Any], out_dir: Path) -> list[str]:
         ),
         f"  {manifest['toolchain']['rustc']}; {manifest['toolchain']['cargo']}",
         f"  {manifest['target']}: both binaries {manifest['libc']}",
+        *(
+            [f"  the C of {', '.join(c['crate'] for c in c_code['crates'])}: profiled, by {c_code['clang']}"]
+            if (c_code := manifest.get("c_code", {})).get("profiled")
+            else []
+        ),
     ]

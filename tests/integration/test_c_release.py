@@ -133,6 +133,7 @@ def test_the_manifest_and_the_provenance_record_the_profiled_c_and_its_clang(rel
             "uri": f"pkg:generic/clang@{version}",
             "annotations": {"version": _clang_line()},
         }
+    assert f"  the C of csys: profiled, by {_clang_line()}" in released.text
     text = assert_ok(run_nox("verify", released.env(), [TAG]))
     assert f"verified {TAG}" in text
 
