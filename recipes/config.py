@@ -121,6 +121,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bolt_args", "PGO_BOLT_ARGS", str, "llvm-bolt's optimisation flags (default: rustc opt-dist's)"),
     Setting("llvm_bolt", "PGO_LLVM_BOLT", str, "the llvm-bolt to use (must be rustc's LLVM major; merge-fdata beside)"),
     Setting("bolt_profile", "PGO_BOLT_PROFILE", str, "BOLT from this .fdata: no BOLT instrumentation, no training"),
+    Setting("c", "PGO_C", _bool, "profile the C/C++ of build scripts (default: when clang of rustc's LLVM is there)"),
+    Setting("clang", "PGO_CLANG", str, "the clang of the C profile (must be rustc's LLVM major; clang++ beside)"),
+    Setting("max_unprofiled_c", "PGO_MAX_UNPROFILED_C", _int, "most crates whose C the profile flags may miss"),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 #: settings of [tool.pgo] that describe its crate, dropped when another manifest is given
@@ -158,6 +161,9 @@ class Config:
     bolt_args: str | None = None
     llvm_bolt: str | None = None
     bolt_profile: Path | None = None
+    c: bool | None = None
+    clang: str | None = None
+    max_unprofiled_c: int | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def source(self, key: str) -> str:

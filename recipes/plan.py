@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import preflight, zig
+from recipes import cflags, preflight, zig
 from recipes.cargo import command as cargo_command
 from recipes.cargo.metadata import CrateInfo, crate_info
 from recipes.config import Config
@@ -28,6 +28,7 @@ class BuildPlan:
     target: str
     crate: CrateInfo
     rustflags: RustflagsPlan
+    c: cflags.CPlan
 
     @property
     def triple(self) -> str:
@@ -117,7 +118,15 @@ def make_plan(
     if zig.uses_zigbuild(config.cargo):
         env = zig.ensure_zigbuild(env, logs=config.out / "logs")
     flags = plan_rustflags(target, config.manifest.parent, env)
-    return BuildPlan(config, env, info, target, crate, flags)
+    c_plan = cflags.plan_c(
+        info,
+        env,
+        rust_triple(target),
+        setting=config.c,
+        clang=config.clang,
+        zigbuild=zig.uses_zigbuild(config.cargo),
+    )
+    return BuildPlan(config, env, info, target, crate, flags, c_plan)
 
 
 def clean_package(plan: BuildPlan, target_dir: Path | None, log: Path) -> None:

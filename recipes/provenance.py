@@ -111,7 +111,13 @@ def internal_parameters(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "source_date_epoch": manifest["source_date_epoch"],
         "cargo_argv": list(manifest["cargo_argv"]),
         **({"bolt_args": list(manifest["bolt"]["bolt_args"])} if "bolt" in manifest else {}),
+        **({"c_code": _c_code_parameters(manifest["c_code"])} if "c_code" in manifest else {}),
     }
+
+
+def _c_code_parameters(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether the target's C was profiled, and which crates compiled C (their paths remapped as the Rust's)."""
+    return {"profiled": bool(record["profiled"]), "crates": sorted(str(c["crate"]) for c in record["crates"])}
 
 
 def resolved_dependencies(
@@ -147,6 +153,9 @@ def resolved_dependencies(
         for name in ("llvm_bolt", "llvm_strip"):
             version = _first_version(str(bolt[name]), r"LLVM (\S+)")
             deps.append(_resource(name.replace("_", "-"), uri=f"pkg:generic/{name.replace('_', '-')}@{version}"))
+    clang = manifest.get("c_code", {}).get("clang")
+    if clang:  # the clang that compiled the profiled C
+        deps.append(_resource("clang", uri=f"pkg:generic/clang@{_first_version(str(clang))}", version=clang))
     if zigbuild:
         deps.append(_resource("zig", uri=f"pkg:generic/zig@{zigbuild['zig']}"))
         deps.append(_resource("cargo-zigbuild", uri=f"pkg:generic/cargo-zigbuild@{zigbuild['cargo_zigbuild']}"))
@@ -352,6 +361,14 @@ def check_manifest(data: Any, name: str) -> Names:
     toolchain = fields.object("toolchain")
     for key in ("rustc_vV", "cargo", "llvm_profdata", "strip"):
         toolchain.string(key)
+    c_code = fields.opt_object("c_code")
+    if c_code is not None:
+        c_code.boolean("profiled")
+        c_code.opt_string("clang")
+        for index, crate in enumerate(c_code.array("crates")):
+            crate_fields = Fields(crate, f"{c_code.where}: crates[{index}]", CheckFailed, _MANIFEST_HINT)
+            crate_fields.string("crate")
+            crate_fields.strings("compilers")
     training = fields.opt_object("training")
     if training is not None:
         training.opt_integer("executed_functions")

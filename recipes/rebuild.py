@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from recipes import cflags, report, stages
 from recipes import diff as diffoscope
-from recipes import report, stages
 from recipes.bolt import find_llvm_strip
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
@@ -52,7 +52,7 @@ from recipes.reproducible import (
     tag_commit,
 )
 from recipes.results import DeterminismResult, OptimiseResult, RebuildResult
-from recipes.runner import say
+from recipes.runner import capture, say
 from recipes.store import sha256_file
 from recipes.toolchain import cargo_version, parse_rustc_vv, rustc_info
 from recipes.workload import workload_path
@@ -158,6 +158,31 @@ def check_toolchain(manifest: Mapping[str, Any], env: Mapping[str, str]) -> None
     strip_here = strip_version(env)
     if strip_here != manifest["toolchain"]["strip"]:
         say(f"note: this strip is {strip_here!r}, the release's was {manifest['toolchain']['strip']!r}")
+
+
+def c_setting(manifest: Mapping[str, Any], env: Mapping[str, str]) -> tuple[bool, str | None]:
+    """``PGO_C`` and ``PGO_CLANG`` of the rebuild, from the manifest and not from this machine's default: the C
+    profiled by a clang of the recorded major (refused when there is none here), or left as the plain build has it
+    (a release without the record is of before the C was profiled)."""
+    record = manifest.get("c_code")
+    if not isinstance(record, Mapping) or not record.get("profiled"):
+        return False, None
+    line = str(record.get("clang"))
+    major = cflags.clang_major_of(line)
+    if major is None:
+        raise CheckFailed(
+            f"the manifest says the C was profiled but names no clang version ({line[:80]!r})", "check the manifest"
+        )
+    found = cflags.find_clang_major(major, env)
+    if found is None:
+        raise ToolchainError(
+            f"the release compiled its C with {line} and the profile; there is no clang-{major} here",
+            f"`{cflags.package(major)}`: the rebuild compiles the C as the release did",
+        )
+    here = capture([str(found), "--version"], env=env).splitlines()[0].strip()
+    if here != line:
+        say(f"note: this clang is {here!r}, the release's was {line!r}")
+    return True, str(found)
 
 
 @dataclass(frozen=True)
@@ -276,6 +301,7 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
             "the tag was moved: fetch the release's tag (git fetch --tags --force)",
         )
     check_toolchain(manifest, environ)
+    c_on, clang = c_setting(manifest, environ)
     if commit_time(repo, commit, environ) != manifest["commit_time"]:
         raise CheckFailed(
             f"commit {commit[:12]} has another commit time than the manifest records", "check the manifest"
@@ -295,6 +321,8 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         target=manifest["target"],
         cargo=tuple(manifest["cargo_command"]),
         bolt_args=" ".join(manifest["bolt"]["bolt_args"]) if "bolt" in manifest else None,
+        c=c_on,
+        clang=clang,
     )
     built = build_in_worktree(
         repo,

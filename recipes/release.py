@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes import bolt as boltlib
-from recipes import cpu, elf, provenance, report, stages
+from recipes import cflags, cpu, elf, provenance, report, stages
 from recipes.cargo import log as cargo_log
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
@@ -42,7 +42,7 @@ from recipes.reproducible import (
     tag_commit,
     without_remap,
 )
-from recipes.results import BoltResult
+from recipes.results import BoltResult, OptimiseResult
 from recipes.runner import capture, run, say
 from recipes.rustflags import plain_env
 from recipes.store import sha256_file
@@ -50,6 +50,11 @@ from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sys
 from recipes.workload import Workload, workload_path
 
 MANIFEST_SCHEMA = provenance.MANIFEST_SCHEMA
+#: what may have put a build machine's path in a release binary
+LEAK_HINT = (
+    "something bypasses --remap-path-prefix and -ffile-prefix-map (env!/include_str! of an absolute path, a C string "
+    "of one?)"
+)
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,8 @@ def reproducible_plan(config: Config, environ: Mapping[str, str], *, source_root
         rustc_commit=plan.rustc.commit_hash,
     )
     flags = replace(plan.rustflags, base=(*remap_flags(pairs), *portable))
-    return ReproduciblePlan(replace(plan, rustflags=flags), tuple(pairs), portable, sde)
+    c_plan = replace(plan.c, base_flags=cflags.prefix_map_flags(pairs))  # the C's paths remapped as the Rust's
+    return ReproduciblePlan(replace(plan, rustflags=flags, c=c_plan), tuple(pairs), portable, sde)
 
 
 def refuse_location_dependent_packages(plan: BuildPlan) -> None:
@@ -172,10 +178,13 @@ def check_release_checkout(repo: Path, tag: str, env: Mapping[str, str]) -> str:
 
 
 def plain_build(rplan: ReproduciblePlan) -> tuple[Path, dict[str, str]]:
-    """The plain build: the same cargo command, target and base flags, no profile flags, its own target dir."""
+    """The plain build: the same cargo command, target and base flags, no profile flags, its own target dir.
+
+    Its target C and C++ are compiled as the PGO build's are but for the profile: by the same clang when the C is
+    profiled (the ``CC_<triple>`` wrapper, without ``-fprofile-use``), with the same ``-ffile-prefix-map`` flags."""
     plan = rplan.plan
     target_dir = plan.work / "plain-target"
-    env = plain_env(plan.env, plan.rustflags)
+    env = cflags.c_env(plan.c, plain_env(plan.env, plan.rustflags), [], plan.work / "bin", optimise=False)
     say(f"release: the plain build of {plan.crate.bin} in {target_dir}")
     clean_package(plan, target_dir, plan.logs / "plain-clean.log")
     done = run(
@@ -197,6 +206,18 @@ def leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...]) -> list[str]:
     for neutral in sorted({dest for _, dest in pairs}, key=len, reverse=True):
         cleaned = cleaned.replace(neutral.encode(), b"")
     return [src for src, _ in pairs if src.rstrip("/").count("/") >= 2 and src.encode() in cleaned]
+
+
+def c_code_manifest(plan: BuildPlan, optimised: OptimiseResult) -> dict[str, Any]:
+    """What the rebuild must do with the target's C: ``profiled`` (the C of at least one crate compiled by clang
+    with the profile), that clang's ``--version`` line, the crates that compiled C and their compilers."""
+    crates = optimised.get("c_code", {}).get("crates", [])
+    profiled = plan.c.enabled and any(c["profile_flags"] for c in crates)
+    return {
+        "profiled": profiled,
+        "clang": plan.c.clang_line() if profiled else None,
+        "crates": [{"crate": c["crate"], "compilers": list(c["compilers"])} for c in crates],
+    }
 
 
 def baseline_cpu_args(workload: Workload | None) -> list[str] | None:
@@ -254,7 +275,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         if leaked:
             raise CheckFailed(
                 f"the {label} binary still contains the build machine's path {leaked[0]}",
-                "something bypasses --remap-path-prefix (env!/include_str! of an absolute path?)",
+                LEAK_HINT,
             )
     profile_bytes = store_path.read_bytes()
     profile_sha = sha256_bytes(profile_bytes)
@@ -292,6 +313,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
             "llvm_profdata": f"LLVM {tool.llvm_version} ({tool.path})",
             "strip": strip_version(plan.env),
         },
+        "c_code": c_code_manifest(plan, optimised),
         "cargo_command": list(plan.config.cargo),
         "cargo_argv": [_portable_arg(a, repo) for a in plan.build_argv(None)],
         "rustflags_var": plan.rustflags.var,
@@ -377,7 +399,7 @@ def _bolt_artefact(
     if leaked:
         raise CheckFailed(
             f"the PGO+BOLT binary still contains the build machine's path {leaked[0]}",
-            "something bypasses --remap-path-prefix (env!/include_str! of an absolute path?)",
+            LEAK_HINT,
         )
     store_path = Path(bolted["store_path"])
     profile = store_path.read_bytes()
@@ -447,4 +469,9 @@ def summary_lines(manifest: Mapping[str, Any], out_dir: Path) -> list[str]:
         ),
         f"  {manifest['toolchain']['rustc']}; {manifest['toolchain']['cargo']}",
         f"  {manifest['target']}: both binaries {manifest['libc']}",
+        *(
+            [f"  the C of {', '.join(c['crate'] for c in c_code['crates'])}: profiled, by {c_code['clang']}"]
+            if (c_code := manifest.get("c_code", {})).get("profiled")
+            else []
+        ),
     ]

@@ -93,6 +93,36 @@ class WorkloadRun(TypedDict, total=False):
     fdata_files: int  # a BOLT-instrumented run
 
 
+class CLanguageRecord(TypedDict):
+    """C or C++ of build scripts (recipes.cflags): the target's compiler when the profile reaches it, else why not."""
+
+    compiler: list[str] | None
+    version: str | None
+    profiled: bool
+    off: str | None
+
+
+class CCrateRecord(TypedDict):
+    """A package whose target build script compiled C or C++ (recipes.cflags.c_crates)."""
+
+    crate: str
+    objects: int
+    compilers: list[str]
+    profile_flags: bool
+    functions_with_profile: NotRequired[list[str]]  # the optimised build's only
+    functions_without_profile: NotRequired[list[str]]
+    stale: NotRequired[list[str]]  # "file: function", as clang named them
+    missing: NotRequired[list[str]]
+
+
+class CCodeRecord(TypedDict):
+    """The C and C++ of build scripts in a build: PGO_C's decision, each language, each crate that compiles C."""
+
+    setting: str  # "auto", "on", "off"
+    languages: dict[str, CLanguageRecord]
+    crates: list[CCrateRecord]
+
+
 class InstrumentResult(StageRecord, total=False):
     seconds: float
     binary: str
@@ -105,6 +135,7 @@ class InstrumentResult(StageRecord, total=False):
     carried_rustflags_from: list[str]
     rustc: str
     zigbuild: dict[str, str]  # cargo_zigbuild, zig: their versions
+    c_code: CCodeRecord
 
 
 class TrainResult(WorkloadRun, StageRecord, total=False):
@@ -152,6 +183,7 @@ class OptimiseResult(StageRecord, total=False):
     emit_relocs: bool
     target_cpu: str | None
     zigbuild: dict[str, str]
+    c_code: CCodeRecord
     verify: WorkloadRun
     seconds: float
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes import profdata, report
+from recipes import cflags, profdata, report
 from recipes.bench.commands import run_command, stdin_file
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.servers import start_server, stop_server
@@ -69,6 +69,35 @@ def untrained_hot(bench: Mapping[str, int], training: Mapping[str, int], top: in
     """The ``top`` functions with the most counts in the bench that have none in the training."""
     missed = [(name, count) for name, count in bench.items() if count > 0 and training.get(name, 0) == 0]
     return sorted(missed, key=lambda item: (-item[1], item[0]))[:top]
+
+
+def c_coverage(
+    crates: Mapping[str, Sequence[str]], bench: Mapping[str, int], training: Mapping[str, int]
+) -> dict[str, Any]:
+    """The C and C++ functions of the target's build scripts (``crates``: package -> its objects' functions) in the
+    two profiles: how many the training executed (profile data with counts) and how many it did not, how many the
+    bench executed, and those the bench executed that the training never did."""
+    per_crate: list[dict[str, Any]] = []
+    for crate, functions in sorted(crates.items()):
+        names = sorted(set(functions))
+        trained = [f for f in names if training.get(f, 0) > 0]
+        benched = [f for f in names if bench.get(f, 0) > 0]
+        per_crate.append(
+            {
+                "crate": crate,
+                "functions": len(names),
+                "with_training_counts": len(trained),
+                "without_training_counts": len(names) - len(trained),
+                "bench_executed": len(benched),
+                "bench_untrained": [f for f in benched if training.get(f, 0) == 0],
+            }
+        )
+    keys = ("functions", "with_training_counts", "without_training_counts", "bench_executed")
+    return {
+        **{key: sum(int(c[key]) for c in per_crate) for key in keys},
+        "bench_untrained": sorted(f for c in per_crate for f in c["bench_untrained"]),
+        "crates": per_crate,
+    }
 
 
 def demangler(tool: ProfdataTool) -> Path | None:
@@ -239,6 +268,17 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> dict[str, An
         ],
         "problems": problems,
     }
+    c_functions = {
+        crate: [f for o in objects for f in o.functions]
+        for crate, objects in cflags.c_objects(plan.generate_dir, plan.triple).items()
+    }
+    if c_functions:
+        c_code = result["c_code"] = c_coverage(c_functions, bench_counts, training_counts)
+        say(
+            f"bench: coverage: {c_code['functions']} C/C++ functions of build scripts, {c_code['with_training_counts']}"
+            f" with training counts, {c_code['without_training_counts']} without; the bench executed "
+            f"{c_code['bench_executed']}, {len(c_code['bench_untrained'])} of them never in training"
+        )
     say(
         f"bench: coverage: edge profile overlap with the training {overlap:.2f} %; "
         f"{result['bench_functions_untrained']} of {result['bench_functions']} functions the bench executed were "

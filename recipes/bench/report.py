@@ -397,6 +397,10 @@ def _percent_or_dash(value: float) -> str:
     return "—" if math.isnan(value) else percent(value)
 
 
+#: the C functions the bench ran and the training did not, named in the report
+TOP_C = 10
+
+
 def coverage_markdown(coverage: dict[str, Any]) -> list[str]:
     """The coverage check's section: the overlap of the bench's profile with the training's, the hot functions
     the training never ran."""
@@ -412,6 +416,18 @@ def coverage_markdown(coverage: dict[str, Any]) -> list[str]:
         f"{coverage.get('bench_functions_untrained', '?')} of the {coverage.get('bench_functions', '?')} functions "
         "the bench executed were never executed in training.",
     ]
+    c_code = coverage.get("c_code")
+    if c_code:
+        untrained = c_code.get("bench_untrained") or []
+        lines += [
+            "",
+            f"The C and C++ of build scripts: {c_code.get('functions', '?')} functions, "
+            f"{c_code.get('with_training_counts', '?')} with counts in the training's profile, "
+            f"{c_code.get('without_training_counts', '?')} without; the bench executed "
+            f"{c_code.get('bench_executed', '?')}, {len(untrained)} of them never in training"
+            + (f" ({', '.join(f'`{f}`' for f in untrained[:TOP_C])})" if untrained else "")
+            + ".",
+        ]
     for problem in coverage.get("problems") or []:
         lines.append(f"- not as expected on the instrumented binary: {problem}")
     missed = coverage.get("untrained_hot_functions") or []

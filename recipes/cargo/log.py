@@ -340,7 +340,8 @@ class ProfileWarnings:
     stale_examples: tuple[str, ...]
 
 
-_WARNING = re.compile(r"^warning: (?P<cgu>[^\s:]+): (?P<text>.*)$")
+#: a CGU name has no ``@``: ``warning: <pkg>@<version>: …`` is a build script's (clang's, read by recipes.cflags)
+_WARNING = re.compile(r"^warning: (?P<cgu>[^\s:@]+): (?P<text>.*)$")
 MISSING_TEXT = "no profile data available for function"
 STALE_TEXTS = (
     "function control flow change detected (hash mismatch)",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from recipes import report, zig
+from recipes import cflags, report, zig
 from recipes.cargo import log as cargo_log
 from recipes.errors import MissingInput
 from recipes.plan import BuildPlan, clean_package
@@ -25,6 +25,8 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
     if plan.config.generate_linker:
         flags.append(f"-Clinker={plan.config.generate_linker}")
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
+    c_flag = f"-fprofile-generate={plan.profraw_dir}"
+    env = cflags.c_env(plan.c, env, [c_flag], plan.work / "bin", optimise=False)
     clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")
     argv = plan.build_argv(plan.generate_dir)
     done = run(argv, env=env, log=plan.logs / "instrument-build.log", cwd=plan.cwd, what="the instrumented build")
@@ -46,5 +48,9 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
     }
     if zig.uses_zigbuild(plan.config.cargo):
         result["zigbuild"] = zig.versions(plan.env)
+    crates = cflags.c_crates(plan.c, plan.rustc, plan.generate_dir, log_text=done.output(), flag=c_flag)
+    result["c_code"] = plan.c.record(crates)
+    if line := cflags.unprofiled_warning(crates, plan.c):
+        say(line)
     report.record(plan.work, "instrument", result)
     return result

@@ -12,7 +12,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from recipes import bolt as boltlib
-from recipes import checks, elf, profdata, report, zig
+from recipes import cflags, checks, elf, profdata, report, zig
 from recipes.cargo import command as cargo_command
 from recipes.cargo import log as cargo_log
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, PgoError, StoreError, WorkDirError
@@ -91,6 +91,8 @@ def _build_and_check(
     if plan.config.bolt:  # the PGO binary is BOLT's input: one build, linked with the relocations BOLT needs
         flags.append(boltlib.EMIT_RELOCS)
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
+    c_flag = f"-fprofile-use={store_path}"
+    env = cflags.c_env(plan.c, env, [c_flag], plan.work / "bin", optimise=True)
     clean_package(plan, None, plan.logs / "optimise-clean.log")
     built = plan.optimised_binary
     built.unlink(missing_ok=True)
@@ -137,6 +139,12 @@ def _build_and_check(
     )
     if zig.uses_zigbuild(plan.config.cargo):
         result["zigbuild"] = zig.versions(plan.env)
+    crates = cflags.c_crates(
+        plan.c, plan.rustc, plan.crate.target_directory, log_text=log_text, flag=c_flag, records=records
+    )
+    result["c_code"] = plan.c.record(crates)
+    if line := cflags.unprofiled_warning(crates, plan.c):
+        say(line)
     try:
         plan.store.verify(store_path, "after the build")
         workload = plan.workload_if_any()
@@ -223,6 +231,7 @@ def _check_optimised(
             f"{warnings.stale_examples[0]}",
             "the profile is of another source or compiler: train again on this tree",
         )
+    cflags.check_c(result["c_code"]["crates"], plan.config.max_unprofiled_c, plan.logs / "optimise-build.log")
     for call in cargo_log.main_crate_calls(log_text, plan.crate):
         used = call.codegen("profile-use")
         if used != str(store_path):

@@ -40,6 +40,13 @@ def summary_lines(full: Report) -> list[str]:
             f"coverage    {o['main_crate_functions_with_profile']} functions of the main crate with profile data, "
             f"{o['main_crate_functions_without_profile']} without"
         )
+        for crate in o.get("c_code", {}).get("crates", []):
+            with_profile, without = crate.get("functions_with_profile", []), crate.get("functions_without_profile", [])
+            lines.append(
+                f"c code      {crate['crate']}: {len(with_profile)} C/C++ functions with profile data, {len(without)} "
+                f"without ({', '.join(crate['compilers'])})"
+                + ("" if crate["profile_flags"] else "; the profile flags did not reach it")
+            )
         lines.append(f"binary      {o['binary']}")
         lines.append(f"            sha256 {o['binary_sha256']}")
         lines.append(f"profile     {o['store_path']}")

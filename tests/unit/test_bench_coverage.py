@@ -66,3 +66,30 @@ def test_rust_symbols_demangled_without_their_hash() -> None:
 )
 def test_legacy_escapes_unescaped(cxxfilt: str, rust: str) -> None:
     assert coverage.unescape_legacy(cxxfilt) == rust
+
+
+def test_the_c_functions_of_build_scripts_counted_with_and_without_training_counts() -> None:
+    """The training profile of csys (a real ``llvm-profdata show --counts``, tests/data/cflags/: the training ran
+    the checksum and the sum) against a bench that also runs ``csys cold``: each C function of the objects counted."""
+    training = coverage.parse_counts((DATA / "cflags" / "profdata-show-counts-csys.txt").read_text())
+    functions = {"csys": ["csys_cpp_sum", "csys_checksum", "csys_cold", "csys_file"]}
+    bench = {"csys_checksum": 30, "csys_cold": 2, "_ZN4csys4main17h3631bc2884cd0cafE": 4}
+    found = coverage.c_coverage(functions, bench, training)
+    assert found == {
+        "functions": 4,
+        "with_training_counts": 2,
+        "without_training_counts": 2,
+        "bench_executed": 2,
+        "bench_untrained": ["csys_cold"],
+        "crates": [
+            {
+                "crate": "csys",
+                "functions": 4,
+                "with_training_counts": 2,
+                "without_training_counts": 2,
+                "bench_executed": 2,
+                "bench_untrained": ["csys_cold"],
+            }
+        ],
+    }
+    assert coverage.c_coverage({}, bench, training)["functions"] == 0

@@ -196,6 +196,17 @@ def test_the_coverage_section() -> None:
     assert "Not measured: no instrumented binary." in skipped
 
 
+def test_the_coverage_section_counts_the_c_functions() -> None:
+    c_code = {"functions": 4, "with_training_counts": 2, "without_training_counts": 2, "bench_executed": 2}
+    coverage = {"overlap_percent": 99.0, "c_code": {**c_code, "bench_untrained": ["csys_cold"], "crates": []}}
+    text = report.markdown([scenario([10.0], [9.0])], {"coverage": coverage})
+    assert (
+        "The C and C++ of build scripts: 4 functions, 2 with counts in the training's profile, 2 without; the bench "
+        "executed 2, 1 of them never in training (`csys_cold`)." in text
+    )
+    assert "C and C++ of build scripts" not in report.markdown([scenario([10.0], [9.0])], {"coverage": {}})
+
+
 def test_chart_without_matplotlib_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

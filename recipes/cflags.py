@@ -1,0 +1,512 @@
+"""The C and C++ of build scripts (cc-rs) in the profile: the compiler, its flags, and what the builds did with them.
+
+cc-rs passes none of rustc's profile flags to the C compiler (cc-rs issue 1986: the profiling runtime and the
+profile formats are tied to one LLVM), and asks users whose compiler is of rustc's LLVM to give
+``-fprofile-generate=`` / ``-fprofile-use=`` in ``CFLAGS`` / ``CXXFLAGS``. So the instrumented build gets
+``CC_<triple>``/``CXX_<triple>`` (a clang of rustc's LLVM major) and ``CFLAGS_<triple>``/``CXXFLAGS_<triple>`` with
+``-fprofile-generate=<the Rust code's profraw dir>``, the optimised one ``-fprofile-use=<the store path>``.
+
+cc-rs reads ``CC_<triple>`` and ``CFLAGS_<triple>`` for every build script whose ``TARGET`` is that triple, and
+when the target is the host, build-dependencies and proc-macros (built for the host) have that ``TARGET`` too. So
+``CC_<triple>`` is a small script (:func:`wrapper_script`): under the target's own build directory
+(``OUT_DIR`` in ``<target dir>/<triple>/release/build/``) it runs clang of rustc's major, elsewhere the compiler the
+host build would have used (the user's, or ``cc``/``c++``) without the profile flags.
+
+What happened is read from what the builds leave (:func:`c_crates`): each target build script's objects, their
+compiler (the ``.comment`` section), whether they are instrumented (``__llvm_prf_cnts``), their functions; and
+clang's own warnings (``-pgo-warn-missing-function``, hash mismatch) from the optimised build's log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
+from recipes.errors import CheckFailed, CommandFailed, ConfigError, EnvironmentRefused, ToolchainError
+from recipes.files import atomic_output
+from recipes.results import CCodeRecord, CCrateRecord
+from recipes.runner import capture
+from recipes.toolchain import RustcInfo
+
+#: the flags of clang's profile, which the pipeline adds itself and refuses in the user's flags
+PROFILE_PREFIXES = (
+    "-fprofile-generate",
+    "-fprofile-use",
+    "-fprofile-instr-generate",
+    "-fprofile-instr-use",
+    "-fcs-profile-generate",
+    "-fprofile-sample-use",
+    "-fauto-profile",
+)
+#: diagnostics of the optimised build's target C (no code change): each C function without profile data named
+WARN_FLAGS = ("-mllvm", "-pgo-warn-missing-function")
+#: where Debian's LLVM packages put clang (``/usr/lib/llvm-<major>/bin``)
+LLVM_BIN = "/usr/lib/llvm-{major}/bin"
+_CLANG_VERSION = re.compile(r"clang version (\d+)\.(\d+)(?:\.(\d+))?")
+
+
+@dataclass(frozen=True)
+class Language:
+    """C or C++: its compiler variable, its flags variable, the target's compiler and the host's."""
+
+    name: str  # "C" or "C++"
+    var: str  # "CC" or "CXX"
+    flags_var: str  # "CFLAGS" or "CXXFLAGS"
+    compiler: tuple[str, ...] | None  # the target's compiler when the profile reaches it, else None
+    host: tuple[str, ...]  # what the build would use without the pipeline (the user's or cc-rs's default)
+    version: str | None  # clang's version when profiled
+    off: str | None  # why this language is not profiled
+
+
+@dataclass(frozen=True)
+class CPlan:
+    """The profile of the C and C++ of build scripts: on or off, and with which compilers."""
+
+    triple: str
+    languages: tuple[Language, ...]
+    setting: str  # how PGO_C decided: "auto", "on", "off"
+    #: flags of every build's target C, profiled or not (a release's ``-ffile-prefix-map``: :func:`prefix_map_flags`)
+    base_flags: tuple[str, ...] = ()
+
+    @property
+    def enabled(self) -> bool:
+        return any(lang.compiler is not None for lang in self.languages)
+
+    def clang_line(self) -> str | None:
+        """The first line of ``--version`` of the clang that compiles the profiled C (None: none is profiled)."""
+        for lang in self.languages:
+            if lang.compiler is not None:
+                return capture([*lang.compiler, "--version"]).splitlines()[0].strip()
+        return None
+
+    def record(self, crates: list[CCrateRecord]) -> CCodeRecord:
+        """The ``c_code`` record of a build, with the crates that compiled C."""
+        return {
+            "setting": self.setting,
+            "crates": crates,
+            "languages": {
+                lang.name: {
+                    "compiler": list(lang.compiler) if lang.compiler else None,
+                    "version": lang.version,
+                    "profiled": lang.compiler is not None,
+                    "off": lang.off,
+                }
+                for lang in self.languages
+            },
+        }
+
+
+def env_names(var: str, triple: str, *, cross: bool) -> list[str]:
+    """The variables cc-rs reads for ``var`` of ``triple``, first wins (``CC_<t>``, ``CC_<t_u>``, ``TARGET_CC`` or
+    ``HOST_CC``, ``CC``); flags variables are all joined, in the reverse order."""
+    return [
+        f"{var}_{triple}",
+        f"{var}_{triple.replace('-', '_').replace('.', '_')}",
+        f"{'TARGET' if cross else 'HOST'}_{var}",
+        var,
+    ]
+
+
+def target_var(var: str, triple: str) -> str:
+    """``CC_x86_64_unknown_linux_gnu``: the variable the pipeline sets."""
+    return env_names(var, triple, cross=False)[1]
+
+
+def clang_version(argv: Sequence[str]) -> str | None:
+    """The clang version ``argv --version`` prints, None when it is not clang (gcc, or no such program)."""
+    try:
+        text = capture([*argv, "--version"])
+    except CommandFailed:
+        return None
+    match = _CLANG_VERSION.search(text)
+    return ".".join(g for g in match.groups() if g is not None) if match else None
+
+
+def package(major: int) -> str:
+    """What to install for clang of LLVM ``major`` (Debian's package)."""
+    return f"apt-get install clang-{major}"
+
+
+def find_clang_major(major: int, env: Mapping[str, str]) -> Path | None:
+    """``clang-<major>`` on PATH, else ``/usr/lib/llvm-<major>/bin/clang``; None when neither is there."""
+    named = shutil.which(f"clang-{major}", path=env.get("PATH", os.defpath))
+    if named:
+        return Path(named)
+    default = Path(LLVM_BIN.format(major=major)) / "clang"
+    return default if default.is_file() else None
+
+
+def clang_major_of(line: str) -> int | None:
+    """The major of a clang version line (``Debian clang version 22.1.8 (…)`` -> 22)."""
+    match = _CLANG_VERSION.search(line)
+    return int(match.group(1)) if match else None
+
+
+def find_clang(rustc: RustcInfo, env: Mapping[str, str], explicit: str | None) -> Path | None:
+    """The clang of rustc's LLVM major: ``PGO_CLANG`` when given (refused when missing), else ``clang-<major>`` on
+    PATH or ``/usr/lib/llvm-<major>/bin/clang``; None when there is none."""
+    search = env.get("PATH", os.defpath)
+    if explicit:
+        found = shutil.which(explicit, path=search)
+        if not found:
+            raise ToolchainError(
+                f"PGO_CLANG={explicit}: no such program",
+                f"give a clang of LLVM {rustc.llvm_major} (Debian: `{package(rustc.llvm_major)}`)",
+            )
+        return Path(found)
+    return find_clang_major(rustc.llvm_major, env)
+
+
+def clangxx_of(clang: Path) -> Path:
+    """clang++ beside clang: ``clang-22`` -> ``clang++-22``, ``clang`` -> ``clang++``."""
+    return clang.with_name(clang.name.replace("clang", "clang++", 1))
+
+
+def check_major(path: str, version: str | None, rustc: RustcInfo, what: str) -> str:
+    """The version of a clang that must be of rustc's LLVM major, or the one-line refusal."""
+    if version is None:
+        raise ToolchainError(
+            f"{what} {path} is not clang: `{path} --version` prints no clang version",
+            f"give a clang of LLVM {rustc.llvm_major} (Debian: `{package(rustc.llvm_major)}`), or PGO_C=0",
+        )
+    if int(version.split(".")[0]) != rustc.llvm_major:
+        raise ToolchainError(
+            f"{what} {path} is clang {version} but rustc {rustc.release} is LLVM {rustc.llvm_version}: its "
+            "instrumented C would not match rustc's profiling runtime and profile format",
+            f"use clang {rustc.llvm_major} (Debian: `{package(rustc.llvm_major)}`), or PGO_C=0 to leave the C "
+            "unprofiled",
+        )
+    return version
+
+
+def refuse_profile_flags(env: Mapping[str, str], triple: str, *, cross: bool) -> None:
+    """A profile flag already in the user's CFLAGS/CXXFLAGS (any variable cc-rs reads) is refused."""
+    for flags_var in ("CFLAGS", "CXXFLAGS"):
+        for name in env_names(flags_var, triple, cross=cross):
+            found = [f for f in env.get(name, "").split() if f.startswith(PROFILE_PREFIXES)]
+            if found:
+                raise EnvironmentRefused(
+                    f"{name} already holds profile flags ({' '.join(found)})",
+                    "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build scripts "
+                    "itself (PGO_C=0 leaves the C alone)",
+                )
+
+
+def plan_c(
+    rustc: RustcInfo,
+    env: Mapping[str, str],
+    triple: str,
+    *,
+    setting: bool | None,
+    clang: str | None,
+    zigbuild: bool,
+) -> CPlan:
+    """Whether and how the C and C++ of build scripts get the profile.
+
+    Default (``PGO_C`` unset): on when the target is the host and a clang of rustc's LLVM major is there; a
+    user's ``CC``/``CXX`` (any of the variables cc-rs reads) is kept, and profiled when it is such a clang.
+    ``PGO_C=1`` (or ``PGO_CLANG``) refuses what stops it; ``PGO_C=0`` leaves the C as the plain build has it."""
+    cross = triple != rustc.host
+    refuse_profile_flags(env, triple, cross=cross)
+    explicit = setting is True or (setting is None and bool(clang))
+    mode = "off" if setting is False else ("on" if explicit else "auto")
+    found: Path | None = None
+    if mode != "off" and not zigbuild:
+        found = find_clang(rustc, env, clang)
+    languages = []
+    for name, var, flags_var, default in (("C", "CC", "CFLAGS", "cc"), ("C++", "CXX", "CXXFLAGS", "c++")):
+        user_name = next((n for n in env_names(var, triple, cross=cross) if env.get(n, "").strip()), None)
+        host = tuple(env[user_name].split()) if user_name else (default,)
+        off: str | None = None
+        compiler: tuple[str, ...] | None = None
+        version: str | None = None
+        if mode == "off":
+            off = "PGO_C=0"
+        elif zigbuild:
+            off = (
+                "cargo zigbuild: zig's own clang, of another LLVM than rustc's, compiles the C, and cannot read "
+                "rustc's profile"
+            )
+        elif user_name is not None:
+            version = clang_version(host)
+            if version is not None and int(version.split(".")[0]) == rustc.llvm_major:
+                compiler = host
+            else:
+                what = f"clang {version}" if version else "not clang"
+                off = f"{user_name}={env[user_name]} (yours) is {what}, not clang {rustc.llvm_major}"
+                version = None
+        elif cross and mode == "auto":
+            off = f"{triple} is not the host: set PGO_C=1 to compile its C with clang {rustc.llvm_major} --target"
+        elif found is None:
+            off = f"no clang-{rustc.llvm_major} ({package(rustc.llvm_major)})"
+            if mode == "on":
+                raise ToolchainError(
+                    f"PGO_C=1 but no clang of LLVM {rustc.llvm_major} (rustc {rustc.release}) is found",
+                    f"`{package(rustc.llvm_major)}`, or PGO_C=0 to leave the C unprofiled",
+                )
+        else:
+            path = found if var == "CC" else clangxx_of(found)
+            what = "PGO_CLANG" if clang else "the clang of rustc's LLVM"
+            version = check_major(str(path), clang_version([str(path)]), rustc, what)
+            compiler = (str(path),)
+        if off is not None and mode == "on":
+            raise ToolchainError(f"PGO_C=1 but the {name} of build scripts cannot get the profile: {off}", "")
+        languages.append(Language(name, var, flags_var, compiler, host, version, off))
+    return CPlan(triple, tuple(languages), mode)
+
+
+def wrapper_script(lang: Language, triple: str, drop: Sequence[str], warn: Sequence[str]) -> str:
+    """The ``CC_<triple>`` of a build: the target's C to clang with the flags, the host's to its own compiler."""
+    assert lang.compiler is not None
+    target_cmd = " ".join(shlex.quote(w) for w in lang.compiler)
+    host_cmd = " ".join(shlex.quote(w) for w in lang.host)
+    drops = " | ".join(shlex.quote(f) for f in drop) or "''"
+    extra = " ".join(shlex.quote(w) for w in warn)
+    return f"""#!/bin/sh
+# Written by pgo-recipes: the {lang.name} compiler of build scripts. cc-rs reads {lang.var}_<triple> for the host's
+# build scripts too when the target is the host: only the target's {lang.name} gets clang and the profile flags.
+case "${{OUT_DIR:-}}" in
+  */{triple}/release/build/*) exec {target_cmd} "$@" {extra} ;;
+esac
+for arg do
+  shift
+  case "$arg" in
+    {drops}) ;;
+    *) set -- "$@" "$arg" ;;
+  esac
+done
+exec {host_cmd} "$@"
+"""
+
+
+def c_env(
+    plan: CPlan, base_env: Mapping[str, str], flags: Sequence[str], bin_dir: Path, *, optimise: bool
+) -> dict[str, str]:
+    """A new environment whose target C and C++ get ``flags`` (appended to the user's ``CFLAGS_<triple>``, which
+    cc-rs joins with ``CFLAGS``, ``HOST_CFLAGS`` and the rest), through :func:`wrapper_script`."""
+    env = dict(base_env)
+    if not plan.enabled:
+        for flags_var in ("CFLAGS", "CXXFLAGS") if plan.base_flags else ():
+            name = target_var(flags_var, plan.triple)
+            env[name] = " ".join([*env.get(name, "").split(), *plan.base_flags])
+        return env
+    flags = [*plan.base_flags, *flags]
+    for flag in flags:
+        if any(ch.isspace() for ch in flag):
+            raise ConfigError(
+                f"{flag!r} contains white space, which CFLAGS cannot carry (cc-rs splits it on white space)",
+                "use a work dir and profile store whose paths have no spaces",
+            )
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for lang in plan.languages:
+        if lang.compiler is None:
+            continue
+        script = bin_dir / f"{lang.var.lower()}-{plan.triple}"
+        text = wrapper_script(lang, plan.triple, flags, WARN_FLAGS if optimise else ())
+        with atomic_output(script) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+            tmp.chmod(0o755)
+        env.pop(f"{lang.var}_{plan.triple}", None)  # the user's, if any, is the wrapper's compiler now
+        env[target_var(lang.var, plan.triple)] = str(script)
+        flags_name = target_var(lang.flags_var, plan.triple)
+        env[flags_name] = " ".join([*env.get(flags_name, "").split(), *flags])
+    env["CC_ENABLE_DEBUG_OUTPUT"] = "1"  # cc-rs logs its commands: which flags reached which compiler
+    return env
+
+
+# --- what the builds did -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CObject:
+    path: Path
+    compiler: str  # the .comment line: "Debian clang version 22.1.8 (…)", "GCC: (Debian …) 12.2.0"
+    instrumented: bool
+    functions: tuple[str, ...]
+
+
+def read_object(path: Path) -> CObject | None:
+    """What an object file says of itself; None when it is not ELF."""
+    try:
+        with path.open("rb") as stream:
+            elf = ELFFile(stream)
+            comment = elf.get_section_by_name(".comment")
+            lines = [] if comment is None else [p.decode("utf-8", "replace") for p in comment.data().split(b"\0") if p]
+            names = {s.name for s in elf.iter_sections()}
+            table = elf.get_section_by_name(".symtab")
+            functions: list[str] = []
+            if isinstance(table, SymbolTableSection):
+                functions = sorted(
+                    s.name
+                    for s in table.iter_symbols()
+                    if s["st_info"]["type"] == "STT_FUNC" and s["st_shndx"] != "SHN_UNDEF" and s.name
+                )
+    except (ELFError, OSError):
+        return None
+    compiler = next(
+        (c for c in reversed(lines) if "clang version" in c or c.startswith("GCC:")), lines[-1] if lines else "unknown"
+    )
+    return CObject(path, compiler.strip(), "__llvm_prf_cnts" in names, tuple(functions))
+
+
+_BUILD_DIR = re.compile(r"^(?P<pkg>.+)-[0-9a-f]{16}$")
+
+
+def c_objects(target_dir: Path, triple: str) -> dict[str, list[CObject]]:
+    """The objects each target build script left in its ``OUT_DIR``, by package (build-dependencies and
+    proc-macros, built for the host, are elsewhere: ``<target dir>/release/build/``)."""
+    found: dict[str, list[CObject]] = {}
+    build = target_dir / triple / "release" / "build"
+    if not build.is_dir():
+        return found
+    for out in sorted(build.glob("*/out")):
+        match = _BUILD_DIR.match(out.parent.name)
+        if not match:
+            continue
+        objects = [o for p in sorted(out.rglob("*.o")) if p.is_file() and (o := read_object(p)) is not None]
+        if objects:
+            found.setdefault(match.group("pkg"), []).extend(objects)
+    return found
+
+
+_C_WARNING = re.compile(r"^warning: (?P<pkg>[^\s@:]+)@\S+: warning: (?P<file>[^\s:]+): (?P<text>.*)$")
+_STALE = re.compile(r"hash mismatch\)\s+(?P<fn>\S+)")
+_MISSING = re.compile(r"no profile data available for function\s+(?P<fn>\S+)")
+_RUNNING = re.compile(r"^\[(?P<pkg>\S+) \S+\] running: (?P<cmd>.*)$")
+
+
+@dataclass(frozen=True)
+class CWarnings:
+    stale: dict[str, list[str]]  # package -> "file: function"
+    missing: dict[str, list[str]]
+
+
+def c_warnings(log_text: str) -> CWarnings:
+    """clang's profile warnings in a build log, by package, as cargo prints build-script warnings."""
+    stale: dict[str, set[str]] = {}
+    missing: dict[str, set[str]] = {}
+    for line in log_text.splitlines():
+        match = _C_WARNING.match(line)
+        if not match:
+            continue
+        text, pkg, file = match.group("text"), match.group("pkg"), match.group("file")
+        if s := _STALE.search(text):
+            stale.setdefault(pkg, set()).add(f"{file}: {s.group('fn')}")
+        elif m := _MISSING.search(text):
+            missing.setdefault(pkg, set()).add(f"{file}: {m.group('fn')}")
+    return CWarnings({k: sorted(v) for k, v in stale.items()}, {k: sorted(v) for k, v in missing.items()})
+
+
+def compile_commands(log_text: str) -> dict[str, list[list[str]]]:
+    """cc-rs's compile commands (``CC_ENABLE_DEBUG_OUTPUT``), by package: those with ``-c``."""
+    found: dict[str, list[list[str]]] = {}
+    for line in log_text.splitlines():
+        match = _RUNNING.match(line)
+        if not match:
+            continue
+        try:
+            words = shlex.split(match.group("cmd"))
+        except ValueError:
+            continue
+        if "-c" in words:
+            found.setdefault(match.group("pkg"), []).append(words)
+    return found
+
+
+def _clang_major(compiler: str) -> int | None:
+    match = _CLANG_VERSION.search(compiler)
+    return int(match.group(1)) if match else None
+
+
+def c_crates(
+    plan: CPlan,
+    rustc: RustcInfo,
+    target_dir: Path,
+    *,
+    log_text: str,
+    flag: str,
+    records: Sequence[str] | None = None,
+) -> list[CCrateRecord]:
+    """Each package whose target build script compiled C or C++: its compilers, whether the profile flag ``flag``
+    reached every object, and (the optimised build: ``records``, the profile's function names) its functions
+    with and without profile data, the stale and missing ones clang named."""
+    warnings = c_warnings(log_text)
+    commands = compile_commands(log_text)
+    profile = set(records or ())
+    profile_tails = {r.rsplit(";", 1)[-1] for r in profile if ";" in r}
+    crates = []
+    for pkg, objects in sorted(c_objects(target_dir, plan.triple).items()):
+        compilers = sorted({o.compiler for o in objects})
+        right = all(_clang_major(o.compiler) == rustc.llvm_major for o in objects)
+        if records is None:  # the instrumented build: the objects say it
+            reached = all(o.instrumented for o in objects)
+        else:
+            cmds = commands.get(pkg, [])
+            reached = right and plan.enabled and all(flag in cmd for cmd in cmds)
+        entry: CCrateRecord = {
+            "crate": pkg,
+            "objects": len(objects),
+            "compilers": compilers,
+            "profile_flags": reached,
+        }
+        if records is not None:
+            functions = sorted({f for o in objects for f in o.functions})
+            with_profile = [f for f in functions if f in profile or f in profile_tails]
+            entry["functions_with_profile"] = with_profile
+            entry["functions_without_profile"] = [f for f in functions if f not in with_profile]
+            entry["stale"] = warnings.stale.get(pkg, [])
+            entry["missing"] = warnings.missing.get(pkg, [])
+        crates.append(entry)
+    return crates
+
+
+def prefix_map_flags(pairs: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """``-ffile-prefix-map=<from>=<to>`` of the release's ``--remap-path-prefix`` pairs, in their order (clang,
+    as rustc, lets the last matching one win): ``__FILE__``, debug info and the like of the C are remapped too."""
+    return tuple(f"-ffile-prefix-map={src}={dest}" for src, dest in pairs)
+
+
+def unprofiled(crates: Sequence[CCrateRecord]) -> list[str]:
+    """The packages whose C the profile flags did not reach."""
+    return [c["crate"] for c in crates if not c["profile_flags"]]
+
+
+def unprofiled_warning(crates: Sequence[CCrateRecord], plan: CPlan) -> str | None:
+    """The warning line of the packages whose C is unprofiled (None: none is)."""
+    missed = [c for c in crates if not c["profile_flags"]]
+    if not missed:
+        return None
+    why = "; ".join(f"{lang.name}: {lang.off}" for lang in plan.languages if lang.off)
+    named = ", ".join(f"{c['crate']} ({', '.join(c['compilers'])})" for c in missed)
+    return (
+        f"warning: the profile flags did not reach the C of {named}: it stays unprofiled"
+        + (f" ({why})" if why else " (its build script calls the compiler itself, or ignores CFLAGS)")
+        + "; PGO_MAX_UNPROFILED_C=0 refuses this"
+    )
+
+
+def check_c(crates: Sequence[CCrateRecord], ceiling: int | None, log: Path) -> None:
+    """A stale C function refuses the build; more unprofiled C crates than ``ceiling`` too."""
+    for crate in crates:
+        if crate.get("stale"):
+            raise CheckFailed(
+                f"the C of crate {crate['crate']} has {len(crate['stale'])} stale-profile warnings (hash mismatch), "
+                f"first: {crate['stale'][0]}",
+                "the profile is of other C source: train again on this tree",
+            )
+    missed = unprofiled(crates)
+    if ceiling is not None and len(missed) > ceiling:
+        raise CheckFailed(
+            f"the profile flags did not reach the C of {len(missed)} crates ({', '.join(missed)}), more than "
+            f"PGO_MAX_UNPROFILED_C={ceiling}",
+            f"compile their C with clang of rustc's LLVM through CC/CFLAGS (see {log}), or raise the ceiling",
+        )

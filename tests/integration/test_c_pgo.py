@@ -1,0 +1,179 @@
+"""The C and C++ of build scripts in the profile, on the fixture ``csys`` (a hot loop in C and one in C++ built by
+cc-rs, and ``hostc``, a build-dependency whose C runs in the build script on the host), with real cargo, cc-rs,
+clang-22 and llvm-profdata-22.
+
+One ``nox -s pgo`` is shared by the module (``trained``); a test that builds again takes its own copy of the
+crate and builds it from that run's profile (``PGO_PROFDATA``), without training."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes import report
+from recipes.cflags import read_object
+from recipes.toolchain import rustc_info
+from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass(frozen=True)
+class Trained:
+    pipeline: Pipeline
+    output: str
+    report: Any
+
+    @property
+    def profile(self) -> Path:
+        return Path(self.report["merge"]["profile"])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    pipeline = Pipeline(tmp_path_factory.mktemp("csys"), "csys")
+    output = assert_ok(pipeline.nox("pgo"))
+    return Trained(pipeline, output, report.load(pipeline.work))
+
+
+def _crate(record: Any, name: str = "csys") -> Any:
+    return next(c for c in record["c_code"]["crates"] if c["crate"] == name)
+
+
+def _host_triple() -> str:
+    return rustc_info(clean_env()).host
+
+
+def test_the_merged_profile_lists_the_c_functions_with_counts(trained: Trained) -> None:
+    shown = subprocess.run(
+        ["llvm-profdata-22", "show", "--all-functions", "--counts", str(trained.profile)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = re.search(r"^  csys_checksum:\n(?:    .*\n)*?    Block counts: \[(?P<counts>[\d, ]+)\]", shown, re.M)
+    assert found, shown
+    counts = [int(n) for n in found.group("counts").split(", ")]
+    assert sum(counts) >= 3 * 200_000, counts  # three runs of 200,000 rounds: the loop's blocks were counted
+    assert "  csys_cpp_sum:" in shown  # the C++ too
+
+
+def test_the_optimised_build_reports_the_c_functions_used(trained: Trained) -> None:
+    inst = _crate(trained.report["instrument"])
+    assert inst["profile_flags"] is True and inst["objects"] == 2, inst
+    crate = _crate(trained.report["optimise"])
+    assert crate["profile_flags"] is True, crate
+    assert {"csys_checksum", "csys_cpp_sum"} <= set(crate["functions_with_profile"]), crate
+    assert crate["stale"] == [] and crate["missing"] == [], crate
+    assert all("clang version 22." in c for c in crate["compilers"]), crate
+    languages = trained.report["optimise"]["c_code"]["languages"]
+    assert languages["C"]["profiled"] and languages["C"]["version"].startswith("22."), languages
+    assert trained.report["optimise"]["c_code"]["setting"] == "auto"  # on by default: clang-22 is there
+    assert "c code      csys: 3 C/C++ functions with profile data, 0 without" in trained.output
+    log = (trained.pipeline.work / "logs" / "optimise-build.log").read_text()
+    assert f'"-fprofile-use={trained.report["optimise"]["store_path"]}"' in log  # cc-rs's command, the store path
+
+
+def test_the_build_scripts_own_c_on_the_host_is_not_instrumented(trained: Trained) -> None:
+    """cc-rs reads CC_<triple> for the host's build scripts too when the target is the host: hostc's C (a
+    build-dependency) must still be compiled by the host's compiler, without the profile flags."""
+    target = trained.pipeline.crate_dir / "target"
+    for build in (trained.pipeline.work / "generate-target", target):
+        objects = sorted((build / "release" / "build").glob("hostc-*/out/*.o"))
+        assert objects, build
+        for path in objects:
+            seen = read_object(path)
+            assert seen is not None and not seen.instrumented, path
+            assert seen.compiler.startswith("GCC:"), seen  # cc, as without the pipeline
+    assert [c["crate"] for c in trained.report["optimise"]["c_code"]["crates"]] == ["csys"]
+    assert _host_triple() == trained.report["optimise"]["target"]
+
+
+def _again(trained: Trained, tmp_path: Path, session: str = "optimise", **extra: str) -> tuple[Pipeline, Any]:
+    pipeline = Pipeline(tmp_path, "csys")
+    done = pipeline.nox(session, PGO_PROFDATA=str(trained.profile), **extra)
+    return pipeline, done
+
+
+def test_a_c_function_changed_after_training_refused_as_stale(trained: Trained, tmp_path: Path) -> None:
+    pipeline = Pipeline(tmp_path, "csys")
+    hot = pipeline.crate_dir / "csrc" / "hot.c"
+    text = hot.read_text()
+    changed = text.replace(
+        "h = mix_step(h, i * 7u + 1u);", "h = mix_step(h, i * 7u + 1u);\n            if (h == 7u) h = 1u;"
+    )
+    assert changed != text
+    hot.write_text(changed)
+    line = assert_refused(pipeline.nox("optimise", PGO_PROFDATA=str(trained.profile)))
+    assert "the C of crate csys has 1 stale-profile warnings (hash mismatch), first: csrc/hot.c: csys_checksum" in line
+    assert "train again on this tree" in line
+
+
+def test_user_cflags_are_carried_beside_the_profile_flag(trained: Trained, tmp_path: Path) -> None:
+    pipeline, done = _again(trained, tmp_path, CFLAGS="-DCSYS_SALT=5u")
+    assert_ok(done)
+    log = (pipeline.work / "logs" / "optimise-build.log").read_text()
+    command = next(line for line in log.splitlines() if "running:" in line and "csrc/hot.c" in line)
+    assert '"-DCSYS_SALT=5u"' in command and '"-fprofile-use=' in command, command
+    plain = subprocess.run(
+        [pipeline.work / "optimised" / "csys", "checksum", "10"], check=True, capture_output=True, text=True
+    )
+    ours = subprocess.run(
+        [trained.pipeline.work / "optimised" / "csys", "checksum", "10"], check=True, capture_output=True, text=True
+    )
+    assert plain.stdout != ours.stdout  # the salt reached the C
+
+
+@pytest.mark.parametrize("name", ["CFLAGS", "CXXFLAGS", "CFLAGS_x86_64_unknown_linux_gnu", "HOST_CFLAGS"])
+def test_a_profile_flag_in_the_users_c_flags_refused(hello: Pipeline, name: str) -> None:
+    line = assert_refused(hello.nox("instrument", **{name: "-O2 -fprofile-generate=/tmp/elsewhere"}))
+    assert f"{name} already holds profile flags (-fprofile-generate=/tmp/elsewhere)" in line
+
+
+def _fake_clang(tmp_path: Path, version: str) -> Path:
+    """A script that prints a clang version: no clang of another major than 22 is installed here."""
+    path = tmp_path / "clang-other"
+    path.write_text(f"#!/bin/sh\necho 'Debian clang version {version}'\necho 'Target: x86_64-pc-linux-gnu'\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_clang_of_another_major_refused(hello: Pipeline, tmp_path: Path) -> None:
+    line = assert_refused(hello.nox("instrument", PGO_CLANG=str(_fake_clang(tmp_path, "14.0.6"))))
+    assert "clang-other is clang 14.0.6 but rustc" in line and "apt-get install clang-22" in line, line
+
+
+def test_a_missing_clang_named_with_its_package(hello: Pipeline) -> None:
+    line = assert_refused(hello.nox("instrument", PGO_CLANG="clang-99"))
+    assert "PGO_CLANG=clang-99: no such program" in line and "apt-get install clang-22" in line, line
+
+
+def test_a_users_gcc_leaves_the_c_unprofiled_with_a_warning_and_the_ceiling_refuses_it(
+    trained: Trained, tmp_path: Path
+) -> None:
+    gcc = shutil.which("gcc")
+    assert gcc
+    pipeline, done = _again(trained, tmp_path / "warned", CC=gcc)
+    text = assert_ok(done)
+    assert "warning: the profile flags did not reach the C of csys (" in text, text[-3000:]
+    assert f"C: CC={gcc} (yours) is not clang, not clang 22" in text
+    crate = _crate(report.load(pipeline.work)["optimise"])
+    assert crate["profile_flags"] is False and any(c.startswith("GCC:") for c in crate["compilers"]), crate
+    _, refused = _again(trained, tmp_path / "refused", CC=gcc, PGO_MAX_UNPROFILED_C="0")
+    line = assert_refused(refused)
+    assert "the profile flags did not reach the C of 1 crates (csys), more than PGO_MAX_UNPROFILED_C=0" in line
+
+
+def test_pgo_c_off_leaves_the_c_as_the_plain_build_has_it(trained: Trained, tmp_path: Path) -> None:
+    pipeline, done = _again(trained, tmp_path, PGO_C="0")
+    assert_ok(done)
+    record = report.load(pipeline.work)["optimise"]["c_code"]
+    assert record["setting"] == "off" and record["languages"]["C"]["off"] == "PGO_C=0", record
+    crate = _crate({"c_code": record})
+    assert crate["profile_flags"] is False and all(c.startswith("GCC:") for c in crate["compilers"]), crate

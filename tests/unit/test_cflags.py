@@ -1,0 +1,181 @@
+"""The pure parts of recipes/cflags.py: the variables cc-rs reads, the refusals made before a build, clang found or
+refused, and the C warnings of a real optimised build's log (``tests/data/cflags/``: cc-rs 1.11.3, clang 22)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from recipes import cflags
+from recipes.cargo.log import profile_warnings
+from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, ToolchainError
+from recipes.results import CCrateRecord
+from recipes.toolchain import RustcInfo
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "cflags"
+RUSTC = RustcInfo(release="1.95.0", host="x86_64-unknown-linux-gnu", commit_hash="x", llvm_version="22.1.2")
+HOST = RUSTC.host
+
+
+def test_the_variables_cc_rs_reads_first_wins() -> None:
+    assert cflags.env_names("CC", HOST, cross=False) == [
+        "CC_x86_64-unknown-linux-gnu",
+        "CC_x86_64_unknown_linux_gnu",
+        "HOST_CC",
+        "CC",
+    ]
+    assert cflags.env_names("CFLAGS", "aarch64-unknown-linux-gnu", cross=True)[2] == "TARGET_CFLAGS"
+    assert cflags.target_var("CXXFLAGS", HOST) == "CXXFLAGS_x86_64_unknown_linux_gnu"
+
+
+@pytest.mark.parametrize("flag", ["-fprofile-use=/p.profdata", "-fprofile-instr-generate", "-fprofile-sample-use=x"])
+def test_a_profile_flag_in_the_users_flags_refused(flag: str) -> None:
+    with pytest.raises(EnvironmentRefused) as caught:
+        cflags.refuse_profile_flags({"TARGET_CXXFLAGS": f"-O2 {flag}"}, "aarch64-unknown-linux-gnu", cross=True)
+    assert caught.value.message == f"TARGET_CXXFLAGS already holds profile flags ({flag})"
+    cflags.refuse_profile_flags({"TARGET_CXXFLAGS": flag}, HOST, cross=False)  # not read for the host: no refusal
+
+
+def _script(tmp_path: Path, name: str, version_line: str) -> Path:
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\necho '{version_line}'\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_clang_of_rustcs_major_found_and_another_refused(tmp_path: Path) -> None:
+    env = {"PATH": f"{tmp_path}{os.pathsep}/usr/bin"}
+    found = cflags.find_clang(RUSTC, env, None)
+    assert found is not None and cflags.clang_version([str(found)]) is not None
+    other = _script(tmp_path, "clang-14", "Debian clang version 14.0.6")
+    _script(tmp_path, "clang++-14", "Debian clang version 14.0.6")
+    with pytest.raises(ToolchainError) as caught:
+        cflags.plan_c(RUSTC, env, HOST, setting=None, clang=str(other), zigbuild=False)
+    assert caught.value.message.startswith(f"PGO_CLANG {other} is clang 14.0.6 but rustc 1.95.0 is LLVM 22.1.2")
+    assert "apt-get install clang-22" in caught.value.hint
+    not_clang = _script(tmp_path, "gcc-like", "gcc (Debian 12.2.0-14) 12.2.0")
+    with pytest.raises(ToolchainError, match="is not clang"):
+        cflags.check_major(str(not_clang), cflags.clang_version([str(not_clang)]), RUSTC, "PGO_CLANG")
+
+
+def test_no_clang_is_off_by_default_and_refused_when_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cflags, "LLVM_BIN", str(tmp_path / "llvm-{major}" / "bin"))  # no /usr/lib/llvm-22 here
+    env = {"PATH": str(tmp_path)}
+    plan = cflags.plan_c(RUSTC, env, HOST, setting=None, clang=None, zigbuild=False)
+    assert not plan.enabled and plan.languages[0].off == "no clang-22 (apt-get install clang-22)"
+    with pytest.raises(ToolchainError) as caught:
+        cflags.plan_c(RUSTC, env, HOST, setting=True, clang=None, zigbuild=False)
+    assert caught.value.message == "PGO_C=1 but no clang of LLVM 22 (rustc 1.95.0) is found"
+    assert "apt-get install clang-22" in caught.value.hint
+
+
+def test_the_users_compiler_kept_and_profiled_only_when_it_is_rustcs_clang(tmp_path: Path) -> None:
+    gcc = _script(tmp_path, "gcc-like", "gcc (Debian 12.2.0-14) 12.2.0")
+    plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin", "CC": str(gcc)}, HOST, setting=None, clang=None, zigbuild=False)
+    c, cxx = plan.languages
+    assert c.compiler is None and c.host == (str(gcc),) and c.off == f"CC={gcc} (yours) is not clang, not clang 22"
+    assert cxx.compiler is not None and cxx.host == ("c++",)
+    with pytest.raises(ToolchainError, match="PGO_C=1 but the C of build scripts cannot get the profile"):
+        cflags.plan_c(RUSTC, {"PATH": "/usr/bin", "CC": str(gcc)}, HOST, setting=True, clang=None, zigbuild=False)
+    off = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, clang=None, zigbuild=True)
+    assert not off.enabled and "zig's own clang" in (off.languages[0].off or "")
+    cross = cflags.plan_c(
+        RUSTC, {"PATH": "/usr/bin"}, "aarch64-unknown-linux-gnu", setting=None, clang=None, zigbuild=False
+    )
+    assert not cross.enabled and "is not the host" in (cross.languages[0].off or "")
+
+
+def test_the_wrapper_gives_the_target_clang_and_the_host_its_own_compiler(tmp_path: Path) -> None:
+    """The real script run with a recording compiler on each side: the host's never sees the profile flag."""
+    record = tmp_path / "calls"
+    for name in ("target-cc", "host-cc"):
+        _script(tmp_path, name, "").write_text(f'#!/bin/sh\necho "{name} $*" >> {record}\n')
+    lang = cflags.Language(
+        "C", "CC", "CFLAGS", (str(tmp_path / "target-cc"),), (str(tmp_path / "host-cc"),), "22", None
+    )
+    plan = cflags.CPlan(HOST, (lang,), "auto")
+    env = cflags.c_env(
+        plan, {"CFLAGS_x86_64_unknown_linux_gnu": "-DUSER"}, ["-fprofile-use=/s/p"], tmp_path, optimise=True
+    )
+    assert env["CFLAGS_x86_64_unknown_linux_gnu"] == "-DUSER -fprofile-use=/s/p"
+    wrapper = env["CC_x86_64_unknown_linux_gnu"]
+    for out_dir in (f"/t/{HOST}/release/build/x-0123456789abcdef/out", "/t/release/build/x-0123456789abcdef/out"):
+        subprocess.run([wrapper, "-DUSER", "-fprofile-use=/s/p", "-c", "a.c"], env={"OUT_DIR": out_dir}, check=True)
+    assert record.read_text().splitlines() == [
+        "target-cc -DUSER -fprofile-use=/s/p -c a.c -mllvm -pgo-warn-missing-function",
+        "host-cc -DUSER -c a.c",
+    ]
+
+
+def test_the_c_warnings_of_a_real_optimised_build() -> None:
+    log = (DATA / "cargo-optimise-c-stale.log").read_text()
+    found = cflags.c_warnings(log)
+    assert found.stale == {"csys": ["csrc/hot.c: csys_checksum"]}
+    assert found.missing == {"csys": ["csrc/hot.c: csys_new"]}
+    assert "-fprofile-use=/tmp/cx/store.profdata" in cflags.compile_commands(log)["csys"][0]
+    rust = profile_warnings(log)  # the build script's warnings are not Rust's
+    assert rust.stale == 0 and rust.missing == 0
+
+
+def _crate(**extra: object) -> CCrateRecord:
+    crate: CCrateRecord = {"crate": "zstd-sys", "objects": 3, "compilers": ["GCC: 12"], "profile_flags": False}
+    crate.update(extra)  # type: ignore[typeddict-item]
+    return crate
+
+
+def test_stale_c_and_the_unprofiled_ceiling_refused(tmp_path: Path) -> None:
+    with pytest.raises(CheckFailed, match=r"the C of crate zstd-sys has 1 stale-profile warnings .* first: a.c: f"):
+        cflags.check_c([_crate(stale=["a.c: f"])], None, tmp_path)
+    cflags.check_c([_crate()], None, tmp_path)  # no ceiling: a warning only
+    cflags.check_c([_crate()], 1, tmp_path)
+    with pytest.raises(
+        CheckFailed, match=r"did not reach the C of 1 crates \(zstd-sys\), more than PGO_MAX_UNPROFILED_C=0"
+    ):
+        cflags.check_c([_crate()], 0, tmp_path)
+    plan = cflags.CPlan(HOST, (), "auto")
+    warning = cflags.unprofiled_warning([_crate()], plan) or ""
+    assert warning.startswith("warning: the profile flags did not reach the C of zstd-sys (GCC: 12)"), warning
+    assert cflags.unprofiled_warning([_crate(profile_flags=True)], plan) is None
+
+
+def test_a_c_profile_flag_with_white_space_refused(tmp_path: Path) -> None:
+    lang = cflags.Language("C", "CC", "CFLAGS", ("clang-22",), ("cc",), "22", None)
+    with pytest.raises(ConfigError) as caught:
+        cflags.c_env(cflags.CPlan(HOST, (lang,), "auto"), {}, ["-fprofile-use=/a b/p"], tmp_path, optimise=True)
+    assert caught.value.message.startswith("'-fprofile-use=/a b/p' contains white space, which CFLAGS cannot carry")
+
+
+def test_a_releases_prefix_map_flags_reach_every_builds_target_c(tmp_path: Path) -> None:
+    """``-ffile-prefix-map`` of the release's remap pairs, in their order, before the profile flag when the C is
+    profiled (the wrapper drops them for the host's C) and in ``CFLAGS_<triple>`` alone when it is not."""
+    pairs = [("/home/u/.cargo", "/cargo"), ("/home/u/src", "/build/src")]
+    base = cflags.prefix_map_flags(pairs)
+    assert base == ("-ffile-prefix-map=/home/u/.cargo=/cargo", "-ffile-prefix-map=/home/u/src=/build/src")
+    lang = cflags.Language("C", "CC", "CFLAGS", ("clang-22",), ("cc",), "22", None)
+    profiled = cflags.CPlan(HOST, (lang,), "auto", base_flags=base)
+    env = cflags.c_env(profiled, {}, ["-fprofile-use=/s/p"], tmp_path, optimise=False)
+    assert env["CFLAGS_x86_64_unknown_linux_gnu"] == " ".join([*base, "-fprofile-use=/s/p"])
+    plain = cflags.c_env(profiled, {}, [], tmp_path, optimise=False)  # the release's plain build: no profile flag
+    assert plain["CFLAGS_x86_64_unknown_linux_gnu"] == " ".join(base)
+    assert plain["CC_x86_64_unknown_linux_gnu"] == str(tmp_path / f"cc-{HOST}")
+    off = cflags.CPlan(HOST, (cflags.Language("C", "CC", "CFLAGS", None, ("cc",), None, "PGO_C=0"),), "off", base)
+    env = cflags.c_env(
+        off, {"CXXFLAGS_x86_64_unknown_linux_gnu": "-DUSER"}, ["-fprofile-use=/s/p"], tmp_path, optimise=True
+    )
+    assert env == {
+        "CFLAGS_x86_64_unknown_linux_gnu": " ".join(base),
+        "CXXFLAGS_x86_64_unknown_linux_gnu": " ".join(["-DUSER", *base]),
+    }
+    assert cflags.c_env(cflags.CPlan(HOST, off.languages, "off"), {}, ["-x"], tmp_path, optimise=True) == {}
+
+
+def test_the_clang_version_line_of_a_profiled_plan() -> None:
+    plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, clang=None, zigbuild=False)
+    line = plan.clang_line()
+    assert line is not None and "clang version 22." in line and "\n" not in line
+    assert cflags.clang_major_of(line) == 22 and cflags.clang_major_of("gcc (Debian 12.2.0-14) 12.2.0") is None
+    off = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=False, clang=None, zigbuild=False)
+    assert off.clang_line() is None
