@@ -266,7 +266,8 @@ def plan_c(
 
 def wrapper_script(lang: Language, triple: str, drop: Sequence[str], warn: Sequence[str]) -> str:
     """The ``CC_<triple>`` of a build: the target's C to clang with the flags, the host's to its own compiler."""
-    assert lang.compiler is not None
+    if lang.compiler is None:
+        raise ValueError(f"no {lang.name} compiler to wrap")  # c_env wraps only the languages that have one
     target_cmd = " ".join(shlex.quote(w) for w in lang.compiler)
     host_cmd = " ".join(shlex.quote(w) for w in lang.host)
     drops = " | ".join(shlex.quote(f) for f in drop) or "''"

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from recipes import bolt as boltlib
-from recipes import report, stages
+from recipes import cflags, report, stages
 from recipes.bench.settings import Build
 from recipes.errors import CheckFailed, MissingInput
 from recipes.files import copy_atomically
@@ -61,6 +61,8 @@ def build_plain(plan: BuildPlan, link: list[str]) -> Path:
     """The release build without a profile: same command, target, features and base flags as the PGO one,
     and ``link`` (:func:`link_flags`)."""
     env = env_with_rustflags(plan.env, plan.rustflags, link) if link else plain_env(plan.env, plan.rustflags)
+    # the target's C by the compiler the PGO build uses, without the profile: the builds differ by the profile only
+    env = cflags.c_env(plan.c, env, [], plan.work / "bin", optimise=False)
     target_dir = plain_target_dir(plan)
     say(f"bench: the plain build of {plan.crate.package} in {target_dir}")
     done = run(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from recipes import cflags
 from tests.conftest import Pipeline, assert_ok
 
 pytestmark = pytest.mark.slow
@@ -16,6 +17,9 @@ pytestmark = pytest.mark.slow
 def test_the_coverage_check_counts_the_c_functions(tmp_path: Path) -> None:
     pipeline = Pipeline(tmp_path, "csys")
     assert_ok(pipeline.nox("plain"))
+    # the plain build's C by the clang the PGO build uses, without the profile: the builds differ by it only
+    plain_objects = cflags.c_objects(pipeline.work / "plain-target", "x86_64-unknown-linux-gnu")["csys"]
+    assert plain_objects and all("clang version 22" in o.compiler and not o.instrumented for o in plain_objects)
     text = assert_ok(pipeline.nox("bench", "--trials", "1", "--scale", "0.2"))
     c_code = json.loads((pipeline.work / "bench" / "results.json").read_text())["coverage"]["c_code"]
     # csys_checksum and csys_cpp_sum trained, csys_cold not (mix_step is inlined: no function of its own)
