@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,11 +22,12 @@ pytestmark = pytest.mark.slow
 FIGURES = ("instructions", "i1_misses", "ll_misses", "cond_mispredicts", "ind_mispredicts", "estimate")
 
 
-def _results(pipeline: Pipeline) -> dict:
-    return json.loads((pipeline.work / "bench" / "results.json").read_text())
+def _results(pipeline: Pipeline) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((pipeline.work / "bench" / "results.json").read_text())
+    return data
 
 
-def _medians(results: dict) -> dict[tuple[str, str], dict[str, float]]:
+def _medians(results: dict[str, Any]) -> dict[tuple[str, str], dict[str, float]]:
     return {(s["name"], b): m for s in results["scenarios"] for b, m in s["medians"].items()}
 
 

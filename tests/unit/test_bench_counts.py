@@ -180,7 +180,7 @@ def test_the_table_says_what_it_counts_and_what_it_cannot() -> None:
     text = markdown([*results, invalid], meta)
     assert text.startswith("# Counts per run or request: PGO vs plain (valgrind-3.19.0)")
     assert "| collatz (per run) | trained | plain | 2.28 M |" in text
-    assert "| 2.05 M (−10.0 %) |" in text
+    assert "| 2.05 M (\u221210.0 %) |" in text
     assert "--tool=cachegrind --cache-sim=yes --branch-sim=yes" in text
     assert "the kernel's time" in text and "threads serialised" in text
     assert "- broken: invalid: 1 of 6 trials invalid; first (baseline #1): too short for a figure" in text
@@ -194,19 +194,19 @@ def test_the_gate_passes_and_fails_by_the_estimate() -> None:
     named = {"baseline": "plain", "candidate": "PGO"}
     verdicts = check_gate(Gate(trained=3, held_out=3), [trained, held], named)
     assert verdicts == [
-        "gate passed: PGO vs plain on trained scenario trained-row: estimate −5.0 % (margin 3 %)",
+        "gate passed: PGO vs plain on trained scenario trained-row: estimate \u22125.0 % (margin 3 %)",
         "gate passed: PGO vs plain on held-out scenario held-row: estimate +2.0 % (margin 3 %)",
     ]
     raise_gate(verdicts, Path("results.md"))
     verdicts = check_gate(Gate(trained=6, held_out=1), [trained, held], named)
     assert verdicts == [
-        "gate FAILED: PGO vs plain on trained scenario trained-row: estimate −5.0 %, not at least 6 % better",
+        "gate FAILED: PGO vs plain on trained scenario trained-row: estimate \u22125.0 %, not at least 6 % better",
         "gate FAILED: PGO vs plain on held-out scenario held-row: estimate +2.0 %, worse by more than 1 %",
     ]
     with pytest.raises(BenchError) as failed:
         raise_gate(verdicts, Path("results.md"))
     assert failed.value.line() == (
-        "counts gate: PGO vs plain on trained scenario trained-row: estimate −5.0 %, not at least 6 % better "
+        "counts gate: PGO vs plain on trained scenario trained-row: estimate \u22125.0 %, not at least 6 % better "
         "(and 1 more) (see results.md)"
     )
     with pytest.raises(ConfigError) as nothing:
