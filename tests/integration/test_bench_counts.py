@@ -88,7 +88,7 @@ def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> Non
     proc = hello.nox("bench", *cheap, *order, "--scenarios", "collatz", "--gate-trained", f"{gain + 0.5:.2f}")
     line = assert_refused(proc, "counts gate:", "on trained scenario collatz", "not at least")
     assert "Gate (by the estimate):" in (hello.work / "bench" / "results.md").read_text()  # written before it failed
-    assert "gate FAILED" in line or "counts gate" in line
+    assert line.count("counts gate:") == 1
     held = ("--scenarios", "primes-held-out,collatz-held-out")
     assert_ok(hello.nox("bench", *cheap, *given, *held, "--gate-held-out", f"{max(worst_held, 0) + 0.5:.2f}"))
     if worst_held > 0.5:
@@ -178,7 +178,8 @@ def test_counts_of_a_server_only_its_requests(tmp_path: Path) -> None:
     )  # fmt: skip
     assert_ok(proc)
     scenario = _results(pipeline)["scenarios"][0]
-    assert scenario["valid"], scenario["problem"] and scenario["unit"] == "request"
+    assert scenario["valid"], scenario["problem"]
+    assert scenario["unit"] == "request"
     assert len(scenario["trials"]) == 6
     for trial in scenario["trials"]:
         assert trial["done"] == 2000 and len(trial["files"]) == 1
