@@ -193,3 +193,24 @@ def test_counts_of_a_server_only_its_requests(tmp_path: Path) -> None:
         assert scenario["spreads"][build]["instructions"] < 0.01
     difference = scenario["comparisons"][0]["differences"]["instructions"]
     assert abs(difference) < 0.01  # the same binary twice
+
+
+def test_callgrind_control_on_a_process_not_under_valgrind_is_refused(tmp_path: Path) -> None:
+    from recipes.bench.counting import Tools, _control  # noqa: PLC0415
+    from recipes.bench.servers import Server  # noqa: PLC0415
+    from recipes.bench.settings import Build  # noqa: PLC0415
+    from recipes.errors import BenchError  # noqa: PLC0415
+    from recipes.procs import Child  # noqa: PLC0415
+
+    control = shutil.which("callgrind_control")
+    valgrind = shutil.which("valgrind")
+    assert control and valgrind
+    child = Child.start(["sleep", "30"], env=dict(os.environ), log=tmp_path / "sleep.log")
+    try:
+        server = Server(Build("plain", Path("/bin/sleep")), child, 0, 0, tmp_path / "sleep.log", tmp_path)
+        with pytest.raises(BenchError) as refused:
+            _control(Tools(Path(valgrind), Path(control), "valgrind-3.19.0"), server, "--zero")
+        assert refused.value.line().startswith(f"callgrind_control --zero {child.pid} (plain) failed: ")
+        assert "needs vgdb" in refused.value.line()
+    finally:
+        child.kill()

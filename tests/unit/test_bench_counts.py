@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from recipes.bench import cli
+from recipes.bench.counting import _dump_file
 from recipes.bench.counts import (
     CACHEGRIND,
     CALLGRIND,
@@ -23,6 +24,7 @@ from recipes.bench.counts import (
     read_totals,
     refuse_unknown_instruction,
     unknown_instruction,
+    version,
 )
 from recipes.bench.counts_report import (
     CountsResult,
@@ -234,3 +236,26 @@ def test_counts_arguments() -> None:
         cli.parse_args(["--measure", "time"])
     with pytest.raises(ConfigError, match="not a percentage from 0 to 100"):
         cli.parse_args(["--measure", "counts", "--gate-held-out", "-1"])
+
+
+def test_a_valgrind_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "valgrind"
+    fake.write_text("#!/bin/sh\necho 'qemu-x86_64 version 7.2'\n")
+    fake.chmod(0o755)
+    with pytest.raises(ToolchainError) as refused:
+        version(fake)
+    assert refused.value.line() == (
+        f"{fake} --version said 'qemu-x86_64 version 7.2' (install the Debian package valgrind)"
+    )
+    assert version(find_tool("valgrind", {"PATH": "/usr/bin:/bin"})).startswith("valgrind-3.")
+
+
+def test_a_dump_that_callgrind_did_not_write_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "baseline.callgrind.out"
+    (tmp_path / "baseline.callgrind.out.1").write_text(CALLGRIND_TRIAL.read_text())  # "dump t2"
+    assert _dump_file(out, "dump t2") == tmp_path / "baseline.callgrind.out.1"
+    with pytest.raises(BenchError) as missing:
+        _dump_file(out, "dump baseline-trial-3")
+    assert missing.value.line() == (
+        f"callgrind wrote no dump 'dump baseline-trial-3' beside {out} (see the valgrind log beside it)"
+    )
