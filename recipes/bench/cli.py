@@ -15,6 +15,8 @@ Options (everything else goes to the pipeline's configuration, ``--out`` and fri
     --scale F              factor on every trial's request count (default 1; 0.1 with --measure counts)
     --gate-trained PCT     counts: fail unless every candidate's estimate is at least PCT % below the
                            baseline's on every trained scenario
+    --profile-use-args=OPTS  the work dir's profile built again with these LLVM options (-Cllvm-args each), a
+                           candidate beside the PGO build (repeated: several; e.g. =-disable-icp)
     --gate-held-out PCT    counts: fail if a candidate's estimate is more than PCT % above the baseline's on a
                            held-out (or partly trained) scenario
     --server-core N        the server's core (default: the last allowed); --load-core N the load's
@@ -32,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recipes.bench import builds, counting, counts_report, coverage, report
+from recipes.bench import builds, counting, counts_report, coverage, report, variants
 from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_gate
 from recipes.bench.harness import run_bench
 from recipes.bench.scenarios import Scenario, require_scenarios, select
@@ -66,6 +68,7 @@ class BenchArgs:
     coverage: bool = True
     measure: str = "cpu"
     gate: Gate = field(default_factory=Gate)
+    variants: tuple[tuple[str, ...], ...] = ()
 
     @property
     def candidate(self) -> Path | None:
@@ -118,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--measure", choices=MEASURES, default="cpu")
     parser.add_argument("--gate-trained", type=_percent)
     parser.add_argument("--gate-held-out", type=_percent)
+    parser.add_argument("--profile-use-args", action="append", default=[])
     parser.add_argument("--server-core", type=_core)
     parser.add_argument("--load-core", type=_core)
     parser.add_argument("--upstream")
@@ -145,6 +149,12 @@ def parse_args(posargs: Sequence[str]) -> tuple[BenchArgs, list[str]]:
             "--gate-trained and --gate-held-out judge the counts",
             "add --measure counts (CPU time is too noisy to gate)",
         )
+    knobs = tuple(variants.parse_variant(text) for text in namespace.profile_use_args)
+    if knobs and candidates:
+        raise ConfigError(
+            "--profile-use-args builds the work dir's profile again beside its PGO build, not beside --candidate",
+            "drop --candidate (the work dir's PGO build is the first candidate)",
+        )
     default_trials, default_scale = (COUNTS_TRIALS, COUNTS_SCALE) if counts else (DEFAULT_TRIALS, 1.0)
     args = BenchArgs(
         baseline=namespace.baseline.expanduser().resolve() if namespace.baseline else None,
@@ -161,6 +171,7 @@ def parse_args(posargs: Sequence[str]) -> tuple[BenchArgs, list[str]]:
         coverage=not namespace.no_coverage and not counts,
         measure=namespace.measure,
         gate=gate,
+        variants=knobs,
     )
     return args, rest
 
@@ -250,6 +261,8 @@ class CountsOutcome:
                     f"{max(result.spread(b) for b in result.builds) * 100:.2f} %  {result.status}"
                     + (f"  [{named.get(candidate, candidate)}]" if len(result.candidates) > 1 else "")
                 )
+        best = counts_report.best_on_held_out(self.results, named)
+        lines += [best] if best else []
         lines += self.verdicts
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
         return lines
@@ -303,6 +316,7 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
         candidates = list(zip(args.candidates, _labels(args, defaults), strict=True))
     else:
         candidates = [(builds.build_pgo(plan()), _labels(args, ["PGO"])[0])]
+        candidates += [(variants.build_variant(plan(), o), variants.label(o)) for o in args.variants]
     if args.baseline is not None:
         baseline_binary, baseline_label = args.baseline, args.baseline_label or "baseline"
     else:

@@ -184,6 +184,25 @@ def from_json(data: dict[str, Any]) -> tuple[list[CountsResult], dict[str, Any]]
     return [scenario_from_json(s) for s in data["scenarios"]], meta
 
 
+def best_on_held_out(results: Sequence[CountsResult], named: dict[str, str]) -> str:
+    """With two or more candidates (``--profile-use-args``, or several ``--candidate``): the build with the lowest
+    estimate on the held-out (and partly trained) scenarios, by the geometric mean of each one's estimate over the
+    baseline's; ``""`` with one candidate or no valid held-out scenario."""
+    chosen = [r for r in results if r.valid and r.status in {"held-out", "partly"}]
+    if not chosen or len(chosen[0].candidates) < 2:
+        return ""
+    means = {BASELINE: 1.0}
+    for candidate in chosen[0].candidates:
+        ratios = [1 + r.difference(candidate) for r in chosen]
+        means[candidate] = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+    ranked = sorted(means, key=lambda b: means[b])
+    text = ", ".join(f"{named.get(b, b)} {percent(means[b] - 1)}" for b in ranked)
+    return (
+        f"best by the estimate on the {len(chosen)} held-out scenarios: {named.get(ranked[0], ranked[0])} "
+        f"(geometric mean against {named[BASELINE]}: {text})"
+    )
+
+
 # ---------------------------------------------------------------------------------------------- the gate
 
 
@@ -310,6 +329,9 @@ def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
         "What the counts cannot show:",
         *(f"- {line}" for line in LIMITATIONS),
     ]
+    best = best_on_held_out(results, named)
+    if best:
+        lines += ["", best[0].upper() + best[1:] + "."]
     gate = meta.get("gate")
     if isinstance(gate, dict) and gate.get("verdicts"):
         lines += ["", "Gate (by the estimate):", *(f"- {v}" for v in gate["verdicts"])]

@@ -95,6 +95,17 @@ def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> Non
         proc = hello.nox("bench", *cheap, *given, *held, "--gate-held-out", f"{worst_held - 0.5:.2f}")
         assert_refused(proc, "counts gate:", "held-out scenario", "worse by more than")
 
+    # a profile-use knob measured: the work dir's profile built again with -disable-icp, a third build
+    text = assert_ok(hello.nox("bench", "--measure", "counts", "--trials", "1", "--scale", "0.05",
+                               "--profile-use-args=-disable-icp"))  # fmt: skip
+    knob = _results(hello)
+    assert [b["label"] for b in knob["builds"]] == ["plain", "PGO", "PGO -disable-icp"]
+    assert knob["builds"][1]["origin"] == pgo and "/variant-target/disable-icp/" in knob["builds"][2]["origin"]
+    variant_log = (hello.work / "logs" / "bench-variant-disable-icp-build.log").read_text()
+    assert "-Cllvm-args=-disable-icp" in variant_log and "-Cprofile-use=" in variant_log
+    assert "best by the estimate on the 2 held-out scenarios: " in text
+    assert "held-out scenarios: " in (hello.work / "bench" / "results.md").read_text()
+
     # a scenario too short for a figure: one line
     workload = tmp_path / "short.toml"
     workload.write_text(

@@ -30,6 +30,7 @@ from recipes.bench.counts_report import (
     CountsResult,
     CountTrial,
     Gate,
+    best_on_held_out,
     check_gate,
     from_json,
     human,
@@ -38,6 +39,7 @@ from recipes.bench.counts_report import (
     to_json,
     too_short,
 )
+from recipes.bench.variants import parse_variant
 from recipes.errors import BenchError, ConfigError, ToolchainError
 
 DATA = Path(__file__).parent.parent / "data" / "valgrind"
@@ -259,3 +261,37 @@ def test_a_dump_that_callgrind_did_not_write_is_refused(tmp_path: Path) -> None:
     assert missing.value.line() == (
         f"callgrind wrote no dump 'dump baseline-trial-3' beside {out} (see the valgrind log beside it)"
     )
+
+
+def test_the_best_build_on_the_held_out_scenarios() -> None:
+    def three(name: str, status: str, icp: float, no_icp: float) -> CountsResult:
+        result = _result(name, status, BASE, _scaled(BASE, icp))
+        result.trials += [_trial("candidate-2", i, _scaled(BASE, no_icp)) for i in (1, 2, 3)]
+        result.builds = ["baseline", "candidate", "candidate-2"]
+        return result
+
+    named = {"baseline": "plain", "candidate": "PGO", "candidate-2": "PGO -disable-icp"}
+    results = [three("trained", "trained", 0.8, 0.7), three("a", "held-out", 0.9, 0.95), three("b", "partly", 0.9, 0.9)]
+    line = best_on_held_out(results, named)
+    assert line.startswith("best by the estimate on the 2 held-out scenarios: PGO (geometric mean against plain: ")
+    assert line.index("PGO -disable-icp \u22127.5 %") > line.index("PGO \u221210.0 %") and line.endswith(
+        "plain +0.0 %)"
+    )
+    assert best_on_held_out(results[:1], named) == ""  # no held-out scenario
+    assert best_on_held_out([_result("a", "held-out", BASE, BASE)], named) == ""  # one candidate
+
+
+def test_profile_use_args_are_llvm_options() -> None:
+    assert parse_variant("-disable-icp") == ("-disable-icp",)
+    assert parse_variant(" -disable-icp  -profile-summary-cutoff-hot=990000 ") == (
+        "-disable-icp",
+        "-profile-summary-cutoff-hot=990000",
+    )
+    for text, why in (("", "no option"), ("disable-icp", "'disable-icp' is not an LLVM option"), ("-a;b", "'-a;b'")):
+        with pytest.raises(ConfigError) as refused:
+            parse_variant(text)
+        assert why in refused.value.line() and "--profile-use-args=-disable-icp" in refused.value.line()
+    args, _ = cli.parse_args(["--measure", "counts", "--profile-use-args=-disable-icp"])
+    assert args.variants == (("-disable-icp",),)
+    with pytest.raises(ConfigError, match="not beside --candidate"):
+        cli.parse_args(["--candidate", "/bin/true", "--profile-use-args=-disable-icp"])
