@@ -253,12 +253,18 @@ class CountsOutcome:
                 lines.append(f"{result.name:18}   invalid  {result.why_invalid}")
                 continue
             for candidate in result.candidates:
+                judged = result.judged
+                own = (
+                    f"  in the binary {report.percent(result.difference(candidate, judged))}"
+                    if judged != "estimate"
+                    else ""
+                )
                 lines.append(
-                    f"{result.name:18} estimate {report.percent(result.difference(candidate)):>8}  instructions "
+                    f"{result.name:18} estimate {report.percent(result.difference(candidate)):>8}{own}  instructions "
                     f"{report.percent(result.difference(candidate, 'instructions'))}  mispredicts "
                     f"{report.percent(result.difference(candidate, 'cond_mispredicts'))} cond. "
                     f"{report.percent(result.difference(candidate, 'ind_mispredicts'))} ind.  spread "
-                    f"{max(result.spread(b) for b in result.builds) * 100:.2f} %  {result.status}"
+                    f"{max(result.spread(b, judged) for b in result.builds) * 100:.2f} %  {result.status}"
                     + (f"  [{named.get(candidate, candidate)}]" if len(result.candidates) > 1 else "")
                 )
         best = counts_report.best_on_held_out(self.results, named)

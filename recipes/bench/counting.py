@@ -37,6 +37,9 @@ from recipes.bench.counts import (
     Counts,
     dump_trigger,
     find_tool,
+    own_object,
+    parse_objects,
+    parse_totals,
     read_totals,
     refuse_unknown_instruction,
     version,
@@ -233,6 +236,7 @@ def count_server(
     problem = trial_problem(run, scenario.count, scenario.expect)
     events: dict[str, int] = {}
     files: list[str] = []
+    binary_events: dict[str, int] | None = None
     answered = run.result.succeeded if run.result else 0
     if not server.alive():
         problem = problem or f"the server exited with {server.child.returncode} during the trial"
@@ -241,10 +245,15 @@ def count_server(
         trigger = f"{key}-trial-{index}"
         _control(tools, server, "--dump", trigger)
         dump = _dump_file(workdir / f"{key}.callgrind.out", f"dump {trigger}")
-        counts = read_totals(dump)
+        text = read_text(dump, "callgrind's dump", BenchError, "see the valgrind log beside it")
+        counts = parse_totals(text, str(dump))
         events, files = dict(counts.events), [str(dump)]
+        own = own_object(parse_objects(text, str(dump)), server.build.binary)
+        binary_events = dict(own.events) if own is not None else None
         problem = problem or too_short(counts, f"a trial of {answered} requests", "request")
-    trial = CountTrial(key, index, scenario.count, answered, events, files, time.perf_counter() - start, problem)
+    trial = CountTrial(
+        key, index, scenario.count, answered, events, files, time.perf_counter() - start, problem, binary_events
+    )
     _say(scenario, server.build.label, trial)
     return trial
 

@@ -166,6 +166,52 @@ def parse_totals(text: str, source: str = "the output file") -> Counts:
     return Counts(dict(zip(events, numbers, strict=False)))
 
 
+_NAMED = re.compile(r"^(c?ob)=\((\d+)\)(?: (.*))?$")
+
+
+def parse_objects(text: str, source: str = "the dump") -> dict[str, Counts]:
+    """A callgrind dump's self cost per object (the binary, libc.so.6, ld.so …), by the object's path: the cost
+    lines under each ``ob=``, without the inclusive cost line that follows each ``calls=``. Their sum is the
+    dump's ``totals:``."""
+    events: list[str] | None = None
+    names: dict[str, str] = {}
+    current = "???"
+    after_call = False
+    totals: dict[str, list[int]] = {}
+    for line in text.splitlines():
+        if line.startswith("events:"):
+            events = line.split(":", 1)[1].split()
+            continue
+        named = _NAMED.match(line)
+        if named:
+            kind, number, name = named.groups()
+            if name:
+                names[number] = name
+            if kind == "ob":
+                current = names.get(number, "???")
+            continue
+        if line.startswith("calls="):
+            after_call = True
+            continue
+        if events is None or not line or not (line[0].isdigit() or line[0] in "+-*"):
+            continue
+        if after_call:  # the call's inclusive cost: the callee's own lines count it
+            after_call = False
+            continue
+        row = totals.setdefault(current, [0] * len(events))
+        for i, value in enumerate(line.split()[1 : len(events) + 1]):
+            row[i] += int(value)
+    if events is None:
+        raise BenchError(f"{source} has no events line", "valgrind did not finish writing it: see the valgrind log")
+    return {name: Counts(dict(zip(events, row, strict=True))) for name, row in totals.items()}
+
+
+def own_object(objects: Mapping[str, Counts], binary: Path) -> Counts | None:
+    """The binary's own entry among a dump's objects (by its path), or None."""
+    wanted = binary.resolve()
+    return next((c for name, c in objects.items() if name != "???" and Path(name).resolve() == wanted), None)
+
+
 def read_totals(path: Path) -> Counts:
     text = read_text(path, "valgrind's output file", BenchError, "see the valgrind log beside it")
     return parse_totals(text, str(path))

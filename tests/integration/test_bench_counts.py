@@ -199,9 +199,15 @@ def test_counts_of_a_server_only_its_requests(tmp_path: Path) -> None:
         # what the server does per request (parse a request line, headers, format an answer): thousands of
         # instructions, not the millions of its start-up and of valgrind's
         assert 500 < trial["per_unit"]["instructions"] < 100_000
+        # the server's own binary apart from libc: most of what the server executes, and what the gate judges
+        assert 0.3 < trial["per_unit"]["binary_instructions"] / trial["per_unit"]["instructions"] < 1
+    assert scenario["judged"] == "binary_estimate"
     for build in ("baseline", "candidate"):
-        assert scenario["spreads"][build]["estimate"] < 0.01
-        assert scenario["spreads"][build]["instructions"] < 0.01
+        spreads = scenario["spreads"][build]
+        # instructions repeat to 0.1 %; the estimate moves with a few last-level misses (35 cycles each) of the
+        # stacks of the threads it starts for each connection: measured 0.7-1.0 %
+        assert spreads["instructions"] < 0.001 and spreads["binary_instructions"] < 0.001, spreads
+        assert spreads["estimate"] < 0.03 and spreads["binary_estimate"] < 0.03, spreads
     difference = scenario["comparisons"][0]["differences"]["instructions"]
     assert abs(difference) < 0.01  # the same binary twice
 

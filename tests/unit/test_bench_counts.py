@@ -20,6 +20,8 @@ from recipes.bench.counts import (
     estimate,
     find_tool,
     iai_estimate,
+    own_object,
+    parse_objects,
     parse_totals,
     read_totals,
     refuse_unknown_instruction,
@@ -295,3 +297,46 @@ def test_profile_use_args_are_llvm_options() -> None:
     assert args.variants == (("-disable-icp",),)
     with pytest.raises(ConfigError, match="not beside --candidate"):
         cli.parse_args(["--candidate", "/bin/true", "--profile-use-args=-disable-icp"])
+
+
+def test_a_dump_split_by_object_adds_up_to_its_totals() -> None:
+    """callgrind's objects: the server's own binary apart from libc (whose allocator is what varies between a
+    server's trials); each object's self cost, the inclusive cost lines after ``calls=`` left out."""
+    for path, binary in (
+        (CALLGRIND_TRIAL, "/tmp/cnt/bare-server/target/release/bare-server"),
+        (DATA / "demo-server-cached-5k-h1-log.callgrind.out", "<work>/bench/bin/plain-demo-server"),
+    ):
+        text = path.read_text()
+        objects = parse_objects(text, str(path))
+        totals = next(line for line in text.splitlines() if line.startswith("totals:")).split()[1:]
+        events = next(line for line in text.splitlines() if line.startswith("events:")).split()[1:]
+        whole = Counts({})
+        for counts in objects.values():
+            whole = whole + counts
+        assert [whole[e] for e in events] == [int(v) for v in totals]
+        assert "/usr/lib/x86_64-linux-gnu/libc.so.6" in objects and binary in objects
+    demo = parse_objects((DATA / "demo-server-cached-5k-h1-log.callgrind.out").read_text())
+    own = demo["<work>/bench/bin/plain-demo-server"]
+    assert own.instructions == 131_489_744 and demo["/usr/lib/x86_64-linux-gnu/libc.so.6"].instructions == 54_853_113
+    assert own_object(demo, Path("/nonexistent/plain-demo-server")) is None
+    bare = parse_objects(CALLGRIND_TRIAL.read_text())
+    assert own_object(bare, Path("/tmp/cnt/bare-server/target/release/bare-server")) is not None
+    with pytest.raises(BenchError, match="no events line"):
+        parse_objects("ob=(1) x\n0 1 2\n", "odd.out")
+
+
+def test_a_server_is_judged_in_its_binary() -> None:
+    result = _result("cached", "held-out", BASE, _scaled(BASE, 0.9))
+    assert result.judged == "estimate" and "binary_estimate" not in result.figures
+    own = _scaled(BASE, 0.5)
+    for trial in result.trials:
+        trial.binary_events = dict((own if trial.build == "baseline" else _scaled(own, 0.8)).events)
+    result.trials[0].events = dict(_scaled(BASE, 1.05).events)  # the whole process varies, the binary does not
+    assert result.judged == "binary_estimate"
+    assert result.spread("baseline", "binary_estimate") == 0.0 and result.spread("baseline") > 0.04
+    assert result.difference("candidate", "binary_estimate") == pytest.approx(-0.2, abs=1e-5)
+    verdicts = check_gate(Gate(held_out=1), [result], {"baseline": "plain", "candidate": "PGO"})
+    assert verdicts == [
+        "gate passed: PGO vs plain on held-out scenario cached: estimate in the binary \u221220.0 % (margin 1 %)"
+    ]
+    assert "| 0.00 % (whole: 5.00 %) |" in markdown([result], {"builds": []})
