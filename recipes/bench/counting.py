@@ -157,6 +157,7 @@ def _say(scenario: Scenario, label: str, trial: CountTrial) -> None:
         figures = trial.per_unit()
         verdict = (
             f"{figures['instructions']:,.0f} instructions/{scenario.unit}, estimate {figures['estimate']:,.0f} cycles"
+            + (f" (in the binary {figures['binary_estimate']:,.0f})" if "binary_estimate" in figures else "")
         )
     else:
         verdict = f"INVALID: {trial.problem}"
