@@ -285,28 +285,19 @@ def _start_counted(build: Build, scenario: Scenario, key: str, settings: Setting
         raise
 
 
-def warmup_requests(scenario: Scenario) -> int:
-    """A counted server's warm-up: the scenario's ``warmup`` if it sets one, else a whole trial's requests. The
-    CPU bench's twentieth of a trial leaves the simulation cold: on the demo server, the first trial after it
-    counted 1.9 last-level misses a request (memory the server touches for the first time) and 2 % more branch
-    mispredictions than the second, which counted 0.04."""
-    return scenario.warmup if scenario.warmup is not None else max(scenario.warmup_requests, scenario.count)
-
-
 def _server_trials(
     scenario: Scenario, settings: Settings, setup: Setup, workdir: Path, tools: Tools, servers: dict[str, Server]
 ) -> list[CountTrial]:
     for key, build in settings.keyed:
         servers[key] = _start_counted(build, scenario, key, settings, setup, workdir, tools)
-    warmup = warmup_requests(scenario)
     for key, server in servers.items():
         warm = run_loads(
-            load_argvs(scenario, server, warmup, workdir / f"{key}-uris.txt", setup.values),
+            load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{key}-uris.txt", setup.values),
             core=settings.load_core,
             log=workdir / f"{key}-warmup.log",
             timeout=settings.trial_timeout * TRIAL_FACTOR,
         )
-        why = trial_problem(warm, warmup, scenario.expect)
+        why = trial_problem(warm, scenario.warmup_requests, scenario.expect)
         if why:
             say(f"  {scenario.name}: the warm-up of {server.build.label} did not pass: {why}")
     return [

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from recipes.bench import cli
-from recipes.bench.counting import _dump_file, warmup_requests
+from recipes.bench.counting import _dump_file
 from recipes.bench.counts import (
     CACHEGRIND,
     CALLGRIND,
@@ -340,13 +340,3 @@ def test_a_server_is_judged_in_its_binary() -> None:
         "gate passed: PGO vs plain on held-out scenario cached: estimate in the binary \u221220.0 % (margin 1 %)"
     ]
     assert "| 0.00 % (whole: 5.00 %) |" in markdown([result], {"builds": []})
-
-
-def test_a_counted_server_warms_up_for_a_whole_trial() -> None:
-    from typing import Any, cast  # noqa: PLC0415
-
-    from recipes.bench.scenarios import Scenario  # noqa: PLC0415
-
-    scenario = Scenario("cached", "cached", "http", cast(Any, None), 10_000, paths=("/page",), connections=32)
-    assert scenario.warmup_requests == 500 and warmup_requests(scenario) == 10_000  # the CPU bench's: a 20th
-    assert warmup_requests(Scenario("c", "c", "http", cast(Any, None), 10_000, warmup=300)) == 300  # as set
