@@ -37,7 +37,7 @@ from pathlib import Path
 from recipes.bench import builds, counting, counts_report, coverage, report, variants
 from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_gate
 from recipes.bench.harness import run_bench
-from recipes.bench.scenarios import Scenario, require_scenarios, select
+from recipes.bench.scenarios import Scenario, held_out, require_scenarios, select
 from recipes.bench.settings import Settings, choose_cores
 from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
@@ -295,11 +295,13 @@ def check(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str])
     scenarios (none: one line saying how to add one), the names given to ``--scenarios`` and the binaries given."""
     args, rest = parse_args(posargs)
     config = load_config(project_dir, environ, rest)
-    chosen = select(args.scenarios, require_scenarios(bench_workload(config, environ)))
+    workload = bench_workload(config, environ)
+    chosen = select(args.scenarios, require_scenarios(workload))
     given = [("baseline", args.baseline)] if args.baseline is not None else []
     for label, binary in [*given, *(("candidate", c) for c in args.candidates)]:
         builds.check_executable(binary, label)
     if args.measure == "counts":
+        counts_report.check_gate_kinds(args.gate, [held_out(s, workload).status for s in chosen])
         counting.find_tools(environ, chosen)
     return chosen
 

@@ -242,23 +242,30 @@ class Gate:
         return {"trained_percent": self.trained, "held_out_percent": self.held_out}
 
 
+#: the held-out statuses (recipes.bench.scenarios.HeldOut) each gate judges
+GATED = {"trained": {"trained"}, "held-out": {"held-out", "partly"}}
+
+
+def check_gate_kinds(gate: Gate, statuses: Sequence[str]) -> None:
+    """A gate with none of its scenarios among those chosen is refused (before anything is built)."""
+    for margin, kind in ((gate.trained, "trained"), (gate.held_out, "held-out")):
+        if margin is not None and not GATED[kind] & set(statuses):
+            raise ConfigError(
+                f"--gate-{kind} {margin:g}: none of the scenarios measured is {kind}",
+                f"measure a {kind} scenario (--scenarios), or drop --gate-{kind}",
+            )
+
+
 def check_gate(gate: Gate, results: Sequence[CountsResult], named: dict[str, str]) -> list[str]:
     """What the gate says, one line per verdict; the first failure is raised (after the table is written)."""
     lines: list[str] = []
     failures: list[str] = []
     valid = [r for r in results if r.valid]
-    for margin, statuses, kind in (
-        (gate.trained, {"trained"}, "trained"),
-        (gate.held_out, {"held-out", "partly"}, "held-out"),
-    ):
+    check_gate_kinds(gate, [r.status for r in valid])
+    for margin, kind in ((gate.trained, "trained"), (gate.held_out, "held-out")):
         if margin is None:
             continue
-        chosen = [r for r in valid if r.status in statuses]
-        if not chosen:
-            raise ConfigError(
-                f"--gate-{kind} {margin:g}: none of the scenarios measured is {kind}",
-                f"measure a {kind} scenario (--scenarios), or drop --gate-{kind}",
-            )
+        chosen = [r for r in valid if r.status in GATED[kind]]
         for result in chosen:
             for candidate in result.candidates:
                 diff = result.difference(candidate, result.judged)

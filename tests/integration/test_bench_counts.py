@@ -231,3 +231,9 @@ def test_callgrind_control_on_a_process_not_under_valgrind_is_refused(tmp_path: 
         assert "needs vgdb" in refused.value.line()
     finally:
         child.kill()
+
+
+def test_a_gate_without_its_scenarios_is_refused_before_anything_is_built(hello: Pipeline) -> None:
+    proc = hello.nox("bench", "--measure", "counts", "--scenarios", "primes-held-out", "--gate-trained", "1")
+    assert_refused(proc, "--gate-trained 1: none of the scenarios measured is trained", "--scenarios")
+    assert not hello.work.exists()
