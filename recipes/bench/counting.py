@@ -9,10 +9,12 @@ A server scenario: one server per build under ``valgrind --tool=callgrind``, pin
 CPU bench pins it, warmed up under the simulation; then, trial by trial and build by build, ``callgrind_control
 --zero``, the trial's requests from h2load on the other core, a wait until the server is quiet (its CPU time
 stops moving: the connections it closes are part of the requests), ``callgrind_control --dump``; the dump's
-totals over the requests answered. Start-up, warm-up and what the server does between trials are not counted.
-What still varies is what the server does on its own while a trial runs: idle wake-ups of its event loop and
-timers (callgrind counts every thread of the process), and the batching of connections the load generator's
-timing decides; more requests per trial make them a smaller share.
+totals over the requests answered, and those of the server's own binary apart (callgrind's objects: without the
+C library and the loader). Start-up, warm-up and what the server does between trials are not counted. What still
+varies (docs/bench/2026-12-03-counts-demo.md): glibc's allocator, whose free lists the interleaving of the
+connections leaves in another state each trial (nearly all of the whole process's spread: hence the binary's
+figures, which the gate judges), the framing of HTTP/2 streams the load generator's timing decides, the clock
+(a header that gains a digit), and a pool thread started again after idling (its stack's first misses).
 
 valgrind is ~50 times slower than the machine: the readiness limit and the trial limit are multiplied by
 :data:`SLOWDOWN` and :data:`TRIAL_FACTOR`.
