@@ -42,15 +42,21 @@ def _slug(options: Sequence[str]) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", " ".join(options)).strip("-")
 
 
-def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:
-    """The work dir's PGO build again with ``-Cllvm-args=<option>`` for each of ``options``."""
-    optimised = report.load(plan.work).get("optimise") or {}
+def pgo_profile(work: Path) -> Path:
+    """The stored profile the work dir's PGO build used (``report.json``'s optimise record)."""
+    optimised = report.load(work).get("optimise") or {}
     store_path = Path(str(optimised.get("store_path", "")))
-    if report.failed(optimised) or not store_path.is_file():
+    if report.failed(optimised) or not optimised.get("store_path") or not store_path.is_file():
         raise MissingInput(
-            f"--profile-use-args needs the profile of the work dir's PGO build, and {plan.work} has none",
+            f"--profile-use-args needs the profile of the work dir's PGO build, and {work} has none",
             "run `nox -s pgo` first",
         )
+    return store_path
+
+
+def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:
+    """The work dir's PGO build again with ``-Cllvm-args=<option>`` for each of ``options``."""
+    store_path = pgo_profile(plan.work)
     flags = [
         f"-Cprofile-use={store_path}",
         "-Cllvm-args=-pgo-warn-missing-function",
@@ -59,14 +65,11 @@ def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:
     ]
     target_dir = plan.work / "variant-target" / _slug(options)
     say(f"bench: the PGO build with {' '.join(options)} in {target_dir}")
-    done = run(
+    run(
         plan.build_argv(target_dir),
         env=env_with_rustflags(plan.env, plan.rustflags, flags),
         log=plan.logs / f"bench-variant-{_slug(options)}-build.log",
         cwd=plan.cwd,
         what=f"the PGO build with {' '.join(options)}",
     )
-    binary = plan.binary(target_dir)
-    if not binary.is_file():
-        raise MissingInput(f"the PGO build with {' '.join(options)} left no binary at {binary}", f"see {done.log}")
-    return binary
+    return plan.binary(target_dir)  # one that is not there is refused by the copy (builds.check_executable)

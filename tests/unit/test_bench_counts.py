@@ -5,6 +5,7 @@ estimate and why it weighs mispredictions, the table, the spread and the gate.""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -41,8 +42,8 @@ from recipes.bench.counts_report import (
     to_json,
     too_short,
 )
-from recipes.bench.variants import parse_variant
-from recipes.errors import BenchError, ConfigError, ToolchainError
+from recipes.bench.variants import parse_variant, pgo_profile
+from recipes.errors import BenchError, ConfigError, MissingInput, ToolchainError
 
 DATA = Path(__file__).parent.parent / "data" / "valgrind"
 CACHEGRIND_OUT = DATA / "hello-collatz-3000.cachegrind.out"
@@ -340,3 +341,19 @@ def test_a_server_is_judged_in_its_binary() -> None:
         "gate passed: PGO vs plain on held-out scenario cached: estimate in the binary \u221220.0 % (margin 1 %)"
     ]
     assert "| 0.00 % (whole: 5.00 %) |" in markdown([result], {"builds": []})
+
+
+def test_a_knob_needs_the_work_dirs_profile(tmp_path: Path) -> None:
+    with pytest.raises(MissingInput) as none:
+        pgo_profile(tmp_path)
+    assert none.value.line() == (
+        f"--profile-use-args needs the profile of the work dir's PGO build, and {tmp_path} has none "
+        "(run `nox -s pgo` first)"
+    )
+    profile = tmp_path / "store" / "x.profdata"
+    (tmp_path / "report.json").write_text(json.dumps({"optimise": {"store_path": str(profile)}}))
+    with pytest.raises(MissingInput):
+        pgo_profile(tmp_path)  # recorded, but gone
+    profile.parent.mkdir()
+    profile.write_bytes(b"x")
+    assert pgo_profile(tmp_path) == profile
