@@ -186,7 +186,8 @@ def bench(session: nox.Session) -> None:
     """CPU time per request (or run) of the plain and the PGO build (or --baseline/--candidate PATH…), interleaved.
 
     The scenarios are the workload's [[bench.scenario]] tables (profiles/README.md). Posargs: --scenarios a,b
-    --trials N --scale F --server-core N --load-core N --no-coverage (see recipes/bench/cli.py).
+    --trials N --scale F --server-core N --load-core N --no-coverage, --measure counts (valgrind's counts instead
+    of CPU time) with --gate-trained PCT --gate-held-out PCT, --profile-use-args=OPTS (see recipes/bench/cli.py).
     """
     from recipes.bench import cli as bench_cli  # noqa: PLC0415  (imported here: the other sessions need none of it)
 

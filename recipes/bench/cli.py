@@ -9,8 +9,16 @@ Options (everything else goes to the pipeline's configuration, ``--out`` and fri
     --candidate-label TEXT (default: PGO, or candidate, candidate-2… with --candidate); one per --candidate
     --scenarios a,b        some of the workload's scenarios (default: all; ``[[bench.scenario]]``)
     --no-coverage          skip the coverage check (the scenarios once on the instrumented binary)
-    --trials N             trials per scenario and build (default 5)
-    --scale F              factor on every trial's request count (default 1)
+    --measure cpu|counts   CPU time (default), or valgrind's counts and an estimate of cycles from them
+                           (recipes/bench/counts.py; no coverage check)
+    --trials N             trials per scenario and build (default 5; 3 with --measure counts)
+    --scale F              factor on every trial's request count (default 1; 0.1 with --measure counts)
+    --gate-trained PCT     counts: fail unless every candidate's estimate is at least PCT % below the
+                           baseline's on every trained scenario
+    --profile-use-args=OPTS  the work dir's profile built again with these LLVM options (-Cllvm-args each), a
+                           candidate beside the PGO build (repeated: several; e.g. =-disable-icp)
+    --gate-held-out PCT    counts: fail if a candidate's estimate is more than PCT % above the baseline's on a
+                           held-out (or partly trained) scenario
     --server-core N        the server's core (default: the last allowed); --load-core N the load's
     --upstream URL         proxy to this upstream instead of the Python backend the bench starts
     --trial-timeout S      seconds one trial may take (default 120)
@@ -23,12 +31,13 @@ import functools
 import os
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from recipes.bench import builds, coverage, report
+from recipes.bench import builds, counting, counts_report, coverage, report, variants
+from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_gate
 from recipes.bench.harness import run_bench
-from recipes.bench.scenarios import Scenario, require_scenarios, select
+from recipes.bench.scenarios import Scenario, held_out, require_scenarios, select
 from recipes.bench.settings import Settings, choose_cores
 from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
@@ -36,6 +45,11 @@ from recipes.plan import make_plan
 from recipes.workload import Workload, load_workload, workload_path
 
 DEFAULT_TRIALS = 5
+#: counts repeat (a trial is what the same trial gives again, within its spread), and valgrind is ~50 times
+#: slower: fewer trials, a tenth of the requests or runs
+COUNTS_TRIALS = 3
+COUNTS_SCALE = 0.1
+MEASURES = ("cpu", "counts")
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,9 @@ class BenchArgs:
     upstream: str | None
     trial_timeout: float
     coverage: bool = True
+    measure: str = "cpu"
+    gate: Gate = field(default_factory=Gate)
+    variants: tuple[tuple[str, ...], ...] = ()
 
     @property
     def candidate(self) -> Path | None:
@@ -77,6 +94,16 @@ def _positive_float(text: str) -> float:
     return _number(text, float, "a positive number")
 
 
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to 100")
+    return value
+
+
 def _core(text: str) -> int:
     return int(_number(text, int, "a core number"))
 
@@ -89,8 +116,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--candidate-label", action="append", default=[])
     parser.add_argument("--no-coverage", action="store_true")
     parser.add_argument("--scenarios")
-    parser.add_argument("--trials", type=_positive_int, default=DEFAULT_TRIALS)
-    parser.add_argument("--scale", type=_positive_float, default=1.0)
+    parser.add_argument("--trials", type=_positive_int)
+    parser.add_argument("--scale", type=_positive_float)
+    parser.add_argument("--measure", choices=MEASURES, default="cpu")
+    parser.add_argument("--gate-trained", type=_percent)
+    parser.add_argument("--gate-held-out", type=_percent)
+    parser.add_argument("--profile-use-args", action="append", default=[])
     parser.add_argument("--server-core", type=_core)
     parser.add_argument("--load-core", type=_core)
     parser.add_argument("--upstream")
@@ -111,19 +142,36 @@ def parse_args(posargs: Sequence[str]) -> tuple[BenchArgs, list[str]]:
             f"{len(labels)} --candidate-label for {len(candidates) or 'the default'} candidate(s)",
             "give one --candidate-label per --candidate",
         )
+    counts = namespace.measure == "counts"
+    gate = Gate(namespace.gate_trained, namespace.gate_held_out)
+    if gate.on and not counts:
+        raise ConfigError(
+            "--gate-trained and --gate-held-out judge the counts",
+            "add --measure counts (CPU time is too noisy to gate)",
+        )
+    knobs = tuple(variants.parse_variant(text) for text in namespace.profile_use_args)
+    if knobs and candidates:
+        raise ConfigError(
+            "--profile-use-args builds the work dir's profile again beside its PGO build, not beside --candidate",
+            "drop --candidate (the work dir's PGO build is the first candidate)",
+        )
+    default_trials, default_scale = (COUNTS_TRIALS, COUNTS_SCALE) if counts else (DEFAULT_TRIALS, 1.0)
     args = BenchArgs(
         baseline=namespace.baseline.expanduser().resolve() if namespace.baseline else None,
         candidates=candidates,
         baseline_label=namespace.baseline_label,
         candidate_labels=labels,
         scenarios=namespace.scenarios,
-        trials=namespace.trials,
-        scale=namespace.scale,
+        trials=namespace.trials if namespace.trials is not None else default_trials,
+        scale=namespace.scale if namespace.scale is not None else default_scale,
         server_core=namespace.server_core,
         load_core=namespace.load_core,
         upstream=namespace.upstream,
         trial_timeout=namespace.trial_timeout,
-        coverage=not namespace.no_coverage,
+        coverage=not namespace.no_coverage and not counts,
+        measure=namespace.measure,
+        gate=gate,
+        variants=knobs,
     )
     return args, rest
 
@@ -176,6 +224,66 @@ class Outcome:
             )
 
 
+@dataclass(frozen=True)
+class CountsOutcome:
+    """Where the counts went, what they say, and the gate's verdicts."""
+
+    out: Path
+    results: list[CountsResult]
+    meta: dict[str, object]
+    verdicts: list[str]
+
+    @property
+    def json(self) -> Path:
+        return self.out / "results.json"
+
+    @property
+    def markdown(self) -> Path:
+        return self.out / "results.md"
+
+    @property
+    def chart(self) -> Path:
+        return self.out / "chart.png"
+
+    def summary_lines(self) -> list[str]:
+        named = report.labels(dict(self.meta), self.results[0].builds if self.results else ("baseline", "candidate"))
+        lines = []
+        for result in self.results:
+            if not result.valid:
+                lines.append(f"{result.name:18}   invalid  {result.why_invalid}")
+                continue
+            for candidate in result.candidates:
+                judged = result.judged
+                own = (
+                    f"  in the binary {report.percent(result.difference(candidate, judged))}"
+                    if judged != "estimate"
+                    else ""
+                )
+                lines.append(
+                    f"{result.name:18} estimate {report.percent(result.difference(candidate)):>8}{own}  instructions "
+                    f"{report.percent(result.difference(candidate, 'instructions'))}  mispredicts "
+                    f"{report.percent(result.difference(candidate, 'cond_mispredicts'))} cond. "
+                    f"{report.percent(result.difference(candidate, 'ind_mispredicts'))} ind.  spread "
+                    f"{max(result.spread(b, judged) for b in result.builds) * 100:.2f} %  {result.status}"
+                    + (f"  [{named.get(candidate, candidate)}]" if len(result.candidates) > 1 else "")
+                )
+        best = counts_report.best_on_held_out(self.results, named)
+        lines += [best] if best else []
+        lines += self.verdicts
+        lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
+        return lines
+
+    def check(self) -> None:
+        """An invalid scenario fails the run, then a gate that failed (after everything is written)."""
+        bad = [r for r in self.results if not r.valid]
+        if bad:
+            raise BenchError(
+                f"{len(bad)} of {len(self.results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
+                f"see {self.markdown} and the logs in {self.out / 'runs'}",
+            )
+        raise_gate(self.verdicts, self.markdown)
+
+
 def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:
     """The configured workload (default: ``profiles/<bin>.toml``, which needs the crate's metadata)."""
     name = config.workload or make_plan(config, environ, instruments=False, profdata=False, bolt=False).crate.bin
@@ -187,10 +295,14 @@ def check(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str])
     scenarios (none: one line saying how to add one), the names given to ``--scenarios`` and the binaries given."""
     args, rest = parse_args(posargs)
     config = load_config(project_dir, environ, rest)
-    chosen = select(args.scenarios, require_scenarios(bench_workload(config, environ)))
+    workload = bench_workload(config, environ)
+    chosen = select(args.scenarios, require_scenarios(workload))
     given = [("baseline", args.baseline)] if args.baseline is not None else []
     for label, binary in [*given, *(("candidate", c) for c in args.candidates)]:
         builds.check_executable(binary, label)
+    if args.measure == "counts":
+        counts_report.check_gate_kinds(args.gate, [held_out(s, workload).status for s in chosen])
+        counting.find_tools(environ, chosen)
     return chosen
 
 
@@ -198,7 +310,7 @@ def _labels(args: BenchArgs, defaults: Sequence[str]) -> list[str]:
     return [args.candidate_labels[i] if i < len(args.candidate_labels) else d for i, d in enumerate(defaults)]
 
 
-def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> Outcome:
+def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> Outcome | CountsOutcome:
     """Build (or take) the binaries, run the scenarios (and the coverage check), write the table."""
     args, rest = parse_args(posargs)
     config = load_config(project_dir, environ, rest)
@@ -212,6 +324,7 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
         candidates = list(zip(args.candidates, _labels(args, defaults), strict=True))
     else:
         candidates = [(builds.build_pgo(plan()), _labels(args, ["PGO"])[0])]
+        candidates += [(variants.build_variant(plan(), o), variants.label(o)) for o in args.variants]
     if args.baseline is not None:
         baseline_binary, baseline_label = args.baseline, args.baseline_label or "baseline"
     else:
@@ -238,6 +351,14 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
         trial_timeout=args.trial_timeout,
         command=shlex.join(["nox", "-s", "bench", *(["--", *posargs] if posargs else [])]),
     )
+    if args.measure == "counts":
+        results, meta = counting.run_counts(settings, counting.find_tools(environ, scenarios), args.gate)
+        verdicts = check_gate(args.gate, results, report.labels(meta, results[0].builds)) if args.gate.on else []
+        if verdicts:
+            meta["gate"] = {**args.gate.as_json(), "verdicts": verdicts}
+            counts_report.write_json(out / "results.json", results, meta)
+            counts_report.write_markdown(out / "results.md", results, meta)
+        return CountsOutcome(out, results, meta, verdicts)
     check_coverage = None
     if args.coverage:
         if args.candidates:

@@ -522,9 +522,16 @@ def main(argv: Sequence[str]) -> int:
     if len(argv) != 3 or argv[0] != "chart":
         show("usage: python -m recipes.bench.report chart RESULTS.json CHART.png")
         return 2
-    results, meta = from_json(json.loads(Path(argv[1]).read_text(encoding="utf-8")))
+    data = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     try:
-        write_chart(Path(argv[2]), results, meta)
+        if data.get("measure") == "counts":
+            from recipes.bench import counts_report  # noqa: PLC0415  (it imports this module)
+
+            counted, meta = counts_report.from_json(data)
+            counts_report.write_chart(Path(argv[2]), counted, meta)
+        else:
+            results, meta = from_json(data)
+            write_chart(Path(argv[2]), results, meta)
     except PgoError as error:
         show(f"chart: {error.line()}")
         return 1

@@ -3,7 +3,7 @@ the server's core by ``taskset``, every thread checked), waited for until ready,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +51,11 @@ def start_server(
     env: Mapping[str, str],
     workdir: Path,
     name: str,
+    wrapper: Sequence[str] = (),
+    ready_timeout: float | None = None,
 ) -> Server:
-    """Start ``build`` as the scenario's instance says (on ``core``, or unpinned); wait until it is ready."""
+    """Start ``build`` as the scenario's instance says (on ``core``, or unpinned), under ``wrapper`` (valgrind, for
+    the counts) if given; wait until it is ready (``ready_timeout``: the instance's unless given)."""
     options = scenario.instance.options
     http_port, https_port = net.free_ports(2)
     instance_dir = workdir / name
@@ -69,7 +72,7 @@ def start_server(
         config.write_text(fill(options.config, filled), encoding="utf-8")
     log = workdir / f"{name}.log"
     pin = ["taskset", "-c", str(core)] if core is not None else []
-    argv = [*pin, str(build.binary), *(fill(a, filled) for a in options.args)]
+    argv = [*pin, *wrapper, str(build.binary), *(fill(a, filled) for a in options.args)]
     server_env = instance_env(scenario.instance, env, filled)
     if options.exit_on_sigterm:
         server_env = sigterm.preload_env(server_env, sigterm.shim(workdir.parent.parent / "sigterm", server_env))
@@ -77,14 +80,13 @@ def start_server(
     child = Child.start(argv, env=server_env, log=log, label=f"bench: the {build.label} server")
     server = Server(build, child, http_port, https_port, log, instance_dir)
     ready = fill(options.ready, filled)
-    readiness = child.wait_ready(ready, options.ready_timeout)
+    limit = options.ready_timeout if ready_timeout is None else ready_timeout
+    readiness = child.wait_ready(ready, limit)
     if not readiness.ready:
         died = not child.alive()
         code = stop_server(server)
         what = (
-            f"exited with {describe_exit(code)} before it answered {ready}"
-            if died
-            else readiness.problem(ready, options.ready_timeout)
+            f"exited with {describe_exit(code)} before it answered {ready}" if died else readiness.problem(ready, limit)
         )
         said = tail_line(log)
         raise BenchError(f"{build.label} ({build.binary}) {what}" + (f": {said}" if said else ""), f"see {log}")

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from recipes import zig
+from recipes.bench import cli as bench_cli
+from recipes.bench.counts_report import Gate
 from recipes.config import SETTINGS
 from recipes.sessions import PGO_SESSIONS
 from recipes.toolchain import parse_rustc_vv
@@ -161,3 +163,17 @@ def test_llvm_package_is_rustc_s_llvm_major() -> None:
     if info.release != rust[1]:
         pytest.skip(f"this machine's rustc is {info.release}, the workflows pin {rust[1]}")
     assert int(llvm[0]) == info.llvm_major
+
+
+def test_the_counts_gate_step_passes_options_the_bench_knows() -> None:
+    """The reusable workflow's counts gate (inputs counts-gate-trained, counts-gate-held-out) runs the bench with
+    options `nox -s bench` parses, and installs valgrind."""
+    text = _pgo_crate()
+    step = text[text.index("- name: nox -s bench -- --measure counts") :]
+    step = step[: step.index("\n      - name:")]
+    assert "inputs.counts-gate-trained" in step and "inputs.counts-gate-held-out" in step
+    options = set(re.findall(r"(--[a-z][a-z-]+)", step.split("run: |", 1)[1]))
+    assert options == {"--measure", "--gate-trained", "--gate-held-out"}
+    args, _ = bench_cli.parse_args(["--measure", "counts", "--gate-trained", "2", "--gate-held-out", "1"])
+    assert args.gate == Gate(2.0, 1.0)
+    assert re.search(r"\bvalgrind=\S+", text)

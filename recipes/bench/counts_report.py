@@ -1,0 +1,445 @@
+"""What the counted trials say (``--measure counts``): per run or request, against the baseline, the spread of
+repeated trials, the CI gate, and the table (Markdown, JSON, PNG).
+
+Pure but the writers. A trial's figures are its totals (valgrind's ``summary:``) over the runs that exited as
+expected (or the requests h2load saw answered); a scenario's figure for a build is the median of its trials,
+its difference the candidate's median over the baseline's minus one, and its spread (max - min) / median of a
+build's trials: what repeating the same measurement moves.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS, Counts, estimate
+from recipes.bench.report import BASELINE, CANDIDATE, labels, percent
+from recipes.errors import BenchError, ConfigError, MissingInput
+from recipes.files import atomic_output, write_atomically
+
+#: the figures of a build, in the table's order, and their headings
+FIGURES = {
+    "instructions": "instructions",
+    "i1_misses": "I1 misses",
+    "ll_misses": "LL misses (i + d)",
+    "cond_mispredicts": "cond. mispredicts",
+    "ind_mispredicts": "ind. mispredicts",
+    "estimate": "est. cycles",
+}
+#: a server's figures in its own binary (callgrind's objects): what the profile changes, without the C library
+BINARY_FIGURES = {"binary_instructions": "in the binary: instructions", "binary_estimate": "in the binary: est. cycles"}
+
+
+@dataclass
+class CountTrial:
+    """One counted trial of one build: valgrind's totals over what it did."""
+
+    build: str  # BASELINE, CANDIDATE or CANDIDATE-n
+    index: int
+    asked: int  # runs (or requests) asked
+    done: int  # runs that exited as expected (requests h2load saw answered)
+    events: dict[str, int]
+    files: list[str] = field(default_factory=list)  # the valgrind output files read
+    wall: float = 0.0
+    problem: str = ""
+    binary_events: dict[str, int] | None = None  # a server's: the self cost of its own binary (not libc's)
+
+    @property
+    def valid(self) -> bool:
+        return not self.problem
+
+    def per_unit(self) -> dict[str, float]:
+        """Each figure per run (or request)."""
+        figures = Counts(self.events).figures()
+        if self.binary_events is not None:
+            own = Counts(self.binary_events)
+            figures.update(binary_instructions=float(own.instructions), binary_estimate=estimate(own))
+        return {k: v / self.done if self.done else math.nan for k, v in figures.items()}
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["valid"] = self.valid
+        data["per_unit"] = {k: None if math.isnan(v) else round(v, 3) for k, v in self.per_unit().items()}
+        data["wall"] = round(self.wall, 3)
+        return data
+
+
+def too_short(counts: Counts, what: str, unit: str) -> str:
+    """Why a trial has no figure, or ``""``: it counted under :data:`MIN_INSTRUCTIONS` instructions."""
+    if counts.instructions >= MIN_INSTRUCTIONS:
+        return ""
+    return (
+        f"too short for a figure: {what} counted {counts.instructions:,} instructions, under {MIN_INSTRUCTIONS:,}; "
+        f"raise --scale or the scenario's {'runs' if unit == 'run' else 'requests'}"
+    )
+
+
+@dataclass
+class CountsResult:
+    """Every counted trial of one scenario, every build."""
+
+    name: str
+    title: str
+    trials: list[CountTrial]
+    problem: str = ""  # the scenario could not run at all
+    unit: str = "run"
+    held_out: dict[str, Any] | None = None
+    builds: list[str] = field(default_factory=lambda: [BASELINE, CANDIDATE])
+
+    @property
+    def candidates(self) -> list[str]:
+        return self.builds[1:]
+
+    def of(self, build: str) -> list[CountTrial]:
+        return [t for t in self.trials if t.build == build]
+
+    @property
+    def valid(self) -> bool:
+        return not self.problem and all(t.valid for t in self.trials) and all(self.of(b) for b in self.builds)
+
+    @property
+    def why_invalid(self) -> str:
+        if self.problem:
+            return self.problem
+        bad = [t for t in self.trials if not t.valid]
+        if bad:
+            return f"{len(bad)} of {len(self.trials)} trials invalid; first ({bad[0].build} #{bad[0].index}): " + (
+                bad[0].problem
+            )
+        return "" if self.valid else "no trials"
+
+    @property
+    def status(self) -> str:
+        return str((self.held_out or {}).get("status", "?"))
+
+    @property
+    def figures(self) -> list[str]:
+        """The figures its trials have: every one of :data:`FIGURES`, and a server's :data:`BINARY_FIGURES`."""
+        own = bool(self.trials) and all(t.binary_events is not None for t in self.trials)
+        return [*FIGURES, *(BINARY_FIGURES if own else ())]
+
+    @property
+    def judged(self) -> str:
+        """The figure the gate and the best-build line judge: a server's estimate in its own binary (the C
+        library's allocator is what varies between its trials, and the profile does not build it), else the
+        estimate of the whole process."""
+        return "binary_estimate" if "binary_estimate" in self.figures else "estimate"
+
+    def values(self, build: str, figure: str) -> list[float]:
+        return [t.per_unit()[figure] for t in self.of(build)]
+
+    def median(self, build: str, figure: str) -> float:
+        return statistics.median(self.values(build, figure))
+
+    def difference(self, candidate: str, figure: str = "estimate") -> float:
+        base = self.median(BASELINE, figure)
+        return self.median(candidate, figure) / base - 1 if base else math.nan
+
+    def spread(self, build: str, figure: str = "estimate") -> float:
+        """(max - min) / median of the build's trials."""
+        values = self.values(build, figure)
+        middle = statistics.median(values)
+        return (max(values) - min(values)) / middle if middle else 0.0
+
+    def paired(self, candidate: str, figure: str = "estimate") -> list[float]:
+        base = {t.index: t.per_unit()[figure] for t in self.of(BASELINE)}
+        cand = {t.index: t.per_unit()[figure] for t in self.of(candidate)}
+        return [cand[i] / base[i] - 1 for i in sorted(base) if i in cand and base[i]]
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "name": self.name,
+            "title": self.title,
+            "unit": self.unit,
+            "held_out": self.held_out,
+            "builds": self.builds,
+            "valid": self.valid,
+            "problem": self.why_invalid,
+            "scenario_problem": self.problem,
+            "trials": [t.as_json() for t in self.trials],
+        }
+        if self.valid:
+            data["judged"] = self.judged
+            data["medians"] = {b: {f: round(self.median(b, f), 3) for f in self.figures} for b in self.builds}
+            data["spreads"] = {b: {f: round(self.spread(b, f), 6) for f in self.figures} for b in self.builds}
+            data["comparisons"] = [
+                {
+                    "build": c,
+                    "differences": {f: _round(self.difference(c, f)) for f in self.figures},
+                    "paired_estimate_differences": [round(d, 6) for d in self.paired(c)],
+                }
+                for c in self.candidates
+            ]
+        return data
+
+
+def _round(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 6)
+
+
+def trial_from_json(data: dict[str, Any]) -> CountTrial:
+    keys = set(CountTrial.__dataclass_fields__)
+    return CountTrial(**{k: v for k, v in data.items() if k in keys})
+
+
+def scenario_from_json(data: dict[str, Any]) -> CountsResult:
+    return CountsResult(
+        name=data["name"],
+        title=data["title"],
+        trials=[trial_from_json(t) for t in data["trials"]],
+        problem=data.get("scenario_problem", ""),
+        unit=data.get("unit", "run"),
+        held_out=data.get("held_out"),
+        builds=data.get("builds", [BASELINE, CANDIDATE]),
+    )
+
+
+def from_json(data: dict[str, Any]) -> tuple[list[CountsResult], dict[str, Any]]:
+    meta = {k: v for k, v in data.items() if k != "scenarios"}
+    return [scenario_from_json(s) for s in data["scenarios"]], meta
+
+
+def best_on_held_out(results: Sequence[CountsResult], named: dict[str, str]) -> str:
+    """With two or more candidates (``--profile-use-args``, or several ``--candidate``): the build with the lowest
+    estimate on the held-out (and partly trained) scenarios, by the geometric mean of each one's estimate over the
+    baseline's; ``""`` with one candidate or no valid held-out scenario."""
+    chosen = [r for r in results if r.valid and r.status in {"held-out", "partly"}]
+    if not chosen or len(chosen[0].candidates) < 2:
+        return ""
+    means = {BASELINE: 1.0}
+    for candidate in chosen[0].candidates:
+        ratios = [1 + r.difference(candidate, r.judged) for r in chosen]
+        means[candidate] = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+    ranked = sorted(means, key=lambda b: means[b])
+    text = ", ".join(f"{named.get(b, b)} {percent(means[b] - 1)}" for b in ranked)
+    return (
+        f"best by the estimate on the {len(chosen)} held-out scenarios: {named.get(ranked[0], ranked[0])} "
+        f"(geometric mean against {named[BASELINE]}: {text})"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- the gate
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``--gate-trained PCT``: every trained scenario's estimate at least PCT % below the baseline's;
+    ``--gate-held-out PCT``: no held-out (or partly trained) scenario's estimate more than PCT % above it."""
+
+    trained: float | None = None  # per cent
+    held_out: float | None = None
+
+    @property
+    def on(self) -> bool:
+        return self.trained is not None or self.held_out is not None
+
+    def as_json(self) -> dict[str, float | None]:
+        return {"trained_percent": self.trained, "held_out_percent": self.held_out}
+
+
+#: the held-out statuses (recipes.bench.scenarios.HeldOut) each gate judges
+GATED = {"trained": {"trained"}, "held-out": {"held-out", "partly"}}
+
+
+def check_gate_kinds(gate: Gate, statuses: Sequence[str]) -> None:
+    """A gate with none of its scenarios among those chosen is refused (before anything is built)."""
+    for margin, kind in ((gate.trained, "trained"), (gate.held_out, "held-out")):
+        if margin is not None and not GATED[kind] & set(statuses):
+            raise ConfigError(
+                f"--gate-{kind} {margin:g}: none of the scenarios measured is {kind}",
+                f"measure a {kind} scenario (--scenarios), or drop --gate-{kind}",
+            )
+
+
+def check_gate(gate: Gate, results: Sequence[CountsResult], named: dict[str, str]) -> list[str]:
+    """What the gate says, one line per verdict; the first failure is raised (after the table is written)."""
+    lines: list[str] = []
+    failures: list[str] = []
+    valid = [r for r in results if r.valid]
+    check_gate_kinds(gate, [r.status for r in valid])
+    for margin, kind in ((gate.trained, "trained"), (gate.held_out, "held-out")):
+        if margin is None:
+            continue
+        chosen = [r for r in valid if r.status in GATED[kind]]
+        for result in chosen:
+            for candidate in result.candidates:
+                diff = result.difference(candidate, result.judged)
+                who = f"{named.get(candidate, candidate)} vs {named[BASELINE]} on {kind} scenario {result.name}"
+                if kind == "trained" and diff > -margin / 100:
+                    failures.append(f"{who}: {_what(result)} {percent(diff)}, not at least {margin:g} % better")
+                elif kind == "held-out" and diff > margin / 100:
+                    failures.append(f"{who}: {_what(result)} {percent(diff)}, worse by more than {margin:g} %")
+                else:
+                    lines.append(f"gate passed: {who}: {_what(result)} {percent(diff)} (margin {margin:g} %)")
+    return [*lines, *(f"gate FAILED: {f}" for f in failures)]
+
+
+def _what(result: CountsResult) -> str:
+    return "estimate in the binary" if result.judged == "binary_estimate" else "estimate"
+
+
+def raise_gate(verdicts: Sequence[str], markdown: Path) -> None:
+    failed = [v for v in verdicts if v.startswith("gate FAILED: ")]
+    if failed:
+        raise BenchError(
+            f"counts gate: {failed[0].removeprefix('gate FAILED: ')}"
+            + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""),
+            f"see {markdown}",
+        )
+
+
+# ---------------------------------------------------------------------------------------------- the table
+
+
+def human(value: float) -> str:
+    """``176_490_000`` -> ``176.49 M``; ``8_112`` -> ``8.11 k``; ``340`` -> ``340``."""
+    if math.isnan(value):
+        return "—"
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.2f} {suffix}"
+    return f"{value:.1f}" if value != int(value) else f"{int(value)}"
+
+
+def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
+    builds = results[0].builds if results else [BASELINE, CANDIDATE]
+    named = labels(meta, builds)
+    cands = ", ".join(named[b] for b in builds[1:])
+    valgrind = meta.get("valgrind", {})
+    lines = [f"# Counts per run or request: {cands} vs {named[BASELINE]} ({valgrind.get('version', 'valgrind')})", ""]
+    for entry in meta.get("builds", []):
+        role = "baseline" if entry.get("key") == BASELINE else "candidate"
+        lines.append(f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`")
+    lines += [
+        f"- {meta.get('trials', '?')} trials per scenario and build, interleaved; commands: "
+        f"`valgrind {' '.join(valgrind.get('cachegrind', []))}`; servers: "
+        f"`valgrind {' '.join(valgrind.get('callgrind', []))}`, the requests only (zeroed and dumped by "
+        "callgrind_control around each trial)",
+        f"- estimate of cycles: {FORMULA}",
+        f"- command: `{meta.get('command', '?')}`",
+        "",
+        "| scenario | held out | build | " + " | ".join({**FIGURES, **BINARY_FIGURES}.values()) + " | spread |",
+        "| --- | --- | --- | " + " | ".join("---:" for _ in {**FIGURES, **BINARY_FIGURES}) + " | ---: |",
+    ]
+    notes = []
+    for result in results:
+        title = f"{result.title} (per {result.unit})"
+        held = str((result.held_out or {}).get("status", "—"))
+        if not result.valid:
+            lines.append(f"| {title} | {held} | invalid |" + " — |" * (len(FIGURES) + len(BINARY_FIGURES) + 1))
+            notes.append(f"- {result.title}: invalid: {result.why_invalid}")
+            continue
+        for number, build in enumerate(result.builds):
+            cells = []
+            for figure in {**FIGURES, **BINARY_FIGURES}:
+                if figure not in result.figures:
+                    cells.append("—")
+                    continue
+                text = human(result.median(build, figure))
+                if build != BASELINE:
+                    text += f" ({percent(result.difference(build, figure))})"
+                cells.append(text)
+            spread = f"{result.spread(build, result.judged) * 100:.2f} %"
+            if result.judged != "estimate":
+                spread += f" (whole: {result.spread(build) * 100:.2f} %)"
+            lines.append(
+                f"| {title if number == 0 else ''} | {held if number == 0 else ''} | {named.get(build, build)} | "
+                + " | ".join(cells)
+                + f" | {spread} |"
+            )
+    lines += [
+        "",
+        "Medians of the trials, per run (a command: its runs under cachegrind, each a process of its own) or per "
+        "request (a server under callgrind: only what it executed between the zero before a trial's requests and "
+        "the dump after them, start-up and warm-up not counted). In parentheses: the candidate's median over the "
+        "baseline's, minus one. I1: first-level instruction cache; LL: the last level (instruction and data "
+        "misses); mispredicts: simulated branch mispredictions, conditional and indirect. In the binary (servers): "
+        "the same counts of the server's own executable alone, without the C library and the loader (callgrind's "
+        "objects): what the profile changes, and what repeats; most of what varies between a server's trials is "
+        "glibc's allocator, whose free lists the interleaving of connections leaves in another state each time. "
+        "Spread: (max - min) / median of the build's trials' estimates (in the binary for a server, whole in "
+        "brackets), what repeating the measurement moved; the gate judges the same figure. Held out: whether the "
+        "scenario's paths (or arguments) occur in the training workload.",
+        "",
+        "What the counts cannot show:",
+        *(f"- {line}" for line in LIMITATIONS),
+    ]
+    best = best_on_held_out(results, named)
+    if best:
+        lines += ["", best[0].upper() + best[1:] + "."]
+    gate = meta.get("gate")
+    if isinstance(gate, dict) and gate.get("verdicts"):
+        lines += ["", "Gate (by the estimate):", *(f"- {v}" for v in gate["verdicts"])]
+    if notes:
+        lines += ["", "Invalid scenarios:", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(results: Sequence[CountsResult], meta: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **meta,
+        "measure": "counts",
+        "weights": WEIGHTS,
+        "formula": FORMULA,
+        "scenarios": [r.as_json() for r in results],
+    }
+
+
+def write_markdown(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]) -> None:
+    write_atomically(path, markdown(results, meta))
+
+
+def write_json(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]) -> None:
+    write_atomically(path, json.dumps(to_json(results, meta), indent=2, ensure_ascii=False) + "\n")
+
+
+def write_chart(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]) -> None:
+    """A PNG: per scenario and candidate the change of instructions, of mispredictions and of the estimate
+    (bars), and each paired trial's change of the estimate (points)."""
+    try:
+        import matplotlib  # noqa: PLC0415  (only the bench session's venv has it)
+    except ImportError as exc:
+        raise MissingInput("matplotlib is not installed here", "run the chart in `nox -s bench`'s venv") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    builds = results[0].builds if results else [BASELINE, CANDIDATE]
+    named = labels(meta, builds)
+    rows: list[tuple[str, CountsResult | None, str]] = []
+    for result in results:
+        for candidate in result.candidates:
+            label = result.title + (f" — {named.get(candidate, candidate)}" if len(result.candidates) > 1 else "")
+            rows.append((label if result.valid else label + " (invalid)", result if result.valid else None, candidate))
+    figure, axes = plt.subplots(figsize=(12, max(2.5, 0.6 * len(rows) + 1.8)))
+    bars = (("instructions", "tab:blue", 0.25), ("mispredicts", "tab:orange", 0.0), ("estimate", "tab:green", -0.25))
+    for row, (_label, shown, candidate) in enumerate(reversed(rows)):
+        if shown is None:
+            continue
+        first = row == next(i for i, r in enumerate(reversed(rows)) if r[1] is not None)
+        for name, colour, offset in bars:
+            if name == "mispredicts":
+                base = shown.median(BASELINE, "cond_mispredicts") + shown.median(BASELINE, "ind_mispredicts")
+                cand = shown.median(candidate, "cond_mispredicts") + shown.median(candidate, "ind_mispredicts")
+                value = cand / base - 1 if base else 0.0
+            else:
+                value = shown.difference(candidate, name)
+            axes.barh(row + offset, value * 100, height=0.23, color=colour, alpha=0.6, label=name if first else None)
+        points = [d * 100 for d in shown.paired(candidate)]
+        axes.scatter(points, [row - 0.25] * len(points), color="black", s=10, zorder=3,
+                     label="paired trials (estimate)" if first else None)  # fmt: skip
+    axes.axvline(0, color="black", linewidth=0.8)
+    axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
+    cands = ", ".join(named[b] for b in builds[1:])
+    axes.set_xlabel(f"change per run or request, {cands} vs {named[BASELINE]}, % (valgrind's simulation)")
+    axes.set_title("Instructions, branch mispredictions and the estimate of cycles (medians)")
+    if any(shown is not None for _, shown, _ in rows):
+        axes.legend(loc="best", fontsize="small")
+    figure.tight_layout()
+    with atomic_output(path, suffix=".png") as tmp:
+        figure.savefig(tmp, dpi=110)
+    plt.close(figure)

@@ -1,0 +1,75 @@
+"""Profile-use knobs measured, not guessed (``--profile-use-args``): the work dir's profile built again with other
+LLVM options (``-disable-icp``: no indirect-call promotion; ``-profile-summary-cutoff-hot=…``: another share of
+the counts called hot), each a candidate of the bench beside the PGO build the pipeline ships.
+
+A variant is the optimised build's command and flags (the stored profile the pipeline used, the shared base
+rustflags, BOLT's relocations when the PGO binary has them) plus ``-Cllvm-args=<option>`` for each option, in its
+own target dir (``<work>/variant-target/<slug>``): it differs from the PGO binary in those options alone. The
+pipeline's checks are not run on it: it is measured, not shipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from recipes import report
+from recipes.bench.builds import link_flags
+from recipes.errors import ConfigError, MissingInput
+from recipes.plan import BuildPlan
+from recipes.runner import run, say
+from recipes.rustflags import env_with_rustflags
+
+
+def parse_variant(text: str) -> tuple[str, ...]:
+    """``"-disable-icp -icp-max-prom=1"`` -> the LLVM options; anything that is not one is refused."""
+    words = tuple(text.split())
+    bad = next((w for w in words if not re.fullmatch(r"-[A-Za-z][\w.-]*(=[\w.,:+-]+)?", w)), None)
+    if not words or bad is not None:
+        raise ConfigError(
+            f"--profile-use-args {text!r}: {'no option' if not words else repr(bad) + ' is not an LLVM option'}",
+            "give LLVM options as -Cllvm-args takes them, e.g. --profile-use-args=-disable-icp",
+        )
+    return words
+
+
+def label(options: Sequence[str]) -> str:
+    return "PGO " + " ".join(options)
+
+
+def _slug(options: Sequence[str]) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", " ".join(options)).strip("-")
+
+
+def pgo_profile(work: Path) -> Path:
+    """The stored profile the work dir's PGO build used (``report.json``'s optimise record)."""
+    optimised = report.load(work).get("optimise") or {}
+    store_path = Path(str(optimised.get("store_path", "")))
+    if report.failed(optimised) or not optimised.get("store_path") or not store_path.is_file():
+        raise MissingInput(
+            f"--profile-use-args needs the profile of the work dir's PGO build, and {work} has none",
+            "run `nox -s pgo` first",
+        )
+    return store_path
+
+
+def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:
+    """The work dir's PGO build again with ``-Cllvm-args=<option>`` for each of ``options``."""
+    store_path = pgo_profile(plan.work)
+    flags = [
+        f"-Cprofile-use={store_path}",
+        "-Cllvm-args=-pgo-warn-missing-function",
+        *(f"-Cllvm-args={o}" for o in options),
+        *link_flags(plan),
+    ]
+    target_dir = plan.work / "variant-target" / _slug(options)
+    say(f"bench: the PGO build with {' '.join(options)} in {target_dir}")
+    run(
+        plan.build_argv(target_dir),
+        env=env_with_rustflags(plan.env, plan.rustflags, flags),
+        log=plan.logs / f"bench-variant-{_slug(options)}-build.log",
+        cwd=plan.cwd,
+        what=f"the PGO build with {' '.join(options)}",
+    )
+    return plan.binary(target_dir)  # one that is not there is refused by the copy (builds.check_executable)
