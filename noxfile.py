@@ -52,6 +52,7 @@ TEST_PROGRAMS = {
     "llvm-profdata-14": "llvm-14",
     "llvm-bolt-22": "bolt-22",
     "clang-22": "clang-22",
+    "valgrind": "valgrind",
     "h2load": "nghttp2-client",
     "qemu-x86_64": "qemu-user",
     "strip": "binutils",
