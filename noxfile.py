@@ -197,7 +197,7 @@ def bench(session: nox.Session) -> None:
         bench_cli.check(project_dir(session), os.environ, session.posargs)
         session.install("-e", ".[bench]")
         outcome = bench_cli.run(project_dir(session), os.environ, session.posargs)
-        session.run("python", "-m", "recipes.bench.report", "chart", str(outcome.json), str(outcome.chart))
+        session.run("python", "-m", "recipes.bench.chart", "chart", str(outcome.json), str(outcome.chart))
         for line in outcome.summary_lines():
             session.log(line)
         outcome.check()

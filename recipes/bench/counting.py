@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recipes import procs
 from recipes.bench import canary, procstat
 from recipes.bench.commands import command_parts, stdin_file
 from recipes.bench.counts import (
@@ -56,7 +57,6 @@ from recipes.errors import BenchError, PgoError
 from recipes.inputs import read_text
 from recipes.procs import describe_exit
 from recipes.runner import log_tail, say
-from recipes.train.command import reap_group
 
 SLOWDOWN = 50  # valgrind's, roughly: the readiness limit is the instance's times this
 TRIAL_FACTOR = 5  # a counted trial may take --trial-timeout times this (a tenth of the count, 50 times slower)
@@ -106,6 +106,7 @@ def count_command(
     total = Counts({})
     files: list[str] = []
     done = 0
+    leftovers: list[procs.Leftover] = []
     problem = ""
     start = time.perf_counter()
     with ExitStack() as stack:
@@ -119,16 +120,16 @@ def count_command(
                 str(build.binary), *args,
             ]  # fmt: skip
             source = stack.enter_context(stdin.open("rb")) if stdin is not None else None
-            proc = subprocess.Popen(
+            proc, tag = procs.start_group(
                 argv,
-                env=dict(env),
+                env,
                 cwd=cwd,
                 stdin=source if source is not None else subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
             )
-            exited, returncode, _usage = reap_group(proc, deadline)
+            exited, returncode, _usage, left = procs.reap_group(proc, tag, deadline)
+            leftovers += left
             if source is not None:
                 source.close()
             log = read_text(vlog, "valgrind's log", BenchError, "valgrind did not start") if vlog.is_file() else ""
@@ -145,6 +146,8 @@ def count_command(
             total = total + read_totals(counted)
             files.append(str(counted))
             done += 1
+    if leftovers:
+        say(f"scenario {scenario.name}: its runs {procs.leftovers_line(leftovers)}")
     if not problem:
         problem = too_short(total, f"a trial of {done} runs", "run")
     trial = CountTrial(

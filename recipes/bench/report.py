@@ -2,7 +2,7 @@
 
 Everything here is pure but the three writers, which write atomically (temp file + rename). The chart
 needs matplotlib, which the ``bench`` session installs in its own venv; :func:`write_chart` runs there
-(``python -m recipes.bench.report chart <results.json> <chart.png>``).
+(``python -m recipes.bench.chart <results.json> <chart.png>``).
 """
 
 from __future__ import annotations
@@ -10,16 +10,14 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from recipes.bench import canary
-from recipes.errors import MissingInput, PgoError
+from recipes.errors import MissingInput
 from recipes.files import atomic_output, write_atomically
-from recipes.runner import show
 
 BASELINE = "baseline"
 CANDIDATE = "candidate"
@@ -515,29 +513,3 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, A
     with atomic_output(path, suffix=".png") as tmp:  # savefig takes the format from the suffix
         figure.savefig(tmp, dpi=110)
     plt.close(figure)
-
-
-def main(argv: Sequence[str]) -> int:
-    """``python -m recipes.bench.report chart RESULTS.json CHART.png`` (run by the bench session's venv)."""
-    if len(argv) != 3 or argv[0] != "chart":
-        show("usage: python -m recipes.bench.report chart RESULTS.json CHART.png")
-        return 2
-    data = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
-    try:
-        if data.get("measure") == "counts":
-            from recipes.bench import counts_report  # noqa: PLC0415  (it imports this module)
-
-            counted, meta = counts_report.from_json(data)
-            counts_report.write_chart(Path(argv[2]), counted, meta)
-        else:
-            results, meta = from_json(data)
-            write_chart(Path(argv[2]), results, meta)
-    except PgoError as error:
-        show(f"chart: {error.line()}")
-        return 1
-    show(f"chart: {argv[2]}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

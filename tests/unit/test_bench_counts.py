@@ -351,7 +351,9 @@ def test_a_knob_needs_the_work_dirs_profile(tmp_path: Path) -> None:
         "(run `nox -s pgo` first)"
     )
     profile = tmp_path / "store" / "x.profdata"
-    (tmp_path / "report.json").write_text(json.dumps({"optimise": {"store_path": str(profile)}}))
+    captured = json.loads((DATA.parent / "report-demo-server-bolt.json").read_text())  # a whole optimise record
+    record = {"schema": 1, "optimise": {**captured["optimise"], "store_path": str(profile)}}
+    (tmp_path / "report.json").write_text(json.dumps(record))
     with pytest.raises(MissingInput):
         pgo_profile(tmp_path)  # recorded, but gone
     profile.parent.mkdir()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.bench import report
+from recipes.bench import chart, report
 from recipes.bench.report import BASELINE, CANDIDATE, ScenarioResult, Trial
 
 
@@ -109,7 +109,7 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
 
 
 def test_chart_command_line() -> None:
-    assert report.main(["nonsense"]) == 2
+    assert chart.main(["nonsense"]) == 2
 
 
 def test_user_share_of_the_server() -> None:
@@ -213,7 +213,7 @@ def test_chart_without_matplotlib_is_one_line(
     """Outside the bench session's venv (matplotlib not importable: None in sys.modules makes import fail)."""
     report.write_json(tmp_path / "r.json", [scenario([10.0], [9.0])], {})
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    assert report.main(["chart", str(tmp_path / "r.json"), str(tmp_path / "c.png")]) == 1
+    assert chart.main(["chart", str(tmp_path / "r.json"), str(tmp_path / "c.png")]) == 1
     err = capsys.readouterr().err
     assert err == "chart: matplotlib is not installed here (run the chart in `nox -s bench`'s venv)\n"
     assert not (tmp_path / "c.png").exists()

@@ -51,7 +51,18 @@ def test_other_selections_need_the_programs(posargs: list[str]) -> None:
 
 
 def test_only_missing_programs_are_named() -> None:
-    found = {"cargo", "gcc", "strip", "openssl", "curl", "ss", "llvm-profdata-22", "llvm-bolt-22", "clang-22"}
+    found = {
+        "cargo",
+        "gcc",
+        "strip",
+        "openssl",
+        "curl",
+        "ss",
+        "llvm-profdata-22",
+        "llvm-bolt-22",
+        "clang-22",
+        "valgrind",
+    }
     missing = noxfile.missing_test_programs([], which=lambda p: f"/usr/bin/{p}" if p in found else None)
     assert missing == {"llvm-profdata-14": "llvm-14", "h2load": "nghttp2-client", "qemu-x86_64": "qemu-user"}
     assert noxfile.missing_programs_message(missing) == (
