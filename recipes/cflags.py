@@ -354,10 +354,13 @@ def read_object(path: Path) -> CObject | None:
     except (ELFError, OSError):
         return None
     compiler = next(
-        (c for c in reversed(lines) if "clang version" in c or c.startswith("GCC:")), lines[-1] if lines else "unknown"
+        (c for c in reversed(lines) if "clang version" in c or c.startswith("GCC:")), lines[-1] if lines else ASSEMBLED
     )
     return CObject(path, compiler.strip(), "__llvm_prf_cnts" in names, tuple(functions))
 
+
+#: the compiler of an object whose .comment names none: assembled (clang's and GNU as's write no .comment)
+ASSEMBLED = "unknown"
 
 _BUILD_DIR = re.compile(r"^(?P<pkg>.+)-[0-9a-f]{16}$")
 
@@ -447,9 +450,12 @@ def c_crates(
     crates = []
     for pkg, objects in sorted(c_objects(target_dir, plan.triple).items()):
         compilers = sorted({o.compiler for o in objects})
-        right = all(_clang_major(o.compiler) == rustc.llvm_major for o in objects)
+        # what a compiler made (it names itself in .comment); an assembled object (ring's .S, a pregenerated one)
+        # names none and has no profile to take: it is counted, not judged
+        compiled = [o for o in objects if o.compiler != ASSEMBLED]
+        right = bool(compiled) and all(_clang_major(o.compiler) == rustc.llvm_major for o in compiled)
         if records is None:  # the instrumented build: the objects say it
-            reached = all(o.instrumented for o in objects)
+            reached = bool(compiled) and all(o.instrumented for o in compiled)
         else:
             cmds = commands.get(pkg, [])
             reached = right and plan.enabled and all(flag in cmd for cmd in cmds)
@@ -460,7 +466,7 @@ def c_crates(
             "profile_flags": reached,
         }
         if records is not None:
-            functions = sorted({f for o in objects for f in o.functions})
+            functions = sorted({f for o in compiled for f in o.functions})
             with_profile = [f for f in functions if f in profile or f in profile_tails]
             entry["functions_with_profile"] = with_profile
             entry["functions_without_profile"] = [f for f in functions if f not in with_profile]
