@@ -455,7 +455,9 @@ def c_crates(
         compiled = [o for o in objects if o.compiler != ASSEMBLED]
         right = bool(compiled) and all(_clang_major(o.compiler) == rustc.llvm_major for o in compiled)
         if records is None:  # the instrumented build: the objects say it
-            reached = bool(compiled) and all(o.instrumented for o in compiled)
+            # an object that defines no function (a table of constants) has no counters to carry
+            with_code = [o for o in compiled if o.functions]
+            reached = bool(with_code) and all(o.instrumented for o in with_code)
         else:
             cmds = commands.get(pkg, [])
             reached = right and plan.enabled and all(flag in cmd for cmd in cmds)

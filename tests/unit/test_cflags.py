@@ -182,21 +182,23 @@ def test_the_clang_version_line_of_a_profiled_plan() -> None:
 
 
 def test_an_assembled_object_is_counted_but_not_judged(tmp_path: Path) -> None:
-    """ring's build script assembles .S files beside its C: an object whose .comment names no compiler has no
-    profile to take, and must not make the crate's instrumented C read as unprofiled (or its functions as
-    without profile data)."""
+    """ring's build script assembles .S files beside its C, and some of its C files define no function: an
+    object whose .comment names no compiler, or that has no function, has no profile to take, and must not make
+    the crate's instrumented C read as unprofiled (or its assembly functions as without profile data)."""
     out = tmp_path / "target" / HOST / "release" / "build" / "ring-0123456789abcdef" / "out"
     out.mkdir(parents=True)
     (tmp_path / "a.s").write_text(".text\n.globl asm_f\n.type asm_f,@function\nasm_f: ret\n")
     (tmp_path / "b.c").write_text("int c_g(int x) { return x + 1; }\n")
     subprocess.run(["clang-22", "-c", str(tmp_path / "a.s"), "-o", str(out / "a.o")], check=True)
     subprocess.run(["clang-22", "-fprofile-generate", "-c", str(tmp_path / "b.c"), "-o", str(out / "b.o")], check=True)
+    (tmp_path / "t.c").write_text("const int c_table[4] = {1, 2, 3, 4};\n")  # no function: no counters
+    subprocess.run(["clang-22", "-fprofile-generate", "-c", str(tmp_path / "t.c"), "-o", str(out / "t.o")], check=True)
     plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, clang=None, zigbuild=False)
     (crate,) = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text="", flag="-fprofile-generate")
-    assert crate["crate"] == "ring" and crate["objects"] == 2 and crate["profile_flags"], crate
+    assert crate["crate"] == "ring" and crate["objects"] == 3 and crate["profile_flags"], crate
     assert cflags.ASSEMBLED in crate["compilers"]
     (optimised,) = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text="", flag="-x", records=["c_g"])
     assert optimised["functions_with_profile"] == ["c_g"] and optimised["functions_without_profile"] == []
-    (out / "b.o").unlink()  # assembled objects alone: nothing took the profile
+    (out / "b.o").unlink()  # assembled objects and a table alone: nothing took the profile
     (alone,) = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text="", flag="-fprofile-generate")
     assert not alone["profile_flags"]
