@@ -177,11 +177,10 @@ def parse_args(posargs: Sequence[str]) -> tuple[BenchArgs, list[str]]:
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """Where the results went, and what they say."""
+class ResultFiles:
+    """A bench run's folder and the files it writes there."""
 
     out: Path
-    results: list[report.ScenarioResult]
 
     @property
     def json(self) -> Path:
@@ -194,6 +193,13 @@ class Outcome:
     @property
     def chart(self) -> Path:
         return self.out / "chart.png"
+
+
+@dataclass(frozen=True)
+class Outcome(ResultFiles):
+    """Where the results went, and what they say."""
+
+    results: list[report.ScenarioResult]
 
     def summary_lines(self) -> list[str]:
         lines = []
@@ -225,25 +231,12 @@ class Outcome:
 
 
 @dataclass(frozen=True)
-class CountsOutcome:
+class CountsOutcome(ResultFiles):
     """Where the counts went, what they say, and the gate's verdicts."""
 
-    out: Path
     results: list[CountsResult]
     meta: dict[str, object]
     verdicts: list[str]
-
-    @property
-    def json(self) -> Path:
-        return self.out / "results.json"
-
-    @property
-    def markdown(self) -> Path:
-        return self.out / "results.md"
-
-    @property
-    def chart(self) -> Path:
-        return self.out / "chart.png"
 
     def summary_lines(self) -> list[str]:
         named = report.labels(dict(self.meta), self.results[0].builds if self.results else ("baseline", "candidate"))

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS, Counts, estimate
-from recipes.bench.report import BASELINE, CANDIDATE, labels, percent
-from recipes.errors import BenchError, ConfigError, MissingInput
+from recipes.bench.report import BASELINE, CANDIDATE, chart_rows, labels, percent, pyplot
+from recipes.errors import BenchError, ConfigError
 from recipes.files import atomic_output, write_atomically
 
 #: the figures of a build, in the table's order, and their headings
@@ -401,20 +401,10 @@ def write_json(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]
 def write_chart(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]) -> None:
     """A PNG: per scenario and candidate the change of instructions, of mispredictions and of the estimate
     (bars), and each paired trial's change of the estimate (points)."""
-    try:
-        import matplotlib  # noqa: PLC0415  (only the bench session's venv has it)
-    except ImportError as exc:
-        raise MissingInput("matplotlib is not installed here", "run the chart in `nox -s bench`'s venv") from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
+    plt = pyplot()
     builds = results[0].builds if results else [BASELINE, CANDIDATE]
     named = labels(meta, builds)
-    rows: list[tuple[str, CountsResult | None, str]] = []
-    for result in results:
-        for candidate in result.candidates:
-            label = result.title + (f" — {named.get(candidate, candidate)}" if len(result.candidates) > 1 else "")
-            rows.append((label if result.valid else label + " (invalid)", result if result.valid else None, candidate))
+    rows = chart_rows(results, named)
     figure, axes = plt.subplots(figsize=(12, max(2.5, 0.6 * len(rows) + 1.8)))
     bars = (("instructions", "tab:blue", 0.25), ("mispredicts", "tab:orange", 0.0), ("estimate", "tab:green", -0.25))
     for row, (_label, shown, candidate) in enumerate(reversed(rows)):

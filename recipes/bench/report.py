@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from recipes.bench import canary
 from recipes.errors import MissingInput
@@ -461,10 +461,24 @@ def write_json(path: Path, results: Sequence[ScenarioResult], meta: dict[str, An
     write_atomically(path, json.dumps(to_json(results, meta), indent=2, ensure_ascii=False) + "\n")
 
 
-def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
-    """A PNG: per scenario and candidate the change of the user time and of the system time (two bars, each as a
-    share of the baseline's total: together the total difference) and each paired trial's total difference as a
-    point."""
+class Charted(Protocol):
+    """What a chart row is made of: a scenario's results, CPU time's or the counts'."""
+
+    @property
+    def title(self) -> str: ...
+    @property
+    def builds(self) -> list[str]: ...
+    @property
+    def candidates(self) -> list[str]: ...
+    @property
+    def valid(self) -> bool: ...
+
+
+ChartedT = TypeVar("ChartedT", bound=Charted)
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot drawing to files (only the bench session's venv has matplotlib)."""
     try:
         import matplotlib  # noqa: PLC0415  (only the bench session's venv has it)
     except ImportError as exc:
@@ -472,13 +486,28 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, A
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    builds = results[0].builds if results else [BASELINE, CANDIDATE]
-    named = labels(meta, builds)
-    rows: list[tuple[str, ScenarioResult | None, str]] = []
+    return plt
+
+
+def chart_rows(results: Sequence[ChartedT], named: dict[str, str]) -> list[tuple[str, ChartedT | None, str]]:
+    """A chart's rows: (label, the result or None when it is invalid, the candidate), one per scenario and
+    candidate, the candidate named (``named``: :func:`labels`) when there are several."""
+    rows: list[tuple[str, ChartedT | None, str]] = []
     for result in results:
         for candidate in result.candidates:
             label = result.title + (f" — {named.get(candidate, candidate)}" if len(result.candidates) > 1 else "")
             rows.append((label if result.valid else label + " (invalid)", result if result.valid else None, candidate))
+    return rows
+
+
+def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
+    """A PNG: per scenario and candidate the change of the user time and of the system time (two bars, each as a
+    share of the baseline's total: together the total difference) and each paired trial's total difference as a
+    point."""
+    plt = pyplot()
+    builds = results[0].builds if results else [BASELINE, CANDIDATE]
+    named = labels(meta, builds)
+    rows = chart_rows(results, named)
     height = max(2.5, 0.45 * len(rows) + 1.8)
     figure, axes = plt.subplots(figsize=(12, height))
     shown_legend = False
