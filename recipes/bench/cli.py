@@ -129,13 +129,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(posargs: Sequence[str]) -> tuple[BenchArgs, list[str]]:
-    """The bench's own options, and the rest (for :func:`recipes.config.load_config`)."""
+def parse_args(posargs: Sequence[str], base: Path | None = None) -> tuple[BenchArgs, list[str]]:
+    """The bench's own options, and the rest (for :func:`recipes.config.load_config`); a relative ``--baseline``
+    or ``--candidate`` is taken from ``base`` (the project nox was invoked from), not from nox's own directory."""
+    where = base if base is not None else Path.cwd()
     try:
         namespace, rest = _parser().parse_known_args(list(posargs))
     except argparse.ArgumentError as exc:
         raise ConfigError(f"session arguments: {exc}", "see `nox -s bench` in the README for the options") from exc
-    candidates = tuple(c.expanduser().resolve() for c in namespace.candidate)
+    candidates = tuple((where / c.expanduser()).resolve() for c in namespace.candidate)
     labels = tuple(namespace.candidate_label)
     if len(labels) > max(1, len(candidates)):
         raise ConfigError(
@@ -157,7 +159,7 @@ def parse_args(posargs: Sequence[str]) -> tuple[BenchArgs, list[str]]:
         )
     default_trials, default_scale = (COUNTS_TRIALS, COUNTS_SCALE) if counts else (DEFAULT_TRIALS, 1.0)
     args = BenchArgs(
-        baseline=namespace.baseline.expanduser().resolve() if namespace.baseline else None,
+        baseline=(where / namespace.baseline.expanduser()).resolve() if namespace.baseline else None,
         candidates=candidates,
         baseline_label=namespace.baseline_label,
         candidate_labels=labels,
@@ -286,7 +288,7 @@ def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:
 def check(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> list[Scenario]:
     """Everything that can be refused before anything is installed or built: the arguments, the workload, its
     scenarios (none: one line saying how to add one), the names given to ``--scenarios`` and the binaries given."""
-    args, rest = parse_args(posargs)
+    args, rest = parse_args(posargs, project_dir)
     config = load_config(project_dir, environ, rest)
     workload = bench_workload(config, environ)
     chosen = select(args.scenarios, require_scenarios(workload))
@@ -305,7 +307,7 @@ def _labels(args: BenchArgs, defaults: Sequence[str]) -> list[str]:
 
 def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> Outcome | CountsOutcome:
     """Build (or take) the binaries, run the scenarios (and the coverage check), write the table."""
-    args, rest = parse_args(posargs)
+    args, rest = parse_args(posargs, project_dir)
     config = load_config(project_dir, environ, rest)
     workload = bench_workload(config, environ)
     scenarios = select(args.scenarios, require_scenarios(workload))

@@ -70,6 +70,13 @@ def test_repeated_candidates_and_their_labels(tmp_path: Path) -> None:
         cli.parse_args(["--candidate", "a", "--candidate-label", "x", "--candidate-label", "y"])
 
 
+def test_relative_builds_are_taken_from_the_project_not_from_nox_s_directory(tmp_path: Path) -> None:
+    # nox -f path/to/noxfile.py runs the session in the noxfile's directory; the user wrote the path from the crate's
+    args, _ = cli.parse_args(["--baseline", "plain/jaq", "--candidate", "target/pgo/optimised/jaq"], tmp_path)
+    assert args.baseline == tmp_path / "plain" / "jaq"
+    assert args.candidates == (tmp_path / "target" / "pgo" / "optimised" / "jaq",)
+
+
 def _server(tmp_path: Path) -> Server:
     return Server(Build("x", tmp_path / "x"), None, 1001, 1002, tmp_path / "l", tmp_path / "i")  # type: ignore[arg-type]
 
