@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from recipes.bolt import OVERFLOW_ASSERTION
 from recipes.workload import load_workload
 from tests.conftest import REPO, clean_env, output
 
@@ -84,6 +85,23 @@ def test_bolt_on_a_published_crate_with_long_names(tmp_path: Path) -> None:
     assert bolted["profile_main_crate_functions"] > 0
     assert Path(bolted["binary"]) == project / "target" / "pgo" / "bolted" / binary
     assert bolted["verify"]["requests"] == report["train"]["requests"]
+    # the skip list is what made the training pass: instrumented again without it, the same PGO binary's runtime
+    # asserts at exit, when it writes its .fdata, on the workload's filters (here the "select" phase's)
+    bare = tmp_path / "instrumented-without-skip-list"
+    subprocess.run(
+        [bolted["llvm_bolt"], bolted["input"], "-instrument", "-o", str(bare),
+         f"-instrumentation-file={tmp_path / 'bare.fdata'}"],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    ran = subprocess.run(
+        [str(bare), "-n", "[range(20000) | select(. % 7 == 0)] | length"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 1 and OVERFLOW_ASSERTION in ran.stderr, (ran.returncode, ran.stderr[-500:])
     print(
         name,
         {stage: report[stage]["seconds"] for stage in ("instrument", "train", "merge", "optimise", "bolt")},
