@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from recipes import report
+from recipes.cflags import ASSEMBLED
 from recipes.results import BoltResult, Report
 
 
@@ -44,7 +45,7 @@ def summary_lines(full: Report) -> list[str]:
             with_profile, without = crate.get("functions_with_profile", []), crate.get("functions_without_profile", [])
             lines.append(
                 f"c code      {crate['crate']}: {len(with_profile)} C/C++ functions with profile data, {len(without)} "
-                f"without ({', '.join(crate['compilers'])})"
+                f"without ({', '.join(_compiler_words(crate['compilers']))})"
                 + ("" if crate["profile_flags"] else "; the profile flags did not reach it")
             )
         lines.append(f"binary      {o['binary']}")
@@ -89,3 +90,8 @@ def bolt_summary_lines(b: BoltResult) -> list[str]:
     if "verify" in b:
         lines.append(f"verify      {b['verify']['seconds']:8.1f} s  the BOLTed binary ran the workload")
     return lines
+
+
+def _compiler_words(compilers: list[str]) -> list[str]:
+    """The compilers of a crate's C, an assembled object's ("unknown" in report.json) said as what it is."""
+    return ["assembly, not judged" if c == ASSEMBLED else c for c in compilers]

@@ -221,3 +221,34 @@ def test_garbage_bytes_and_truncations_are_a_pgo_error(tmp_path: Path) -> None:
     (tmp_path / "report.json").write_bytes(real.replace(b"hello", b"h\xe9llo", 1).replace(b"demo", b"d\xe9mo", 1))
     with pytest.raises(WorkDirError, match=r"report\.json is not UTF-8 text \(byte 0xe9 on line"):
         report.load(tmp_path)
+
+
+def test_the_summary_says_assembled_c_objects_are_not_judged(tmp_path: Path) -> None:
+    # ring's .S objects name no compiler in .comment: report.json says "unknown", the summary says what they are
+    real = _captured()
+    optimise = dict(real["optimise"])
+    optimise["c_code"] = {
+        "setting": "auto",
+        "languages": {
+            "C": {"compiler": ["/usr/bin/clang-22"], "version": "22.1.8", "profiled": True, "off": None},
+            "C++": {"compiler": ["/usr/bin/clang++-22"], "version": "22.1.8", "profiled": True, "off": None},
+        },
+        "crates": [
+            {
+                "crate": "ring",
+                "objects": 30,
+                "compilers": ["Debian clang version 22.1.8 (1~deb12u1)", "unknown"],
+                "profile_flags": True,
+                "functions_with_profile": ["fe_add", "fe_mul_impl"],
+                "functions_without_profile": ["bssl_constant_time_test_main"],
+                "stale": [],
+                "missing": [],
+            }
+        ],
+    }
+    _write(tmp_path, {"optimise": optimise})
+    line = next(x for x in summary_lines(report.load(tmp_path)) if x.startswith("c code"))
+    assert line == (
+        "c code      ring: 2 C/C++ functions with profile data, 1 without "
+        "(Debian clang version 22.1.8 (1~deb12u1), assembly, not judged)"
+    )
