@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recipes.bench import builds, counting, counts_report, coverage, report, variants
+from recipes.bench import builds, counting, counts_report, coverage, design, report, variants
 from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_gate
 from recipes.bench.harness import run_bench
 from recipes.bench.scenarios import Scenario, held_out, require_scenarios, select
@@ -200,8 +200,11 @@ class Outcome(ResultFiles):
     """Where the results went, and what they say."""
 
     results: list[report.ScenarioResult]
+    meta: dict[str, object] = field(default_factory=dict)
 
     def summary_lines(self) -> list[str]:
+        named = report.labels(dict(self.meta), self.results[0].builds if self.results else ())
+        base = named.get(report.BASELINE, report.BASELINE)
         lines = []
         for result in self.results:
             drift = report.percent(result.canary_drift)
@@ -210,11 +213,12 @@ class Outcome(ResultFiles):
                     same, total = result.same_side_of(candidate)
                     user, system = result.parts_of(candidate)
                     lines.append(
-                        f"{result.name:18} {report.percent(result.difference_of(candidate)):>9} (user "
-                        f"{report.percent(user)}, system {report.percent(system)})  same side {same}/{total}  "
-                        f"canary {drift}  {result.held_out_text}"
-                        + (f"  [{candidate}]" if len(result.candidates) > 1 else "")
+                        f"{result.name:18} {report.percent(result.difference_of(candidate)):>9} = user "
+                        f"{report.percent(user)} + system {report.percent(system)} of {base}'s "
+                        f"{design.duration(result.median(report.BASELINE))}/{result.unit}  same side {same}/{total}  "
+                        f"canary {drift}  {result.held_out_text}  [{named.get(candidate, candidate)}]"
                     )
+                lines += [f"{'':18} flagged: {note}" for note in _flags(result)]
             else:
                 lines.append(f"{result.name:18}   invalid  {result.why_invalid}")
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
@@ -275,6 +279,17 @@ class CountsOutcome(ResultFiles):
                 f"see {self.markdown} and the logs in {self.out / 'runs'}",
             )
         raise_gate(self.verdicts, self.markdown)
+
+
+def _flags(result: report.ScenarioResult) -> list[str]:
+    """The summary's flags of a valid scenario: trials too short for the tick, a server not kept busy."""
+    notes = [result.tick_note] if result.tick_note else []
+    if result.not_busy:
+        notes.append(
+            f"{len(result.not_busy)} of {len(result.measured)} trials with the server under {design.BUSY_MIN} CPU s "
+            f"per wall s; give {design.busy_fix(result.kind or 'http', result.connections, result.streams)}"
+        )
+    return notes
 
 
 def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:
@@ -358,4 +373,4 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
             check_coverage = coverage.checker_for_given(config, [binary for binary, _ in candidates], plan)
         else:
             check_coverage = coverage.checker(plan())
-    return Outcome(out, run_bench(settings, check_coverage))
+    return Outcome(out, run_bench(settings, check_coverage), settings.meta())

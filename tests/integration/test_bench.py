@@ -93,7 +93,7 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     )  # fmt: skip
     assert_ok(proc)
     skipped = json.loads((hello.work / "bench" / "results.json").read_text())["coverage"]["skipped"]
-    assert "none of the candidates is the work dir's PGO binary" in skipped
+    assert "given by path and none is the work dir's PGO binary" in skipped
 
     # the PGO binary of the work dir was built with other flags than a plain build now would be: refused
     proc = hello.nox("bench", "--scenarios", "collatz", **{FLAGS: "-Cdebuginfo=2"})
