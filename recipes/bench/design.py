@@ -24,7 +24,7 @@ T = TypeVar("T")
 
 #: the design's name in results.json
 DESIGN = "rotation"
-DESIGN_TEXT = "the builds' order rotated each round (round r starts r - 1 places on)"
+DESIGN_TEXT = "the builds' order rotated each round, round r starting r - 1 places on"
 
 #: CPU seconds of the server per wall second under which a server trial is flagged as not kept busy
 BUSY_MIN = 0.5

@@ -683,6 +683,17 @@ def chart_rows(results: Sequence[ChartedT], named: dict[str, str]) -> list[tuple
     return rows
 
 
+def chart_texts(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> tuple[str, str]:
+    """The chart's axis label and title: what its numbers are, in the words of the scenarios' kind."""
+    builds = results[0].builds if results else [BASELINE, CANDIDATE]
+    named = labels(meta, builds)
+    cands = ", ".join(named[b] for b in builds[1:])
+    return (
+        f"CPU time per {per_what(results)}, {cands} vs {named[BASELINE]}: change, % of {named[BASELINE]}'s total",
+        "User and system parts (bars, medians), their sum the total (|); each paired trial's total (points)",
+    )
+
+
 def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
     """A PNG: per scenario and candidate the change of the user time and of the system time (two bars, each as a
     share of the baseline's total), their sum (the total difference, a mark) and each paired trial's total
@@ -720,11 +731,9 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, A
         )
     axes.axvline(0, color="black", linewidth=0.8)
     axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
-    cands = ", ".join(named[b] for b in builds[1:])
-    axes.set_xlabel(
-        f"CPU time per {per_what(results)}, {cands} vs {named[BASELINE]}: change, % of the baseline's total"
-    )
-    axes.set_title("User and system parts (bars, medians: together the total, |); each paired trial's total (points)")
+    xlabel, title = chart_texts(results, meta)
+    axes.set_xlabel(xlabel)
+    axes.set_title(title)
     if shown_legend:
         axes.legend(loc="best", fontsize="small")
     figure.tight_layout()

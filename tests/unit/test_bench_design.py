@@ -157,3 +157,13 @@ def test_the_summary_names_the_labels_and_adds_up(tmp_path: Path) -> None:
     short = result([(0.33, 0.30)] * 3, wall=0.4, kind="http")
     lines = Outcome(tmp_path, [short], meta).summary_lines()
     assert lines[1].strip().startswith("flagged: 6 of 6 trials under 100 ticks"), lines
+
+
+def test_the_chart_says_what_its_numbers_are(tmp_path: Path) -> None:
+    runs = result([(1.5, 1.2)] * 3, wall=1.6, kind="command", unit="run")
+    xlabel, title = report.chart_texts([runs], META)
+    assert xlabel == "CPU time per run, PGO vs plain: change, % of plain's total"
+    assert "their sum the total" in title and "each paired trial's total" in title
+    assert report.chart_texts([result([(1.5, 1.2)], wall=1.6)], META)[0].startswith("CPU time per request, ")
+    report.write_chart(tmp_path / "c.png", [runs], META)
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
