@@ -76,7 +76,9 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     assert "| primes below 2,000,000 (held out) (per run) | held-out (arguments) | plain |" in markdown
     assert "## Training coverage of the bench" in markdown
     assert markdown.startswith("# CPU time per run: PGO vs plain\n")
-    assert "the builds' order rotated each round, round r starting r - 1 places on (plain, PGO / PGO, plain)" in markdown
+    assert (
+        "the builds' order rotated each round, round r starting r - 1 places on (plain, PGO / PGO, plain)" in markdown
+    )
     assert "the command's runs on core" in markdown and "| the runs | harness | harness µs/run |" in markdown
     for server_word in ("load generator", "h2load", "server in user space", "per request", "requests"):
         assert server_word not in markdown, server_word
