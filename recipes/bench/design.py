@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -83,6 +84,17 @@ def busy_fix(kind: str, connections: int, streams: int) -> str:
     return (
         f"more connections (connections = {connections} now) or pipelining (streams = {streams} now: h2load -m, "
         "HTTP/1.1 pipelining or HTTP/2 streams)"
+    )
+
+
+def busy_refusal(flagged: Sequence[float], measured: int, kind: str, connections: int, streams: int) -> str:
+    """Why a server scenario is invalid when most of its ``measured`` trials were not kept busy (``flagged``: their
+    CPU seconds per wall second): one line with the fix."""
+    median = statistics.median(flagged)
+    return (
+        f"the server was not kept busy: {len(flagged)} of {measured} trials under {BUSY_MIN} CPU seconds per wall "
+        f"second (median {median:.2f}), so the figure mixes waiting with serving; give "
+        + busy_fix(kind, connections, streams)
     )
 
 

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from recipes.bench import canary, procstat
+from recipes.bench import canary, design, procstat
 from recipes.bench.commands import run_command, stdin_file
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.report import ScenarioResult, Trial, build_keys, write_json, write_markdown
@@ -112,7 +112,7 @@ def measure(
 
 def _say_trial(scenario: Scenario, label: str, trial: Trial) -> None:
     if trial.valid:
-        verdict = f"{trial.us_per_request:10.2f} µs/{scenario.unit} ({trial.user_share * 100:.0f} % user)"
+        verdict = f"{design.duration(trial.us_per_request):>11}/{scenario.unit} ({trial.user_share * 100:.0f} % user)"
     else:
         verdict = f"INVALID: {trial.problem}"
     say(f"  {scenario.name} {label:>9} #{trial.index}: {verdict} ({trial.wall:.2f} s)")

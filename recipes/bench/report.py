@@ -151,11 +151,8 @@ class ScenarioResult:
         flagged, measured = self.not_busy, self.measured
         if not design.mostly(len(flagged), len(measured)):
             return ""
-        median = statistics.median(t.busy for t in flagged)
-        return (
-            f"the server was not kept busy: {len(flagged)} of {len(measured)} trials under {design.BUSY_MIN} CPU "
-            f"seconds per wall second (median {median:.2f}), so the figure mixes waiting with serving; give "
-            + design.busy_fix(self.kind or "http", self.connections, self.streams)
+        return design.busy_refusal(
+            [t.busy for t in flagged], len(measured), self.kind or "http", self.connections, self.streams
         )
 
     @property
