@@ -68,7 +68,7 @@ def count_that_would_do(count: int, cpu: float, per_second: int) -> int:
     if measured <= 0:
         return count * MIN_TICKS
     wanted = math.ceil(count * MIN_TICKS / measured)
-    step = 10 ** max(0, len(str(wanted)) - 2)
+    step = int(10 ** max(0, len(str(wanted)) - 2))
     return math.ceil(wanted / step) * step
 
 

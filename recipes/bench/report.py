@@ -410,6 +410,11 @@ def _where(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _trials(meta: dict[str, Any]) -> str:
+    trials = meta.get("trials")
+    return design.plural(trials, "trial") if isinstance(trials, int) else "? trials"
+
+
 def _orders_text(meta: dict[str, Any], named: dict[str, str]) -> str:
     orders = (meta.get("design") or {}).get("orders") or []
     if not orders:
@@ -434,7 +439,7 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
         role = "baseline" if entry.get("key") == BASELINE else "candidate"
         lines.append(f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`")
     lines += [
-        f"- {meta.get('trials', '?')} trials per scenario and build, in rounds of one trial of each build, "
+        f"- {_trials(meta)} per scenario and build, in rounds of one trial of each build, "
         f"{design.DESIGN_TEXT}{_orders_text(meta, named)}; {_where(results, meta)}",
         f"- command: `{meta.get('command', '?')}`",
         "",
@@ -522,6 +527,10 @@ def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
+def _us(value: float | None) -> str:
+    return "—" if value is None else design.duration(value)
+
+
 def busy_markdown(results: Sequence[ScenarioResult]) -> list[str]:
     """Who was busy: CPU seconds per wall second, medians; a server's figure per trial, flagged under
     :data:`recipes.bench.design.BUSY_MIN`."""
@@ -536,7 +545,7 @@ def busy_markdown(results: Sequence[ScenarioResult]) -> list[str]:
             f"trial under {design.BUSY_JUDGED_TICKS} ticks.",
             "",
             "| scenario | server | server per trial | load generator (h2load) | harness | upstream "
-            "| harness µs/request | server in user space |",
+            "| harness per request | server in user space |",
             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
         ]
         for result in servers:
@@ -552,13 +561,13 @@ def busy_markdown(results: Sequence[ScenarioResult]) -> list[str]:
             )
             lines.append(
                 f"| {result.title} | {_fmt(busy['server'])} | {per_trial or '—'} | {_fmt(busy['load_generator'])} | "
-                f"{_fmt(busy['harness'])} | {_fmt(busy['upstream'])} | {_fmt(busy['harness_cpu_per_request_us'])} | "
+                f"{_fmt(busy['harness'])} | {_fmt(busy['upstream'])} | {_us(busy['harness_cpu_per_request_us'])} | "
                 f"{share} |"
             )
     if commands:
         lines += [
             "",
-            "| scenario | the runs | harness | harness µs/run | runs in user space |",
+            "| scenario | the runs | harness | harness per run | runs in user space |",
             "| --- | ---: | ---: | ---: | ---: |",
         ]
         for result in commands:
@@ -566,7 +575,7 @@ def busy_markdown(results: Sequence[ScenarioResult]) -> list[str]:
             share = "—" if busy["server_user_share"] is None else f"{busy['server_user_share'] * 100:.0f} %"
             lines.append(
                 f"| {result.title} | {_fmt(busy['server'])} | {_fmt(busy['harness'])} | "
-                f"{_fmt(busy['harness_cpu_per_request_us'])} | {share} |"
+                f"{_us(busy['harness_cpu_per_request_us'])} | {share} |"
             )
     return lines
 

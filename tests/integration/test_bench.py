@@ -79,7 +79,7 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     assert (
         "the builds' order rotated each round, round r starting r - 1 places on (plain, PGO / PGO, plain)" in markdown
     )
-    assert "the command's runs on core" in markdown and "| the runs | harness | harness µs/run |" in markdown
+    assert "the command's runs on core" in markdown and "| the runs | harness | harness per run |" in markdown
     for server_word in ("load generator", "h2load", "server in user space", "per request", "requests"):
         assert server_word not in markdown, server_word
     assert re.search(r"\| plain \| [\d,.]+ (µs|ms) \| [\d,.]+ (µs|ms) \| [\d,.]+ (µs|ms) \|", markdown), markdown

@@ -141,7 +141,7 @@ def test_a_command_table_speaks_of_runs_and_a_server_table_of_requests() -> None
     for server_word in ("load generator", "h2load", "server in user space", "per request", "| server |"):
         assert server_word not in text, server_word
     assert "| cached page (per run) | held-out (declared) | plain | 900 µs | 600 µs | 1,500 µs |" in text
-    assert "| the runs | harness | harness µs/run | runs in user space |" in text
+    assert "| the runs | harness | harness per run | runs in user space |" in text
     server = result([(1.5, 1.4)] * 3, wall=1.6, kind="http")
     text = report.markdown([server], META)
     assert text.startswith("# CPU time per request: PGO vs plain\n")
@@ -150,7 +150,9 @@ def test_a_command_table_speaks_of_runs_and_a_server_table_of_requests() -> None
 
 def test_the_summary_names_the_labels_and_adds_up(tmp_path: Path) -> None:
     two = result([(1.5, 1.2)] * 3, wall=1.6, kind="http", builds=[BASELINE, CANDIDATE])
-    meta = {"builds": [{"key": BASELINE, "label": "release"}, {"key": CANDIDATE, "label": "LTO PGO"}]}
+    meta: dict[str, object] = {
+        "builds": [{"key": BASELINE, "label": "release"}, {"key": CANDIDATE, "label": "LTO PGO"}]
+    }
     (line, *_rest) = Outcome(tmp_path, [two], meta).summary_lines()
     assert "\u221220.0 % = user \u221212.0 % + system \u22128.0 % of release's 1,500 µs/request" in line, line
     assert line.endswith("[LTO PGO]") and "trained" not in line
