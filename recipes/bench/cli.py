@@ -4,7 +4,7 @@ Options (everything else goes to the pipeline's configuration, ``--out`` and fri
 
     --baseline PATH        the baseline binary (default: the plain build of the tree, as `nox -s plain`)
     --candidate PATH       a candidate binary (default: the work dir's PGO binary, or the pipeline is run);
-                           repeated, every one is measured against the baseline, all interleaved
+                           repeated, every one is measured against the baseline, in rounds, the order rotated
     --baseline-label TEXT  its name in the table (default: plain, or baseline with --baseline)
     --candidate-label TEXT (default: PGO, or candidate, candidate-2… with --candidate); one per --candidate
     --scenarios a,b        some of the workload's scenarios (default: all; ``[[bench.scenario]]``)
