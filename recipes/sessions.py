@@ -112,7 +112,7 @@ def plain(session: nox.Session) -> None:
 
     try:
         config = load_config(project_dir(session), os.environ, session.posargs)
-        result = builds.plain(make_plan(config, os.environ, instruments=False, profdata=False, bolt=False))
+        result = builds.plain(make_plan(config, os.environ, instruments=False, profdata=False, bolt=False), prefix="")
     except PgoError as error:
         session.error(error.line())
     _summary(

@@ -1,1 +1,1 @@
-"""`nox -s bench`: what a profile is worth, as CPU time per request of the server, two builds interleaved."""
+"""`nox -s bench`: what a profile is worth, as CPU time per request (or run), the builds in rotated rounds."""

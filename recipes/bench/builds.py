@@ -39,12 +39,13 @@ def link_flags(plan: BuildPlan) -> list[str]:
     return [boltlib.EMIT_RELOCS] if relocs else []
 
 
-def plain(plan: BuildPlan) -> PlainResult:
+def plain(plan: BuildPlan, prefix: str = "bench: ") -> PlainResult:
     """``nox -s plain``: the plain build, recorded in report.json as ``plain`` (what bench compares the PGO
-    binary with by default, and a binary to ship or compare)."""
+    binary with by default, and a binary to ship or compare); ``prefix``: the session's, on its progress line
+    (``""`` in ``nox -s plain``)."""
     start = time.monotonic()
     link = link_flags(plan)
-    binary = build_plain(plan, link)
+    binary = build_plain(plan, link, prefix)
     result: PlainResult = {
         "binary": str(binary),
         "binary_sha256": sha256_file(binary),
@@ -57,14 +58,14 @@ def plain(plan: BuildPlan) -> PlainResult:
     return result
 
 
-def build_plain(plan: BuildPlan, link: list[str]) -> Path:
+def build_plain(plan: BuildPlan, link: list[str], prefix: str = "bench: ") -> Path:
     """The release build without a profile: same command, target, features and base flags as the PGO one,
     and ``link`` (:func:`link_flags`)."""
     env = env_with_rustflags(plan.env, plan.rustflags, link) if link else plain_env(plan.env, plan.rustflags)
     # the target's C by the compiler the PGO build uses, without the profile: the builds differ by the profile only
     env = cflags.c_env(plan.c, env, [], plan.work / "bin", optimise=False)
     target_dir = plain_target_dir(plan)
-    say(f"bench: the plain build of {plan.crate.package} in {target_dir}")
+    say(f"{prefix}the plain build of {plan.crate.package} in {target_dir}")
     done = run(
         plan.build_argv(target_dir),
         env=env,

@@ -4,7 +4,7 @@ Options (everything else goes to the pipeline's configuration, ``--out`` and fri
 
     --baseline PATH        the baseline binary (default: the plain build of the tree, as `nox -s plain`)
     --candidate PATH       a candidate binary (default: the work dir's PGO binary, or the pipeline is run);
-                           repeated, every one is measured against the baseline, all interleaved
+                           repeated, every one is measured against the baseline, in rounds, the order rotated
     --baseline-label TEXT  its name in the table (default: plain, or baseline with --baseline)
     --candidate-label TEXT (default: PGO, or candidate, candidate-2… with --candidate); one per --candidate
     --scenarios a,b        some of the workload's scenarios (default: all; ``[[bench.scenario]]``)
@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recipes.bench import builds, counting, counts_report, coverage, report, variants
+from recipes.bench import builds, counting, counts_report, coverage, design, report, variants
 from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_gate
 from recipes.bench.harness import run_bench
 from recipes.bench.scenarios import Scenario, held_out, require_scenarios, select
@@ -202,8 +202,11 @@ class Outcome(ResultFiles):
     """Where the results went, and what they say."""
 
     results: list[report.ScenarioResult]
+    meta: dict[str, object] = field(default_factory=dict)
 
     def summary_lines(self) -> list[str]:
+        named = report.labels(dict(self.meta), self.results[0].builds if self.results else ())
+        base = named.get(report.BASELINE, report.BASELINE)
         lines = []
         for result in self.results:
             drift = report.percent(result.canary_drift)
@@ -212,11 +215,12 @@ class Outcome(ResultFiles):
                     same, total = result.same_side_of(candidate)
                     user, system = result.parts_of(candidate)
                     lines.append(
-                        f"{result.name:18} {report.percent(result.difference_of(candidate)):>9} (user "
-                        f"{report.percent(user)}, system {report.percent(system)})  same side {same}/{total}  "
-                        f"canary {drift}  {result.held_out_text}"
-                        + (f"  [{candidate}]" if len(result.candidates) > 1 else "")
+                        f"{result.name:18} {report.percent(result.difference_of(candidate)):>9} = user "
+                        f"{report.percent(user)} + system {report.percent(system)} of {base}'s "
+                        f"{design.duration(result.median(report.BASELINE))}/{result.unit}  same side {same}/{total}  "
+                        f"canary {drift}  {result.held_out_text}  [{named.get(candidate, candidate)}]"
                     )
+                lines += [f"{'':18} flagged: {note}" for note in _flags(result)]
             else:
                 lines.append(f"{result.name:18}   invalid  {result.why_invalid}")
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
@@ -277,6 +281,17 @@ class CountsOutcome(ResultFiles):
                 f"see {self.markdown} and the logs in {self.out / 'runs'}",
             )
         raise_gate(self.verdicts, self.markdown)
+
+
+def _flags(result: report.ScenarioResult) -> list[str]:
+    """The summary's flags of a valid scenario: trials too short for the tick, a server not kept busy."""
+    notes = [result.tick_note] if result.tick_note else []
+    if result.not_busy:
+        notes.append(
+            f"{len(result.not_busy)} of {len(result.measured)} trials with the server under {design.BUSY_MIN} CPU s "
+            f"per wall s; give {design.busy_fix(result.kind or 'http', result.connections, result.streams)}"
+        )
+    return notes
 
 
 def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:
@@ -360,4 +375,4 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
             check_coverage = coverage.checker_for_given(config, [binary for binary, _ in candidates], plan)
         else:
             check_coverage = coverage.checker(plan())
-    return Outcome(out, run_bench(settings, check_coverage))
+    return Outcome(out, run_bench(settings, check_coverage), settings.meta())

@@ -178,8 +178,8 @@ def _command_trials(
         count_command(
             build, scenario, key, index, settings=settings, setup=setup, workdir=workdir, stdin=stdin, tools=tools
         )
-        for index in range(1, settings.trials + 1)
-        for key, build in settings.keyed
+        for index, order in settings.rounds
+        for key, build in order
     ]
 
 
@@ -307,8 +307,9 @@ def _server_trials(
             say(f"  {scenario.name}: the warm-up of {server.build.label} did not pass: {why}")
     return [
         count_server(server, scenario, key, index, settings=settings, setup=setup, workdir=workdir, tools=tools)
-        for index in range(1, settings.trials + 1)
-        for key, server in servers.items()
+        for index, order in settings.rounds
+        for key, _ in order
+        for server in (servers[key],)
     ]
 
 

@@ -316,7 +316,8 @@ def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
         role = "baseline" if entry.get("key") == BASELINE else "candidate"
         lines.append(f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`")
     lines += [
-        f"- {meta.get('trials', '?')} trials per scenario and build, interleaved; commands: "
+        f"- {meta.get('trials', '?')} trials per scenario and build, in rounds, "
+        f"{(meta.get('design') or {}).get('description', 'interleaved')}; commands: "
         f"`valgrind {' '.join(valgrind.get('cachegrind', []))}`; servers: "
         f"`valgrind {' '.join(valgrind.get('callgrind', []))}`, the requests only (zeroed and dumped by "
         "callgrind_control around each trial)",

@@ -186,9 +186,11 @@ def checker_for_given(
     sha = recorded.get("binary_sha256") if isinstance(recorded, dict) and not report.failed(recorded) else None
     if not sha or not any(candidate.is_file() and sha256_file(candidate) == sha for candidate in candidates):
         why = (
-            f"none of the candidates is the work dir's PGO binary (sha256 {sha[:12]}…)"
+            f"the candidates were given by path and none is the work dir's PGO binary (sha256 {sha[:12]}…), "
+            "whose training it compares"
             if sha
-            else f"the work dir {config.out} has no PGO binary"
+            else f"the candidates were given by path and the work dir {config.out} has no PGO binary whose "
+            "training to compare"
         )
         return checker(None, why)
     return checker(make_plan())

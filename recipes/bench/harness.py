@@ -1,10 +1,11 @@
-"""The harness: builds run in turn, CPU time per request (or per run), interleaved trial by trial.
+"""The harness: builds run in turn, CPU time per request (or per run), in rounds of one trial of each build.
 
 For each scenario (declared in the workload file, :mod:`recipes.bench.scenarios`): the canary on the server's
 core; then, for a server scenario, one server per build started from the scenario's instance (its args and
-config template, pinned to the server's core by ``taskset``, every thread checked), each warmed up; then trial
-1 of the baseline, trial 1 of each candidate, trial 2 of the baseline … each a fixed request count sent by
-h2load pinned to the other core; the servers stopped (SIGTERM, exit 0 expected); the canary again. A command
+config template, pinned to the server's core by ``taskset``, every thread checked), each warmed up; then the
+trials in rounds, one trial of each build a round, the builds' order rotated each round
+(:mod:`recipes.bench.design`: baseline, A, B; A, B, baseline; B, baseline, A …), each a fixed request count sent
+by h2load pinned to the other core; the servers stopped (SIGTERM, exit 0 expected); the canary again. A command
 scenario runs the binary instead, pinned to the server's core, a fixed number of runs per trial.
 
 A server trial's figure is the server's user and system time (``/proc/<pid>/stat``, all threads, exited ones
@@ -28,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from recipes.bench import canary, procstat
+from recipes.bench import canary, design, procstat
 from recipes.bench.commands import run_command, stdin_file
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.report import ScenarioResult, Trial, build_keys, write_json, write_markdown
@@ -111,7 +112,7 @@ def measure(
 
 def _say_trial(scenario: Scenario, label: str, trial: Trial) -> None:
     if trial.valid:
-        verdict = f"{trial.us_per_request:10.2f} µs/{scenario.unit} ({trial.user_share * 100:.0f} % user)"
+        verdict = f"{design.duration(trial.us_per_request):>11}/{scenario.unit} ({trial.user_share * 100:.0f} % user)"
     else:
         verdict = f"INVALID: {trial.problem}"
     say(f"  {scenario.name} {label:>9} #{trial.index}: {verdict} ({trial.wall:.2f} s)")
@@ -196,10 +197,10 @@ def run_scenario(scenario: Scenario, settings: Settings, setup: Setup) -> Scenar
                 why = trial_problem(warm, scenario.warmup_requests, scenario.expect)
                 if why:  # said, not decisive: the trials themselves are judged
                     say(f"  {scenario.name}: the warm-up of {server.build.label} did not pass: {why}")
-            for index in range(1, settings.trials + 1):
-                for key, server in servers.items():
+            for index, order in settings.rounds:
+                for key, _ in order:
                     trials.append(
-                        measure(server, scenario, key, index, settings=settings, setup=setup, workdir=workdir)
+                        measure(servers[key], scenario, key, index, settings=settings, setup=setup, workdir=workdir)
                     )
     except PgoError as error:
         problem = error.line()
@@ -225,6 +226,10 @@ def run_scenario(scenario: Scenario, settings: Settings, setup: Setup) -> Scenar
         unit=scenario.unit,
         held_out=marking.as_json(),
         builds=list(build_keys(len(settings.builds))),
+        kind=scenario.kind,
+        paced=scenario.rps is not None,
+        connections=scenario.connections,
+        streams=scenario.streams,
     )
 
 
@@ -246,8 +251,8 @@ def _command_trials(scenario: Scenario, settings: Settings, setup: Setup, workdi
         if warm.problem:
             say(f"  {scenario.name}: the warm-up of {build.label} did not pass: {warm.problem}")
     trials = []
-    for index in range(1, settings.trials + 1):
-        for key, build in settings.keyed:
+    for index, order in settings.rounds:
+        for key, build in order:
             trials.append(
                 measure_command(
                     build, scenario, key, index, settings=settings, setup=setup, workdir=workdir, stdin=stdin

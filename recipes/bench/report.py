@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from recipes.bench import canary
+from recipes.bench import canary, design, procstat
 from recipes.errors import MissingInput
 from recipes.files import atomic_output, write_atomically
 
@@ -71,6 +71,16 @@ class Trial:
     def user_share(self) -> float:
         return self.server_user / self.server_cpu if self.server_user is not None and self.server_cpu else math.nan
 
+    @property
+    def busy(self) -> float:
+        """CPU seconds of the server (or the runs) per wall second of the trial."""
+        return design.busy(self.server_cpu, self.wall)
+
+    @property
+    def ticks(self) -> float:
+        """The trial's CPU time in the kernel's clock ticks."""
+        return design.ticks(self.server_cpu, procstat.CLOCK_TICKS)
+
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
         for key, value in (
@@ -80,6 +90,8 @@ class Trial:
         ):
             data[key] = None if math.isnan(value) else round(value, 3)
         data["valid"] = self.valid
+        data["busy"] = _round(self.busy, 4)
+        data["ticks"] = round(self.ticks, 1)
         for key in ("server_cpu", "wall", "load_cpu", "harness_cpu"):
             data[key] = round(data[key], 6)
         return data
@@ -103,10 +115,63 @@ class ScenarioResult:
     unit: str = "request"  # what a trial's count counts: "request" or "run"
     held_out: dict[str, Any] | None = None  # :class:`recipes.bench.scenarios.HeldOut`, as JSON
     builds: list[str] = field(default_factory=lambda: [BASELINE, CANDIDATE])
+    kind: str = ""  # the scenario's kind: "http", "handshakes" or "command" ("": from its unit)
+    paced: bool = False  # a fixed request rate (h2load --rps): the server is idle between requests by design
+    connections: int = 1
+    streams: int = 1
 
     @property
     def candidates(self) -> list[str]:
         return self.builds[1:]
+
+    @property
+    def server(self) -> bool:
+        """A server scenario (its figure is the server's, from /proc), not a command's."""
+        return self.unit == "request"
+
+    @property
+    def measured(self) -> list[Trial]:
+        return [t for t in self.trials if t.valid]
+
+    @property
+    def not_busy(self) -> list[Trial]:
+        """The valid trials of a server scenario whose server was not kept busy (none when paced by design)."""
+        if not self.server or self.paced:
+            return []
+        return [t for t in self.measured if design.not_busy(t.server_cpu, t.wall, procstat.CLOCK_TICKS)]
+
+    @property
+    def too_short(self) -> list[Trial]:
+        """The valid trials of fewer than :data:`recipes.bench.design.MIN_TICKS` ticks of CPU time."""
+        return [t for t in self.measured if design.too_short(t.server_cpu, procstat.CLOCK_TICKS)]
+
+    @property
+    def busy_problem(self) -> str:
+        """Why the scenario is invalid for a server not kept busy in most of its trials, or ``""``."""
+        flagged, measured = self.not_busy, self.measured
+        if not design.mostly(len(flagged), len(measured)):
+            return ""
+        return design.busy_refusal(
+            [t.busy for t in flagged], len(measured), self.kind or "http", self.connections, self.streams
+        )
+
+    @property
+    def tick_note(self) -> str:
+        """The trials too short for the kernel's tick, and the count that would do, or ``""``."""
+        short = self.too_short
+        if not short:
+            return ""
+        count = max(t.requests for t in self.trials)
+        cpu = statistics.median(t.server_cpu for t in short)
+        what = "its total (/proc counts in ticks)" if self.server else "its user/system split (tick-sampled)"
+        tick_ms = 1000 / procstat.CLOCK_TICKS
+        return (
+            f"{len(short)} of {len(self.measured)} trials under {design.MIN_TICKS} ticks of CPU time "
+            f"({design.MIN_TICKS * tick_ms / 1000:g} s at {tick_ms:g} ms a tick, about 1 % resolution; median "
+            f"{cpu:.2f} s): {what} is coarser than 1 %; "
+            f"{design.plural(design.count_that_would_do(count, cpu, procstat.CLOCK_TICKS), self.unit)} per trial "
+            "would do (the scenario's count, or --scale)"
+        )
 
     def of(self, build: str) -> list[Trial]:
         return [t for t in self.trials if t.build == build]
@@ -117,7 +182,12 @@ class ScenarioResult:
 
     @property
     def valid(self) -> bool:
-        return not self.problem and not self.invalid_trials and all(self.of(b) for b in self.builds)
+        return (
+            not self.problem
+            and not self.invalid_trials
+            and all(self.of(b) for b in self.builds)
+            and not self.busy_problem
+        )
 
     @property
     def why_invalid(self) -> str:
@@ -128,10 +198,19 @@ class ScenarioResult:
             first = bad[0]
             where = f"{first.build} #{first.index}"
             return f"{len(bad)} of {len(self.trials)} trials invalid; first ({where}): {first.problem}"
+        if self.busy_problem:
+            return self.busy_problem
         return "" if self.valid else "no trials"
 
-    def median(self, build: str) -> float:
+    def median_of_totals(self, build: str) -> float:
+        """The median of the trials' totals (user + system per request of each trial)."""
         return statistics.median(t.us_per_request for t in self.of(build))
+
+    def median(self, build: str) -> float:
+        """The total per request (or run): the median user time plus the median system time, so that the parts
+        a reader adds make the total; the median of the trials' totals where the split is unknown."""
+        total = self.median_user(build) + self.median_system(build)
+        return self.median_of_totals(build) if math.isnan(total) else total
 
     def median_user(self, build: str) -> float:
         return statistics.median(t.user_us for t in self.of(build))
@@ -150,8 +229,8 @@ class ScenarioResult:
         return self.median(candidate) / self.median(BASELINE) - 1
 
     def parts_of(self, candidate: str) -> tuple[float, float]:
-        """The change of the user and of the system time per request, each as a share of the baseline's total
-        (their sum is about :meth:`difference_of`; medians do not add up exactly)."""
+        """The change of the user and of the system time per request, each as a share of the baseline's total:
+        their sum is :meth:`difference_of` (the total is the sum of the two medians)."""
         base = self.median(BASELINE)
         return (
             (self.median_user(candidate) - self.median_user(BASELINE)) / base,
@@ -182,10 +261,11 @@ class ScenarioResult:
         if not self.held_out:
             return "—"
         status = str(self.held_out.get("status", "?"))
+        rule = str(self.held_out.get("rule", "paths" if self.server else "arguments"))
         if status == "partly":
-            what = "paths" if self.unit == "request" else "arguments"
+            what = "paths" if self.server else "arguments"
             return f"partly ({self.held_out.get('trained')} of {self.held_out.get('total')} {what} trained)"
-        return status
+        return f"{status} ({rule})"
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -194,6 +274,10 @@ class ScenarioResult:
             "unit": self.unit,
             "held_out": self.held_out,
             "builds": self.builds,
+            "kind": self.kind,
+            "paced": self.paced,
+            "connections": self.connections,
+            "streams": self.streams,
             "valid": self.valid,
             "problem": self.why_invalid,
             "scenario_problem": self.problem,
@@ -202,6 +286,12 @@ class ScenarioResult:
             "canary_drift": round(self.canary_drift, 6),
             "canary_flagged": canary.flagged(self.canary_drift),
             "trials": [t.as_json() for t in self.trials],
+            "server_busy": [_round(t.busy, 4) for t in self.trials] if self.server else None,
+            "busy_min": design.BUSY_MIN,
+            "not_busy_trials": [f"{t.build} #{t.index}" for t in self.not_busy],
+            "min_ticks": design.MIN_TICKS,
+            "too_short_trials": [f"{t.build} #{t.index}" for t in self.too_short],
+            "tick_note": self.tick_note,
         }
         if self.valid:
             same, total = self.same_side
@@ -228,7 +318,8 @@ def _medians(result: ScenarioResult, build: str) -> dict[str, float | None]:
     return {
         "user_us": _round(result.median_user(build)),
         "system_us": _round(result.median_system(build)),
-        "total_us": _round(result.median(build)),
+        "total_us": _round(result.median(build)),  # user_us + system_us
+        "median_of_totals_us": _round(result.median_of_totals(build)),
     }
 
 
@@ -257,6 +348,10 @@ def scenario_from_json(data: dict[str, Any]) -> ScenarioResult:
         unit=data.get("unit", "request"),
         held_out=data.get("held_out"),
         builds=data.get("builds", [BASELINE, CANDIDATE]),
+        kind=data.get("kind", ""),
+        paced=bool(data.get("paced", False)),
+        connections=data.get("connections", 1),
+        streams=data.get("streams", 1),
     )
 
 
@@ -297,8 +392,36 @@ def labels(meta: dict[str, Any], builds: Sequence[str] = (BASELINE, CANDIDATE)) 
     return {b: str(known.get(b, b)) for b in builds}
 
 
-def _us(value: float) -> str:
-    return "—" if math.isnan(value) else f"{value:.2f}"
+def per_what(results: Sequence[ScenarioResult]) -> str:
+    """``request``, ``run`` or ``request or run``: what the scenarios' figures are per."""
+    units = list(dict.fromkeys(r.unit for r in results)) or ["request"]
+    return " or ".join(units)
+
+
+def _where(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
+    servers = any(r.server for r in results)
+    commands = any(not r.server for r in results)
+    core = meta.get("server_core", "?")
+    parts = []
+    if servers:
+        parts.append(f"server on core {core}, load generator (h2load) on core {meta.get('load_core', '?')}")
+    if commands:
+        parts.append(f"the command's runs on core {core}")
+    return "; ".join(parts)
+
+
+def _trials(meta: dict[str, Any]) -> str:
+    trials = meta.get("trials")
+    return design.plural(trials, "trial") if isinstance(trials, int) else "? trials"
+
+
+def _orders_text(meta: dict[str, Any], named: dict[str, str]) -> str:
+    orders = (meta.get("design") or {}).get("orders") or []
+    if not orders:
+        return ""
+    first = orders[: len(orders[0])]  # one full rotation
+    shown = " / ".join(", ".join(named.get(k, k) for k in order) for order in first)
+    return f" ({shown}{' …' if len(orders) > len(first) else ''})"
 
 
 def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
@@ -307,7 +430,8 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     named = labels(meta, builds)
     base = named[BASELINE]
     cands = ", ".join(named[b] for b in builds[1:])
-    lines = [f"# CPU time per request or run: {cands} vs {base}", ""]
+    per = per_what(results)
+    lines = [f"# CPU time per {per}: {cands} vs {base}", ""]
     for entry in meta.get("builds", []) or [
         {"key": BASELINE, "binary": meta.get("baseline", "?")},
         {"key": CANDIDATE, "binary": meta.get("candidate", "?")},
@@ -315,80 +439,145 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
         role = "baseline" if entry.get("key") == BASELINE else "candidate"
         lines.append(f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`")
     lines += [
-        f"- {meta.get('trials', '?')} trials per scenario and build, interleaved trial by trial; "
-        f"server (or command) on core {meta.get('server_core', '?')}, load generator on core "
-        f"{meta.get('load_core', '?')}",
+        f"- {_trials(meta)} per scenario and build, in rounds of one trial of each build, "
+        f"{design.DESIGN_TEXT}{_orders_text(meta, named)}; {_where(results, meta)}",
         f"- command: `{meta.get('command', '?')}`",
         "",
-        "| scenario | held out | build | user µs | system µs | total µs | difference | user part | system part | "
-        "trials on the same side of zero | canary drift |",
+        "| scenario | held out (rule) | build | user | system | total (user + system) | difference | user part | "
+        "system part | trials on the same side of zero | canary drift |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     notes = []
+    flags = []
     for result in results:
         drift = result.canary_drift
         drift_text = percent(drift) + (" ⚠" if canary.flagged(drift) else "")
         title = f"{result.title} (per {result.unit})"
+        if result.tick_note:
+            flags.append(f"- {result.title}: {result.tick_note}.")
+        if result.not_busy and not result.busy_problem:
+            flags.append(
+                f"- {result.title}: {len(result.not_busy)} of {len(result.measured)} trials with the server under "
+                f"{design.BUSY_MIN} CPU seconds per wall second ("
+                + ", ".join(f"{named.get(t.build, t.build)} #{t.index}: {t.busy:.2f}" for t in result.not_busy)
+                + f"); give {design.busy_fix(result.kind or 'http', result.connections, result.streams)}."
+            )
         if not result.valid:
             lines.append(f"| {title} | {result.held_out_text} | invalid | — | — | — | — | — | — | — | {drift_text} |")
             notes.append(f"- {result.title}: invalid: {result.why_invalid}")
             continue
         lines.append(
-            f"| {title} | {result.held_out_text} | {named[BASELINE]} | {_us(result.median_user(BASELINE))} | "
-            f"{_us(result.median_system(BASELINE))} | {result.median(BASELINE):.2f} | | | | | {drift_text} |"
+            f"| {title} | {result.held_out_text} | {named[BASELINE]} | "
+            f"{design.duration(result.median_user(BASELINE))} | {design.duration(result.median_system(BASELINE))} | "
+            f"{design.duration(result.median(BASELINE))} | | | | | {drift_text} |"
         )
         for candidate in result.candidates:
             user, system = result.parts_of(candidate)
             same, total = result.same_side_of(candidate)
             lines.append(
-                f"| | | {named.get(candidate, candidate)} | {_us(result.median_user(candidate))} | "
-                f"{_us(result.median_system(candidate))} | {result.median(candidate):.2f} | "
+                f"| | | {named.get(candidate, candidate)} | {design.duration(result.median_user(candidate))} | "
+                f"{design.duration(result.median_system(candidate))} | {design.duration(result.median(candidate))} | "
                 f"{percent(result.difference_of(candidate))} | {_percent_or_dash(user)} | "
                 f"{_percent_or_dash(system)} | {same}/{total} | |"
             )
     flagged = [r.title for r in results if canary.flagged(r.canary_drift)]
+    source = []
+    if any(r.server for r in results):
+        source.append("per request for a server (all its threads, from /proc)")
+    if any(not r.server for r in results):
+        source.append("per run for a command (wait4)")
     lines.append("")
     lines.append(
-        "Medians of the trials, µs of CPU time per request (a server: all its threads, from /proc) or per run (a "
-        "command: wait4), user and system (kernel) time apart; a profile can only shrink the user part. "
-        "The kernel splits a process's precisely measured run time into user and system time by sampling at "
-        "its timer ticks: over trials of a few milliseconds of CPU the split is noise (raise the scenario's "
-        "count or --scale), the total is not. "
-        "Difference: the candidate's median total over the baseline's, minus one (negative: less CPU); user and "
-        "system part: each one's change as a share of the baseline's total. "
-        "Same side: paired trials (trial i of each build) whose difference has the sign of the median's. "
-        "Held out: whether the scenario's paths (or arguments) occur in the training workload. "
-        f"Canary: a fixed SHA-256 loop on the server's core before and after the scenario; ⚠ above "
+        f"CPU time {' and '.join(source)}: user is the median of the trials' user time, system the median of their "
+        "system (kernel) time, total their sum; a profile can only shrink the user part. "
+        "The kernel splits a process's run time into user and system time by sampling at its timer ticks: over "
+        "trials of a few ticks the split is noise (raise the scenario's count or --scale). "
+        "Difference: the candidate's total over the baseline's, minus one (negative: less CPU); user part and "
+        "system part: each one's change as a share of the baseline's total, so the two parts add up to the "
+        "difference. "
+        "Same side: paired trials (trial i of each build, their totals) whose difference has the sign of the "
+        "difference. "
+        "Held out: whether the scenario's "
+        + (
+            "paths"
+            if all(r.server for r in results)
+            else "arguments"
+            if not any(r.server for r in results)
+            else "paths (or arguments)"
+        )
+        + " occur in the training workload (rule: paths or arguments compared), or as the scenario declares it "
+        "(held_out = true or false; rule: declared). "
+        f"Canary: a fixed SHA-256 loop on the measured core before and after the scenario; ⚠ above "
         f"{canary.TOLERANCE * 100:.0f} %."
     )
     if flagged:
         lines.append(f"Canary above tolerance in {len(flagged)} of {len(results)} scenarios: {', '.join(flagged)}.")
+    if flags:
+        lines += ["", "Flagged trials (the figures stand, read them with this):", *flags]
     if notes:
         lines += ["", "Invalid scenarios:", *notes]
     coverage = meta.get("coverage")
     if isinstance(coverage, dict):
         lines += ["", *coverage_markdown(coverage)]
-    lines += [
-        "",
-        "## Who was busy (CPU seconds per wall second during the trials, medians)",
-        "",
-        "| scenario | server | load generator (h2load) | harness | upstream | harness µs/req | server in user space |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for result in results:
-        busy = overhead(result)
-        user_share = busy["server_user_share"]
-        share = "—" if user_share is None else f"{user_share * 100:.0f} %"
-
-        def fmt(value: float | None) -> str:
-            return "—" if value is None else f"{value:.2f}"
-
-        lines.append(
-            f"| {result.title} | {fmt(busy['server'])} | {fmt(busy['load_generator'])} | {fmt(busy['harness'])} | "
-            f"{fmt(busy['upstream'])} | {fmt(busy['harness_cpu_per_request_us'])} | "
-            f"{share} |"
-        )
+    lines += ["", *busy_markdown(results)]
     return "\n".join(lines) + "\n"
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _us(value: float | None) -> str:
+    return "—" if value is None else design.duration(value)
+
+
+def busy_markdown(results: Sequence[ScenarioResult]) -> list[str]:
+    """Who was busy: CPU seconds per wall second, medians; a server's figure per trial, flagged under
+    :data:`recipes.bench.design.BUSY_MIN`."""
+    lines = ["## Who was busy (CPU seconds per wall second during the trials, medians)"]
+    servers = [r for r in results if r.server]
+    commands = [r for r in results if not r.server]
+    if servers:
+        lines += [
+            "",
+            f"The server's figure per trial, in the order run; ⚠ under {design.BUSY_MIN} (not kept busy: a scenario "
+            "with most of its trials so is invalid), · for a fixed rate (idle between requests by design) or a "
+            f"trial under {design.BUSY_JUDGED_TICKS} ticks.",
+            "",
+            "| scenario | server | server per trial | load generator (h2load) | harness | upstream "
+            "| harness per request | server in user space |",
+            "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for result in servers:
+            busy = overhead(result)
+            share = "—" if busy["server_user_share"] is None else f"{busy['server_user_share'] * 100:.0f} %"
+            flagged = {id(t) for t in result.not_busy}
+            judged = not result.paced
+            per_trial = " ".join(
+                f"{t.busy:.2f}"
+                + (" ⚠" if id(t) in flagged else "" if judged and t.ticks >= design.BUSY_JUDGED_TICKS else " ·")
+                for t in result.trials
+                if t.wall > 0
+            )
+            lines.append(
+                f"| {result.title} | {_fmt(busy['server'])} | {per_trial or '—'} | {_fmt(busy['load_generator'])} | "
+                f"{_fmt(busy['harness'])} | {_fmt(busy['upstream'])} | {_us(busy['harness_cpu_per_request_us'])} | "
+                f"{share} |"
+            )
+    if commands:
+        lines += [
+            "",
+            "| scenario | the runs | harness | harness per run | runs in user space |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        for result in commands:
+            busy = overhead(result)
+            share = "—" if busy["server_user_share"] is None else f"{busy['server_user_share'] * 100:.0f} %"
+            lines.append(
+                f"| {result.title} | {_fmt(busy['server'])} | {_fmt(busy['harness'])} | "
+                f"{_us(busy['harness_cpu_per_request_us'])} | {share} |"
+            )
+    return lines
 
 
 def _percent_or_dash(value: float) -> str:
@@ -500,10 +689,21 @@ def chart_rows(results: Sequence[ChartedT], named: dict[str, str]) -> list[tuple
     return rows
 
 
+def chart_texts(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> tuple[str, str]:
+    """The chart's axis label and title: what its numbers are, in the words of the scenarios' kind."""
+    builds = results[0].builds if results else [BASELINE, CANDIDATE]
+    named = labels(meta, builds)
+    cands = ", ".join(named[b] for b in builds[1:])
+    return (
+        f"CPU time per {per_what(results)}, {cands} vs {named[BASELINE]}: change, % of {named[BASELINE]}'s total",
+        "User and system parts (bars, medians), their sum the total (|); each paired trial's total (points)",
+    )
+
+
 def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
     """A PNG: per scenario and candidate the change of the user time and of the system time (two bars, each as a
-    share of the baseline's total: together the total difference) and each paired trial's total difference as a
-    point."""
+    share of the baseline's total), their sum (the total difference, a mark) and each paired trial's total
+    difference as a point."""
     plt = pyplot()
     builds = results[0].builds if results else [BASELINE, CANDIDATE]
     named = labels(meta, builds)
@@ -526,6 +726,10 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, A
             row - 0.17, system * 100, color="tab:orange", alpha=0.55, height=0.32,
             label="system time" if legend else None,
         )  # fmt: skip
+        axes.scatter(
+            [(user + system) * 100], [row], color="black", marker="|", s=260, zorder=4,
+            label="total (user + system)" if legend else None,
+        )  # fmt: skip
         points = [d * 100 for d in shown.paired_differences(candidate)]
         colour = "tab:green" if shown.difference_of(candidate) < 0 else "tab:red"
         axes.scatter(
@@ -533,9 +737,9 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, A
         )
     axes.axvline(0, color="black", linewidth=0.8)
     axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
-    cands = ", ".join(named[b] for b in builds[1:])
-    axes.set_xlabel(f"CPU time per request or run, {cands} vs {named[BASELINE]}: change, % of the baseline's total")
-    axes.set_title("User and system time (bars, medians), total of each paired trial (points)")
+    xlabel, title = chart_texts(results, meta)
+    axes.set_xlabel(xlabel)
+    axes.set_title(title)
     if shown_legend:
         axes.legend(loc="best", fontsize="small")
     figure.tight_layout()

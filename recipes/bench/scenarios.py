@@ -55,6 +55,7 @@ class Scenario:
     stdin: str | None = None
     cwd: str | None = None
     expect_exit: int = 0
+    declared_held_out: bool | None = None  # ``held_out = true|false``: overrides the comparison with the training
 
     @property
     def unit(self) -> str:
@@ -102,6 +103,11 @@ def parse_scenario(table: Table, instances: dict[str, Instance]) -> Scenario:
             f"name a mode = {KINDS[kind]!r} instance",
         )
     warmup = table.integer("warmup", minimum=0)
+    scenario = _parse_kind(table, name, title, kind, instance, warmup)
+    return replace(scenario, declared_held_out=table.boolean("held_out"))
+
+
+def _parse_kind(table: Table, name: str, title: str, kind: str, instance: Instance, warmup: int | None) -> Scenario:
     if kind == "command":
         runs = table.integer("runs", 1, minimum=1)
         if runs > MAX_RUNS:
@@ -204,6 +210,7 @@ class HeldOut:
 
     trained: int  # of its paths (or its one argument list) this many occur in a training phase
     total: int
+    rule: str = "paths"  # what decided: "paths" or "arguments" (compared with the training), or "declared"
 
     @property
     def status(self) -> str:
@@ -217,16 +224,20 @@ class HeldOut:
         return self.status
 
     def as_json(self) -> dict[str, object]:
-        return {"status": self.status, "trained": self.trained, "total": self.total}
+        return {"status": self.status, "trained": self.trained, "total": self.total, "rule": self.rule}
 
 
 def held_out(scenario: Scenario, workload: Workload) -> HeldOut:
     """Compare the scenario with every training phase: HTTP paths (of http and handshakes phases) as
-    written, a command's arguments and standard input as a whole."""
+    written, a command's arguments and standard input as a whole; a scenario's ``held_out = true|false`` decides
+    instead (rule ``declared``)."""
+    if scenario.declared_held_out is not None:
+        total = 1 if scenario.kind == "command" else len(dict.fromkeys(scenario.paths))
+        return HeldOut(0 if scenario.declared_held_out else total, total, "declared")
     phases = [phase for instance in workload.instances for phase in instance.phases]
     if scenario.kind == "command":
         runs = {(tuple(getattr(p, "args", ())), getattr(p, "stdin", None)) for p in phases if p.kind == "command"}
-        return HeldOut(int((scenario.args, scenario.stdin) in runs), 1)
+        return HeldOut(int((scenario.args, scenario.stdin) in runs), 1, "arguments")
     trained_paths: set[str] = set()
     for phase in phases:
         if phase.kind == "http":

@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recipes.bench import canary, procstat
+from recipes.bench import canary, design, procstat
 from recipes.bench.report import build_keys
 from recipes.bench.scenarios import Scenario
 from recipes.errors import BenchError, ConfigError
@@ -56,6 +56,12 @@ class Settings:
     def keyed(self) -> tuple[tuple[str, Build], ...]:
         return tuple(zip(build_keys(len(self.builds)), self.builds, strict=True))
 
+    @property
+    def rounds(self) -> list[tuple[int, list[tuple[str, Build]]]]:
+        """The trials in rounds: (trial index from 1, the builds in the order they run that round), the order
+        rotated each round (:func:`recipes.bench.design.rotated_orders`)."""
+        return list(enumerate(design.rotated_orders(self.keyed, self.trials), 1))
+
     def meta(self) -> dict[str, object]:
         base, cand = self.builds[0], self.builds[1]
         return {
@@ -73,6 +79,11 @@ class Settings:
             ],
             "workload": str(self.workload.path),
             "trials": self.trials,
+            "design": {
+                "name": design.DESIGN,
+                "description": design.DESIGN_TEXT,
+                "orders": [[key for key, _ in order] for _, order in self.rounds],
+            },
             "scale": self.scale,
             "server_core": self.server_core,
             "load_core": self.load_core,

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from recipes import report
 from recipes.cflags import ASSEMBLED
-from recipes.results import BoltResult, Report
+from recipes.results import BoltResult, Report, WorkloadRun
+
+
+def counted(run: WorkloadRun) -> str:
+    """A workload run's count in its own words: ``12 runs``, ``300 requests``, ``300 requests and 12 runs``
+    (a command phase runs, an HTTP or handshakes phase sends requests)."""
+    phases = run.get("phases") or []
+    runs = sum(p.get("requests", 0) for p in phases if p.get("kind") == "command")
+    requests = sum(p.get("requests", 0) for p in phases if p.get("kind") != "command")
+    if not phases:
+        return f"{run.get('requests', 0):,} requests or runs"
+    parts = [f"{n:,} {word}" + ("" if n == 1 else "s") for n, word in ((requests, "request"), (runs, "run")) if n]
+    return " and ".join(parts) or "nothing"
 
 
 def summary_lines(full: Report) -> list[str]:
@@ -21,15 +33,15 @@ def summary_lines(full: Report) -> list[str]:
     if "train" in full:
         t = full["train"]
         lines.append(
-            f"train       {t['seconds']:8.1f} s  {t['requests']} requests/runs in {len(t['phases'])} phases, "
+            f"train       {t['seconds']:8.1f} s  {counted(t)} in {len(t['phases'])} phases, "
             f"{t.get('profraw_files', 0)} .profraw files"
         )
     if "merge" in full:
         m = full["merge"]
         lines.append(
             f"merge       {m['seconds']:8.1f} s  {m['executed_functions']} of {m['total_functions']} "
-            f"functions executed (floor {m['min_functions']}), {m['profraw_merged']} raw profiles merged"
-            + (f", {len(m['profraw_dropped'])} dropped" if m.get("profraw_dropped") else "")
+            f"functions executed (non-zero counts; floor {m['min_functions']}), {m['profraw_merged']} raw profiles "
+            "merged" + (f", {len(m['profraw_dropped'])} dropped" if m.get("profraw_dropped") else "")
         )
     if "optimise" in full:
         o = full["optimise"]
@@ -38,8 +50,8 @@ def summary_lines(full: Report) -> list[str]:
             f"profile, {o['stale_profile_warnings']} stale; " + (o.get("libc") or f"glibc {o['max_glibc'] or 'none'}")
         )
         lines.append(
-            f"coverage    {o['main_crate_functions_with_profile']} functions of the main crate with profile data, "
-            f"{o['main_crate_functions_without_profile']} without"
+            f"coverage    {o['main_crate_functions_with_profile']} functions of the main crate with a profile record "
+            f"(executed or not), {o['main_crate_functions_without_profile']} without (rustc warned: no profile data)"
         )
         for crate in o.get("c_code", {}).get("crates", []):
             with_profile, without = crate.get("functions_with_profile", []), crate.get("functions_without_profile", [])
@@ -54,7 +66,7 @@ def summary_lines(full: Report) -> list[str]:
         if "verify" in o:
             lines.append(
                 f"verify      {o['verify']['seconds']:8.1f} s  the optimised binary ran the workload "
-                f"({o['verify']['requests']} requests/runs)"
+                f"({counted(o['verify'])})"
             )
         if o.get("target_cpu"):
             lines.append(f"warning     the flags set target-cpu={o['target_cpu']}: not a baseline release build")

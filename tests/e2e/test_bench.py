@@ -72,8 +72,11 @@ def test_bench_two_servers_interleaved_and_a_dead_upstream_refused(demo_pgo: Dem
         assert scenario["valid"] is True, scenario["problem"]
         trials = scenario["trials"]
         assert [(t["build"], t["index"]) for t in trials] == [
-            (build, i) for i in range(1, TRIALS + 1) for build in ("baseline", "candidate")
-        ]  # interleaved trial by trial
+            ("baseline", 1),
+            ("candidate", 1),
+            ("candidate", 2),
+            ("baseline", 2),
+        ]  # in rounds, the order rotated each round
         for trial in trials:
             assert trial["answered"] == trial["requests"] >= 1
             assert trial["us_per_request"] > 0
@@ -92,8 +95,9 @@ def test_bench_two_servers_interleaved_and_a_dead_upstream_refused(demo_pgo: Dem
     assert [by_name[n]["held_out"]["status"] for n in by_name] == ["trained", "trained", "held-out"]
     assert "skipped" in results["coverage"]  # builds given by path: not the work dir's
     markdown = (bench / "results.md").read_text()
-    assert "| proxied, no cache (per request) | held-out | invalid |" in markdown
-    assert "| files from disk (per request) | trained | PGO |" in markdown
+    assert results["design"]["orders"] == [["baseline", "candidate"], ["candidate", "baseline"]]
+    assert "| proxied, no cache (per request) | held-out (paths) | invalid |" in markdown
+    assert "| files from disk (per request) | trained (paths) | PGO |" in markdown
     assert "| | | PGO again |" in markdown
     assert "## Who was busy" in markdown
     assert (bench / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -8,11 +8,13 @@ build).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+from recipes.bench import report as report_lib
 from recipes.workload import BUILTIN_PROFILES
 from tests.conftest import Pipeline, assert_ok, assert_refused
 
@@ -28,6 +30,8 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     text = assert_ok(hello.nox("plain", **{FLAGS: "-Cdebuginfo=1"}))
     plain_binary = hello.work / "plain-target" / "x86_64-unknown-linux-gnu" / "release" / "hello-pgo"
     assert str(plain_binary) in text
+    assert "pgo: the plain build of hello-pgo in" in text and "pgo: bench:" not in text  # one prefix a session
+    assert "uv binary not found" not in text.split("Running session plain", 1)[1]  # the session's venv: no uv hunt
     recorded = json.loads((hello.work / "report.json").read_text())["plain"]
     assert recorded["binary"] == str(plain_binary) and recorded["rustflags"] == "-Cdebuginfo=1"
     plain_log = (hello.work / "logs" / "bench-plain-build.log").read_text()
@@ -36,7 +40,7 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     assert "--target x86_64-unknown-linux-gnu" in main_line
     assert "-Cdebuginfo=1" in main_line  # the base flags both builds share
 
-    assert_ok(hello.nox("bench", "--trials", "2", "--scale", "0.25", **{FLAGS: "-Cdebuginfo=1"}))
+    summary = assert_ok(hello.nox("bench", "--trials", "2", "--scale", "0.25", **{FLAGS: "-Cdebuginfo=1"}))
     report = json.loads((hello.work / "report.json").read_text())
     assert "optimise" in report and "plain" in report  # the pipeline ran for the candidate
     results = json.loads((hello.work / "bench" / "results.json").read_text())
@@ -48,26 +52,47 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     assert Path(results["baseline"]).parent == hello.work / "bench" / "bin"
     by_name = {s["name"]: s for s in results["scenarios"]}
     assert list(by_name) == ["collatz", "primes-held-out", "collatz-held-out"]
-    assert by_name["collatz"]["held_out"]["status"] == "trained"
+    assert by_name["collatz"]["held_out"] == {"status": "trained", "trained": 1, "total": 1, "rule": "arguments"}
     assert by_name["primes-held-out"]["held_out"]["status"] == "held-out"
+    assert results["design"]["name"] == "rotation"
+    assert results["design"]["orders"] == [["baseline", "candidate"], ["candidate", "baseline"]]
     for scenario in by_name.values():
         assert scenario["valid"] is True, scenario["problem"]
         assert scenario["unit"] == "run"
         assert [(t["build"], t["index"]) for t in scenario["trials"]] == [
-            ("baseline", 1), ("candidate", 1), ("baseline", 2), ("candidate", 2)
+            ("baseline", 1), ("candidate", 1), ("candidate", 2), ("baseline", 2)
         ]  # fmt: skip
+        assert scenario["server_busy"] is None and scenario["not_busy_trials"] == []  # a command waits on nobody
         for trial in scenario["trials"]:
             assert trial["answered"] == trial["requests"] == 5  # 20 runs at --scale 0.25
             assert trial["us_per_request"] > 0 and trial["user_us"] > 0 and trial["system_us"] >= 0
         medians = scenario["medians"]["baseline"]
-        assert medians["user_us"] + medians["system_us"] == pytest.approx(medians["total_us"], rel=0.2)
+        assert medians["user_us"] + medians["system_us"] == pytest.approx(medians["total_us"], abs=0.002)
     coverage = results["coverage"]
     assert 0 < coverage["overlap_percent"] <= 100
     assert Path(coverage["bench_profile"]).is_file()
     assert coverage["bench_functions"] > 5 and coverage["problems"] == []
     markdown = (hello.work / "bench" / "results.md").read_text()
-    assert "| primes below 2,000,000 (held out) (per run) | held-out | plain |" in markdown
+    assert "| primes below 2,000,000 (held out) (per run) | held-out (arguments) | plain |" in markdown
     assert "## Training coverage of the bench" in markdown
+    assert markdown.startswith("# CPU time per run: PGO vs plain\n")
+    assert (
+        "the builds' order rotated each round, round r starting r - 1 places on (plain, PGO / PGO, plain)" in markdown
+    )
+    assert "the command's runs on core" in markdown and "| the runs | harness | harness per run |" in markdown
+    for server_word in ("load generator", "h2load", "server in user space", "per request", "requests"):
+        assert server_word not in markdown, server_word
+    assert re.search(r"\| plain \| [\d,.]+ (µs|ms) \| [\d,.]+ (µs|ms) \| [\d,.]+ (µs|ms) \|", markdown), markdown
+    # the summary: the labels, the parts that add up to the difference, runs; the trials' tick flag
+    summary = "\n".join(line for line in summary.splitlines() if re.match(r"nox > (collatz|primes|  +flagged)", line))
+    parts = r"[+\u2212][\d.]+ % = user [+\u2212][\d.]+ % \+ system [+\u2212][\d.]+ %"
+    assert re.search(rf"collatz +{parts} of plain's [\d,.]+ (µs|ms)/run", summary), summary
+    assert summary.count("[PGO]") == 3 and "[candidate]" not in summary and "request" not in summary
+    # 5 runs of hello a trial take well under a second of CPU: flagged, with the count that would do
+    assert "flagged: " in summary and " runs per trial would do" in summary, summary
+    assert "Flagged trials (the figures stand, read them with this):" in markdown
+    chart_words = report_lib.chart_texts(*report_lib.from_json(results))
+    assert chart_words[0] == "CPU time per run, PGO vs plain: change, % of plain's total"
     assert (hello.work / "bench" / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # three builds at once, given by path: no build; one of them is the work dir's PGO binary, so the coverage
@@ -78,12 +103,17 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
         "--baseline", str(plain_binary),
         "--candidate", pgo, "--candidate", pgo,
         "--candidate-label", "PGO", "--candidate-label", "PGO again",
-        "--scenarios", "primes-held-out", "--trials", "1", "--scale", "0.1",
+        "--scenarios", "primes-held-out", "--trials", "3", "--scale", "0.1",
     )  # fmt: skip
     assert_ok(proc)
     again = json.loads((hello.work / "bench" / "results.json").read_text())
     assert [b["label"] for b in again["builds"]] == ["baseline", "PGO", "PGO again"]
-    assert [t["build"] for t in again["scenarios"][0]["trials"]] == ["baseline", "candidate", "candidate-2"]
+    assert [t["build"] for t in again["scenarios"][0]["trials"]] == [
+        "baseline", "candidate", "candidate-2",
+        "candidate", "candidate-2", "baseline",
+        "candidate-2", "baseline", "candidate",
+    ]  # fmt: skip
+    assert "[PGO again]" in proc.stdout + proc.stderr and "[candidate-2]" not in proc.stdout + proc.stderr
     assert again["coverage"]["problems"] == [] and 0 < again["coverage"]["overlap_percent"] <= 100
 
     # none of the candidates is the work dir's PGO binary: its training says nothing about them, no coverage check
@@ -93,7 +123,7 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     )  # fmt: skip
     assert_ok(proc)
     skipped = json.loads((hello.work / "bench" / "results.json").read_text())["coverage"]["skipped"]
-    assert "none of the candidates is the work dir's PGO binary" in skipped
+    assert "given by path and none is the work dir's PGO binary" in skipped
 
     # the PGO binary of the work dir was built with other flags than a plain build now would be: refused
     proc = hello.nox("bench", "--scenarios", "collatz", **{FLAGS: "-Cdebuginfo=2"})

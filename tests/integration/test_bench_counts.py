@@ -40,11 +40,15 @@ def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> Non
     assert results["weights"] == {"instruction": 0.5, "l1_miss": 10.0, "ll_miss": 35.0, "mispredict": 17.0}
     by_name = {s["name"]: s for s in results["scenarios"]}
     assert list(by_name) == ["collatz", "primes-held-out", "collatz-held-out"]
+    assert results["design"]["orders"] == [["baseline", "candidate"], ["candidate", "baseline"]]
     for scenario in by_name.values():
         assert scenario["valid"], scenario["problem"]
         assert [(t["build"], t["index"]) for t in scenario["trials"]] == [
-            ("baseline", 1), ("candidate", 1), ("baseline", 2), ("candidate", 2)
-        ]  # fmt: skip
+            ("baseline", 1),
+            ("candidate", 1),
+            ("candidate", 2),
+            ("baseline", 2),
+        ]  # fmt: skip  (one design for both measures: the order rotated each round)
         for trial in scenario["trials"]:
             assert trial["done"] == 1 and len(trial["files"]) == 1 and Path(trial["files"][0]).is_file()
             assert trial["per_unit"]["instructions"] > 1_000_000

@@ -72,11 +72,11 @@ def test_markdown_flags_canary_drift() -> None:
     noisy = scenario([10.0] * 3, [8.0] * 3, after=0.5)
     noisy.name, noisy.title = "n", "noisy one"
     text = report.markdown([calm, noisy], {"baseline_label": "plain", "candidate_label": "PGO", "trials": 3})
-    assert "| a scenario (per request) | — | plain | — | — | 10.00 | | | | | +1.0 % |" in text
-    assert "| | | PGO | — | — | 8.00 | \u221220.0 % | — | — | 3/3 | |" in text
-    assert "| noisy one (per request) | — | plain | — | — | 10.00 | | | | | +25.0 % ⚠ |" in text
+    assert "| a scenario (per request) | — | plain | — | — | 10.00 µs | | | | | +1.0 % |" in text
+    assert "| | | PGO | — | — | 8.00 µs | \u221220.0 % | — | — | 3/3 | |" in text
+    assert "| noisy one (per request) | — | plain | — | — | 10.00 µs | | | | | +25.0 % ⚠ |" in text
     assert "Canary above tolerance in 1 of 2 scenarios: noisy one." in text
-    assert "| scenario | held out | build | user µs | system µs | total µs | difference |" in text
+    assert "| scenario | held out (rule) | build | user | system | total (user + system) | difference |" in text
 
 
 def test_overhead_says_who_was_busy() -> None:
@@ -136,10 +136,15 @@ def test_user_and_system_time_apart() -> None:
     assert user == pytest.approx(-0.2)
     assert system == pytest.approx(0.0)
     text = report.markdown([result], {"baseline_label": "plain", "candidate_label": "PGO"})
-    assert "| a scenario (per request) | — | plain | 8.00 | 2.00 | 10.00 |" in text
-    assert "| | | PGO | 6.00 | 2.00 | 8.00 | \u221220.0 % | \u221220.0 % | +0.0 % | 3/3 | |" in text
+    assert "| a scenario (per request) | — | plain | 8.00 µs | 2.00 µs | 10.00 µs |" in text
+    assert "| | | PGO | 6.00 µs | 2.00 µs | 8.00 µs | \u221220.0 % | \u221220.0 % | +0.0 % | 3/3 | |" in text
     data = result.as_json()
-    assert data["medians"]["baseline"] == {"user_us": 8.0, "system_us": 2.0, "total_us": 10.0}
+    assert data["medians"]["baseline"] == {
+        "user_us": 8.0,
+        "system_us": 2.0,
+        "total_us": 10.0,
+        "median_of_totals_us": 10.0,
+    }
     assert data["comparisons"][0]["user_part"] == pytest.approx(-0.2)
     assert data["trials"][0]["user_us"] == 8.0 and data["trials"][0]["system_us"] == 2.0
 
@@ -163,9 +168,9 @@ def test_several_candidates_against_one_baseline(tmp_path: Path) -> None:
         ]
     }
     text = report.markdown([result], meta)
-    assert "# CPU time per request or run: PGO, PGO+BOLT vs plain" in text
+    assert "# CPU time per run: PGO, PGO+BOLT vs plain" in text
     assert "| three (per run) | partly (1 of 2 arguments trained) | plain |" in text
-    assert "| | | PGO+BOLT | — | — | 7.00 | \u221230.0 % |" in text
+    assert "| | | PGO+BOLT | — | — | 7.00 µs | \u221230.0 % |" in text
     assert "- candidate (PGO+BOLT): `/r`" in text
     data = report.to_json([result], meta)
     assert [c["build"] for c in data["scenarios"][0]["comparisons"]] == ["candidate", "candidate-2"]

@@ -209,3 +209,62 @@ def test_two_scenarios_of_one_name_are_refused(tmp_path: Path) -> None:
         ConfigError, match=r"\[\[scenario\]\] 'x': name: 'x' is used twice \(give each scenario its own"
     ):
         load_workload(write(tmp_path, SERVER + scenario + scenario.replace("/a", "/b")))
+
+
+def test_a_declared_held_out_overrides_the_path_rule(tmp_path: Path) -> None:
+    """A 304 of a trained path is held out as the user means it; a trained path declared held out, too; and a new
+    query string declared trained. The marking says which rule decided."""
+    text = (
+        SERVER
+        + """
+[[bench.scenario]]
+name = "declared-out"
+instance = "one"
+kind = "http"
+paths = ["/a", "/b"]
+held_out = true
+requests = 5
+
+[[bench.scenario]]
+name = "declared-in"
+instance = "one"
+kind = "http"
+path = "/a?sort=name"
+held_out = false
+requests = 5
+
+[[bench.scenario]]
+name = "by-path"
+instance = "one"
+kind = "http"
+path = "/a"
+requests = 5
+"""
+    )
+    workload = load_workload(write(tmp_path, text))
+    marks = {s.name: held_out(s, workload) for s in workload.scenarios}
+    assert (marks["declared-out"].status, marks["declared-out"].rule) == ("held-out", "declared")
+    assert (marks["declared-in"].status, marks["declared-in"].rule) == ("trained", "declared")
+    assert marks["declared-in"].as_json() == {"status": "trained", "trained": 1, "total": 1, "rule": "declared"}
+    assert (marks["by-path"].status, marks["by-path"].rule) == ("trained", "paths")
+    command = HELLO.read_text() + (
+        '\n[[bench.scenario]]\nname = "x"\ninstance = "cli"\nkind = "command"\nargs = ["primes", "10"]\n'
+        "held_out = false\n"
+    )
+    hello = load_workload(write(tmp_path, command))
+    mark = held_out(next(s for s in hello.scenarios if s.name == "x"), hello)
+    assert (mark.status, mark.rule) == ("trained", "declared")
+    trained = next(s for s in hello.scenarios if s.name == "collatz")
+    assert held_out(trained, hello).rule == "arguments"
+
+
+@pytest.mark.parametrize("value", ['"yes"', "1", "[true]"])
+def test_a_held_out_that_is_not_true_or_false_is_refused(tmp_path: Path, value: str) -> None:
+    scenario = '\n[[bench.scenario]]\nname = "x"\ninstance = "one"\nkind = "http"\npath = "/"\nrequests = 1\n'
+    scenario += f"held_out = {value}\n"
+    path = write(tmp_path, SERVER + scenario)
+    with pytest.raises(ConfigError) as caught:
+        load_workload(path)
+    line = caught.value.line()
+    assert "[bench] [[scenario]] 'x': held_out: expected true or false, got" in line and str(path) in line, line
+    assert "\n" not in line

@@ -13,6 +13,7 @@ import pytest
 from recipes import cpu, report
 from recipes.errors import MissingInput, PgoError, WorkDirError
 from recipes.files import copy_atomically
+from recipes.stages import summary
 from recipes.stages.summary import summary_lines
 from tests.faults import small_tmpfs
 from tests.hostile import garbage, mutations
@@ -252,3 +253,20 @@ def test_the_summary_says_assembled_c_objects_are_not_judged(tmp_path: Path) -> 
         "c code      ring: 2 C/C++ functions with profile data, 1 without "
         "(Debian clang version 22.1.8 (1~deb12u1), assembly, not judged)"
     )
+
+
+def test_the_summary_counts_runs_and_requests_in_their_own_words() -> None:
+    """A command workload runs, a server's phases send requests: the train and verify lines say which."""
+    real = _captured()
+    lines = summary_lines(real)  # type: ignore[arg-type]
+    (train,) = [line for line in lines if line.startswith("train ")]
+    assert f"{sum(p['requests'] for p in real['train']['phases']):,} requests in 62 phases" in train, train
+    assert "requests/runs" not in "\n".join(lines) and " runs" not in train
+    (coverage,) = [line for line in lines if line.startswith("coverage ")]
+    assert "functions of the main crate with a profile record (executed or not)" in coverage, coverage
+    assert any("functions executed (non-zero counts; floor" in line for line in lines)
+    command = {"phases": [{"name": "a", "kind": "command", "requests": 12, "done": 12, "status": {}, "seconds": 1.0}]}
+    assert summary.counted(command) == "12 runs"  # type: ignore[arg-type]
+    both = {"phases": [*command["phases"], {**command["phases"][0], "kind": "http", "requests": 1}]}
+    assert summary.counted(both) == "1 request and 12 runs"  # type: ignore[arg-type]
+    assert summary.counted({"requests": 5}) == "5 requests or runs"
