@@ -4,7 +4,9 @@
   is rotated each round (round r starts with the build r - 1 places after the baseline), so over n rounds every
   build runs once in every position. A fixed order (baseline, A, B every round) puts whatever drifts within a round
   (a cache warmed by the previous build, a frequency step, a neighbour's burst) on one build more than another.
-- The server's busyness (:data:`BUSY_MIN`): CPU seconds of the server per wall second of the trial. A server kept
+- The server's busyness (:data:`BUSY_MIN`): CPU seconds of the server per second its pinned core was free for it
+  (the server's CPU time plus the core's idle time, from ``/proc/stat``; what other processes ran there is left
+  out, so a build beside the bench does not read as an idle server). A server kept
   busy by the load on its own core measures 0.86 to 0.98 here (README, "What it is worth"); under half a CPU per wall
   second the core idles more than it serves, and the cost per request then mixes serving with waking up
   (keep-alive and delayed-ACK stalls, the scheduler's idle exits), differently from trial to trial. Half is far
@@ -27,8 +29,11 @@ T = TypeVar("T")
 DESIGN = "rotation"
 DESIGN_TEXT = "the builds' order rotated each round, round r starting r - 1 places on"
 
-#: CPU seconds of the server per wall second under which a server trial is flagged as not kept busy
+#: CPU seconds of the server per second its core was free for it, under which a server trial is flagged as not
+#: kept busy
 BUSY_MIN = 0.5
+#: the busy figure's unit, as the table and the messages say it
+BUSY_UNIT = "CPU seconds per second its core was free"
 #: fewer ticks than this and the busy figure itself is too coarse to judge (±10 %): only the tick flag is raised
 BUSY_JUDGED_TICKS = 10
 #: ticks of CPU time per trial for a resolution of about 1 %
@@ -41,8 +46,13 @@ def rotated_orders(builds: Sequence[T], rounds: int) -> list[list[T]]:
     return [[builds[(r + i) % n] for i in range(n)] for r in range(rounds)] if n else []
 
 
-def busy(cpu: float, wall: float) -> float:
-    """CPU seconds per wall second (NaN without wall time)."""
+def busy(cpu: float, wall: float, core_idle: float | None = None) -> float:
+    """CPU seconds of the server per second its pinned core was free for it: ``cpu / (cpu + core_idle)``, the
+    core's idle time during the trial being the time the server left unused. What other processes ran on that core
+    is left out, so a loaded machine does not read as an idle server. Without the core's idle time (a command, an
+    old results.json): CPU seconds per wall second. NaN without either."""
+    if core_idle is not None:
+        return cpu / (cpu + core_idle) if cpu + core_idle > 0 else math.nan
     return cpu / wall if wall > 0 else math.nan
 
 
@@ -51,9 +61,9 @@ def ticks(cpu: float, per_second: int) -> float:
     return cpu * per_second
 
 
-def not_busy(cpu: float, wall: float, per_second: int) -> bool:
+def not_busy(cpu: float, wall: float, per_second: int, core_idle: float | None = None) -> bool:
     """A server trial whose server was not kept busy (and long enough to say so)."""
-    return ticks(cpu, per_second) >= BUSY_JUDGED_TICKS and busy(cpu, wall) < BUSY_MIN
+    return ticks(cpu, per_second) >= BUSY_JUDGED_TICKS and busy(cpu, wall, core_idle) < BUSY_MIN
 
 
 def too_short(cpu: float, per_second: int) -> bool:
@@ -89,12 +99,11 @@ def busy_fix(kind: str, connections: int, streams: int) -> str:
 
 def busy_refusal(flagged: Sequence[float], measured: int, kind: str, connections: int, streams: int) -> str:
     """Why a server scenario is invalid when most of its ``measured`` trials were not kept busy (``flagged``: their
-    CPU seconds per wall second): one line with the fix."""
+    :func:`busy` figures): one line with the fix."""
     median = statistics.median(flagged)
     return (
-        f"the server was not kept busy: {len(flagged)} of {measured} trials under {BUSY_MIN} CPU seconds per wall "
-        f"second (median {median:.2f}), so the figure mixes waiting with serving; give "
-        + busy_fix(kind, connections, streams)
+        f"the server was not kept busy: {len(flagged)} of {measured} trials under {BUSY_MIN} {BUSY_UNIT} "
+        f"(median {median:.2f}), so the figure mixes waiting with serving; give " + busy_fix(kind, connections, streams)
     )
 
 

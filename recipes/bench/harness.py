@@ -77,11 +77,13 @@ def measure(
     upstream_pid = setup.upstream_pid
     upstream0 = procstat.cpu_seconds(upstream_pid) if upstream_pid else None
     server0 = procstat.read_stat(server.pid)
+    idle0 = procstat.core_idle(settings.server_core)
     harness0 = _self_cpu()
     run = run_loads(
         argvs, core=settings.load_core, log=workdir / f"{build}-trial-{index}.log", timeout=settings.trial_timeout
     )
     harness1 = _self_cpu()
+    core_idle = (procstat.core_idle(settings.server_core) - idle0) / procstat.CLOCK_TICKS
     time.sleep(SETTLE_SECONDS)
     problem = trial_problem(run, scenario.count, scenario.expect)
     if not server.alive():
@@ -100,6 +102,7 @@ def measure(
         server_cpu=(user_ticks + system_ticks) / procstat.CLOCK_TICKS,
         server_user=user_ticks / procstat.CLOCK_TICKS,
         wall=run.wall,
+        core_idle=core_idle,
         load_cpu=run.cpu,
         harness_cpu=harness1 - harness0,
         upstream_cpu=upstream_cpu,

@@ -101,6 +101,27 @@ def cpu_seconds(pid: int) -> float:
     return read_stat(pid).cpu_seconds()
 
 
+def parse_core_idle(text: str, core: int) -> int:
+    """Clock ticks core ``core`` has spent idle (``idle`` + ``iowait`` of its ``cpuN`` line of ``/proc/stat``)."""
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == f"cpu{core}":
+            try:
+                return int(fields[4]) + int(fields[5])
+            except (IndexError, ValueError):
+                break
+    raise ProcStatError(f"/proc/stat has no cpu{core} line with idle and iowait times", "is /proc mounted?")
+
+
+def core_idle(core: int, proc: Path = Path("/proc")) -> int:
+    """Clock ticks ``core`` has spent idle since boot."""
+    try:
+        text = (proc / "stat").read_text()
+    except OSError as exc:
+        raise ProcStatError(f"cannot read {proc / 'stat'}: {exc.strerror or exc}", "is /proc mounted?") from exc
+    return parse_core_idle(text, core)
+
+
 def thread_affinities(pid: int) -> dict[int, frozenset[int]]:
     """The CPUs each live thread of ``pid`` may run on."""
     found: dict[int, frozenset[int]] = {}

@@ -44,6 +44,7 @@ class Trial:
     harness_cpu: float = 0.0  # this process's user + system seconds during the trial
     upstream_cpu: float | None = None  # the upstream backend's, where there is one
     server_user: float | None = None  # the user-time part of server_cpu (the rest is the kernel's)
+    core_idle: float | None = None  # seconds the server's pinned core sat idle during the load (servers)
     status: dict[str, int] = field(default_factory=dict)
     problem: str = ""  # why the trial is invalid; empty when it is valid
 
@@ -73,8 +74,8 @@ class Trial:
 
     @property
     def busy(self) -> float:
-        """CPU seconds of the server (or the runs) per wall second of the trial."""
-        return design.busy(self.server_cpu, self.wall)
+        """CPU seconds of the server per second its pinned core could give it (see :func:`design.busy`)."""
+        return design.busy(self.server_cpu, self.wall, self.core_idle)
 
     @property
     def ticks(self) -> float:
@@ -138,7 +139,7 @@ class ScenarioResult:
         """The valid trials of a server scenario whose server was not kept busy (none when paced by design)."""
         if not self.server or self.paced:
             return []
-        return [t for t in self.measured if design.not_busy(t.server_cpu, t.wall, procstat.CLOCK_TICKS)]
+        return [t for t in self.measured if design.not_busy(t.server_cpu, t.wall, procstat.CLOCK_TICKS, t.core_idle)]
 
     @property
     def too_short(self) -> list[Trial]:
@@ -458,7 +459,7 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
         if result.not_busy and not result.busy_problem:
             flags.append(
                 f"- {result.title}: {len(result.not_busy)} of {len(result.measured)} trials with the server under "
-                f"{design.BUSY_MIN} CPU seconds per wall second ("
+                f"{design.BUSY_MIN} {design.BUSY_UNIT} ("
                 + ", ".join(f"{named.get(t.build, t.build)} #{t.index}: {t.busy:.2f}" for t in result.not_busy)
                 + f"); give {design.busy_fix(result.kind or 'http', result.connections, result.streams)}."
             )
@@ -540,7 +541,9 @@ def busy_markdown(results: Sequence[ScenarioResult]) -> list[str]:
     if servers:
         lines += [
             "",
-            f"The server's figure per trial, in the order run; ⚠ under {design.BUSY_MIN} (not kept busy: a scenario "
+            f"The server's figure per trial, in the order run, is its {design.BUSY_UNIT} (its CPU time over its CPU "
+            "time plus its pinned core's idle time: what other processes ran there is left out); "
+            f"⚠ under {design.BUSY_MIN} (not kept busy: a scenario "
             "with most of its trials so is invalid), · for a fixed rate (idle between requests by design) or a "
             f"trial under {design.BUSY_JUDGED_TICKS} ticks.",
             "",

@@ -52,6 +52,23 @@ def test_busy_and_tick_checks() -> None:
     assert "batch = 50" in design.busy_fix("handshakes", 50, 1)
 
 
+def test_busy_leaves_out_what_others_ran_on_the_server_s_core(tmp_path: Path) -> None:
+    # a server that used 0.4 s of a 1 s trial while a build took 0.55 s of the same core was kept busy: its core
+    # idled 0.05 s; the same 0.4 s with the core idle for 0.6 s was not
+    assert design.busy(0.4, 1.0, 0.05) == pytest.approx(0.889, abs=1e-3)
+    assert not design.not_busy(0.4, 1.0, 100, core_idle=0.05)
+    assert design.not_busy(0.4, 1.0, 100, core_idle=0.6)
+    assert design.busy(0.4, 1.0) == pytest.approx(0.4)  # no idle time known (an old results.json): per wall second
+    assert math.isnan(design.busy(0.0, 0.0, 0.0))
+    stat = "cpu  10 0 5 900 7 0 0 0 0 0\ncpu0 5 0 2 400 3 0 0 0 0 0\ncpu1 5 0 3 500 4 1 1 0 0 0\nintr 1\n"
+    assert procstat.parse_core_idle(stat, 1) == 504 and procstat.parse_core_idle(stat, 0) == 403
+    with pytest.raises(procstat.ProcStatError, match="no cpu7 line"):
+        procstat.parse_core_idle(stat, 7)
+    (tmp_path / "stat").write_text(stat)
+    assert procstat.core_idle(1, tmp_path) == 504
+    assert procstat.core_idle(0) >= 0  # this machine's own /proc/stat
+
+
 def trial(build: str, index: int, cpu: float, wall: float, *, user: float = 0.6, count: int = 1000) -> Trial:
     return Trial(build, index, count, count, cpu, wall, server_user=cpu * user)
 
@@ -70,7 +87,9 @@ def test_a_server_not_kept_busy_makes_its_scenario_invalid_in_one_line() -> None
     idle = result([(2.0, 1.8)] * 3, wall=8.0, kind="http", connections=8)  # 0.25 CPU-s per wall-s, 200 ticks
     assert len(idle.not_busy) == 6 and not idle.valid
     line = idle.why_invalid
-    assert line.startswith("the server was not kept busy: 6 of 6 trials under 0.5 CPU seconds per wall second")
+    assert line.startswith(
+        "the server was not kept busy: 6 of 6 trials under 0.5 CPU seconds per second its core was free"
+    )
     assert "(median 0.24)" in line and "more connections (connections = 8 now)" in line and "h2load -m" in line
     assert "\n" not in line
     paced = result([(2.0, 1.8)] * 3, wall=8.0, kind="http", paced=True)  # a fixed rate: idle by design
@@ -84,7 +103,10 @@ def test_a_few_idle_trials_are_flagged_not_invalid() -> None:
     mixed.trials[0].wall = 8.0  # one stalled trial of six
     assert mixed.valid and len(mixed.not_busy) == 1
     text = report.markdown([mixed], META)
-    assert "- cached page: 1 of 6 trials with the server under 0.5 CPU seconds per wall second (plain #1: 0.25)" in text
+    assert (
+        "- cached page: 1 of 6 trials with the server under 0.5 CPU seconds per second its core was free "
+        "(plain #1: 0.25)" in text
+    )
     assert "| cached page | 0.72 | 0.25 ⚠ 0.72 0.80 0.72 0.80 0.72 |" in text
     data = mixed.as_json()
     assert data["not_busy_trials"] == ["baseline #1"] and data["server_busy"][0] == 0.25
