@@ -160,7 +160,7 @@ def _block_counts(shown: str, function: str) -> list[int]:
 
 
 def test_c_of_a_published_sys_crate_is_profiled_and_bolted(tmp_path: Path) -> None:
-    name, version, binary, scale, workload_name = PCRE2_EXAMPLE
+    name, version, _, scale, workload_name = PCRE2_EXAMPLE
     project, report, workload = _pgo(
         name,
         version,
@@ -171,6 +171,12 @@ def test_c_of_a_published_sys_crate_is_profiled_and_bolted(tmp_path: Path) -> No
         PCRE2_SYS_STATIC="1",
         PGO_BOLT="1",
     )
+    check_pcre2_run(project, report, workload)
+
+
+def check_pcre2_run(project: Path, report: dict[str, Any], workload: Path) -> None:
+    """What the ripgrep-pcre2 run must show: the floors, PCRE2's C profiled with counts, BOLT after it."""
+    binary = PCRE2_EXAMPLE[2]
     floors = load_workload(workload)
     merged, optimised = report["merge"], report["optimise"]
     assert merged["executed_functions"] >= (floors.min_functions or 1)
@@ -182,7 +188,7 @@ def test_c_of_a_published_sys_crate_is_profiled_and_bolted(tmp_path: Path) -> No
         assert crates["pcre2-sys"]["profile_flags"], crates
         assert all(c.startswith("Debian clang version 22.") for c in crates["pcre2-sys"]["compilers"])
     pcre2 = next(c for c in optimised["c_code"]["crates"] if c["crate"] == "pcre2-sys")
-    assert pcre2["stale"] == 0
+    assert pcre2["stale"] == []
     assert len(pcre2["functions_with_profile"]) >= 200  # measured: 238 with profile data, 26 without
     hot = ("pcre2_match_8", "pcre2_compile_8", "pcre2_jit_compile_8", "_pcre2_valid_utf_8")
     assert set(hot) <= set(pcre2["functions_with_profile"])
@@ -201,7 +207,8 @@ def test_c_of_a_published_sys_crate_is_profiled_and_bolted(tmp_path: Path) -> No
     interpreter = ("upstream/src/pcre2_match.c;match", "upstream/src/pcre2_match.c;match_ref")
     assert all(max(_block_counts(shown, f)) > 100 * runs for f in interpreter[:1])
     assert all(sum(_block_counts(shown, f)) > 0 for f in interpreter)
-    assert {"match", "match_ref"} <= set(pcre2["functions_with_profile"])
+    # (the optimised build's clang inlines the hot match() into pcre2_match_8: no symbol of its own is left)
+    assert "match_ref" in pcre2["functions_with_profile"]
     # the PCRE2 in the binary is the one compiled here, not the system's
     assert not [lib for lib in _needed(Path(optimised["binary"])) if "pcre2" in lib]
     # BOLT after the C-profiled PGO binary
@@ -210,7 +217,7 @@ def test_c_of_a_published_sys_crate_is_profiled_and_bolted(tmp_path: Path) -> No
     assert bolted["stale_profile_functions"] == 0 and bolted["functions_with_profile"] > 300
     assert bolted["verify"]["requests"] == runs
     print(
-        workload_name,
+        PCRE2_EXAMPLE[4],
         {stage: report[stage]["seconds"] for stage in ("instrument", "train", "merge", "optimise", "bolt")},
         merged["executed_functions"],
         merged["total_functions"],
@@ -218,7 +225,7 @@ def test_c_of_a_published_sys_crate_is_profiled_and_bolted(tmp_path: Path) -> No
         optimised["main_crate_functions_with_profile"],
         len(pcre2["functions_with_profile"]),
         len(pcre2["functions_without_profile"]),
-        pcre2["missing"],
+        len(pcre2["missing"]),
         bolted["functions_with_profile"],
         bolted["total_functions"],
     )
