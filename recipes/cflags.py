@@ -365,17 +365,32 @@ ASSEMBLED = "unknown"
 _BUILD_DIR = re.compile(r"^(?P<pkg>.+)-[0-9a-f]{16}$")
 
 
-def c_objects(target_dir: Path, triple: str) -> dict[str, list[CObject]]:
+def out_dirs_named(log_text: str, build: Path) -> set[str]:
+    """The ``OUT_DIR``s under ``build`` (``<pkg>-<hash>``) that a build log names: the ``-L native=`` of its rustc
+    commands, cc-rs's compile commands and ``OUT_DIR`` (cargo -v, -vv)."""
+    pattern = re.compile(re.escape(str(build)) + r"/(?P<dir>[^/\s`'\"]+)/out(?![^/\s`'\"])")
+    return {m.group("dir") for m in pattern.finditer(log_text)}
+
+
+def c_objects(target_dir: Path, triple: str, *, log_text: str = "") -> dict[str, list[CObject]]:
     """The objects each target build script left in its ``OUT_DIR``, by package (build-dependencies and
-    proc-macros, built for the host, are elsewhere: ``<target dir>/release/build/``)."""
+    proc-macros, built for the host, are elsewhere: ``<target dir>/release/build/``).
+
+    A target dir shared by builds of other settings (the optimised build's ``target/``, after a ``PGO_C=0`` run,
+    a plain build or another ``PGO_OUT``) holds an ``OUT_DIR`` of each: of a package whose ``OUT_DIR``s the build's
+    log names (``log_text``), only those are read, the others being another build's."""
     found: dict[str, list[CObject]] = {}
     build = target_dir / triple / "release" / "build"
     if not build.is_dir():
         return found
+    named = out_dirs_named(log_text, build)
+    named_pkgs = {m.group("pkg") for d in named if (m := _BUILD_DIR.match(d))}
     for out in sorted(build.glob("*/out")):
         match = _BUILD_DIR.match(out.parent.name)
         if not match:
             continue
+        if match.group("pkg") in named_pkgs and out.parent.name not in named:
+            continue  # another build's OUT_DIR of this package
         objects = [o for p in sorted(out.rglob("*.o")) if p.is_file() and (o := read_object(p)) is not None]
         if objects:
             found.setdefault(match.group("pkg"), []).extend(objects)
@@ -448,7 +463,7 @@ def c_crates(
     profile = set(records or ())
     profile_tails = {r.rsplit(";", 1)[-1] for r in profile if ";" in r}
     crates = []
-    for pkg, objects in sorted(c_objects(target_dir, plan.triple).items()):
+    for pkg, objects in sorted(c_objects(target_dir, plan.triple, log_text=log_text).items()):
         compilers = sorted({o.compiler for o in objects})
         # what a compiler made (it names itself in .comment); an assembled object (ring's .S, a pregenerated one)
         # names none and has no profile to take: it is counted, not judged

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
 
 from recipes.bolt import OVERFLOW_ASSERTION
 from recipes.workload import load_workload
@@ -50,12 +53,29 @@ def published_source(name: str, version: str, tmp_path: Path) -> Path:
 BOLT_EXAMPLE = ("jaq", "2.3.0", "jaq", "1")
 
 
-def _pgo(name: str, version: str, scale: str, tmp_path: Path, **extra: str) -> tuple[Path, dict[str, Any], Path]:
-    """``nox -s pgo`` from the crate's published source with its example workload: the project, its report.json
-    and the workload."""
+#: ripgrep with its ``pcre2`` feature, whose ``rg -P`` runs PCRE2's C (pcre2-sys builds it with cc-rs only when
+#: PCRE2_SYS_STATIC=1: it links the system's libpcre2-8 when pkg-config finds one), trained and BOLTed with the Rust
+PCRE2_EXAMPLE = ("ripgrep", "15.2.0", "rg", "1", "ripgrep-pcre2")
+
+
+def _pgo(
+    name: str,
+    version: str,
+    scale: str,
+    tmp_path: Path,
+    *,
+    workload_name: str | None = None,
+    features: tuple[str, ...] = (),
+    **extra: str,
+) -> tuple[Path, dict[str, Any], Path]:
+    """``nox -s pgo`` from the crate's published source with its example workload (``workload_name``, else the
+    crate's name): the project, its report.json and the workload."""
     project = published_source(name, version, tmp_path)
-    workload = REPO / "profiles" / "examples" / f"{name}.toml"
-    (project / "pyproject.toml").write_text(f'[tool.pgo]\nworkload = "{workload}"\nlocked = true\n')
+    workload = REPO / "profiles" / "examples" / f"{workload_name or name}.toml"
+    table = f'[tool.pgo]\nworkload = "{workload}"\nlocked = true\n'
+    if features:
+        table += f"features = {json.dumps(list(features))}\n"
+    (project / "pyproject.toml").write_text(table)
     proc = subprocess.run(
         [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "pgo"],
         cwd=project,
@@ -137,4 +157,93 @@ def test_example_crate_from_crates_io(name: str, tmp_path: Path) -> None:
         optimised["missing_profile_functions"],
         optimised["main_crate_functions_with_profile"],
         optimised["main_crate_functions_without_profile"],
+    )
+
+
+def _needed(binary: Path) -> list[str]:
+    """The shared libraries the binary names (DT_NEEDED)."""
+    with binary.open("rb") as f:
+        dynamic = ELFFile(f).get_section_by_name(".dynamic")
+        assert isinstance(dynamic, DynamicSection)
+        return [str(getattr(tag, "needed", "")) for tag in dynamic.iter_tags("DT_NEEDED")]
+
+
+def _block_counts(shown: str, function: str) -> list[int]:
+    """A function's block counts in ``llvm-profdata show --all-functions --counts``."""
+    found = re.search(
+        rf"^  {re.escape(function)}:\n(?:    .*\n)*?    Block counts: \[(?P<counts>[\d, ]*)\]", shown, re.M
+    )
+    assert found, f"{function} is not in the merged profile"
+    return [int(n) for n in found["counts"].split(",") if n.strip()]
+
+
+def test_c_of_a_published_sys_crate_is_profiled_and_bolted(tmp_path: Path) -> None:
+    name, version, _, scale, workload_name = PCRE2_EXAMPLE
+    project, report, workload = _pgo(
+        name,
+        version,
+        scale,
+        tmp_path,
+        workload_name=workload_name,
+        features=("pcre2",),
+        PCRE2_SYS_STATIC="1",
+        PGO_BOLT="1",
+    )
+    check_pcre2_run(project, report, workload)
+
+
+def check_pcre2_run(project: Path, report: dict[str, Any], workload: Path) -> None:
+    """What the ripgrep-pcre2 run must show: the floors, PCRE2's C profiled with counts, BOLT after it."""
+    binary = PCRE2_EXAMPLE[2]
+    floors = load_workload(workload)
+    merged, optimised = report["merge"], report["optimise"]
+    assert merged["executed_functions"] >= (floors.min_functions or 1)
+    assert floors.max_missing is not None and optimised["missing_profile_functions"] <= floors.max_missing
+    assert optimised["stale_profile_warnings"] == 0
+    # PCRE2's C: compiled by clang of rustc's major with the profile in both builds, its functions in the profile
+    for stage in ("instrument", "optimise"):
+        crates = {c["crate"]: c for c in report[stage]["c_code"]["crates"]}
+        assert crates["pcre2-sys"]["profile_flags"], crates
+        assert all(c.startswith("Debian clang version 22.") for c in crates["pcre2-sys"]["compilers"])
+    pcre2 = next(c for c in optimised["c_code"]["crates"] if c["crate"] == "pcre2-sys")
+    assert pcre2["stale"] == []
+    assert len(pcre2["functions_with_profile"]) >= 200  # measured: 238 with profile data, 26 without
+    hot = ("pcre2_match_8", "pcre2_compile_8", "pcre2_jit_compile_8", "_pcre2_valid_utf_8")
+    assert set(hot) <= set(pcre2["functions_with_profile"])
+    shown = subprocess.run(
+        [merged["llvm_profdata"], "show", "--all-functions", "--counts", merged["profile"]],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=clean_env(),
+    ).stdout
+    runs = report["train"]["requests"]
+    # pcre2_match_8 is called for every search of every run: far more often than there are runs
+    assert max(_block_counts(shown, "pcre2_match_8")) > 100 * runs
+    assert all(max(_block_counts(shown, f)) > 0 for f in hot)
+    # the \C searches run in PCRE2's interpreter: its match() (a file-local function: named by its file)
+    interpreter = ("upstream/src/pcre2_match.c;match", "upstream/src/pcre2_match.c;match_ref")
+    assert all(max(_block_counts(shown, f)) > 100 * runs for f in interpreter[:1])
+    assert all(sum(_block_counts(shown, f)) > 0 for f in interpreter)
+    # (the optimised build's clang inlines the hot match() into pcre2_match_8: no symbol of its own is left)
+    assert "match_ref" in pcre2["functions_with_profile"]
+    # the PCRE2 in the binary is the one compiled here, not the system's
+    assert not [lib for lib in _needed(Path(optimised["binary"])) if "pcre2" in lib]
+    # BOLT after the C-profiled PGO binary
+    bolted = report["bolt"]
+    assert Path(bolted["binary"]) == project / "target" / "pgo" / "bolted" / binary
+    assert bolted["stale_profile_functions"] == 0 and bolted["functions_with_profile"] > 300
+    assert bolted["verify"]["requests"] == runs
+    print(
+        PCRE2_EXAMPLE[4],
+        {stage: report[stage]["seconds"] for stage in ("instrument", "train", "merge", "optimise", "bolt")},
+        merged["executed_functions"],
+        merged["total_functions"],
+        optimised["missing_profile_functions"],
+        optimised["main_crate_functions_with_profile"],
+        len(pcre2["functions_with_profile"]),
+        len(pcre2["functions_without_profile"]),
+        len(pcre2["missing"]),
+        bolted["functions_with_profile"],
+        bolted["total_functions"],
     )

@@ -202,3 +202,31 @@ def test_an_assembled_object_is_counted_but_not_judged(tmp_path: Path) -> None:
     (out / "b.o").unlink()  # assembled objects and a table alone: nothing took the profile
     (alone,) = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text="", flag="-fprofile-generate")
     assert not alone["profile_flags"]
+
+
+def test_another_builds_out_dir_in_a_shared_target_dir_is_not_read(tmp_path: Path) -> None:
+    """The optimised build's target dir (``target/``) is shared: after a ``PGO_C=0`` run (gcc's pcre2-sys) it holds
+    that build's ``OUT_DIR`` beside this one's, and ripgrep's pcre2-sys read as 'the profile flags did not reach
+    it'. Of a package whose ``OUT_DIR`` the build's log names (the binary's ``-L native=``), only that one is read."""
+    build = tmp_path / "target" / HOST / "release" / "build"
+    ours, other, unnamed = (
+        build / d / "out" for d in ("csys-0123456789abcdef", "csys-fedcba9876543210", "zsys-1111111111111111")
+    )
+    for out in (ours, other, unnamed):
+        out.mkdir(parents=True)
+    (tmp_path / "f.c").write_text("int c_f(int x) { return x * 3; }\n")
+    subprocess.run(["clang-22", "-fprofile-generate", "-c", str(tmp_path / "f.c"), "-o", str(ours / "f.o")], check=True)
+    subprocess.run(["gcc", "-O2", "-c", str(tmp_path / "f.c"), "-o", str(other / "f.o")], check=True)
+    subprocess.run(
+        ["clang-22", "-fprofile-generate", "-c", str(tmp_path / "f.c"), "-o", str(unnamed / "f.o")], check=True
+    )
+    log = f"     Running `rustc --crate-name app src/main.rs -L native={ours} -L dependency=/x`\n"
+    assert cflags.out_dirs_named(log, build) == {"csys-0123456789abcdef"}
+    plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, clang=None, zigbuild=False)
+    csys, zsys = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text=log, flag="-fprofile-generate")
+    assert csys["crate"] == "csys" and csys["objects"] == 1 and csys["profile_flags"], csys
+    assert csys["compilers"] == [cflags.read_object(ours / "f.o").compiler]  # type: ignore[union-attr]
+    assert zsys["objects"] == 1 and zsys["profile_flags"]  # a package the log does not name: all of its OUT_DIRs
+    # without the log's word, both of csys's OUT_DIRs are read, and gcc's object makes it unprofiled
+    both, _ = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text="", flag="-fprofile-generate")
+    assert both["objects"] == 2 and not both["profile_flags"]
