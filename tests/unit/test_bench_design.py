@@ -11,6 +11,7 @@ import pytest
 from recipes.bench import design, procstat, report
 from recipes.bench.cli import Outcome
 from recipes.bench.report import BASELINE, CANDIDATE, ScenarioResult, Trial
+from recipes.errors import ProcStatError
 
 TICK = 1 / procstat.CLOCK_TICKS
 
@@ -62,7 +63,7 @@ def test_busy_leaves_out_what_others_ran_on_the_server_s_core(tmp_path: Path) ->
     assert math.isnan(design.busy(0.0, 0.0, 0.0))
     stat = "cpu  10 0 5 900 7 0 0 0 0 0\ncpu0 5 0 2 400 3 0 0 0 0 0\ncpu1 5 0 3 500 4 1 1 0 0 0\nintr 1\n"
     assert procstat.parse_core_idle(stat, 1) == 504 and procstat.parse_core_idle(stat, 0) == 403
-    with pytest.raises(procstat.ProcStatError, match="no cpu7 line"):
+    with pytest.raises(ProcStatError, match="no cpu7 line"):
         procstat.parse_core_idle(stat, 7)
     (tmp_path / "stat").write_text(stat)
     assert procstat.core_idle(1, tmp_path) == 504
