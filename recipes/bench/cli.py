@@ -288,8 +288,8 @@ def _flags(result: report.ScenarioResult) -> list[str]:
     notes = [result.tick_note] if result.tick_note else []
     if result.not_busy:
         notes.append(
-            f"{len(result.not_busy)} of {len(result.measured)} trials with the server under {design.BUSY_MIN} CPU s "
-            f"per wall s; give {design.busy_fix(result.kind or 'http', result.connections, result.streams)}"
+            f"{len(result.not_busy)} of {len(result.measured)} trials with the server under {design.BUSY_MIN} "
+            f"{design.BUSY_UNIT}; give {result.busy_fix}"
         )
     return notes
 

@@ -87,8 +87,30 @@ def mostly(flagged: int, total: int) -> bool:
     return total > 0 and 2 * flagged > total
 
 
-def busy_fix(kind: str, connections: int, streams: int) -> str:
-    """What keeps a server busier, for a scenario of ``kind``."""
+#: CPU seconds of the load generator per wall second from which its own core is flat out: a server left idle then
+#: waits for its client (a full TLS handshake costs the client about what it costs the server), and more load from
+#: that one core cannot help
+LOAD_SATURATED = 0.85
+
+
+def client_bound(load_cpu: Sequence[float], walls: Sequence[float]) -> float | None:
+    """The load generator's median CPU seconds per wall second over the trials, when it is at least
+    :data:`LOAD_SATURATED` (the trials were bound by the client, not by what the scenario asked); else None."""
+    figures = [cpu / wall for cpu, wall in zip(load_cpu, walls, strict=True) if wall > 0]
+    if not figures:
+        return None
+    median = statistics.median(figures)
+    return median if median >= LOAD_SATURATED else None
+
+
+def busy_fix(kind: str, connections: int, streams: int, load_bound: float | None = None) -> str:
+    """What keeps a server busier, for a scenario of ``kind`` (nothing a scenario can give when the load generator
+    was the bound: ``load_bound`` its CPU per wall second)."""
+    if load_bound is not None:
+        return (
+            f"nothing from this scenario: the load generator used {load_bound:.2f} of its core, so the server waited "
+            "for its client (a second load core, or a faster client, would keep it busy); flagged, not invalid"
+        )
     if kind == "handshakes":
         return f"a larger batch (batch = {connections} handshakes at once now)"
     return (

@@ -147,10 +147,22 @@ class ScenarioResult:
         return [t for t in self.measured if design.too_short(t.server_cpu, procstat.CLOCK_TICKS)]
 
     @property
+    def load_bound(self) -> float | None:
+        """The load generator's median CPU per wall second over the trials whose server was not kept busy, when it
+        was flat out (:func:`recipes.bench.design.client_bound`): the client was the bound."""
+        flagged = self.not_busy
+        return design.client_bound([t.load_cpu for t in flagged], [t.wall for t in flagged]) if flagged else None
+
+    @property
+    def busy_fix(self) -> str:
+        return design.busy_fix(self.kind or "http", self.connections, self.streams, self.load_bound)
+
+    @property
     def busy_problem(self) -> str:
-        """Why the scenario is invalid for a server not kept busy in most of its trials, or ``""``."""
+        """Why the scenario is invalid for a server not kept busy in most of its trials, or ``""`` (also when the
+        load generator was flat out: the server waited for a client that could go no faster)."""
         flagged, measured = self.not_busy, self.measured
-        if not design.mostly(len(flagged), len(measured)):
+        if not design.mostly(len(flagged), len(measured)) or self.load_bound is not None:
             return ""
         return design.busy_refusal(
             [t.busy for t in flagged], len(measured), self.kind or "http", self.connections, self.streams
@@ -461,7 +473,7 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
                 f"- {result.title}: {len(result.not_busy)} of {len(result.measured)} trials with the server under "
                 f"{design.BUSY_MIN} {design.BUSY_UNIT} ("
                 + ", ".join(f"{named.get(t.build, t.build)} #{t.index}: {t.busy:.2f}" for t in result.not_busy)
-                + f"); give {design.busy_fix(result.kind or 'http', result.connections, result.streams)}."
+                + f"); give {result.busy_fix}."
             )
         if not result.valid:
             lines.append(f"| {title} | {result.held_out_text} | invalid | — | — | — | — | — | — | — | {drift_text} |")
