@@ -244,7 +244,7 @@ class CommandPhase(Phase):
     def run(self, ctx: PhaseContext) -> PhaseResult:
         where = f"phase {ctx.instance}/{self.name}"
         runs = ctx.scaled(self.runs)
-        argv = [str(ctx.binary), *(filled(a, ctx, where) for a in self.args)]
+        argv = ctx.argv([filled(a, ctx, where) for a in self.args])
         stdin = filled(self.stdin, ctx, where).encode() if self.stdin is not None else None
         default_cwd = ctx.cwd or Path(ctx.values["project"])
         cwd = working_dir(self.cwd, ctx, where) if self.cwd is not None else default_cwd

@@ -91,6 +91,7 @@ def test_ci_runs_the_readmes_test_command_which_installs_every_package_the_tests
     words = printed.replace("\\\n", " ").split()
     assert words[-3:] == ["nox", "-s", "tests"]
     assert "install" in words and "x86_64-unknown-linux-musl" in words
+    assert "aarch64-unknown-linux-gnu" in words and "libc6-dev-arm64-cross" in words  # tests/integration/test_aarch64.py
     for program, package in noxfile.TEST_PROGRAMS.items():
         assert program == "cargo" or package in words, f"the README's test command does not install {package}"
 
