@@ -359,7 +359,7 @@ def check_binary(
     magic = _magic(binary)
     if magic != ELF_MAGIC and (args is not None or not magic.startswith(b"#!")):
         raise _not_elf(binary, magic)
-    if magic == ELF_MAGIC and (arch := emulation.elf_arch(binary)) != "x86_64":
+    if (arch := emulation.elf_arch_or_none(binary)) not in (None, "x86_64"):
         raise ConfigError(
             f"{binary} is an {arch} binary: the baseline-CPU check is of x86-64 binaries (qemu64), {arch} is not "
             "checked",

@@ -144,3 +144,11 @@ def elf_arch(path: Path) -> str:
     except (ELFError, OSError) as exc:
         raise CheckFailed(f"{path} is not an ELF binary: {exc}", "give the binary cargo built") from exc
     return ELF_MACHINES.get(machine, machine)
+
+
+def elf_arch_or_none(path: Path) -> str | None:
+    """:func:`elf_arch`, or None for a file that is not ELF or whose header pyelftools cannot read."""
+    try:
+        return elf_arch(path)
+    except CheckFailed:
+        return None

@@ -159,11 +159,8 @@ def _why_not(measure: str) -> str:
 def check_native(binary: Path, label: str, measure: str) -> None:
     """A binary of another architecture than the machine's is refused: under emulation its CPU time says nothing
     of the binary, and valgrind runs the machine's architecture only. A file that is not ELF (a script) runs here."""
-    with binary.open("rb") as stream:
-        if stream.read(4) != b"\x7fELF":
-            return
-    arch, host = emulation.elf_arch(binary), emulation.host_arch()
-    if arch != host:
+    arch, host = emulation.elf_arch_or_none(binary), emulation.host_arch()
+    if arch is not None and arch != host:
         raise BenchError(
             f"{label}: {binary} is an {arch} binary and this machine is {host}: {_why_not(measure)}",
             f"bench it on an {arch} machine",

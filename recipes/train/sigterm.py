@@ -55,7 +55,9 @@ def shim(directory: Path, env: Mapping[str, str], arch: Arch | None = None) -> P
                 f"apt-get install -y {arch.linker_package}",
             )
     else:
-        compiler = env.get("CC") or shutil.which("cc", path=env.get("PATH")) or shutil.which("gcc", path=env.get("PATH"))
+        compiler = (
+            env.get("CC") or shutil.which("cc", path=env.get("PATH")) or shutil.which("gcc", path=env.get("PATH"))
+        )
     if not compiler:
         raise ToolchainError(
             "exit_on_sigterm needs a C compiler (cc) to build its SIGTERM shim", "apt-get install -y gcc, or set CC"

@@ -33,7 +33,9 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(emulation.host_arch() != "x86_64", reason="these tests cross from x86_64 to aarch64"),
     pytest.mark.skipif(
-        not _target_installed() or shutil.which("aarch64-linux-gnu-gcc") is None or shutil.which("qemu-aarch64") is None,
+        not _target_installed()
+        or shutil.which("aarch64-linux-gnu-gcc") is None
+        or shutil.which("qemu-aarch64") is None,
         reason=f"needs `rustup target add {TARGET}`, gcc-aarch64-linux-gnu and qemu-user (.ci/run installs them)",
     ),
 ]
@@ -75,7 +77,16 @@ def test_hello_for_aarch64_is_trained_under_qemu_and_prints_what_the_x86_64_buil
     # the x86_64 build of the same source prints the same
     target_dir = tmp_path / "native"
     subprocess.run(
-        ["cargo", "build", "--release", "--quiet", "--manifest-path", str(pipeline.manifest), "--target-dir", str(target_dir)],
+        [
+            "cargo",
+            "build",
+            "--release",
+            "--quiet",
+            "--manifest-path",
+            str(pipeline.manifest),
+            "--target-dir",
+            str(target_dir),
+        ],
         check=True,
         env=clean_env(),
     )
@@ -97,7 +108,8 @@ def test_the_bench_refuses_an_aarch64_binary_for_cpu_time_and_for_counts(hello_a
     line = assert_refused(pipeline.nox("bench", "--baseline", binary, "--candidate", binary), "is an aarch64 binary")
     assert "this machine is x86_64: CPU time under emulation says nothing of the binary" in line
     line = assert_refused(
-        pipeline.nox("bench", "--measure", "counts", "--baseline", binary, "--candidate", binary), "is an aarch64 binary"
+        pipeline.nox("bench", "--measure", "counts", "--baseline", binary, "--candidate", binary),
+        "is an aarch64 binary",
     )
     assert "valgrind runs binaries of the machine's architecture only" in line
     line = assert_refused(pipeline.nox("bench", PGO_TARGET=TARGET), f"PGO_TARGET={TARGET} builds aarch64 binaries")
@@ -160,4 +172,3 @@ def test_bolt_for_aarch64_is_refused_before_anything_is_built(hello: Pipeline) -
         "checked on x86_64 only",
     )
     assert not hello.work.joinpath("generate-target").exists()
-

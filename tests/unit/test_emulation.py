@@ -132,3 +132,10 @@ def test_the_sigterm_shim_of_an_aarch64_server_is_an_aarch64_library_given_to_qe
     assert sigterm.shim(tmp_path / "shim", dict(os.environ)) != library  # the host's is another file
     env = sigterm.preload_env({"QEMU_SET_ENV": "A=1"}, library, emulated=True)
     assert env == {"QEMU_SET_ENV": f"A=1,LD_PRELOAD={library}"}  # not the host's LD_PRELOAD (qemu is a host program)
+
+
+def test_a_file_whose_header_is_not_elf_has_no_architecture(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.write_bytes(b"\x7fELF" + b"\x00" * 60)
+    assert emulation.elf_arch_or_none(broken) is None
+    assert emulation.elf_arch_or_none(tmp_path / "missing") is None
