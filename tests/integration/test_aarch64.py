@@ -172,3 +172,28 @@ def test_bolt_for_aarch64_is_refused_before_anything_is_built(hello: Pipeline) -
         "checked on x86_64 only",
     )
     assert not hello.work.joinpath("generate-target").exists()
+
+
+
+def test_the_test_suite_of_an_aarch64_build_runs_under_qemu_as_cargos_runner(tmp_path: Path) -> None:
+    """The harnesses run under qemu-aarch64 (cargo's runner): the library's unit tests and doc-tests pass. The
+    ``cli`` harness spawns the built binary itself (``CARGO_BIN_EXE_…``): the kernel runs that aarch64 program only
+    with qemu registered in binfmt_misc (Debian's qemu-user-binfmt), which this machine may lack; without it those
+    tests fail (exit 127: glibc hands the unknown executable to sh) and the stage refuses, naming them."""
+    from tests.integration.test_pgo_test import WORKLOAD  # noqa: PLC0415  (the fixture crate's own workload)
+
+    workload = tmp_path / "tested.toml"
+    workload.write_text(WORKLOAD)
+    tested = Pipeline(tmp_path, "tested", workload=str(workload))
+    done = tested.nox("pgo", PGO_TARGET=TARGET, PGO_TEST="1")
+    log = (tested.work / "logs" / "test.log").read_text()
+    assert f"--target {TARGET}" in log and "qemu-aarch64 " in log  # cargo ran each harness under its runner
+    listed = json.loads((tested.work / "report.json").read_text())["test"]["suites"]
+    suites = {s["name"]: s for s in listed}
+    assert suites["doc-tests tested_pgo"]["passed"] == 1 and suites["doc-tests tested_pgo"]["failed"] == 0
+    assert any(s["name"] == "tested_pgo" and s["passed"] == 5 and s["failed"] == 0 for s in listed)  # the lib's
+    if Path("/proc/sys/fs/binfmt_misc/qemu-aarch64").exists():
+        assert "9 passed, 0 failed, 1 ignored" in assert_ok(done)
+    else:
+        assert suites["-p tested-pgo --test cli"]["failed"] == 3
+        assert_refused(done, "the test suite compiled with the profile failed: 3 of")
