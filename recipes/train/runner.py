@@ -43,7 +43,8 @@ def run_workload(
     there, emptied first; without it (verifying the optimised binary) none is expected. With ``fdata_dir`` (a
     BOLT-instrumented binary, which writes where its instrumentation says) every instance must add a ``.fdata``
     file there. ``launcher``: what runs the binary (qemu-user for another architecture: ``recipes.emulation``),
-    whose slowdown multiplies the workload's own time limits. ``scratch_name``: the folder of the work dir the phases may use (default: train or verify)."""
+    whose slowdown multiplies the workload's own time limits. ``scratch_name``: the folder of the work dir the
+    phases may use (default: train or verify)."""
     verifying = profraw_dir is None and fdata_dir is None
     if profraw_dir is not None:
         shutil.rmtree(profraw_dir, ignore_errors=True)
