@@ -254,7 +254,9 @@ class CommandPhase(Phase):
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
         done = started = 0
         leftovers: list[procs.Leftover] = []
-        say(f"{where}: {runs} runs of {' '.join(argv[1:]) or '(no arguments)'} in {cwd}")
+        shown = " ".join(argv[len(ctx.launcher) + 1 :]) or "(no arguments)"
+        under = f" under {Path(ctx.launcher[0]).name}" if ctx.launcher else ""
+        say(f"{where}: {runs} runs of {shown} in {cwd}{under}")
         with log.open("wb", buffering=0) as out:
             output = Output(self.output, out)
             try:

@@ -69,6 +69,7 @@ def test_hello_for_aarch64_is_trained_under_qemu_and_prints_what_the_x86_64_buil
     assert report["train"]["profraw_files"] >= 1
     assert report["merge"]["executed_functions"] >= 5
     assert f"C of build scripts: unprofiled for {TARGET} (a cross target" in text
+    assert "phase cli/collatz: 3 runs of collatz 3000 in " in text and " under qemu-aarch64" in text
     binary = Path(report["optimise"]["binary"])
     assert _machine(binary) == "EM_AARCH64"
     assert "__llvm_prf_cnts" not in _sections(binary)  # not instrumented
@@ -172,7 +173,6 @@ def test_bolt_for_aarch64_is_refused_before_anything_is_built(hello: Pipeline) -
         "checked on x86_64 only",
     )
     assert not hello.work.joinpath("generate-target").exists()
-
 
 
 def test_the_test_suite_of_an_aarch64_build_runs_under_qemu_as_cargos_runner(tmp_path: Path) -> None:
