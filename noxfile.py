@@ -61,6 +61,8 @@ TEST_PROGRAMS = {
     "valgrind": "valgrind",
     "h2load": "nghttp2-client",
     "qemu-x86_64": "qemu-user",
+    "qemu-aarch64": "qemu-user",
+    "aarch64-linux-gnu-gcc": "gcc-aarch64-linux-gnu",
     "strip": "binutils",
     "openssl": "openssl",
     "curl": "curl",

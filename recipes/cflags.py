@@ -499,6 +499,17 @@ def prefix_map_flags(pairs: Sequence[tuple[str, str]]) -> tuple[str, ...]:
     return tuple(f"-ffile-prefix-map={src}={dest}" for src, dest in pairs)
 
 
+def cross_line(plan: CPlan, rustc: RustcInfo) -> str | None:
+    """The line of a cross target whose C the pipeline leaves alone (``PGO_C`` unset): every build compiles it
+    with the same compiler (cc-rs's default for the target, or the user's), without the profile."""
+    if plan.setting != "auto" or plan.triple == rustc.host or plan.enabled:
+        return None
+    return (
+        f"C of build scripts: unprofiled for {plan.triple} (a cross target: not the host {rustc.host}); every build "
+        "compiles it alike, with cc-rs's compiler for the target"
+    )
+
+
 def unprofiled(crates: Sequence[CCrateRecord]) -> list[str]:
     """The packages whose C the profile flags did not reach."""
     return [c["crate"] for c in crates if not c["profile_flags"]]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from recipes import certs, net, procs, report
+from recipes import certs, emulation, net, procs, report
 from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
 from recipes.results import CommandCheck, CpuBaselineResult, Report, ServerCheck
@@ -359,6 +359,12 @@ def check_binary(
     magic = _magic(binary)
     if magic != ELF_MAGIC and (args is not None or not magic.startswith(b"#!")):
         raise _not_elf(binary, magic)
+    if (arch := emulation.elf_arch_or_none(binary)) not in (None, "x86_64"):
+        raise ConfigError(
+            f"{binary} is an {arch} binary: the baseline-CPU check is of x86-64 binaries (qemu64), {arch} is not "
+            "checked",
+            "check it on an x86_64 binary of the same source, or leave the check out for this target",
+        )
     work.mkdir(parents=True, exist_ok=True)
     qemu = check_qemu(env)
     say(f"cpu-baseline: {binary} under {QEMU} -cpu {BASELINE_CPU}")

@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import cflags, preflight, zig
+from recipes import cflags, emulation, preflight, zig
 from recipes.cargo import command as cargo_command
 from recipes.cargo.metadata import CrateInfo, crate_info
 from recipes.config import Config
 from recipes.runner import run
-from recipes.rustflags import RustflagsPlan, plan_rustflags, refuse_global_rustflags, rust_triple
+from recipes.rustflags import RustflagsPlan, cargo_config_files, plan_rustflags, refuse_global_rustflags, rust_triple
 from recipes.store import ProfileStore
 from recipes.toolchain import RustcInfo, rustc_info
 from recipes.workload import Workload, load_workload, workload_path
@@ -33,6 +33,11 @@ class BuildPlan:
     @property
     def triple(self) -> str:
         return rust_triple(self.target)
+
+    @property
+    def launcher(self) -> tuple[str, ...]:
+        """What runs the built binary: qemu-user for a target of another architecture, else nothing."""
+        return emulation.launcher(self.triple, self.env)
 
     @property
     def work(self) -> Path:
@@ -114,10 +119,13 @@ def make_plan(
     crate = crate_info(config.manifest, config.package, config.bin, env)
     target = config.target or info.host
     preflight.check(config, env, target, bin_name=crate.bin, instruments=instruments)
+    preflight.check_bolt_target(target, bolt=config.bolt if bolt is None else bolt)
     preflight.check_tools(config, env, info, profdata=profdata, bolt_tools=config.bolt if bolt is None else bolt)
     if zig.uses_zigbuild(config.cargo):
         env = zig.ensure_zigbuild(env, logs=config.out / "logs")
     flags = plan_rustflags(target, config.manifest.parent, env)
+    configs = [c.data for c in cargo_config_files(config.manifest.parent, env)]
+    env = emulation.cross_env(rust_triple(target), env, configs)
     c_plan = cflags.plan_c(
         info,
         env,

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from recipes import bolt, zig
+from recipes import bolt, emulation, zig
 from recipes.config import Config
 from recipes.errors import ConfigError
 from recipes.runner import capture
@@ -46,6 +46,16 @@ def check_tools(config: Config, env: Mapping[str, str], rustc: RustcInfo, *, pro
     if bolt_tools:
         bolt.find_bolt(rustc, env, config.llvm_bolt)
         bolt.bolt_args(config.bolt_args)
+
+
+def check_bolt_target(target: str, *, bolt: bool) -> None:
+    """``PGO_BOLT=1`` only for x86_64: the stage's checks and its runtime are tried on x86_64 binaries only."""
+    arch = emulation.triple_arch(rust_triple(target))
+    if bolt and arch != "x86_64":
+        raise ConfigError(
+            f"PGO_BOLT=1 is not supported for {arch} (PGO_TARGET={target}): the BOLT stage is checked on x86_64 only",
+            "unset PGO_BOLT for this target",
+        )
 
 
 def store_root(config: Config, bin_name: str | None) -> Path | None:

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from recipes import bolt as boltlib
-from recipes import cflags, report, stages
+from recipes import cflags, emulation, report, stages
 from recipes.bench.settings import Build
-from recipes.errors import CheckFailed, MissingInput
+from recipes.errors import BenchError, CheckFailed, MissingInput
 from recipes.files import copy_atomically
 from recipes.plan import BuildPlan
 from recipes.results import PlainResult
@@ -148,3 +148,32 @@ def frozen_copy(binary: Path, bin_dir: Path, label: str) -> Build:
     dest = bin_dir / f"{label.lower().replace(' ', '-')}-{binary.name}"
     copy_atomically(binary, dest)
     return Build(label=label, binary=dest, sha256=sha256_file(dest), origin=str(binary))
+
+
+def _why_not(measure: str) -> str:
+    if measure == "counts":
+        return "valgrind runs binaries of the machine's architecture only"
+    return "CPU time under emulation says nothing of the binary"
+
+
+def check_native(binary: Path, label: str, measure: str) -> None:
+    """A binary of another architecture than the machine's is refused: under emulation its CPU time says nothing
+    of the binary, and valgrind runs the machine's architecture only. A file that is not ELF (a script) runs here."""
+    arch, host = emulation.elf_arch_or_none(binary), emulation.host_arch()
+    if arch is not None and arch != host:
+        raise BenchError(
+            f"{label}: {binary} is an {arch} binary and this machine is {host}: {_why_not(measure)}",
+            f"bench it on an {arch} machine",
+        )
+
+
+def check_native_target(target: str | None, measure: str) -> None:
+    """``PGO_TARGET`` of another architecture: refused (as :func:`check_native`) before anything is built."""
+    if target is None:
+        return
+    arch, host = emulation.triple_arch(target), emulation.host_arch()
+    if arch != host:
+        raise BenchError(
+            f"PGO_TARGET={target} builds {arch} binaries and this machine is {host}: {_why_not(measure)}",
+            f"bench on an {arch} machine",
+        )

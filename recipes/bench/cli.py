@@ -308,8 +308,10 @@ def check(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str])
     workload = bench_workload(config, environ)
     chosen = select(args.scenarios, require_scenarios(workload))
     given = [("baseline", args.baseline)] if args.baseline is not None else []
+    builds.check_native_target(config.target, args.measure)
     for label, binary in [*given, *(("candidate", c) for c in args.candidates)]:
         builds.check_executable(binary, label)
+        builds.check_native(binary, label, args.measure)
     if args.measure == "counts":
         counts_report.check_gate_kinds(args.gate, [held_out(s, workload).status for s in chosen])
         counting.find_tools(environ, chosen)
@@ -328,6 +330,7 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
     scenarios = select(args.scenarios, require_scenarios(workload))
     out = config.out / "bench"
     server_core, load_core = choose_cores(set(os.sched_getaffinity(0)), args.server_core, args.load_core)
+    builds.check_native_target(config.target, args.measure)
     plan = functools.cache(lambda: make_plan(config, environ))  # made once, and only when a build is needed
     if args.candidates:
         defaults = ["candidate", *(f"candidate-{n}" for n in range(2, len(args.candidates) + 1))]
@@ -345,6 +348,8 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
         raise ConfigError(f"two builds are labelled {twice!r}", "give --baseline-label or --candidate-label")
     frozen = [builds.frozen_copy(baseline_binary, out / "bin", baseline_label)]
     frozen += [builds.frozen_copy(binary, out / "bin", label) for binary, label in candidates]
+    for build in frozen:
+        builds.check_native(build.binary, build.label, args.measure)
     settings = Settings(
         builds=tuple(frozen),
         scenarios=scenarios,

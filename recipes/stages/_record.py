@@ -102,4 +102,5 @@ def run_on(
         crate_dir=plan.crate.package_dir,
         fdata_dir=fdata_dir,
         scratch_name=scratch_name,
+        launcher=plan.launcher,
     )

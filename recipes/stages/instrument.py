@@ -27,6 +27,8 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
     c_flag = f"-fprofile-generate={plan.profraw_dir}"
     env = cflags.c_env(plan.c, env, [c_flag], plan.work / "bin", optimise=False)
+    if line := cflags.cross_line(plan.c, plan.rustc):
+        say(line)
     clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")
     argv = plan.build_argv(plan.generate_dir)
     done = run(argv, env=env, log=plan.logs / "instrument-build.log", cwd=plan.cwd, what="the instrumented build")

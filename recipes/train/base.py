@@ -64,6 +64,10 @@ class PhaseContext:
     timeout_override: float | None = None
     #: the working directory of the instance's processes (a command instance's ``cwd``; None: the project)
     cwd: Path | None = None
+    #: what runs the binary: qemu-user for a target of another architecture (``recipes.emulation``), else nothing
+    launcher: tuple[str, ...] = ()
+    #: the factor of the workload's own time limits (``recipes.emulation.SLOWDOWN`` under emulation)
+    slowdown: float = 1.0
 
     def scaled(self, count: int) -> int:
         """A request or run count times PGO_TRAIN_SCALE, never below 1."""
@@ -71,7 +75,11 @@ class PhaseContext:
 
     def limit(self, phase_timeout: float | None) -> float:
         """A phase's time limit: PGO_PHASE_TIMEOUT, else its own ``timeout``, else the workload's or 300 s."""
-        return self.timeout_override or phase_timeout or self.timeout
+        return self.timeout_override or (phase_timeout or self.timeout) * self.slowdown
+
+    def argv(self, args: list[str]) -> list[str]:
+        """The command line that runs the binary with ``args`` (under the launcher, if any)."""
+        return [*self.launcher, str(self.binary), *args]
 
 
 class Phase(ABC):

@@ -244,7 +244,7 @@ class CommandPhase(Phase):
     def run(self, ctx: PhaseContext) -> PhaseResult:
         where = f"phase {ctx.instance}/{self.name}"
         runs = ctx.scaled(self.runs)
-        argv = [str(ctx.binary), *(filled(a, ctx, where) for a in self.args)]
+        argv = ctx.argv([filled(a, ctx, where) for a in self.args])
         stdin = filled(self.stdin, ctx, where).encode() if self.stdin is not None else None
         default_cwd = ctx.cwd or Path(ctx.values["project"])
         cwd = working_dir(self.cwd, ctx, where) if self.cwd is not None else default_cwd
@@ -254,7 +254,9 @@ class CommandPhase(Phase):
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
         done = started = 0
         leftovers: list[procs.Leftover] = []
-        say(f"{where}: {runs} runs of {' '.join(argv[1:]) or '(no arguments)'} in {cwd}")
+        shown = " ".join(argv[len(ctx.launcher) + 1 :]) or "(no arguments)"
+        under = f" under {Path(ctx.launcher[0]).name}" if ctx.launcher else ""
+        say(f"{where}: {runs} runs of {shown} in {cwd}{under}")
         with log.open("wb", buffering=0) as out:
             output = Output(self.output, out)
             try:

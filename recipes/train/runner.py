@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
+from recipes import emulation
 from recipes.errors import TrainingFailed
 from recipes.results import TrainResult
 from recipes.runner import say
@@ -36,11 +37,14 @@ def run_workload(
     crate_dir: Path | None = None,
     fdata_dir: Path | None = None,
     scratch_name: str | None = None,
+    launcher: tuple[str, ...] = (),
 ) -> TrainResult:
     """Drive ``binary`` through the workload. With ``profraw_dir`` (training) the profiles are collected
     there, emptied first; without it (verifying the optimised binary) none is expected. With ``fdata_dir`` (a
     BOLT-instrumented binary, which writes where its instrumentation says) every instance must add a ``.fdata``
-    file there. ``scratch_name``: the folder of the work dir the phases may use (default: train or verify)."""
+    file there. ``launcher``: what runs the binary (qemu-user for another architecture: ``recipes.emulation``),
+    whose slowdown multiplies the workload's own time limits. ``scratch_name``: the folder of the work dir the
+    phases may use (default: train or verify)."""
     verifying = profraw_dir is None and fdata_dir is None
     if profraw_dir is not None:
         shutil.rmtree(profraw_dir, ignore_errors=True)
@@ -86,6 +90,8 @@ def run_workload(
                 verifying=verifying,
                 resources=handles,
                 timeout_override=timeout,
+                launcher=launcher,
+                slowdown=emulation.slowdown(launcher),
             )
             mode = INSTANCE_MODES[instance.mode]
             before = set(fdata_dir.glob("*.fdata")) if fdata_dir is not None else set()

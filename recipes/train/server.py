@@ -134,28 +134,31 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
     }
     if options.config is not None:
         write_atomically(config_path, fill(options.config, values))
-    argv = [str(ctx.binary), *(fill(a, values) for a in options.args)]
+    argv = ctx.argv([fill(a, values) for a in options.args])
     log = ctx.logs / f"train-{ctx.instance}-server.log"
     say(f"instance {ctx.instance}: starting {' '.join(argv)} (log {log})")
     env = ctx.env
     if options.exit_on_sigterm:
-        env = sigterm.preload_env(env, sigterm.shim(Path(ctx.values["work"]).parent / "bin", env))
+        arch = sigterm.target_arch(ctx.binary, ctx.launcher)
+        library = sigterm.shim(Path(ctx.values["work"]).parent / "bin", env, arch)
+        env = sigterm.preload_env(env, library, emulated=bool(ctx.launcher))
     with Child.start(argv, env=env, log=log, label=f"instance {ctx.instance}: the server") as child:
         child.hold_leftovers = not ctx.verifying  # in the training, a refusal (see _stop)
         server = RunningServer(ctx.instance, child, ports)
         ready_url = fill(options.ready, values)
-        readiness = child.wait_ready(ready_url, options.ready_timeout)
+        ready_limit = options.ready_timeout * ctx.slowdown
+        readiness = child.wait_ready(ready_url, ready_limit)
         if not readiness.ready:
             if not child.alive():
                 raise server.died(f"before it answered {ready_url}")
-            raise not_ready(server, ready_url, options.ready_timeout, readiness)
+            raise not_ready(server, ready_url, ready_limit, readiness)
         say(f"instance {ctx.instance}: ready in {readiness.seconds:.2f} s (pid {child.pid}, ports {ports})")
         try:
             yield replace(ctx, values=values, server=server)
         except PgoError:
             server.show_tail()  # whatever failed, the server's side of it
             raise
-        _stop(server, options.stop_timeout)  # leaving the block kills it if it is still there
+        _stop(server, options.stop_timeout * ctx.slowdown)  # leaving the block kills it if it is still there
 
 
 def not_ready(server: RunningServer, url: str, limit: float, readiness: net.Readiness) -> TrainingFailed:

@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from recipes.emulation import ARCHES, Arch, elf_arch
 from recipes.errors import ToolchainError
 from recipes.files import atomic_output
 from recipes.runner import run
@@ -39,13 +40,24 @@ __attribute__((constructor)) static void pgo_install_sigterm_exit(void) {
 """
 
 
-def shim(directory: Path, env: Mapping[str, str]) -> Path:
-    """The shared library (built once per source, with the system's C compiler) in ``directory``."""
+def shim(directory: Path, env: Mapping[str, str], arch: Arch | None = None) -> Path:
+    """The shared library (built once per source, with the system's C compiler) in ``directory``; for a binary of
+    another architecture (``arch``, run under qemu-user), with that architecture's cross compiler."""
     digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    library = directory / f"pgo-exit-on-sigterm-{digest}.so"
+    library = directory / f"pgo-exit-on-sigterm-{digest}{'-' + arch.name if arch else ''}.so"
     if library.is_file():
         return library
-    compiler = env.get("CC") or shutil.which("cc", path=env.get("PATH")) or shutil.which("gcc", path=env.get("PATH"))
+    if arch is not None:
+        compiler = shutil.which(arch.linker, path=env.get("PATH"))
+        if not compiler:
+            raise ToolchainError(
+                f"exit_on_sigterm needs {arch.linker} to build its SIGTERM shim for the {arch.name} binary",
+                f"apt-get install -y {arch.linker_package}",
+            )
+    else:
+        compiler = (
+            env.get("CC") or shutil.which("cc", path=env.get("PATH")) or shutil.which("gcc", path=env.get("PATH"))
+        )
     if not compiler:
         raise ToolchainError(
             "exit_on_sigterm needs a C compiler (cc) to build its SIGTERM shim", "apt-get install -y gcc, or set CC"
@@ -63,8 +75,18 @@ def shim(directory: Path, env: Mapping[str, str]) -> Path:
     return library
 
 
-def preload_env(env: Mapping[str, str], library: Path) -> dict[str, str]:
-    """``env`` with ``library`` first in ``LD_PRELOAD`` (a preload already there is kept after it)."""
+def preload_env(env: Mapping[str, str], library: Path, *, emulated: bool = False) -> dict[str, str]:
+    """``env`` with ``library`` first in ``LD_PRELOAD`` (a preload already there is kept after it). ``emulated``:
+    the binary runs under qemu-user, which is itself a program of the host: the preload goes to the emulated
+    program's environment only (``QEMU_SET_ENV``)."""
     result = dict(env)
+    if emulated:
+        result["QEMU_SET_ENV"] = ",".join(filter(None, [env.get("QEMU_SET_ENV", ""), f"LD_PRELOAD={library}"]))
+        return result
     result["LD_PRELOAD"] = " ".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
     return result
+
+
+def target_arch(binary: Path, launcher: tuple[str, ...]) -> Arch | None:
+    """The architecture the shim is built for: the binary's when it runs under qemu-user, else the host's (None)."""
+    return ARCHES.get(elf_arch(binary)) if launcher else None

@@ -62,6 +62,8 @@ def test_only_missing_programs_are_named() -> None:
         "llvm-bolt-22",
         "clang-22",
         "valgrind",
+        "qemu-aarch64",
+        "aarch64-linux-gnu-gcc",
     }
     missing = noxfile.missing_test_programs([], which=lambda p: f"/usr/bin/{p}" if p in found else None)
     assert missing == {"llvm-profdata-14": "llvm-14", "h2load": "nghttp2-client", "qemu-x86_64": "qemu-user"}
@@ -91,6 +93,9 @@ def test_ci_runs_the_readmes_test_command_which_installs_every_package_the_tests
     words = printed.replace("\\\n", " ").split()
     assert words[-3:] == ["nox", "-s", "tests"]
     assert "install" in words and "x86_64-unknown-linux-musl" in words
+    assert (
+        "aarch64-unknown-linux-gnu" in words and "libc6-dev-arm64-cross" in words
+    )  # tests/integration/test_aarch64.py
     for program, package in noxfile.TEST_PROGRAMS.items():
         assert program == "cargo" or package in words, f"the README's test command does not install {package}"
 

@@ -1,0 +1,199 @@
+"""``PGO_TARGET=aarch64-unknown-linux-gnu nox -s pgo`` on this x86_64 machine: the cross build of both binaries
+(Debian's ``gcc-aarch64-linux-gnu`` links them), the instrumented binary trained under the real ``qemu-aarch64``
+(a command workload: hello; a server workload: bare-server, its SIGTERM shim built for aarch64), the merge of
+aarch64 ``.profraw`` by llvm-profdata, the optimised aarch64 ELF checked and replayed under qemu; and the refusals:
+no cross linker, no qemu-user, PGO_BOLT=1, the bench and the baseline-CPU check of an aarch64 binary."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from recipes import emulation
+from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
+
+TARGET = "aarch64-unknown-linux-gnu"
+SYSROOT = "/usr/aarch64-linux-gnu"
+
+
+def _target_installed() -> bool:
+    if shutil.which("rustup") is None:
+        return False
+    done = subprocess.run(["rustup", "target", "list", "--installed"], capture_output=True, text=True, check=False)
+    return TARGET in done.stdout.split()
+
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(emulation.host_arch() != "x86_64", reason="these tests cross from x86_64 to aarch64"),
+    pytest.mark.skipif(
+        not _target_installed()
+        or shutil.which("aarch64-linux-gnu-gcc") is None
+        or shutil.which("qemu-aarch64") is None,
+        reason=f"needs `rustup target add {TARGET}`, gcc-aarch64-linux-gnu and qemu-user (.ci/run installs them)",
+    ),
+]
+
+
+def _machine(path: Path) -> str:
+    with path.open("rb") as stream:
+        return str(ELFFile(stream).header["e_machine"])
+
+
+def _sections(path: Path) -> set[str]:
+    with path.open("rb") as stream:
+        return {section.name for section in ELFFile(stream).iter_sections()}
+
+
+@pytest.fixture(scope="module")
+def hello_aarch64(tmp_path_factory: pytest.TempPathFactory) -> tuple[Pipeline, str]:
+    pipeline = Pipeline(tmp_path_factory.mktemp("hello-aarch64"), "hello")
+    return pipeline, assert_ok(pipeline.nox("pgo", PGO_TARGET=TARGET))
+
+
+def test_hello_for_aarch64_is_trained_under_qemu_and_prints_what_the_x86_64_build_prints(
+    hello_aarch64: tuple[Pipeline, str], tmp_path: Path
+) -> None:
+    pipeline, text = hello_aarch64
+    report = json.loads((pipeline.work / "report.json").read_text())
+    assert report["instrument"]["target"] == TARGET
+    instrumented = Path(report["instrument"]["binary"])
+    assert _machine(instrumented) == "EM_AARCH64" and "__llvm_prf_cnts" in _sections(instrumented)
+    # trained under qemu-aarch64: every instance wrote its .profraw, llvm-profdata merged them
+    assert report["train"]["profraw_files"] >= 1
+    assert report["merge"]["executed_functions"] >= 5
+    assert f"C of build scripts: unprofiled for {TARGET} (a cross target" in text
+    assert "phase cli/collatz: 3 runs of collatz 3000 in " in text and " under qemu-aarch64" in text
+    binary = Path(report["optimise"]["binary"])
+    assert _machine(binary) == "EM_AARCH64"
+    assert "__llvm_prf_cnts" not in _sections(binary)  # not instrumented
+    assert report["optimise"]["max_glibc"] is not None  # the glibc ceiling read from the aarch64 ELF
+    assert report["optimise"]["verify"]["requests"] == report["train"]["requests"]  # replayed under qemu
+    # the x86_64 build of the same source prints the same
+    target_dir = tmp_path / "native"
+    subprocess.run(
+        [
+            "cargo",
+            "build",
+            "--release",
+            "--quiet",
+            "--manifest-path",
+            str(pipeline.manifest),
+            "--target-dir",
+            str(target_dir),
+        ],
+        check=True,
+        env=clean_env(),
+    )
+    native = target_dir / "release" / "hello-pgo"
+    assert _machine(native) == "EM_X86_64"
+    env = clean_env({"QEMU_LD_PREFIX": SYSROOT})
+    for args in (["collatz", "3000"], ["words", "the quick brown fox The Dog"], ["primes", "20000"], ["checksum", "x"]):
+        here = subprocess.run([str(native), *args], capture_output=True, text=True, check=True, env=env).stdout
+        there = subprocess.run(
+            ["qemu-aarch64", str(binary), *args], capture_output=True, text=True, check=True, env=env
+        ).stdout
+        assert here and here == there, args
+
+
+def test_the_bench_refuses_an_aarch64_binary_for_cpu_time_and_for_counts(hello_aarch64: tuple[Pipeline, str]) -> None:
+    pipeline, _ = hello_aarch64
+    report = json.loads((pipeline.work / "report.json").read_text())
+    binary = report["optimise"]["binary"]
+    line = assert_refused(pipeline.nox("bench", "--baseline", binary, "--candidate", binary), "is an aarch64 binary")
+    assert "this machine is x86_64: CPU time under emulation says nothing of the binary" in line
+    line = assert_refused(
+        pipeline.nox("bench", "--measure", "counts", "--baseline", binary, "--candidate", binary),
+        "is an aarch64 binary",
+    )
+    assert "valgrind runs binaries of the machine's architecture only" in line
+    line = assert_refused(pipeline.nox("bench", PGO_TARGET=TARGET), f"PGO_TARGET={TARGET} builds aarch64 binaries")
+    assert "CPU time under emulation says nothing" in line
+
+
+def test_the_baseline_cpu_check_says_it_does_not_check_aarch64(hello_aarch64: tuple[Pipeline, str]) -> None:
+    pipeline, _ = hello_aarch64
+    binary = json.loads((pipeline.work / "report.json").read_text())["optimise"]["binary"]
+    assert_refused(
+        pipeline.nox("cpu-baseline", "--binary", binary, "--run", "collatz", "3"),
+        "is an aarch64 binary: the baseline-CPU check is of x86-64 binaries",
+        "aarch64 is not checked",
+    )
+
+
+@pytest.mark.server
+def test_a_server_is_trained_under_qemu(tmp_path: Path) -> None:
+    server = Pipeline(tmp_path, "bare-server")
+    assert_ok(server.nox("pgo", PGO_TARGET=TARGET, PGO_TRAIN_SCALE="0.2"))
+    report = json.loads((server.work / "report.json").read_text())
+    assert report["train"]["profraw_files"] == 1  # SIGTERM reached the shim (built for aarch64) inside qemu
+    assert report["merge"]["executed_functions"] >= 20
+    assert _machine(Path(report["optimise"]["binary"])) == "EM_AARCH64"
+    assert report["optimise"]["verify"]["requests"] == report["train"]["requests"]
+    assert list((server.work / "bin").glob("pgo-exit-on-sigterm-*-aarch64.so"))
+
+
+def _path_without(tmp_path: Path, *names: str) -> str:
+    """PATH as the tests have it, with /usr/bin replaced by a copy of its links lacking ``names``."""
+    usr_bin = tmp_path / "usr-bin"
+    usr_bin.mkdir()
+    for entry in os.scandir("/usr/bin"):
+        if not any(entry.name.startswith(name) for name in names):
+            (usr_bin / entry.name).symlink_to(entry.path)
+    keep = [d for d in os.environ["PATH"].split(os.pathsep) if os.path.realpath(d) != "/usr/bin"]
+    return os.pathsep.join([*keep, str(usr_bin)])
+
+
+def test_no_cross_linker_is_refused_naming_its_package(hello: Pipeline, tmp_path: Path) -> None:
+    path = _path_without(tmp_path, "aarch64-linux-gnu-")
+    line = assert_refused(
+        hello.nox("pgo", PGO_TARGET=TARGET, PATH=path), f"no linker for {TARGET}: aarch64-linux-gnu-gcc is not found"
+    )
+    assert "apt-get install -y gcc-aarch64-linux-gnu libc6-dev-arm64-cross" in line
+    assert not hello.work.joinpath("generate-target").exists()  # refused before anything was built
+
+
+def test_no_qemu_is_refused_naming_qemu_user(hello: Pipeline, tmp_path: Path) -> None:
+    line = assert_refused(
+        hello.nox("pgo", PGO_TARGET=TARGET, PATH=_path_without(tmp_path, "qemu-aarch64")), "qemu-aarch64 is not found"
+    )
+    assert "apt-get install -y qemu-user" in line
+
+
+def test_bolt_for_aarch64_is_refused_before_anything_is_built(hello: Pipeline) -> None:
+    assert_refused(
+        hello.nox("pgo", PGO_TARGET=TARGET, PGO_BOLT="1"),
+        "PGO_BOLT=1 is not supported for aarch64",
+        "checked on x86_64 only",
+    )
+    assert not hello.work.joinpath("generate-target").exists()
+
+
+def test_the_test_suite_of_an_aarch64_build_runs_under_qemu_as_cargos_runner(tmp_path: Path) -> None:
+    """The harnesses run under qemu-aarch64 (cargo's runner): the library's unit tests and doc-tests pass. The
+    ``cli`` harness spawns the built binary itself (``CARGO_BIN_EXE_…``): the kernel runs that aarch64 program only
+    with qemu registered in binfmt_misc (Debian's qemu-user-binfmt), which this machine may lack; without it those
+    tests fail (exit 127: glibc hands the unknown executable to sh) and the stage refuses, naming them."""
+    from tests.integration.test_pgo_test import WORKLOAD  # noqa: PLC0415  (the fixture crate's own workload)
+
+    workload = tmp_path / "tested.toml"
+    workload.write_text(WORKLOAD)
+    tested = Pipeline(tmp_path, "tested", workload=str(workload))
+    done = tested.nox("pgo", PGO_TARGET=TARGET, PGO_TEST="1")
+    log = (tested.work / "logs" / "test.log").read_text()
+    assert f"--target {TARGET}" in log and "qemu-aarch64 " in log  # cargo ran each harness under its runner
+    listed = json.loads((tested.work / "report.json").read_text())["test"]["suites"]
+    suites = {s["name"]: s for s in listed}
+    assert suites["doc-tests tested_pgo"]["passed"] == 1 and suites["doc-tests tested_pgo"]["failed"] == 0
+    assert any(s["name"] == "tested_pgo" and s["passed"] == 5 and s["failed"] == 0 for s in listed)  # the lib's
+    if Path("/proc/sys/fs/binfmt_misc/qemu-aarch64").exists():
+        assert "9 passed, 0 failed, 1 ignored" in assert_ok(done)
+    else:
+        assert suites["-p tested-pgo --test cli"]["failed"] == 3
+        assert_refused(done, "the test suite compiled with the profile failed: 3 of")
