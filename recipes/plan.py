@@ -123,9 +123,9 @@ def make_plan(
     preflight.check_tools(config, env, info, profdata=profdata, bolt_tools=config.bolt if bolt is None else bolt)
     if zig.uses_zigbuild(config.cargo):
         env = zig.ensure_zigbuild(env, logs=config.out / "logs")
-    flags = plan_rustflags(target, config.manifest.parent, env)
-    configs = [c.data for c in cargo_config_files(config.manifest.parent, env)]
-    env = emulation.cross_env(rust_triple(target), env, configs)
+    configs = cargo_config_files(config.manifest.parent, env)  # read once: the flags and the cross linker
+    flags = plan_rustflags(target, config.manifest.parent, env, configs)
+    env = emulation.cross_env(rust_triple(target), env, [c.data for c in configs])
     c_plan = cflags.plan_c(
         info,
         env,

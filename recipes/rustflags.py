@@ -137,8 +137,11 @@ class RustflagsPlan:
         return (*self.base, *profile_flags)
 
 
-def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsPlan:
-    """Work out the base flags for ``target`` as the plain build would get them, or refuse."""
+def plan_rustflags(
+    target: str, cwd: Path, env: Mapping[str, str], configs: Sequence[CargoConfigFile] | None = None
+) -> RustflagsPlan:
+    """Work out the base flags for ``target`` as the plain build would get them, or refuse. ``configs``: the
+    cargo config files of ``cwd`` when the caller has read them already (:func:`cargo_config_files`)."""
     refuse_global_rustflags(env)
     var = target_rustflags_var(target)
     triple = rust_triple(target)
@@ -148,7 +151,7 @@ def plan_rustflags(target: str, cwd: Path, env: Mapping[str, str]) -> RustflagsP
     target_flags: list[str] = []
     cfg_flags: list[tuple[str, list[str]]] = []  # (source, flags): cargo joins those whose cfg matches to the target's
     flag_sources: list[str] = []  # where each of build_flags comes from
-    for config in cargo_config_files(cwd, env):
+    for config in cargo_config_files(cwd, env) if configs is None else configs:
         build = config.data.get("build", {})
         if isinstance(build, dict) and "rustflags" in build:
             source = f"{config.path} [build] rustflags"
