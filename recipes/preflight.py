@@ -28,7 +28,7 @@ def check(
     """
     zig.check_target(config.cargo, target)
     if instruments:
-        zig.check_generate_linker(config.cargo, config.generate_linker)
+        zig.check_generate_linker(config.cargo, config.generate_linker, rust_triple(target))
     check_target_triple(target, env)
     root = store_root(config, bin_name or config.bin)
     if root is not None:
