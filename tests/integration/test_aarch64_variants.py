@@ -113,3 +113,15 @@ def test_zigbuild_for_aarch64_without_a_cross_generate_linker_refused_before_any
         "set PGO_GENERATE_LINKER=aarch64-linux-gnu-gcc (apt-get install -y gcc-aarch64-linux-gnu",
     )
     assert not (hello.work / "generate-target").exists()
+
+
+def test_bolt_for_aarch64_musl_refused_naming_the_instrumentation_runtime(hello: Pipeline) -> None:
+    """llvm-bolt-22 of this machine reads aarch64, but its instrumentation runtime is x86_64's: `llvm-bolt
+    -instrument` of an aarch64 hello linked with --emit-relocs fails with "linking object with arch x86_64 into
+    context with arch aarch64"."""
+    assert_refused(
+        hello.nox("pgo", PGO_TARGET=MUSL, PGO_BOLT="1"),
+        f"PGO_BOLT=1 is not supported for aarch64 (PGO_TARGET={MUSL}): the BOLT stage is checked on x86_64 only; "
+        "llvm-bolt's instrumentation runtime on this x86_64 machine is of its own architecture",
+    )
+    assert not (hello.work / "generate-target").exists()
