@@ -5,7 +5,8 @@
 WORK_A and WORK_B are the work dirs (``PGO_OUT``) of ``nox -s instrument train merge`` of the same crate and
 workload for two ``PGO_TARGET``s. Prints, as a Markdown table: each training's wall time and requests or runs,
 the functions each executed (llvm-profdata's count, all crates), the crate's own executed functions compared as
-demangled paths (symbol hashes differ between targets), and llvm-profdata's edge-count overlap.
+demangled paths (symbol hashes differ between targets, so llvm-profdata's overlap, which matches functions by
+symbol, finds none in common), and every crate's executed functions compared the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from recipes import profdata
 from recipes.bench import coverage
 from recipes.errors import PgoError
 from recipes.runner import run
@@ -45,6 +45,7 @@ def main(argv: list[str]) -> int:
     cxxfilt = coverage.demangler(tool)
     rows: list[dict[str, Any]] = []
     crate_sets: list[set[str]] = []
+    all_sets: list[set[str]] = []
     for work in (args.first, args.second):
         report = _report(work)
         profile = Path(report["merge"]["profile"])
@@ -53,7 +54,9 @@ def main(argv: list[str]) -> int:
             run([str(tool.path), "show", "--all-functions", "--counts", str(profile)], env=env, log=log).output()
         )
         executed = [name for name, count in counts.items() if count > 0]
-        crate_sets.append(coverage.crate_paths(coverage.demangle(executed, cxxfilt, env), args.crate))
+        paths = coverage.demangle(executed, cxxfilt, env)
+        crate_sets.append(coverage.crate_paths(paths, args.crate))
+        all_sets.append(set(paths))
         rows.append(
             {
                 "target": report["instrument"]["target"],
@@ -66,9 +69,7 @@ def main(argv: list[str]) -> int:
             }
         )
     compared = coverage.executed_overlap(sorted(crate_sets[0]), sorted(crate_sets[1]))
-    edges = profdata.overlap(
-        tool, rows[0]["profile"], rows[1]["profile"], env=env, log=args.second / "logs" / "compare-overlap.log"
-    )
+    every = coverage.executed_overlap(sorted(all_sets[0]), sorted(all_sets[1]))
     print("| | " + " | ".join(row["target"] for row in rows) + " |")
     print("| --- | --- | --- |")
     print("| training wall time | " + " | ".join(f"{row['train_seconds']:.1f} s" for row in rows) + " |")
@@ -83,7 +84,10 @@ def main(argv: list[str]) -> int:
         f"\n{args.crate}: {compared['both']} executed by both, {compared['only_first']} by {rows[0]['target']} only, "
         f"{compared['only_second']} by {rows[1]['target']} only ({compared['share']:.1%} of the union)"
     )
-    print(f"llvm-profdata overlap of the two profiles: {edges:.3f} % of the edge counts in common")
+    print(
+        f"every crate, as paths: {every['both']:,} executed by both, {every['only_first']:,} by {rows[0]['target']} "
+        f"only, {every['only_second']:,} by {rows[1]['target']} only ({every['share']:.1%} of the union)"
+    )
     only = sorted(crate_sets[0] ^ crate_sets[1])
     if only:
         print("\nexecuted by one only:")
