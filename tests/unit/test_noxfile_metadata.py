@@ -8,11 +8,12 @@ import re
 import subprocess
 import sys
 import tomllib
+from typing import Any
 
 from tests.conftest import REPO
 
 
-def _script_metadata() -> dict[str, object]:
+def _script_metadata() -> dict[str, Any]:
     text = (REPO / "noxfile.py").read_text(encoding="utf-8")
     block = re.search(r"^# /// script\n((?:#.*\n)*?)# ///$", text, re.MULTILINE)
     assert block, "noxfile.py has no `# /// script` block"
@@ -23,7 +24,7 @@ def test_the_noxfiles_script_dependencies_are_pyprojects() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     # a dependency marked for Pythons older than the project's own requires-python never applies to the script
     applicable = sorted(d for d in project["dependencies"] if "python_version <" not in d)
-    assert sorted(_script_metadata()["dependencies"]) == applicable  # type: ignore[arg-type]
+    assert sorted(_script_metadata()["dependencies"]) == applicable
 
 
 def test_python_noxfile_lists_the_sessions() -> None:
