@@ -279,7 +279,7 @@ def _result(arch: str | None) -> CpuBaselineResult:
     }
     if arch is not None:
         baseline = cpu.BASELINES[arch]
-        result.update(arch=arch, qemu_program=baseline.qemu, cpu=baseline.cpu)
+        result["arch"], result["qemu_program"], result["cpu"] = arch, baseline.qemu, baseline.cpu
     return result
 
 
