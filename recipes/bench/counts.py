@@ -271,7 +271,7 @@ def version(valgrind: Path) -> str:
     return text
 
 
-#: what the counts cannot show, said in the table and the README
+#: what the counts cannot show, said in the table and in docs/worth.md ("Counts")
 LIMITATIONS = (
     "the kernel's time: system calls, page faults and the network stack are not simulated (CPU time shows them)",
     "threads serialised: valgrind runs one thread at a time, so a multi-threaded build runs otherwise than on the "

@@ -7,7 +7,7 @@
 - The server's busyness (:data:`BUSY_MIN`): CPU seconds of the server per second its pinned core was free for it
   (the server's CPU time plus the core's idle time, from ``/proc/stat``; what other processes ran there is left
   out, so a build beside the bench does not read as an idle server). A server kept
-  busy by the load on its own core measures 0.86 to 0.98 here (README, "What it is worth"); under half a CPU per wall
+  busy by the load on its own core measures 0.86 to 0.98 here (docs/worth.md); under half a CPU per wall
   second the core idles more than it serves, and the cost per request then mixes serving with waking up
   (keep-alive and delayed-ACK stalls, the scheduler's idle exits), differently from trial to trial. Half is far
   below the saturated figures and above the stalled ones the issue saw (under 0.5 at 8 HTTP/1.1 connections).

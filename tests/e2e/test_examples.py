@@ -49,7 +49,7 @@ def published_source(name: str, version: str, tmp_path: Path) -> Path:
 
 
 #: a published crate trained with PGO_BOLT=1: jaq's legacy symbol names (up to 6,504 characters) overflow BOLT's
-#: instrumentation runtime unless the functions they would overflow are left out (README "Long Rust names")
+#: instrumentation runtime unless the functions they would overflow are left out (docs/bolt.md, "Long Rust names")
 BOLT_EXAMPLE = ("jaq", "2.3.0", "jaq", "1")
 
 

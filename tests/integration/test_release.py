@@ -554,7 +554,7 @@ def test_noxfile_lists_the_sessions() -> None:
         env={**os.environ},
         check=True,
     ).stdout
-    for session in ("release", "rebuild", "determinism"):
+    for session in ("release", "rebuild", "determinism", "docs"):
         assert f"- {session} -> " in listing
 
 

@@ -1,4 +1,4 @@
-"""CONTRIBUTING.md's table "rule → function → test" stays true as the code moves.
+"""docs/rules.md's table "rule → function → test" (moved there from CONTRIBUTING.md) stays true as the code moves.
 
 Every function it names is a function (or class, or method) under ``recipes/``; every test it names is a test
 function in the file it says; the list of rules without a test at the end of the section is exactly the table's
@@ -14,15 +14,15 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTRIBUTING = ROOT / "CONTRIBUTING.md"
-SECTION = "## Rules, their functions and their tests"
+RULES = ROOT / "docs" / "rules.md"
+SECTION = "# Rules, their functions and their tests"
 _CODE = re.compile(r"`([^`]+)`")
 #: a ``|`` outside backticks (a cell may quote ``tail|keep``)
 _CELL_SEPARATOR = re.compile(r"\|(?=(?:[^`]*`[^`]*`)*[^`]*$)")
 
 
 def _section() -> str:
-    text = CONTRIBUTING.read_text()
+    text = RULES.read_text()
     start = text.index(SECTION)
     end = text.find("\n## ", start + len(SECTION))
     return text[start : end if end >= 0 else len(text)]
