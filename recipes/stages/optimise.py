@@ -151,7 +151,7 @@ def _build_and_check(
         _check_optimised(plan, result, log_text, store_path, warnings, found, workload, trained_here=trained_here)
         copy = _checked_copy(plan, built, result["binary_sha256"])
         result["binary"] = str(copy)
-        if verify if verify is not None else bool(plan.config.verify):
+        if verify if verify is not None else plan.config.verify_wanted(trained=False):
             workload = workload or plan.workload()
             say(f"verify: the optimised binary runs the workload {workload.path.name}")
             result["verify"] = run_on(plan, workload, copy, logs=plan.logs / "verify")
