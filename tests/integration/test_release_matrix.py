@@ -199,6 +199,11 @@ def test_a_gather_of_two_tags_two_commits_or_a_file_twice_refused(released: Rele
     (legs[MUSL] / f"{base(MUSL)}.tar.gz").write_bytes(b"another tarball")  # its leg's own SHA256SUMS says otherwise
     assert_refused(gather(legs[GNU], legs[MUSL]), f"{base(MUSL)}.tar.gz in {legs[MUSL]} has sha256")
     assert not out.exists()
+    for option in (["--target", GNU], ["--min-functions", "3"]):
+        assert_refused(
+            run_nox("release", released.env(), [TAG, "--gather", str(legs[GNU]), *option]),
+            f"--gather joins folders: {option[0]} is not an option of it",
+        )
 
 
 def test_a_target_twice_or_unknown_refused_before_anything_is_built(released: Release, tmp_path: Path) -> None:
@@ -227,6 +232,6 @@ def test_a_target_that_fails_after_another_was_built_leaves_no_folder(tmp_path: 
     release = Release(tmp_path, repo, repo / "dist" / TAG, tmp_path / "work", tmp_path / "store", "")
     env = release.env(CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER="false")
     proc = run_nox("release", env, [TAG, "--target", GNU, "--target", MUSL])
-    assert_refused(proc)
+    assert_refused(proc, "the instrumented build failed", f"{tmp_path / 'work' / MUSL / 'logs'}/instrument-build.log")
     assert (tmp_path / "work" / GNU / "release" / TAG / "pgo" / "hello-pgo").is_file(), "the glibc target was built"
     assert not (repo / "dist").exists(), "nothing written, not even a staging folder"
