@@ -252,11 +252,6 @@ def check_checkout(tag: str, config: Config, environ: Mapping[str, str], artefac
     return Checkout(repo, commit, manifest_rel, out_dir, commit_time(repo, commit, environ))
 
 
-def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None = None) -> dict[str, Any]:
-    """Build and write the release artefacts of ``tag``; returns the manifest."""
-    return release_targets(tag, [config], environ, artefacts)[0]
-
-
 def release_targets(
     tag: str, configs: Sequence[Config], environ: Mapping[str, str], artefacts: Path | None = None
 ) -> list[dict[str, Any]]:

@@ -197,3 +197,15 @@ def test_verify_of_no_manifest_of_the_tag_refused(tmp_path: Path) -> None:
     published.resum()
     with pytest.raises(CheckFailed, match=rf"0 manifests of {TAG} in SHA256SUMS \(download every file"):
         provenance.verify(TAG, published.dist, None, clean_env())
+
+
+def test_two_manifests_of_one_target_found_among_others_that_are_not_manifests(tmp_path: Path) -> None:
+    """The one-target-twice check reads each manifest's triple before the manifests are checked: what is not a
+    manifest is left to its own check, which then refuses it."""
+    provenance.refuse_one_target_twice({"a": GNU, "b": None, "c": MUSL}, TAG, "here", "keep one")
+    with pytest.raises(ConfigError, match=rf"3 manifests of {TAG} here \(keep one: a and c are both of {GNU}\)"):
+        provenance.refuse_one_target_twice({"a": GNU, "b": None, "c": GNU}, TAG, "here", "keep one")
+    dist = two_targets(tmp_path)
+    (dist / f"hello-pgo-{TAG}-aarch64-unknown-linux-gnu-manifest.json").write_text("{not json")
+    with pytest.raises(CheckFailed, match=r"aarch64-unknown-linux-gnu-manifest\.json has sha256"):
+        rebuild.load_release(dist, TAG)
