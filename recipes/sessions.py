@@ -148,6 +148,11 @@ def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True)
         and_rebuild = name == "verify" and "--rebuild" in rest  # verify, then rebuild the PGO binary
         rest = [arg for arg in rest if not (name == "verify" and arg == "--rebuild")]
         where = Path(artefacts).absolute() if artefacts else None
+        if name == "verify" and targets and not and_rebuild:
+            raise ConfigError(
+                "verify checks every target's files: --target picks the targets verify --rebuild rebuilds",
+                "add --rebuild, or leave --target out",
+            )
         if gathered is not None:
             if targets or rest:
                 raise ConfigError(

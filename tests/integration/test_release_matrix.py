@@ -133,6 +133,10 @@ def test_both_targets_rebuilt_byte_for_byte_in_another_directory(released: Relea
         f"--target aarch64-unknown-linux-gnu: the release {TAG} in {download} has no files of it",
     )
     assert f"it holds {GNU}, {MUSL}" in line
+    line = assert_refused(
+        run_nox("verify", released.env(PGO_OUT=str(other)), [TAG, "--artefacts", str(download), "--target", MUSL]),
+        "verify checks every target's files: --target picks the targets verify --rebuild rebuilds",
+    )
     assert not other.exists()
 
 
