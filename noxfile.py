@@ -211,3 +211,7 @@ def bench(session: nox.Session) -> None:
         outcome.check()
     except PgoError as error:
         session.error(error.line())
+
+
+if __name__ == "__main__":  # `python noxfile.py -s pgo` runs nox on this file, as nox's own noxfile allows
+    nox.main()

@@ -9,6 +9,14 @@ here by gcc, must die with SIGILL under that model and run under ``-cpu max``.
 A server (the demo server) must also declare, in ``--build-info``, exactly rustc's default target features
 for its target, then start, answer HTTP/1.1, HTTP/2 (h2c and over TLS) and exit 0 on SIGTERM, all under
 emulation. Any other binary is run with the given arguments and must exit 0.
+
+An aarch64 binary is checked the same way against Armv8.0-A: under ``qemu-aarch64 -cpu cortex-a53``, after
+two static control programs built by Debian's ``aarch64-linux-gnu-gcc`` (an Armv8.1 LSE ``ldadd``, an Armv8.2
+``sdot``) died with SIGILL under that model and ran under ``-cpu max``. What differs per architecture is one
+:class:`Baseline` (:data:`X86_64`, :data:`AARCH64`), chosen by the binary's ELF machine. On an x86_64 machine the
+aarch64 server's ``--build-info`` is read under ``-cpu max`` (it cannot run natively). On a native aarch64 machine
+the same code runs (qemu-user emulates the host's own architecture too, so ``-cpu cortex-a53`` still applies and
+``--build-info`` runs natively): untested, as no aarch64 machine was at hand.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import time
@@ -69,9 +78,105 @@ CONTROLS = {
 }
 
 
-def qemu_argv(model: str, binary: Path, args: Sequence[str]) -> list[str]:
+@dataclass(frozen=True)
+class Control:
+    """A one-instruction program: built by the baseline's compiler with ``flags``, it must die with SIGILL under
+    the baseline model and exit 0 under the newer one."""
+
+    name: str
+    source: str
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Everything of the check that depends on the binary's architecture; the code is the same for each."""
+
+    arch: str  # as emulation.elf_arch names it
+    qemu: str  # qemu-user's program for the architecture
+    cpu: str  # the baseline model
+    newer_cpu: str  # a model with every later extension: the controls must run under it
+    controls: tuple[Control, ...]
+    compiler: str  # builds the controls
+    #: the Debian package of ``compiler``, checked for before it runs; None: a set-up requirement (gcc)
+    compiler_package: str | None
+    described: str  # "an SSE2-only CPU": the processor the baseline model stands for
+    beyond: str  # "beyond baseline x86-64": what a SIGILL under it says the binary uses
+    #: where a dynamic binary's ld.so and libc are (``QEMU_LD_PREFIX``), on a machine not of this architecture
+    sysroot: str | None = None
+
+
+X86_64 = Baseline(
+    arch="x86_64",
+    qemu=QEMU,
+    cpu=BASELINE_CPU,
+    newer_cpu=NEWER_CPU,
+    controls=tuple(Control(name, source, ("-O0",)) for name, source in CONTROLS.items()),
+    compiler="gcc",
+    compiler_package=None,
+    described="an SSE2-only CPU",
+    beyond="beyond baseline x86-64",
+)
+
+#: Armv8.1's LSE atomic add and Armv8.2's dot product; static, so they need no sysroot; the assembler takes them
+#: for the ``-march`` given, which says nothing of the processor they run on
+AARCH64_CONTROLS = (
+    Control(
+        "lse",
+        "int main(void) {\n"
+        "    long value = 0, one = 1, old;\n"
+        '    __asm__ volatile("ldadd %x[one], %x[old], [%x[at]]" : [old] "=r"(old) : [one] "r"(one), [at] "r"(&value)'
+        ' : "memory");\n'
+        "    return value == 1 ? 0 : 1;\n"
+        "}\n",
+        ("-O0", "-static", "-march=armv8.1-a"),
+    ),
+    Control(
+        "dotprod",
+        'int main(void) { __asm__ volatile("sdot v0.4s, v1.16b, v2.16b" ::: "v0"); return 0; }\n',
+        ("-O0", "-static", "-march=armv8.2-a+dotprod"),
+    ),
+)
+AARCH64 = Baseline(
+    arch="aarch64",
+    qemu=emulation.ARCHES["aarch64"].qemu,
+    cpu="cortex-a53",
+    newer_cpu=NEWER_CPU,
+    controls=AARCH64_CONTROLS,
+    compiler=emulation.ARCHES["aarch64"].linker,
+    compiler_package=emulation.ARCHES["aarch64"].linker_package,
+    described="an Armv8.0 CPU",
+    beyond="beyond Armv8.0-A",
+    sysroot=emulation.ARCHES["aarch64"].sysroot,
+)
+#: the architectures with a baseline, by the ELF machine of the binary
+BASELINES = {baseline.arch: baseline for baseline in (X86_64, AARCH64)}
+
+
+def baseline_for(binary: Path, arch: str | None) -> Baseline:
+    """The baseline of a binary of ``arch`` (None: not ELF, a script run natively: x86-64's), or one line."""
+    if arch is None:
+        return X86_64
+    if arch not in BASELINES:
+        raise ConfigError(
+            f"{binary} is an {arch} binary: the baseline-CPU check is of x86-64 binaries (qemu64) and aarch64 ones "
+            f"(cortex-a53), {arch} is not checked",
+            "check it on an x86_64 or aarch64 binary of the same source, or leave the check out for this target",
+        )
+    return BASELINES[arch]
+
+
+def baseline_env(baseline: Baseline, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with ``QEMU_LD_PREFIX`` set to the baseline's sysroot, unless it is set (as the plan's is)."""
+    out = dict(env)
+    if baseline.sysroot is not None:
+        out.setdefault("QEMU_LD_PREFIX", baseline.sysroot)
+    return out
+
+
+def qemu_argv(model: str, binary: Path, args: Sequence[str], *, qemu: str = QEMU) -> list[str]:
     """The binary under emulation, never leaving a core file behind when it dies."""
-    return ["prlimit", "--core=0", "--", QEMU, "-cpu", model, str(binary), *args]
+    return ["prlimit", "--core=0", "--", qemu, "-cpu", model, str(binary), *args]
 
 
 def describe_exit(returncode: int) -> str:
@@ -79,39 +184,61 @@ def describe_exit(returncode: int) -> str:
     return procs.describe_exit(returncode, numbered=False)
 
 
-def check_qemu(env: Mapping[str, str]) -> str:
-    """qemu-x86_64's version line, or a ToolchainError saying how to get it."""
+def check_qemu(env: Mapping[str, str], baseline: Baseline = X86_64) -> str:
+    """qemu-user's version line (qemu-x86_64's by default), or a ToolchainError saying how to get it."""
     try:
-        return capture([QEMU, "--version"], env=env).splitlines()[0].strip()
+        return capture([baseline.qemu, "--version"], env=env).splitlines()[0].strip()
     except ToolchainError as exc:
-        raise ToolchainError(f"{QEMU} not found: the baseline-CPU check needs it", "apt-get install qemu-user") from exc
+        raise ToolchainError(
+            f"{baseline.qemu} not found: the baseline-CPU check needs it", "apt-get install qemu-user"
+        ) from exc
 
 
-def check_controls(work: Path, env: Mapping[str, str]) -> dict[str, dict[str, str]]:
+def check_controls(work: Path, env: Mapping[str, str], baseline: Baseline = X86_64) -> dict[str, dict[str, str]]:
     """Compile the control programs; each must die with SIGILL under the baseline model and run under max."""
+    if baseline.compiler_package is not None and shutil.which(baseline.compiler, path=env.get("PATH")) is None:
+        raise ToolchainError(
+            f"{baseline.compiler} not found: the baseline-CPU check of {baseline.arch} binaries builds its control "
+            "programs with it",
+            f"apt-get install {baseline.compiler_package}",
+        )
     results: dict[str, dict[str, str]] = {}
-    for name, source in CONTROLS.items():
+    for control in baseline.controls:
+        name = control.name
         c_file = work / f"control-{name}.c"
         program = work / f"control-{name}"
-        c_file.write_text(source, encoding="utf-8")
-        run(["gcc", "-O0", "-o", str(program), str(c_file)], env=env, log=work / f"control-{name}-gcc.log", what="gcc")
-        baseline = run(
-            qemu_argv(BASELINE_CPU, program, []), env=env, log=work / f"control-{name}-baseline.log", check=False
+        c_file.write_text(control.source, encoding="utf-8")
+        run(
+            [baseline.compiler, *control.flags, "-o", str(program), str(c_file)],
+            env=env,
+            log=work / f"control-{name}-gcc.log",
+            what=baseline.compiler,
         )
-        newer = run(qemu_argv(NEWER_CPU, program, []), env=env, log=work / f"control-{name}-max.log", check=False)
-        if baseline.returncode != SIGILL_EXIT:
+        refused = run(
+            qemu_argv(baseline.cpu, program, [], qemu=baseline.qemu),
+            env=env,
+            log=work / f"control-{name}-baseline.log",
+            check=False,
+        )
+        newer = run(
+            qemu_argv(baseline.newer_cpu, program, [], qemu=baseline.qemu),
+            env=env,
+            log=work / f"control-{name}-max.log",
+            check=False,
+        )
+        if refused.returncode != SIGILL_EXIT:
             raise CheckFailed(
-                f"the emulation does not refuse {name}: the control program got {describe_exit(baseline.returncode)} "
-                f"under -cpu {BASELINE_CPU}, not SIGILL",
+                f"the emulation does not refuse {name}: the control program got {describe_exit(refused.returncode)} "
+                f"under -cpu {baseline.cpu}, not SIGILL",
                 "this qemu cannot prove a baseline: use Debian's qemu-user 7.2 or newer",
             )
         if newer.returncode != 0:
             raise CheckFailed(
-                f"the {name} control program got {describe_exit(newer.returncode)} under -cpu {NEWER_CPU}, "
+                f"the {name} control program got {describe_exit(newer.returncode)} under -cpu {baseline.newer_cpu}, "
                 "where it must run",
                 "this qemu does not emulate the newer instructions, so its SIGILL proves nothing: use qemu 7.2+",
             )
-        results[name] = {"baseline": describe_exit(baseline.returncode), "max": describe_exit(newer.returncode)}
+        results[name] = {"baseline": describe_exit(refused.returncode), "max": describe_exit(newer.returncode)}
     return results
 
 
@@ -241,14 +368,16 @@ def _last_line(log: Path) -> str:
     return next((line for line in reversed(lines) if line), "")[:200]
 
 
-def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: float = 120.0) -> ServerCheck:
+def check_server(
+    binary: Path, work: Path, env: Mapping[str, str], *, timeout: float = 120.0, baseline: Baseline = X86_64
+) -> ServerCheck:
     """Start the server under the baseline model, send a few requests of each protocol, stop it with SIGTERM."""
     made = certs.make_certs(["ecdsa"], work, env=env, logs=work)
     cert, key = Path(made["ecdsa_cert"]), Path(made["ecdsa_key"])
     http_port, https_port = net.free_ports(2)
     config = work / "server.toml"
     config.write_text(server_config(http_port, https_port, cert, key), encoding="utf-8")
-    argv = qemu_argv(BASELINE_CPU, binary, ["--config", str(config)])
+    argv = qemu_argv(baseline.cpu, binary, ["--config", str(config)], qemu=baseline.qemu)
     log = work / "server.log"
     answered: list[str] = []
     say(f"$ {quote(argv)}")
@@ -263,8 +392,8 @@ def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: f
                 sigill = code == SIGILL_EXIT
                 said = _last_line(log)
                 raise CheckFailed(
-                    f"{binary.name} did not start under -cpu {BASELINE_CPU}: {state}"
-                    + (": it uses instructions beyond baseline x86-64" if sigill else "")
+                    f"{binary.name} did not start under -cpu {baseline.cpu}: {state}"
+                    + (f": it uses instructions {baseline.beyond}" if sigill else "")
                     + (f": {said}" if said and not sigill else ""),
                     f"see {log}",
                 )
@@ -294,7 +423,7 @@ def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: f
                     code = child.returncode
                     state = f" (the server: {describe_exit(code)})" if code is not None else ""
                     raise CheckFailed(
-                        f"{what} request {url} failed under -cpu {BASELINE_CPU}{state}: {exc.message}", f"see {log}"
+                        f"{what} request {url} failed under -cpu {baseline.cpu}{state}: {exc.message}", f"see {log}"
                     ) from exc
                 if got != f"200 {version}":
                     raise CheckFailed(f"{what} {url}: got {got!r}, expected '200 {version}'", f"see {log}")
@@ -310,23 +439,37 @@ def check_server(binary: Path, work: Path, env: Mapping[str, str], *, timeout: f
 # --- the whole check --------------------------------------------------------------------------------------
 
 
-def check_command(binary: Path, args: Sequence[str], work: Path, env: Mapping[str, str]) -> CommandCheck:
+def check_command(
+    binary: Path, args: Sequence[str], work: Path, env: Mapping[str, str], baseline: Baseline = X86_64
+) -> CommandCheck:
     """Run a command-line binary with ``args`` under the baseline model: it must exit 0."""
-    done = run(qemu_argv(BASELINE_CPU, binary, args), env=env, log=work / "command.log", check=False)
+    done = run(
+        qemu_argv(baseline.cpu, binary, args, qemu=baseline.qemu), env=env, log=work / "command.log", check=False
+    )
     if done.returncode == SIGILL_EXIT:
         raise CheckFailed(
-            f"{binary.name} died with SIGILL (illegal instruction) under an SSE2-only CPU (-cpu {BASELINE_CPU}): "
-            "it uses instructions beyond baseline x86-64",
+            f"{binary.name} died with SIGILL (illegal instruction) under {baseline.described} (-cpu {baseline.cpu}): "
+            f"it uses instructions {baseline.beyond}",
             "a release build passes no -Ctarget-cpu or -Ctarget-feature (rustflags, .cargo/config.toml)",
         )
     if done.returncode != 0:
-        native = subprocess.run([str(binary), *args], env=dict(env), capture_output=True, check=False)
+        launch = _launch(baseline)
+        native = subprocess.run([*launch, str(binary), *args], env=dict(env), capture_output=True, check=False)
+        how = f"under -cpu {baseline.newer_cpu}" if launch else "natively"
         raise CheckFailed(
-            f"{binary.name} {' '.join(args)} got {describe_exit(done.returncode)} under -cpu {BASELINE_CPU} "
-            f"(natively: {describe_exit(native.returncode)})",
+            f"{binary.name} {' '.join(args)} got {describe_exit(done.returncode)} under -cpu {baseline.cpu} "
+            f"({how}: {describe_exit(native.returncode)})",
             f"see {done.log}",
         )
     return {"args": list(args), "exit": describe_exit(done.returncode)}
+
+
+def _launch(baseline: Baseline) -> list[str]:
+    """What runs a binary of the baseline's architecture as the machine would: nothing on a machine of it, else
+    qemu-user under the newer model (an aarch64 binary on x86_64)."""
+    if baseline.arch == emulation.host_arch():
+        return []
+    return [baseline.qemu, "-cpu", baseline.newer_cpu]
 
 
 ELF_MAGIC = b"\x7fELF"
@@ -359,23 +502,25 @@ def check_binary(
     magic = _magic(binary)
     if magic != ELF_MAGIC and (args is not None or not magic.startswith(b"#!")):
         raise _not_elf(binary, magic)
-    if (arch := emulation.elf_arch_or_none(binary)) not in (None, "x86_64"):
-        raise ConfigError(
-            f"{binary} is an {arch} binary: the baseline-CPU check is of x86-64 binaries (qemu64), {arch} is not "
-            "checked",
-            "check it on an x86_64 binary of the same source, or leave the check out for this target",
-        )
+    baseline = baseline_for(binary, emulation.elf_arch_or_none(binary))
+    env = baseline_env(baseline, env)
     work.mkdir(parents=True, exist_ok=True)
-    qemu = check_qemu(env)
-    say(f"cpu-baseline: {binary} under {QEMU} -cpu {BASELINE_CPU}")
-    result: CpuBaselineResult = {"binary": str(binary), "qemu": qemu, "cpu": BASELINE_CPU}
-    result["controls"] = check_controls(work, env)
+    qemu = check_qemu(env, baseline)
+    say(f"cpu-baseline: {binary} under {baseline.qemu} -cpu {baseline.cpu}")
+    result: CpuBaselineResult = {
+        "binary": str(binary),
+        "qemu": qemu,
+        "cpu": baseline.cpu,
+        "arch": baseline.arch,
+        "qemu_program": baseline.qemu,
+    }
+    result["controls"] = check_controls(work, env, baseline)
     if args is not None:
-        result["command"] = check_command(binary, args, work, env)
+        result["command"] = check_command(binary, args, work, env, baseline)
         return result
-    try:
+    try:  # natively, or for another architecture under the newer model: what it was built for
         native = subprocess.run(
-            [str(binary), "--build-info"], env=dict(env), capture_output=True, text=True, check=False
+            [*_launch(baseline), str(binary), "--build-info"], env=env, capture_output=True, text=True, check=False
         )
     except OSError as exc:  # not a program this machine runs: not ELF nor a script, or no interpreter
         raise CheckFailed(
@@ -393,13 +538,18 @@ def check_binary(
     result["build_info"] = {"target": info.target, "target_features": list(info.target_features)}
     result["rustc_default_features"] = list(defaults)
     check_build_info(info, defaults, binary)
-    emulated = run(qemu_argv(BASELINE_CPU, binary, ["--build-info"]), env=env, log=work / "build-info.log", check=False)
+    emulated = run(
+        qemu_argv(baseline.cpu, binary, ["--build-info"], qemu=baseline.qemu),
+        env=env,
+        log=work / "build-info.log",
+        check=False,
+    )
     if emulated.returncode != 0:
         raise CheckFailed(
-            f"{binary.name} --build-info got {describe_exit(emulated.returncode)} under -cpu {BASELINE_CPU}",
+            f"{binary.name} --build-info got {describe_exit(emulated.returncode)} under -cpu {baseline.cpu}",
             f"see {emulated.log}",
         )
-    result["server"] = check_server(binary, work, env)
+    result["server"] = check_server(binary, work, env, baseline=baseline)
     return result
 
 
@@ -453,7 +603,10 @@ def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequenc
 
 
 def summary_lines(result: CpuBaselineResult) -> list[str]:
-    lines = [f"cpu-baseline {result['binary']} passed under {QEMU} -cpu {result['cpu']}"]
+    qemu = result.get("qemu_program", QEMU)
+    lines = [f"cpu-baseline {result['binary']} passed under {qemu} -cpu {result['cpu']}"]
+    if (baseline := BASELINES.get(result.get("arch", "x86_64"), X86_64)) is not X86_64:  # x86-64's line as it was
+        lines[0] += f" ({baseline.described}: nothing {baseline.beyond})"
     controls = ", ".join(f"{name} {r['baseline']} (max: {r['max']})" for name, r in result["controls"].items())
     lines.append(f"  controls: {controls}")
     if "build_info" in result:

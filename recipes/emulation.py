@@ -100,17 +100,22 @@ def qemu_path(arch: Arch, env: Mapping[str, str]) -> str:
     return found
 
 
-def cross_env(triple: str, env: Mapping[str, str], configs: Sequence[Mapping[str, object]]) -> dict[str, str]:
+def cross_env(
+    triple: str, env: Mapping[str, str], configs: Sequence[Mapping[str, object]], *, zig_links: bool = False
+) -> dict[str, str]:
     """The plan's environment for a foreign ``triple``: its linker found (or refused naming its package), cargo's
     runner and ``QEMU_LD_PREFIX``; ``env`` unchanged for a native target. ``configs``: the cargo config files'
-    data (a ``[target.<triple>] linker`` or ``runner`` there is kept)."""
+    data (a ``[target.<triple>] linker`` or ``runner`` there is kept). ``zig_links``: the cargo command is cargo
+    zigbuild, which links for the target itself (against the glibc of the target's suffix): no linker is set, or
+    cargo would take it over zig's (and the glibc floor with it); the instrumented build's is
+    ``PGO_GENERATE_LINKER``."""
     arch = foreign(triple)
     if arch is None:
         return dict(env)
     out = dict(env)
     qemu = qemu_path(arch, env)
     linker_var = _var(triple, "LINKER")
-    if not env.get(linker_var) and not _configured(triple, "linker", configs):
+    if not zig_links and not env.get(linker_var) and not _configured(triple, "linker", configs):
         linker = shutil.which(arch.linker, path=env.get("PATH", os.defpath))
         if linker is None:
             raise ToolchainError(

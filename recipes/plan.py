@@ -125,7 +125,9 @@ def make_plan(
         env = zig.ensure_zigbuild(env, logs=config.out / "logs")
     configs = cargo_config_files(config.manifest.parent, env)  # read once: the flags and the cross linker
     flags = plan_rustflags(target, config.manifest.parent, env, configs)
-    env = emulation.cross_env(rust_triple(target), env, [c.data for c in configs])
+    env = emulation.cross_env(
+        rust_triple(target), env, [c.data for c in configs], zig_links=zig.uses_zigbuild(config.cargo)
+    )
     c_plan = cflags.plan_c(
         info,
         env,

@@ -28,7 +28,7 @@ def check(
     """
     zig.check_target(config.cargo, target)
     if instruments:
-        zig.check_generate_linker(config.cargo, config.generate_linker)
+        zig.check_generate_linker(config.cargo, config.generate_linker, rust_triple(target))
     check_target_triple(target, env)
     root = store_root(config, bin_name or config.bin)
     if root is not None:
@@ -52,8 +52,17 @@ def check_bolt_target(target: str, *, bolt: bool) -> None:
     """``PGO_BOLT=1`` only for x86_64: the stage's checks and its runtime are tried on x86_64 binaries only."""
     arch = emulation.triple_arch(rust_triple(target))
     if bolt and arch != "x86_64":
+        # llvm-bolt reads and writes AArch64, but BOLT's profile comes from its instrumentation runtime, which an
+        # x86_64 machine's bolt-22 has for x86_64 only ("linking object with arch x86_64 into context with arch
+        # aarch64", tried on hello), and perf's branch records need an arm machine
+        runtime = (
+            f"; llvm-bolt's instrumentation runtime on this {emulation.host_arch()} machine is of its own architecture"
+            if emulation.foreign(rust_triple(target))
+            else ""
+        )
         raise ConfigError(
-            f"PGO_BOLT=1 is not supported for {arch} (PGO_TARGET={target}): the BOLT stage is checked on x86_64 only",
+            f"PGO_BOLT=1 is not supported for {arch} (PGO_TARGET={target}): the BOLT stage is checked on x86_64 only"
+            + runtime,
             "unset PGO_BOLT for this target",
         )
 

@@ -321,8 +321,10 @@ class ServerCheck(TypedDict):
 
 class CpuBaselineResult(StageRecord, total=False):
     binary: str
-    qemu: str
-    cpu: str
+    qemu: str  # qemu-user's version line
+    cpu: str  # the baseline model: qemu64,-pni,… or cortex-a53
+    arch: str  # the binary's architecture (x86_64, aarch64): which baseline
+    qemu_program: str  # qemu-x86_64, qemu-aarch64
     controls: dict[str, dict[str, str]]  # program: {"baseline": ..., "max": ...}
     command: CommandCheck
     build_info: BuildInfoRecord

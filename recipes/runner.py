@@ -125,6 +125,102 @@ def last_progress_line(log: Path) -> str:
     return f"compiling {current} (crate {units} so far{f', {fresh} fresh' if fresh else ''})"[:PROGRESS_WIDTH]
 
 
+#: the values of ``-C lto`` that mean none (cargo passes ``-C lto`` for ``lto = true``, ``-C lto=thin`` …)
+NO_LTO = frozenset({"", "off", "no", "n", "false"})
+
+
+@dataclass(frozen=True)
+class RustcUnit:
+    """A rustc that a running cargo has started: its crate, whether it does LTO, the linker it runs (if any)."""
+
+    crate: str
+    lto: str  # the value of -C lto (yes, fat, thin, off, ...), "" without
+    linker: str  # the program of a process it started (cc, ld, ...), "" while it compiles
+
+    def state(self) -> str:
+        if self.linker:
+            return f"linking {self.crate} ({self.linker})"
+        lto = "" if self.lto in NO_LTO else ", thin LTO" if self.lto == "thin" else ", fat LTO"
+        return f"optimising {self.crate} (codegen{lto})"
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(child) for child in (task / "children").read_text().split()]
+    except OSError:
+        pass  # gone, or a thread that ended while listed
+    return found
+
+
+def _crate_name(argv: Sequence[str]) -> str | None:
+    return next((argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--crate-name"), None)
+
+
+def _codegen(argv: Sequence[str], key: str) -> str | None:
+    """The value of ``-C key=value`` or ``-Ckey=value`` (``-C key`` alone: ``yes``), else None."""
+    for i, arg in enumerate(argv):
+        if arg == "-C" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("-C") and len(arg) > 2:
+            value = arg[2:]
+        else:
+            continue
+        name, eq, setting = value.partition("=")
+        if name == key:
+            return setting if eq else "yes"
+    return None
+
+
+def rustc_units(pid: int) -> list[RustcUnit]:
+    """The rustc processes below ``pid`` (a cargo), from /proc: one per crate (a wrapper or rustup's proxy and the
+    rustc it runs carry the same arguments: the deepest counts), with the linker it is running."""
+    units: dict[str, RustcUnit] = {}
+    todo = _children(pid)
+    while todo:
+        child = todo.pop()
+        argv = _cmdline(child)
+        crate = _crate_name(argv)
+        below = _children(child)
+        todo += below
+        if crate is None:
+            continue
+        linkers = [Path(a[0]).name for a in map(_cmdline, below) if a and _crate_name(a) is None]
+        units[crate] = RustcUnit(crate, _codegen(argv, "lto") or "", linkers[0] if linkers else "")
+    return sorted(units.values(), key=lambda unit: unit.crate)
+
+
+class Heartbeat:
+    """The progress line of a long command: what its log says, and for a cargo whose only rustc left is one
+    crate's (the binary's codegen, LTO and link take minutes after the last other crate), what that rustc is
+    doing and for how long."""
+
+    def __init__(self, log: Path, pid: int) -> None:
+        self.log, self.pid = log, pid
+        self.since: dict[str, float] = {}
+
+    def line(self, now: float) -> str:
+        text = last_progress_line(self.log)
+        units = rustc_units(self.pid) if text.startswith("compiling ") else []
+        if len(units) != 1:
+            return text
+        state = units[0].state()
+        started = self.since.setdefault(state, now)
+        count = re.search(r"\((crate \d+ so far[^)]*)\)", text)
+        return f"{state} for {now - started:.0f} s, the only crate still building ({count[1] if count else ''})"[
+            :PROGRESS_WIDTH
+        ]
+
+
 #: cc-rs (the C compiler of a build script: ring, zstd-sys, …) found no compiler for the target
 _CC_TOOL = re.compile(r'error occurred in cc-rs: failed to find tool "(?P<tool>[^"]+)"')
 #: the Debian package of a target's C compiler that cc-rs looks for
@@ -177,13 +273,15 @@ def run(
             proc = subprocess.Popen(
                 argv, env=dict(env), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
+            heartbeat = Heartbeat(log, proc.pid)
             try:
                 while True:
                     try:
                         returncode = proc.wait(timeout=HEARTBEAT_SECONDS)
                         break
                     except subprocess.TimeoutExpired:
-                        say(f"  … {time.monotonic() - started:.0f} s: {last_progress_line(log)}")
+                        now = time.monotonic()
+                        say(f"  … {now - started:.0f} s: {heartbeat.line(now)}")
             except BaseException:
                 proc.kill()
                 proc.wait()

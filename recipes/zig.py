@@ -15,6 +15,7 @@ import sysconfig
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from recipes import emulation
 from recipes.errors import CommandFailed, ConfigError, ToolchainError
 from recipes.runner import capture, run, say
 from recipes.rustflags import glibc_suffix
@@ -22,6 +23,8 @@ from recipes.rustflags import glibc_suffix
 #: what ``pip install`` gets when cargo-zigbuild or zig is missing (the versions this project was tested with)
 REQUIREMENTS = ("cargo-zigbuild==0.24.1", "ziglang==0.17.1")
 INSTALL_HINT = "pip install cargo-zigbuild ziglang"
+#: C compilers that link for the machine's own architecture when called without a target
+HOST_COMPILERS = frozenset({"cc", "gcc", "c++", "g++", "clang", "clang++"})
 
 
 def uses_zigbuild(cargo: Sequence[str]) -> bool:
@@ -40,13 +43,25 @@ def check_target(cargo: Sequence[str], target: str) -> None:
         )
 
 
-def check_generate_linker(cargo: Sequence[str], generate_linker: str | None) -> None:
-    """zig's linker driver rejects the ``-u __llvm_profile_runtime`` rustc passes for an instrumented link."""
+def check_generate_linker(cargo: Sequence[str], generate_linker: str | None, triple: str | None = None) -> None:
+    """zig's linker driver rejects the ``-u __llvm_profile_runtime`` rustc passes for an instrumented link, so the
+    instrumented binary needs another linker; for a target of another architecture than the machine's
+    (``triple``), a cross linker: the machine's own C compiler would link aarch64 objects for x86_64."""
+    arch = emulation.foreign(triple) if triple else None
+    linker = arch.linker if arch else "cc"
     if uses_zigbuild(cargo) and not generate_linker:
+        where = "the instrumented binary only runs on this machine"
+        if arch:
+            where = f"the instrumented {arch.name} binary runs under {arch.qemu} here"
         raise ConfigError(
             "cargo zigbuild cannot link the instrumented binary: zig's linker driver rejects the "
             "`-u __llvm_profile_runtime` of an instrumented link",
-            "set PGO_GENERATE_LINKER=cc (the instrumented binary only runs on this machine)",
+            f"set PGO_GENERATE_LINKER={linker} ({where})",
+        )
+    if arch and generate_linker and Path(generate_linker).name in HOST_COMPILERS:
+        raise ConfigError(
+            f"PGO_GENERATE_LINKER={generate_linker} links for {emulation.host_arch()}, not for {triple}",
+            f"set PGO_GENERATE_LINKER={linker} (apt-get install -y {arch.linker_package} {arch.libc_package})",
         )
 
 

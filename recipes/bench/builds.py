@@ -150,30 +150,29 @@ def frozen_copy(binary: Path, bin_dir: Path, label: str) -> Build:
     return Build(label=label, binary=dest, sha256=sha256_file(dest), origin=str(binary))
 
 
-def _why_not(measure: str) -> str:
-    if measure == "counts":
-        return "valgrind runs binaries of the machine's architecture only"
-    return "CPU time under emulation says nothing of the binary"
+def _refuse_foreign(arch: str | None, what: str, measure: str) -> None:
+    """One refusal for a binary (``what``: how it is named) of an architecture ``arch`` that is not the machine's:
+    under emulation its CPU time says nothing of the binary, and valgrind runs the machine's architecture only."""
+    host = emulation.host_arch()
+    if arch is None or arch == host:
+        return
+    why = (
+        "valgrind runs binaries of the machine's architecture only"
+        if measure == "counts"
+        else "CPU time under emulation says nothing of the binary"
+    )
+    raise BenchError(f"{what} and this machine is {host}: {why}", f"bench it on an {arch} machine")
 
 
 def check_native(binary: Path, label: str, measure: str) -> None:
-    """A binary of another architecture than the machine's is refused: under emulation its CPU time says nothing
-    of the binary, and valgrind runs the machine's architecture only. A file that is not ELF (a script) runs here."""
-    arch, host = emulation.elf_arch_or_none(binary), emulation.host_arch()
-    if arch is not None and arch != host:
-        raise BenchError(
-            f"{label}: {binary} is an {arch} binary and this machine is {host}: {_why_not(measure)}",
-            f"bench it on an {arch} machine",
-        )
+    """A binary of another architecture than the machine's is refused. A file that is not ELF (a script) runs
+    here."""
+    arch = emulation.elf_arch_or_none(binary)
+    _refuse_foreign(arch, f"{label}: {binary} is an {arch} binary", measure)
 
 
 def check_native_target(target: str | None, measure: str) -> None:
     """``PGO_TARGET`` of another architecture: refused (as :func:`check_native`) before anything is built."""
-    if target is None:
-        return
-    arch, host = emulation.triple_arch(target), emulation.host_arch()
-    if arch != host:
-        raise BenchError(
-            f"PGO_TARGET={target} builds {arch} binaries and this machine is {host}: {_why_not(measure)}",
-            f"bench on an {arch} machine",
-        )
+    if target is not None:
+        arch = emulation.triple_arch(target)
+        _refuse_foreign(arch, f"PGO_TARGET={target} builds {arch} binaries", measure)

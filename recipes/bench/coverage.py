@@ -100,6 +100,32 @@ def c_coverage(
     }
 
 
+_DISAMBIGUATOR = re.compile(r"\[[0-9a-f]+\]")
+
+
+def crate_paths(names: Sequence[str], crate: str) -> set[str]:
+    """The demangled ``names`` that are ``crate``'s own functions (``crate::…``, or an impl of one of its types:
+    ``<crate::…``), a v0 name's crate disambiguators (``[1a2b…]``) dropped."""
+    own = (f"{crate}::", f"<{crate}::")
+    paths = {_DISAMBIGUATOR.sub("", name) for name in names}
+    return {name for name in paths if name.startswith(own)}
+
+
+def executed_overlap(first: Sequence[str], second: Sequence[str]) -> dict[str, int | float]:
+    """Two trainings' executed functions (as paths, so two targets' symbol hashes do not matter): how many each
+    executed, how many both did, and both's share of the union (1.0: the same functions)."""
+    a, b = set(first), set(second)
+    union = a | b
+    return {
+        "first": len(a),
+        "second": len(b),
+        "both": len(a & b),
+        "only_first": len(a - b),
+        "only_second": len(b - a),
+        "share": len(a & b) / len(union) if union else 1.0,
+    }
+
+
 def demangler(tool: ProfdataTool) -> Path | None:
     """llvm-cxxfilt of the same LLVM (beside llvm-profdata, or ``llvm-cxxfilt-<major>``), else any on PATH."""
     beside = tool.path.with_name(tool.path.name.replace("profdata", "cxxfilt"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from recipes import report
 from recipes.cflags import ASSEMBLED
-from recipes.results import BoltResult, Report, WorkloadRun
+from recipes.results import BoltResult, CCodeRecord, Report, WorkloadRun
 
 
 def counted(run: WorkloadRun) -> str:
@@ -53,12 +53,13 @@ def summary_lines(full: Report) -> list[str]:
             f"coverage    {o['main_crate_functions_with_profile']} functions of the main crate with a profile record "
             f"(executed or not), {o['main_crate_functions_without_profile']} without (rustc warned: no profile data)"
         )
-        for crate in o.get("c_code", {}).get("crates", []):
+        c_code = o.get("c_code")
+        for crate in c_code["crates"] if c_code else []:
             with_profile, without = crate.get("functions_with_profile", []), crate.get("functions_without_profile", [])
             lines.append(
                 f"c code      {crate['crate']}: {len(with_profile)} C/C++ functions with profile data, {len(without)} "
                 f"without ({', '.join(_compiler_words(crate['compilers']))})"
-                + ("" if crate["profile_flags"] else "; the profile flags did not reach it")
+                + ("" if crate["profile_flags"] or not c_code else f"; {_why_unprofiled(c_code)}")
             )
         lines.append(f"binary      {o['binary']}")
         lines.append(f"            sha256 {o['binary_sha256']}")
@@ -102,6 +103,16 @@ def bolt_summary_lines(b: BoltResult) -> list[str]:
     if "verify" in b:
         lines.append(f"verify      {b['verify']['seconds']:8.1f} s  the BOLTed binary ran the workload")
     return lines
+
+
+def _why_unprofiled(c_code: CCodeRecord) -> str:
+    """Why a crate's C has no profile: the plan left the C alone (``PGO_C=0``, a cross target: its reason), or the
+    profile flags did not reach a compiler the plan profiles."""
+    languages = list(c_code["languages"].values())
+    if any(lang["profiled"] for lang in languages):
+        return "the profile flags did not reach it"
+    off = next((lang["off"] for lang in languages if lang["off"]), None)
+    return f"not profiled: {off}" if off else "the profile flags did not reach it"
 
 
 def _compiler_words(compilers: list[str]) -> list[str]:

@@ -2,7 +2,8 @@
 (Debian's ``gcc-aarch64-linux-gnu`` links them), the instrumented binary trained under the real ``qemu-aarch64``
 (a command workload: hello; a server workload: bare-server, its SIGTERM shim built for aarch64), the merge of
 aarch64 ``.profraw`` by llvm-profdata, the optimised aarch64 ELF checked and replayed under qemu; and the refusals:
-no cross linker, no qemu-user, PGO_BOLT=1, the bench and the baseline-CPU check of an aarch64 binary."""
+no cross linker, no qemu-user, PGO_BOLT=1, the bench of an aarch64 binary; and the baseline-CPU check of aarch64
+binaries under ``qemu-aarch64 -cpu cortex-a53`` (Armv8.0-A): it passes hello and refuses an LSE build of it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from recipes import emulation
+from recipes import cpu, emulation
 from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
 
 TARGET = "aarch64-unknown-linux-gnu"
@@ -117,13 +118,124 @@ def test_the_bench_refuses_an_aarch64_binary_for_cpu_time_and_for_counts(hello_a
     assert "CPU time under emulation says nothing" in line
 
 
-def test_the_baseline_cpu_check_says_it_does_not_check_aarch64(hello_aarch64: tuple[Pipeline, str]) -> None:
+def test_the_aarch64_controls_die_under_cortex_a53_and_run_under_max(tmp_path: Path) -> None:
+    results = cpu.check_controls(tmp_path, clean_env(), cpu.AARCH64)
+    assert results == {
+        name: {"baseline": "killed by SIGILL (illegal instruction)", "max": "exit code 0"}
+        for name in ("lse", "dotprod")
+    }
+    assert not list(tmp_path.glob("*core*"))
+
+
+def test_hello_for_aarch64_passes_the_baseline_cpu_check_under_cortex_a53(hello_aarch64: tuple[Pipeline, str]) -> None:
     pipeline, _ = hello_aarch64
-    binary = json.loads((pipeline.work / "report.json").read_text())["optimise"]["binary"]
-    assert_refused(
-        pipeline.nox("cpu-baseline", "--binary", binary, "--run", "collatz", "3"),
-        "is an aarch64 binary: the baseline-CPU check is of x86-64 binaries",
-        "aarch64 is not checked",
+    text = assert_ok(pipeline.nox("cpu-baseline", "--run", "primes", "100"))
+    assert "passed under qemu-aarch64 -cpu cortex-a53 (an Armv8.0 CPU: nothing beyond Armv8.0-A)" in text
+    assert (
+        "controls: lse killed by SIGILL (illegal instruction) (max: exit code 0), "
+        "dotprod killed by SIGILL (illegal instruction) (max: exit code 0)"
+    ) in text
+    assert "ran: primes 100: exit code 0" in text
+    report = json.loads((pipeline.work / "report.json").read_text())
+    recorded = report["cpu_baseline"]
+    assert (recorded["cpu"], recorded["arch"], recorded["qemu_program"]) == ("cortex-a53", "aarch64", "qemu-aarch64")
+    assert recorded["qemu"].startswith("qemu-aarch64 version ")
+    assert recorded["binary"] == report["optimise"]["binary"]
+
+
+def _hello_for_aarch64(pipeline: Pipeline, target_dir: Path, rustflags: str) -> Path:
+    """hello with its ``atomics`` feature (``count N``: an atomic add in its own code) built for aarch64."""
+    env = {"CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER": "aarch64-linux-gnu-gcc"}
+    subprocess.run(
+        [
+            "cargo",
+            "build",
+            "--release",
+            "--quiet",
+            "--features",
+            "atomics",
+            "--target",
+            TARGET,
+            "--manifest-path",
+            str(pipeline.manifest),
+            "--target-dir",
+            str(target_dir),
+        ],
+        check=True,
+        env=clean_env({**env, "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS": rustflags}),
+    )
+    return target_dir / TARGET / "release" / "hello-pgo"
+
+
+def test_an_lse_build_dies_with_sigill_under_cortex_a53(hello_aarch64: tuple[Pipeline, str], tmp_path: Path) -> None:
+    """The proof the check can fail: ``count 100`` built with +lse executes an Armv8.1 ``ldadd`` (qemu's own
+    disassembly shows it at the fault); the same source and command built without it passes."""
+    pipeline, _ = hello_aarch64
+    plain = _hello_for_aarch64(pipeline, tmp_path / "plain", "")
+    lse = _hello_for_aarch64(pipeline, tmp_path / "lse", "-Ctarget-feature=+lse")
+    assert "ran: count 100: exit code 0" in assert_ok(
+        pipeline.nox("cpu-baseline", "--binary", str(plain), "--run", "count", "100")
+    )
+    line = assert_refused(
+        pipeline.nox("cpu-baseline", "--binary", str(lse), "--run", "count", "100"),
+        "hello-pgo died with SIGILL (illegal instruction) under an Armv8.0 CPU (-cpu cortex-a53): it uses "
+        "instructions beyond Armv8.0-A",
+    )
+    assert "no -Ctarget-cpu or -Ctarget-feature" in line
+    # under a newer processor the same binary runs: the model refused an instruction, the program is sound
+    newer = subprocess.run(
+        ["qemu-aarch64", "-cpu", "max", str(lse), "count", "100"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=clean_env({"QEMU_LD_PREFIX": SYSROOT}),
+    )
+    assert newer.stdout == "count: 5050\n"
+    # a command that fails otherwise: its exit under the newer model stands in for a native run
+    line = assert_refused(pipeline.nox("cpu-baseline", "--binary", str(plain), "--run", "fail"))
+    assert "hello-pgo fail got exit code 3 under -cpu cortex-a53 (under -cpu max: exit code 3)" in line
+
+
+#: a static aarch64 program that says what it was built for (FEATURES) as the demo server does, and exits 4 when
+#: started as a server
+SERVER = r"""
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--build-info") == 0) {
+        puts("target=aarch64-unknown-linux-gnu\ntarget_features=" FEATURES);
+        return 0;
+    }
+    fputs("this server only says what it was built for\n", stderr);
+    return 4;
+}
+"""
+
+
+def test_an_aarch64_servers_build_info_is_read_under_emulation(hello: Pipeline, tmp_path: Path) -> None:
+    source = tmp_path / "server.c"
+    source.write_text(SERVER)
+    for name, features in (("baseline-server", "neon"), ("lse-server", "lse,neon")):
+        subprocess.run(
+            [
+                "aarch64-linux-gnu-gcc",
+                "-O2",
+                "-static",
+                f'-DFEATURES="{features}"',
+                "-o",
+                str(tmp_path / name),
+                str(source),
+            ],
+            check=True,
+        )
+    # its --build-info (read under -cpu max: it cannot run natively here) is rustc's defaults: then started
+    line = assert_refused(hello.nox("cpu-baseline", "--binary", str(tmp_path / "baseline-server")))
+    assert "baseline-server did not start under -cpu cortex-a53: exit code 4: this server only says" in line
+    line = assert_refused(
+        hello.nox("cpu-baseline", "--binary", str(tmp_path / "lse-server")),
+        "lse-server was built for target features lse,neon, not rustc's defaults for aarch64-unknown-linux-gnu "
+        "(neon): beyond them: lse",
     )
 
 

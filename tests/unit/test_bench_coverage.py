@@ -93,3 +93,16 @@ def test_the_c_functions_of_build_scripts_counted_with_and_without_training_coun
         ],
     }
     assert coverage.c_coverage({}, bench, training)["functions"] == 0
+
+
+def test_the_main_crates_executed_functions_of_two_targets_compare_as_paths() -> None:
+    """x86_64 and aarch64 trainings name their functions with other symbol hashes (v0 names also carry the
+    crate's disambiguator): compared as demangled paths, the crate's own functions only."""
+    x86 = ["demo_server::main", "<demo_server::Cache as core::ops::Drop>::drop", "hyper::proto::h1::parse", "x::y"]
+    arm = ["demo_server[5f1e2d3c4b5a6978]::main", "demo_server::waf::check", "<hyper::X as demo_server::T>::f"]
+    a, b = coverage.crate_paths(x86, "demo_server"), coverage.crate_paths(arm, "demo_server")
+    assert a == {"demo_server::main", "<demo_server::Cache as core::ops::Drop>::drop"}
+    assert b == {"demo_server::main", "demo_server::waf::check"}
+    compared = coverage.executed_overlap(sorted(a), sorted(b))
+    assert compared == {"first": 2, "second": 2, "both": 1, "only_first": 1, "only_second": 1, "share": 1 / 3}
+    assert coverage.executed_overlap([], [])["share"] == 1.0

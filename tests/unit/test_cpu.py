@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
 
-from recipes import cpu
+from recipes import cpu, emulation
 from recipes.errors import CheckFailed, ConfigError, MissingInput, ToolchainError
+from recipes.results import CpuBaselineResult
 from recipes.rustflags import RustflagsPlan, target_cpu_warning
 from tests.conftest import DATA
 
@@ -187,3 +189,106 @@ def test_a_binary_that_is_not_a_program_is_refused_before_qemu(tmp_path: Path) -
     assert failed.value.line() == (
         f"{data} cannot be run: Exec format error (pass --binary the program cargo built for this machine)"
     )
+
+
+# --- the baseline of each architecture -------------------------------------------------------------------
+
+
+def _elf_header(machine: int) -> bytes:
+    """A 64-bit little-endian ELF header of ``machine`` (243: RISC-V), no sections: what pyelftools reads."""
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+    return ident + struct.pack("<HHIQQQIHHHHHH", 2, machine, 1, 0, 0, 0, 0, 64, 56, 0, 64, 0, 0)
+
+
+def test_the_baseline_is_chosen_by_the_binarys_architecture() -> None:
+    assert cpu.baseline_for(Path("x"), "x86_64") is cpu.X86_64
+    assert cpu.baseline_for(Path("x"), None) is cpu.X86_64  # not ELF: a script run natively
+    assert cpu.baseline_for(Path("x"), "aarch64") is cpu.AARCH64
+    # x86-64's as it was: the module constants, the same controls
+    assert (cpu.X86_64.qemu, cpu.X86_64.cpu, cpu.X86_64.newer_cpu) == (cpu.QEMU, cpu.BASELINE_CPU, "max")
+    assert [c.name for c in cpu.X86_64.controls] == ["sse3", "avx2"]
+    assert (cpu.AARCH64.qemu, cpu.AARCH64.cpu, cpu.AARCH64.newer_cpu) == ("qemu-aarch64", "cortex-a53", "max")
+    assert [c.name for c in cpu.AARCH64.controls] == ["lse", "dotprod"]
+    assert all("-static" in c.flags for c in cpu.AARCH64.controls)
+    assert (cpu.AARCH64.described, cpu.AARCH64.beyond) == ("an Armv8.0 CPU", "beyond Armv8.0-A")
+
+
+def test_a_binary_of_an_architecture_without_a_baseline_is_refused_in_one_line(tmp_path: Path) -> None:
+    binary = tmp_path / "riscv-server"
+    binary.write_bytes(_elf_header(243))
+    binary.chmod(0o755)
+    with pytest.raises(ConfigError) as caught:
+        cpu.check_binary(binary, tmp_path / "work", {"PATH": "/usr/bin:/bin"}, args=["x"])
+    assert caught.value.line() == (
+        f"{binary} is an EM_RISCV binary: the baseline-CPU check is of x86-64 binaries (qemu64) and aarch64 ones "
+        "(cortex-a53), EM_RISCV is not checked (check it on an x86_64 or aarch64 binary of the same source, or "
+        "leave the check out for this target)"
+    )
+    assert not (tmp_path / "work").exists()
+
+
+def test_an_aarch64_binary_gets_the_sysroot_unless_it_is_set() -> None:
+    assert cpu.baseline_env(cpu.AARCH64, {"PATH": "/bin"}) == {
+        "PATH": "/bin",
+        "QEMU_LD_PREFIX": "/usr/aarch64-linux-gnu",
+    }
+    assert cpu.baseline_env(cpu.AARCH64, {"QEMU_LD_PREFIX": "/mine"}) == {"QEMU_LD_PREFIX": "/mine"}
+    assert cpu.baseline_env(cpu.X86_64, {"PATH": "/bin"}) == {"PATH": "/bin"}
+
+
+def test_a_foreign_binary_runs_under_the_newer_model_where_a_native_one_runs_as_it_is() -> None:
+    native, other = (cpu.X86_64, cpu.AARCH64) if emulation.host_arch() == "x86_64" else (cpu.AARCH64, cpu.X86_64)
+    assert cpu._launch(native) == []
+    assert cpu._launch(other) == [other.qemu, "-cpu", "max"]
+
+
+def test_rustc_default_features_of_aarch64() -> None:
+    """rustc's defaults for aarch64-unknown-linux-gnu are neon alone, as a build script's CARGO_CFG_TARGET_FEATURE
+    says (measured: ``neon``; ``lse,neon`` with -Ctarget-feature=+lse): no linkage feature to set aside."""
+    defaults = cpu.parse_rustc_cfg_features((DATA / "rustc-print-cfg-aarch64.txt").read_text())
+    assert defaults == ("neon",)
+    info = cpu.parse_build_info("target=aarch64-unknown-linux-gnu\ntarget_features=neon\n")
+    cpu.check_build_info(info, defaults, Path("demo-server"))
+    with pytest.raises(CheckFailed) as caught:
+        cpu.check_build_info(cpu.BuildInfo(info.target, ("lse", "neon")), defaults, Path("demo-server"))
+    assert "not rustc's defaults for aarch64-unknown-linux-gnu (neon): beyond them: lse (" in caught.value.line()
+
+
+def test_no_aarch64_qemu_or_compiler_names_the_package(tmp_path: Path) -> None:
+    with pytest.raises(ToolchainError) as caught:
+        cpu.check_qemu({"PATH": str(tmp_path)}, cpu.AARCH64)
+    assert caught.value.line() == (
+        "qemu-aarch64 not found: the baseline-CPU check needs it (apt-get install qemu-user)"
+    )
+    with pytest.raises(ToolchainError) as caught:
+        cpu.check_controls(tmp_path, {"PATH": str(tmp_path)}, cpu.AARCH64)
+    assert caught.value.line() == (
+        "aarch64-linux-gnu-gcc not found: the baseline-CPU check of aarch64 binaries builds its control programs "
+        "with it (apt-get install gcc-aarch64-linux-gnu)"
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def _result(arch: str | None) -> CpuBaselineResult:
+    result: CpuBaselineResult = {
+        "binary": "/w/hello-pgo",
+        "qemu": "qemu-x86_64 version 7.2.22",
+        "cpu": cpu.BASELINE_CPU,
+        "controls": {"sse3": {"baseline": "killed by SIGILL (illegal instruction)", "max": "exit code 0"}},
+        "command": {"args": ["primes", "100"], "exit": "exit code 0"},
+    }
+    if arch is not None:
+        baseline = cpu.BASELINES[arch]
+        result["arch"], result["qemu_program"], result["cpu"] = arch, baseline.qemu, baseline.cpu
+    return result
+
+
+def test_summary_names_the_model_and_the_qemu() -> None:
+    x86 = f"cpu-baseline /w/hello-pgo passed under qemu-x86_64 -cpu {cpu.BASELINE_CPU}"
+    assert cpu.summary_lines(_result(None))[0] == x86  # a record of before the arch was recorded
+    assert cpu.summary_lines(_result("x86_64"))[0] == x86
+    lines = cpu.summary_lines(_result("aarch64"))
+    assert lines[0] == (
+        "cpu-baseline /w/hello-pgo passed under qemu-aarch64 -cpu cortex-a53 (an Armv8.0 CPU: nothing beyond Armv8.0-A)"
+    )
+    assert lines[-1] == "  ran: primes 100: exit code 0"

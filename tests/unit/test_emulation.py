@@ -56,6 +56,15 @@ def test_cross_env_sets_the_linker_runner_and_sysroot(tmp_path: Path) -> None:
     assert emulation.launcher("x86_64-unknown-linux-gnu", env) == ()
 
 
+def test_cargo_zigbuild_links_for_the_target_itself(tmp_path: Path) -> None:
+    """No linker for cargo zigbuild: cargo would take it over zig's, and the glibc floor of the target with it."""
+    env = _bin(tmp_path, "qemu-aarch64", "aarch64-linux-gnu-gcc")
+    out = emulation.cross_env(TARGET, env, [], zig_links=True)
+    assert LINKER not in out
+    assert out[RUNNER] == str(tmp_path / "bin" / "qemu-aarch64") and out["QEMU_LD_PREFIX"] == "/usr/aarch64-linux-gnu"
+    assert emulation.cross_env(TARGET, _bin(tmp_path, "qemu-aarch64"), [], zig_links=True)  # no cross gcc needed
+
+
 def test_a_linker_or_runner_given_by_the_user_or_a_cargo_config_is_kept(tmp_path: Path) -> None:
     env = {**_bin(tmp_path, "qemu-aarch64"), LINKER: "my-ld", "QEMU_LD_PREFIX": "/opt/sysroot"}
     out = emulation.cross_env(TARGET, env, [])  # no aarch64-linux-gnu-gcc on PATH: the user's linker is used

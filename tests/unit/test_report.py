@@ -15,6 +15,7 @@ from recipes.errors import MissingInput, PgoError, WorkDirError
 from recipes.files import copy_atomically
 from recipes.stages import summary
 from recipes.stages.summary import summary_lines
+from tests.conftest import DATA
 from tests.faults import small_tmpfs
 from tests.hostile import garbage, mutations
 
@@ -270,3 +271,23 @@ def test_the_summary_counts_runs_and_requests_in_their_own_words() -> None:
     both = {"phases": [*command["phases"], {**command["phases"][0], "kind": "http", "requests": 1}]}
     assert summary.counted(both) == "1 request and 12 runs"  # type: ignore[arg-type]
     assert summary.counted({"requests": 5}) == "5 requests or runs"
+
+
+def _c_code(profiled: bool, off: str | None) -> dict[str, Any]:
+    language = {"compiler": ["clang-22"] if profiled else None, "version": None, "profiled": profiled, "off": off}
+    crate = {"crate": "ring", "compilers": ["GCC: (Debian 12.2.0-14) 12.2.0"], "profile_flags": False}
+    return {"setting": "auto", "languages": {"C": language, "C++": language}, "crates": [crate]}
+
+
+def test_the_c_code_line_says_why_a_crates_c_is_unprofiled() -> None:
+    """A cross target's C, which the plan leaves alone on purpose, is not "the profile flags did not reach it" (the
+    summary of the demo server for aarch64 said so): the plan's reason is given; a C the plan profiles and the
+    flags missed still says they did not reach it."""
+    full = json.loads((DATA / "report-demo-server-bolt.json").read_text())
+    cross = "aarch64-unknown-linux-gnu is not the host: set PGO_C=1 to compile its C with clang 22 --target"
+    full["optimise"]["c_code"] = _c_code(profiled=False, off=cross)
+    (line,) = [line for line in summary_lines(full) if line.startswith("c code")]
+    assert line.endswith(f"(GCC: (Debian 12.2.0-14) 12.2.0); not profiled: {cross}")
+    full["optimise"]["c_code"] = _c_code(profiled=True, off=None)
+    (line,) = [line for line in summary_lines(full) if line.startswith("c code")]
+    assert line.endswith("; the profile flags did not reach it")

@@ -3,6 +3,13 @@ captured logs (tests/data/cargo-*.log) cut at every line, and the heartbeat line
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -135,3 +142,60 @@ def test_a_failed_run_names_the_known_cause(tmp_path: Path) -> None:
     assert "failed with exit code 101: a build script needs the C compiler x86_64-linux-musl-gcc" in str(
         failed.value.line()
     )
+
+
+def _fake_cargo(*rustcs: str) -> subprocess.Popen[bytes]:
+    """A process tree as cargo's: each of ``rustcs`` the arguments of a rustc (``--crate-name``…) given to a
+    process that sleeps, with no child while it compiles; one whose arguments start with ``link:`` runs a child
+    named ``cc`` (``exec -a``), as rustc does while it links."""
+    sleeper = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(30)'"
+    parts = [
+        f"bash -c 'exec -a cc sleep 30 & wait' rustc {args.removeprefix('link:')} &"
+        if args.startswith("link:")
+        else f"{sleeper} {args} &"
+        for args in rustcs
+    ]
+    return subprocess.Popen(["bash", "-c", f"{' '.join(parts)} wait"], start_new_session=True)
+
+
+def _units(proc: subprocess.Popen[bytes], count: int, *, linking: bool = False) -> list[runner.RustcUnit]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        units = runner.rustc_units(proc.pid)
+        if len(units) == count and (not linking or any(u.linker for u in units)):
+            return units
+        time.sleep(0.02)
+    raise AssertionError(runner.rustc_units(proc.pid))
+
+
+@pytest.fixture
+def stop_all() -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_the_only_crate_still_building_is_named_with_what_it_does_and_for_how_long(
+    tmp_path: Path, stop_all: list[subprocess.Popen[bytes]]
+) -> None:
+    """The issue's example: after the last other crate, a fat-LTO build of the binary runs for minutes while the
+    log still names the last crate cargo started (memchr)."""
+    log = tmp_path / "build.log"
+    log.write_text("   Compiling serde v1.0.0\n   Compiling memchr v2.8.3\n")
+    stop_all.append(lto := _fake_cargo("--crate-name demo_server --crate-type bin -C lto"))
+    assert _units(lto, 1) == [runner.RustcUnit("demo_server", "yes", "")]
+    heartbeat = runner.Heartbeat(log, lto.pid)
+    assert heartbeat.line(100.0) == (
+        "optimising demo_server (codegen, fat LTO) for 0 s, the only crate still building (crate 2 so far)"
+    )
+    assert heartbeat.line(160.0).startswith("optimising demo_server (codegen, fat LTO) for 60 s,")
+    stop_all.append(link := _fake_cargo("link:--crate-name demo_server -C lto=thin"))
+    assert _units(link, 1, linking=True) == [runner.RustcUnit("demo_server", "thin", "cc")]
+    assert runner.Heartbeat(log, link.pid).line(0.0).startswith("linking demo_server (cc) for 0 s")
+    stop_all.append(two := _fake_cargo("--crate-name a -Clto=off", "--crate-name b"))
+    assert [unit.state() for unit in _units(two, 2)] == ["optimising a (codegen)", "optimising b (codegen)"]
+    assert runner.Heartbeat(log, two.pid).line(0.0) == "compiling memchr v2.8.3 (crate 2 so far)"  # the log's
+    log.write_text(log.read_text() + "    Finished `release` profile [optimized] target(s) in 1.0s\n")
+    assert runner.Heartbeat(log, lto.pid).line(0.0).startswith("2 crates built; Finished")  # cargo's word, once done

@@ -96,6 +96,7 @@ def test_ci_runs_the_readmes_test_command_which_installs_every_package_the_tests
     assert (
         "aarch64-unknown-linux-gnu" in words and "libc6-dev-arm64-cross" in words
     )  # tests/integration/test_aarch64.py
+    assert "aarch64-unknown-linux-musl" in words  # tests/integration/test_aarch64_variants.py
     for program, package in noxfile.TEST_PROGRAMS.items():
         assert program == "cargo" or package in words, f"the README's test command does not install {package}"
 

@@ -33,6 +33,23 @@ def test_zigbuild_cannot_link_the_instrumented_binary() -> None:
     zig.check_generate_linker(PLAIN, None)
 
 
+def test_the_instrumented_link_for_aarch64_needs_the_cross_linker() -> None:
+    aarch64 = "aarch64-unknown-linux-gnu"
+    with pytest.raises(ConfigError) as caught:
+        zig.check_generate_linker(ZIGBUILD, None, aarch64)
+    assert "set PGO_GENERATE_LINKER=aarch64-linux-gnu-gcc (the instrumented aarch64 binary runs under qemu-aarch64" in (
+        caught.value.line()
+    )
+    for host_compiler in ("cc", "/usr/bin/gcc", "clang"):
+        for cargo in (ZIGBUILD, PLAIN):
+            with pytest.raises(ConfigError) as caught:
+                zig.check_generate_linker(cargo, host_compiler, aarch64)
+            assert f"PGO_GENERATE_LINKER={host_compiler} links for x86_64, not for {aarch64}" in caught.value.line()
+    zig.check_generate_linker(ZIGBUILD, "aarch64-linux-gnu-gcc", aarch64)
+    zig.check_generate_linker(PLAIN, None, aarch64)
+    zig.check_generate_linker(ZIGBUILD, "cc", "x86_64-unknown-linux-gnu")  # the machine's own architecture
+
+
 def test_zigbuild_env_is_a_new_dict(tmp_path: Path) -> None:
     base = {"PATH": "/usr/bin:/bin"}
     env = zig.zigbuild_env(base, scripts=tmp_path, python="/opt/py/bin/python3")
