@@ -3,7 +3,8 @@ targets' files with one SHA256SUMS into one folder, ``verify`` passes on it, ``r
 both PGO binaries byte for byte; the folder split into one per target (as a CI matrix's legs upload them) is joined
 again by ``--gather`` into the same files; and every refusal: a file of one target missing, a gather of two tags,
 of two commits or of one file twice, a target given twice or unknown, a target that fails after another was
-built (nothing is written)."""
+built (nothing is written). Then x86_64 and aarch64 (trained and checked under qemu-aarch64) in one release, the
+aarch64 binary rebuilt alone by ``verify --rebuild --target``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from recipes.reproducible import parse_sha256sums, sha256sums_text
 from recipes.store import sha256_file
 from tests.conftest import assert_ok, assert_refused, run_nox
+from tests.integration import test_aarch64
 from tests.integration.test_musl import _musl_installed
 from tests.integration.test_release import TAG, Release, make_repo
 
@@ -239,3 +241,36 @@ def test_a_target_that_fails_after_another_was_built_leaves_no_folder(tmp_path: 
     assert_refused(proc, "the instrumented build failed", f"{tmp_path / 'work' / MUSL / 'logs'}/instrument-build.log")
     assert (tmp_path / "work" / GNU / "release" / TAG / "pgo" / "hello-pgo").is_file(), "the glibc target was built"
     assert not (repo / "dist").exists(), "nothing written, not even a staging folder"
+
+
+@pytest.mark.skipif(
+    not test_aarch64._target_installed()
+    or shutil.which("aarch64-linux-gnu-gcc") is None
+    or shutil.which("qemu-aarch64") is None,
+    reason="needs `rustup target add aarch64-unknown-linux-gnu`, gcc-aarch64-linux-gnu and qemu-user",
+)
+def test_x86_64_and_aarch64_in_one_release_and_the_aarch64_binary_rebuilt_alone(tmp_path: Path) -> None:
+    """Each target checked on its own baseline CPU (the manifest says which model); verify --rebuild --target
+    rebuilds the aarch64 PGO binary only, byte for byte."""
+    aarch64 = "aarch64-unknown-linux-gnu"
+    repo = make_repo(tmp_path)
+    release = Release(tmp_path, repo, repo / "dist" / TAG, tmp_path / "work", tmp_path / "store", "")
+    assert_ok(run_nox("release", release.env(), [TAG, "--target", GNU, "--target", aarch64]))
+    assert len(list(release.dist.iterdir())) == 15
+    assert _manifest(release.dist, aarch64)["cpu_baseline"]["cpu"] == "cortex-a53"
+    assert _manifest(release.dist, GNU)["cpu_baseline"]["cpu"].startswith("qemu64,")
+    machine = subprocess.run(
+        ["readelf", "-h", str(tmp_path / "work" / aarch64 / "release" / TAG / "pgo" / "hello-pgo")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "AArch64" in machine
+    text = assert_ok(
+        run_nox("verify", release.env(PGO_OUT=str(tmp_path / "w")), [TAG, "--rebuild", "--target", aarch64])
+    )
+    assert f"verified {TAG}: 14 files, 6 provenance statements of 2 targets ({aarch64}, {GNU})" in text
+    pgo = _manifest(release.dist, aarch64)["artefacts"]["pgo"]
+    assert f"match     {pgo['binary']}  rebuilt {pgo['binary_sha256']}" in text and "mismatch" not in text
+    assert base(GNU) not in text.split("verified")[-1], "only the aarch64 target was rebuilt"
+    assert not (tmp_path / "w" / "rebuild" / TAG / GNU).exists()
