@@ -4,7 +4,8 @@ On a clean checkout of the tag: the PGO pipeline (instrument, train, merge, opti
 with the same cargo command, target and base flags, both with SOURCE_DATE_EPOCH of the commit and the build
 machine's paths remapped; both stripped and packed in deterministic tarballs; the profile, a manifest of
 everything the rebuild must match, and SHA256SUMS. All of it goes to ``dist/<tag>/`` at once (a temp dir,
-then a rename), or nothing does.
+then a rename), or nothing does. A release of several targets (``--target A --target B``, recipes/matrix.py) makes
+each target's files so, and writes them all with one SHA256SUMS at the end.
 """
 
 from __future__ import annotations

@@ -190,7 +190,8 @@ def _rebuilt_lines(results: Iterable[RebuildResult]) -> list[str]:
 
 
 def release(session: nox.Session) -> None:
-    """-- vX.Y.Z: on a clean checkout of the tag, the plain and the PGO build, stripped, in dist/vX.Y.Z/.
+    """-- vX.Y.Z [--target T ...]: on a clean checkout of the tag, the plain and the PGO build, stripped, in
+    dist/vX.Y.Z/ (each target's, several in one folder); -- vX.Y.Z --gather DIR [DIR ...]: per-target folders joined.
 
     Tarballs, the profile, a manifest and SHA256SUMS, all reproducible (SOURCE_DATE_EPOCH, remapped paths).
     """
@@ -198,7 +199,8 @@ def release(session: nox.Session) -> None:
 
 
 def rebuild(session: nox.Session) -> None:
-    """-- vX.Y.Z [--artefacts DIR]: rebuild a release's PGO binary from its profile and compare with SHA256SUMS."""
+    """-- vX.Y.Z [--artefacts DIR] [--target T ...]: rebuild a release's PGO binary (of each target in the folder, or
+    those given) from its profile and compare with SHA256SUMS."""
     _release_session(session, "rebuild")
 
 
