@@ -16,7 +16,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from recipes import elf, emulation
-from tests.conftest import Pipeline, assert_ok, assert_refused
+from tests.conftest import Pipeline, assert_ok, assert_refused, run_nox
+from tests.integration.test_release import TAG, Release, make_repo
 
 GNU = "aarch64-unknown-linux-gnu"
 MUSL = "aarch64-unknown-linux-musl"
@@ -125,3 +126,22 @@ def test_bolt_for_aarch64_musl_refused_naming_the_instrumentation_runtime(hello:
         "llvm-bolt's instrumentation runtime on this x86_64 machine is of its own architecture",
     )
     assert not (hello.work / "generate-target").exists()
+
+
+def test_a_zigbuild_release_for_aarch64_with_a_glibc_floor_is_verified_and_rebuilt_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    """The release's own toolchain for aarch64 (as release.yml's aarch64 leg): cargo zigbuild against glibc 2.28,
+    trained under qemu, both binaries checked on an Armv8.0 CPU; verify --rebuild in another work dir gives the PGO
+    binary byte for byte."""
+    repo = make_repo(tmp_path)
+    release = Release(tmp_path, repo, repo / "dist" / TAG, tmp_path / "work", tmp_path / "store", "")
+    zigbuild = {"PGO_CARGO": "cargo zigbuild", "PGO_GENERATE_LINKER": "aarch64-linux-gnu-gcc", "PGO_MAX_GLIBC": "2.28"}
+    assert_ok(run_nox("release", release.env(**zigbuild), [TAG, "--target", f"{GNU}.2.28"]))
+    manifest = json.loads((release.dist / f"hello-pgo-{TAG}-{GNU}-manifest.json").read_text())
+    assert manifest["target"] == f"{GNU}.2.28" and manifest["libc"] == "glibc 2.28"
+    assert manifest["cpu_baseline"]["cpu"] == "cortex-a53"
+    assert manifest["cargo_command"] == ["cargo", "zigbuild"]
+    text = assert_ok(run_nox("verify", release.env(PGO_OUT=str(tmp_path / "w"), **zigbuild), [TAG, "--rebuild"]))
+    pgo = manifest["artefacts"]["pgo"]
+    assert f"match     {pgo['binary']}  rebuilt {pgo['binary_sha256']}" in text and "mismatch" not in text

@@ -226,6 +226,15 @@ def test_the_workflow_makes_a_leg_of_each_target(tmp_path: Path) -> None:
         ("x86_64-unknown-linux-musl", "x86_64", "cargo build", "", ""),
         ("aarch64-unknown-linux-gnu", "aarch64", "cargo build", "", ""),
     ]
+    # aarch64 with a glibc floor: cargo zigbuild, its instrumented binary linked by the cross gcc, not the given cc
+    done = _legs(tmp_path, TARGETS="aarch64-unknown-linux-gnu.2.28")
+    assert done.returncode == 0, done.stderr
+    (leg,) = json.loads(done.stdout.removeprefix("legs="))
+    assert (leg["cargo"], leg["generate-linker"], leg["max-glibc"]) == (
+        "cargo zigbuild",
+        "aarch64-linux-gnu-gcc",
+        "2.28",
+    )
     for targets, words in (
         ("x86_64-unknown-linux-musl x86_64-unknown-linux-musl", "::error::x86_64-unknown-linux-musl is given twice"),
         ("x86_64-unknown-linux-gnu x86_64-unknown-linux-gnu.2.28", "x86_64-unknown-linux-gnu.2.28 is given twice"),
