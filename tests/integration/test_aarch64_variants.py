@@ -128,19 +128,23 @@ def test_bolt_for_aarch64_musl_refused_naming_the_instrumentation_runtime(hello:
     assert not (hello.work / "generate-target").exists()
 
 
-def test_a_zigbuild_release_for_aarch64_with_a_glibc_floor_is_verified_and_rebuilt_byte_for_byte(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("triple", "generate_linker", "cpu"),
+    [(GNU, "aarch64-linux-gnu-gcc", "cortex-a53"), ("x86_64-unknown-linux-gnu", "cc", "qemu64,-pni")],
+)
+def test_a_zigbuild_release_with_a_glibc_floor_is_verified_and_rebuilt_byte_for_byte(
+    triple: str, generate_linker: str, cpu: str, tmp_path: Path
 ) -> None:
-    """The release's own toolchain for aarch64 (as release.yml's aarch64 leg): cargo zigbuild against glibc 2.28,
-    trained under qemu, both binaries checked on an Armv8.0 CPU; verify --rebuild in another work dir gives the PGO
+    """The release's own toolchain (release.yml's legs): cargo zigbuild against glibc 2.28, for aarch64 trained under
+    qemu, both binaries checked on the target's baseline CPU; verify --rebuild in another work dir gives the PGO
     binary byte for byte."""
     repo = make_repo(tmp_path)
     release = Release(tmp_path, repo, repo / "dist" / TAG, tmp_path / "work", tmp_path / "store", "")
-    zigbuild = {"PGO_CARGO": "cargo zigbuild", "PGO_GENERATE_LINKER": "aarch64-linux-gnu-gcc", "PGO_MAX_GLIBC": "2.28"}
-    assert_ok(run_nox("release", release.env(**zigbuild), [TAG, "--target", f"{GNU}.2.28"]))
-    manifest = json.loads((release.dist / f"hello-pgo-{TAG}-{GNU}-manifest.json").read_text())
-    assert manifest["target"] == f"{GNU}.2.28" and manifest["libc"] == "glibc 2.28"
-    assert manifest["cpu_baseline"]["cpu"] == "cortex-a53"
+    zigbuild = {"PGO_CARGO": "cargo zigbuild", "PGO_GENERATE_LINKER": generate_linker, "PGO_MAX_GLIBC": "2.28"}
+    assert_ok(run_nox("release", release.env(**zigbuild), [TAG, "--target", f"{triple}.2.28"]))
+    manifest = json.loads((release.dist / f"hello-pgo-{TAG}-{triple}-manifest.json").read_text())
+    assert manifest["target"] == f"{triple}.2.28" and manifest["libc"] == "glibc 2.28"
+    assert manifest["cpu_baseline"]["cpu"].startswith(cpu)
     assert manifest["cargo_command"] == ["cargo", "zigbuild"]
     text = assert_ok(run_nox("verify", release.env(PGO_OUT=str(tmp_path / "w"), **zigbuild), [TAG, "--rebuild"]))
     pgo = manifest["artefacts"]["pgo"]
