@@ -17,7 +17,7 @@ from elftools.elf.elffile import ELFFile
 
 from recipes import elf, emulation
 from tests.conftest import Pipeline, assert_ok, assert_refused, run_nox
-from tests.integration.test_release import TAG, Release, make_repo
+from tests.integration.test_release import TAG, Release
 
 GNU = "aarch64-unknown-linux-gnu"
 MUSL = "aarch64-unknown-linux-musl"
@@ -138,10 +138,8 @@ def test_a_zigbuild_release_with_a_glibc_floor_is_verified_and_rebuilt_byte_for_
     """The release's own toolchain (release.yml's legs): cargo zigbuild against glibc 2.28, for aarch64 trained under
     qemu, both binaries checked on the target's baseline CPU; verify --rebuild in another work dir gives the PGO
     binary byte for byte."""
-    repo = make_repo(tmp_path)
-    release = Release(tmp_path, repo, repo / "dist" / TAG, tmp_path / "work", tmp_path / "store", "")
     zigbuild = {"PGO_CARGO": "cargo zigbuild", "PGO_GENERATE_LINKER": generate_linker, "PGO_MAX_GLIBC": "2.28"}
-    assert_ok(run_nox("release", release.env(**zigbuild), [TAG, "--target", f"{triple}.2.28"]))
+    release = Release.new(tmp_path).made("--target", f"{triple}.2.28", **zigbuild)
     manifest = json.loads((release.dist / f"hello-pgo-{TAG}-{triple}-manifest.json").read_text())
     assert manifest["target"] == f"{triple}.2.28" and manifest["libc"] == "glibc 2.28"
     assert manifest["cpu_baseline"]["cpu"].startswith(cpu)

@@ -44,11 +44,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def released(tmp_path_factory: pytest.TempPathFactory) -> Release:
     """One release of hello for both targets, in dist/v1.0.0/ of a tagged repository."""
-    root = tmp_path_factory.mktemp("matrix")
-    repo = make_repo(root)
-    release = Release(root, repo, repo / "dist" / TAG, root / "work", root / "store", "")
-    text = assert_ok(run_nox("release", release.env(), [TAG, "--target", GNU, "--target", MUSL]))
-    return Release(root, repo, repo / "dist" / TAG, root / "work", root / "store", text)
+    return Release.new(tmp_path_factory.mktemp("matrix")).made("--target", GNU, "--target", MUSL)
 
 
 def _manifest(folder: Path, triple: str) -> dict[str, Any]:
