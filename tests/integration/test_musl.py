@@ -27,13 +27,12 @@ def _musl_installed() -> bool:
     return MUSL in done.stdout.split()
 
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        shutil.which("rustup") is None or not _musl_installed(),
-        reason=f"the {MUSL} target is not installed (rustup target add {MUSL}; .ci/run does)",
-    ),
-]
+#: the tests that build for musl (here and in test_release_matrix.py) need its target
+NEEDS_MUSL = pytest.mark.skipif(
+    shutil.which("rustup") is None or not _musl_installed(),
+    reason=f"the {MUSL} target is not installed (rustup target add {MUSL}; .ci/run does)",
+)
+pytestmark = [pytest.mark.slow, NEEDS_MUSL]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from recipes.reproducible import parse_sha256sums, sha256sums_text
 from recipes.store import sha256_file
 from tests.conftest import assert_ok, assert_refused, run_nox
 from tests.integration import test_aarch64
-from tests.integration.test_musl import _musl_installed
+from tests.integration.test_musl import NEEDS_MUSL
 from tests.integration.test_release import TAG, Release, make_repo
 
 GNU = "x86_64-unknown-linux-gnu"
@@ -32,13 +32,7 @@ def base(triple: str) -> str:
     return f"hello-pgo-{TAG}-{triple}"
 
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        shutil.which("rustup") is None or not _musl_installed(),
-        reason=f"the {MUSL} target is not installed (rustup target add {MUSL}; .ci/run does)",
-    ),
-]
+pytestmark = [pytest.mark.slow, NEEDS_MUSL]
 
 
 @pytest.fixture(scope="module")
