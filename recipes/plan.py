@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import cflags, emulation, preflight, zig
+from recipes import cflags, emulation, preflight, train, zig
 from recipes.cargo import command as cargo_command
 from recipes.cargo.metadata import CrateInfo, crate_info
 from recipes.config import Config
@@ -16,6 +16,8 @@ from recipes.rustflags import RustflagsPlan, cargo_config_files, plan_rustflags,
 from recipes.store import ProfileStore
 from recipes.toolchain import RustcInfo, rustc_info
 from recipes.workload import Workload, load_workload, workload_path
+
+_ = train  # imported for its registrations: the instance modes and phase kinds a workload file names
 
 
 @dataclass(frozen=True)
