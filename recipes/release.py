@@ -265,7 +265,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
     libc = elf.check_same_libc(plain_stripped, pgo_stripped)  # the PGO artefact starts wherever the plain one does
     glibc = elf.max_glibc(pgo_stripped)  # None for a static binary (musl): it needs no glibc
     say(f"release: the plain and the PGO binary are both {libc}")
-    workload = plan.workload_if_any()
+    workload = plan.workload
     baseline_args = baseline_cpu_args(workload)
     for label, stripped in (("plain", plain_stripped), ("pgo", pgo_stripped)):
         cpu.check_binary(stripped, plan.work / "cpu-baseline" / label, plan.env, args=baseline_args)

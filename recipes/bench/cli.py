@@ -295,9 +295,11 @@ def _flags(result: report.ScenarioResult) -> list[str]:
 
 
 def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:
-    """The configured workload (default: ``profiles/<bin>.toml``, which needs the crate's metadata)."""
-    name = config.workload or make_plan(config, environ, instruments=False, profdata=False, bolt=False).crate.bin
-    return load_workload(workload_path(config.project_dir, name))
+    """The configured workload; by default ``profiles/<bin>.toml``, which needs the crate's metadata: then the
+    plan's, parsed when it was made."""
+    if config.workload is None:
+        return make_plan(config, environ, instruments=False, profdata=False, bolt=False).require_workload()
+    return load_workload(workload_path(config.project_dir, config.workload))
 
 
 def check(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> list[Scenario]:
