@@ -170,6 +170,11 @@ class Config:
         """Where a setting came from, for error messages."""
         return self.sources.get(key, "the default")
 
+    def verify_wanted(self, *, trained: bool) -> bool:
+        """Whether the optimised binary replays the workload: ``PGO_VERIFY`` when set, else on when this run trained
+        the profile (``nox -s pgo``) and off when it was given one or runs ``optimise`` alone."""
+        return self.verify if self.verify is not None else trained
+
 
 def _suggest(name: str, choices: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, choices, n=1)

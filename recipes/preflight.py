@@ -113,8 +113,9 @@ def _custom_target(triple: str, env: Mapping[str, str]) -> bool:
     )
 
 
-def check_target_triple(target: str, env: Mapping[str, str]) -> None:
-    """The target (without a zigbuild glibc suffix) must be one this rustc knows."""
+def check_target_triple(target: str, env: Mapping[str, str], *, source: str = "PGO_TARGET") -> None:
+    """The target (without a zigbuild glibc suffix) must be one this rustc knows; ``source``: where it was given
+    (``--target`` of a release of several targets)."""
     triple = rust_triple(target)
     if _custom_target(triple, env):
         return
@@ -129,7 +130,7 @@ def check_target_triple(target: str, env: Mapping[str, str]) -> None:
     if nearest:
         with_suffix = nearest[0] + suffix.group() if suffix else nearest[0]
         suggestion = f"did you mean {with_suffix if rust_triple(with_suffix) == nearest[0] else nearest[0]}? "
-    what = f"PGO_TARGET={target}" + (f" ({triple} without its glibc suffix)" if triple != target else "")
+    what = f"{source}={target}" + (f" ({triple} without its glibc suffix)" if triple != target else "")
     raise ConfigError(
         f"{what} is not a target this rustc knows",
         f"{suggestion}see `rustc --print target-list` for the valid triples",

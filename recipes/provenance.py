@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.config import Config
-from recipes.errors import CheckFailed, MissingInput, PgoError
+from recipes.errors import CheckFailed, ConfigError, MissingInput, PgoError
 from recipes.inputs import Fields, read_json, read_text
 from recipes.reproducible import (
     SUMS,
@@ -426,27 +426,62 @@ def release_files(manifest: Mapping[str, Any], names: Names) -> dict[str, str]:
     return files
 
 
-def check_listing(sums: Mapping[str, str], manifest: Mapping[str, Any], names: Names, tag: str) -> None:
-    """SHA256SUMS lists exactly the files the release makes: a line for anything else is refused (before anything
-    is hashed), and the line of each artefact and statement is there."""
-    made = release_files(manifest, names)
+def check_listing(sums: Mapping[str, str], releases: Sequence[tuple[Mapping[str, Any], Names]], tag: str) -> None:
+    """SHA256SUMS lists exactly the files the release makes (of every target's manifest in ``releases``): a line for
+    anything else is refused (before anything is hashed), and the line of each artefact and statement is there."""
+    made: dict[str, str] = {}
+    for manifest, names in releases:
+        made.update(release_files(manifest, names))
     extra = sorted(set(sums) - set(made))
     if extra:
+        what = (
+            "the artefacts of its manifest, their statements and the manifest"
+            if len(releases) == 1
+            else f"the artefacts of its {len(releases)} manifests, their statements and the manifests"
+        )
         raise CheckFailed(
-            f"SHA256SUMS lists {extra[0]}, a file the release {tag} does not make "
-            f"(it makes {len(made)}: the artefacts of its manifest, their statements and the manifest)",
+            f"SHA256SUMS lists {extra[0]}, a file the release {tag} does not make (it makes {len(made)}: {what})",
             "remove the line and the file, or download the release again",
         )
-    for kind in artefact_kinds(manifest):
-        file = names.artefact(kind)[0]
-        if file not in sums:
-            raise CheckFailed(f"SHA256SUMS has no line for {file}", "download SHA256SUMS again")
-        if statement_name(file) not in sums:
-            raise MissingInput(
-                f"the provenance statement {statement_name(file)} is missing", "download every file of the release"
+    for manifest, names in releases:
+        for kind in artefact_kinds(manifest):
+            file = names.artefact(kind)[0]
+            if file not in sums:
+                raise CheckFailed(f"SHA256SUMS has no line for {file}", "download SHA256SUMS again")
+            if statement_name(file) not in sums:
+                raise MissingInput(
+                    f"the provenance statement {statement_name(file)} is missing", "download every file of the release"
+                )
+        if names.manifest not in sums:  # not reached: the manifest was found among SHA256SUMS' names
+            raise CheckFailed(f"SHA256SUMS has no line for {names.manifest}", "download SHA256SUMS again")
+
+
+def refuse_one_target_twice(triples: Mapping[str, Any], tag: str, where: str, hint: str) -> None:
+    """Refuse two manifests (``{file name: its triple}``) of one target: a folder holds one release per target.
+    The message says how many manifests of ``tag`` are ``where``; the hint names the two and their target."""
+    seen: dict[str, str] = {}
+    for name, triple in sorted(triples.items()):
+        if not isinstance(triple, str):
+            continue  # not a manifest: its own checks say so
+        if triple in seen:
+            raise ConfigError(
+                f"{len(triples)} manifests of {tag} {where}",
+                f"{hint}: {seen[triple]} and {name} are both of {triple}",
             )
-    if names.manifest not in sums:  # not reached: the manifest was found among SHA256SUMS' names
-        raise CheckFailed(f"SHA256SUMS has no line for {names.manifest}", "download SHA256SUMS again")
+        seen[triple] = name
+
+
+def check_one_commit(manifests: Mapping[str, Mapping[str, Any]], tag: str) -> None:
+    """The manifests of one folder (``{file name: manifest}``) are of one release: one commit (and its time)."""
+    first_name, first = next(iter(manifests.items()))
+    for name, manifest in manifests.items():
+        for key in ("commit", "source_date_epoch"):
+            if manifest[key] != first[key]:
+                raise CheckFailed(
+                    f"the manifests of {tag} disagree on the {key}: {first_name} says {str(first[key])[:12]}, "
+                    f"{name} {str(manifest[key])[:12]}",
+                    "the targets of a release are built from one commit: keep the files of one release per folder",
+                )
 
 
 def release_file(directory: Path, name: str) -> Path:
@@ -534,28 +569,34 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
     the result is one line per check."""
     check_artefacts_folder(directory, tag)
     sums = read_sums(directory)
-    manifests = sorted(name for name in sums if name.endswith("-manifest.json") and f"-{tag}-" in name)
-    if len(manifests) != 1:
-        raise CheckFailed(
-            f"{len(manifests)} manifests of {tag} in SHA256SUMS", "keep one release of one target per directory"
-        )
-    manifest_path = release_file(directory, manifests[0])
-    digest = sha256_file(manifest_path)
-    if digest != sums[manifests[0]]:
-        raise CheckFailed(
-            f"{manifests[0]} has sha256 {digest}, SHA256SUMS says {sums[manifests[0]]}", "download it again"
-        )
-    manifest = read_manifest(manifest_path)
-    if not isinstance(manifest, dict) or manifest.get("tag") != tag:
-        raise CheckFailed(f"{manifests[0]} is not the manifest of {tag}", "check the files")
-    check_manifest_schema(manifest, manifests[0])
-    names = check_manifest(manifest, manifests[0])
-    if names.manifest != manifests[0]:
-        raise CheckFailed(
-            f"the manifest {manifests[0]} names the release {names.base}, whose manifest is {names.manifest}",
-            "download the release again",
-        )
-    check_listing(sums, manifest, names, tag)
+    found = sorted(name for name in sums if name.endswith("-manifest.json") and f"-{tag}-" in name)
+    if not found:
+        raise CheckFailed(f"0 manifests of {tag} in SHA256SUMS", "download every file of the release")
+    manifests: dict[str, dict[str, Any]] = {}
+    releases: dict[str, Names] = {}
+    for name in found:
+        digest = sha256_file(release_file(directory, name))
+        if digest != sums[name]:
+            raise CheckFailed(f"{name} has sha256 {digest}, SHA256SUMS says {sums[name]}", "download it again")
+        manifest = read_manifest(directory / name)
+        if not isinstance(manifest, dict) or manifest.get("tag") != tag:
+            raise CheckFailed(f"{name} is not the manifest of {tag}", "check the files")
+        check_manifest_schema(manifest, name)
+        manifests[name], releases[name] = manifest, check_manifest(manifest, name)
+    refuse_one_target_twice(
+        {name: names.triple for name, names in releases.items()},
+        tag,
+        "in SHA256SUMS",
+        "keep one release of one target per directory",
+    )
+    for name, names in releases.items():
+        if names.manifest != name:
+            raise CheckFailed(
+                f"the manifest {name} names the release {names.base}, whose manifest is {names.manifest}",
+                "download the release again",
+            )
+    check_one_commit(manifests, tag)
+    check_listing(sums, [(manifests[name], releases[name]) for name in found], tag)
 
     lines = []
     for name, want in sorted(sums.items()):
@@ -568,35 +609,39 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
     lines.append(f"ok  SHA256SUMS: {len(sums)} files, every one there and as listed")
 
     predicates = []
-    for kind in artefact_kinds(manifest):
-        artefact = manifest["artefacts"][kind]
-        name = str(artefact["file"])
-        if sums[name] != artefact["sha256"]:
-            raise CheckFailed(
-                f"{name} has sha256 {sums[name]}, the manifest records {artefact['sha256']}", "download both again"
-            )
-        if "binary" in artefact:
-            inner = sha256_bytes(release_binary(directory / name, artefact["binary"], manifest["source_date_epoch"]))
-            if inner != artefact["binary_sha256"]:
+    for manifest in manifests.values():
+        for kind in artefact_kinds(manifest):
+            artefact = manifest["artefacts"][kind]
+            name = str(artefact["file"])
+            if sums[name] != artefact["sha256"]:
                 raise CheckFailed(
-                    f"{artefact['binary']} in {name} has sha256 {inner}, the manifest records "
-                    f"{artefact['binary_sha256']}",
-                    "download it again",
+                    f"{name} has sha256 {sums[name]}, the manifest records {artefact['sha256']}", "download both again"
                 )
-        statement_path = directory / statement_name(name)
-        predicates.append(check_statement(statement_path, manifest, kind, sums[name]))
-        lines.append(f"ok  {name}: {statement_name(name)} names it and the manifest's parameters")
+            if "binary" in artefact:
+                inner = sha256_bytes(
+                    release_binary(directory / name, artefact["binary"], manifest["source_date_epoch"])
+                )
+                if inner != artefact["binary_sha256"]:
+                    raise CheckFailed(
+                        f"{artefact['binary']} in {name} has sha256 {inner}, the manifest records "
+                        f"{artefact['binary_sha256']}",
+                        "download it again",
+                    )
+            statement_path = directory / statement_name(name)
+            predicates.append(check_statement(statement_path, manifest, kind, sums[name]))
+            lines.append(f"ok  {name}: {statement_name(name)} names it and the manifest's parameters")
 
+    first = manifests[found[0]]
     if repo is not None:
         commit = tag_commit(repo, tag, environ)
-        if commit != manifest["commit"]:
+        if commit != first["commit"]:
             raise CheckFailed(
-                f"tag {tag} is commit {commit[:12]} here, the release was built from {manifest['commit'][:12]}",
+                f"tag {tag} is commit {commit[:12]} here, the release was built from {first['commit'][:12]}",
                 "the tag was moved: fetch the release's tag (git fetch --tags --force)",
             )
         lines.append(f"ok  {tag} is commit {commit[:12]}, the one the release was built from")
-        lock, _ = _recorded_extras(predicates[0])
-        if lock is not None:
+        locks = {lock for lock, _ in map(_recorded_extras, predicates) if lock is not None}
+        for lock in sorted(locks):
             try:
                 text = git(repo, "show", f"{commit}:{lock[0]}", env=environ, strip=False)
             except PgoError:
@@ -609,7 +654,8 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
                         "the release was built with another Cargo.lock than the tag's",
                     )
                 lines.append(f"ok  {lock[0]} is the tag's")
-    lines.append(f"verified {tag}: {len(sums)} files, {len(predicates)} provenance statements")
+    targets = "" if len(found) == 1 else f" of {len(found)} targets ({', '.join(r.triple for r in releases.values())})"
+    lines.append(f"verified {tag}: {len(sums)} files, {len(predicates)} provenance statements{targets}")
     return lines
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,13 +22,16 @@ from recipes.bolt import find_llvm_strip
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
 from recipes.files import write_atomically
+from recipes.matrix import refuse_twice
 from recipes.provenance import (
     check_artefacts_folder,
     check_listing,
     check_manifest,
     check_manifest_schema,
+    check_one_commit,
     read_manifest,
     read_sums,
+    refuse_one_target_twice,
     release_file,
 )
 from recipes.release import (
@@ -41,6 +44,7 @@ from recipes.release import (
 )
 from recipes.reproducible import (
     SUMS,
+    Names,
     binary_diff,
     binary_tarball,
     commit_time,
@@ -65,6 +69,7 @@ class Published:
     directory: Path
     manifest: dict[str, Any]
     sums: dict[str, str]
+    names: Names
 
     def path(self, kind: str) -> Path:
         return self.directory / str(self.manifest["artefacts"][kind]["file"])
@@ -76,67 +81,97 @@ def _require_file(path: Path, what: str) -> Path:
     return release_file(path.parent, path.name)
 
 
-def load_published(directory: Path, tag: str) -> Published:
-    """Read and check the artefacts of ``tag`` in ``directory``; every inconsistency is a refusal."""
+def load_release(directory: Path, tag: str) -> list[Published]:
+    """Read and check the artefacts of ``tag`` in ``directory``, one :class:`Published` per target's manifest (one
+    SHA256SUMS for all of them, listing every file of every target and nothing else); every inconsistency is a
+    refusal."""
     check_artefacts_folder(directory, tag)
     manifests = sorted(directory.glob(f"*-{tag}-*-manifest.json"))
     if not manifests:
         raise MissingInput(f"no *-{tag}-*-manifest.json in {directory}", "download every file of the release")
-    if len(manifests) > 1:
-        raise ConfigError(
-            f"{len(manifests)} manifests of {tag} in {directory}", "keep one target's files per directory"
-        )
-    manifest_path = manifests[0]
     _require_file(directory / SUMS, "the checksum file")
     sums = read_sums(directory)
-    if manifest_path.name not in sums:
-        raise CheckFailed(f"{SUMS} has no line for {manifest_path.name}", "download SHA256SUMS again")
-    manifest_sha = sha256_file(_require_file(manifest_path, "the manifest"))
-    if manifest_sha != sums[manifest_path.name]:
-        raise CheckFailed(
-            f"{manifest_path.name} has sha256 {manifest_sha}, {SUMS} says {sums[manifest_path.name]}",
-            "download it again",
+    if len(manifests) > 1:
+        refuse_one_target_twice(
+            {path.name: _triple_or_none(path) for path in manifests},
+            tag,
+            f"in {directory}",
+            "keep one target's files per directory",
         )
-    manifest = read_manifest(manifest_path)
-    if not isinstance(manifest, dict):
-        raise CheckFailed(f"{manifest_path.name} is not a manifest (not a JSON object)", "download it again")
-    if manifest.get("tag") != tag:
-        raise CheckFailed(
-            f"{manifest_path.name} is the manifest of {manifest.get('tag')}, not {tag}", "check the files"
-        )
-    check_manifest_schema(manifest, manifest_path.name)
-    names = check_manifest(manifest, manifest_path.name)
-    if names.manifest != manifest_path.name:
-        raise CheckFailed(
-            f"the manifest {manifest_path.name} names the release {names.base}, whose manifest is {names.manifest}",
-            "download the release again",
-        )
-    published = Published(directory, manifest, sums)
-    needed = [manifest_path, _require_file(published.path("pgo"), "the PGO tarball")]
-    needed.append(_require_file(published.path("profile"), "the profile"))
-    if "pgo_bolt" in manifest["artefacts"]:
-        needed.append(_require_file(published.path("pgo_bolt"), "the PGO+BOLT tarball"))
-        needed.append(_require_file(published.path("bolt_profile"), "the BOLT profile"))
-    check_listing(sums, manifest, names, tag)
-    profile = published.path("profile")
-    profile_sha = sha256_file(profile)
-    if profile_sha != manifest["profile_sha256"]:
-        raise CheckFailed(
-            f"the profile {profile.name} has sha256 {profile_sha}, the manifest records {manifest['profile_sha256']}",
-            "it is not the profile the release was built with: download it again",
-        )
-    if "pgo_bolt" in manifest["artefacts"]:
-        bolt_profile = published.path("bolt_profile")
-        if sha256_file(bolt_profile) != manifest["bolt"]["profile_sha256"]:
+    published: list[Published] = []
+    for manifest_path in manifests:
+        if manifest_path.name not in sums:
+            raise CheckFailed(f"{SUMS} has no line for {manifest_path.name}", "download SHA256SUMS again")
+        manifest_sha = sha256_file(_require_file(manifest_path, "the manifest"))
+        if manifest_sha != sums[manifest_path.name]:
             raise CheckFailed(
-                f"the BOLT profile {bolt_profile.name} is not the one the manifest records",
-                "it is not the profile llvm-bolt used: download it again",
+                f"{manifest_path.name} has sha256 {manifest_sha}, {SUMS} says {sums[manifest_path.name]}",
+                "download it again",
             )
-    for path in needed[1:]:
+        manifest = read_manifest(manifest_path)
+        if not isinstance(manifest, dict):
+            raise CheckFailed(f"{manifest_path.name} is not a manifest (not a JSON object)", "download it again")
+        if manifest.get("tag") != tag:
+            raise CheckFailed(
+                f"{manifest_path.name} is the manifest of {manifest.get('tag')}, not {tag}", "check the files"
+            )
+        check_manifest_schema(manifest, manifest_path.name)
+        names = check_manifest(manifest, manifest_path.name)
+        if names.manifest != manifest_path.name:
+            raise CheckFailed(
+                f"the manifest {manifest_path.name} names the release {names.base}, whose manifest is {names.manifest}",
+                "download the release again",
+            )
+        published.append(Published(directory, manifest, sums, names))
+    check_one_commit({p.names.manifest: p.manifest for p in published}, tag)
+    needed: list[Path] = []
+    for one in published:
+        needed.append(_require_file(one.path("pgo"), "the PGO tarball"))
+        needed.append(_require_file(one.path("profile"), "the profile"))
+        if "pgo_bolt" in one.manifest["artefacts"]:
+            needed.append(_require_file(one.path("pgo_bolt"), "the PGO+BOLT tarball"))
+            needed.append(_require_file(one.path("bolt_profile"), "the BOLT profile"))
+    check_listing(sums, [(p.manifest, p.names) for p in published], tag)
+    for one in published:
+        manifest = one.manifest
+        profile = one.path("profile")
+        profile_sha = sha256_file(profile)
+        if profile_sha != manifest["profile_sha256"]:
+            raise CheckFailed(
+                f"the profile {profile.name} has sha256 {profile_sha}, the manifest records "
+                f"{manifest['profile_sha256']}",
+                "it is not the profile the release was built with: download it again",
+            )
+        if "pgo_bolt" in manifest["artefacts"]:
+            bolt_profile = one.path("bolt_profile")
+            if sha256_file(bolt_profile) != manifest["bolt"]["profile_sha256"]:
+                raise CheckFailed(
+                    f"the BOLT profile {bolt_profile.name} is not the one the manifest records",
+                    "it is not the profile llvm-bolt used: download it again",
+                )
+    for path in needed:
         digest = sha256_file(path)
         if digest != sums[path.name]:
             raise CheckFailed(f"{path.name} has sha256 {digest}, {SUMS} says {sums[path.name]}", "download it again")
     return published
+
+
+def load_published(directory: Path, tag: str) -> Published:
+    """:func:`load_release` of a folder that holds one target's release."""
+    published = load_release(directory, tag)
+    if len(published) != 1:
+        raise ValueError(f"{directory} holds {len(published)} targets' releases: use load_release")
+    return published[0]
+
+
+def _triple_or_none(path: Path) -> Any:
+    """The ``triple`` of a manifest, read only to refuse two of one target before each is checked (None for a file
+    that is not one: its own checks refuse it)."""
+    try:
+        data = read_manifest(path)
+    except PgoError:
+        return None
+    return data.get("triple") if isinstance(data, dict) else None
 
 
 def check_toolchain(manifest: Mapping[str, Any], env: Mapping[str, str]) -> None:
@@ -289,11 +324,56 @@ def _repo_of(config: Config, environ: Mapping[str, str]) -> Path:
     return repo_root(config.manifest.parent if config.manifest.parent.is_dir() else config.project_dir, environ)
 
 
-def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None = None) -> RebuildResult:
-    """Rebuild the PGO binary of ``tag`` from its published profile and compare it with SHA256SUMS."""
+def select_targets(published: Sequence[Published], targets: Sequence[str], tag: str) -> list[Published]:
+    """The releases of the targets given (``--target``, glibc suffix or not), each once; all without one."""
+    if not targets:
+        return list(published)
+    by_triple = {one.names.triple: one for one in published}
+    chosen = []
+    for triple in refuse_twice(targets):
+        if triple not in by_triple:
+            raise ConfigError(
+                f"--target {triple}: the release {tag} in {published[0].directory} has no files of it",
+                f"it holds {', '.join(by_triple)}",
+            )
+        chosen.append(by_triple[triple])
+    return chosen
+
+
+def rebuild(
+    tag: str,
+    config: Config,
+    environ: Mapping[str, str],
+    artefacts: Path | None = None,
+    targets: Sequence[str] = (),
+) -> list[RebuildResult]:
+    """Rebuild the PGO binary of ``tag`` from its published profile and compare it with SHA256SUMS, for each target
+    of the folder (or those of ``targets``); every target's files are checked before anything is built."""
     repo = _repo_of(config, environ)
     commit = tag_commit(repo, tag, environ)
-    published = load_published((artefacts or repo / "dist" / tag).absolute(), tag)
+    published = load_release((artefacts or repo / "dist" / tag).absolute(), tag)
+    chosen = select_targets(published, targets, tag)
+    checked = [_check_before_rebuild(one, tag, commit, repo, environ) for one in chosen]
+    several = len(published) > 1
+    work = (config.out / "rebuild" / tag).absolute()  # a folder of several targets: a work dir for each
+    return [
+        _rebuild_one(one, tag, commit, repo, config, environ, work / one.names.triple if several else work, c)
+        for one, c in zip(chosen, checked, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """What the checks before a rebuild give it: the C setting and the published PGO binary."""
+
+    c_on: bool
+    clang: str | None
+    published_binary: bytes
+
+
+def _check_before_rebuild(
+    published: Published, tag: str, commit: str, repo: Path, environ: Mapping[str, str]
+) -> _Checked:
     manifest = published.manifest
     if commit != manifest["commit"]:
         raise CheckFailed(
@@ -310,7 +390,23 @@ def rebuild(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
     published_binary = release_binary(published.path("pgo"), pgo["binary"], manifest["source_date_epoch"])
     if sha256_bytes(published_binary) != pgo["binary_sha256"]:
         raise CheckFailed(f"the binary in {pgo['file']} is not the one the manifest records", "download it again")
-    work = (config.out / "rebuild" / tag).absolute()
+    return _Checked(c_on, clang, published_binary)
+
+
+def _rebuild_one(
+    published: Published,
+    tag: str,
+    commit: str,
+    repo: Path,
+    config: Config,
+    environ: Mapping[str, str],
+    work: Path,
+    checked: _Checked,
+) -> RebuildResult:
+    """One target's PGO binary (and PGO+BOLT binary) rebuilt in ``work``, compared with the published ones."""
+    manifest = published.manifest
+    pgo = manifest["artefacts"]["pgo"]
+    c_on, clang, published_binary = checked.c_on, checked.clang, checked.published_binary
     shutil.rmtree(work, ignore_errors=True)
     as_released = replace(
         config,

@@ -4,7 +4,8 @@ On a clean checkout of the tag: the PGO pipeline (instrument, train, merge, opti
 with the same cargo command, target and base flags, both with SOURCE_DATE_EPOCH of the commit and the build
 machine's paths remapped; both stripped and packed in deterministic tarballs; the profile, a manifest of
 everything the rebuild must match, and SHA256SUMS. All of it goes to ``dist/<tag>/`` at once (a temp dir,
-then a rename), or nothing does.
+then a rename), or nothing does. A release of several targets (``--target A --target B``, recipes/matrix.py) makes
+each target's files so, and writes them all with one SHA256SUMS at the end.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -228,8 +229,20 @@ def baseline_cpu_args(workload: Workload | None) -> list[str] | None:
     return list(getattr(workload.instances[0].phases[0], "args", []))
 
 
-def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None = None) -> dict[str, Any]:
-    """Build and write the release artefacts of ``tag``; returns the manifest."""
+@dataclass(frozen=True)
+class Checkout:
+    """The clean checkout of the tag a release is built from, and the new folder its files go to."""
+
+    repo: Path
+    commit: str
+    manifest_rel: str
+    out_dir: Path
+    source_date_epoch: int
+
+
+def check_checkout(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None) -> Checkout:
+    """What is refused before anything is built: not the tag's clean checkout, a release folder that exists or
+    cannot be made."""
     repo = repo_root(config.manifest.parent, environ)
     commit = check_release_checkout(repo, tag, environ)
     manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
@@ -237,10 +250,62 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
     check_new_folder(out_dir)
     if out_dir.exists():
         raise EnvironmentRefused(f"{out_dir} already exists", "a release is written once: remove it to build again")
-    sde = commit_time(repo, commit, environ)
-    config = workload_of_tree(config, repo)
-    say(f"release: {tag} = {commit[:12]} of {repo}, SOURCE_DATE_EPOCH={sde}")
-    rplan = reproducible_plan(config, environ, source_root=repo, sde=sde)
+    return Checkout(repo, commit, manifest_rel, out_dir, commit_time(repo, commit, environ))
+
+
+def release_targets(
+    tag: str, configs: Sequence[Config], environ: Mapping[str, str], artefacts: Path | None = None
+) -> list[dict[str, Any]]:
+    """The release of ``tag`` for each configuration's target (its own pipeline, checks, manifest and statements),
+    all their files and one SHA256SUMS written at once, or nothing; returns the manifests."""
+    checkout = check_checkout(tag, configs[0], environ, artefacts)
+    say(f"release: {tag} = {checkout.commit[:12]} of {checkout.repo}, SOURCE_DATE_EPOCH={checkout.source_date_epoch}")
+    # every target planned (and so checked) before any is built
+    rplans = [
+        reproducible_plan(
+            workload_of_tree(config, checkout.repo), environ, source_root=checkout.repo, sde=checkout.source_date_epoch
+        )
+        for config in configs
+    ]
+    built: dict[str, TargetRelease] = {}
+    for rplan in rplans:
+        if len(rplans) > 1:
+            say(f"release: the target {rplan.plan.target}, work dir {rplan.plan.work}")
+        built[rplan.plan.triple] = build_target(tag, rplan, checkout)
+    files = join_files({triple: target.files for triple, target in built.items()})
+    files[SUMS] = sha256sums_text({name: sha256_bytes(data) for name, data in files.items()}).encode()
+    write_dir(checkout.out_dir, files)
+    say(f"release: {len(files)} files in {checkout.out_dir}")
+    return [{**target.manifest, "artefacts_dir": str(checkout.out_dir)} for target in built.values()]
+
+
+def join_files(groups: Mapping[str, Mapping[str, bytes]]) -> dict[str, bytes]:
+    """The files of several targets (or folders), ``{label: {name: bytes}}``, in one folder: a name in two is
+    refused naming both."""
+    joined: dict[str, bytes] = {}
+    owner: dict[str, str] = {}
+    for label, files in groups.items():
+        for name, data in files.items():
+            if name in owner:
+                raise CheckFailed(
+                    f"{name} is in both {owner[name]} and {label}",
+                    "a release has one file of each name: gather each target's folder once",
+                )
+            joined[name], owner[name] = data, label
+    return joined
+
+
+@dataclass(frozen=True)
+class TargetRelease:
+    """One target's release: its manifest and its files (SHA256SUMS is the folder's, written over all targets)."""
+
+    manifest: dict[str, Any]
+    files: dict[str, bytes]
+
+
+def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> TargetRelease:
+    """The pipeline, the plain build and every check of one target; its artefacts, manifest and statements."""
+    repo, commit, manifest_rel, sde = checkout.repo, checkout.commit, checkout.manifest_rel, checkout.source_date_epoch
     plan = rplan.plan
     names = Names(plan.crate.bin, tag, plan.triple)
 
@@ -267,8 +332,10 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
     say(f"release: the plain and the PGO binary are both {libc}")
     workload = plan.workload
     baseline_args = baseline_cpu_args(workload)
-    for label, stripped in (("plain", plain_stripped), ("pgo", pgo_stripped)):
-        cpu.check_binary(stripped, plan.work / "cpu-baseline" / label, plan.env, args=baseline_args)
+    checked = {
+        label: cpu.check_binary(stripped, plan.work / "cpu-baseline" / label, plan.env, args=baseline_args)
+        for label, stripped in (("plain", plain_stripped), ("pgo", pgo_stripped))
+    }
     plain_bytes, pgo_bytes = plain_stripped.read_bytes(), pgo_stripped.read_bytes()
     for label, data in (("plain", plain_bytes), ("PGO", pgo_bytes)):
         leaked = leaked_paths(data, rplan.remap)
@@ -330,7 +397,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         },
         "max_glibc": glibc,
         "libc": libc,
-        "cpu_baseline": {"cpu": cpu.BASELINE_CPU, "run": baseline_args, "plain": "passed", "pgo": "passed"},
+        "cpu_baseline": {"cpu": checked["pgo"]["cpu"], "run": baseline_args, "plain": "passed", "pgo": "passed"},
         "artefacts": {
             "plain": {
                 "file": names.plain_tarball,
@@ -359,10 +426,7 @@ def release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Pat
         **(bolted.files if bolted is not None else {}),
     }
     files.update(provenance.release_statements(manifest, files, repo, optimised.get("zigbuild")))
-    files[SUMS] = sha256sums_text({name: sha256_bytes(data) for name, data in files.items()}).encode()
-    _write_dir(out_dir, files)
-    say(f"release: {len(files)} files in {out_dir}")
-    return {**manifest, "artefacts_dir": str(out_dir)}
+    return TargetRelease(manifest, files)
 
 
 @dataclass(frozen=True)
@@ -438,7 +502,7 @@ def _portable_arg(arg: str, repo: Path) -> str:
     return arg[len(prefix) :] if arg.startswith(prefix) else arg
 
 
-def _write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:
+def write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:
     """All the files in a new directory at once: written in a temp dir next to it, then renamed."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")

@@ -23,8 +23,9 @@ import nox
 
 from recipes import cpu, report, stages
 from recipes.config import load_config
-from recipes.errors import PgoError
+from recipes.errors import ConfigError, PgoError
 from recipes.plan import BuildPlan, make_plan
+from recipes.results import RebuildResult
 
 #: the sessions :func:`register_pgo_sessions` adds, by name
 PGO_SESSIONS = (
@@ -131,30 +132,51 @@ def cpu_baseline(session: nox.Session) -> None:
 
 
 def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True) -> None:
-    """The release sessions: a positional tag first (``-- v1.2.3``), then --artefacts DIR and config options."""
-    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415  (only these sessions need them)
+    """The release sessions: a positional tag first (``-- v1.2.3``), then --artefacts DIR, --target T (repeatable:
+    release builds each, rebuild and verify --rebuild rebuild those only), release's --gather DIR [DIR ...], and
+    config options."""
+    from recipes import matrix  # noqa: PLC0415  (only these sessions need them)
+    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
     from recipes import release as release_recipe  # noqa: PLC0415
     from recipes.reproducible import split_tag, take_option  # noqa: PLC0415
 
     try:
         tag, rest = split_tag(session.posargs, name) if needs_tag else ("", list(session.posargs))
         artefacts, rest = take_option(rest, "--artefacts") if needs_tag else (None, rest)
+        gathered, rest = matrix.take_gather(rest) if name == "release" else (None, rest)
+        targets, rest = matrix.take_all(rest, matrix.TARGET) if needs_tag else ([], rest)
         and_rebuild = name == "verify" and "--rebuild" in rest  # verify, then rebuild the PGO binary
         rest = [arg for arg in rest if not (name == "verify" and arg == "--rebuild")]
-        config = load_config(project_dir(session), os.environ, rest)
         where = Path(artefacts).absolute() if artefacts else None
+        if name == "verify" and targets and not and_rebuild:
+            raise ConfigError(
+                "verify checks every target's files: --target picks the targets verify --rebuild rebuilds",
+                "add --rebuild, or leave --target out",
+            )
+        if gathered is not None:
+            if targets or rest:
+                raise ConfigError(
+                    f"--gather joins folders: {(['--target'] if targets else rest)[0]} is not an option of it",
+                    "nox -s release -- vX.Y.Z --gather DIR [DIR ...] [--artefacts OUT]",
+                )
+            out_dir = where or project_dir(session) / "dist" / tag
+            _summary(session, matrix.gather(tag, [Path(d) for d in gathered], out_dir))
+            return
         if name == "release":
-            manifest = release_recipe.release(tag, config, os.environ, where)
-            out_dir = where or Path(manifest["artefacts_dir"])
-            _summary(session, release_recipe.summary_lines(manifest, out_dir))
-        elif name == "rebuild":
-            _summary(session, rebuild_recipe.rebuild(tag, config, os.environ, where)["lines"])
+            configs = matrix.target_configs(project_dir(session), os.environ, rest, targets)
+            manifests = release_recipe.release_targets(tag, configs, os.environ, where)
+            for manifest in manifests:
+                _summary(session, release_recipe.summary_lines(manifest, Path(manifest["artefacts_dir"])))
+            return
+        config = load_config(project_dir(session), os.environ, rest)
+        if name == "rebuild":
+            _summary(session, _rebuilt_lines(rebuild_recipe.rebuild(tag, config, os.environ, where, targets)))
         elif name == "verify":
             from recipes import provenance  # noqa: PLC0415
 
             _summary(session, provenance.verify_release(tag, config, os.environ, where))
             if and_rebuild:
-                _summary(session, rebuild_recipe.rebuild(tag, config, os.environ, where)["lines"])
+                _summary(session, _rebuilt_lines(rebuild_recipe.rebuild(tag, config, os.environ, where, targets)))
         else:
             result = rebuild_recipe.determinism(config, os.environ)
             _summary(session, [f"identical: {result['binary_sha256'][0]} ({' and '.join(result['binaries'])})"])
@@ -162,8 +184,14 @@ def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True)
         session.error(error.line())
 
 
+def _rebuilt_lines(results: Iterable[RebuildResult]) -> list[str]:
+    """The match or mismatch line of each artefact of each target rebuilt."""
+    return [line for result in results for line in result["lines"]]
+
+
 def release(session: nox.Session) -> None:
-    """-- vX.Y.Z: on a clean checkout of the tag, the plain and the PGO build, stripped, in dist/vX.Y.Z/.
+    """-- vX.Y.Z [--target T ...]: on a clean checkout of the tag, the plain and the PGO build, stripped, in
+    dist/vX.Y.Z/ (each target's, several in one folder); -- vX.Y.Z --gather DIR [DIR ...]: per-target folders joined.
 
     Tarballs, the profile, a manifest and SHA256SUMS, all reproducible (SOURCE_DATE_EPOCH, remapped paths).
     """
@@ -171,7 +199,8 @@ def release(session: nox.Session) -> None:
 
 
 def rebuild(session: nox.Session) -> None:
-    """-- vX.Y.Z [--artefacts DIR]: rebuild a release's PGO binary from its profile and compare with SHA256SUMS."""
+    """-- vX.Y.Z [--artefacts DIR] [--target T ...]: rebuild a release's PGO binary (of each target in the folder, or
+    those given) from its profile and compare with SHA256SUMS."""
     _release_session(session, "rebuild")
 
 

@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from recipes import report
-from recipes.errors import PgoError, WorkDirError
+from recipes.errors import CheckFailed, PgoError, WorkDirError
+from recipes.files import copy_atomically
 from recipes.plan import BuildPlan
 from recipes.results import StageName, TrainResult
+from recipes.runner import say
+from recipes.store import sha256_file
 from recipes.training import run_workload
 from recipes.workload import Workload
 
@@ -71,6 +74,36 @@ def drop_checked_copies(plan: BuildPlan, name: StageName) -> None:
 def checked_copy(plan: BuildPlan, stage: str) -> Path:
     """Where ``stage`` (one of :data:`CHECKED_COPIES`) puts the binary it checked."""
     return plan.work / CHECKED_COPIES[stage] / plan.crate.bin
+
+
+def copy_checked(plan: BuildPlan, stage: str, binary: Path, sha: str, *, hint: str) -> Path:
+    """Copy the binary ``stage`` checked to its place in the work dir (:func:`checked_copy`); the copy must be the
+    bytes that were checked (``sha``), or it goes and the check fails (``hint``: who else may be writing)."""
+    copy = checked_copy(plan, stage)
+    copy_atomically(binary, copy)
+    if sha256_file(copy) != sha:
+        copy.unlink(missing_ok=True)
+        raise CheckFailed(f"{binary} changed while it was checked", hint)
+    return copy
+
+
+def reject(plan: BuildPlan, stage: str, what: str, source: Path, *, name: str, gone: tuple[Path, ...]) -> Path | None:
+    """Move a binary that failed its checks (``source``) to ``<work>/rejected/<name>``, and remove ``gone`` (where
+    it was built) and ``stage``'s checked copy, so that nobody ships it by mistake. Works across filesystems; when
+    no copy can be kept in rejected/ (a full disk) the binary is deleted all the same, and None returned."""
+    rejected = plan.work / "rejected" / name
+    kept: Path | None = None
+    try:
+        if source.is_file():
+            copy_atomically(source, rejected)
+            kept = rejected
+            say(f"{what} failed its checks: moved to {rejected}")
+    except WorkDirError as error:
+        say(f"{what} failed its checks and was deleted: no copy kept ({error.line()})")
+    finally:
+        for path in {*gone, checked_copy(plan, stage)}:
+            path.unlink(missing_ok=True)
+    return kept
 
 
 def timed(start: float) -> float:

@@ -13,13 +13,13 @@ from pathlib import Path
 
 from recipes import bolt as boltlib
 from recipes import elf, report
-from recipes.errors import CheckFailed, MissingInput, PgoError, TrainingFailed, WorkDirError
+from recipes.errors import CheckFailed, MissingInput, PgoError, TrainingFailed
 from recipes.files import atomic_output, copy_atomically
 from recipes.inputs import read_bytes
 from recipes.plan import BuildPlan
 from recipes.results import BoltResult, WorkloadRun
 from recipes.runner import capture, run, say
-from recipes.stages._record import checked_copy, recorded, run_on, timed
+from recipes.stages._record import checked_copy, copy_checked, recorded, reject, run_on, timed
 from recipes.store import sha256_file
 from recipes.workload import Workload
 
@@ -228,10 +228,9 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
         result["binary_bytes"] = paths.output.stat().st_size
         if plan.config.max_glibc:
             elf.check_glibc(paths.output, plan.config.max_glibc)
-        copy = bolted_copy(plan)
-        copy_atomically(paths.output, copy)
-        if sha256_file(copy) != result["binary_sha256"]:
-            raise CheckFailed(f"{paths.output} changed while it was checked", "is another bolt stage writing here?")
+        copy = copy_checked(
+            plan, "bolt", paths.output, result["binary_sha256"], hint="is another bolt stage writing here?"
+        )
         result["binary"] = str(copy)
         workload = plan.require_workload()
         say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
@@ -239,7 +238,11 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
     except PgoError as error:
         result["failed"] = error.line()
         result["seconds"] = timed(start)
-        kept = _reject_bolted(plan, paths) if paths.output.is_file() else None
+        kept = (
+            reject(plan, "bolt", "the BOLTed binary", paths.output, name=paths.output.name, gone=(paths.output,))
+            if paths.output.is_file()
+            else None
+        )
         result["binary"] = str(kept) if kept is not None else None
         report.record(plan.work, "bolt", result)
         raise
@@ -258,19 +261,3 @@ def _replay_bolted(plan: BuildPlan, workload: Workload, binary: Path) -> Workloa
             f"the BOLTed binary fails the workload: {error.message}",
             f"{error.hint}; the PGO binary ran it: a BOLT miscompile or a PGO_BOLT_ARGS flag",
         ) from error
-
-
-def _reject_bolted(plan: BuildPlan, paths: BoltPaths) -> Path | None:
-    """Move a BOLTed binary that failed its checks to <work>/rejected/<bin>.bolt; no copy stays in bolted/."""
-    rejected = plan.work / "rejected" / paths.output.name
-    kept: Path | None = None
-    try:
-        copy_atomically(paths.output, rejected)
-        kept = rejected
-        say(f"the BOLTed binary failed its checks: moved to {rejected}")
-    except WorkDirError as error:
-        say(f"the BOLTed binary failed its checks and was deleted: no copy kept ({error.line()})")
-    finally:
-        paths.output.unlink(missing_ok=True)
-        bolted_copy(plan).unlink(missing_ok=True)
-    return kept

@@ -15,13 +15,12 @@ from recipes import bolt as boltlib
 from recipes import cflags, checks, elf, profdata, report, zig
 from recipes.cargo import command as cargo_command
 from recipes.cargo import log as cargo_log
-from recipes.errors import CheckFailed, CommandFailed, MissingInput, PgoError, StoreError, WorkDirError
-from recipes.files import copy_atomically
+from recipes.errors import CheckFailed, CommandFailed, MissingInput, PgoError, StoreError
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import OptimiseResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags, target_cpu_warning
-from recipes.stages._record import checked_copy, recorded, run_on, timed
+from recipes.stages._record import checked_copy, copy_checked, recorded, reject, run_on, timed
 from recipes.store import sha256_file
 from recipes.toolchain import find_profdata, rustc_sysroot
 from recipes.workload import Workload
@@ -148,16 +147,20 @@ def _build_and_check(
     try:
         plan.store.verify(store_path, "after the build")
         _check_optimised(plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here)
-        copy = _checked_copy(plan, built, result["binary_sha256"])
+        copy = copy_checked(
+            plan, "optimise", built, result["binary_sha256"], hint="is another build writing to this target dir?"
+        )
         result["binary"] = str(copy)
-        if verify if verify is not None else bool(plan.config.verify):
+        if verify if verify is not None else plan.config.verify_wanted(trained=False):
             workload = plan.require_workload()
             say(f"verify: the optimised binary runs the workload {workload.path.name}")
             result["verify"] = run_on(plan, workload, copy, logs=plan.logs / "verify")
     except PgoError as error:
         result["failed"] = error.line()
         result["seconds"] = timed(start)
-        kept = _reject(plan, built, Path(result["binary"] or built))  # the checked copy, or the build
+        checked = Path(result["binary"] or built)  # the checked copy, or the build
+        source = checked if checked.is_file() else built
+        kept = reject(plan, "optimise", "the optimised binary", source, name=built.name, gone=(built,))
         result["binary"] = str(kept) if kept else None
         report.record(plan.work, "optimise", result)
         raise
@@ -169,36 +172,6 @@ def _build_and_check(
 def optimised_copy(plan: BuildPlan) -> Path:
     """Where optimise puts the binary it checked (report.json's ``optimise.binary``)."""
     return checked_copy(plan, "optimise")
-
-
-def _checked_copy(plan: BuildPlan, built: Path, sha: str) -> Path:
-    """Copy the checked binary into the work dir; the copy must be the bytes that were checked."""
-    copy = optimised_copy(plan)
-    copy_atomically(built, copy)
-    if sha256_file(copy) != sha:
-        copy.unlink(missing_ok=True)
-        raise CheckFailed(f"{built} changed while it was checked", "is another build writing to this target dir?")
-    return copy
-
-
-def _reject(plan: BuildPlan, built: Path, checked: Path | None = None) -> Path | None:
-    """Move a binary that failed its checks out of the target dir (and its checked copy out of the work dir), so
-    that nobody ships it by mistake. Works across filesystems; when no copy can be kept in rejected/ (a full disk)
-    the binary is deleted all the same, and None returned."""
-    rejected = plan.work / "rejected" / built.name
-    source = checked if checked is not None and checked.is_file() else built
-    kept: Path | None = None
-    try:
-        if source.is_file():
-            copy_atomically(source, rejected)
-            kept = rejected
-            say(f"the optimised binary failed its checks: moved to {rejected}")
-    except WorkDirError as error:
-        say(f"the optimised binary failed its checks and was deleted: no copy kept ({error.line()})")
-    finally:
-        for path in {built, optimised_copy(plan)}:
-            path.unlink(missing_ok=True)
-    return kept
 
 
 def check_same_build(recorded: Mapping[str, Any], plan: BuildPlan, *, earlier: str, now: str) -> None:

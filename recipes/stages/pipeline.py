@@ -26,10 +26,7 @@ def pgo(plan: BuildPlan) -> Report:
         instrument(plan)
         train(plan)
         merge(plan)
-        verify = plan.config.verify if plan.config.verify is not None else True
-    else:
-        verify = bool(plan.config.verify)
-    optimise(plan, verify=verify)
+    optimise(plan, verify=plan.config.verify_wanted(trained=plan.config.profdata is None))
     if plan.config.test:
         test(plan)
     if plan.config.bolt:

@@ -16,7 +16,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from recipes import elf, emulation
-from tests.conftest import Pipeline, assert_ok, assert_refused
+from tests.conftest import Pipeline, assert_ok, assert_refused, run_nox
+from tests.integration.test_release import TAG, Release
 
 GNU = "aarch64-unknown-linux-gnu"
 MUSL = "aarch64-unknown-linux-musl"
@@ -125,3 +126,24 @@ def test_bolt_for_aarch64_musl_refused_naming_the_instrumentation_runtime(hello:
         "llvm-bolt's instrumentation runtime on this x86_64 machine is of its own architecture",
     )
     assert not (hello.work / "generate-target").exists()
+
+
+@pytest.mark.parametrize(
+    ("triple", "generate_linker", "cpu"),
+    [(GNU, "aarch64-linux-gnu-gcc", "cortex-a53"), ("x86_64-unknown-linux-gnu", "cc", "qemu64,-pni")],
+)
+def test_a_zigbuild_release_with_a_glibc_floor_is_verified_and_rebuilt_byte_for_byte(
+    triple: str, generate_linker: str, cpu: str, tmp_path: Path
+) -> None:
+    """The release's own toolchain (release.yml's legs): cargo zigbuild against glibc 2.28, for aarch64 trained under
+    qemu, both binaries checked on the target's baseline CPU; verify --rebuild in another work dir gives the PGO
+    binary byte for byte."""
+    zigbuild = {"PGO_CARGO": "cargo zigbuild", "PGO_GENERATE_LINKER": generate_linker, "PGO_MAX_GLIBC": "2.28"}
+    release = Release.new(tmp_path).made("--target", f"{triple}.2.28", **zigbuild)
+    manifest = json.loads((release.dist / f"hello-pgo-{TAG}-{triple}-manifest.json").read_text())
+    assert manifest["target"] == f"{triple}.2.28" and manifest["libc"] == "glibc 2.28"
+    assert manifest["cpu_baseline"]["cpu"].startswith(cpu)
+    assert manifest["cargo_command"] == ["cargo", "zigbuild"]
+    text = assert_ok(run_nox("verify", release.env(PGO_OUT=str(tmp_path / "w"), **zigbuild), [TAG, "--rebuild"]))
+    pgo = manifest["artefacts"]["pgo"]
+    assert f"match     {pgo['binary']}  rebuilt {pgo['binary_sha256']}" in text and "mismatch" not in text

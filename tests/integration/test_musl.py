@@ -16,7 +16,7 @@ from recipes import elf, stages
 from recipes.errors import CheckFailed
 from recipes.store import sha256_file
 from tests.conftest import assert_ok, run_nox
-from tests.integration.test_release import TAG, Release, _binary, make_repo
+from tests.integration.test_release import TAG, Release, _binary
 
 MUSL = "x86_64-unknown-linux-musl"
 BASE = f"hello-pgo-{TAG}-{MUSL}"
@@ -39,11 +39,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def released(tmp_path_factory: pytest.TempPathFactory) -> Release:
     """A musl release; PGO_MAX_GLIBC is set as a glibc release sets it, and must not refuse a static binary."""
-    root = tmp_path_factory.mktemp("musl")
-    repo = make_repo(root)
-    release = Release(root, repo, repo / "dist" / TAG, root / "work", root / "store", "")
-    text = assert_ok(run_nox("release", release.env(PGO_MAX_GLIBC="2.17"), [TAG, "--target", MUSL]))
-    return Release(root, repo, repo / "dist" / TAG, root / "work", root / "store", text)
+    return Release.new(tmp_path_factory.mktemp("musl")).made("--target", MUSL, PGO_MAX_GLIBC="2.17")
 
 
 def _readelf(path: Path, option: str) -> str:

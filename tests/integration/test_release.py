@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import tarfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,16 @@ class Release:
     store: Path
     text: str
 
+    @classmethod
+    def new(cls, root: Path) -> Release:
+        """A tagged repository of hello under ``root``, whose release goes to its dist/<tag>/."""
+        repo = make_repo(root)
+        return cls(root, repo, repo / "dist" / TAG, root / "work", root / "store", "")
+
+    def made(self, *posargs: str, **env: str) -> Release:
+        """This release written by ``nox -s release -- <tag> <posargs>``, what the session printed in ``text``."""
+        return replace(self, text=assert_ok(run_nox("release", self.env(**env), [TAG, *posargs])))
+
     def env(self, **extra: str) -> dict[str, str]:
         return clean_env(
             {
@@ -91,13 +101,7 @@ class Release:
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory: pytest.TempPathFactory) -> Release:
-    root = tmp_path_factory.mktemp("release")
-    repo = make_repo(root)
-    work, store = root / "work", root / "store"
-    env = Release(root, repo, repo / "dist" / TAG, work, store, "").env()
-    proc = run_nox("release", env, [TAG])
-    text = assert_ok(proc)
-    return Release(root, repo, repo / "dist" / TAG, work, store, text)
+    return Release.new(tmp_path_factory.mktemp("release")).made()
 
 
 def _binary(tarball: Path, top: str) -> bytes:

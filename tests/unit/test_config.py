@@ -245,3 +245,12 @@ def test_every_key_of_the_pyproject_changed_is_a_config_error_or_a_config(tmp_pa
         path.write_bytes(data)
         with contextlib.suppress(ConfigError):
             load_config(tmp_path, {})
+
+
+def test_the_verify_default_is_decided_in_one_place(tmp_path: Path) -> None:
+    """On after a training (nox -s pgo), off for a given profile or optimise alone; PGO_VERIFY wins either way."""
+    config = load_config(tmp_path, {})
+    assert config.verify_wanted(trained=True) is True and config.verify_wanted(trained=False) is False
+    for value, wanted in (("1", True), ("0", False)):
+        config = load_config(tmp_path, {"PGO_VERIFY": value})
+        assert config.verify_wanted(trained=True) is wanted and config.verify_wanted(trained=False) is wanted

@@ -3,6 +3,7 @@ name exists, and their pinned tools are the ones this project was tested with.""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -177,3 +178,81 @@ def test_the_counts_gate_step_passes_options_the_bench_knows() -> None:
     args, _ = bench_cli.parse_args(["--measure", "counts", "--gate-trained", "2", "--gate-held-out", "1"])
     assert args.gate == Gate(2.0, 1.0)
     assert re.search(r"\bvalgrind=\S+", text)
+
+
+def _legs(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The reusable workflow's `legs` step (its Python, as the runner gives it to python3) with its inputs in env."""
+    text = _pgo_crate()
+    step = text[text.index("      - name: One leg per target") :]
+    script = step[step.index("<<'EOF'\n") + len("<<'EOF'\n") : step.index("\n          EOF\n")]
+    code = "\n".join(line.removeprefix(" " * 10) for line in script.splitlines())
+    inputs = {"TARGET": "x86_64-unknown-linux-gnu.2.28", "TARGETS": "", "CARGO": "cargo zigbuild"}
+    inputs |= {"GENERATE_LINKER": "cc", "MAX_GLIBC": "2.28", **env}
+    output = tmp_path / "output"
+    output.write_text("")
+    done = subprocess.run(
+        [sys.executable, "-"],
+        input=code,
+        env=clean_env({**inputs, "GITHUB_OUTPUT": str(output)}),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return subprocess.CompletedProcess(done.args, done.returncode, output.read_text() + done.stdout, done.stderr)
+
+
+def test_the_workflow_makes_a_leg_of_each_target(tmp_path: Path) -> None:
+    """Without `targets`, one leg: `target` built by `cargo` as before the matrix. With `targets`, a leg each: a glibc
+    floor by `cargo` (cargo zigbuild) with the generate linker and the glibc ceiling, musl and aarch64 by cargo build;
+    a target twice, or not an x86_64 or aarch64 Linux one, fails the step naming it."""
+    done = _legs(tmp_path)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert json.loads(line.removeprefix("legs=")) == [
+        {
+            "target": "x86_64-unknown-linux-gnu.2.28",
+            "triple": "x86_64-unknown-linux-gnu",
+            "arch": "x86_64",
+            "cargo": "cargo zigbuild",
+            "generate-linker": "cc",
+            "max-glibc": "2.28",
+        }
+    ]
+    done = _legs(tmp_path, TARGETS="x86_64-unknown-linux-gnu.2.28 x86_64-unknown-linux-musl aarch64-unknown-linux-gnu")
+    assert done.returncode == 0, done.stderr
+    legs = json.loads(done.stdout.removeprefix("legs="))
+    assert [(leg["triple"], leg["arch"], leg["cargo"], leg["generate-linker"], leg["max-glibc"]) for leg in legs] == [
+        ("x86_64-unknown-linux-gnu", "x86_64", "cargo zigbuild", "cc", "2.28"),
+        ("x86_64-unknown-linux-musl", "x86_64", "cargo build", "", ""),
+        ("aarch64-unknown-linux-gnu", "aarch64", "cargo build", "", ""),
+    ]
+    # aarch64 with a glibc floor: cargo zigbuild, its instrumented binary linked by the cross gcc, not the given cc
+    done = _legs(tmp_path, TARGETS="aarch64-unknown-linux-gnu.2.28")
+    assert done.returncode == 0, done.stderr
+    (leg,) = json.loads(done.stdout.removeprefix("legs="))
+    assert (leg["cargo"], leg["generate-linker"], leg["max-glibc"]) == (
+        "cargo zigbuild",
+        "aarch64-linux-gnu-gcc",
+        "2.28",
+    )
+    for targets, words in (
+        ("x86_64-unknown-linux-musl x86_64-unknown-linux-musl", "::error::x86_64-unknown-linux-musl is given twice"),
+        ("x86_64-unknown-linux-gnu x86_64-unknown-linux-gnu.2.28", "x86_64-unknown-linux-gnu.2.28 is given twice"),
+        ("x86_64-pc-windows-msvc", "::error::x86_64-pc-windows-msvc is not an x86_64 or aarch64 Linux target"),
+        ("riscv64gc-unknown-linux-gnu", "riscv64gc-unknown-linux-gnu is not an x86_64 or aarch64 Linux target"),
+    ):
+        done = _legs(tmp_path, TARGETS=targets)
+        assert done.returncode == 1 and words in done.stdout, done.stdout + done.stderr
+
+
+def test_the_release_job_gathers_every_legs_folder_and_verifies_it_once() -> None:
+    """Each leg uploads its folder as release-<tag>-<triple>; the one release job downloads them all (by that
+    pattern), gathers them with `nox -s release -- <tag> --gather`, verifies the result and gives its artifact."""
+    text = _pgo_crate()
+    assert "name: release-${{ inputs.release-tag }}-${{ matrix.leg.triple }}" in text
+    job = text[text.index("\n  release:\n") :]
+    assert "pattern: release-${{ inputs.release-tag }}-*" in job
+    assert '-s release -- "$TAG" --gather "${legs[@]}" --artefacts "$dist"' in job
+    assert '-s verify -- "$TAG" --artefacts "$dist"' in job
+    assert "value: ${{ jobs.release.outputs.artifact }}" in text and "needs: pipeline" in job
+    assert "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" in text and 'rustup target add "$TRIPLE"' in text
