@@ -1,5 +1,5 @@
 """The plan every stage shares: the configuration, the toolchain, the crate, the target and the rustflags,
-worked out once (``make_plan``), and what every stage does with it (the package clean)."""
+and the workload, worked out once (``make_plan``), and what every stage does with it (the package clean)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import cflags, emulation, preflight, zig
+from recipes import cflags, emulation, preflight, train, zig
 from recipes.cargo import command as cargo_command
 from recipes.cargo.metadata import CrateInfo, crate_info
 from recipes.config import Config
@@ -15,7 +15,9 @@ from recipes.runner import run
 from recipes.rustflags import RustflagsPlan, cargo_config_files, plan_rustflags, refuse_global_rustflags, rust_triple
 from recipes.store import ProfileStore
 from recipes.toolchain import RustcInfo, rustc_info
-from recipes.workload import Workload, load_workload, workload_path
+from recipes.workload import Workload, load_workload, no_workload_file, workload_path
+
+_ = train  # imported for its registrations: the instance modes and phase kinds a workload file names
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,9 @@ class BuildPlan:
     crate: CrateInfo
     rustflags: RustflagsPlan
     c: cflags.CPlan
+    #: the workload, parsed when the plan was made: the configured one, else ``profiles/<bin>.toml`` when it exists
+    #: (for its floors and ceilings), else None
+    workload: Workload | None
 
     @property
     def triple(self) -> str:
@@ -90,16 +95,20 @@ class BuildPlan:
             verbose=verbose,
         )
 
-    def workload(self) -> Workload:
-        """The configured workload (default: ``profiles/<bin>.toml``); a missing file is an error."""
-        name = self.config.workload or self.crate.bin
-        return load_workload(workload_path(self.config.project_dir, name))
+    def require_workload(self) -> Workload:
+        """The workload, for a stage that runs it or reads its floor: without one, the refusal of the missing
+        default file (``profiles/<bin>.toml``)."""
+        if self.workload is None:
+            raise no_workload_file(workload_path(self.config.project_dir, self.crate.bin))
+        return self.workload
 
-    def workload_if_any(self) -> Workload | None:
-        """The workload when one is configured or the default file exists (for its floors and ceilings)."""
-        if self.config.workload is None and not workload_path(self.config.project_dir, self.crate.bin).is_file():
-            return None
-        return self.workload()
+
+def plan_workload(config: Config, bin_name: str) -> Workload | None:
+    """The configured workload (a missing file is refused), else ``profiles/<bin>.toml`` when it exists, else
+    None; parsed once, so a bad file is refused before anything is built."""
+    if config.workload is None and not workload_path(config.project_dir, bin_name).is_file():
+        return None
+    return load_workload(workload_path(config.project_dir, config.workload or bin_name))
 
 
 def make_plan(
@@ -121,6 +130,7 @@ def make_plan(
     preflight.check(config, env, target, bin_name=crate.bin, instruments=instruments)
     preflight.check_bolt_target(target, bolt=config.bolt if bolt is None else bolt)
     preflight.check_tools(config, env, info, profdata=profdata, bolt_tools=config.bolt if bolt is None else bolt)
+    workload = plan_workload(config, crate.bin)
     if zig.uses_zigbuild(config.cargo):
         env = zig.ensure_zigbuild(env, logs=config.out / "logs")
     configs = cargo_config_files(config.manifest.parent, env)  # read once: the flags and the cross linker
@@ -136,7 +146,7 @@ def make_plan(
         clang=config.clang,
         zigbuild=zig.uses_zigbuild(config.cargo),
     )
-    return BuildPlan(config, env, info, target, crate, flags, c_plan)
+    return BuildPlan(config, env, info, target, crate, flags, c_plan, workload)
 
 
 def clean_package(plan: BuildPlan, target_dir: Path | None, log: Path) -> None:

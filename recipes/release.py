@@ -330,7 +330,7 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
     libc = elf.check_same_libc(plain_stripped, pgo_stripped)  # the PGO artefact starts wherever the plain one does
     glibc = elf.max_glibc(pgo_stripped)  # None for a static binary (musl): it needs no glibc
     say(f"release: the plain and the PGO binary are both {libc}")
-    workload = plan.workload_if_any()
+    workload = plan.workload
     baseline_args = baseline_cpu_args(workload)
     checked = {
         label: cpu.check_binary(stripped, plan.work / "cpu-baseline" / label, plan.env, args=baseline_args)

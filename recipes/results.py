@@ -62,7 +62,7 @@ class Failure(TypedDict):
 
 
 class PhaseRecord(TypedDict):
-    """One phase of a workload run (``recipes.train.base.PhaseResult``)."""
+    """One phase of a workload run (``recipes.workload.registry.PhaseResult``)."""
 
     name: str
     kind: str

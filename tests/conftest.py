@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from recipes.results import TrainResult
-from recipes.train.runner import run_workload
+from recipes.training import run_workload
 from recipes.workload import Workload, load_workload
 
 REPO = Path(__file__).resolve().parent.parent

@@ -37,12 +37,12 @@ from pathlib import Path
 from recipes.bench import builds, counting, counts_report, coverage, design, report, variants
 from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_gate
 from recipes.bench.harness import run_bench
-from recipes.bench.scenarios import Scenario, held_out, require_scenarios, select
+from recipes.bench.scenarios import held_out, require_scenarios, select
 from recipes.bench.settings import Settings, choose_cores
 from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
 from recipes.plan import make_plan
-from recipes.workload import Workload, load_workload, workload_path
+from recipes.workload import Scenario, Workload, load_workload, workload_path
 
 DEFAULT_TRIALS = 5
 #: counts repeat (a trial is what the same trial gives again, within its spread), and valgrind is ~50 times
@@ -295,9 +295,11 @@ def _flags(result: report.ScenarioResult) -> list[str]:
 
 
 def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:
-    """The configured workload (default: ``profiles/<bin>.toml``, which needs the crate's metadata)."""
-    name = config.workload or make_plan(config, environ, instruments=False, profdata=False, bolt=False).crate.bin
-    return load_workload(workload_path(config.project_dir, name))
+    """The configured workload; by default ``profiles/<bin>.toml``, which needs the crate's metadata: then the
+    plan's, parsed when it was made."""
+    if config.workload is None:
+        return make_plan(config, environ, instruments=False, profdata=False, bolt=False).require_workload()
+    return load_workload(workload_path(config.project_dir, config.workload))
 
 
 def check(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> list[Scenario]:

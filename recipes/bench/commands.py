@@ -12,12 +12,12 @@ from pathlib import Path
 
 from recipes import procs
 from recipes.bench import canary
-from recipes.bench.scenarios import Scenario
 from recipes.errors import ConfigError
 from recipes.procs import describe_exit
 from recipes.runner import say
 from recipes.schema import fill
 from recipes.train.command import EnvironmentValues
+from recipes.workload import Scenario
 
 
 @dataclass(frozen=True)

@@ -50,13 +50,14 @@ from recipes.bench.counts import (
 from recipes.bench.counts_report import CountsResult, CountTrial, Gate, too_short, write_json, write_markdown
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.report import build_keys
-from recipes.bench.scenarios import Scenario, held_out
+from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server, stop_server, tail_line
 from recipes.bench.settings import Build, Settings, Setup, instance_env, raise_open_files_limit, started_setup
 from recipes.errors import BenchError, PgoError
 from recipes.inputs import read_text
 from recipes.procs import describe_exit
 from recipes.runner import log_tail, say
+from recipes.workload import Scenario
 
 SLOWDOWN = 50  # valgrind's, roughly: the readiness limit is the instance's times this
 TRIAL_FACTOR = 5  # a counted trial may take --trial-timeout times this (a tenth of the count, 50 times slower)

@@ -1,6 +1,6 @@
 """The harness: builds run in turn, CPU time per request (or per run), in rounds of one trial of each build.
 
-For each scenario (declared in the workload file, :mod:`recipes.bench.scenarios`): the canary on the server's
+For each scenario (declared in the workload file, :mod:`recipes.workload.scenarios`): the canary on the server's
 core; then, for a server scenario, one server per build started from the scenario's instance (its args and
 config template, pinned to the server's core by ``taskset``, every thread checked), each warmed up; then the
 trials in rounds, one trial of each build a round, the builds' order rotated each round
@@ -33,12 +33,13 @@ from recipes.bench import canary, design, procstat
 from recipes.bench.commands import run_command, stdin_file
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.report import ScenarioResult, Trial, build_keys, write_json, write_markdown
-from recipes.bench.scenarios import Scenario, held_out
+from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server, stop_server, tail_line
 from recipes.bench.settings import Build, Settings, Setup, instance_env, raise_open_files_limit, started_setup
 from recipes.errors import PgoError
 from recipes.procs import describe_exit
 from recipes.runner import say
+from recipes.workload import Scenario
 
 SETTLE_SECONDS = 0.05  # after h2load exits, let the server close its connections before reading its time
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes import h2load
-from recipes.bench.scenarios import Scenario
 from recipes.bench.servers import Server
 from recipes.schema import fill
+from recipes.workload import Scenario
 
 
 @dataclass(frozen=True)

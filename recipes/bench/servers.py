@@ -9,13 +9,13 @@ from pathlib import Path
 
 from recipes import net
 from recipes.bench import procstat
-from recipes.bench.scenarios import Scenario
 from recipes.bench.settings import Build, instance_env
 from recipes.errors import BenchError
 from recipes.procs import Child, describe_exit
 from recipes.runner import log_tail, quote, say
 from recipes.schema import fill
 from recipes.train import sigterm
+from recipes.workload import Scenario
 
 STOP_TIMEOUT = 15.0
 

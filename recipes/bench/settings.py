@@ -17,12 +17,11 @@ from pathlib import Path
 
 from recipes.bench import canary, design, procstat
 from recipes.bench.report import build_keys
-from recipes.bench.scenarios import Scenario
 from recipes.errors import BenchError, ConfigError
 from recipes.schema import fill
-from recipes.train.base import RESOURCES, ResourceContext
 from recipes.train.resources import UpstreamBackend
-from recipes.workload import Instance, Workload
+from recipes.workload import Instance, Scenario, Workload
+from recipes.workload.registry import RESOURCES, ResourceContext
 
 
 @dataclass(frozen=True)

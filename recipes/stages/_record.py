@@ -18,7 +18,7 @@ from recipes.plan import BuildPlan
 from recipes.results import StageName, TrainResult
 from recipes.runner import say
 from recipes.store import sha256_file
-from recipes.train.runner import run_workload
+from recipes.training import run_workload
 from recipes.workload import Workload
 
 _Result = TypeVar("_Result")
@@ -121,7 +121,7 @@ def run_on(
     scratch_name: str | None = None,
 ) -> TrainResult:
     """``workload`` on ``binary`` with the plan's environment, work dir, project, crate, scale and phase timeout
-    (train, verify, the BOLT training and the BOLTed binary's replay: :func:`recipes.train.runner.run_workload`)."""
+    (train, verify, the BOLT training and the BOLTed binary's replay: :func:`recipes.training.run_workload`)."""
     return run_workload(
         workload,
         binary=binary,

@@ -121,7 +121,7 @@ def _bolt_train(
         cwd=paths.dir,
         what="llvm-bolt -instrument",
     )
-    workload = plan.workload()
+    workload = plan.require_workload()
     say(f"bolt: the BOLT-instrumented binary runs the workload {workload.path.name}")
     trained = run_on(
         plan,
@@ -232,7 +232,7 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
             plan, "bolt", paths.output, result["binary_sha256"], hint="is another bolt stage writing here?"
         )
         result["binary"] = str(copy)
-        workload = plan.workload()
+        workload = plan.require_workload()
         say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
         result["verify"] = _replay_bolted(plan, workload, copy)
     except PgoError as error:

@@ -87,7 +87,7 @@ def merge(plan: BuildPlan) -> MergeResult:
     )
     for name, why in merged.dropped.items():
         say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
-    floor = function_floor(plan, plan.workload())
+    floor = function_floor(plan, plan.require_workload())
     result: MergeResult = {
         "profile": str(plan.merged_profile),
         "profraw_merged": len(merged.merged),

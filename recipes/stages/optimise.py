@@ -146,14 +146,13 @@ def _build_and_check(
         say(line)
     try:
         plan.store.verify(store_path, "after the build")
-        workload = plan.workload_if_any()
-        _check_optimised(plan, result, log_text, store_path, warnings, found, workload, trained_here=trained_here)
+        _check_optimised(plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here)
         copy = copy_checked(
             plan, "optimise", built, result["binary_sha256"], hint="is another build writing to this target dir?"
         )
         result["binary"] = str(copy)
         if verify if verify is not None else plan.config.verify_wanted(trained=False):
-            workload = workload or plan.workload()
+            workload = plan.require_workload()
             say(f"verify: the optimised binary runs the workload {workload.path.name}")
             result["verify"] = run_on(plan, workload, copy, logs=plan.logs / "verify")
     except PgoError as error:

@@ -20,7 +20,7 @@ def pgo(plan: BuildPlan) -> Report:
     """All four stages in order, every check on (the optimised binary replays the training)."""
     # llvm-profdata, llvm-bolt and merge-fdata (PGO_BOLT=1) were checked when the plan was made (plan.make_plan)
     if plan.config.profdata is None:
-        workload = plan.workload()  # what it needs is refused before anything is built
+        workload = plan.require_workload()  # what it needs is refused before anything is built
         check_tools(workload, plan.env.get("PATH", os.defpath))
         check_environment(workload, plan.env)
         instrument(plan)

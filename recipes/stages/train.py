@@ -39,7 +39,7 @@ def instrumented_binary(plan: BuildPlan) -> Path:
 def train(plan: BuildPlan) -> TrainResult:
     """Drive the instrumented binary through the workload; each instance writes its .profraw."""
     binary = instrumented_binary(plan)
-    workload = plan.workload()
+    workload = plan.require_workload()
     check_tools(workload, plan.env.get("PATH", os.defpath))
     check_environment(workload, plan.env)
     result = run_on(plan, workload, binary, logs=plan.logs, profraw_dir=plan.profraw_dir)

@@ -27,7 +27,15 @@ from recipes.errors import ConfigError, TrainingFailed
 from recipes.procs import piped
 from recipes.runner import say
 from recipes.schema import Table, fill
-from recipes.train.base import InstanceMode, Phase, PhaseContext, PhaseResult, register_mode, register_phase
+from recipes.workload.fields import MAX_RUNS
+from recipes.workload.registry import (
+    InstanceMode,
+    Phase,
+    PhaseContext,
+    PhaseResult,
+    register_mode,
+    register_phase,
+)
 
 #: how much of a phase's output ``output = "tail"`` keeps in its log
 TAIL_BYTES = 64 * 1024
@@ -36,8 +44,6 @@ OUTPUT_CHOICES = ("tail", "keep", "discard")
 STDERR_TAIL_BYTES = 4096
 #: how much of its last line the refusal quotes
 STDERR_LINE_CHARS = 200
-#: the most runs a phase may ask for (times PGO_TRAIN_SCALE, it is still a count, never a duration)
-MAX_RUNS = 2**31 - 1
 #: the hint of a training run (or server) that left processes running
 LEFTOVER_HINT = (
     "a process still running after the program exited could write a .profraw while the merge reads them, or be "

@@ -22,8 +22,9 @@ from typing import ClassVar
 from recipes import h2load
 from recipes.runner import say
 from recipes.schema import Table, fill
-from recipes.train.base import Phase, PhaseContext, PhaseResult, register_phase
-from recipes.train.http import codes_log_for, parse_expect, phase_label, run_batches, target
+from recipes.train.http import codes_log_for, phase_label, run_batches, target
+from recipes.workload.fields import parse_expect
+from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
 
 
 @register_phase

@@ -23,7 +23,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,8 @@ from recipes import h2load
 from recipes.errors import TrainingFailed
 from recipes.runner import quote, say, show
 from recipes.schema import Table, fill
-from recipes.train.base import Phase, PhaseContext, PhaseResult, register_phase
+from recipes.workload.fields import iter_paths, parse_expect
+from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
 
 HEARTBEAT_SECONDS = 15.0
 PROGRESS_STEPS = 10
@@ -233,24 +234,6 @@ def upstream_state(ctx: PhaseContext, state: str) -> AbstractContextManager[Any]
 
 def summary_status(summary: h2load.H2loadSummary) -> dict[str, int]:
     return {k: summary.status.get(k, 0) for k in h2load.STATUS_CLASSES}
-
-
-def parse_expect(table: Table) -> str:
-    expect: str = table.string("expect", "ok")
-    if not h2load.valid_expect(expect):
-        raise table.error("expect", f"{expect!r} is not ok, any, a class like 4xx or a code like 403")
-    return expect
-
-
-def iter_paths(table: Table) -> Iterator[str]:
-    path = table.string("path")
-    paths = table.strings("paths")
-    if path is not None and paths:
-        raise table.error("paths", "give path or paths, not both")
-    for item in [path] if path is not None else paths:
-        if not item.startswith("/"):
-            raise table.error("path", f"{item!r} must start with /")
-        yield item
 
 
 @register_phase

@@ -22,7 +22,7 @@ from recipes.errors import TrainingFailed
 from recipes.procs import Child
 from recipes.runner import log_tail, say
 from recipes.schema import Table
-from recipes.train.base import LiveResource, Resource, ResourceContext, register_resource
+from recipes.workload.registry import LiveResource, Resource, ResourceContext, register_resource
 
 PROJECT = Path(__file__).resolve().parent.parent.parent
 

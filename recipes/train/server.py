@@ -34,8 +34,8 @@ from recipes.procs import Child, describe_exit
 from recipes.runner import say, show
 from recipes.schema import Table, fill
 from recipes.train import sigterm
-from recipes.train.base import InstanceMode, PhaseContext, register_mode
 from recipes.train.command import LEFTOVER_HINT
+from recipes.workload.registry import InstanceMode, PhaseContext, register_mode
 
 PORT_PLACEHOLDERS = ("http_port", "https_port")
 

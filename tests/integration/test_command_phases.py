@@ -12,7 +12,7 @@ import pytest
 from recipes.errors import ConfigError, TrainingFailed
 from recipes.results import TrainResult
 from recipes.train.command import TAIL_BYTES
-from recipes.train.runner import run_workload
+from recipes.training import run_workload
 from recipes.workload import load_workload
 
 SH = Path("/bin/sh")

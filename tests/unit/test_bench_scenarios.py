@@ -8,8 +8,8 @@ import pytest
 
 from recipes.bench.scenarios import held_out, require_scenarios, select
 from recipes.errors import ConfigError
-from recipes.train.command import MAX_RUNS
 from recipes.workload import BUILTIN_PROFILES, load_workload
+from recipes.workload.fields import MAX_RUNS
 
 DEMO = BUILTIN_PROFILES / "demo-server.toml"
 HELLO = BUILTIN_PROFILES / "hello.toml"

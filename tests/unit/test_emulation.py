@@ -16,7 +16,7 @@ from recipes import cflags, emulation
 from recipes.errors import CheckFailed, ToolchainError
 from recipes.toolchain import RustcInfo
 from recipes.train import sigterm
-from recipes.train.base import PhaseContext
+from recipes.workload.registry import PhaseContext
 
 TARGET = "aarch64-unknown-linux-gnu"
 LINKER = "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER"

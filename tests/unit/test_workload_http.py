@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import ConfigError, TrainingFailed
-from recipes.train.base import RESOURCES, ResourceContext
 from recipes.train.http import HttpPhase
 from recipes.workload import load_workload
+from recipes.workload.registry import RESOURCES, ResourceContext
 
 GOOD = """
 [workload]

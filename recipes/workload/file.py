@@ -1,4 +1,4 @@
-"""Training workloads: declarative TOML files in profiles/, validated before anything starts."""
+"""Training workloads: declarative TOML files in profiles/, loaded and validated before anything starts."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ import shutil
 import string
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recipes import train  # noqa: F401  (registers the modes and phase kinds)
-from recipes.bench.scenarios import HOW_TO_ADD, parse_scenario
 from recipes.config import MAX_SECONDS
 from recipes.errors import ConfigError, ToolchainError
 from recipes.inputs import read_text
 from recipes.schema import Table
-from recipes.train.base import INSTANCE_MODES, PHASE_KINDS, RESOURCES, Phase
+from recipes.workload.model import Instance, Scenario, Workload
+from recipes.workload.registry import INSTANCE_MODES, PHASE_KINDS, RESOURCES
+from recipes.workload.scenarios import HOW_TO_ADD, parse_scenario
 
 #: placeholders every instance has
 COMMON_PLACEHOLDERS = {"work", "workload_dir", "project", "crate"}
@@ -27,35 +26,8 @@ COMMON_PLACEHOLDERS = {"work", "workload_dir", "project", "crate"}
 STATIC_PLACEHOLDERS = {"workload_dir"}
 
 
-@dataclass(frozen=True)
-class Instance:
-    name: str
-    mode: str
-    options: Any
-    env: dict[str, str]
-    phases: tuple[Phase, ...]
-
-
-@dataclass(frozen=True)
-class Workload:
-    path: Path
-    description: str
-    min_functions: int | None
-    max_missing: int | None
-    phase_timeout: float | None
-    instances: tuple[Instance, ...]
-    #: the ``[setup]`` resources, in file order: (kind, options)
-    resources: tuple[tuple[str, Any], ...] = ()
-    #: the total functions of the build min_functions was measured on (the floor then scales with the total)
-    min_functions_total: int | None = None
-    #: ``[[bench.instance]]``: instances only the bench runs (no phases)
-    bench_instances: tuple[Instance, ...] = ()
-    #: ``[[bench.scenario]]``: :class:`recipes.bench.scenarios.Scenario`, in file order
-    scenarios: tuple[Any, ...] = ()
-
-
 #: this repository's own workloads: a name the project's own profiles/ lacks is looked up here
-BUILTIN_PROFILES = Path(__file__).resolve().parent.parent / "profiles"
+BUILTIN_PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
 
 def workload_path(project_dir: Path, name: str) -> Path:
@@ -75,11 +47,20 @@ def known_workloads(near: Path) -> list[str]:
     return sorted({p.stem for folder in folders if folder.is_dir() for p in folder.glob("*.toml")})
 
 
+def no_workload_file(path: Path) -> ConfigError:
+    """The refusal of a workload file that is not there, naming the workloads that are."""
+    known = known_workloads(path)
+    hint = f"set PGO_WORKLOAD to one of: {', '.join(known)}, or to a path" if known else "see profiles/README.md"
+    return ConfigError(f"no workload file {path}", hint)
+
+
 def load_workload(path: Path) -> Workload:
+    """The workload file at ``path``, every key checked. The phase kinds, instance modes and resources it names
+    are those registered (:mod:`recipes.train` registers them when imported)."""
+    if not PHASE_KINDS:
+        raise RuntimeError("no phase kind is registered: import recipes.train before loading a workload")
     if not path.is_file():
-        known = known_workloads(path)
-        hint = f"set PGO_WORKLOAD to one of: {', '.join(known)}, or to a path" if known else "see profiles/README.md"
-        raise ConfigError(f"no workload file {path}", hint)
+        raise no_workload_file(path)
     try:
         data = tomllib.loads(read_text(path, "the workload", ConfigError, "save it as UTF-8 text"))
     except tomllib.TOMLDecodeError as exc:
@@ -136,7 +117,7 @@ def load_workload(path: Path) -> Workload:
 
 def _bench(
     table: Table | None, provided: set[str], training: list[Instance]
-) -> tuple[tuple[Instance, ...], tuple[Any, ...]]:
+) -> tuple[tuple[Instance, ...], tuple[Scenario, ...]]:
     """``[bench]``: its instances (as training ones, without phases) and its scenarios."""
     if table is None:
         return (), ()
@@ -153,7 +134,7 @@ def _bench(
     if not scenario_tables:
         raise table.error("scenario", "needs at least one [[bench.scenario]] table", HOW_TO_ADD)
     reachable = {**{i.name: i for i in training}, **instances}
-    scenarios: list[Any] = []
+    scenarios: list[Scenario] = []
     for scenario_table in scenario_tables:
         scenario = parse_scenario(scenario_table, reachable)
         scenario_table.done()

@@ -3,6 +3,9 @@
 A workload has instances; an instance has a *mode* (how the binary lives: run once per command, or a
 server started once and stopped at the end) and a list of *phases* (what is done to it). Modes and phase
 kinds are registered by name: a new phase kind is one new module with a ``@register_phase`` class.
+
+This is the registry and the interfaces only: the modes, phase kinds and resources themselves live above, in
+:mod:`recipes.train`, whose import registers them (a workload file naming them loads only once they are).
 """
 
 from __future__ import annotations

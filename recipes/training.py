@@ -1,4 +1,9 @@
-"""Run a workload's instances and phases against a binary; check every instance wrote a profile."""
+"""Run a workload's instances and phases against a binary; check every instance wrote a profile.
+
+The runner sits above what it runs: the workload (:mod:`recipes.workload`: the file, the registry) is at the
+bottom, the instance modes, phase kinds and resources (:mod:`recipes.train`) register into it, and this module
+drives them; the stages and the bench call it.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,15 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
-from recipes import emulation
+from recipes import (
+    emulation,
+    train,  # noqa: F401  (registers the instance modes, phase kinds and resources it drives)
+)
 from recipes.errors import TrainingFailed
 from recipes.results import TrainResult
 from recipes.runner import say
-from recipes.train.base import INSTANCE_MODES, RESOURCES, PhaseContext, PhaseResult, ResourceContext
 from recipes.workload import Workload
+from recipes.workload.registry import INSTANCE_MODES, RESOURCES, PhaseContext, PhaseResult, ResourceContext
 
 DEFAULT_PHASE_TIMEOUT = 300.0
 
