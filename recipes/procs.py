@@ -35,7 +35,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, NamedTuple, TypeAlias
 
 from recipes import net
 from recipes.runner import log_tail, say
@@ -48,6 +48,13 @@ GRACE = 2.0
 PR_SET_CHILD_SUBREAPER = 36
 #: how many leftovers a line names (the count is always whole)
 NAMED = 5
+#: what a child's standard stream can be besides a file: a pipe to us, the null device, or (standard error only)
+#: wherever its standard output goes; callers outside this module and the runner name them here
+PIPE = subprocess.PIPE
+DEVNULL = subprocess.DEVNULL
+STDOUT = subprocess.STDOUT
+#: a child's standard stream as :func:`spawn` takes it: :data:`PIPE`, :data:`DEVNULL`, :data:`STDOUT`, or a file
+Stream: TypeAlias = int | IO[Any]
 
 _subreaper: bool | None = None
 _serial = itertools.count(1)
@@ -278,6 +285,48 @@ class Reaped(NamedTuple):
     returncode: int
     usage: resource.struct_rusage
     leftovers: list[Leftover]
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    stdout: Stream,
+    stderr: Stream,
+    stdin: Stream = DEVNULL,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a short-lived helper (h2load, a load generator) with exactly ``env`` (its ``PATH`` finds the program)
+    in this process's session, its streams as given: the caller waits for it (:func:`wait_usage`) or kills it. Not
+    starting raises the :class:`OSError`."""
+    return subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd)
+
+
+class Waited(NamedTuple):
+    """A run of :func:`wait_usage`: whether it exited before the deadline, its exit status (negative: the signal)
+    and its resource usage (``wait4``: its CPU time and its waited-for children's)."""
+
+    exited: bool
+    returncode: int
+    usage: resource.struct_rusage
+
+
+def wait_usage(proc: subprocess.Popen[bytes], deadline: float, interval: float = 0.02) -> Waited:
+    """Wait for ``proc`` (from :func:`spawn`) until it exits or ``deadline`` (monotonic) passes, then SIGKILL it;
+    reaped either way, with its resource usage."""
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            exited = True
+            break
+        if time.monotonic() > deadline:
+            exited = False
+            proc.kill()
+            _pid, status, usage = os.wait4(proc.pid, 0)
+            break
+        time.sleep(interval)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Waited(exited, proc.returncode, usage)
 
 
 def start_group(argv: Sequence[str], env: Mapping[str, str], **popen: Any) -> tuple[subprocess.Popen[bytes], Ticket]:
