@@ -5,7 +5,9 @@ The training's server instances (``recipes/train/server.py``) and command runs (
 bench's servers (``recipes/bench/servers.py``) and command runs (``recipes/bench/commands.py``), the baseline-CPU
 check's server under emulation (``recipes/cpu.py``) and the training's upstream backend
 (``recipes/train/resources.py``, running ``recipes/upstream.py``) all run through this module; each says in its
-own words what a failure means for it.
+own words what a failure means for it. The short-lived helpers that the caller waits for or kills itself (h2load in
+an HTTP phase, ``recipes/train/http.py``, and the bench's load, ``recipes/bench/load.py``) start through
+:func:`spawn`, in this process's session. Every child gets exactly the environment its caller gives.
 
 Leftovers. Every child starts a session of its own (``start_new_session``: its own process group, whose id is
 its pid) with ``PGO_PROCS_OWNER`` in its environment naming it, and this process is a child subreaper

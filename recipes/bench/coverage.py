@@ -260,6 +260,7 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> dict[str, An
             load = run_loads(
                 load_argvs(scenario, server, scenario.count, workdir / "uris.txt", setup.values),
                 core=settings.load_core,
+                env=settings.env,
                 log=workdir / "load.log",
                 timeout=settings.trial_timeout,
             )
