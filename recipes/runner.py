@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -335,12 +334,12 @@ def query(
     return Output(argv, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
 
 
-def capture(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
-    """Run a short query command and return its stdout; a failure is a :class:`CommandFailed`. Without ``env``:
-    this process's own environment (cflags' clang queries and toolchain.tool_version still call it so)."""
+def capture(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None = None) -> str:
+    """Run a short query command with exactly ``env`` and return its stdout; a failure is a
+    :class:`CommandFailed`."""
     argv = tuple(str(a) for a in argv)
     try:
-        proc = query(argv, env=os.environ if env is None else env, cwd=cwd)
+        proc = query(argv, env=env, cwd=cwd)
     except FileNotFoundError as exc:
         raise not_found(argv, cwd, exc) from exc
     if proc.returncode != 0:
