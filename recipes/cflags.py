@@ -24,7 +24,7 @@ import re
 import shlex
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
@@ -76,6 +76,8 @@ class CPlan:
     setting: str  # how PGO_C decided: "auto", "on", "off"
     #: flags of every build's target C, profiled or not (a release's ``-ffile-prefix-map``: :func:`prefix_map_flags`)
     base_flags: tuple[str, ...] = ()
+    #: the build's environment, which the compilers' version queries run with (its PATH finds them)
+    env: Mapping[str, str] = field(kw_only=True, repr=False, compare=False)
 
     @property
     def enabled(self) -> bool:
@@ -85,7 +87,7 @@ class CPlan:
         """The first line of ``--version`` of the clang that compiles the profiled C (None: none is profiled)."""
         for lang in self.languages:
             if lang.compiler is not None:
-                return capture([*lang.compiler, "--version"]).splitlines()[0].strip()
+                return capture([*lang.compiler, "--version"], env=self.env).splitlines()[0].strip()
         return None
 
     def record(self, crates: list[CCrateRecord]) -> CCodeRecord:
@@ -121,10 +123,11 @@ def target_var(var: str, triple: str) -> str:
     return env_names(var, triple, cross=False)[1]
 
 
-def clang_version(argv: Sequence[str]) -> str | None:
-    """The clang version ``argv --version`` prints, None when it is not clang (gcc, or no such program)."""
+def clang_version(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """The clang version ``argv --version`` (run with ``env``) prints, None when it is not clang (gcc, or no such
+    program)."""
     try:
-        text = capture([*argv, "--version"])
+        text = capture([*argv, "--version"], env=env)
     except CommandFailed:
         return None
     match = _CLANG_VERSION.search(text)
@@ -237,7 +240,7 @@ def plan_c(
                 "rustc's profile"
             )
         elif user_name is not None:
-            version = clang_version(host)
+            version = clang_version(host, env)
             if version is not None and int(version.split(".")[0]) == rustc.llvm_major:
                 compiler = host
             else:
@@ -256,12 +259,12 @@ def plan_c(
         else:
             path = found if var == "CC" else clangxx_of(found)
             what = "PGO_CLANG" if clang else "the clang of rustc's LLVM"
-            version = check_major(str(path), clang_version([str(path)]), rustc, what)
+            version = check_major(str(path), clang_version([str(path)], env), rustc, what)
             compiler = (str(path),)
         if off is not None and mode == "on":
             raise ToolchainError(f"PGO_C=1 but the {name} of build scripts cannot get the profile: {off}", "")
         languages.append(Language(name, var, flags_var, compiler, host, version, off))
-    return CPlan(triple, tuple(languages), mode)
+    return CPlan(triple, tuple(languages), mode, env=env)
 
 
 def wrapper_script(lang: Language, triple: str, drop: Sequence[str], warn: Sequence[str]) -> str:

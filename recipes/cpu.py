@@ -26,7 +26,6 @@ import os
 import selectors
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from recipes import certs, emulation, net, procs, report
 from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
 from recipes.results import CommandCheck, CpuBaselineResult, Report, ServerCheck
-from recipes.runner import capture, quote, run, say
+from recipes.runner import capture, query, quote, run, say
 from recipes.rustflags import rust_triple
 from recipes.store import sha256_file
 
@@ -454,7 +453,7 @@ def check_command(
         )
     if done.returncode != 0:
         launch = _launch(baseline)
-        native = subprocess.run([*launch, str(binary), *args], env=dict(env), capture_output=True, check=False)
+        native = query([*launch, str(binary), *args], env=env)
         how = f"under -cpu {baseline.newer_cpu}" if launch else "natively"
         raise CheckFailed(
             f"{binary.name} {' '.join(args)} got {describe_exit(done.returncode)} under -cpu {baseline.cpu} "
@@ -519,9 +518,7 @@ def check_binary(
         result["command"] = check_command(binary, args, work, env, baseline)
         return result
     try:  # natively, or for another architecture under the newer model: what it was built for
-        native = subprocess.run(
-            [*_launch(baseline), str(binary), "--build-info"], env=env, capture_output=True, text=True, check=False
-        )
+        native = query([*_launch(baseline), str(binary), "--build-info"], env=env)
     except OSError as exc:  # not a program this machine runs: not ELF nor a script, or no interpreter
         raise CheckFailed(
             f"{binary} cannot be run: {exc.strerror}", "pass --binary the program cargo built for this machine"

@@ -5,14 +5,13 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
-import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from recipes.runner import log_tail
+from recipes.runner import TimedOut, log_tail, query
 
 HOST = "127.0.0.1"
 #: bytes of a probed response's body read (and dropped) before the connection is closed
@@ -161,16 +160,17 @@ def wait_ready(url: str, limit: float, alive: Callable[[], bool], interval: floa
     return result.seconds if result.ready else None
 
 
-def socket_dump(ports: Iterable[int]) -> str:
-    """``ss -tinm`` of every TCP socket from or to ``ports`` (both ends of each loopback connection)."""
+def socket_dump(ports: Iterable[int], env: Mapping[str, str]) -> str:
+    """``ss -tinm`` (run with ``env``) of every TCP socket from or to ``ports`` (both ends of each loopback
+    connection)."""
     wanted = sorted(set(ports))
     if not wanted:
         return "(no ports)"
     ports_filter = " or ".join(f"sport = :{p} or dport = :{p}" for p in wanted)
     argv = ["ss", "-tinm", f"( {ports_filter} )"]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        proc = query(argv, env=env, timeout=10)
+    except (OSError, TimedOut) as exc:
         return f"(ss failed: {exc})"
     return proc.stdout.strip() or f"(no sockets on ports {', '.join(map(str, wanted))})"
 
@@ -198,10 +198,10 @@ def thread_states(pid: int) -> str:
     return "\n".join(lines) or "(no threads)"
 
 
-def hang_dump(ports: Iterable[int], pid: int | None, log: Path | None) -> str:
-    """Everything worth seeing when a phase runs out of time: both ends' sockets, the server's threads and
-    the tail of its log."""
-    parts = [f"--- sockets (ss -tinm) on ports {', '.join(map(str, sorted(set(ports))))}:", socket_dump(ports)]
+def hang_dump(ports: Iterable[int], pid: int | None, log: Path | None, env: Mapping[str, str]) -> str:
+    """Everything worth seeing when a phase runs out of time: both ends' sockets (``ss`` run with ``env``), the
+    server's threads and the tail of its log."""
+    parts = [f"--- sockets (ss -tinm) on ports {', '.join(map(str, sorted(set(ports))))}:", socket_dump(ports, env)]
     if pid is not None:
         parts += [f"--- threads of the server (pid {pid}):", thread_states(pid)]
     if log is not None:

@@ -5,7 +5,9 @@ The training's server instances (``recipes/train/server.py``) and command runs (
 bench's servers (``recipes/bench/servers.py``) and command runs (``recipes/bench/commands.py``), the baseline-CPU
 check's server under emulation (``recipes/cpu.py``) and the training's upstream backend
 (``recipes/train/resources.py``, running ``recipes/upstream.py``) all run through this module; each says in its
-own words what a failure means for it.
+own words what a failure means for it. The short-lived helpers that the caller waits for or kills itself (h2load in
+an HTTP phase, ``recipes/train/http.py``, and the bench's load, ``recipes/bench/load.py``) start through
+:func:`spawn`, in this process's session. Every child gets exactly the environment its caller gives.
 
 Leftovers. Every child starts a session of its own (``start_new_session``: its own process group, whose id is
 its pid) with ``PGO_PROCS_OWNER`` in its environment naming it, and this process is a child subreaper
@@ -35,7 +37,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, NamedTuple, TypeAlias
 
 from recipes import net
 from recipes.runner import log_tail, say
@@ -48,6 +50,13 @@ GRACE = 2.0
 PR_SET_CHILD_SUBREAPER = 36
 #: how many leftovers a line names (the count is always whole)
 NAMED = 5
+#: what a child's standard stream can be besides a file: a pipe to us, the null device, or (standard error only)
+#: wherever its standard output goes; callers outside this module and the runner name them here
+PIPE = subprocess.PIPE
+DEVNULL = subprocess.DEVNULL
+STDOUT = subprocess.STDOUT
+#: a child's standard stream as :func:`spawn` takes it: :data:`PIPE`, :data:`DEVNULL`, :data:`STDOUT`, or a file
+Stream: TypeAlias = int | IO[Any]
 
 _subreaper: bool | None = None
 _serial = itertools.count(1)
@@ -278,6 +287,48 @@ class Reaped(NamedTuple):
     returncode: int
     usage: resource.struct_rusage
     leftovers: list[Leftover]
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    stdout: Stream,
+    stderr: Stream,
+    stdin: Stream = DEVNULL,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a short-lived helper (h2load, a load generator) with exactly ``env`` (its ``PATH`` finds the program)
+    in this process's session, its streams as given: the caller waits for it (:func:`wait_usage`) or kills it. Not
+    starting raises the :class:`OSError`."""
+    return subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd)
+
+
+class Waited(NamedTuple):
+    """A run of :func:`wait_usage`: whether it exited before the deadline, its exit status (negative: the signal)
+    and its resource usage (``wait4``: its CPU time and its waited-for children's)."""
+
+    exited: bool
+    returncode: int
+    usage: resource.struct_rusage
+
+
+def wait_usage(proc: subprocess.Popen[bytes], deadline: float, interval: float = 0.02) -> Waited:
+    """Wait for ``proc`` (from :func:`spawn`) until it exits or ``deadline`` (monotonic) passes, then SIGKILL it;
+    reaped either way, with its resource usage."""
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            exited = True
+            break
+        if time.monotonic() > deadline:
+            exited = False
+            proc.kill()
+            _pid, status, usage = os.wait4(proc.pid, 0)
+            break
+        time.sleep(interval)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Waited(exited, proc.returncode, usage)
 
 
 def start_group(argv: Sequence[str], env: Mapping[str, str], **popen: Any) -> tuple[subprocess.Popen[bytes], Ticket]:

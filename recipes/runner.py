@@ -299,19 +299,47 @@ def run(
     return done
 
 
-def capture(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
-    """Run a short query command and return its stdout; a failure is a :class:`CommandFailed`."""
+#: a :func:`query` out of its time (subprocess's own: its message names the command and the limit); the child is
+#: killed and reaped before it is raised
+TimedOut = subprocess.TimeoutExpired
+
+
+@dataclass(frozen=True)
+class Output:
+    """A finished short command: its exit status (negative: the signal) and what it wrote, decoded (bytes that are
+    not UTF-8 replaced)."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def query(
+    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None = None, timeout: float | None = None
+) -> Output:
+    """Run a short command with exactly ``env`` (its ``PATH`` finds the program), standard input closed, and
+    return its exit status and output whatever the status; nothing is printed. Not starting raises the
+    :class:`OSError` (:func:`not_found` says what it means); out of ``timeout`` seconds, :data:`TimedOut`."""
+    argv = tuple(str(a) for a in argv)
+    proc = subprocess.run(
+        argv,
+        env=dict(env),
+        cwd=cwd,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+        check=False,
+    )
+    return Output(argv, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+def capture(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None = None) -> str:
+    """Run a short query command with exactly ``env`` and return its stdout; a failure is a
+    :class:`CommandFailed`."""
     argv = tuple(str(a) for a in argv)
     try:
-        proc = subprocess.run(
-            argv,
-            env=None if env is None else dict(env),
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        proc = query(argv, env=env, cwd=cwd)
     except FileNotFoundError as exc:
         raise not_found(argv, cwd, exc) from exc
     if proc.returncode != 0:

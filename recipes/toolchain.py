@@ -87,12 +87,12 @@ class ProfdataTool:
         return int(self.llvm_version.split(".")[0])
 
 
-def tool_version(argv: list[str], tool: str, hint: str) -> str:
-    """The LLVM version ``argv`` (an LLVM tool's version query) prints; a program that fails it or prints no LLVM
-    version is not ``tool``, in one line naming it."""
+def tool_version(argv: list[str], tool: str, hint: str, env: Mapping[str, str]) -> str:
+    """The LLVM version ``argv`` (an LLVM tool's version query, run with ``env``) prints; a program that fails it
+    or prints no LLVM version is not ``tool``, in one line naming it."""
     query = " ".join(argv)
     try:
-        return parse_llvm_version(capture(argv), tool)
+        return parse_llvm_version(capture(argv, env=env), tool)
     except CommandFailed as exc:
         detail = exc.message.rsplit(" failed ", 1)[-1]  # with exit code N: its last line of stderr
         raise ToolchainError(f"{argv[0]} is not {tool}: `{query}` failed {detail}", hint) from exc
@@ -100,9 +100,9 @@ def tool_version(argv: list[str], tool: str, hint: str) -> str:
         raise ToolchainError(f"{argv[0]} is not {tool}: `{query}` prints no LLVM version", hint) from exc
 
 
-def profdata_version(path: Path, hint: str = "give llvm-profdata") -> str:
+def profdata_version(path: Path, env: Mapping[str, str], hint: str = "give llvm-profdata") -> str:
     # `merge --version` works on every LLVM release; a bare `--version` does not on LLVM 14.
-    return tool_version([str(path), "merge", "--version"], "llvm-profdata", hint)
+    return tool_version([str(path), "merge", "--version"], "llvm-profdata", hint, env)
 
 
 def profdata_candidates(info: RustcInfo, sysroot: Path, search_path: str) -> list[Path]:
@@ -132,12 +132,12 @@ def find_profdata(info: RustcInfo, sysroot: Path, env: Mapping[str, str], explic
             if not found:
                 raise ToolchainError(f"PGO_LLVM_PROFDATA={explicit}: no such program", fix)
             path = Path(found)
-        tool = ProfdataTool(path, profdata_version(path, fix))
+        tool = ProfdataTool(path, profdata_version(path, env, fix))
     else:
         existing = [p for p in profdata_candidates(info, sysroot, env.get("PATH", os.defpath)) if p.is_file()]
         if not existing:
             raise ToolchainError(f"no llvm-profdata of LLVM {info.llvm_major} (rustc {info.release}) found", fix)
-        tool = ProfdataTool(existing[0], profdata_version(existing[0], fix))
+        tool = ProfdataTool(existing[0], profdata_version(existing[0], env, fix))
     if tool.llvm_major != info.llvm_major:
         raise ToolchainError(
             f"{tool.path} is LLVM {tool.llvm_version} but rustc {info.release} is LLVM {info.llvm_version}: "

@@ -3,7 +3,6 @@ of times (each in its own process group, pinned to the server's core), their CPU
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
@@ -76,9 +75,9 @@ def run_command(
                 argv,
                 env,
                 cwd=cwd,
-                stdin=source if source is not None else subprocess.DEVNULL,
+                stdin=source if source is not None else procs.DEVNULL,
                 stdout=out,
-                stderr=subprocess.STDOUT,
+                stderr=procs.STDOUT,
             )
             exited, returncode, usage, left = procs.reap_group(proc, tag, deadline)
             leftovers += left

@@ -23,7 +23,6 @@ valgrind is ~50 times slower than the machine: the readiness limit and the trial
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -56,7 +55,7 @@ from recipes.bench.settings import Build, Settings, Setup, instance_env, raise_o
 from recipes.errors import BenchError, PgoError
 from recipes.inputs import read_text
 from recipes.procs import describe_exit
-from recipes.runner import log_tail, say
+from recipes.runner import log_tail, query, say
 from recipes.workload import Scenario
 
 SLOWDOWN = 50  # valgrind's, roughly: the readiness limit is the instance's times this
@@ -82,7 +81,7 @@ def find_tools(environ: Mapping[str, str], scenarios: list[Scenario]) -> Tools:
     """valgrind, and callgrind_control when a server scenario is counted; one line naming the package if not."""
     valgrind = find_tool("valgrind", environ)
     control = find_tool("callgrind_control", environ) if any(s.kind != "command" for s in scenarios) else None
-    return Tools(valgrind, control, version(valgrind))
+    return Tools(valgrind, control, version(valgrind, environ))
 
 
 # ---------------------------------------------------------------------------------------------- commands
@@ -125,9 +124,9 @@ def count_command(
                 argv,
                 env,
                 cwd=cwd,
-                stdin=source if source is not None else subprocess.DEVNULL,
+                stdin=source if source is not None else procs.DEVNULL,
                 stdout=out,
-                stderr=subprocess.STDOUT,
+                stderr=procs.STDOUT,
             )
             exited, returncode, _usage, left = procs.reap_group(proc, tag, deadline)
             leftovers += left
@@ -187,15 +186,9 @@ def _command_trials(
 # ---------------------------------------------------------------------------------------------- servers
 
 
-def _control(tools: Tools, server: Server, *args: str) -> None:
+def _control(tools: Tools, server: Server, *args: str, env: Mapping[str, str]) -> None:
     assert tools.callgrind_control is not None
-    done = subprocess.run(
-        [str(tools.callgrind_control), *args, str(server.pid)],
-        capture_output=True,
-        text=True,
-        timeout=CONTROL_TIMEOUT,
-        check=False,
-    )
+    done = query([str(tools.callgrind_control), *args, str(server.pid)], env=env, timeout=CONTROL_TIMEOUT)
     if done.returncode != 0 or "OK" not in done.stdout:
         said = " ".join((done.stdout + done.stderr).split())[:200]
         raise BenchError(
@@ -233,10 +226,11 @@ def count_server(
     """One trial: zero, the requests, quiet, dump; the dump's totals over the requests answered."""
     argvs = load_argvs(scenario, server, scenario.count, workdir / f"{key}-uris.txt", setup.values)
     start = time.perf_counter()
-    _control(tools, server, "--zero")
+    _control(tools, server, "--zero", env=settings.env)
     run = run_loads(
         argvs,
         core=settings.load_core,
+        env=settings.env,
         log=workdir / f"{key}-trial-{index}.log",
         timeout=settings.trial_timeout * TRIAL_FACTOR,
     )
@@ -250,7 +244,7 @@ def count_server(
     else:
         wait_quiet(server.pid)
         trigger = f"{key}-trial-{index}"
-        _control(tools, server, "--dump", trigger)
+        _control(tools, server, "--dump", trigger, env=settings.env)
         dump = _dump_file(workdir / f"{key}.callgrind.out", f"dump {trigger}")
         text = read_text(dump, "callgrind's dump", BenchError, "see the valgrind log beside it")
         counts = parse_totals(text, str(dump))
@@ -300,6 +294,7 @@ def _server_trials(
         warm = run_loads(
             load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{key}-uris.txt", setup.values),
             core=settings.load_core,
+            env=settings.env,
             log=workdir / f"{key}-warmup.log",
             timeout=settings.trial_timeout * TRIAL_FACTOR,
         )

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import BenchError, ToolchainError
 from recipes.inputs import read_text
+from recipes.runner import query
 
 PACKAGE = "valgrind"  # the Debian package of valgrind, cachegrind, callgrind and callgrind_control
 
@@ -262,9 +262,9 @@ def find_tool(name: str, environ: Mapping[str, str]) -> Path:
     return Path(found)
 
 
-def version(valgrind: Path) -> str:
-    """``valgrind-3.19.0``."""
-    done = subprocess.run([str(valgrind), "--version"], capture_output=True, text=True, check=False)
+def version(valgrind: Path, environ: Mapping[str, str]) -> str:
+    """``valgrind-3.19.0``, from ``valgrind --version`` run with ``environ``."""
+    done = query([str(valgrind), "--version"], env=environ)
     text = done.stdout.strip()
     if done.returncode != 0 or not text.startswith("valgrind"):
         raise ToolchainError(f"{valgrind} --version said {text[:80]!r}", f"install the Debian package {PACKAGE}")

@@ -14,6 +14,7 @@ A scenario that gets slower with the profile then has an explanation to look at,
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -126,12 +127,14 @@ def executed_overlap(first: Sequence[str], second: Sequence[str]) -> dict[str, i
     }
 
 
-def demangler(tool: ProfdataTool) -> Path | None:
-    """llvm-cxxfilt of the same LLVM (beside llvm-profdata, or ``llvm-cxxfilt-<major>``), else any on PATH."""
+def demangler(tool: ProfdataTool, env: Mapping[str, str]) -> Path | None:
+    """llvm-cxxfilt of the same LLVM (beside llvm-profdata, or ``llvm-cxxfilt-<major>``), else any on ``env``'s
+    PATH."""
     beside = tool.path.with_name(tool.path.name.replace("profdata", "cxxfilt"))
     if beside != tool.path and beside.is_file():
         return beside
-    found = shutil.which(f"llvm-cxxfilt-{tool.llvm_major}") or shutil.which("llvm-cxxfilt")
+    path = env.get("PATH", os.defpath)
+    found = shutil.which(f"llvm-cxxfilt-{tool.llvm_major}", path=path) or shutil.which("llvm-cxxfilt", path=path)
     return Path(found) if found else None
 
 
@@ -260,6 +263,7 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> dict[str, An
             load = run_loads(
                 load_argvs(scenario, server, scenario.count, workdir / "uris.txt", setup.values),
                 core=settings.load_core,
+                env=settings.env,
                 log=workdir / "load.log",
                 timeout=settings.trial_timeout,
             )
@@ -280,7 +284,7 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> dict[str, An
     bench_counts = _counts(tool, bench_profile, plan.env, logs / "coverage-show-bench.log")
     training_counts = _counts(tool, training, plan.env, logs / "coverage-show-training.log")
     hot = untrained_hot(bench_counts, training_counts)
-    names = demangle([name for name, _ in hot], demangler(tool), plan.env)
+    names = demangle([name for name, _ in hot], demangler(tool, plan.env), plan.env)
     result: dict[str, Any] = {
         "instrumented": str(instrumented),
         "training_profile": str(training),

@@ -81,7 +81,11 @@ def measure(
     idle0 = procstat.core_idle(settings.server_core)
     harness0 = _self_cpu()
     run = run_loads(
-        argvs, core=settings.load_core, log=workdir / f"{build}-trial-{index}.log", timeout=settings.trial_timeout
+        argvs,
+        core=settings.load_core,
+        env=settings.env,
+        log=workdir / f"{build}-trial-{index}.log",
+        timeout=settings.trial_timeout,
     )
     harness1 = _self_cpu()
     core_idle = (procstat.core_idle(settings.server_core) - idle0) / procstat.CLOCK_TICKS
@@ -195,6 +199,7 @@ def run_scenario(scenario: Scenario, settings: Settings, setup: Setup) -> Scenar
                 warm = run_loads(
                     load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{key}-uris.txt", setup.values),
                     core=settings.load_core,
+                    env=settings.env,
                     log=workdir / f"{key}-warmup.log",
                     timeout=settings.trial_timeout,
                 )

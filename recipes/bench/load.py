@@ -3,14 +3,12 @@ core, their CPU time from ``wait4``), their summaries added up, and whether a tr
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import h2load
+from recipes import h2load, procs
 from recipes.bench.servers import Server
 from recipes.schema import fill
 from recipes.workload import Scenario
@@ -72,31 +70,26 @@ def load_argvs(
     return argvs
 
 
-def run_load(argv: Sequence[str], *, core: int, log: Path, deadline: float) -> LoadRun:
-    """One h2load run on ``core``, killed at ``deadline`` (monotonic); its own CPU time from ``wait4``."""
+def run_load(
+    argv: Sequence[str], *, core: int, env: Mapping[str, str], log: Path, deadline: float
+) -> LoadRun:
+    """One h2load run on ``core`` with ``env``, killed at ``deadline`` (monotonic); its own CPU time from
+    ``wait4``."""
     full = ["taskset", "-c", str(core), *argv]
     start = time.perf_counter()
     with log.open("wb") as out:
-        proc = subprocess.Popen(full, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    timed_out = False
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() > deadline:
-            timed_out = True
-            proc.kill()
-            pid, status, usage = os.wait4(proc.pid, 0)
-            break
-        time.sleep(0.02)
+        proc = procs.spawn(full, env=env, stdout=out, stderr=procs.STDOUT)
+    waited = procs.wait_usage(proc, deadline)
     wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    usage = waited.usage
     output = log.read_text(encoding="utf-8", errors="replace")
     try:
         parsed: h2load.H2loadSummary | None = h2load.parse_summary(output)
     except ValueError:
         parsed = None
-    return LoadRun(tuple(full), proc.returncode, wall, usage.ru_utime + usage.ru_stime, output, parsed, timed_out)
+    return LoadRun(
+        tuple(full), waited.returncode, wall, usage.ru_utime + usage.ru_stime, output, parsed, not waited.exited
+    )
 
 
 def add_summaries(summaries: Sequence[h2load.H2loadSummary]) -> h2load.H2loadSummary:
@@ -119,14 +112,20 @@ def add_summaries(summaries: Sequence[h2load.H2loadSummary]) -> h2load.H2loadSum
     )
 
 
-def run_loads(argvs: Sequence[Sequence[str]], *, core: int, log: Path, timeout: float) -> LoadRun:
+def run_loads(
+    argvs: Sequence[Sequence[str]], *, core: int, env: Mapping[str, str], log: Path, timeout: float
+) -> LoadRun:
     """The runs of one trial in turn, as one: CPU and wall time added, counts added; stops at the first
     run that fails or has no summary (the sum of counts then says what was missing)."""
     deadline = time.monotonic() + timeout
     runs: list[LoadRun] = []
     for number, argv in enumerate(argvs):
         run = run_load(
-            argv, core=core, log=log if len(argvs) == 1 else log.with_suffix(f".{number}.log"), deadline=deadline
+            argv,
+            core=core,
+            env=env,
+            log=log if len(argvs) == 1 else log.with_suffix(f".{number}.log"),
+            deadline=deadline,
         )
         runs.append(run)
         if run.timed_out or run.result is None or run.returncode != 0:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -325,9 +324,9 @@ def run_in_own_group(
         argv,
         env,
         cwd=cwd,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdin=procs.PIPE if stdin is not None else procs.DEVNULL,
+        stdout=procs.PIPE,
+        stderr=procs.PIPE,
     )
     threads = [
         threading.Thread(target=_drain, args=(piped(proc.stdout), sink.write), daemon=True),

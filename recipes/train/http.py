@@ -20,7 +20,6 @@ timeout = 120              # seconds; default the workload's phase_timeout, PGO_
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from recipes import h2load
+from recipes import h2load, procs
 from recipes.errors import TrainingFailed
 from recipes.runner import quote, say, show
 from recipes.schema import Table, fill
@@ -93,15 +92,15 @@ def run_h2load(
     log: Path,
     quiet: bool = False,
 ) -> h2load.H2loadSummary:
-    """One h2load run, watched: the server must stay up and the phase's deadline must hold. Prints done/total
-    and the rate as h2load reports its progress."""
+    """One h2load run with the phase's environment, watched: the server must stay up and the phase's deadline
+    must hold. Prints done/total and the rate as h2load reports its progress."""
     with log.open("a", encoding="utf-8") as out:
         out.write(f"$ {quote(argv)}\n")
     if not quiet:
         say(f"  $ {quote(argv)}")
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = procs.spawn(argv, env=ctx.env, stdout=procs.PIPE, stderr=procs.STDOUT)
     except FileNotFoundError as exc:
         raise TrainingFailed(
             "h2load: command not found", "install nghttp2-client (apt-get install nghttp2-client)"

@@ -57,6 +57,8 @@ class RunningServer:
     instance: str
     child: Child
     ports: dict[str, int]
+    #: the instance's environment, which the dump's tools (ss) run with
+    env: dict[str, str]
     tail_shown: bool = False
 
     @property
@@ -78,7 +80,7 @@ class RunningServer:
 
     def dump(self, extra_ports: list[int] | None = None) -> str:
         ports = [*self.ports.values(), *(extra_ports or [])]
-        return net.hang_dump(ports, self.pid if self.exit_status() is None else None, self.log)
+        return net.hang_dump(ports, self.pid if self.exit_status() is None else None, self.log, self.env)
 
     def died(self, what: str) -> TrainingFailed:
         """The error for a server that exited while ``what`` (its log's tail printed first)."""
@@ -144,7 +146,7 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
         env = sigterm.preload_env(env, library, emulated=bool(ctx.launcher))
     with Child.start(argv, env=env, log=log, label=f"instance {ctx.instance}: the server") as child:
         child.hold_leftovers = not ctx.verifying  # in the training, a refusal (see _stop)
-        server = RunningServer(ctx.instance, child, ports)
+        server = RunningServer(ctx.instance, child, ports, ctx.env)
         ready_url = fill(options.ready, values)
         ready_limit = options.ready_timeout * ctx.slowdown
         readiness = child.wait_ready(ready_url, ready_limit)

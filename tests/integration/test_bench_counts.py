@@ -230,7 +230,8 @@ def test_callgrind_control_on_a_process_not_under_valgrind_is_refused(tmp_path: 
     try:
         server = Server(Build("plain", Path("/bin/sleep")), child, 0, 0, tmp_path / "sleep.log", tmp_path)
         with pytest.raises(BenchError) as refused:
-            _control(Tools(Path(valgrind), Path(control), "valgrind-3.19.0"), server, "--zero")
+            tools = Tools(Path(valgrind), Path(control), "valgrind-3.19.0")
+            _control(tools, server, "--zero", env=dict(os.environ))
         assert refused.value.line().startswith(f"callgrind_control --zero {child.pid} (plain) failed: ")
         assert "needs vgdb" in refused.value.line()
     finally:

@@ -248,11 +248,12 @@ def test_a_valgrind_that_is_not_one_is_refused(tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\necho 'qemu-x86_64 version 7.2'\n")
     fake.chmod(0o755)
     with pytest.raises(ToolchainError) as refused:
-        version(fake)
+        version(fake, {"PATH": "/usr/bin:/bin"})
     assert refused.value.line() == (
         f"{fake} --version said 'qemu-x86_64 version 7.2' (install the Debian package valgrind)"
     )
-    assert version(find_tool("valgrind", {"PATH": "/usr/bin:/bin"})).startswith("valgrind-3.")
+    path = {"PATH": "/usr/bin:/bin"}
+    assert version(find_tool("valgrind", path), path).startswith("valgrind-3.")
 
 
 def test_a_dump_that_callgrind_did_not_write_is_refused(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def test_the_hottest_functions_the_training_never_ran() -> None:
 @pytest.mark.skipif(shutil.which("llvm-cxxfilt-22") is None, reason="llvm-22 is not installed")
 def test_rust_symbols_demangled_without_their_hash() -> None:
     tool = ProfdataTool(Path(shutil.which("llvm-profdata-22") or "/usr/bin/llvm-profdata-22"), "22.1.0")
-    program = coverage.demangler(tool)
+    program = coverage.demangler(tool, {"PATH": "/usr/bin:/bin"})
     assert program is not None and "cxxfilt" in program.name
     names = ["_ZN9hello_pgo12primes_below17h0123456789abcdefE", "not_mangled"]
     assert coverage.demangle(names, program, {"PATH": "/usr/bin:/bin"}) == ["hello_pgo::primes_below", "not_mangled"]

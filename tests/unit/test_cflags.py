@@ -49,7 +49,7 @@ def _script(tmp_path: Path, name: str, version_line: str) -> Path:
 def test_clang_of_rustcs_major_found_and_another_refused(tmp_path: Path) -> None:
     env = {"PATH": f"{tmp_path}{os.pathsep}/usr/bin"}
     found = cflags.find_clang(RUSTC, env, None)
-    assert found is not None and cflags.clang_version([str(found)]) is not None
+    assert found is not None and cflags.clang_version([str(found)], env) is not None
     other = _script(tmp_path, "clang-14", "Debian clang version 14.0.6")
     _script(tmp_path, "clang++-14", "Debian clang version 14.0.6")
     with pytest.raises(ToolchainError) as caught:
@@ -58,7 +58,7 @@ def test_clang_of_rustcs_major_found_and_another_refused(tmp_path: Path) -> None
     assert "apt-get install clang-22" in caught.value.hint
     not_clang = _script(tmp_path, "gcc-like", "gcc (Debian 12.2.0-14) 12.2.0")
     with pytest.raises(ToolchainError, match="is not clang"):
-        cflags.check_major(str(not_clang), cflags.clang_version([str(not_clang)]), RUSTC, "PGO_CLANG")
+        cflags.check_major(str(not_clang), cflags.clang_version([str(not_clang)], env), RUSTC, "PGO_CLANG")
 
 
 def test_no_clang_is_off_by_default_and_refused_when_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,7 +96,7 @@ def test_the_wrapper_gives_the_target_clang_and_the_host_its_own_compiler(tmp_pa
     lang = cflags.Language(
         "C", "CC", "CFLAGS", (str(tmp_path / "target-cc"),), (str(tmp_path / "host-cc"),), "22", None
     )
-    plan = cflags.CPlan(HOST, (lang,), "auto")
+    plan = cflags.CPlan(HOST, (lang,), "auto", env={})
     env = cflags.c_env(
         plan, {"CFLAGS_x86_64_unknown_linux_gnu": "-DUSER"}, ["-fprofile-use=/s/p"], tmp_path, optimise=True
     )
@@ -135,7 +135,7 @@ def test_stale_c_and_the_unprofiled_ceiling_refused(tmp_path: Path) -> None:
         CheckFailed, match=r"did not reach the C of 1 crates \(zstd-sys\), more than PGO_MAX_UNPROFILED_C=0"
     ):
         cflags.check_c([_crate()], 0, tmp_path)
-    plan = cflags.CPlan(HOST, (), "auto")
+    plan = cflags.CPlan(HOST, (), "auto", env={})
     warning = cflags.unprofiled_warning([_crate()], plan) or ""
     assert warning.startswith("warning: the profile flags did not reach the C of zstd-sys (GCC: 12)"), warning
     assert cflags.unprofiled_warning([_crate(profile_flags=True)], plan) is None
@@ -144,7 +144,7 @@ def test_stale_c_and_the_unprofiled_ceiling_refused(tmp_path: Path) -> None:
 def test_a_c_profile_flag_with_white_space_refused(tmp_path: Path) -> None:
     lang = cflags.Language("C", "CC", "CFLAGS", ("clang-22",), ("cc",), "22", None)
     with pytest.raises(ConfigError) as caught:
-        cflags.c_env(cflags.CPlan(HOST, (lang,), "auto"), {}, ["-fprofile-use=/a b/p"], tmp_path, optimise=True)
+        cflags.c_env(cflags.CPlan(HOST, (lang,), "auto", env={}), {}, ["-fprofile-use=/a b/p"], tmp_path, optimise=True)
     assert caught.value.message.startswith("'-fprofile-use=/a b/p' contains white space, which CFLAGS cannot carry")
 
 
@@ -155,13 +155,14 @@ def test_a_releases_prefix_map_flags_reach_every_builds_target_c(tmp_path: Path)
     base = cflags.prefix_map_flags(pairs)
     assert base == ("-ffile-prefix-map=/home/u/.cargo=/cargo", "-ffile-prefix-map=/home/u/src=/build/src")
     lang = cflags.Language("C", "CC", "CFLAGS", ("clang-22",), ("cc",), "22", None)
-    profiled = cflags.CPlan(HOST, (lang,), "auto", base_flags=base)
+    profiled = cflags.CPlan(HOST, (lang,), "auto", base_flags=base, env={})
     env = cflags.c_env(profiled, {}, ["-fprofile-use=/s/p"], tmp_path, optimise=False)
     assert env["CFLAGS_x86_64_unknown_linux_gnu"] == " ".join([*base, "-fprofile-use=/s/p"])
     plain = cflags.c_env(profiled, {}, [], tmp_path, optimise=False)  # the release's plain build: no profile flag
     assert plain["CFLAGS_x86_64_unknown_linux_gnu"] == " ".join(base)
     assert plain["CC_x86_64_unknown_linux_gnu"] == str(tmp_path / f"cc-{HOST}")
-    off = cflags.CPlan(HOST, (cflags.Language("C", "CC", "CFLAGS", None, ("cc",), None, "PGO_C=0"),), "off", base)
+    off_c = cflags.Language("C", "CC", "CFLAGS", None, ("cc",), None, "PGO_C=0")
+    off = cflags.CPlan(HOST, (off_c,), "off", base, env={})
     env = cflags.c_env(
         off, {"CXXFLAGS_x86_64_unknown_linux_gnu": "-DUSER"}, ["-fprofile-use=/s/p"], tmp_path, optimise=True
     )
@@ -169,7 +170,8 @@ def test_a_releases_prefix_map_flags_reach_every_builds_target_c(tmp_path: Path)
         "CFLAGS_x86_64_unknown_linux_gnu": " ".join(base),
         "CXXFLAGS_x86_64_unknown_linux_gnu": " ".join(["-DUSER", *base]),
     }
-    assert cflags.c_env(cflags.CPlan(HOST, off.languages, "off"), {}, ["-x"], tmp_path, optimise=True) == {}
+    bare = cflags.CPlan(HOST, off.languages, "off", env={})
+    assert cflags.c_env(bare, {}, ["-x"], tmp_path, optimise=True) == {}
 
 
 def test_the_clang_version_line_of_a_profiled_plan() -> None:

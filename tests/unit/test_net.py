@@ -184,3 +184,16 @@ def test_readiness_problem_says_what_the_url_answered_and_for_how_long() -> None
     waited = net.Readiness(ready=False, seconds=60.2, last=None)
     said = waited.problem("http://h/ready", 60)
     assert said == "did not answer http://h/ready with 200 within 60 s (last: not asked)"
+
+
+def test_the_socket_dump_runs_the_ss_of_the_env_given(tmp_path: Path) -> None:
+    """ss found on the PATH of the instance's environment, not this process's; none there is said in the dump."""
+    fake = tmp_path / "ss"
+    fake.write_text('#!/bin/sh\necho "the instance\'s ss: $*"\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    assert net.socket_dump([8080], env) == "the instance's ss: -tinm ( sport = :8080 or dport = :8080 )"
+    assert net.socket_dump([8080], {"PATH": str(tmp_path / "none")}).startswith("(ss failed: [Errno 2] ")
+    assert net.socket_dump([], env) == "(no ports)"
+    dump = net.hang_dump([8080], None, None, env)
+    assert dump == "--- sockets (ss -tinm) on ports 8080:\nthe instance's ss: -tinm ( sport = :8080 or dport = :8080 )"

@@ -287,3 +287,53 @@ def test_this_process_is_a_child_subreaper() -> None:
         proc.kill()
     assert proc.pid in listed
     assert listed >= {p.pid for p in procs.all_processes().values() if p.ppid == os.getpid() and p.pid != proc.pid}
+
+
+# --- spawn and wait_usage: a short-lived helper with exactly the environment given ----------------------------
+
+
+def test_spawn_runs_with_exactly_the_env_given_its_output_to_a_file(tmp_path: Path) -> None:
+    log = tmp_path / "helper.log"
+    with log.open("wb") as out:
+        proc = procs.spawn(
+            ["sh", "-c", 'echo "out $PGO_SPAWN_TEST ${HOME:-no home}"; echo err >&2; cat'],
+            env={"PATH": "/usr/bin:/bin", "PGO_SPAWN_TEST": "given"},
+            stdout=out,
+            stderr=procs.STDOUT,
+        )
+    waited = procs.wait_usage(proc, time.monotonic() + 30)
+    assert waited.exited and waited.returncode == 0 == proc.returncode
+    assert log.read_text() == "out given no home\nerr\n"  # stdin: nothing, so cat ends at once
+
+
+def test_spawn_finds_the_program_on_the_path_of_the_env_given(tmp_path: Path) -> None:
+    tool = tmp_path / "bin" / "pgo-spawn-tool"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho mine\n")
+    tool.chmod(0o755)
+    proc = procs.spawn(
+        ["pgo-spawn-tool"], env={"PATH": f"{tool.parent}:/usr/bin:/bin"}, stdout=procs.PIPE, stderr=procs.STDOUT
+    )
+    with procs.piped(proc.stdout) as stream:
+        assert stream.read() == b"mine\n"
+    assert procs.wait_usage(proc, time.monotonic() + 30).returncode == 0
+    with pytest.raises(FileNotFoundError):
+        procs.spawn(["pgo-spawn-tool"], env={"PATH": "/usr/bin:/bin"}, stdout=procs.DEVNULL, stderr=procs.DEVNULL)
+
+
+def test_wait_usage_gives_the_cpu_time_of_the_child() -> None:
+    burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    proc = procs.spawn([sys.executable, "-c", burn], env=clean_env(), stdout=procs.DEVNULL, stderr=procs.DEVNULL)
+    waited = procs.wait_usage(proc, time.monotonic() + 60)
+    assert waited.exited and waited.returncode == 0
+    assert waited.usage.ru_utime + waited.usage.ru_stime >= 0.3
+
+
+def test_wait_usage_kills_a_child_still_running_at_its_deadline() -> None:
+    proc = procs.spawn(["sleep", "30"], env=clean_env(), stdout=procs.DEVNULL, stderr=procs.DEVNULL)
+    started = time.monotonic()
+    waited = procs.wait_usage(proc, started + 0.3)
+    assert time.monotonic() - started < 10
+    assert (waited.exited, waited.returncode) == (False, -signal.SIGKILL)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(proc.pid, os.WNOHANG)  # reaped

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from recipes import runner
-from recipes.errors import CommandFailed
+from recipes.errors import CommandFailed, PgoError
 from tests.conftest import DATA
 
 CARGO_LOGS = sorted(DATA.glob("cargo-*.log"))
@@ -199,3 +199,70 @@ def test_the_only_crate_still_building_is_named_with_what_it_does_and_for_how_lo
     assert runner.Heartbeat(log, two.pid).line(0.0) == "compiling memchr v2.8.3 (crate 2 so far)"  # the log's
     log.write_text(log.read_text() + "    Finished `release` profile [optimized] target(s) in 1.0s\n")
     assert runner.Heartbeat(log, lto.pid).line(0.0).startswith("2 crates built; Finished")  # cargo's word, once done
+
+
+# --- query: a short command's output, with exactly the environment given ---------------------------------
+
+
+def _tool(directory: Path, name: str, body: str) -> Path:
+    """A shell script ``name`` in ``directory`` running ``body``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / name
+    script.write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+def test_query_returns_the_exit_status_and_both_streams_with_exactly_the_env_given() -> None:
+    done = runner.query(
+        ["sh", "-c", 'echo "out $PGO_QUERY_TEST ${HOME:-no home}"; echo err >&2; exit 3'],
+        env={"PATH": "/usr/bin:/bin", "PGO_QUERY_TEST": "given"},
+    )
+    assert done == runner.Output(
+        ("sh", "-c", 'echo "out $PGO_QUERY_TEST ${HOME:-no home}"; echo err >&2; exit 3'), 3, "out given no home\n",
+        "err\n",
+    )  # fmt: skip
+
+
+def test_query_finds_the_program_on_the_path_of_the_env_given_not_its_own(tmp_path: Path) -> None:
+    _tool(tmp_path / "mine", "pgo-query-tool", "echo mine")
+    _tool(tmp_path / "other", "pgo-query-tool", "echo other")
+    env = {**os.environ, "PATH": f"{tmp_path / 'mine'}:/usr/bin:/bin"}
+    assert runner.query(["pgo-query-tool"], env=env).stdout == "mine\n"
+    with pytest.raises(FileNotFoundError):
+        runner.query(["pgo-query-tool"], env={"PATH": "/usr/bin:/bin"})
+
+
+def test_query_reads_its_stdin_from_nothing_and_replaces_bytes_that_are_not_utf8() -> None:
+    done = runner.query(["sh", "-c", r"cat; printf 'a\377b'"], env={"PATH": "/usr/bin:/bin"})
+    assert (done.returncode, done.stdout) == (0, "a\ufffdb")
+
+
+def test_query_out_of_time_kills_the_child_and_says_so(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    started = time.monotonic()
+    with pytest.raises(runner.TimedOut) as timed_out:
+        runner.query(["sh", "-c", f"echo $$ > {pidfile}; exec sleep 30"], env={"PATH": "/usr/bin:/bin"}, timeout=0.5)
+    assert time.monotonic() - started < 10
+    assert "timed out after 0.5 seconds" in str(timed_out.value)
+    pid = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped
+
+
+def test_query_of_a_child_killed_by_a_signal_is_negative() -> None:
+    assert runner.query(["sh", "-c", "kill -9 $$"], env={"PATH": "/usr/bin:/bin"}).returncode == -signal.SIGKILL
+
+
+def test_capture_runs_with_the_env_given_and_refuses_a_failure_in_one_line(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "PGO_QUERY_TEST": "given"}
+    assert runner.capture(["sh", "-c", "echo $PGO_QUERY_TEST"], env=env) == "given\n"
+    with pytest.raises(CommandFailed) as failed:
+        runner.capture(["sh", "-c", "echo first >&2; echo last >&2; exit 2"], env=env)
+    assert failed.value.line() == "sh -c 'echo first >&2; echo last >&2; exit 2' failed with exit code 2: last"
+    with pytest.raises(PgoError) as missing:
+        runner.capture(["pgo-no-such-tool"], env=env)
+    assert missing.value.line() == "pgo-no-such-tool: command not found (install it or put it on PATH)"
+    with pytest.raises(PgoError) as nowhere:
+        runner.capture(["true"], env=env, cwd=tmp_path / "gone")
+    assert nowhere.value.line().startswith(f"cannot run true: working directory {tmp_path / 'gone'} does not exist")
