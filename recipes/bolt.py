@@ -65,12 +65,9 @@ class BoltTools:
         return int(self.llvm_version.split(".")[0])
 
 
-def tool_version(path: Path, name: str, hint: str = "", env: Mapping[str, str] | None = None) -> str:
-    """The LLVM version ``path --version`` prints, run with ``env``; without it, this process's own environment
-    (release.py's llvm-strip query still calls it so)."""
-    return toolchain.tool_version(
-        [str(path), "--version"], name, hint or f"give {name}", dict(os.environ) if env is None else env
-    )
+def tool_version(path: Path, name: str, hint: str = "", *, env: Mapping[str, str]) -> str:
+    """The LLVM version ``path --version`` prints, run with ``env``."""
+    return toolchain.tool_version([str(path), "--version"], name, hint or f"give {name}", env)
 
 
 def bolt_candidates(major: int, search_path: str, llvm_root: Path = Path("/usr/lib")) -> list[Path]:
@@ -116,7 +113,7 @@ def find_bolt(
         if not candidates:
             raise ToolchainError(f"no llvm-bolt of LLVM {major} (rustc {info.release}) found", fix)
         path = candidates[0]
-    version = tool_version(path, "llvm-bolt", fix, env)
+    version = tool_version(path, "llvm-bolt", fix, env=env)
     if int(version.split(".")[0]) != major:
         raise ToolchainError(
             f"{path} is LLVM {version} but rustc {info.release} is LLVM {info.llvm_version}: BOLT must be of "
@@ -126,7 +123,7 @@ def find_bolt(
     merger = merge_fdata_beside(path, major, search_path)
     if merger is None:
         raise ToolchainError(f"no merge-fdata beside {path} nor merge-fdata-{major} on PATH", fix)
-    merger_version = tool_version(merger, "merge-fdata", fix, env)
+    merger_version = tool_version(merger, "merge-fdata", fix, env=env)
     if int(merger_version.split(".")[0]) != major:
         raise ToolchainError(
             f"{merger} is LLVM {merger_version} but rustc {info.release} is LLVM {info.llvm_version}", fix
