@@ -475,7 +475,7 @@ def _bolt_artefact(
             "profile_store_path": str(store_path),
             "profile_sha256": bolted["profile_sha256"],
             "llvm_bolt": f"LLVM {bolted['llvm_bolt_version']} ({bolted['llvm_bolt']})",
-            "llvm_strip": f"LLVM {boltlib.tool_version(llvm_strip, 'llvm-strip', env=rplan.plan.env)} ({llvm_strip})",
+            "llvm_strip": f"LLVM {boltlib.tool_version(llvm_strip, 'llvm-strip', env=plan.env)} ({llvm_strip})",
             "bolt_args": list(bolted["bolt_args"]),
             "emit_relocs": True,
             "profile": {
