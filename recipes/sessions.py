@@ -23,7 +23,7 @@ import nox
 
 from recipes import cpu, report, stages
 from recipes.config import load_config
-from recipes.errors import ConfigError, PgoError
+from recipes.errors import PgoError
 from recipes.plan import BuildPlan, make_plan
 from recipes.results import RebuildResult
 
@@ -131,88 +131,83 @@ def cpu_baseline(session: nox.Session) -> None:
     _summary(session, cpu.summary_lines(result))
 
 
-def _release_session(session: nox.Session, name: str, *, needs_tag: bool = True) -> None:
-    """The release sessions: a positional tag first (``-- v1.2.3``), then --artefacts DIR, --target T (repeatable:
-    release builds each, rebuild and verify --rebuild rebuild those only), release's --gather DIR [DIR ...], and
-    config options."""
-    from recipes import matrix  # noqa: PLC0415  (only these sessions need them)
-    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
-    from recipes import release as release_recipe  # noqa: PLC0415
-    from recipes.reproducible import split_tag, take_option  # noqa: PLC0415
-
-    try:
-        tag, rest = split_tag(session.posargs, name) if needs_tag else ("", list(session.posargs))
-        artefacts, rest = take_option(rest, "--artefacts") if needs_tag else (None, rest)
-        gathered, rest = matrix.take_gather(rest) if name == "release" else (None, rest)
-        targets, rest = matrix.take_all(rest, matrix.TARGET) if needs_tag else ([], rest)
-        and_rebuild = name == "verify" and "--rebuild" in rest  # verify, then rebuild the PGO binary
-        rest = [arg for arg in rest if not (name == "verify" and arg == "--rebuild")]
-        where = Path(artefacts).absolute() if artefacts else None
-        if name == "verify" and targets and not and_rebuild:
-            raise ConfigError(
-                "verify checks every target's files: --target picks the targets verify --rebuild rebuilds",
-                "add --rebuild, or leave --target out",
-            )
-        if gathered is not None:
-            if targets or rest:
-                raise ConfigError(
-                    f"--gather joins folders: {(['--target'] if targets else rest)[0]} is not an option of it",
-                    "nox -s release -- vX.Y.Z --gather DIR [DIR ...] [--artefacts OUT]",
-                )
-            out_dir = where or project_dir(session) / "dist" / tag
-            _summary(session, matrix.gather(tag, [Path(d) for d in gathered], out_dir))
-            return
-        if name == "release":
-            configs = matrix.target_configs(project_dir(session), os.environ, rest, targets)
-            manifests = release_recipe.release_targets(tag, configs, os.environ, where)
-            for manifest in manifests:
-                _summary(session, release_recipe.summary_lines(manifest, Path(manifest["artefacts_dir"])))
-            return
-        config = load_config(project_dir(session), os.environ, rest)
-        if name == "rebuild":
-            _summary(session, _rebuilt_lines(rebuild_recipe.rebuild(tag, config, os.environ, where, targets)))
-        elif name == "verify":
-            from recipes import provenance  # noqa: PLC0415
-
-            _summary(session, provenance.verify_release(tag, config, os.environ, where))
-            if and_rebuild:
-                _summary(session, _rebuilt_lines(rebuild_recipe.rebuild(tag, config, os.environ, where, targets)))
-        else:
-            result = rebuild_recipe.determinism(config, os.environ)
-            _summary(session, [f"identical: {result['binary_sha256'][0]} ({' and '.join(result['binaries'])})"])
-    except PgoError as error:
-        session.error(error.line())
-
-
 def _rebuilt_lines(results: Iterable[RebuildResult]) -> list[str]:
     """The match or mismatch line of each artefact of each target rebuilt."""
     return [line for result in results for line in result["lines"]]
 
 
+# The release sessions: each parses its posargs with its own parser of recipes/release_args.py (a tag first,
+# ``-- v1.2.3``, then its options; the rest are config options), and imports the recipes only it needs.
+
+
 def release(session: nox.Session) -> None:
-    """-- vX.Y.Z [--target T ...]: on a clean checkout of the tag, the plain and the PGO build, stripped, in
-    dist/vX.Y.Z/ (each target's, several in one folder); -- vX.Y.Z --gather DIR [DIR ...]: per-target folders joined.
+    """-- vX.Y.Z [--artefacts DIR] [--target T ...]: on a clean checkout of the tag, the plain and the PGO build,
+    stripped, in dist/vX.Y.Z/ (each target's, several in one folder); -- vX.Y.Z --gather DIR [DIR ...]
+    [--artefacts OUT]: per-target folders joined.
 
     Tarballs, the profile, a manifest and SHA256SUMS, all reproducible (SOURCE_DATE_EPOCH, remapped paths).
     """
-    _release_session(session, "release")
+    from recipes import matrix  # noqa: PLC0415  (only the release sessions need them)
+    from recipes import release as release_recipe  # noqa: PLC0415
+    from recipes.release_args import parse_release  # noqa: PLC0415
+
+    try:
+        args = parse_release(session.posargs)
+        if args.gather is not None:
+            out_dir = args.artefacts or project_dir(session) / "dist" / args.tag
+            _summary(session, matrix.gather(args.tag, args.gather, out_dir))
+            return
+        configs = matrix.target_configs(project_dir(session), os.environ, args.config, args.targets)
+        for manifest in release_recipe.release_targets(args.tag, configs, os.environ, args.artefacts):
+            _summary(session, release_recipe.summary_lines(manifest, Path(manifest["artefacts_dir"])))
+    except PgoError as error:
+        session.error(error.line())
 
 
 def rebuild(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--target T ...]: rebuild a release's PGO binary (of each target in the folder, or
     those given) from its profile and compare with SHA256SUMS."""
-    _release_session(session, "rebuild")
+    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
+    from recipes.release_args import parse_rebuild  # noqa: PLC0415
+
+    try:
+        args = parse_rebuild(session.posargs)
+        config = load_config(project_dir(session), os.environ, args.config)
+        results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
+        _summary(session, _rebuilt_lines(results))
+    except PgoError as error:
+        session.error(error.line())
 
 
 def determinism(session: nox.Session) -> None:
     """Build HEAD twice from the profile alone (PGO_PROFDATA or the last merge) in two work dirs; compare."""
-    _release_session(session, "determinism", needs_tag=False)
+    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
+    from recipes.release_args import parse_determinism  # noqa: PLC0415
+
+    try:
+        args = parse_determinism(session.posargs)
+        result = rebuild_recipe.determinism(load_config(project_dir(session), os.environ, args.config), os.environ)
+        _summary(session, [f"identical: {result['binary_sha256'][0]} ({' and '.join(result['binaries'])})"])
+    except PgoError as error:
+        session.error(error.line())
 
 
 def verify(session: nox.Session) -> None:
-    """-- vX.Y.Z [--artefacts DIR] [--rebuild]: check a release's SHA256SUMS, manifest and provenance statements;
-    with --rebuild, then rebuild its PGO binary as ``rebuild`` does."""
-    _release_session(session, "verify")
+    """-- vX.Y.Z [--artefacts DIR] [--rebuild [--target T ...]]: check a release's SHA256SUMS, manifest and
+    provenance statements; with --rebuild, then rebuild its PGO binary (of the targets given) as ``rebuild`` does."""
+    from recipes import provenance  # noqa: PLC0415
+    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
+    from recipes.release_args import parse_verify  # noqa: PLC0415
+
+    try:
+        args = parse_verify(session.posargs)
+        config = load_config(project_dir(session), os.environ, args.config)
+        _summary(session, provenance.verify_release(args.tag, config, os.environ, args.artefacts))
+        if args.rebuild:
+            results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
+            _summary(session, _rebuilt_lines(results))
+    except PgoError as error:
+        session.error(error.line())
 
 
 def register_pgo_sessions() -> None:

@@ -1,0 +1,67 @@
+"""The posargs of each release session: what each accepts, in which order, and the one-line refusals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from recipes.errors import ConfigError
+from recipes.release_args import (
+    DeterminismArgs,
+    RebuildArgs,
+    ReleaseArgs,
+    VerifyArgs,
+    parse_determinism,
+    parse_rebuild,
+    parse_release,
+    parse_verify,
+)
+
+GNU = "x86_64-unknown-linux-gnu"
+MUSL = "x86_64-unknown-linux-musl"
+
+
+def test_release_takes_the_tag_artefacts_targets_and_leaves_config_options() -> None:
+    args = parse_release(["v1.2.3", "--target", GNU, "--min-functions", "3", "--artefacts=out", f"--target={MUSL}"])
+    assert args == ReleaseArgs("v1.2.3", Path("out").absolute(), (GNU, MUSL), None, ("--min-functions", "3"))
+    assert parse_release(["v1.2.3"]) == ReleaseArgs("v1.2.3", None, (), None, ())
+
+
+def test_release_gather_takes_folders_and_no_other_option() -> None:
+    args = parse_release(["v1.2.3", "--gather", "a", "b", "--artefacts", "out"])
+    assert args == ReleaseArgs("v1.2.3", Path("out").absolute(), (), (Path("a"), Path("b")), ())
+    with pytest.raises(ConfigError, match="--gather joins folders: --target is not an option of it"):
+        parse_release(["v1.2.3", "--gather", "a", "--target", GNU])
+    with pytest.raises(ConfigError, match="--gather joins folders: --min-functions is not an option of it"):
+        parse_release(["v1.2.3", "--gather", "a", "--min-functions", "3"])
+
+
+@pytest.mark.parametrize("parse", [parse_release, parse_rebuild, parse_verify])
+def test_every_release_session_but_determinism_needs_a_tag_first(parse: Callable[[Sequence[str]], object]) -> None:
+    with pytest.raises(ConfigError, match="needs a release tag first"):
+        parse(["--artefacts", "x"])
+    with pytest.raises(ConfigError, match="is not a release tag"):
+        parse(["1.2.3"])
+    with pytest.raises(ConfigError, match="--artefacts needs a value"):
+        parse(["v1.2.3", "--artefacts"])
+
+
+def test_rebuild_leaves_options_it_does_not_know_to_the_configuration() -> None:
+    args = parse_rebuild(["v1.2.3", "--artefacts", "d", "--target", GNU, "--gather", "a", "--rebuild"])
+    assert args == RebuildArgs("v1.2.3", Path("d").absolute(), (GNU,), ("--gather", "a", "--rebuild"))
+
+
+def test_verify_rebuild_and_its_targets() -> None:
+    assert parse_verify(["v1.2.3"]) == VerifyArgs("v1.2.3", None, False, (), ())
+    args = parse_verify(["v1.2.3", "--rebuild", "--target", GNU, "--min-functions", "3"])
+    assert args == VerifyArgs("v1.2.3", None, True, (GNU,), ("--min-functions", "3"))
+    with pytest.raises(ConfigError, match="--target picks the targets verify --rebuild rebuilds"):
+        parse_verify(["v1.2.3", "--target", GNU])
+
+
+def test_determinism_hands_every_argument_to_the_configuration() -> None:
+    assert parse_determinism(["--target", GNU, "--min-functions", "3"]) == DeterminismArgs(
+        ("--target", GNU, "--min-functions", "3")
+    )
