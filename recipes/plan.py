@@ -118,10 +118,12 @@ def make_plan(
     instruments: bool = True,
     profdata: bool = True,
     bolt: bool | None = None,
+    workload: Workload | None = None,
 ) -> BuildPlan:
     """The plan of every stage; ``instruments``: it will build the instrumented binary, ``profdata``: it will run
     llvm-profdata, ``bolt``: llvm-bolt and merge-fdata (None: when ``PGO_BOLT`` is on). What they need is checked
-    before anything is installed or built."""
+    before anything is installed or built. ``workload``: the plan's workload, parsed already (the bench reads it
+    before it plans), not parsed again."""
     refuse_global_rustflags(environ)
     env = cargo_command.cargo_env(environ)
     info = rustc_info(env)
@@ -130,7 +132,7 @@ def make_plan(
     preflight.check(config, env, target, bin_name=crate.bin, instruments=instruments)
     preflight.check_bolt_target(target, bolt=config.bolt if bolt is None else bolt)
     preflight.check_tools(config, env, info, profdata=profdata, bolt_tools=config.bolt if bolt is None else bolt)
-    workload = plan_workload(config, crate.bin)
+    workload = workload if workload is not None else plan_workload(config, crate.bin)
     if zig.uses_zigbuild(config.cargo):
         env = zig.ensure_zigbuild(env, logs=config.out / "logs")
     configs = cargo_config_files(config.manifest.parent, env)  # read once: the flags and the cross linker

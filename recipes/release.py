@@ -20,11 +20,10 @@ from typing import Any
 
 from recipes import bolt as boltlib
 from recipes import cflags, cpu, elf, provenance, report, stages
-from recipes.cargo import log as cargo_log
 from recipes.config import Config
-from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
+from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
 from recipes.files import atomic_output, write_atomically
-from recipes.plan import BuildPlan, clean_package, make_plan
+from recipes.plan import BuildPlan, make_plan
 from recipes.reproducible import (
     SUMS,
     Names,
@@ -45,7 +44,6 @@ from recipes.reproducible import (
 )
 from recipes.results import BoltResult, OptimiseResult
 from recipes.runner import capture, run, say
-from recipes.rustflags import plain_env
 from recipes.store import sha256_file
 from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sysroot
 from recipes.workload import Workload, workload_path
@@ -179,22 +177,18 @@ def check_release_checkout(repo: Path, tag: str, env: Mapping[str, str]) -> str:
 
 
 def plain_build(rplan: ReproduciblePlan) -> tuple[Path, dict[str, str]]:
-    """The plain build: the same cargo command, target and base flags, no profile flags, its own target dir.
-
-    Its target C and C++ are compiled as the PGO build's are but for the profile: by the same clang when the C is
-    profiled (the ``CC_<triple>`` wrapper, without ``-fprofile-use``), with the same ``-ffile-prefix-map`` flags."""
+    """The plain build (:func:`recipes.stages.plain.plain`) in the reproducible plan: its rustflags and C flags
+    remapped as the PGO build's, the package cleaned first; the binary and its crate identities."""
     plan = rplan.plan
     target_dir = plan.work / "plain-target"
-    env = cflags.c_env(plan.c, plain_env(plan.env, plan.rustflags), [], plan.work / "bin", optimise=False)
-    say(f"release: the plain build of {plan.crate.bin} in {target_dir}")
-    clean_package(plan, target_dir, plan.logs / "plain-clean.log")
-    done = run(
-        plan.build_argv(target_dir), env=env, log=plan.logs / "plain-build.log", cwd=plan.cwd, what="the plain build"
+    built = stages.plain(
+        plan,
+        target_dir,
+        log=plan.logs / "plain-build.log",
+        announce=f"release: the plain build of {plan.crate.bin} in {target_dir}",
+        clean_log=plan.logs / "plain-clean.log",
     )
-    binary = plan.binary(target_dir)
-    if not binary.is_file():
-        raise MissingInput(f"the plain build left no binary at {binary}", f"see {done.log}")
-    return binary, cargo_log.crate_identities(done.output(), plan.crate)
+    return built.binary, built.crate_metadata
 
 
 def leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...]) -> list[str]:

@@ -15,14 +15,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from recipes import bolt as boltlib
-from recipes import cflags, emulation, report, stages
+from recipes import emulation, report, stages
 from recipes.bench.settings import Build
 from recipes.errors import BenchError, CheckFailed, MissingInput
 from recipes.files import copy_atomically
 from recipes.plan import BuildPlan
 from recipes.results import PlainResult
-from recipes.runner import run, say
-from recipes.rustflags import env_with_rustflags, plain_env, profile_flags_in
+from recipes.runner import say
+from recipes.rustflags import profile_flags_in
 from recipes.store import sha256_file
 
 
@@ -59,24 +59,16 @@ def plain(plan: BuildPlan, prefix: str = "bench: ") -> PlainResult:
 
 
 def build_plain(plan: BuildPlan, link: list[str], prefix: str = "bench: ") -> Path:
-    """The release build without a profile: same command, target, features and base flags as the PGO one,
-    and ``link`` (:func:`link_flags`)."""
-    env = env_with_rustflags(plan.env, plan.rustflags, link) if link else plain_env(plan.env, plan.rustflags)
-    # the target's C by the compiler the PGO build uses, without the profile: the builds differ by the profile only
-    env = cflags.c_env(plan.c, env, [], plan.work / "bin", optimise=False)
+    """The plain build (:func:`recipes.stages.plain.plain`) in :func:`plain_target_dir`, with ``link``
+    (:func:`link_flags`)."""
     target_dir = plain_target_dir(plan)
-    say(f"{prefix}the plain build of {plan.crate.package} in {target_dir}")
-    done = run(
-        plan.build_argv(target_dir),
-        env=env,
+    return stages.plain(
+        plan,
+        target_dir,
         log=plan.logs / "bench-plain-build.log",
-        cwd=plan.cwd,
-        what="the plain build",
-    )
-    binary = plan.binary(target_dir)
-    if not binary.is_file():
-        raise MissingInput(f"the plain build left no binary at {binary}", f"see {done.log}")
-    return binary
+        announce=f"{prefix}the plain build of {plan.crate.package} in {target_dir}",
+        link=link,
+    ).binary
 
 
 #: flags of the optimised build that are its profile, not flags both builds share

@@ -333,7 +333,8 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
     out = config.out / "bench"
     server_core, load_core = choose_cores(set(os.sched_getaffinity(0)), args.server_core, args.load_core)
     builds.check_native_target(config.target, args.measure)
-    plan = functools.cache(lambda: make_plan(config, environ))  # made once, and only when a build is needed
+    # made once, and only when a build is needed; with the workload parsed above, not parsed again
+    plan = functools.cache(lambda: make_plan(config, environ, workload=workload))
     if args.candidates:
         defaults = ["candidate", *(f"candidate-{n}" for n in range(2, len(args.candidates) + 1))]
         candidates = list(zip(args.candidates, _labels(args, defaults), strict=True))

@@ -10,6 +10,7 @@ keeps its own record in report.json.
     optimise.py    the build with -Cprofile-use, every check of it, verify, the checked copy
     test.py        pgo-test: the crate's test suite built with the same profile and flags
     bolt.py        llvm-bolt on the optimised binary (the tool itself: recipes/bolt.py)
+    plain.py       the plain build: the same build without a profile (release and bench build it)
     pipeline.py    pgo: all of them in order, what they need refused before anything is built
     summary.py     the lines printed at the end of a session
     _record.py     what every stage shares: its record kept true (a failure, a full disk), its time
@@ -26,8 +27,9 @@ from recipes.stages.instrument import instrument
 from recipes.stages.merge import merge
 from recipes.stages.optimise import optimise
 from recipes.stages.pipeline import pgo
+from recipes.stages.plain import plain
 from recipes.stages.summary import summary_lines
 from recipes.stages.test import test
 from recipes.stages.train import train
 
-__all__ = ["bolt", "instrument", "merge", "optimise", "pgo", "summary_lines", "test", "train"]
+__all__ = ["bolt", "instrument", "merge", "optimise", "pgo", "plain", "summary_lines", "test", "train"]

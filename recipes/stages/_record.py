@@ -1,5 +1,5 @@
-"""What every stage shares: its record in report.json, kept true whatever happens, its time, and the workload run
-with the plan's settings."""
+"""What every stage shares: its record in report.json, kept true whatever happens, its time, the workload run
+with the plan's settings, and which of configuration and workload file sets a check's threshold."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import errno
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from recipes import report
 from recipes.errors import CheckFailed, PgoError, WorkDirError
@@ -137,3 +138,30 @@ def run_on(
         scratch_name=scratch_name,
         launcher=plan.launcher,
     )
+
+
+#: the thresholds both the configuration and the workload file may set
+Threshold = Literal["min_functions", "max_missing"]
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """A threshold's value, where it was set (``PGO_MIN_FUNCTIONS``, ``<file> max_missing``), and the workload
+    whose file set it (None: the configuration did)."""
+
+    value: int
+    source: str
+    workload: Workload | None = None
+
+
+def threshold(plan: BuildPlan, workload: Workload | None, key: Threshold) -> Chosen | None:
+    """The one rule of precedence for ``key``: the configuration (``PGO_*``, ``[tool.pgo]``, the session's
+    arguments), else the workload file, else None (the check's own default)."""
+    configured = {"min_functions": plan.config.min_functions, "max_missing": plan.config.max_missing}[key]
+    if configured is not None:
+        return Chosen(configured, plan.config.source(key))
+    if workload is not None:
+        in_file = {"min_functions": workload.min_functions, "max_missing": workload.max_missing}[key]
+        if in_file is not None:
+            return Chosen(in_file, f"{workload.path} {key}", workload)
+    return None

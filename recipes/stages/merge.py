@@ -11,7 +11,7 @@ from recipes.errors import CheckFailed, PgoError
 from recipes.plan import BuildPlan
 from recipes.results import MergeResult
 from recipes.runner import say
-from recipes.stages._record import recorded, timed
+from recipes.stages._record import recorded, threshold, timed
 from recipes.store import sha256_file
 from recipes.toolchain import find_profdata, rustc_sysroot
 from recipes.workload import Workload
@@ -61,11 +61,14 @@ class FunctionFloor:
 
 
 def function_floor(plan: BuildPlan, workload: Workload | None) -> FunctionFloor:
-    if plan.config.min_functions is not None:
-        return FunctionFloor(plan.config.min_functions, plan.config.source("min_functions"))
-    if workload is not None and workload.min_functions is not None:
-        return FunctionFloor(workload.min_functions, f"{workload.path} min_functions", workload.min_functions_total)
-    return FunctionFloor(1, "the default")
+    """The floor :func:`recipes.stages._record.threshold` chooses (the workload's scales with its
+    ``min_functions_total``), else 1."""
+    chosen = threshold(plan, workload, "min_functions")
+    if chosen is None:
+        return FunctionFloor(1, "the default")
+    return FunctionFloor(
+        chosen.value, chosen.source, chosen.workload.min_functions_total if chosen.workload is not None else None
+    )
 
 
 @recorded("merge")

@@ -20,7 +20,7 @@ from recipes.plan import BuildPlan, clean_package
 from recipes.results import OptimiseResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags, target_cpu_warning
-from recipes.stages._record import checked_copy, copy_checked, recorded, reject, run_on, timed
+from recipes.stages._record import checked_copy, copy_checked, recorded, reject, run_on, threshold, timed
 from recipes.store import sha256_file
 from recipes.toolchain import find_profdata, rustc_sysroot
 from recipes.workload import Workload
@@ -180,9 +180,9 @@ def check_same_build(recorded: Mapping[str, Any], plan: BuildPlan, *, earlier: s
 
 
 def max_missing(plan: BuildPlan, workload: Workload | None) -> int | None:
-    if plan.config.max_missing is not None:
-        return plan.config.max_missing
-    return workload.max_missing if workload is not None else None
+    """The ceiling of functions without profile :func:`recipes.stages._record.threshold` chooses, else None."""
+    chosen = threshold(plan, workload, "max_missing")
+    return chosen.value if chosen is not None else None
 
 
 def _check_optimised(

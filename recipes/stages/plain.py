@@ -1,0 +1,51 @@
+"""The plain build: the release build without a profile, by the same cargo command, for the same target, with the
+same features and base rustflags as the PGO build, in a target dir of its own. ``nox -s release`` (in its
+reproducible plan) and ``nox -s bench`` / ``nox -s plain`` (recipes/bench/builds.py, which records it) both build
+it here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipes import cflags
+from recipes.cargo import log as cargo_log
+from recipes.errors import MissingInput
+from recipes.plan import BuildPlan, clean_package
+from recipes.runner import run, say
+from recipes.rustflags import env_with_rustflags, plain_env
+
+
+@dataclass(frozen=True)
+class PlainBuild:
+    """The binary the plain build left, and the crate identities (``-C metadata``) of its rustc lines."""
+
+    binary: Path
+    crate_metadata: dict[str, str]
+
+
+def plain(
+    plan: BuildPlan,
+    target_dir: Path,
+    *,
+    log: Path,
+    announce: str,
+    link: Sequence[str] = (),
+    clean_log: Path | None = None,
+) -> PlainBuild:
+    """The plain build in ``target_dir``, announced by the progress line ``announce``, its output in ``log``;
+    ``link``: flags it adds to the base ones (the link for BOLT); ``clean_log``: the package is cleaned first.
+
+    Its target C and C++ are compiled as the PGO build's are but for the profile: by the same clang when the C is
+    profiled (the ``CC_<triple>`` wrapper, without ``-fprofile-use``), with the plan's C flags."""
+    env = env_with_rustflags(plan.env, plan.rustflags, link) if link else plain_env(plan.env, plan.rustflags)
+    env = cflags.c_env(plan.c, env, [], plan.work / "bin", optimise=False)
+    say(announce)
+    if clean_log is not None:
+        clean_package(plan, target_dir, clean_log)
+    done = run(plan.build_argv(target_dir), env=env, log=log, cwd=plan.cwd, what="the plain build")
+    binary = plan.binary(target_dir)
+    if not binary.is_file():
+        raise MissingInput(f"the plain build left no binary at {binary}", f"see {done.log}")
+    return PlainBuild(binary, cargo_log.crate_identities(done.output(), plan.crate))
