@@ -70,9 +70,7 @@ def load_argvs(
     return argvs
 
 
-def run_load(
-    argv: Sequence[str], *, core: int, env: Mapping[str, str], log: Path, deadline: float
-) -> LoadRun:
+def run_load(argv: Sequence[str], *, core: int, env: Mapping[str, str], log: Path, deadline: float) -> LoadRun:
     """One h2load run on ``core`` with ``env``, killed at ``deadline`` (monotonic); its own CPU time from
     ``wait4``."""
     full = ["taskset", "-c", str(core), *argv]

@@ -88,11 +88,13 @@ def copy_checked(plan: BuildPlan, stage: str, binary: Path, sha: str, *, hint: s
     return copy
 
 
-def reject(plan: BuildPlan, stage: str, what: str, source: Path, *, name: str, gone: tuple[Path, ...]) -> Path | None:
-    """Move a binary that failed its checks (``source``) to ``<work>/rejected/<name>``, and remove ``gone`` (where
-    it was built) and ``stage``'s checked copy, so that nobody ships it by mistake. Works across filesystems; when
-    no copy can be kept in rejected/ (a full disk) the binary is deleted all the same, and None returned."""
-    rejected = plan.work / "rejected" / name
+def reject(plan: BuildPlan, stage: str, what: str, built: Path, checked: Path | None = None) -> Path | None:
+    """Move a binary that failed its checks (its checked copy when there is one, else ``built``) to
+    ``<work>/rejected/<name of built>``, and remove ``built`` and ``stage``'s checked copy, so that nobody ships it
+    by mistake. Works across filesystems; when no copy can be kept in rejected/ (a full disk) the binary is deleted
+    all the same, and None returned."""
+    rejected = plan.work / "rejected" / built.name
+    source = checked if checked is not None and checked.is_file() else built
     kept: Path | None = None
     try:
         if source.is_file():
@@ -102,7 +104,7 @@ def reject(plan: BuildPlan, stage: str, what: str, source: Path, *, name: str, g
     except WorkDirError as error:
         say(f"{what} failed its checks and was deleted: no copy kept ({error.line()})")
     finally:
-        for path in {*gone, checked_copy(plan, stage)}:
+        for path in {built, checked_copy(plan, stage)}:
             path.unlink(missing_ok=True)
     return kept
 

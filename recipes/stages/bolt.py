@@ -238,11 +238,7 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
     except PgoError as error:
         result["failed"] = error.line()
         result["seconds"] = timed(start)
-        kept = (
-            reject(plan, "bolt", "the BOLTed binary", paths.output, name=paths.output.name, gone=(paths.output,))
-            if paths.output.is_file()
-            else None
-        )
+        kept = reject(plan, "bolt", "the BOLTed binary", paths.output) if paths.output.is_file() else None
         result["binary"] = str(kept) if kept is not None else None
         report.record(plan.work, "bolt", result)
         raise

@@ -159,8 +159,7 @@ def _build_and_check(
         result["failed"] = error.line()
         result["seconds"] = timed(start)
         checked = Path(result["binary"] or built)  # the checked copy, or the build
-        source = checked if checked.is_file() else built
-        kept = reject(plan, "optimise", "the optimised binary", source, name=built.name, gone=(built,))
+        kept = reject(plan, "optimise", "the optimised binary", built, checked)
         result["binary"] = str(kept) if kept else None
         report.record(plan.work, "optimise", result)
         raise
