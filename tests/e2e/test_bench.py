@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.server]
 TRIALS = 2
 
 
+@pytest.mark.refuses("scenario-invalid")
 def test_bench_two_servers_interleaved_and_a_dead_upstream_refused(demo_pgo: DemoPgo, tmp_path: Path) -> None:
     (dead_port,) = net.free_ports(1)
     work = tmp_path / "work"

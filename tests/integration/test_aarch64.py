@@ -103,6 +103,9 @@ def test_hello_for_aarch64_is_trained_under_qemu_and_prints_what_the_x86_64_buil
         assert here and here == there, args
 
 
+@pytest.mark.refuses(
+    "bench-binary-another-architecture-machine-cpu-time", "bench-pgo-target-another-architecture-machine"
+)
 def test_the_bench_refuses_an_aarch64_binary_for_cpu_time_and_for_counts(hello_aarch64: tuple[Pipeline, str]) -> None:
     pipeline, _ = hello_aarch64
     report = json.loads((pipeline.work / "report.json").read_text())
@@ -167,6 +170,7 @@ def _hello_for_aarch64(pipeline: Pipeline, target_dir: Path, rustflags: str) -> 
     return target_dir / TARGET / "release" / "hello-pgo"
 
 
+@pytest.mark.refuses("cpu-baseline-command-dies-sigill-under-baseline", "cpu-baseline-command-fails-under-baseline-cpu")
 def test_an_lse_build_dies_with_sigill_under_cortex_a53(hello_aarch64: tuple[Pipeline, str], tmp_path: Path) -> None:
     """The proof the check can fail: ``count 100`` built with +lse executes an Armv8.1 ``ldadd`` (qemu's own
     disassembly shows it at the fault); the same source and command built without it passes."""
@@ -213,6 +217,7 @@ int main(int argc, char **argv) {
 """
 
 
+@pytest.mark.refuses("cpu-baseline-built-for-other-target-features", "cpu-baseline-server-does-not-start-under")
 def test_an_aarch64_servers_build_info_is_read_under_emulation(hello: Pipeline, tmp_path: Path) -> None:
     source = tmp_path / "server.c"
     source.write_text(SERVER)
@@ -262,6 +267,7 @@ def _path_without(tmp_path: Path, *names: str) -> str:
     return os.pathsep.join([*keep, str(usr_bin)])
 
 
+@pytest.mark.refuses("aarch64-target-x86-64-no-cross-linker")
 def test_no_cross_linker_is_refused_naming_its_package(hello: Pipeline, tmp_path: Path) -> None:
     path = _path_without(tmp_path, "aarch64-linux-gnu-")
     line = assert_refused(
@@ -271,6 +277,7 @@ def test_no_cross_linker_is_refused_naming_its_package(hello: Pipeline, tmp_path
     assert not hello.work.joinpath("generate-target").exists()  # refused before anything was built
 
 
+@pytest.mark.refuses("aarch64-target-x86-64-no-qemu-aarch64")
 def test_no_qemu_is_refused_naming_qemu_user(hello: Pipeline, tmp_path: Path) -> None:
     line = assert_refused(
         hello.nox("pgo", PGO_TARGET=TARGET, PATH=_path_without(tmp_path, "qemu-aarch64")), "qemu-aarch64 is not found"
@@ -278,6 +285,7 @@ def test_no_qemu_is_refused_naming_qemu_user(hello: Pipeline, tmp_path: Path) ->
     assert "apt-get install -y qemu-user" in line
 
 
+@pytest.mark.refuses("pgo-bolt-1-for-target-not-x86")
 def test_bolt_for_aarch64_is_refused_before_anything_is_built(hello: Pipeline) -> None:
     assert_refused(
         hello.nox("pgo", PGO_TARGET=TARGET, PGO_BOLT="1"),

@@ -106,6 +106,7 @@ def test_nox_f_from_the_project_reads_its_pyproject_and_profiles(tmp_path: Path)
     _check_trained_in_project(project, text)
 
 
+@pytest.mark.refuses("value-not-what-setting-takes-not-number")
 def test_nox_f_refuses_a_bad_value_of_the_projects_pyproject(tmp_path: Path) -> None:
     project = _project(tmp_path)
     (project / "pyproject.toml").write_text(PYPROJECT + "train_scale = inf\n")
@@ -114,6 +115,7 @@ def test_nox_f_refuses_a_bad_value_of_the_projects_pyproject(tmp_path: Path) -> 
     assert not (project / "pgo-work").exists()
 
 
+@pytest.mark.refuses("value-not-what-setting-takes-not-number")
 @pytest.mark.parametrize(
     ("name", "value", "fragment"),
     [

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.slow
 FLAGS = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS"
 
 
+@pytest.mark.refuses("plain-build-would-get-other-rustflags-pgo", "plain-build-would-differ-another-setting")
 def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     """`nox -s plain` builds the plain binary; `nox -s bench` runs the pipeline for the PGO one, takes the plain
     one, runs hello's two command scenarios (one as trained, one held out) interleaved, user and system time
@@ -140,6 +141,7 @@ def test_plain_then_bench_of_a_command_line_tool(hello: Pipeline) -> None:
     )
 
 
+@pytest.mark.refuses("workload-declares-no-bench-scenario")
 def test_a_workload_without_scenarios_is_refused_before_anything_is_built(hello: Pipeline) -> None:
     text = (BUILTIN_PROFILES / "hello.toml").read_text()
     bare = hello.root / "bare.toml"
@@ -151,12 +153,14 @@ def test_a_workload_without_scenarios_is_refused_before_anything_is_built(hello:
     assert not hello.work.exists()
 
 
+@pytest.mark.refuses("bad-session-argument", "scenarios-names-unknown-scenario-none")
 def test_a_bad_argument_is_refused_before_anything_runs(hello: Pipeline) -> None:
     assert_refused(hello.nox("bench", "--scenarios", "cached-5k-h3"), "unknown scenario 'cached-5k-h3'", "collatz")
     assert_refused(hello.nox("bench", "--trials", "0"), "--trials", "not a positive integer")
     assert not hello.work.exists()
 
 
+@pytest.mark.refuses("two-builds-one-label")
 def test_two_builds_of_one_label_are_refused_before_anything_runs(hello: Pipeline) -> None:
     true, false = shutil.which("true"), shutil.which("false")
     assert true and false
@@ -167,6 +171,7 @@ def test_two_builds_of_one_label_are_refused_before_anything_runs(hello: Pipelin
     assert not (hello.work / "bench" / "bin").exists()
 
 
+@pytest.mark.refuses("given-binary-does-not-exist-not-executable")
 def test_a_missing_binary_is_refused(hello: Pipeline, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-tool"
     proc = hello.nox("bench", "--baseline", str(missing), "--candidate", str(missing))

@@ -31,6 +31,7 @@ def _medians(results: dict[str, Any]) -> dict[tuple[str, str], dict[str, float]]
     return {(s["name"], b): m for s in results["scenarios"] for b, m in s["medians"].items()}
 
 
+@pytest.mark.refuses("counted-trial-under-1-000-000-instructions", "counts-gate-candidate-not-better-baseline-margin")
 def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> None:
     cheap = ("--measure", "counts", "--trials", "2", "--scale", "0.05")  # one run per trial
     text = assert_ok(hello.nox("bench", *cheap))
@@ -120,6 +121,7 @@ def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> Non
     assert_refused(proc, "scenarios invalid, first tiny:", "too short for a figure", "under 1,000,000")
 
 
+@pytest.mark.refuses("build-uses-instruction-valgrind-does-not-know")
 def test_a_binary_valgrind_cannot_run_is_refused(hello: Pipeline, tmp_path: Path) -> None:
     """A binary with an AVX-512 instruction (what a target-cpu build emits): valgrind 3.19 raises SIGILL in it."""
     source = tmp_path / "avx.c"
@@ -134,6 +136,7 @@ def test_a_binary_valgrind_cannot_run_is_refused(hello: Pipeline, tmp_path: Path
     assert "--measure cpu" in line and "0x62" in line
 
 
+@pytest.mark.refuses("measure-counts-without-valgrind-callgrind-control-for")
 def test_valgrind_missing_is_one_line_naming_the_package(hello: Pipeline, tmp_path: Path) -> None:
     """Every program of the PATH but valgrind's: refused before anything is installed or built."""
     bin_dir = tmp_path / "bin"
@@ -216,6 +219,7 @@ def test_counts_of_a_server_only_its_requests(tmp_path: Path) -> None:
     assert abs(difference) < 0.01  # the same binary twice
 
 
+@pytest.mark.refuses("callgrind-control-cannot-zero-dump-server")
 def test_callgrind_control_on_a_process_not_under_valgrind_is_refused(tmp_path: Path) -> None:
     from recipes.bench.counting import Tools, _control  # noqa: PLC0415
     from recipes.bench.servers import Server  # noqa: PLC0415
@@ -238,6 +242,7 @@ def test_callgrind_control_on_a_process_not_under_valgrind_is_refused(tmp_path: 
         child.kill()
 
 
+@pytest.mark.refuses("gate-no-scenario-kind-among-those-chosen")
 def test_a_gate_without_its_scenarios_is_refused_before_anything_is_built(hello: Pipeline) -> None:
     proc = hello.nox("bench", "--measure", "counts", "--scenarios", "primes-held-out", "--gate-trained", "1")
     assert_refused(proc, "--gate-trained 1: none of the scenarios measured is trained", "--scenarios")

@@ -111,6 +111,7 @@ def test_a_server_bench_speaks_of_requests_and_rotates_three_builds(bare_server:
     assert (p.work / "bench" / "chart.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.refuses("scenario-held-out-not-true-false")
 def test_a_held_out_that_is_not_a_boolean_is_refused_before_anything_runs(tmp_path: Path) -> None:
     workload = tmp_path / "bad.toml"
     workload.write_text(WORKLOAD.replace("held_out = true", 'held_out = "yes"'))

@@ -141,6 +141,9 @@ def test_the_merged_profile_of_an_earlier_run_given_again(bolted: Bolted, tmp_pa
     assert _report(tmp_path / "again")["bolt"]["profile_sha256"] == bolted.report["bolt"]["profile_sha256"]
 
 
+@pytest.mark.refuses(
+    "bolt-input-has-no-rela-text", "optimised-binary-gone", "optimised-binary-changed-since-optimise-checked"
+)
 def test_build_without_relocations_refused(hello: Pipeline) -> None:
     assert_ok(hello.nox("pgo"))
     assert _report(hello.work)["optimise"]["emit_relocs"] is False
@@ -154,12 +157,14 @@ def test_build_without_relocations_refused(hello: Pipeline) -> None:
     assert_refused(hello.nox("bolt"), f"the optimised binary {optimised} is gone", "run `nox -s optimise` again")
 
 
+@pytest.mark.refuses("cargo-profile-strips-binary")
 def test_release_profile_that_strips_refused(hello: Pipeline) -> None:
     """A stripped input: a cargo profile with strip = true cannot be linked with --emit-relocs (rust-lld refuses)."""
     proc = hello.nox("pgo", PGO_BOLT="1", CARGO_PROFILE_RELEASE_STRIP="symbols")
     assert_refused(proc, "the release profile strips the binary", "CARGO_PROFILE_RELEASE_STRIP=false")
 
 
+@pytest.mark.refuses("llvm-bolt-another-llvm-major-pgo-bolt")
 def test_llvm_bolt_of_another_major_refused_before_anything_is_built(hello: Pipeline, tmp_path: Path) -> None:
     """No llvm-bolt of another major than 22 is installable here: a script that prints LLVM 21's version stands in
     for one, for this refusal only (it is never run as llvm-bolt)."""
@@ -170,12 +175,14 @@ def test_llvm_bolt_of_another_major_refused_before_anything_is_built(hello: Pipe
     assert not (hello.work / "generate-target").exists()
 
 
+@pytest.mark.refuses("pgo-bolt-profile-no-such-file")
 def test_a_bolt_profile_that_is_no_file_refused(bolted: Bolted, tmp_path: Path) -> None:
     missing = tmp_path / "nowhere.fdata"
     assert_refused(bolted.again(tmp_path, PGO_BOLT_PROFILE=str(missing)), f"PGO_BOLT_PROFILE={missing}: no such file")
     assert not (tmp_path / "again" / "bolted" / "hello-pgo").exists()
 
 
+@pytest.mark.refuses("bolt-profile-records-no-executed-branch")
 def test_empty_bolt_profile_refused(bolted: Bolted, tmp_path: Path) -> None:
     empty = tmp_path / "empty.fdata"
     empty.write_text("")
@@ -183,6 +190,7 @@ def test_empty_bolt_profile_refused(bolted: Bolted, tmp_path: Path) -> None:
     assert not (tmp_path / "again" / "bolted" / "hello-pgo").exists()
 
 
+@pytest.mark.refuses("bolt-profile-names-none-main-crate-functions")
 def test_bolt_profile_of_another_binary_refused(bolted: Bolted, tmp_path: Path) -> None:
     """A profile whose functions are all another crate's (here: the standard library's only)."""
     profile = Path(bolted.report["bolt"]["store_path"]).read_text().splitlines()
@@ -191,6 +199,7 @@ def test_bolt_profile_of_another_binary_refused(bolted: Bolted, tmp_path: Path) 
     assert_refused(bolted.again(tmp_path, PGO_BOLT_PROFILE=str(foreign)), "names none of hello-pgo's functions")
 
 
+@pytest.mark.refuses("given-bolt-profile-has-no-record-profile")
 def test_bolt_profile_without_a_record_of_its_training_refused(bolted: Bolted, tmp_path: Path) -> None:
     """The very profile of this binary, but alone: nothing says which binary it was recorded on."""
     profile = _given(bolted, tmp_path / "given.fdata", record=False)
@@ -205,6 +214,7 @@ def test_bolt_profile_without_a_record_of_its_training_refused(bolted: Bolted, t
     assert_refused(proc, f"the BOLT profile {profile} has no record of the binary it was trained on")
 
 
+@pytest.mark.refuses("given-bolt-profile-recorded-another-binary-another")
 def test_bolt_profile_of_another_build_of_the_same_crate_refused(bolted: Bolted, tmp_path: Path) -> None:
     """Another build of hello (a source changed: a static added) from the same PGO profile, linked for BOLT: the
     shared run's BOLT profile names the same functions, and llvm-bolt applies it without a stale function; its
@@ -236,6 +246,7 @@ def test_bolt_profile_of_another_build_of_the_same_crate_refused(bolted: Bolted,
     assert not (other.store / given.name).exists()  # refused before it went into the store
 
 
+@pytest.mark.refuses("store-file-not-profile-name-says-before")
 def test_tampered_stored_bolt_profile_refused(bolted: Bolted, tmp_path: Path) -> None:
     profile = _given(bolted, tmp_path / "given.fdata")
     store = tmp_path / "store-again"
@@ -249,6 +260,7 @@ def test_tampered_stored_bolt_profile_refused(bolted: Bolted, tmp_path: Path) ->
     assert not (tmp_path / "again" / "bolted" / "hello-pgo").exists()
 
 
+@pytest.mark.refuses("bolted-binary-fails-workload")
 def test_bolted_binary_failing_the_replay_refused(bolted: Bolted, tmp_path: Path) -> None:
     """llvm-bolt's own -break-funcs puts a trap at the entry of collatz_steps: the BOLTed binary dies in the
     workload's first phase, and is moved out of the way."""
@@ -265,6 +277,7 @@ def test_bolted_binary_failing_the_replay_refused(bolted: Bolted, tmp_path: Path
     assert "collatz" in _report(work)["bolt"]["failed"]
 
 
+@pytest.mark.refuses("bolt-input-bolted-already")
 def test_the_bolted_binary_is_refused_as_input(bolted: Bolted) -> None:
     """The stage's own output given back to BOLT: llvm-bolt left no .rela.text in it, and its note says what it is."""
     output = Path(bolted.report["bolt"]["binary"])
@@ -272,6 +285,7 @@ def test_the_bolted_binary_is_refused_as_input(bolted: Bolted) -> None:
         bolt.check_input(output)
 
 
+@pytest.mark.refuses("instance-bolt-instrumented-binary-writes-no-fdata")
 def test_an_instance_that_writes_no_fdata_is_refused(bolted: Bolted, tmp_path: Path) -> None:
     """The workload run as the bolt stage trains, but on the binary before llvm-bolt -instrument (optimise's own):
     every run exits normally, and no .fdata appears."""
@@ -289,6 +303,7 @@ def _raw_profiles(bolted: Bolted) -> list[Path]:
     return sorted((bolted.pipeline.work / "bolt" / "fdata").glob("prof.*.fdata"))
 
 
+@pytest.mark.refuses("bolt-training-wrote-no-fdata-process-empty")
 @pytest.mark.parametrize(
     ("cut", "says"),
     [
@@ -319,6 +334,7 @@ def test_a_partial_fdata_of_the_bolt_training_is_refused(
     assert caught.value.hint == bolt.RAW_FDATA_HINT
 
 
+@pytest.mark.refuses("bolt-training-wrote-no-fdata-process-empty")
 def test_a_bolt_training_that_wrote_no_fdata_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckFailed, match=rf"^the BOLT training wrote no .fdata into {tmp_path} \(BOLT's runtime"):
         bolt.check_raw_fdata(tmp_path, [])
@@ -359,6 +375,7 @@ def test_names_too_long_for_bolts_runtime_are_left_out_of_its_instrumentation(lo
     assert "3 functions left out of BOLT's instrumentation, without BOLT profile" in long_bolted.output
 
 
+@pytest.mark.refuses("command-run-exits-another-code-expect-exit")
 def test_without_leaving_them_out_the_runtime_asserts_and_the_refusal_says_so(
     long_bolted: Bolted, tmp_path: Path
 ) -> None:

@@ -101,6 +101,7 @@ def _again(trained: Trained, tmp_path: Path, session: str = "optimise", **extra:
     return pipeline, done
 
 
+@pytest.mark.refuses("c-function-build-script-stale-hash-mismatch")
 def test_a_c_function_changed_after_training_refused_as_stale(trained: Trained, tmp_path: Path) -> None:
     pipeline = Pipeline(tmp_path, "csys")
     hot = pipeline.crate_dir / "csrc" / "hot.c"
@@ -130,6 +131,7 @@ def test_user_cflags_are_carried_beside_the_profile_flag(trained: Trained, tmp_p
     assert plain.stdout != ours.stdout  # the salt reached the C
 
 
+@pytest.mark.refuses("profile-flag-already-user-c-c-flags")
 @pytest.mark.parametrize("name", ["CFLAGS", "CXXFLAGS", "CFLAGS_x86_64_unknown_linux_gnu", "HOST_CFLAGS"])
 def test_a_profile_flag_in_the_users_c_flags_refused(hello: Pipeline, name: str) -> None:
     line = assert_refused(hello.nox("instrument", **{name: "-O2 -fprofile-generate=/tmp/elsewhere"}))
@@ -144,16 +146,19 @@ def _fake_clang(tmp_path: Path, version: str) -> Path:
     return path
 
 
+@pytest.mark.refuses("clang-c-profile-another-llvm-major-not")
 def test_a_clang_of_another_major_refused(hello: Pipeline, tmp_path: Path) -> None:
     line = assert_refused(hello.nox("instrument", PGO_CLANG=str(_fake_clang(tmp_path, "14.0.6"))))
     assert "clang-other is clang 14.0.6 but rustc" in line and "apt-get install clang-22" in line, line
 
 
+@pytest.mark.refuses("pgo-clang-names-no-program")
 def test_a_missing_clang_named_with_its_package(hello: Pipeline) -> None:
     line = assert_refused(hello.nox("instrument", PGO_CLANG="clang-99"))
     assert "PGO_CLANG=clang-99: no such program" in line and "apt-get install clang-22" in line, line
 
 
+@pytest.mark.refuses("more-crates-whose-c-profile-flags-did")
 def test_a_users_gcc_leaves_the_c_unprofiled_with_a_warning_and_the_ceiling_refuses_it(
     trained: Trained, tmp_path: Path
 ) -> None:

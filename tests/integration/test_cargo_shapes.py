@@ -116,6 +116,7 @@ def _check_figures(report: dict[str, Any], binary_name: str, identities: list[st
         assert report[stage]["seconds"] >= 0
 
 
+@pytest.mark.refuses("test-suite-does-not-compile-profile")
 def test_a_description_over_several_lines_and_a_build_script(tmp_path: Path) -> None:
     p = _pipeline(tmp_path, "described", DESCRIBED_WORKLOAD)
     text = assert_ok(p.nox("pgo", PGO_TEST="1"))
@@ -152,6 +153,7 @@ def test_a_description_over_several_lines_and_a_build_script(tmp_path: Path) -> 
     assert after["test"]["failed_check"].startswith("the test suite did not compile with the profile")
 
 
+@pytest.mark.refuses("package-has-several-binaries-no-pgo-bin")
 def test_a_workspace_binary_named_unlike_its_package(tmp_path: Path) -> None:
     p = _pipeline(tmp_path, "renamed", RENAMED_WORKLOAD)
     # two binaries: which one is refused before anything is built

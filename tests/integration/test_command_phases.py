@@ -62,6 +62,7 @@ def _gone(pid: int, within: float = 5.0) -> bool:
     return True
 
 
+@pytest.mark.refuses("command-phase-runs-do-not-finish-time")
 def test_a_phase_out_of_time_kills_its_grandchildren(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     script = f"sleep 300 & echo $! > {pid_file}; wait"
@@ -102,6 +103,7 @@ def _daemon_phase(tmp_path: Path, runs: int = 1) -> tuple[Path, Path, Path]:
     return _workload(tmp_path, _phase("detach", DAEMONS.format(a=a, b=b), f"runs = {runs}")), a, b
 
 
+@pytest.mark.refuses("training-command-run-leaves-processes-running-killed")
 def test_a_training_run_that_leaves_processes_running_is_refused(tmp_path: Path) -> None:
     workload, a, b = _daemon_phase(tmp_path, runs=3)
     project = tmp_path / "project"
@@ -161,6 +163,7 @@ def test_output_keep_and_discard(tmp_path: Path) -> None:
     assert dropped == "[100005 bytes of output from 1 runs, discarded]\n"
 
 
+@pytest.mark.refuses("command-run-exits-another-code-expect-exit")
 def test_a_failed_run_names_the_phase_and_keeps_its_tail(tmp_path: Path) -> None:
     phases = _phase("ok", "true") + _phase("grep-words", "echo why; exit 3", "runs = 4")
     with pytest.raises(TrainingFailed) as caught:
@@ -170,6 +173,7 @@ def test_a_failed_run_names_the_phase_and_keeps_its_tail(tmp_path: Path) -> None
     assert log.read_text() == "why\n"
 
 
+@pytest.mark.refuses("command-run-exits-another-code-expect-exit")
 @pytest.mark.parametrize("output", ["discard", "tail"])
 def test_a_failed_run_keeps_the_end_of_its_stderr_whatever_its_output(tmp_path: Path, output: str) -> None:
     """Megabytes on stdout, the reason on stderr (first, then more of stdout), exit 1: the reason is in the refusal
@@ -189,6 +193,7 @@ def test_a_failed_run_keeps_the_end_of_its_stderr_whatever_its_output(tmp_path: 
     assert len(text) < 70 * 1024  # bounded: megabytes of stdout are not kept
 
 
+@pytest.mark.refuses("command-run-exits-another-code-expect-exit")
 def test_the_stderr_kept_of_a_failed_run_is_bounded(tmp_path: Path) -> None:
     script = "i=0; while [ $i -lt 3000 ]; do echo line-$i >&2; i=$((i+1)); done; exit 2"
     with pytest.raises(TrainingFailed, match=r"its stderr ends: line-2999 \(see"):
@@ -218,6 +223,7 @@ def test_without_cwd_a_run_is_in_the_project(tmp_path: Path) -> None:
     assert (tmp_path / "logs" / "train-cli-where.log").read_text() == f"{tmp_path / 'project'}\n"
 
 
+@pytest.mark.refuses("cwd-not-directory")
 @pytest.mark.parametrize(
     ("instance", "extra", "where"), [('cwd = "nowhere"', "", "instance cli"), ("", 'cwd = "nowhere"', "phase cli/p")]
 )
@@ -240,6 +246,7 @@ def test_env_placeholder(tmp_path: Path) -> None:
     assert (tmp_path / "logs" / "train-cli-env.log").read_text() == "hello instance\n"
 
 
+@pytest.mark.refuses("env-name-name-not-set-run-time")
 def test_an_unset_env_placeholder_is_one_line_before_the_phase_runs(tmp_path: Path) -> None:
     phases = _phase("first", "true") + _phase("needs-key", "true", 'stdin = "{env:API_KEY}"')
     with pytest.raises(ConfigError) as caught:
@@ -257,6 +264,7 @@ def test_stdin_the_program_does_not_read(tmp_path: Path) -> None:
     assert result["phases"][0]["done"] == 1
 
 
+@pytest.mark.refuses("command-phase-log-cannot-written")
 @pytest.mark.parametrize("output", ["keep", "tail"])
 def test_a_log_that_cannot_be_written_is_one_line(tmp_path: Path, output: str) -> None:
     """/dev/full answers every write with ENOSPC, as a full disk does."""

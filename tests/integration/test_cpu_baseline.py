@@ -34,6 +34,7 @@ def test_controls_die_under_the_baseline_model_and_run_under_max(tmp_path: Path)
     assert not list(tmp_path.glob("*.core"))
 
 
+@pytest.mark.refuses("cpu-baseline-command-dies-sigill-under-baseline")
 def test_x86_64_v3_pgo_build_is_reported_and_fails_the_check(hello: Pipeline) -> None:
     text = assert_ok(hello.nox("pgo", **{VAR: "-Ctarget-cpu=x86-64-v3"}))
     assert "warning: the build's flags set target-cpu=x86-64-v3" in text
@@ -49,6 +50,7 @@ def test_x86_64_v3_pgo_build_is_reported_and_fails_the_check(hello: Pipeline) ->
     assert native.stdout.strip() == "primes: 25"
 
 
+@pytest.mark.refuses("cpu-baseline-command-fails-under-baseline-cpu")
 def test_baseline_build_passes_and_a_failing_command_is_reported(hello: Pipeline, tmp_path: Path) -> None:
     target_dir = tmp_path / "plain"
     subprocess.run(
@@ -69,6 +71,11 @@ def test_baseline_build_passes_and_a_failing_command_is_reported(hello: Pipeline
     assert "(natively: exit code 3)" in line
 
 
+@pytest.mark.refuses(
+    "cpu-baseline-unknown-session-argument",
+    "cpu-baseline-work-dir-names-no-optimised",
+    "cpu-baseline-build-info-fails-natively",
+)
 def test_a_binary_that_is_not_a_server_needs_its_arguments(hello: Pipeline, tmp_path: Path) -> None:
     assert_refused(hello.nox("cpu-baseline"), "names no optimised binary", "--binary PATH")
     line = assert_refused(hello.nox("cpu-baseline", "--binary", "/bin/true", "--cpu", "max"), "unknown argument")

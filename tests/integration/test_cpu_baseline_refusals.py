@@ -62,6 +62,7 @@ def _sse3_here() -> bool:
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not _sse3_here(), reason="the build machine has no SSE3")]
 
 
+@pytest.mark.refuses("cpu-baseline-build-info-fails-under-baseline")
 def test_build_info_that_fails_under_the_baseline_cpu_refused(hello: Pipeline, tmp_path: Path) -> None:
     binary = _program(tmp_path, "needs-sse3-info", fail_build_info=True)
     assert subprocess.run([binary, "--build-info"], capture_output=True, check=False).returncode == 0  # natively
@@ -72,6 +73,7 @@ def test_build_info_that_fails_under_the_baseline_cpu_refused(hello: Pipeline, t
     assert "build-info.log" in line
 
 
+@pytest.mark.refuses("cpu-baseline-server-does-not-start-under")
 def test_server_that_does_not_start_under_the_baseline_cpu_refused(hello: Pipeline, tmp_path: Path) -> None:
     binary = _program(tmp_path, "needs-sse3-server", fail_build_info=False)
     line = assert_refused(
@@ -124,6 +126,7 @@ int main(int argc, char **argv) {
 """
 
 
+@pytest.mark.refuses("cpu-baseline-server-fails-request-answers-other")
 @pytest.mark.parametrize(
     ("close_without_answer", "said"),
     [
@@ -163,6 +166,7 @@ def _old_qemu(tmp_path: Path, model: str) -> str:
     return f"{folder}{os.pathsep}{clean_env()['PATH']}"
 
 
+@pytest.mark.refuses("cpu-baseline-qemu-does-not-refuse-control")
 def test_qemu_that_does_not_refuse_the_control_program_refused(hello: Pipeline, tmp_path: Path) -> None:
     binary = _program(tmp_path, "needs-sse3-server", fail_build_info=False)
     proc = hello.nox("cpu-baseline", "--binary", str(binary), PATH=_old_qemu(tmp_path, "max"))
@@ -172,6 +176,7 @@ def test_qemu_that_does_not_refuse_the_control_program_refused(hello: Pipeline, 
     assert "not SIGILL" in line
 
 
+@pytest.mark.refuses("cpu-baseline-qemu-does-not-refuse-control")
 def test_qemu_that_does_not_run_the_control_program_under_max_refused(hello: Pipeline, tmp_path: Path) -> None:
     binary = _program(tmp_path, "needs-sse3-server", fail_build_info=False)
     proc = hello.nox("cpu-baseline", "--binary", str(binary), PATH=_old_qemu(tmp_path, "qemu64,-pni"))

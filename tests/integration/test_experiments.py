@@ -124,6 +124,7 @@ def test_another_profile_recompiles_every_crate_and_the_first_profile_reuses_the
     assert again_store == trained.report()["optimise"]["store_path"] != other_store
 
 
+@pytest.mark.refuses("stage-run-without-result-stage-before", "determinism-dirty-worktree")
 def test_determinism_refusals(trained: Layered, tmp_path: Path) -> None:
     assert_refused(
         run_nox("determinism", trained.env(PGO_OUT=str(tmp_path / "empty"))), "determinism needs the result of merge"
@@ -136,6 +137,7 @@ def test_determinism_refusals(trained: Layered, tmp_path: Path) -> None:
         stray.unlink()
 
 
+@pytest.mark.refuses("path-dependency-outside-workspace-root")
 def test_path_dependency_outside_the_workspace_refused(tmp_path: Path) -> None:
     """Its crate identity is a hash of its absolute path: two checkouts give two binaries (tried: 24 bytes)."""
     repo = tmp_path / "repo"

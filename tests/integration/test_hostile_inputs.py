@@ -44,6 +44,7 @@ def _nox_in(project: Path, session: str, *posargs: str) -> subprocess.CompletedP
     )
 
 
+@pytest.mark.refuses("workload-file-not-utf-8-text")
 def test_a_workload_that_is_not_utf8_refused_before_anything_is_built(hello: Pipeline, tmp_path: Path) -> None:
     workload = tmp_path / "latin1.toml"
     text = (REPO / "profiles" / "hello.toml").read_text().replace("hello-pgo:", "hello-pgo (d\u00e9mo):", 1)
@@ -53,6 +54,7 @@ def test_a_workload_that_is_not_utf8_refused_before_anything_is_built(hello: Pip
     _no_build(hello)
 
 
+@pytest.mark.refuses("pyproject-toml-not-utf-8-text", "pyproject-toml-tool-not-table")
 @pytest.mark.parametrize(
     ("pyproject", "fragment"),
     [
@@ -69,6 +71,7 @@ def test_a_pyproject_that_is_not_utf8_or_whose_tool_is_not_a_table_refused(
     assert not (project / "target").exists()
 
 
+@pytest.mark.refuses("stage-record-lacks-key-readers-need-succeeded")
 @pytest.mark.parametrize(
     ("stage", "key", "session", "needs"),
     [("train", "profraw", "merge", "train"), ("optimise", "binary", "pgo-test", "optimise")],
@@ -91,6 +94,7 @@ def test_a_report_record_without_a_key_refuses_the_next_stage(
     _no_build(hello)
 
 
+@pytest.mark.refuses("cpu-baseline-binary-not-executable", "cpu-baseline-binary-not-elf-script-only")
 def test_cpu_baseline_on_a_file_that_is_not_executable_refused(hello: Pipeline, tmp_path: Path) -> None:
     binary = tmp_path / "hello-pgo"
     binary.write_bytes(b"not a program")

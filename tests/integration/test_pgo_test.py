@@ -56,6 +56,7 @@ def _rustc_lines(log: Path, crate: str) -> list[str]:
     return [line for line in log.read_text().splitlines() if f"rustc --crate-name {crate} " in line]
 
 
+@pytest.mark.refuses("builds-made-different-cargo-commands")
 def test_pgo_with_the_test_suite(tested: Pipeline) -> None:
     text = assert_ok(tested.nox("pgo", PGO_TEST="1"))
     assert "9 passed, 0 failed, 1 ignored" in text
@@ -80,6 +81,7 @@ def test_pgo_with_the_test_suite(tested: Pipeline) -> None:
     assert "'cargo build' and the test suite would be by 'cargo zigbuild'" in line
 
 
+@pytest.mark.refuses("tests-fail-profile-named")
 def test_a_failing_test_fails_the_stage_and_is_named(tested: Pipeline) -> None:
     assert_ok(tested.nox("pgo"))
     optimised = _report(tested)["optimise"]
@@ -106,6 +108,7 @@ def test_a_failing_test_fails_the_stage_and_is_named(tested: Pipeline) -> None:
     assert result["optimised_binary_kept"] == str(binary)
 
 
+@pytest.mark.refuses("stage-run-without-result-stage-before")
 def test_pgo_test_needs_an_optimised_build(tested: Pipeline) -> None:
     assert_refused(tested.nox("pgo-test"), "test needs the result of optimise", "run `nox -s optimise` first")
 

@@ -71,17 +71,20 @@ def test_pgo_end_to_end(hello: Pipeline) -> None:
     assert train["profraw_files"] == train["requests"] == 11
 
 
+@pytest.mark.refuses("rustflags-cargo-encoded-rustflags-set-even-empty")
 @pytest.mark.parametrize("name", ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS"])
 def test_global_rustflags_refused(hello: Pipeline, name: str) -> None:
     assert_refused(hello.nox("pgo", **{name: "-Ctarget-cpu=native"}), f"{name} is set", "unset")
     assert not (hello.work / "logs").exists()
 
 
+@pytest.mark.refuses("per-target-variable-cargo-config-build-target")
 def test_profile_flags_already_in_the_target_variable_refused(hello: Pipeline) -> None:
     proc = hello.nox("instrument", CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-Cprofile-use=/tmp/old.profdata")
     assert_refused(proc, "already holds profile flags", "-Cprofile-use=/tmp/old.profdata")
 
 
+@pytest.mark.refuses("stale-profile-warnings")
 def test_stale_profile_refused(hello: Pipeline) -> None:
     _merged(hello)
     source = hello.crate_dir / "src" / "main.rs"
@@ -97,6 +100,7 @@ def test_stale_profile_refused(hello: Pipeline) -> None:
     assert "stale-profile" in _optimise_report(hello)["failed"]
 
 
+@pytest.mark.refuses("training-executed-fewer-functions-floor")
 def test_too_few_executed_functions_refused(hello: Pipeline) -> None:
     assert_refused(hello.nox("pgo", PGO_MIN_FUNCTIONS="100000"), "fewer than PGO_MIN_FUNCTIONS=100000")
     assert not (hello.work / "hello-pgo.profdata").exists()
@@ -104,6 +108,7 @@ def test_too_few_executed_functions_refused(hello: Pipeline) -> None:
     assert_ok(hello.nox("merge", "--min-functions", "3"))
 
 
+@pytest.mark.refuses("more-functions-without-profile-data-pgo-max")
 def test_too_many_missing_functions_refused(tmp_path: Path) -> None:
     other = Pipeline(tmp_path / "other", "multi")
     for stage in ("instrument", "train", "merge"):
@@ -115,6 +120,7 @@ def test_too_many_missing_functions_refused(tmp_path: Path) -> None:
     assert "same cargo command" in line
 
 
+@pytest.mark.refuses("crate-identity-differs-between-instrumented-optimised-build")
 def test_crate_identity_mismatch_refused(hello: Pipeline) -> None:
     _merged(hello)
     line = assert_refused(hello.nox("optimise", PGO_FEATURES="extra"), "crate identity differs")
@@ -125,6 +131,7 @@ def _store_dir(p: Pipeline) -> None:
     p.store.mkdir(mode=0o700)
 
 
+@pytest.mark.refuses("store-file-not-profile-name-says-before")
 def test_store_file_tampered_before_the_build_refused(hello: Pipeline) -> None:
     profile = _merged(hello)
     _store_dir(hello)
@@ -134,6 +141,7 @@ def test_store_file_tampered_before_the_build_refused(hello: Pipeline) -> None:
     assert not (hello.work / "logs" / "optimise-build.log").exists()
 
 
+@pytest.mark.refuses("store-file-not-profile-name-says-before")
 def test_store_file_tampered_during_the_build_refused(hello: Pipeline, tmp_path: Path) -> None:
     _merged(hello)
     wrapper = tmp_path / "tamper-rustc"
@@ -170,11 +178,13 @@ runs = 2
 """
 
 
+@pytest.mark.refuses("command-run-exits-another-code-expect-exit")
 def test_training_phase_exit_code_refused(hello: Pipeline, tmp_path: Path) -> None:
     proc = hello.nox("pgo", PGO_WORKLOAD=str(_workload(tmp_path, FAILING)))
     assert_refused(proc, "phase cli/fails: run 1 of 2 exited with exit code 3, expected 0")
 
 
+@pytest.mark.refuses("training-command-run-leaves-processes-running-killed")
 def test_a_training_run_that_leaves_daemons_refused_and_nothing_left(hello: Pipeline, tmp_path: Path) -> None:
     """``nox -s train`` on a binary that daemonizes: a shell script put in the instrumented binary's place and
     recorded as it (it stands in for a program that starts a worker in its group and a daemon that calls setsid):
@@ -199,6 +209,11 @@ def test_a_training_run_that_leaves_daemons_refused_and_nothing_left(hello: Pipe
         assert not Path(f"/proc/{pid}").exists(), f"{pid} is still there"
 
 
+@pytest.mark.refuses(
+    "unknown-key-nearest-known-one",
+    "value-wrong-type-boolean-where-number-expected",
+    "unknown-value-kind-mode-output-phases-from",
+)
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
@@ -215,6 +230,7 @@ def test_bad_workload_refused_before_anything_is_built(
     assert not (hello.work / "logs" / "instrument-build.log").exists()
 
 
+@pytest.mark.refuses("stage-run-without-result-stage-before")
 @pytest.mark.parametrize(("stage", "needs"), [("train", "instrument"), ("merge", "train"), ("optimise", "merge")])
 def test_stage_without_its_input_refused(hello: Pipeline, stage: str, needs: str) -> None:
     assert_refused(hello.nox(stage), f"{stage} needs the result of {needs}", f"run `nox -s {needs}` first")
@@ -315,6 +331,7 @@ def test_two_pipelines_share_one_store_at_the_same_moment(tmp_path: Path) -> Non
     assert names == sorted([".lock", f"{sha256_file(profile)}.profdata", f"{sha256_file(other)}.profdata"])
 
 
+@pytest.mark.refuses("profile-covers-none-main-crate-functions")
 def test_missing_functions_of_registry_dependencies_are_counted(tmp_path: Path) -> None:
     """cargo gives registry crates --cap-lints allow, which also silences LLVM's profile warnings: the
     pipeline's rustc wrapper lifts the cap, and -vv replays them when the crate is Fresh. (A foreign profile
@@ -354,6 +371,7 @@ def test_missing_functions_of_registry_dependencies_are_counted(tmp_path: Path) 
     assert sha256_file(control) == sha256_file(binary)
 
 
+@pytest.mark.refuses("phase-runs-program-not-installed-h2load")
 def test_missing_load_generator_refused_before_anything_is_built(hello: Pipeline) -> None:
     """The demo server's workload runs h2load: without it on PATH, nothing is built."""
     path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "h2load").exists())

@@ -47,6 +47,7 @@ def _bench(p: Pipeline, posargs: Sequence[str], **extra: str) -> subprocess.Comp
 MINIMAL = ("--scenarios", "collatz", "--trials", "1", "--scale", "0.05", "--no-coverage")
 
 
+@pytest.mark.refuses("bench-plain-build-left-no-binary")
 def test_bench_whose_plain_build_leaves_no_binary_refused(hello: Pipeline, tmp_path: Path) -> None:
     """The candidate is given (it is never run), so the plain build is the only build; the cargo wrapper
     removes its binary after the real cargo built it."""
@@ -66,6 +67,7 @@ def test_bench_whose_plain_build_leaves_no_binary_refused(hello: Pipeline, tmp_p
     assert not (hello.work / "bench").exists()  # nothing copied to measure, no results
 
 
+@pytest.mark.refuses("no-checked-optimised-binary-work-dir")
 def test_bench_whose_pipeline_leaves_no_checked_optimised_binary_refused(hello: Pipeline, tmp_path: Path) -> None:
     """No PGO binary in the work dir: the bench runs the pipeline (with its test stage, PGO_TEST=1), which passes;
     the cargo wrapper removes the checked copy of the optimised binary after ``cargo test``, as another process
@@ -122,6 +124,7 @@ connections = 1
 """
 
 
+@pytest.mark.refuses("bench-server-does-not-answer-readiness-url")
 def test_bench_server_that_does_not_answer_its_readiness_url_with_200_refused(
     bare_server: Path, tmp_path: Path
 ) -> None:
@@ -155,6 +158,7 @@ def test_bench_server_that_does_not_answer_its_readiness_url_with_200_refused(
     assert "Invalid scenarios:" in (p.work / "bench" / "results.md").read_text()
 
 
+@pytest.mark.refuses("trial-too-short-for-kernel-count-any")
 def test_bench_trials_too_short_to_measure_are_invalid_not_a_traceback(bare_server: Path, tmp_path: Path) -> None:
     """Two requests to a tiny server take far less CPU than one clock tick: no CPU time per request to compare,
     and the report divided by zero. Now such a trial is invalid, and the run fails in one line."""

@@ -102,6 +102,7 @@ def cfg_profile_use(merged: Pipeline, wrappers: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.refuses("main-crate-compiled-another-profile-use")
 def test_main_crate_compiled_with_another_profile_use_refused(
     merged: Pipeline, cfg_profile_use: dict[str, str]
 ) -> None:
@@ -114,6 +115,7 @@ def test_main_crate_compiled_with_another_profile_use_refused(
     assert (merged.work / "rejected" / "hello-pgo").is_file()
 
 
+@pytest.mark.refuses("build-log-has-no-rustc-line-package")
 def test_optimised_build_log_without_a_rustc_line_of_the_package_refused(merged: Pipeline, wrappers: Path) -> None:
     proc = merged.nox("optimise", PATH=_path_with(wrappers, merged), BREAK="fresh", BREAK_FLAG="profile-use")
     line = assert_refused(proc, "the optimised build's log has no rustc line of hello-pgo")
@@ -123,6 +125,7 @@ def test_optimised_build_log_without_a_rustc_line_of_the_package_refused(merged:
     _assert_nothing_optimised(merged)
 
 
+@pytest.mark.refuses("optimised-build-left-no-binary")
 def test_optimised_build_that_leaves_no_binary_refused(merged: Pipeline, wrappers: Path) -> None:
     built = _built(merged)
     proc = merged.nox(
@@ -137,6 +140,7 @@ def test_optimised_build_that_leaves_no_binary_refused(merged: Pipeline, wrapper
     assert "optimise" not in _report(merged) or "failed" in _report(merged)["optimise"]
 
 
+@pytest.mark.refuses("instrumented-build-left-no-binary")
 def test_instrumented_build_that_leaves_no_binary_refused(hello: Pipeline, wrappers: Path) -> None:
     binary = hello.work / "generate-target" / TRIPLE / "release" / "hello-pgo"
     proc = hello.nox(
@@ -171,6 +175,7 @@ def _assert_test_stage_failed(p: Pipeline, line: str) -> None:
     assert Path(recorded["optimise"]["binary"]).is_file()
 
 
+@pytest.mark.refuses("cargo-test-exits-non-zero-though-every")
 def test_cargo_test_exiting_non_zero_though_every_test_passed_refused(tested: Pipeline) -> None:
     # a test binary whose tests all pass and which then exits 3: a test registers an atexit handler
     exits = tested.crate_dir / "tests" / "exits.rs"
@@ -188,6 +193,7 @@ def test_cargo_test_exiting_non_zero_though_every_test_passed_refused(tested: Pi
     assert _report(tested)["test"]["exit_code"] == 101
 
 
+@pytest.mark.refuses("test-build-compiled-crate-another-profile-use")
 def test_test_build_compiled_with_another_profile_use_refused(tested: Pipeline, wrappers: Path) -> None:
     other = tested.work / "tested-pgo.profdata"  # the merged profile of this crate, not the store's copy
     proc = tested.nox(
@@ -203,6 +209,7 @@ def test_test_build_compiled_with_another_profile_use_refused(tested: Pipeline, 
     _assert_test_stage_failed(tested, line)
 
 
+@pytest.mark.refuses("test-log-has-no-rustc-line-package")
 def test_test_log_without_a_rustc_line_of_the_package_refused(tested: Pipeline, wrappers: Path) -> None:
     proc = tested.nox(
         "pgo-test", PATH=_path_with(wrappers, tested), BREAK="fresh", BREAK_COMMAND="test", BREAK_FLAG="profile-use"
@@ -255,6 +262,7 @@ def _assert_nothing_bolted(p: Pipeline) -> None:
     assert not list(p.store.glob(".*.tmp"))
 
 
+@pytest.mark.refuses("merge-fdata-wrote-no-profile")
 def test_merge_fdata_that_writes_no_profile_refused(bolt_ready: Pipeline, bolt_wrappers: Path) -> None:
     proc = bolt_ready.nox("bolt", PGO_BOLT="1", PGO_LLVM_BOLT=str(bolt_wrappers), BREAK_ARG=".fdata")
     line = assert_refused(proc, "merge-fdata wrote no ", "bolt-merge.log")
@@ -265,6 +273,7 @@ def test_merge_fdata_that_writes_no_profile_refused(bolt_ready: Pipeline, bolt_w
     _assert_nothing_bolted(bolt_ready)
 
 
+@pytest.mark.refuses("llvm-bolt-left-no-binary")
 def test_llvm_bolt_that_leaves_no_binary_refused(bolt_ready: Pipeline, bolt_wrappers: Path) -> None:
     proc = bolt_ready.nox("bolt", PGO_BOLT="1", PGO_LLVM_BOLT=str(bolt_wrappers), BREAK_ARG="-data=")
     output = bolt_ready.work / "bolt" / "hello-pgo.bolt"

@@ -25,6 +25,7 @@ from tests.integration.test_release import BASE, TAG, Release, git, make_repo
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.refuses("release-plain-build-left-no-binary")
 def test_release_whose_plain_build_leaves_no_binary_refused(tmp_path: Path) -> None:
     """The pipeline passes; the plain build (no profile flags) is then made by the real cargo and its binary
     removed, as a broken build would leave it: the release stops before anything is stripped or written."""
@@ -61,6 +62,7 @@ def _doubled_fdata(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.refuses("rebuild-bolt-profile-not-manifest")
 def test_rebuild_with_another_bolt_profile_refused(bolt_released: Release, tmp_path: Path) -> None:
     """The downloaded .fdata is another profile, and SHA256SUMS lists its sha256 (every other file unchanged): the
     sums agree, the manifest's BOLT profile does not. Refused before any worktree or build."""

@@ -59,6 +59,7 @@ def _pids_on(port: int) -> str:
     return subprocess.run(["ss", "-Htlnp", f"sport = :{port}"], capture_output=True, text=True, check=False).stdout
 
 
+@pytest.mark.refuses("server-does-not-exit-after-sigterm")
 def test_server_that_does_not_exit_after_sigterm_fails_and_is_killed(tmp_path: Path, bare_server: Path) -> None:
     stubborn = tmp_path / "stubborn-server"
     stubborn.write_text(f"#!/bin/sh\ntrap '' TERM\nexec {bare_server} \"$@\"\n")
@@ -96,6 +97,7 @@ def h2load_killer() -> Iterator[list[int]]:
     thread.join(timeout=5)
 
 
+@pytest.mark.refuses("h2load-exits-without-summary")
 def test_h2load_killed_mid_run_fails_the_phase_without_a_summary(
     tmp_path: Path, bare_server: Path, h2load_killer: list[int]
 ) -> None:
@@ -111,6 +113,7 @@ def test_h2load_killed_mid_run_fails_the_phase_without_a_summary(
     assert "train-srv-long.log" in line and "\n" not in line
 
 
+@pytest.mark.refuses("upstream-backend-exits-start")
 @pytest.mark.parametrize(
     ("requests", "timeout", "said"),
     [
@@ -172,6 +175,7 @@ def test_upstream_backend_whose_port_is_taken_while_it_is_down_fails_to_start_ag
         assert "address already in use" in line.lower()
 
 
+@pytest.mark.refuses("phase-file-gone-when-runs")
 def test_a_body_file_gone_when_its_phase_runs_fails_the_phase(tmp_path: Path, bare_server: Path) -> None:
     body = tmp_path / "body.txt"
     body.write_text("a-b-c")
@@ -188,6 +192,7 @@ def test_a_body_file_gone_when_its_phase_runs_fails_the_phase(tmp_path: Path, ba
     assert not _children("bare-server")
 
 
+@pytest.mark.refuses("h2load-not-found-when-phase-runs")
 def test_h2load_gone_from_path_when_the_phase_runs_fails_the_phase(
     tmp_path: Path, bare_server: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -204,6 +209,7 @@ def test_h2load_gone_from_path_when_the_phase_runs_fails_the_phase(
     assert not _children("bare-server")
 
 
+@pytest.mark.refuses("batch-one-request-connections-fails")
 def test_a_batch_of_one_request_connections_that_fails_fails_the_phase(tmp_path: Path, bare_server: Path) -> None:
     """``one_per_connection``: the requests go as batches of new connections, each checked; these get 404s."""
     phases = (
@@ -217,6 +223,7 @@ def test_a_batch_of_one_request_connections_that_fails_fails_the_phase(tmp_path:
     assert "connections after 0 requests: " in line and "train-srv-fresh.log" in line
 
 
+@pytest.mark.refuses("batch-one-request-connections-fails")
 def test_one_request_connections_ask_for_every_path(tmp_path: Path, bare_server: Path) -> None:
     """A connection with one request asks h2load only for the first path: the batches take turns at which path is
     first, so the second path (a 404 here) is asked for too, and fails the phase that expects ok."""
@@ -243,6 +250,7 @@ def test_paths_that_requests_per_connection_cannot_reach_are_warned_of(
     )
 
 
+@pytest.mark.refuses("upstream-backend-does-not-listen-time")
 def test_upstream_backend_that_does_not_listen_in_time_is_stopped_and_refused(tmp_path: Path) -> None:
     """A backend slow to start (here: a ``sitecustomize`` that sleeps before Python runs the backend) is not
     waited for past its limit, and is not left running."""

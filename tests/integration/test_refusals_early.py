@@ -43,6 +43,7 @@ def _report(p: Pipeline) -> dict[str, Any]:
 # --- the profile store ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.refuses("parent-others-may-write-without-sticky-bit")
 @pytest.mark.parametrize("session", ["instrument", "pgo"])
 def test_store_in_a_parent_others_may_write_refused_before_the_build(hello: Pipeline, session: str) -> None:
     shared = hello.root / "shared"
@@ -68,6 +69,7 @@ def test_store_in_a_sticky_parent_is_accepted_at_plan_time(hello: Pipeline) -> N
     _nothing_built(hello)
 
 
+@pytest.mark.refuses("directory-symlink-way-store-written-resolved-neither")
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to give the directory away")
 @pytest.mark.parametrize("session", ["instrument", "pgo"])
 def test_store_under_a_directory_of_another_user_refused_before_the_build(hello: Pipeline, session: str) -> None:
@@ -99,6 +101,7 @@ def _store_in_work(p: Pipeline) -> str:
     return f"the profile store {p.store} is inside the work dir PGO_OUT={p.work}"
 
 
+@pytest.mark.refuses("work-dir-store-inside-one-another-one")
 @pytest.mark.parametrize("make", [_work_in_store, _store_in_work], ids=["work-in-store", "store-in-work"])
 def test_work_dir_and_store_inside_one_another_refused_before_the_build(hello: Pipeline, make: Any) -> None:
     # it failed only after the training, with a hint that blamed the user
@@ -122,6 +125,7 @@ def _symlinked_store(p: Pipeline) -> str:
     return "is a symlink"
 
 
+@pytest.mark.refuses("store-symlink", "others-may-write-read-store-not-mode")
 @pytest.mark.parametrize("make", [_open_store, _symlinked_store], ids=["mode-0755", "symlink"])
 def test_unsafe_store_refused_before_instrument(hello: Pipeline, make: Any) -> None:
     # these were found only by optimise, after instrument, train and merge had run
@@ -133,6 +137,7 @@ def test_unsafe_store_refused_before_instrument(hello: Pipeline, make: Any) -> N
 # --- the target -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.refuses("pgo-target-target-release-several-not-target")
 @pytest.mark.parametrize(
     ("target", "suggestion"),
     [
@@ -161,6 +166,7 @@ def _cargo_config(p: Pipeline, text: str) -> Path:
     return config
 
 
+@pytest.mark.refuses("carried-build-rustflags-entry-contains-white-space")
 def test_carried_build_rustflag_with_a_space_refused_when_planned(hello: Pipeline) -> None:
     # it used to reach rustc as `--cfg x="a` and `b"`: "multiple input filenames provided"
     config = _cargo_config(hello, '[build]\nrustflags = ["--cfg", "x=\\"a b\\""]\n')
@@ -193,6 +199,7 @@ def _not_a_tool(tmp_path: Path, name: str, prints: str) -> Path:
     return fake
 
 
+@pytest.mark.refuses("llvm-profdata-another-llvm-major-rustc-before")
 @pytest.mark.parametrize("session", ["pgo", "instrument", "merge", "optimise"])
 def test_llvm_profdata_of_another_major_refused_before_anything_is_built(hello: Pipeline, session: str) -> None:
     """llvm-14 is installed here (and on CI): its llvm-profdata cannot read rustc 22's raw profiles."""
@@ -203,6 +210,7 @@ def test_llvm_profdata_of_another_major_refused_before_anything_is_built(hello: 
     assert _report(hello) == {}  # refused before any stage began
 
 
+@pytest.mark.refuses("pgo-llvm-profdata-pgo-llvm-bolt-merge")
 @pytest.mark.parametrize(
     ("program", "says"),
     [
@@ -219,6 +227,7 @@ def test_a_program_that_is_no_llvm_profdata_refused_before_anything_is_built(
     _nothing_built(hello)
 
 
+@pytest.mark.refuses("llvm-profdata-another-llvm-major-rustc-before")
 def test_a_script_printing_another_version_as_llvm_profdata_refused(hello: Pipeline, tmp_path: Path) -> None:
     fake = _not_a_tool(tmp_path, "llvm-profdata", "Ubuntu LLVM version 18.1.3")
     assert_refused(hello.nox("instrument", PGO_LLVM_PROFDATA=str(fake)), f"{fake} is LLVM 18.1.3 but rustc")
@@ -230,6 +239,7 @@ def test_train_does_not_look_for_llvm_profdata(hello: Pipeline) -> None:
     assert_refused(hello.nox("train", PGO_LLVM_PROFDATA="/bin/true"), "train needs the result of instrument")
 
 
+@pytest.mark.refuses("llvm-bolt-another-llvm-major-pgo-bolt")
 @pytest.mark.parametrize("session", ["pgo", "optimise", "bolt"])
 def test_llvm_bolt_of_another_major_refused_before_anything_is_built(
     hello: Pipeline, tmp_path: Path, session: str
@@ -244,12 +254,14 @@ def test_llvm_bolt_of_another_major_refused_before_anything_is_built(
     assert _report(hello) == {}
 
 
+@pytest.mark.refuses("pgo-llvm-profdata-pgo-llvm-bolt-merge")
 def test_a_program_that_is_no_llvm_bolt_refused_before_anything_is_built(hello: Pipeline) -> None:
     proc = hello.nox("pgo", PGO_BOLT="1", PGO_LLVM_BOLT="/bin/true")
     assert_refused(proc, "/bin/true is not llvm-bolt: `/bin/true --version` prints no LLVM version", "bolt-22")
     _nothing_built(hello)
 
 
+@pytest.mark.refuses("merge-fdata-another-llvm-major")
 def test_merge_fdata_of_another_major_refused_before_anything_is_built(hello: Pipeline, tmp_path: Path) -> None:
     """The real llvm-bolt-22, a merge-fdata beside it printing LLVM 21's version."""
     tools = tmp_path / "tools"
@@ -278,6 +290,7 @@ def _valid_profile(tmp_path: Path) -> Path:
     return profile
 
 
+@pytest.mark.refuses("no-space-left-write-profile-into-store")
 def test_full_disk_under_the_store_is_one_line_and_leaves_nothing(hello: Pipeline) -> None:
     profile = _valid_profile(hello.root)
     with small_tmpfs(hello.root / "small", size="64k") as small:

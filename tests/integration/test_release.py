@@ -236,6 +236,11 @@ def _resum(dist: Path) -> None:
     (dist / "SHA256SUMS").write_text(sha256sums_text(sums))
 
 
+@pytest.mark.refuses(
+    "verify-artefact-sha256-not-manifest",
+    "verify-provenance-statement-missing",
+    "verify-statement-parameter-not-manifest",
+)
 def test_verify_refuses_a_tampered_release(released: Release, tmp_path: Path) -> None:
     """The real release's files through ``nox -s verify``: a changed byte in an artefact, a changed parameter in a
     statement and a missing statement are each one line, with the sums made consistent again each time."""
@@ -302,6 +307,7 @@ def _with_the_plain_binary_as_pgo(released: Release, tmp_path: Path) -> Path:
     return download
 
 
+@pytest.mark.refuses("rebuild-rebuilt-binary-differs-from-published-one")
 def test_rebuild_says_where_the_binaries_differ(released: Release, tmp_path: Path) -> None:
     """A release whose PGO tarball holds another binary (consistent sums): mismatch, bytes and sections."""
     download = _with_the_plain_binary_as_pgo(released, tmp_path)
@@ -311,6 +317,7 @@ def test_rebuild_says_where_the_binaries_differ(released: Release, tmp_path: Pat
     assert f"mismatch  {pgo['binary']}" in output(proc), line
 
 
+@pytest.mark.refuses("rebuild-rebuilt-binary-differs-from-published-one")
 @pytest.mark.skipif(
     shutil.which("diffoscope") is None, reason="diffoscope is not installed (apt-get install diffoscope-minimal)"
 )
@@ -336,6 +343,7 @@ def test_rebuild_mismatch_explained_by_diffoscope(released: Release, tmp_path: P
     assert 3 <= len(summary) <= 30 and screen[start : start + len(summary)] == summary
 
 
+@pytest.mark.refuses("determinism-two-builds-from-one-profile-differ")
 @pytest.mark.skipif(
     shutil.which("diffoscope") is None, reason="diffoscope is not installed (apt-get install diffoscope-minimal)"
 )
@@ -386,17 +394,20 @@ def test_determinism_mismatch_explained_by_diffoscope(tmp_path: Path) -> None:
 # --- refusals ------------------------------------------------------------------------------------
 
 
+@pytest.mark.refuses("no-release-tag-given", "tag-not-vx-y-z")
 def test_release_without_or_with_an_ill_formed_tag_refused(released: Release) -> None:
     assert_refused(run_nox("release", released.env()), "needs a release tag first")
     assert_refused(run_nox("release", released.env(), ["1.0.0"]), "'1.0.0' is not a release tag", "vX.Y.Z")
     assert_refused(run_nox("rebuild", released.env(), ["--artefacts", "x"]), "needs a release tag first")
 
 
+@pytest.mark.refuses("tag-does-not-exist")
 @pytest.mark.parametrize("session", ["release", "rebuild"])
 def test_tag_that_does_not_exist_refused(released: Release, session: str) -> None:
     assert_refused(run_nox(session, released.env(), ["v9.9.9"]), "tag v9.9.9 does not exist", str(released.repo))
 
 
+@pytest.mark.refuses("worktree-dirty")
 def test_release_of_a_dirty_worktree_refused(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     env = Release(tmp_path, repo, repo / "dist", tmp_path / "work", tmp_path / "store", "").env()
@@ -406,6 +417,7 @@ def test_release_of_a_dirty_worktree_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "work").exists()
 
 
+@pytest.mark.refuses("determinism-profile-gone")
 def test_determinism_without_its_profile_refused(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     missing = tmp_path / "moved.profdata"
@@ -416,6 +428,7 @@ def test_determinism_without_its_profile_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "work" / "determinism").exists()
 
 
+@pytest.mark.refuses("cpu-baseline-command-dies-sigill-under-baseline")
 def test_release_of_a_binary_that_needs_a_newer_cpu_refused(tmp_path: Path) -> None:
     """Built for x86-64-v3, the artefacts die with SIGILL under the emulated baseline CPU: no release."""
     repo = make_repo(tmp_path)
@@ -425,6 +438,7 @@ def test_release_of_a_binary_that_needs_a_newer_cpu_refused(tmp_path: Path) -> N
     assert not release.dist.exists()
 
 
+@pytest.mark.refuses("head-not-tag")
 def test_release_of_another_commit_than_the_tag_refused(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     (repo / "NOTES").write_text("after the tag\n")
@@ -434,6 +448,7 @@ def test_release_of_another_commit_than_the_tag_refused(tmp_path: Path) -> None:
     assert_refused(run_nox("release", env, [TAG]), f"not {TAG}", f"git checkout {TAG}")
 
 
+@pytest.mark.refuses("release-directory-already-exists")
 def test_release_over_existing_artefacts_refused(released: Release) -> None:
     assert_refused(run_nox("release", released.env(), [TAG]), "already exists", str(released.dist))
 
@@ -446,6 +461,7 @@ def _rebuild(
     )
 
 
+@pytest.mark.refuses("rebuild-release-file-missing", "rebuild-no-artefacts-tag")
 def test_rebuild_with_an_artefact_missing_refused(released: Release, tmp_path: Path) -> None:
     download = released.download(tmp_path / "download")
     (download / f"{BASE}-pgo.tar.gz").unlink()
@@ -453,6 +469,7 @@ def test_rebuild_with_an_artefact_missing_refused(released: Release, tmp_path: P
     assert_refused(_rebuild(released, tmp_path / "nowhere"), f"no artefacts of {TAG}", "--artefacts")
 
 
+@pytest.mark.refuses("rebuild-sha256sums-has-no-line-for-file")
 def test_rebuild_with_a_sha256sums_line_missing_refused(released: Release, tmp_path: Path) -> None:
     download = released.download(tmp_path / "download")
     sums = download / "SHA256SUMS"
@@ -460,6 +477,7 @@ def test_rebuild_with_a_sha256sums_line_missing_refused(released: Release, tmp_p
     assert_refused(_rebuild(released, download), f"SHA256SUMS has no line for {BASE}-pgo.profdata")
 
 
+@pytest.mark.refuses("rebuild-profile-not-manifest")
 def test_rebuild_with_another_profile_refused(released: Release, tmp_path: Path) -> None:
     download = released.download(tmp_path / "download")
     profile = download / f"{BASE}-pgo.profdata"
@@ -470,6 +488,7 @@ def test_rebuild_with_another_profile_refused(released: Release, tmp_path: Path)
     assert sha256_file(other) in line
 
 
+@pytest.mark.refuses("rebuild-another-rustc-release")
 def test_rebuild_with_another_rustc_refused(released: Release, tmp_path: Path) -> None:
     download = released.download(tmp_path / "download")
     wrapper = tmp_path / "rustc-1.94"
@@ -500,6 +519,7 @@ def _edit_manifest(download: Path, **changes: Any) -> None:
     (download / "SHA256SUMS").write_text(sha256sums_text(sums))
 
 
+@pytest.mark.refuses("rebuild-manifest-sha256-not-sha256sums")
 def test_rebuild_with_an_edited_manifest_refused(released: Release, tmp_path: Path) -> None:
     download = released.download(tmp_path / "download")
     manifest = download / f"{BASE}-manifest.json"
@@ -507,18 +527,21 @@ def test_rebuild_with_an_edited_manifest_refused(released: Release, tmp_path: Pa
     assert_refused(_rebuild(released, download), f"{manifest.name} has sha256", "SHA256SUMS says")
 
 
+@pytest.mark.refuses("rebuild-tag-moved")
 def test_rebuild_of_a_moved_tag_refused(released: Release, tmp_path: Path) -> None:
     download = released.download(tmp_path / "download")
     _edit_manifest(download, commit="0" * 40)
     assert_refused(_rebuild(released, download), f"tag {TAG} is commit", "built from 000000000000", "tag was moved")
 
 
+@pytest.mark.refuses("rebuild-another-cargo-release")
 def test_rebuild_with_another_cargo_refused(released: Release, tmp_path: Path) -> None:
     download = released.download(tmp_path / "download")
     _edit_manifest(download, toolchain__cargo="cargo 1.94.0 (0000000 2026-01-01)")
     assert_refused(_rebuild(released, download), "this is cargo 1.", "built with cargo 1.94.0")
 
 
+@pytest.mark.refuses("rebuild-other-base-rustflags-release")
 def test_rebuild_with_other_base_rustflags_refused(released: Release, tmp_path: Path) -> None:
     download = released.download(tmp_path / "download")
     env = released.env(
@@ -528,6 +551,7 @@ def test_rebuild_with_other_base_rustflags_refused(released: Release, tmp_path: 
     assert git(released.repo, "worktree", "list").count("\n") == 0, "the worktree is removed after a refusal too"
 
 
+@pytest.mark.refuses("binary-contains-build-machine-path")
 def test_release_of_a_binary_that_embeds_its_path_refused(tmp_path: Path) -> None:
     """``env!("CARGO_MANIFEST_DIR")`` is a string, not a path: no remap reaches it, the release must stop."""
     repo = make_repo(tmp_path, tags=())
@@ -572,6 +596,7 @@ exec {real} "$@" --config profile.release.debug-assertions=true
 """
 
 
+@pytest.mark.refuses("plain-pgo-build-disagree-crate-identity")
 def test_release_whose_plain_build_is_another_build_refused(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     release = Release(tmp_path, repo, repo / "dist" / TAG, tmp_path / "work", tmp_path / "store", "")
@@ -586,12 +611,14 @@ def test_release_whose_plain_build_is_another_build_refused(tmp_path: Path) -> N
     assert not release.dist.exists()
 
 
+@pytest.mark.refuses("rebuild-another-commit-time-manifest")
 def test_rebuild_with_another_commit_time_refused(released: Release, tmp_path: Path) -> None:
     download = released.download(tmp_path / "download")
     _edit_manifest(download, commit_time=released.manifest()["commit_time"] + 1)
     assert_refused(_rebuild(released, download), "has another commit time than the manifest records")
 
 
+@pytest.mark.refuses("rebuild-binary-tarball-not-manifest")
 def test_rebuild_of_a_tarball_whose_binary_is_not_the_manifests_refused(released: Release, tmp_path: Path) -> None:
     download = released.download(tmp_path / "download")
     _edit_manifest(download, artefacts__pgo__binary_sha256="0" * 64)
@@ -599,6 +626,7 @@ def test_rebuild_of_a_tarball_whose_binary_is_not_the_manifests_refused(released
     assert_refused(_rebuild(released, download), f"the binary in {pgo['file']} is not the one the manifest records")
 
 
+@pytest.mark.refuses("rebuild-binaries-match-but-tarball-does-not")
 def test_rebuild_whose_binary_matches_but_not_its_tarball_refused(released: Release, tmp_path: Path) -> None:
     """The published PGO tarball packed otherwise (its tar compressed at another gzip level: the members as the
     release writes them, another mtime is refused before the build), the same binary in it, every sum made to agree:
@@ -614,6 +642,7 @@ def test_rebuild_whose_binary_matches_but_not_its_tarball_refused(released: Rele
     assert f", published {sha256_bytes(tarball)}" in line
 
 
+@pytest.mark.refuses("verify-rebuild-sha256sums-lists-file-release-does")
 def test_verify_and_rebuild_refuse_an_extra_file_listed_in_sha256sums(released: Release, tmp_path: Path) -> None:
     """A script beside the release's files, with its SHA256SUMS line: no file the release does not make passes."""
     download = released.download(tmp_path / "download")
@@ -625,6 +654,7 @@ def test_verify_and_rebuild_refuse_an_extra_file_listed_in_sha256sums(released: 
     assert not (download.parent / "w").exists(), "refused before anything was built"
 
 
+@pytest.mark.refuses("verify-rebuild-tarball-member-owner-mode-mtime")
 def test_rebuild_of_a_tarball_whose_member_is_owned_by_a_user_refused(released: Release, tmp_path: Path) -> None:
     """The PGO tarball repacked with the same binary owned by uid 1000, every sha256 made to agree: rebuild reads
     it under verify's rules and stops before building."""
@@ -650,6 +680,9 @@ def test_rebuild_of_a_tarball_whose_member_is_owned_by_a_user_refused(released: 
     assert not (download.parent / "w" / "rebuild" / TAG / "stripped").exists(), "refused before anything was built"
 
 
+@pytest.mark.refuses(
+    "verify-rebuild-artefacts-folder-dangling-symbolic-link", "release-artefacts-folder-dangling-symbolic-link-under"
+)
 def test_release_into_a_dangling_artefacts_link_refused_before_any_build(released: Release, tmp_path: Path) -> None:
     link = tmp_path / "dist-link"
     link.symlink_to(tmp_path / "gone")

@@ -113,6 +113,7 @@ def test_a_server_that_answers_200_is_trained(tmp_path: Path) -> None:
     assert [(p["name"], p["done"], p["status"]["2xx"]) for p in report["phases"]] == [("health", 5, 5)]
 
 
+@pytest.mark.refuses("readiness-url-steadily-answers-other-200")
 def test_a_readiness_url_answering_404_fails_fast_saying_so(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     started = time.monotonic()
     with pytest.raises(TrainingFailed) as caught:
@@ -132,6 +133,7 @@ def test_a_readiness_url_answering_404_fails_fast_saying_so(tmp_path: Path, capf
     assert "listening" in err  # its first line: the probes left no error in the server's log
 
 
+@pytest.mark.refuses("readiness-url-not-answered-200-ready-timeout")
 def test_a_readiness_port_that_refuses_waits_the_timeout_and_says_so(tmp_path: Path) -> None:
     # the server listens on {http_port}; the readiness URL is {https_port}, where nothing listens
     text = 'ready = "http://127.0.0.1:{https_port}/health"\nready_timeout = 2'
@@ -155,6 +157,7 @@ headers = ["accept-encoding: gzip"]
 """
 
 
+@pytest.mark.refuses("mean-body-size-out-min-mean-body")
 def test_mean_body_proves_compression(tmp_path: Path) -> None:
     """index.html (5120 bytes) and docs/b.html (2400): 3760 bytes a response uncompressed, far less gzipped."""
     binary = server_binary(tmp_path)
@@ -175,6 +178,7 @@ def test_mean_body_proves_compression(tmp_path: Path) -> None:
         train(tmp_path, workload(tmp_path, phases=too_small), binary)
 
 
+@pytest.mark.refuses("mean-body-size-out-min-mean-body")
 def test_mean_body_over_one_request_per_connection(tmp_path: Path) -> None:
     """Summed over the five h2load runs of 8 connections, each connection's one request the run's first path: the
     runs take turns, index.html (5120 bytes) first in three of them and docs/b.html (2400) in two, so
@@ -241,6 +245,7 @@ def _daemon(tmp_path: Path) -> int:
     return int((tmp_path / "daemon.pid").read_text())
 
 
+@pytest.mark.refuses("training-server-leaves-processes-running-after-exits")
 def test_a_server_that_leaves_a_daemon_is_refused_in_the_training(tmp_path: Path) -> None:
     with pytest.raises(TrainingFailed) as caught:
         train_workload(tmp_path, workload(tmp_path), daemonizing_binary(tmp_path), timeout=60, profraw=True)

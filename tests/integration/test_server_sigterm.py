@@ -23,6 +23,7 @@ def test_a_server_without_a_sigterm_handler_is_trained_with_exit_on_sigterm(tmp_
     assert report["optimise"]["verify"]["requests"] == report["train"]["requests"]
 
 
+@pytest.mark.refuses("server-exits-non-zero-signal-after-sigterm")
 def test_without_exit_on_sigterm_the_refusal_names_the_setting(tmp_path: Path) -> None:
     workload = tmp_path / "no-shim.toml"
     text = (REPO / "profiles" / "bare-server.toml").read_text()

@@ -57,6 +57,7 @@ def _no_temp_files(*roots: Path) -> None:
     assert not left, left
 
 
+@pytest.mark.refuses("llvm-profdata-cannot-read-profraw", "pgo-drop-bad-profraw-1-none-left")
 def test_corrupt_raw_profile_refused_by_name_or_dropped_when_asked(hello: Pipeline) -> None:
     raws = _trained(hello)
     _as_if_trained(hello, raws[0], raws[1].read_bytes()[:300])
@@ -79,6 +80,9 @@ def test_corrupt_raw_profile_refused_by_name_or_dropped_when_asked(hello: Pipeli
     assert not (hello.work / "hello-pgo.profdata").exists()
 
 
+@pytest.mark.refuses(
+    "report-json-names-another-program-instrumented-build", "instrumented-binary-changed-since-instrument-built-sha256"
+)
 def test_train_runs_only_the_instrumented_build_it_recorded(hello: Pipeline) -> None:
     """train runs the binary instrument built, unchanged (its recorded sha256), at the instrumented build's path:
     (a) the binary overwritten by another executable, (b) report.json edited to name /bin/true (with its sha256)."""
@@ -104,6 +108,9 @@ def test_train_runs_only_the_instrumented_build_it_recorded(hello: Pipeline) -> 
     assert not (hello.work / "profraw").exists() or not list((hello.work / "profraw").glob("*.profraw"))
 
 
+@pytest.mark.refuses(
+    "profraw-last-training-did-not-write", "profraw-training-wrote-gone", "profraw-changed-since-training-wrote"
+)
 def test_raw_profile_of_another_binary_refused(hello: Pipeline, tmp_path: Path) -> None:
     raws = _trained(hello)
     other = Pipeline(tmp_path / "other", "withdep")
@@ -121,6 +128,7 @@ def test_raw_profile_of_another_binary_refused(hello: Pipeline, tmp_path: Path) 
     assert_refused(hello.nox("merge"), f"{raws[4]}, written by the last training, is gone")
 
 
+@pytest.mark.refuses("profraw-empty", "merged-profile-pgo-profdata-not-ir-level")
 def test_empty_raw_profiles_refused_even_with_no_floor(hello: Pipeline) -> None:
     raws = _trained(hello)
     for raw in raws:
@@ -137,6 +145,7 @@ def test_empty_raw_profiles_refused_even_with_no_floor(hello: Pipeline) -> None:
     assert not list(hello.store.glob("*.profdata")) if hello.store.exists() else True
 
 
+@pytest.mark.refuses("merged-profile-pgo-profdata-not-one-llvm")
 def test_a_text_file_as_profile_refused_before_the_build(hello: Pipeline) -> None:
     text = hello.root / "notes.profdata"
     text.write_text("this is not a profile\n")
@@ -146,6 +155,7 @@ def test_a_text_file_as_profile_refused_before_the_build(hello: Pipeline) -> Non
     assert "failed" in _report(hello)["optimise"]
 
 
+@pytest.mark.refuses("profile-covers-none-main-crate-functions")
 def test_a_profile_of_another_crate_refused(hello: Pipeline, tmp_path: Path) -> None:
     other = Pipeline(tmp_path / "other", "withdep")
     for stage in ("instrument", "train", "merge"):
@@ -166,6 +176,7 @@ def _musl_installed() -> bool:
     return "x86_64-unknown-linux-musl" in done.stdout
 
 
+@pytest.mark.refuses("profile-covers-none-main-crate-functions")
 @pytest.mark.skipif(not _musl_installed(), reason="needs `rustup target add x86_64-unknown-linux-musl` (.ci/run)")
 def test_a_profile_of_another_target_refused(hello: Pipeline, tmp_path: Path) -> None:
     musl = Pipeline(tmp_path / "musl", "hello")
@@ -204,6 +215,7 @@ def test_four_pipelines_on_one_crate_each_report_their_own_checked_binary(tmp_pa
     assert len(profiles) == len(scales)
 
 
+@pytest.mark.refuses("stale-profile-warnings")
 def test_work_dir_on_another_filesystem(hello: Pipeline, tmp_path: Path) -> None:
     """PGO_OUT on its own filesystem: the checked copy is made there, and a rejected binary moves there
     (a rename would fail with EXDEV) and leaves the target dir."""
@@ -220,6 +232,7 @@ def test_work_dir_on_another_filesystem(hello: Pipeline, tmp_path: Path) -> None
         _no_temp_files(work)
 
 
+@pytest.mark.refuses("stage-cannot-write-work-dir-full-disk")
 def test_full_work_dir_is_one_line_and_leaves_nothing_half_written(hello: Pipeline, tmp_path: Path) -> None:
     for stage in ("instrument", "train", "merge"):
         assert_ok(hello.nox(stage))
@@ -236,6 +249,7 @@ def test_full_work_dir_is_one_line_and_leaves_nothing_half_written(hello: Pipeli
         assert "failed" in json.loads((work / "report.json").read_text())["optimise"]
 
 
+@pytest.mark.refuses("stage-before-failed")
 def test_a_failed_stage_leaves_no_older_success(hello: Pipeline) -> None:
     assert_ok(hello.nox("pgo"))
     extra = hello.work / "profraw" / "extra.profraw"
@@ -327,6 +341,7 @@ def test_a_failed_or_interrupted_optimise_leaves_no_checked_copy_behind(hello: P
     assert not copy.exists()
 
 
+@pytest.mark.refuses("merged-profile-pgo-profdata-has-no-functions")
 def test_a_profile_without_functions_refused_before_the_build(hello: Pipeline) -> None:
     """A valid IR-level profile of no function: what llvm-profdata merges from a text profile with no records."""
     text = hello.root / "empty.proftext"
@@ -343,12 +358,19 @@ def test_a_profile_without_functions_refused_before_the_build(hello: Pipeline) -
     assert not (hello.work / "test-target").exists()
 
 
+@pytest.mark.refuses("pgo-profdata-no-such-file")
 def test_a_given_profile_that_is_no_file_refused(hello: Pipeline) -> None:
     missing = hello.root / "nowhere.profdata"
     assert_refused(hello.nox("optimise", PGO_PROFDATA=str(missing)), f"PGO_PROFDATA={missing}: no such file")
     assert not (hello.work / "logs" / "optimise-build.log").exists()
 
 
+@pytest.mark.refuses(
+    "instrumented-binary-gone",
+    "merged-profile-gone",
+    "merged-profile-changed-since-merge-wrote",
+    "optimised-binary-does-not-get-through-training",
+)
 def test_merged_profile_changed_or_gone_then_a_workload_the_optimised_binary_fails(tmp_path: Path) -> None:
     """One training of hello: the merged profile changed, then gone, is refused before the build; restored, the
     build is made and verified (PGO_VERIFY=1) against the workload file, which gained a phase after the training

@@ -86,6 +86,7 @@ def test_zigbuild_pgo_needs_at_most_glibc_2_28_and_passes_the_baseline_check(hel
     assert _report(hello)["cpu_baseline"]["binary_sha256"] == optimised["binary_sha256"]
 
 
+@pytest.mark.refuses("cargo-zigbuild-without-pgo-generate-linker-for")
 def test_zig_refuses_the_instrumented_link_so_the_pipeline_asks_for_cc(hello: Pipeline, tmp_path: Path) -> None:
     extra = {k: v for k, v in ZIGBUILD.items() if k != "PGO_GENERATE_LINKER"}
     assert_refused(
@@ -100,12 +101,14 @@ def test_zig_refuses_the_instrumented_link_so_the_pipeline_asks_for_cc(hello: Pi
     assert "__llvm_profile_runtime" in direct.stderr
 
 
+@pytest.mark.refuses("glibc-suffix-target-plain-cargo-build")
 def test_glibc_suffix_with_plain_cargo_refused(hello: Pipeline) -> None:
     line = assert_refused(hello.nox("instrument", PGO_TARGET=f"{TRIPLE}.2.28"), "has a glibc suffix (.2.28)")
     assert "only cargo zigbuild understands" in line
     assert not (hello.work / "logs" / "instrument-build.log").exists()
 
 
+@pytest.mark.refuses("binary-needs-newer-glibc-pgo-max-glibc")
 def test_native_build_over_the_glibc_ceiling_refused(hello: Pipeline) -> None:
     # this machine has glibc 2.36: a native link needs 2.34 (__libc_start_main)
     assert_refused(hello.nox("pgo", PGO_MAX_GLIBC="2.28"), "hello-pgo needs GLIBC_2.34, newer than PGO_MAX_GLIBC=2.28")
@@ -114,6 +117,7 @@ def test_native_build_over_the_glibc_ceiling_refused(hello: Pipeline) -> None:
     assert (hello.work / "rejected" / "hello-pgo").is_file()
 
 
+@pytest.mark.refuses("builds-made-different-cargo-commands")
 def test_mixed_cargo_commands_refused_whatever_the_metadata_says(hello: Pipeline) -> None:
     """Instrumented by plain cargo, optimised by cargo zigbuild: refused, though hello's metadata matches."""
     for stage in ("instrument", "train", "merge"):

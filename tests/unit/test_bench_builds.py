@@ -46,6 +46,7 @@ def test_frozen_copy(tmp_path: Path) -> None:
     assert not list((tmp_path / "bin").glob(".*"))
 
 
+@pytest.mark.refuses("given-binary-does-not-exist-not-executable")
 def test_frozen_copy_refuses(tmp_path: Path) -> None:
     with pytest.raises(MissingInput, match="no such binary"):
         builds.frozen_copy(tmp_path / "nothing", tmp_path / "bin", "plain")

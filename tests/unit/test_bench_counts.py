@@ -62,6 +62,7 @@ def test_cachegrind_summary_read_by_its_events_header() -> None:
     assert counts.ll_misses == 3_871 and counts.mispredicts == 8_454
 
 
+@pytest.mark.refuses("counted-trial-under-1-000-000-instructions")
 def test_callgrind_dump_in_its_own_order_of_events() -> None:
     text = CALLGRIND_TRIAL.read_text()
     assert "\nevents: Ir Dr Dw I1mr D1mr" in text  # not cachegrind's order
@@ -80,6 +81,7 @@ def test_callgrind_dump_in_its_own_order_of_events() -> None:
     assert too_short(counts, "x", "request") == ""
 
 
+@pytest.mark.refuses("valgrind-output-file-without-events-summary-line")
 def test_a_file_without_its_totals_is_refused() -> None:
     lines = CACHEGRIND_OUT.read_text().splitlines()
     with pytest.raises(BenchError) as cut:
@@ -120,6 +122,7 @@ def test_mispredictions_rank_the_builds_that_instructions_alone_rank_wrongly() -
     assert estimate(ours) < estimate(cargo_pgo)
 
 
+@pytest.mark.refuses("build-uses-instruction-valgrind-does-not-know")
 def test_an_instruction_valgrind_does_not_know_is_refused_in_one_line() -> None:
     log_path = DATA / "avx512-sigill.valgrind.log"
     log = log_path.read_text()
@@ -133,6 +136,7 @@ def test_an_instruction_valgrind_does_not_know_is_refused_in_one_line() -> None:
     refuse_unknown_instruction("plain", Path("/x/hello"), "", log_path, "valgrind-3.19.0")  # nothing to refuse
 
 
+@pytest.mark.refuses("measure-counts-without-valgrind-callgrind-control-for")
 def test_valgrind_missing_names_the_package(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError) as missing:
         find_tool("valgrind", {"PATH": str(tmp_path)})
@@ -195,6 +199,7 @@ def test_the_table_says_what_it_counts_and_what_it_cannot() -> None:
     assert math.isnan(CountTrial("baseline", 1, 0, 0, {}).per_unit()["instructions"])
 
 
+@pytest.mark.refuses("counts-gate-candidate-not-better-baseline-margin", "gate-no-scenario-kind-among-those-chosen")
 def test_the_gate_passes_and_fails_by_the_estimate() -> None:
     trained = _result("trained-row", "trained", BASE, _scaled(BASE, 0.95))  # 5 % better
     held = _result("held-row", "held-out", BASE, _scaled(BASE, 1.02))  # 2 % worse
@@ -224,6 +229,7 @@ def test_the_gate_passes_and_fails_by_the_estimate() -> None:
     )
 
 
+@pytest.mark.refuses("gate-trained-gate-held-out-without-measure")
 def test_counts_arguments() -> None:
     args, rest = cli.parse_args(["--measure", "counts", "--gate-trained", "2", "--out", "x"])
     assert (args.measure, args.trials, args.scale, args.coverage) == ("counts", 3, 0.1, False)
@@ -243,6 +249,7 @@ def test_counts_arguments() -> None:
         cli.parse_args(["--measure", "counts", "--gate-held-out", "-1"])
 
 
+@pytest.mark.refuses("valgrind-whose-version-not-valgrind")
 def test_a_valgrind_that_is_not_one_is_refused(tmp_path: Path) -> None:
     fake = tmp_path / "valgrind"
     fake.write_text("#!/bin/sh\necho 'qemu-x86_64 version 7.2'\n")
@@ -256,6 +263,7 @@ def test_a_valgrind_that_is_not_one_is_refused(tmp_path: Path) -> None:
     assert version(find_tool("valgrind", path), path).startswith("valgrind-3.")
 
 
+@pytest.mark.refuses("callgrind-wrote-no-dump-for-trial")
 def test_a_dump_that_callgrind_did_not_write_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "baseline.callgrind.out"
     (tmp_path / "baseline.callgrind.out.1").write_text(CALLGRIND_TRIAL.read_text())  # "dump t2"
@@ -285,6 +293,7 @@ def test_the_best_build_on_the_held_out_scenarios() -> None:
     assert best_on_held_out([_result("a", "held-out", BASE, BASE)], named) == ""  # one candidate
 
 
+@pytest.mark.refuses("profile-use-args-not-llvm-options-given")
 def test_profile_use_args_are_llvm_options() -> None:
     assert parse_variant("-disable-icp") == ("-disable-icp",)
     assert parse_variant(" -disable-icp  -profile-summary-cutoff-hot=990000 ") == (
@@ -344,6 +353,7 @@ def test_a_server_is_judged_in_its_binary() -> None:
     assert "| 0.00 % (whole: 5.00 %) |" in markdown([result], {"builds": []})
 
 
+@pytest.mark.refuses("profile-use-args-without-profile-work-dir")
 def test_a_knob_needs_the_work_dirs_profile(tmp_path: Path) -> None:
     with pytest.raises(MissingInput) as none:
         pgo_profile(tmp_path)

@@ -84,6 +84,7 @@ def result(cpus: list[tuple[float, float]], wall: float, **kwargs: object) -> Sc
 META = {"baseline_label": "plain", "candidate_label": "PGO", "trials": 3, "server_core": 1, "load_core": 0}
 
 
+@pytest.mark.refuses("server-scenario-whose-server-not-kept-busy")
 def test_a_server_not_kept_busy_makes_its_scenario_invalid_in_one_line() -> None:
     idle = result([(2.0, 1.8)] * 3, wall=8.0, kind="http", connections=8)  # 0.25 CPU-s per wall-s, 200 ticks
     assert len(idle.not_busy) == 6 and not idle.valid

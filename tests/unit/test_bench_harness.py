@@ -26,6 +26,7 @@ def test_cores() -> None:
     assert choose_cores({0, 1, 2, 3}, server=2, load=3) == (2, 3)
 
 
+@pytest.mark.refuses("fewer-two-usable-cores-core-not-usable")
 def test_cores_refused() -> None:
     with pytest.raises(BenchError, match="needs two cores"):
         choose_cores({0})
@@ -36,6 +37,7 @@ def test_cores_refused() -> None:
         choose_cores(set(os.sched_getaffinity(0)), server=outside)
 
 
+@pytest.mark.refuses("bad-session-argument")
 @pytest.mark.parametrize(
     ("posargs", "fragment"),
     [
@@ -58,6 +60,7 @@ def test_parse_args_passes_the_rest_on() -> None:
     assert defaults.trials == 5
 
 
+@pytest.mark.refuses("not-one-candidate-label-per-candidate")
 def test_repeated_candidates_and_their_labels(tmp_path: Path) -> None:
     args, _ = cli.parse_args(
         ["--candidate", "a", "--candidate", str(tmp_path / "b"), "--candidate-label", "PGO", "--no-coverage"]
@@ -164,6 +167,7 @@ def test_runs_added_up() -> None:
     assert "got 200 2xx, 100 4xx" in (h2load.check(total, 300, "2xx") or "")
 
 
+@pytest.mark.refuses("command-scenario-cwd-not-directory")
 def test_a_command_scenario_whose_cwd_is_not_a_directory_is_refused(tmp_path: Path) -> None:
     scenario = '\n[[bench.scenario]]\nname = "x"\ninstance = "cli"\nkind = "command"\nargs = ["primes", "10"]\n'
     path = tmp_path / "w.toml"

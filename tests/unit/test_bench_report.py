@@ -212,6 +212,7 @@ def test_the_coverage_section_counts_the_c_functions() -> None:
     assert "C and C++ of build scripts" not in report.markdown([scenario([10.0], [9.0])], {"coverage": {}})
 
 
+@pytest.mark.refuses("chart-without-matplotlib")
 def test_chart_without_matplotlib_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -115,6 +115,7 @@ def test_select_keeps_the_order_given_and_drops_repeats() -> None:
     assert select("all", scenarios) == list(scenarios)
 
 
+@pytest.mark.refuses("scenarios-names-unknown-scenario-none")
 @pytest.mark.parametrize(
     ("names", "fragment"), [("cached-5k-h3", "unknown scenario 'cached-5k-h3'"), (",", "no scenario")]
 )
@@ -132,6 +133,7 @@ def test_scaled_counts_never_fall_below_one_request_per_connection() -> None:
     assert (hello.scaled(0.001).count, hello.warmup_requests) == (1, 1)
 
 
+@pytest.mark.refuses("workload-declares-no-bench-scenario")
 def test_a_workload_without_scenarios_is_refused_saying_how_to_add_one() -> None:
     workload = load_workload(BUILTIN_PROFILES / "multi.toml")
     with pytest.raises(ConfigError) as caught:
@@ -141,6 +143,15 @@ def test_a_workload_without_scenarios_is_refused_saying_how_to_add_one() -> None
     assert "\n" not in line
 
 
+@pytest.mark.refuses(
+    "name-not-ascii-letters-digits",
+    "scenario-kind-instance-mode-cannot-run",
+    "scenario-expect-not-class",
+    "scenario-without-path",
+    "scenario-path-does-not-start",
+    "scenario-header-not-name-value",
+    "rps-one-per-connection",
+)
 @pytest.mark.parametrize(
     ("scenario", "fragment"),
     [
@@ -180,6 +191,9 @@ def test_scenario_refusals_name_the_file_table_and_key(tmp_path: Path, scenario:
     assert "\n" not in line
 
 
+@pytest.mark.refuses(
+    "unknown-key-nearest-known-one", "no-instance-bench-scenario-table", "two-bench-instance-tables-one-name"
+)
 def test_bench_instance_refusals(tmp_path: Path) -> None:
     twice = SERVER + '\n[[bench.instance]]\nname = "srv"\nmode = "server"\n'
     with pytest.raises(ConfigError, match="'srv' is used twice"):
@@ -195,6 +209,7 @@ def test_bench_instance_refusals(tmp_path: Path) -> None:
         load_workload(write(tmp_path, none))
 
 
+@pytest.mark.refuses("command-scenario-too-many-runs")
 def test_a_command_scenario_with_too_many_runs_is_refused(tmp_path: Path) -> None:
     scenario = '\n[[bench.scenario]]\nname = "x"\ninstance = "cli"\nkind = "command"\nargs = ["primes", "10"]\n'
     path = write(tmp_path, HELLO.read_text() + scenario + f"runs = {MAX_RUNS + 1}\n")
@@ -203,6 +218,7 @@ def test_a_command_scenario_with_too_many_runs_is_refused(tmp_path: Path) -> Non
     load_workload(write(tmp_path, HELLO.read_text() + scenario + f"runs = {MAX_RUNS}\n"))
 
 
+@pytest.mark.refuses("two-scenarios-one-name")
 def test_two_scenarios_of_one_name_are_refused(tmp_path: Path) -> None:
     scenario = '\n[[bench.scenario]]\nname = "x"\ninstance = "one"\nkind = "http"\npath = "/a"\nrequests = 1\n'
     with pytest.raises(
@@ -258,6 +274,7 @@ requests = 5
     assert held_out(trained, hello).rule == "arguments"
 
 
+@pytest.mark.refuses("scenario-held-out-not-true-false")
 @pytest.mark.parametrize("value", ['"yes"', "1", "[true]"])
 def test_a_held_out_that_is_not_true_or_false_is_refused(tmp_path: Path, value: str) -> None:
     scenario = '\n[[bench.scenario]]\nname = "x"\ninstance = "one"\nkind = "http"\npath = "/"\nrequests = 1\n'

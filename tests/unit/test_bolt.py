@@ -36,6 +36,7 @@ def test_log_of_a_run_with_opt_dist_flags() -> None:
     bolt.check_bolt_log(summary, Path("p.fdata"), Path("log"))
 
 
+@pytest.mark.refuses("llvm-bolt-reports-stale-profiles")
 def test_log_of_a_profile_of_another_build_is_refused_as_stale() -> None:
     summary = bolt.parse_bolt_log((DATA / "llvm-bolt-22-stale.log").read_text())
     assert summary.stale_functions == 4
@@ -46,11 +47,13 @@ def test_log_of_a_profile_of_another_build_is_refused_as_stale() -> None:
         bolt.check_bolt_log(summary, Path("p.fdata"), Path("log"))
 
 
+@pytest.mark.refuses("llvm-bolt-log-does-not-say-how")
 def test_log_without_the_profile_line_is_refused() -> None:
     with pytest.raises(CheckFailed, match="did not say how many functions"):
         bolt.parse_bolt_log("BOLT-INFO: Target architecture: x86_64\n")
 
 
+@pytest.mark.refuses("llvm-bolt-found-profile-data-for-none")
 def test_profile_matching_no_function_is_refused() -> None:
     text = (DATA / "llvm-bolt-22-hello.log").read_text().replace("56 out of 559", "0 out of 559")
     with pytest.raises(CheckFailed, match="profile data for none of the binary's 559 functions"):
@@ -65,6 +68,7 @@ def test_fdata_of_the_hello_training() -> None:
     bolt.check_profile(summary, Path("p.fdata"), ["hello_pgo"], "hello-pgo")
 
 
+@pytest.mark.refuses("bolt-profile-records-no-executed-branch")
 @pytest.mark.parametrize("text", ["", "no_lbr\n", "1 main 0 1 main 4 0 0\n"])
 def test_empty_fdata_is_refused(text: str) -> None:
     summary = bolt.parse_fdata(text)
@@ -84,6 +88,7 @@ def test_any_bytes_as_fdata_are_a_summary_or_a_refusal() -> None:
     assert bolt.parse_fdata("1 main 0 1 main 4 0 \u00b2\n1 main 0 1 main 4 0 3\n").branches == 1
 
 
+@pytest.mark.refuses("bolt-profile-names-none-main-crate-functions")
 def test_fdata_of_another_crate_is_refused() -> None:
     summary = bolt.parse_fdata((DATA / "hello-pgo.fdata").read_text())
     with pytest.raises(CheckFailed, match="names none of other-crate's functions"):
@@ -96,6 +101,7 @@ def test_bolt_args_default_to_opt_dist_and_are_replaced_whole() -> None:
     assert bolt.bolt_args("-reorder-blocks=ext-tsp  -dyno-stats") == ("-reorder-blocks=ext-tsp", "-dyno-stats")
 
 
+@pytest.mark.refuses("pgo-bolt-args-sets-what-stage-sets")
 @pytest.mark.parametrize("arg", ["-o x", "-data=p.fdata", "--instrument", "-instrumentation-file=/tmp/p"])
 def test_bolt_args_may_not_set_what_the_stage_sets(arg: str) -> None:
     with pytest.raises(ConfigError, match="which the bolt stage sets itself"):
@@ -133,17 +139,20 @@ def test_relocations_kept_by_emit_relocs_are_found(linked: dict[str, Path]) -> N
     assert ".rela.dyn" not in found  # the dynamic relocations every PIE has do not count
 
 
+@pytest.mark.refuses("bolt-input-has-no-rela-text")
 def test_binary_linked_without_emit_relocs_is_refused(linked: dict[str, Path]) -> None:
     assert ".rela.text" not in _readelf_sections(linked["plain"])
     with pytest.raises(CheckFailed, match=r"has no relocations of its code \(\.rela\.text\).*PGO_BOLT=1"):
         bolt.check_input(linked["plain"])
 
 
+@pytest.mark.refuses("bolt-input-stripped")
 def test_stripped_binary_is_refused(linked: dict[str, Path]) -> None:
     with pytest.raises(CheckFailed, match=r"is stripped \(no \.symtab\)"):
         bolt.check_input(linked["stripped"])
 
 
+@pytest.mark.refuses("bolt-input-bolted-already")
 def test_a_binary_bolted_already_is_refused(linked: dict[str, Path], tmp_path: Path) -> None:
     """llvm-bolt's own output of the relocations build: it keeps the symbol table but writes no .rela.text, so the
     note BOLT leaves is what says it."""
@@ -158,6 +167,7 @@ def test_a_binary_bolted_already_is_refused(linked: dict[str, Path], tmp_path: P
         bolt.check_input(bolted)
 
 
+@pytest.mark.refuses("bolt-input-not-elf-file")
 def test_not_an_elf_file_is_refused(tmp_path: Path) -> None:
     text = tmp_path / "script"
     text.write_text("#!/bin/sh\n")
@@ -179,17 +189,20 @@ def _fake_tool(directory: Path, name: str, version: str) -> Path:
     return path
 
 
+@pytest.mark.refuses("no-llvm-bolt-rustc-llvm-major")
 def test_no_llvm_bolt_names_the_debian_package(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError, match=r"no llvm-bolt of LLVM 22 .*apt-get install bolt-22"):
         bolt.find_bolt(RUSTC, {"PATH": str(tmp_path)}, None, llvm_root=tmp_path)
 
 
+@pytest.mark.refuses("pgo-llvm-bolt-no-such-program")
 def test_llvm_bolt_given_that_is_no_such_program_is_refused(tmp_path: Path) -> None:
     for given in ("llvm-bolt-99", str(tmp_path / "llvm-bolt")):
         with pytest.raises(ToolchainError, match=rf"PGO_LLVM_BOLT={given}: no such program \(install LLVM 22's BOLT"):
             bolt.find_bolt(RUSTC, {"PATH": str(tmp_path)}, given)
 
 
+@pytest.mark.refuses("no-merge-fdata-beside-llvm-bolt-nor")
 def test_llvm_bolt_without_merge_fdata_is_refused(tmp_path: Path) -> None:
     """The real llvm-bolt-22, alone in a directory, with no merge-fdata-22 on PATH."""
     real = shutil.which("llvm-bolt-22")
@@ -202,6 +215,7 @@ def test_llvm_bolt_without_merge_fdata_is_refused(tmp_path: Path) -> None:
         bolt.find_bolt(RUSTC, {"PATH": str(tmp_path / "bin")}, str(alone))
 
 
+@pytest.mark.refuses("no-llvm-strip-rustc-llvm-major-strip")
 def test_no_llvm_strip_of_the_major_is_refused(tmp_path: Path) -> None:
     """Neither llvm-strip-22 on PATH nor llvm-22's own: an llvm-strip of another major does not count."""
     bin_dir = tmp_path / "bin"
@@ -214,6 +228,7 @@ def test_no_llvm_strip_of_the_major_is_refused(tmp_path: Path) -> None:
         bolt.find_llvm_strip(RUSTC, {"PATH": str(bin_dir)}, llvm_root=tmp_path)
 
 
+@pytest.mark.refuses("llvm-bolt-another-llvm-major-pgo-bolt")
 def test_llvm_bolt_of_another_major_is_refused_naming_both(tmp_path: Path) -> None:
     fake = _fake_tool(tmp_path / "bin", "llvm-bolt-21", "21.1.8")
     _fake_tool(tmp_path / "bin", "merge-fdata-21", "21.1.8")
@@ -221,6 +236,7 @@ def test_llvm_bolt_of_another_major_is_refused_naming_both(tmp_path: Path) -> No
         bolt.find_bolt(RUSTC, {"PATH": str(tmp_path / "bin")}, str(fake))
 
 
+@pytest.mark.refuses("merge-fdata-another-llvm-major")
 def test_merge_fdata_of_another_major_is_refused(tmp_path: Path) -> None:
     fake = _fake_tool(tmp_path / "bin", "llvm-bolt", "22.1.8")
     _fake_tool(tmp_path / "bin", "merge-fdata", "21.1.8")
@@ -253,6 +269,7 @@ def test_real_tools_when_installed() -> None:
 PROFILE_SHA, INPUT_SHA = "a" * 64, "b" * 64
 
 
+@pytest.mark.refuses("given-bolt-profile-has-no-record-profile")
 def test_a_training_record_beside_the_profile_or_in_the_store_names_the_binary(tmp_path: Path) -> None:
     profile, store_copy = tmp_path / "given.fdata", tmp_path / "store" / f"{PROFILE_SHA}.fdata"
     store_copy.parent.mkdir()
@@ -266,6 +283,7 @@ def test_a_training_record_beside_the_profile_or_in_the_store_names_the_binary(t
         bolt.check_trained_on(profile, "e" * 64, tmp_path / "bin", INPUT_SHA, record)  # a record of other content
 
 
+@pytest.mark.refuses("bolt-training-record-not-readable-json-lacks")
 @pytest.mark.parametrize("text", ["not json", '{"profile_sha256": "' + PROFILE_SHA + '"}', "[]"])
 def test_a_training_record_that_is_no_record_refused(tmp_path: Path, text: str) -> None:
     profile = tmp_path / "given.fdata"

@@ -178,6 +178,7 @@ def test_a_package_whose_binary_and_lib_are_named_otherwise_in_a_workspace() -> 
     assert list(crate_identities(_data("cargo-optimise-renamed.log"), RENAMED)) == ["wordcore (lib)", "rnm (bin)"]
 
 
+@pytest.mark.refuses("cargo-log-has-no-rustc-line-for")
 def test_a_crate_of_the_same_name_from_another_source_is_not_the_package() -> None:
     # another workspace member (or a registry crate) may have a crate named like the package's: its file differs
     text = _data("cargo-optimise-renamed.log")
@@ -222,6 +223,7 @@ def test_any_quoting_and_broken_lines() -> None:
     ]
 
 
+@pytest.mark.refuses("workspace-no-pgo-package", "package-has-several-binaries-no-pgo-bin")
 def test_crate_info_of_a_workspace_whose_binaries_are_named_otherwise() -> None:
     # real `cargo metadata` on the fixture: a virtual workspace, two binaries, a lib named `wordcore`
     manifest = FIXTURES / "renamed" / "Cargo.toml"
@@ -236,6 +238,9 @@ def test_crate_info_of_a_workspace_whose_binaries_are_named_otherwise() -> None:
     assert info.sources == (info.package_dir / "src" / "lib.rs", info.package_dir / "src" / "main.rs")
 
 
+@pytest.mark.refuses(
+    "no-cargo-toml-manifest-path", "pgo-package-names-no-package-workspace", "pgo-bin-names-no-binary-package"
+)
 def test_crate_info_refuses_a_package_or_binary_the_manifest_does_not_have(tmp_path: Path) -> None:
     with pytest.raises(MissingInput, match=rf"no Cargo.toml at {tmp_path / 'Cargo.toml'} \(set PGO_MANIFEST"):
         crate_info(tmp_path / "Cargo.toml", None, None, os.environ)

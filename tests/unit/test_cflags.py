@@ -31,6 +31,7 @@ def test_the_variables_cc_rs_reads_first_wins() -> None:
     assert cflags.target_var("CXXFLAGS", HOST) == "CXXFLAGS_x86_64_unknown_linux_gnu"
 
 
+@pytest.mark.refuses("profile-flag-already-user-c-c-flags")
 @pytest.mark.parametrize("flag", ["-fprofile-use=/p.profdata", "-fprofile-instr-generate", "-fprofile-sample-use=x"])
 def test_a_profile_flag_in_the_users_flags_refused(flag: str) -> None:
     with pytest.raises(EnvironmentRefused) as caught:
@@ -46,6 +47,7 @@ def _script(tmp_path: Path, name: str, version_line: str) -> Path:
     return path
 
 
+@pytest.mark.refuses("clang-c-profile-another-llvm-major-not")
 def test_clang_of_rustcs_major_found_and_another_refused(tmp_path: Path) -> None:
     env = {"PATH": f"{tmp_path}{os.pathsep}/usr/bin"}
     found = cflags.find_clang(RUSTC, env, None)
@@ -61,6 +63,7 @@ def test_clang_of_rustcs_major_found_and_another_refused(tmp_path: Path) -> None
         cflags.check_major(str(not_clang), cflags.clang_version([str(not_clang)], env), RUSTC, "PGO_CLANG")
 
 
+@pytest.mark.refuses("pgo-c-1-no-clang-rustc-major")
 def test_no_clang_is_off_by_default_and_refused_when_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cflags, "LLVM_BIN", str(tmp_path / "llvm-{major}" / "bin"))  # no /usr/lib/llvm-22 here
     env = {"PATH": str(tmp_path)}
@@ -72,6 +75,7 @@ def test_no_clang_is_off_by_default_and_refused_when_asked_for(tmp_path: Path, m
     assert "apt-get install clang-22" in caught.value.hint
 
 
+@pytest.mark.refuses("pgo-c-1-no-clang-rustc-major")
 def test_the_users_compiler_kept_and_profiled_only_when_it_is_rustcs_clang(tmp_path: Path) -> None:
     gcc = _script(tmp_path, "gcc-like", "gcc (Debian 12.2.0-14) 12.2.0")
     plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin", "CC": str(gcc)}, HOST, setting=None, clang=None, zigbuild=False)
@@ -126,6 +130,7 @@ def _crate(**extra: object) -> CCrateRecord:
     return crate
 
 
+@pytest.mark.refuses("c-function-build-script-stale-hash-mismatch", "more-crates-whose-c-profile-flags-did")
 def test_stale_c_and_the_unprofiled_ceiling_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckFailed, match=r"the C of crate zstd-sys has 1 stale-profile warnings .* first: a.c: f"):
         cflags.check_c([_crate(stale=["a.c: f"])], None, tmp_path)
@@ -141,6 +146,7 @@ def test_stale_c_and_the_unprofiled_ceiling_refused(tmp_path: Path) -> None:
     assert cflags.unprofiled_warning([_crate(profile_flags=True)], plan) is None
 
 
+@pytest.mark.refuses("flag-c-profile-work-dir-store-path")
 def test_a_c_profile_flag_with_white_space_refused(tmp_path: Path) -> None:
     lang = cflags.Language("C", "CC", "CFLAGS", ("clang-22",), ("cc",), "22", None)
     with pytest.raises(ConfigError) as caught:

@@ -28,6 +28,7 @@ def test_bad_magic_warning_of_the_profile_file_is_found() -> None:
     assert found == [f"warning: {STORE}: invalid instrumentation profile data (bad magic)"]
 
 
+@pytest.mark.refuses("compiler-warns-about-profile-file-itself")
 def test_not_ir_level_warning_is_found_whatever_the_path() -> None:
     text = (DATA / "cargo-optimise-not-ir.log").read_text()
     found = checks.profile_file_warnings(text, Path("/elsewhere.profdata"))
@@ -54,6 +55,7 @@ def test_coverage_counts_the_main_crate_records_found_in_the_binary() -> None:
     checks.refuse_uncovered_main_crate(found, "hello-pgo")
 
 
+@pytest.mark.refuses("profile-covers-none-main-crate-functions")
 def test_a_profile_of_another_crate_covers_none_of_the_main_crate() -> None:
     found = checks.coverage(RECORDS, ["withdep_pgo"], HELLO_SYMBOLS, {"withdep_pgo": 8})
     assert found.main_crate_with_profile == 0
@@ -91,6 +93,7 @@ def test_records_of_the_crate(symbol: str, crate: str, expected: bool) -> None:
     assert checks._of_crate(symbol, [crate]) is expected
 
 
+@pytest.mark.refuses("no-ceiling-set-more-half-functions-have")
 def test_default_ceiling_refuses_mostly_missing() -> None:
     found = checks.Coverage(1, 0, functions_with_profile=10, symbols_known=True)
     checks.refuse_mostly_missing(10, found)  # half: accepted
@@ -112,6 +115,7 @@ def test_the_same_cargo_command_and_target_go_on() -> None:
     )
 
 
+@pytest.mark.refuses("builds-made-different-cargo-commands")
 def test_another_cargo_command_is_refused() -> None:
     with pytest.raises(
         CheckFailed,
@@ -126,6 +130,7 @@ def test_another_cargo_command_is_refused() -> None:
         )
 
 
+@pytest.mark.refuses("builds-for-different-targets")
 def test_another_target_is_refused() -> None:
     musl = "x86_64-unknown-linux-musl"
     with pytest.raises(

@@ -39,16 +39,19 @@ def test_every_setting_has_a_pgo_variable() -> None:
     assert len({s.env for s in SETTINGS}) == len(SETTINGS)
 
 
+@pytest.mark.refuses("unknown-pgo-variable")
 def test_unknown_pgo_variable_is_refused_with_a_suggestion(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"PGO_MIN_FUNCTION .*did you mean PGO_MIN_FUNCTIONS"):
         load_config(_project(tmp_path), {"PGO_MIN_FUNCTION": "3"})
 
 
+@pytest.mark.refuses("unknown-tool-pgo-key")
 def test_unknown_pyproject_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"\[tool.pgo\]: unknown key 'manifets'.*manifest"):
         load_config(_project(tmp_path, 'manifets = "x"'), {})
 
 
+@pytest.mark.refuses("value-not-what-setting-takes-not-number", "pgo-cargo-not-cargo-build-command")
 @pytest.mark.parametrize(
     ("env", "message"),
     [
@@ -64,6 +67,7 @@ def test_bad_values_name_their_source(tmp_path: Path, env: dict[str, str], messa
         load_config(_project(tmp_path), env)
 
 
+@pytest.mark.refuses("unknown-malformed-session-argument")
 def test_unknown_posarg(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown argument '--min-fuctions'.*--min-functions"):
         load_config(_project(tmp_path), {}, ["--min-fuctions", "3"])
@@ -111,6 +115,7 @@ BAD_NUMBERS = [
 ]
 
 
+@pytest.mark.refuses("value-not-what-setting-takes-not-number")
 @pytest.mark.parametrize(("name", "value", "problem", "form", "example"), BAD_NUMBERS)
 def test_bad_numbers_from_the_environment(
     tmp_path: Path, name: str, value: str, problem: str, form: str, example: str
@@ -124,6 +129,7 @@ def test_bad_numbers_from_the_environment(
     assert f"(for example {name}{example})" in line
 
 
+@pytest.mark.refuses("value-not-what-setting-takes-not-number")
 @pytest.mark.parametrize(("name", "value", "problem", "form", "example"), BAD_NUMBERS)
 def test_bad_numbers_from_posargs(tmp_path: Path, name: str, value: str, problem: str, form: str, example: str) -> None:
     option = next(s.option for s in SETTINGS if s.env == name)
@@ -135,6 +141,7 @@ def test_bad_numbers_from_posargs(tmp_path: Path, name: str, value: str, problem
     assert f"(for example {option} {example[1:]})" in line
 
 
+@pytest.mark.refuses("value-not-what-setting-takes-not-number", "toml-boolean-tool-pgo-where-number-string")
 @pytest.mark.parametrize(
     ("table", "message"),
     [
@@ -174,18 +181,21 @@ def test_good_numbers_at_the_bounds(tmp_path: Path, env: dict[str, str], expecte
     assert getattr(config, expected[0]) == expected[1]
 
 
+@pytest.mark.refuses("pyproject-toml-not-valid-toml-tool-pgo")
 def test_a_pyproject_that_is_not_toml_refused(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.pgo\nmin_functions = 3\n")
     with pytest.raises(ConfigError, match=rf"{tmp_path / 'pyproject.toml'}: not valid TOML: .*\(fix the syntax\)"):
         load_config(tmp_path, {})
 
 
+@pytest.mark.refuses("pyproject-toml-not-valid-toml-tool-pgo")
 def test_a_tool_pgo_that_is_not_a_table_refused(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool]\npgo = "cargo build"\n')
     with pytest.raises(ConfigError, match=r"\[tool.pgo\] must be a table \(write it as \[tool.pgo\] with key = value"):
         load_config(tmp_path, {})
 
 
+@pytest.mark.refuses("tool-pgo-value-not-string-where-one")
 @pytest.mark.parametrize(
     ("table", "got"), [('cargo = ["cargo", "build"]', "list"), ("workload = { name = 'x' }", "dict")]
 )
@@ -195,6 +205,7 @@ def test_a_pyproject_value_that_is_not_a_string_refused(tmp_path: Path, table: s
         load_config(_project(tmp_path, table), {})
 
 
+@pytest.mark.refuses("pyproject-toml-not-utf-8-text")
 def test_a_pyproject_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "pyproject.toml"
     path.write_bytes(b'[project]\nname = "caf\xe9"\n[tool.pgo]\nmin_functions = 3\n')
@@ -203,6 +214,7 @@ def test_a_pyproject_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     assert caught.value.line() == (f"{path} is not UTF-8 text (byte 0xe9 on line 2, offset 21) (save it as UTF-8 text)")
 
 
+@pytest.mark.refuses("pyproject-toml-tool-not-table")
 @pytest.mark.parametrize(("tool", "kind"), [("tool = 3", "the number 3"), ('tool = ["pgo"]', "a list")])
 def test_a_tool_that_is_not_a_table_refused(tmp_path: Path, tool: str, kind: str) -> None:
     path = tmp_path / "pyproject.toml"
@@ -226,6 +238,7 @@ TOOL_PGO: dict[str, object] = {
 }
 
 
+@pytest.mark.refuses("pyproject-toml-tool-not-table")
 def test_every_key_of_the_pyproject_changed_is_a_config_error_or_a_config(tmp_path: Path) -> None:
     """``[project]`` and ``[tool.pgo]``, each key deleted or given a value of every other type, at every level;
     then the bytes of the file in garbage and truncations: load_config refuses in one line or returns a Config."""

@@ -59,6 +59,7 @@ def test_build_info_of_a_musl_build_passes_without_crt_static() -> None:
         cpu.check_build_info(cpu.BuildInfo(info.target, (*info.target_features, "avx2")), defaults, Path("d"))
 
 
+@pytest.mark.refuses("cpu-baseline-build-info-prints-no-target")
 def test_build_info_without_its_lines() -> None:
     with pytest.raises(CheckFailed, match="printed no target= and target_features= lines"):
         cpu.parse_build_info("usage: hello-pgo collatz N\n")
@@ -69,6 +70,7 @@ def test_build_info_equal_to_the_defaults_passes() -> None:
     cpu.check_build_info(info, ("fxsr", "sse", "sse2"), Path("demo-server"))
 
 
+@pytest.mark.refuses("cpu-baseline-built-for-other-target-features")
 def test_build_info_of_an_x86_64_v3_build_is_refused() -> None:
     built = cpu.parse_rustc_cfg_features((DATA / "rustc-print-cfg-x86-64-v3.txt").read_text())
     info = cpu.BuildInfo("x86_64-unknown-linux-gnu", built)
@@ -81,6 +83,7 @@ def test_build_info_of_an_x86_64_v3_build_is_refused() -> None:
     assert "no -Ctarget-cpu" in line
 
 
+@pytest.mark.refuses("cpu-baseline-built-for-other-target-features")
 def test_build_info_missing_a_default_is_refused() -> None:
     info = cpu.BuildInfo("x86_64-unknown-linux-gnu", ("fxsr", "sse"))
     with pytest.raises(CheckFailed, match="without: sse2"):
@@ -118,6 +121,7 @@ def test_describe_exit(returncode: int, text: str) -> None:
     assert cpu.describe_exit(returncode) == text
 
 
+@pytest.mark.refuses("cpu-baseline-unknown-session-argument")
 def test_posargs() -> None:
     assert cpu.parse_cpu_args([]) == cpu.CpuArgs(None, None)
     parsed = cpu.parse_cpu_args(["--binary", "/bin/true", "--run", "primes", "--fast"])
@@ -126,6 +130,7 @@ def test_posargs() -> None:
         cpu.parse_cpu_args(["--cpu", "max"])
 
 
+@pytest.mark.refuses("cpu-baseline-work-dir-names-no-optimised", "cpu-baseline-last-optimised-build-failed-checks")
 def test_no_optimised_binary_in_the_work_dir(tmp_path: Path) -> None:
     with pytest.raises(MissingInput, match="names no optimised binary"):
         cpu.default_binary({}, tmp_path)
@@ -146,6 +151,7 @@ def test_target_cpu_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
     assert target_cpu_warning(_plan((), ("-C", "target-cpu=native"))) == "native"
 
 
+@pytest.mark.refuses("cpu-baseline-no-qemu-qemu-x86-64")
 def test_no_qemu_names_the_package(tmp_path: Path) -> None:
     with pytest.raises(
         ToolchainError, match=r"qemu-x86_64 not found: the baseline-CPU check needs it \(apt-get install qemu"
@@ -153,12 +159,18 @@ def test_no_qemu_names_the_package(tmp_path: Path) -> None:
         cpu.check_qemu({"PATH": str(tmp_path)})
 
 
+@pytest.mark.refuses("cpu-baseline-no-binary-path")
 def test_no_binary_to_check_refused(tmp_path: Path) -> None:
     with pytest.raises(MissingInput, match=rf"no binary at {tmp_path / 'hello-pgo'} \(build it first"):
         cpu.check_binary(tmp_path / "hello-pgo", tmp_path / "work", {"PATH": "/usr/bin:/bin"})
     assert not (tmp_path / "work").exists()
 
 
+@pytest.mark.refuses(
+    "cpu-baseline-binary-not-executable",
+    "cpu-baseline-binary-not-elf-script-only",
+    "cpu-baseline-binary-cannot-read-machine-cannot",
+)
 def test_a_binary_that_is_not_a_program_is_refused_before_qemu(tmp_path: Path) -> None:
     """Not executable, not ELF (nor a script), a script to run under qemu, a directory: one line each, before the
     controls run (no work dir made); an ELF file this machine cannot run is one line when it is run."""
@@ -213,6 +225,7 @@ def test_the_baseline_is_chosen_by_the_binarys_architecture() -> None:
     assert (cpu.AARCH64.described, cpu.AARCH64.beyond) == ("an Armv8.0 CPU", "beyond Armv8.0-A")
 
 
+@pytest.mark.refuses("cpu-baseline-binary-architecture-without-baseline-neither")
 def test_a_binary_of_an_architecture_without_a_baseline_is_refused_in_one_line(tmp_path: Path) -> None:
     binary = tmp_path / "riscv-server"
     binary.write_bytes(_elf_header(243))
@@ -242,6 +255,7 @@ def test_a_foreign_binary_runs_under_the_newer_model_where_a_native_one_runs_as_
     assert cpu._launch(other) == [other.qemu, "-cpu", "max"]
 
 
+@pytest.mark.refuses("cpu-baseline-built-for-other-target-features")
 def test_rustc_default_features_of_aarch64() -> None:
     """rustc's defaults for aarch64-unknown-linux-gnu are neon alone, as a build script's CARGO_CFG_TARGET_FEATURE
     says (measured: ``neon``; ``lse,neon`` with -Ctarget-feature=+lse): no linkage feature to set aside."""
@@ -254,6 +268,7 @@ def test_rustc_default_features_of_aarch64() -> None:
     assert "not rustc's defaults for aarch64-unknown-linux-gnu (neon): beyond them: lse (" in caught.value.line()
 
 
+@pytest.mark.refuses("cpu-baseline-no-qemu-qemu-x86-64", "cpu-baseline-no-aarch64-linux-gnu-gcc")
 def test_no_aarch64_qemu_or_compiler_names_the_package(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError) as caught:
         cpu.check_qemu({"PATH": str(tmp_path)}, cpu.AARCH64)

@@ -95,6 +95,7 @@ def test_glibc_of_other_needs(need: str) -> None:
     assert elf.glibc_of(need) is None
 
 
+@pytest.mark.refuses("binary-needs-newer-glibc-pgo-max-glibc")
 def test_check_glibc_refuses_a_newer_need(binaries: dict[str, Path]) -> None:
     with pytest.raises(CheckFailed) as caught:
         elf.check_glibc(binaries["fortified"], "2.28")
@@ -108,11 +109,13 @@ def test_check_glibc_accepts_up_to_the_ceiling(binaries: dict[str, Path]) -> Non
     assert elf.check_glibc(binaries["static"], "2.17") is None
 
 
+@pytest.mark.refuses("pgo-max-glibc-not-version")
 def test_check_glibc_bad_ceiling(binaries: dict[str, Path]) -> None:
     with pytest.raises(ConfigError, match="PGO_MAX_GLIBC='two' is not a version"):
         elf.check_glibc(binaries["plain"], "two")
 
 
+@pytest.mark.refuses("binary-not-elf-file-glibc-versions")
 def test_not_an_elf_file(tmp_path: Path) -> None:
     script = tmp_path / "script.sh"
     script.write_text("#!/bin/sh\necho hi\n")
@@ -120,6 +123,7 @@ def test_not_an_elf_file(tmp_path: Path) -> None:
         elf.max_glibc(script)
 
 
+@pytest.mark.refuses("binary-not-elf-file-symbols-static-check")
 def test_not_an_elf_file_has_no_symbols_and_is_not_static(tmp_path: Path) -> None:
     """What optimise reads of the binary cargo left: a script in its place is refused, not taken as stripped."""
     script = tmp_path / "script.sh"
@@ -130,6 +134,7 @@ def test_not_an_elf_file_has_no_symbols_and_is_not_static(tmp_path: Path) -> Non
         elf.is_static(script)
 
 
+@pytest.mark.refuses("plain-pgo-artefact-need-different-glibc-versions")
 def test_plain_and_pgo_artefacts_need_the_same_glibc(binaries: dict[str, Path], tmp_path: Path) -> None:
     twin = tmp_path / "plain-twin"
     shutil.copy(binaries["plain"], twin)

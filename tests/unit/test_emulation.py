@@ -74,6 +74,7 @@ def test_a_linker_or_runner_given_by_the_user_or_a_cargo_config_is_kept(tmp_path
     assert LINKER not in out and RUNNER not in out
 
 
+@pytest.mark.refuses("aarch64-target-x86-64-no-cross-linker", "aarch64-target-x86-64-no-qemu-aarch64")
 def test_no_cross_linker_and_no_qemu_each_one_line_naming_the_package(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError) as raised:
         emulation.cross_env(TARGET, _bin(tmp_path, "qemu-aarch64"), [])
@@ -99,6 +100,7 @@ def test_the_phase_limits_allow_for_emulation_but_pgo_phase_timeout_is_taken_as_
     assert emulation.slowdown(("qemu-aarch64",)) == emulation.SLOWDOWN and emulation.slowdown(()) == 1.0
 
 
+@pytest.mark.refuses("file-whose-architecture-asked-not-elf")
 @pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None, reason="gcc-aarch64-linux-gnu is not installed")
 def test_the_architecture_of_real_elf_files(tmp_path: Path) -> None:
     source = tmp_path / "main.c"
@@ -125,6 +127,7 @@ def test_the_c_of_a_cross_target_is_said_to_stay_unprofiled() -> None:
     assert cflags.cross_line(off, rustc) is None  # PGO_C=0 says so itself
 
 
+@pytest.mark.refuses("exit-sigterm-for-emulated-server-no-cross")
 def test_no_cross_compiler_for_the_sigterm_shim_of_an_aarch64_server_is_refused(tmp_path: Path) -> None:
     arch = emulation.ARCHES["aarch64"]
     with pytest.raises(ToolchainError) as raised:

@@ -24,6 +24,7 @@ def test_one_line_with_hint() -> None:
     assert str(error) == error.line()
 
 
+@pytest.mark.refuses("command-working-directory-does-not-exist")
 def test_run_in_a_missing_working_directory(tmp_path: Path) -> None:
     gone = tmp_path / "gone"
     with pytest.raises(CommandFailed) as caught:
@@ -34,17 +35,20 @@ def test_run_in_a_missing_working_directory(tmp_path: Path) -> None:
     assert "command not found" not in caught.value.line()
 
 
+@pytest.mark.refuses("command-working-directory-does-not-exist")
 def test_capture_in_a_missing_working_directory(tmp_path: Path) -> None:
     gone = tmp_path / "gone"
     with pytest.raises(CommandFailed, match=f"working directory {gone} does not exist"):
         runner.capture(["true"], env={"PATH": "/usr/bin:/bin"}, cwd=gone)
 
 
+@pytest.mark.refuses("captured-command-exits-non-zero")
 def test_a_captured_command_that_fails_names_its_exit_code_and_last_line(tmp_path: Path) -> None:
     with pytest.raises(CommandFailed, match=rf"ls {tmp_path}/nowhere failed with exit code 2: ls: cannot access"):
         runner.capture(["ls", str(tmp_path / "nowhere")], env={"PATH": "/usr/bin:/bin"})
 
 
+@pytest.mark.refuses("command-not-installed")
 def test_a_missing_command_is_still_command_not_found(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError, match="no-such-tool-here: command not found"):
         runner.capture(["no-such-tool-here"], env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)

@@ -23,6 +23,7 @@ GNU = "x86_64-unknown-linux-gnu"
 MUSL = "x86_64-unknown-linux-musl"
 
 
+@pytest.mark.refuses("release-rebuild-target-without-value")
 def test_take_all_takes_every_value_of_a_repeated_option() -> None:
     argv = ["--target", GNU, "--min-functions", "3", f"--target={MUSL}", "--artefacts", "d"]
     assert matrix.take_all(argv, "--target") == ([GNU, MUSL], ["--min-functions", "3", "--artefacts", "d"])
@@ -32,6 +33,7 @@ def test_take_all_takes_every_value_of_a_repeated_option() -> None:
             matrix.take_all(argv, "--target")
 
 
+@pytest.mark.refuses("gather-gather-without-folder-given-twice")
 def test_take_gather_takes_the_folders_up_to_the_next_option() -> None:
     assert matrix.take_gather(["--artefacts", "out"]) == (None, ["--artefacts", "out"])
     argv = ["--gather", "a", "b", "--artefacts", "out"]
@@ -43,6 +45,7 @@ def test_take_gather_takes_the_folders_up_to_the_next_option() -> None:
         matrix.take_gather(["--gather", "a", "--artefacts", "o", "--gather", "b"])
 
 
+@pytest.mark.refuses("release-target-given-twice-without-glibc-suffix")
 def test_a_target_twice_refused_with_or_without_its_glibc_suffix() -> None:
     assert matrix.refuse_twice([GNU, MUSL, "aarch64-unknown-linux-gnu.2.28"]) == [
         GNU,
@@ -55,6 +58,7 @@ def test_a_target_twice_refused_with_or_without_its_glibc_suffix() -> None:
         matrix.refuse_twice([f"{GNU}.2.28", GNU])
 
 
+@pytest.mark.refuses("pgo-target-target-release-several-not-target")
 def test_target_configs_one_work_dir_per_target_of_several(tmp_path: Path) -> None:
     env = clean_env({"PGO_OUT": str(tmp_path / "work")})
     (plain,) = matrix.target_configs(tmp_path, env, [], [])
@@ -70,6 +74,7 @@ def test_target_configs_one_work_dir_per_target_of_several(tmp_path: Path) -> No
         matrix.target_configs(tmp_path, env, [], [GNU, "x86_64-unknown-linux-gun"])
 
 
+@pytest.mark.refuses("release-gather-file-name-two-targets-folders")
 def test_files_of_two_targets_joined_and_a_name_in_both_refused() -> None:
     assert join_files({"a": {"x": b"1"}, "b": {"y": b"2"}}) == {"x": b"1", "y": b"2"}
     with pytest.raises(CheckFailed, match="x is in both a and b"):
@@ -92,6 +97,7 @@ def resum(folder: Path) -> None:
     (folder / "SHA256SUMS").write_text(sha256sums_text(sums))
 
 
+@pytest.mark.refuses("gather-folder-named-twice-gathered-folder-already")
 def test_two_legs_gathered_into_one_folder_with_one_sha256sums(tmp_path: Path) -> None:
     gnu, musl = leg(tmp_path, GNU), leg(tmp_path, MUSL)
     out = tmp_path / "out" / TAG
@@ -107,6 +113,12 @@ def test_two_legs_gathered_into_one_folder_with_one_sha256sums(tmp_path: Path) -
         matrix.gather(TAG, [gnu, musl], out)
 
 
+@pytest.mark.refuses(
+    "gather-folder-named-twice-gathered-folder-already",
+    "gather-folder-file-not-sha256sums-missing-not",
+    "gather-folder-without-manifest-one-not-json",
+    "gather-two-folders-different-commits",
+)
 def test_a_gather_refused_for_each_inconsistency(tmp_path: Path) -> None:
     gnu, musl = leg(tmp_path, GNU), leg(tmp_path, MUSL)
     out = tmp_path / "out"
@@ -172,6 +184,9 @@ def two_targets(tmp_path: Path, *, commit: str | None = None) -> Path:
     return published.dist
 
 
+@pytest.mark.refuses(
+    "verify-rebuild-manifests-folder-several-targets-different", "rebuild-target-folder-holds-no-files"
+)
 def test_a_folder_of_two_targets_read_by_rebuild_and_of_two_commits_refused(tmp_path: Path) -> None:
     dist = two_targets(tmp_path / "same")
     assert [p.names.triple for p in rebuild.load_release(dist, TAG)] == ["aarch64-unknown-linux-gnu", GNU]
@@ -191,6 +206,7 @@ def test_a_folder_of_two_targets_read_by_rebuild_and_of_two_commits_refused(tmp_
         provenance.verify(TAG, dist, None, clean_env())
 
 
+@pytest.mark.refuses("verify-no-manifest-tag-manifest-another-tag")
 def test_verify_of_no_manifest_of_the_tag_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     (published.dist / f"{BASE}-manifest.json").unlink()

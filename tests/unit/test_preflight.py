@@ -24,6 +24,7 @@ def test_known_targets_pass(target: str) -> None:
     preflight.check_target_triple(target, clean_env())
 
 
+@pytest.mark.refuses("pgo-target-target-release-several-not-target")
 @pytest.mark.parametrize(
     ("target", "suggestion"),
     [
@@ -64,6 +65,7 @@ def test_store_root_configured_or_default(tmp_path: Path) -> None:
     assert preflight.store_root(default, None) is None
 
 
+@pytest.mark.refuses("parent-others-may-write-without-sticky-bit")
 def test_check_refuses_an_unsafe_store_before_anything(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -74,6 +76,7 @@ def test_check_refuses_an_unsafe_store_before_anything(tmp_path: Path) -> None:
     assert not (shared / "store").exists()
 
 
+@pytest.mark.refuses("pgo-target-target-release-several-not-target")
 def test_check_refuses_an_unknown_target(tmp_path: Path) -> None:
     config = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "store"))
     with pytest.raises(ConfigError, match="PGO_TARGET=not-a-triple is not"):
@@ -86,6 +89,7 @@ def test_check_of_a_good_plan_creates_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
 
 
+@pytest.mark.refuses("cargo-zigbuild-without-pgo-generate-linker-for")
 def test_zigbuild_needs_a_generate_linker_only_where_it_instruments(tmp_path: Path) -> None:
     config = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "store"), PGO_CARGO="cargo zigbuild")
     with pytest.raises(ConfigError, match="cargo zigbuild cannot link the instrumented binary"):
@@ -93,6 +97,7 @@ def test_zigbuild_needs_a_generate_linker_only_where_it_instruments(tmp_path: Pa
     preflight.check(config, clean_env(), HOST, instruments=False)  # optimise, pgo-test, rebuild
 
 
+@pytest.mark.refuses("work-dir-store-inside-one-another-one")
 @pytest.mark.parametrize(
     ("out", "store", "said"),
     [
@@ -111,6 +116,7 @@ def test_work_dir_and_store_inside_one_another_refused(tmp_path: Path, out: str,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
 
 
+@pytest.mark.refuses("work-dir-store-inside-one-another-one")
 def test_work_dir_inside_the_store_behind_a_symlink_refused(tmp_path: Path) -> None:
     store = tmp_path / "store"
     store.mkdir(mode=0o700)

@@ -26,11 +26,13 @@ def test_parse_show_without_executed_line_counts_zero() -> None:
     assert parse_show("Total functions: 3\n").executed_functions == 0
 
 
+@pytest.mark.refuses("llvm-profdata-show-prints-no-total-functions")
 def test_parse_show_refuses_empty() -> None:
     with pytest.raises(ToolchainError, match=r"llvm-profdata show printed no 'Total functions' line"):
         parse_show("")
 
 
+@pytest.mark.refuses("llvm-profdata-show-prints-no-total-functions")
 def test_parse_show_refuses_the_output_of_another_command() -> None:
     with pytest.raises(ToolchainError, match=r"printed no 'Total functions' line \(is the profile empty\?\)"):
         parse_show((DATA / "profdata-overlap.txt").read_text())
@@ -40,6 +42,7 @@ def test_parse_overlap_real_output() -> None:
     assert parse_overlap((DATA / "profdata-overlap.txt").read_text()) == 100.0
 
 
+@pytest.mark.refuses("llvm-profdata-overlap-prints-no-edge-profile")
 def test_parse_overlap_refuses_the_output_of_another_command() -> None:
     with pytest.raises(ToolchainError, match=r"llvm-profdata overlap printed no 'Edge profile overlap' line"):
         parse_overlap((DATA / "profdata-show.txt").read_text())
@@ -60,6 +63,7 @@ def _raw(directory: Path, name: str, data: bytes) -> RawProfileRecord:
     return {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+@pytest.mark.refuses("training-recorded-no-profraw")
 def test_check_raw_profiles_refuses_a_training_that_recorded_none(tmp_path: Path) -> None:
     _raw(tmp_path, "a.profraw", b"aa")  # on disk, but not the training's record
     with pytest.raises(PgoError, match=r"the training recorded no .profraw files \(run `nox -s train` again\)"):
@@ -71,6 +75,12 @@ def test_check_raw_profiles_takes_exactly_the_recorded_files(tmp_path: Path) -> 
     assert [p.name for p in check_raw_profiles(tmp_path, recorded)] == ["a.profraw", "b.profraw"]
 
 
+@pytest.mark.refuses(
+    "profraw-last-training-did-not-write",
+    "profraw-training-wrote-gone",
+    "profraw-empty",
+    "profraw-changed-since-training-wrote",
+)
 @pytest.mark.parametrize(
     ("fault", "message"),
     [
@@ -112,12 +122,14 @@ def _text_profile(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.refuses("no-profraw-merge")
 def test_merge_of_nothing_refused(tool: ProfdataTool, tmp_path: Path) -> None:
     with pytest.raises(MissingInput, match=r"no .profraw files to merge \(run `nox -s train` first\)"):
         merge(tool, [], tmp_path / "out.profdata", env=os.environ, log=tmp_path / "logs" / "merge.log")
     assert not (tmp_path / "logs").exists()
 
 
+@pytest.mark.refuses("llvm-profdata-merge-fails-otherwise")
 def test_merge_that_llvm_profdata_fails_refused(tool: ProfdataTool, tmp_path: Path) -> None:
     """Its output on a read-only filesystem: llvm-profdata exits 1 without a bad input to blame."""
     log = tmp_path / "logs" / "merge.log"
@@ -128,6 +140,7 @@ def test_merge_that_llvm_profdata_fails_refused(tool: ProfdataTool, tmp_path: Pa
         assert list(mnt.iterdir()) == []
 
 
+@pytest.mark.refuses("merged-profile-cannot-written")
 def test_merged_profile_that_cannot_be_written_refused(tool: ProfdataTool, tmp_path: Path) -> None:
     output = tmp_path / "out.profdata"
     output.mkdir()  # a directory where the profile goes
@@ -136,6 +149,7 @@ def test_merged_profile_that_cannot_be_written_refused(tool: ProfdataTool, tmp_p
     assert [p.name for p in tmp_path.glob(".out.profdata.*")] == []
 
 
+@pytest.mark.refuses("merged-profile-pgo-profdata-has-no-functions")
 def test_a_profile_without_functions_is_not_usable(tool: ProfdataTool, tmp_path: Path) -> None:
     """A valid, IR-level indexed profile of no function (merged from the empty text profile)."""
     empty = tmp_path / "empty.profdata"

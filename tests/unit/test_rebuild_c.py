@@ -30,6 +30,7 @@ def test_a_manifest_with_profiled_c_rebuilds_it_with_clang_of_its_major() -> Non
     assert on is True and clang is not None and Path(clang).name == "clang-22"
 
 
+@pytest.mark.refuses("rebuild-release-c-profiled-clang-whose-major")
 def test_a_recorded_clang_that_is_not_here_refused() -> None:
     line = "Debian clang version 99.0.1 (1~deb12u1)"
     with pytest.raises(ToolchainError) as caught:
@@ -38,6 +39,7 @@ def test_a_recorded_clang_that_is_not_here_refused() -> None:
     assert caught.value.hint.startswith("`apt-get install clang-99`")
 
 
+@pytest.mark.refuses("rebuild-manifest-says-c-profiled-but-names")
 def test_a_profiled_c_without_its_clang_version_refused() -> None:
     with pytest.raises(CheckFailed, match="the manifest says the C was profiled but names no clang version"):
         c_setting({"c_code": {"profiled": True, "clang": "gcc 12", "crates": []}}, ENV)
@@ -59,6 +61,7 @@ def test_the_c_code_of_a_manifest_in_its_statements() -> None:
     assert "clang" not in {d["name"] for d in plain["resolvedDependencies"]}
 
 
+@pytest.mark.refuses("verify-rebuild-manifest-c-code-ill-formed")
 @pytest.mark.parametrize(
     ("c_code", "words"),
     [

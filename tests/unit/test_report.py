@@ -43,18 +43,21 @@ def test_a_started_stage_drops_its_old_success_and_the_later_stages(tmp_path: Pa
     assert "did not finish" in str(report.failed(full["train"]))
 
 
+@pytest.mark.refuses("stage-before-failed")
 def test_require_refuses_a_failed_stage(tmp_path: Path) -> None:
     report.record(tmp_path, "merge", {"failed": "the training executed 0 of 56 functions"})
     with pytest.raises(MissingInput, match="the last merge failed: the training executed 0 of 56"):
         report.require(tmp_path, "merge", "optimise")
 
 
+@pytest.mark.refuses("report-json-not-valid-json")
 def test_a_corrupt_report_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "report.json").write_text('{"instrument": ')
     with pytest.raises(WorkDirError, match=r"report\.json is not valid JSON"):
         report.load(tmp_path)
 
 
+@pytest.mark.refuses("report-json-not-object", "report-json-another-schema", "stage-record-not-object")
 def test_the_report_carries_its_schema_and_another_is_refused(tmp_path: Path) -> None:
     instrument = _captured()["instrument"]
     report.record(tmp_path, "instrument", instrument)
@@ -74,6 +77,7 @@ def test_the_report_carries_its_schema_and_another_is_refused(tmp_path: Path) ->
         report.load(tmp_path)
 
 
+@pytest.mark.refuses("report-json-cannot-written")
 def test_a_report_that_cannot_be_written_refused(tmp_path: Path) -> None:
     """The work dir on a read-only filesystem: the report is not written, and nothing half-written is left."""
     with small_tmpfs(tmp_path / "ro", read_only=True) as work:
@@ -82,6 +86,7 @@ def test_a_report_that_cannot_be_written_refused(tmp_path: Path) -> None:
         assert list(work.iterdir()) == []
 
 
+@pytest.mark.refuses("checked-copy-cannot-written")
 def test_a_checked_copy_that_cannot_be_written_refused(tmp_path: Path) -> None:
     """optimise's copy of the checked binary into a work dir on a read-only filesystem: one line, nothing left."""
     binary = tmp_path / "hello-pgo"
@@ -97,6 +102,7 @@ def _write(work: Path, data: object) -> None:
     (work / "report.json").write_text(json.dumps(data))
 
 
+@pytest.mark.refuses("stage-record-lacks-key-readers-need-succeeded")
 def test_a_record_without_a_key_its_readers_need_is_one_line_naming_the_stage_and_the_key(tmp_path: Path) -> None:
     real = _captured()
     del real["optimise"]["binary"]
@@ -124,6 +130,7 @@ def test_a_record_without_a_key_its_readers_need_is_one_line_naming_the_stage_an
         report.load(tmp_path)
 
 
+@pytest.mark.refuses("stage-record-lacks-key-readers-need-succeeded")
 def test_a_value_of_another_type_is_one_line_naming_where_it_is(tmp_path: Path) -> None:
     real = _captured()
     real["optimise"]["binary"] = 3
@@ -195,6 +202,7 @@ def _read_as_the_stages_do(work: Path) -> None:
         cpu.default_binary(full, work)
 
 
+@pytest.mark.refuses("stage-record-lacks-key-readers-need-succeeded")
 def test_every_key_deleted_or_of_another_type_is_a_pgo_error_or_a_report_that_reads(tmp_path: Path) -> None:
     """The captured report, each key of each record at every level deleted or given a value of every other type:
     load() refuses it in one line or returns a report its readers read without an exception. The lists keep two
@@ -215,6 +223,7 @@ def test_every_key_deleted_or_of_another_type_is_a_pgo_error_or_a_report_that_re
     assert refused > 1000  # most changes are refused: the check is not one that lets everything through
 
 
+@pytest.mark.refuses("report-json-not-utf-8-text")
 def test_garbage_bytes_and_truncations_are_a_pgo_error(tmp_path: Path) -> None:
     real = CAPTURED.read_bytes()
     for data in garbage(real, random.Random(19), 300):

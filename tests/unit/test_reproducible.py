@@ -43,12 +43,14 @@ def test_release_tags(tag: str) -> None:
     assert check_tag(tag) == tag
 
 
+@pytest.mark.refuses("tag-not-vx-y-z")
 @pytest.mark.parametrize("tag", ["1.2.3", "v1.2", "v1.2.3.4", "v01.2.3", "release", "v1.2.3-", "v1.2.3 "])
 def test_ill_formed_tags_refused(tag: str) -> None:
     with pytest.raises(ConfigError, match="is not a release tag"):
         check_tag(tag)
 
 
+@pytest.mark.refuses("no-release-tag-given")
 def test_tag_is_split_off_before_the_options() -> None:
     assert split_tag(["v1.2.3", "--min-functions", "3"], "release") == ("v1.2.3", ["--min-functions", "3"])
     with pytest.raises(ConfigError, match="needs a release tag first"):
@@ -57,6 +59,7 @@ def test_tag_is_split_off_before_the_options() -> None:
         split_tag(["--min-functions", "3"], "rebuild")
 
 
+@pytest.mark.refuses("option-without-value")
 def test_take_option_both_spellings() -> None:
     assert take_option(["--artefacts", "d", "--x", "1"], "--artefacts") == ("d", ["--x", "1"])
     assert take_option(["--artefacts=d"], "--artefacts") == ("d", [])
@@ -101,6 +104,7 @@ def test_remap_pairs_most_specific_last_and_both_forms_of_a_symlink(tmp_path: Pa
     assert f"--remap-path-prefix={link}=/build/src" in flags
 
 
+@pytest.mark.refuses("path-white-space-remap")
 def test_remap_of_a_path_with_spaces_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="white space"):
         remap_pairs(
@@ -108,6 +112,7 @@ def test_remap_of_a_path_with_spaces_refused(tmp_path: Path) -> None:
         )
 
 
+@pytest.mark.refuses("remap-path-prefix-given-two-words")
 def test_without_remap() -> None:
     flags = ["--remap-path-prefix=/a=/b", "-Cforce-frame-pointers=yes", "--remap-path-prefix=/c=/d"]
     assert without_remap(flags) == ["-Cforce-frame-pointers=yes"]
@@ -150,6 +155,7 @@ def test_binary_tarball_member(tmp_path: Path) -> None:
     assert tar_member(path, f"{names.pgo_top}/hello-pgo") == b"binary"
 
 
+@pytest.mark.refuses("tarball-lacks-member-member-not-file")
 def test_a_tarball_without_the_binary_refused(tmp_path: Path) -> None:
     names = Names("hello-pgo", "v1.2.3", "x86_64-unknown-linux-gnu")
     path = tmp_path / names.pgo_tarball
@@ -160,6 +166,7 @@ def test_a_tarball_without_the_binary_refused(tmp_path: Path) -> None:
         tar_member(path, f"{names.pgo_top}/hello-pgo")
 
 
+@pytest.mark.refuses("tarball-lacks-member-member-not-file")
 def test_a_tarball_whose_binary_is_a_directory_refused(tmp_path: Path) -> None:
     """Made by tar itself: top/hello-pgo is a directory, not the binary."""
     (tmp_path / "top" / "hello-pgo").mkdir(parents=True)
@@ -185,6 +192,7 @@ def test_sha256sums_round_trip_and_real_sha256sum_output(tmp_path: Path) -> None
     assert parse_sha256sums(text) == sums
 
 
+@pytest.mark.refuses("malformed-sha256sums-line")
 def test_malformed_sha256sums_line_refused() -> None:
     with pytest.raises(CheckFailed, match="line 2"):
         parse_sha256sums("0" * 64 + "  a\nnot a line\n")
@@ -209,6 +217,7 @@ def test_differing_sections_of_real_binaries() -> None:
     assert ".shstrtab" not in sections
 
 
+@pytest.mark.refuses("differing-binaries-not-elf")
 def test_differing_sections_of_a_non_elf_refused(tmp_path: Path) -> None:
     text = tmp_path / "text"
     text.write_text("not an ELF file")
@@ -246,12 +255,14 @@ def _git(repo: Path, env: dict[str, str], *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.refuses("crate-directory-does-not-exist")
 def test_a_crate_directory_that_does_not_exist_refused(tmp_path: Path) -> None:
     gone = tmp_path / "moved-away"
     with pytest.raises(MissingInput, match=rf"{gone} does not exist \(set PGO_MANIFEST to the crate's Cargo.toml\)"):
         repo_root(gone / "Cargo.toml", _git_env(tmp_path))
 
 
+@pytest.mark.refuses("crate-not-git-repository")
 def test_outside_git_refused_with_the_commands_that_make_a_tagged_repository(tmp_path: Path) -> None:
     """release and determinism start with repo_root: outside git, the hint's commands (run as they are, in a
     shell) make the crate a repository whose tag v0.1.0 is its HEAD, build output ignored."""
@@ -279,6 +290,7 @@ def test_outside_git_refused_with_the_commands_that_make_a_tagged_repository(tmp
     assert _git(crate, env, "ls-files").split() == [".gitignore", "Cargo.toml", "src/main.rs"]
 
 
+@pytest.mark.refuses("git-repository-has-no-commit")
 def test_repository_without_a_commit_refused_with_the_commands(tmp_path: Path) -> None:
     crate = tmp_path / "crate"
     crate.mkdir()
@@ -293,6 +305,7 @@ def test_repository_without_a_commit_refused_with_the_commands(tmp_path: Path) -
     assert tag_commit(repo_root(crate / "Cargo.toml", env), "v0.1.0", env)
 
 
+@pytest.mark.refuses("crate-not-inside-repository")
 def test_a_crate_outside_the_repository_refused(tmp_path: Path) -> None:
     """A manifest reached through a symlink into another tree: resolved, it is not under the repository."""
     (tmp_path / "repo").mkdir()
@@ -346,6 +359,7 @@ def test_release_binary_of_the_tarball_the_release_writes(tmp_path: Path) -> Non
     assert release_binary(_tarball(tmp_path / "y.tar.gz", *_good()), BIN, MTIME) == b"binary"
 
 
+@pytest.mark.refuses("verify-rebuild-tarball-holds-link-device-fifo", "verify-rebuild-tarball-member-owner-mode-mtime")
 @pytest.mark.parametrize(
     ("members", "words"),
     [
@@ -435,6 +449,7 @@ def _whole() -> bytes:
     return binary_tarball("hello-pgo", b"binary" * 1000, TOP, MTIME)
 
 
+@pytest.mark.refuses("verify-rebuild-tarball-not-gzip-not-tar")
 @pytest.mark.parametrize(
     ("content", "words"),
     [
@@ -460,6 +475,7 @@ def test_a_tarball_that_is_not_a_whole_tar_gz_refused(tmp_path: Path, content: b
     assert line.startswith("x.tar.gz is not a whole .tar.gz: ") and words in line and "\n" not in line, line
 
 
+@pytest.mark.refuses("release-artefacts-folder-dangling-symbolic-link-under")
 def test_a_release_folder_that_cannot_be_made_refused_before_anything_is_built(tmp_path: Path) -> None:
     check_new_folder(tmp_path / "new" / "v1.2.3")  # not there yet: made by the release
     dangling = tmp_path / "dangling"
@@ -477,6 +493,7 @@ def test_a_release_folder_that_cannot_be_made_refused_before_anything_is_built(t
         check_new_folder(tmp_path / "file" / "v1.2.3")
 
 
+@pytest.mark.refuses("verify-rebuild-tarball-not-gzip-not-tar")
 def test_a_tarball_that_unpacks_to_more_than_the_limit_refused(tmp_path: Path) -> None:
     path = tmp_path / "x.tar.gz"
     path.write_bytes(binary_tarball("hello-pgo", b"\0" * 100_000, TOP, MTIME))

@@ -134,6 +134,7 @@ def test_a_build_scripts_missing_c_compiler_is_named_with_its_package() -> None:
     assert runner.known_cause("error[E0425]: cannot find value `x` in this scope") == ""
 
 
+@pytest.mark.refuses("command-cargo-tool-exits-non-zero-exit")
 def test_a_failed_run_names_the_known_cause(tmp_path: Path) -> None:
     """run() puts that cause on the failure's one line (a real process printing cc-rs's line and failing)."""
     line = 'error occurred in cc-rs: failed to find tool "x86_64-linux-musl-gcc": No such file'

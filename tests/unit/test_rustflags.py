@@ -76,6 +76,7 @@ def _crate(tmp_path: Path, config: str) -> Path:
     return crate
 
 
+@pytest.mark.refuses("rustflags-cargo-encoded-rustflags-set-even-empty")
 @pytest.mark.parametrize("name", ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS"])
 def test_global_rustflags_refused_even_empty(tmp_path: Path, name: str) -> None:
     with pytest.raises(EnvironmentRefused, match=f"{name} is set"):
@@ -88,6 +89,7 @@ def test_existing_target_flags_stay_first(tmp_path: Path) -> None:
     assert env[VAR] == "--remap-path-prefix=/a=/b -Ctarget-cpu=x86-64 -Cprofile-use=/s/x.profdata"
 
 
+@pytest.mark.refuses("per-target-variable-cargo-config-build-target")
 def test_profile_flags_in_the_base_refused(tmp_path: Path) -> None:
     with pytest.raises(EnvironmentRefused, match="already holds profile flags"):
         plan_rustflags(T, tmp_path, _env(tmp_path, **{VAR: "-Cprofile-use=/old.profdata"}))
@@ -118,18 +120,21 @@ def test_build_rustflags_not_carried_when_target_flags_replace_them(tmp_path: Pa
     assert plan.config_target_flags == ("--cfg", "t")
 
 
+@pytest.mark.refuses("target-cfg-table-makes-unknowable-whether-build")
 def test_build_rustflags_with_cfg_target_refused(tmp_path: Path) -> None:
     crate = _crate(tmp_path, '[build]\nrustflags = ["--cfg", "b"]\n[target.\'cfg(unix)\']\nrustflags = ["-Cx"]\n')
     with pytest.raises(EnvironmentRefused, match="cannot tell whether"):
         plan_rustflags(T, crate, _env(tmp_path))
 
 
+@pytest.mark.refuses("per-target-variable-cargo-config-build-target")
 def test_profile_flags_in_cargo_config_refused(tmp_path: Path) -> None:
     crate = _crate(tmp_path, '[build]\nrustflags = ["-Cprofile-generate=/tmp/x"]\n')
     with pytest.raises(EnvironmentRefused, match="already holds profile flags"):
         plan_rustflags(T, crate, _env(tmp_path))
 
 
+@pytest.mark.refuses("per-target-variable-cargo-config-build-target")
 @pytest.mark.parametrize("cfg", ["cfg(unix)", 'cfg(target_os = \\"linux\\")', "cfg(windows)"])
 def test_profile_flags_in_a_cfg_target_table_refused(tmp_path: Path, cfg: str) -> None:
     """cargo joins the rustflags of every ``[target.'cfg(…)']`` table that matches to the per-target variable's,
@@ -184,6 +189,7 @@ def test_existing_target_variable_is_taken_as_cargo_splits_it(tmp_path: Path) ->
     assert plan.base == ("--cfg", 'x="a', "-Copt-level=3")
 
 
+@pytest.mark.refuses("cargo-config-file-not-valid-toml")
 def test_a_cargo_config_that_is_not_toml_refused(tmp_path: Path) -> None:
     crate = _crate(tmp_path, "[build\nrustflags = []\n")
     config = crate / ".cargo" / "config.toml"
@@ -191,6 +197,7 @@ def test_a_cargo_config_that_is_not_toml_refused(tmp_path: Path) -> None:
         plan_rustflags(T, crate, _env(tmp_path))
 
 
+@pytest.mark.refuses("cargo-config-file-not-utf-8-text")
 def test_a_cargo_config_that_is_not_utf8_refused(tmp_path: Path) -> None:
     crate = _crate(tmp_path, "[build]\nrustflags = []\n")
     config = crate / ".cargo" / "config.toml"
@@ -203,6 +210,7 @@ def test_a_cargo_config_that_is_not_utf8_refused(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.refuses("cargo-config-rustflags-not-string-list-strings")
 @pytest.mark.parametrize(
     ("config", "where"),
     [
@@ -217,6 +225,7 @@ def test_cargo_config_rustflags_of_another_type_refused(tmp_path: Path, config: 
         plan_rustflags(T, crate, _env(tmp_path))
 
 
+@pytest.mark.refuses("flag-pipeline-adds-work-dir-store-path")
 def test_a_profile_flag_with_white_space_refused(tmp_path: Path) -> None:
     """The work dir (or store) path is on the flag the pipeline adds; cargo would split the variable there."""
     plan = plan_rustflags(T, tmp_path, _env(tmp_path))

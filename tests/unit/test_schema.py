@@ -11,6 +11,7 @@ from recipes.workload import load_workload
 from tests.unit.test_workload_http import GOOD
 
 
+@pytest.mark.refuses("number-not-finite")
 @pytest.mark.parametrize(("key", "value"), [("ready_timeout", "inf"), ("stop_timeout", "nan")])
 def test_server_timeouts_must_be_finite(tmp_path: Path, key: str, value: str) -> None:
     path = tmp_path / "w.toml"

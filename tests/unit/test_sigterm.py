@@ -11,6 +11,7 @@ from recipes.errors import ToolchainError
 from recipes.train import sigterm
 
 
+@pytest.mark.refuses("exit-sigterm-no-c-compiler-for-shim")
 def test_no_c_compiler_for_the_shim_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError, match=r"exit_on_sigterm needs a C compiler \(cc\) .*apt-get install -y gcc, or"):
         sigterm.shim(tmp_path / "shim", {"PATH": str(tmp_path)})

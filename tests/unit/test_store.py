@@ -29,11 +29,13 @@ def test_put_names_by_content_mode_0700(tmp_path: Path) -> None:
     assert [p.name for p in store.root.iterdir() if not p.name.startswith(".")] == [stored.name]
 
 
+@pytest.mark.refuses("pgo-profile-store-not-absolute-path")
 def test_relative_store_refused() -> None:
     with pytest.raises(StoreError, match="not an absolute path"):
         ProfileStore(Path("relative/store"))
 
 
+@pytest.mark.refuses("store-symlink")
 def test_symlinked_store_refused(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir(mode=0o700)
@@ -42,6 +44,7 @@ def test_symlinked_store_refused(tmp_path: Path) -> None:
         ProfileStore(tmp_path / "link").ensure()
 
 
+@pytest.mark.refuses("others-may-write-read-store-not-mode")
 def test_open_store_refused(tmp_path: Path) -> None:
     root = tmp_path / "open"
     root.mkdir()
@@ -50,6 +53,7 @@ def test_open_store_refused(tmp_path: Path) -> None:
         ProfileStore(root).ensure()
 
 
+@pytest.mark.refuses("store-owned-another-user")
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to give the directory away")
 def test_store_of_another_user_refused(tmp_path: Path) -> None:
     root = tmp_path / "theirs"
@@ -59,6 +63,7 @@ def test_store_of_another_user_refused(tmp_path: Path) -> None:
         ProfileStore(root).ensure()
 
 
+@pytest.mark.refuses("store-file-not-profile-name-says-before")
 def test_tampered_store_file_refused_on_put_and_verify(tmp_path: Path) -> None:
     store = ProfileStore(tmp_path / "store")
     profile = _profile(tmp_path, b"the real profile")
@@ -70,6 +75,7 @@ def test_tampered_store_file_refused_on_put_and_verify(tmp_path: Path) -> None:
         store.put(profile)
 
 
+@pytest.mark.refuses("path-not-file-store")
 def test_verify_refuses_a_file_outside_the_store(tmp_path: Path) -> None:
     store = ProfileStore(tmp_path / "store")
     with pytest.raises(StoreError, match="is not a file of the profile store"):
@@ -108,6 +114,7 @@ def test_concurrent_writers_leave_only_whole_files(tmp_path: Path) -> None:
 # --- the store's parents ------------------------------------------------------------------------------------
 
 
+@pytest.mark.refuses("parent-others-may-write-without-sticky-bit")
 @pytest.mark.parametrize(("mode", "who"), [(0o777, "its group and others"), (0o757, "others"), (0o775, "its group")])
 def test_store_inside_a_parent_others_may_write_refused(tmp_path: Path, mode: int, who: str) -> None:
     parent = tmp_path / "shared"
@@ -123,6 +130,7 @@ def test_store_inside_a_parent_others_may_write_refused(tmp_path: Path, mode: in
     assert not store.root.exists()
 
 
+@pytest.mark.refuses("parent-others-may-write-without-sticky-bit")
 def test_a_writable_grandparent_is_refused_too(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     (shared / "mine").mkdir(parents=True)
@@ -142,6 +150,7 @@ def test_a_sticky_parent_like_tmp_is_accepted(tmp_path: Path) -> None:
     assert stored.parent == store.root
 
 
+@pytest.mark.refuses("parent-others-may-write-without-sticky-bit")
 def test_a_writable_parent_behind_a_symlink_is_refused(tmp_path: Path) -> None:
     real = tmp_path / "real-shared"
     real.mkdir()
@@ -158,6 +167,7 @@ def test_check_creates_nothing_and_accepts_a_store_to_be_made(tmp_path: Path) ->
     assert not (tmp_path / "a").exists()
 
 
+@pytest.mark.refuses("store-symlink", "others-may-write-read-store-not-mode")
 def test_check_refuses_an_existing_unsafe_store(tmp_path: Path) -> None:
     root = tmp_path / "open"
     root.mkdir()
@@ -180,6 +190,7 @@ def test_missing_parents_are_made_0700_whatever_the_umask(tmp_path: Path) -> Non
         assert (directory.stat().st_mode & 0o777) == 0o700
 
 
+@pytest.mark.refuses("parent-store-not-directory")
 def test_a_parent_that_is_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(StoreError, match=f"{tmp_path / 'file'}, a parent of profile store .* is not a directory"):
@@ -205,6 +216,7 @@ def _as_uid(uid: int, cwd: Path, *argv: str) -> None:
     subprocess.run(argv, cwd=cwd, user=uid, group=uid, extra_groups=[], check=True, capture_output=True)
 
 
+@pytest.mark.refuses("directory-symlink-way-store-written-resolved-neither")
 @needs_root
 @pytest.mark.parametrize("mode", [0o755, 0o700, 0o1777], ids=["0755", "0700", "1777"])
 def test_a_parent_of_another_user_is_refused_whatever_its_mode(tmp_path: Path, mode: int) -> None:
@@ -225,6 +237,7 @@ def test_a_parent_of_another_user_is_refused_whatever_its_mode(tmp_path: Path, m
     assert not store.root.exists()
 
 
+@pytest.mark.refuses("directory-symlink-way-store-written-resolved-neither")
 @needs_root
 def test_a_grandparent_of_nobody_is_refused_by_name(tmp_path: Path) -> None:
     theirs = _theirs(tmp_path / "theirs", 0o755, NOBODY)
@@ -234,6 +247,7 @@ def test_a_grandparent_of_nobody_is_refused_by_name(tmp_path: Path) -> None:
         ProfileStore(theirs / "mine" / "store").check()
 
 
+@pytest.mark.refuses("directory-symlink-way-store-written-resolved-neither")
 @needs_root
 def test_a_directory_of_another_user_under_a_sticky_one_is_refused(tmp_path: Path) -> None:
     """Under /tmp (root's, sticky) only the store's own way counts: there it must be yours or root's."""
@@ -248,6 +262,7 @@ def test_a_directory_of_another_user_under_a_sticky_one_is_refused(tmp_path: Pat
     ProfileStore(mine / "store").put(_profile(tmp_path, b"profile"))  # beside theirs, ours is fine
 
 
+@pytest.mark.refuses("directory-symlink-way-store-written-resolved-neither")
 @needs_root
 def test_a_symlink_of_another_user_on_the_way_is_refused(tmp_path: Path) -> None:
     """In a sticky directory the owner of a symlink may replace it (and so point the store elsewhere)."""
@@ -266,6 +281,7 @@ def test_a_symlink_of_another_user_on_the_way_is_refused(tmp_path: Path) -> None
         ProfileStore(link / "store").check()
 
 
+@pytest.mark.refuses("directory-symlink-way-store-written-resolved-neither")
 @needs_root
 def test_a_symlink_to_a_directory_of_another_user_is_refused(tmp_path: Path) -> None:
     theirs = _theirs(tmp_path / "theirs", 0o755)
@@ -275,6 +291,7 @@ def test_a_symlink_to_a_directory_of_another_user_is_refused(tmp_path: Path) -> 
         ProfileStore(link / "store").check()
 
 
+@pytest.mark.refuses("parent-others-may-write-without-sticky-bit")
 def test_a_symlink_through_a_relative_target_and_dot_dot_is_followed(tmp_path: Path) -> None:
     """The walk resolves as the kernel does: a relative target with ``..`` lands on the writable directory."""
     shared = tmp_path / "shared"
@@ -286,6 +303,7 @@ def test_a_symlink_through_a_relative_target_and_dot_dot_is_followed(tmp_path: P
         ProfileStore(tmp_path / "a" / "up" / "store").check()
 
 
+@pytest.mark.refuses("more-40-symlinks-way-store")
 def test_a_loop_of_symlinks_is_refused(tmp_path: Path) -> None:
     (tmp_path / "one").symlink_to(tmp_path / "two")
     (tmp_path / "two").symlink_to(tmp_path / "one")
@@ -293,6 +311,7 @@ def test_a_loop_of_symlinks_is_refused(tmp_path: Path) -> None:
         ProfileStore(tmp_path / "one" / "store").check()
 
 
+@pytest.mark.refuses("parent-others-may-write-without-sticky-bit")
 def test_a_group_writable_parent_is_refused_even_if_the_group_is_yours(tmp_path: Path) -> None:
     """The Fedora-style private group (umask 002): refused, and the hint says why."""
     parent = tmp_path / "private-group"
@@ -306,6 +325,7 @@ def test_a_group_writable_parent_is_refused_even_if_the_group_is_yours(tmp_path:
     assert "a group-writable directory is refused even when the group is your own" in line
 
 
+@pytest.mark.refuses("way-store-changed-between-plan-check-re")
 @needs_root
 def test_a_parent_given_away_after_the_check_is_refused_after_the_build(tmp_path: Path) -> None:
     """The swap of issue 19, made for real: the check passes; the parent is then another user's, who (as that uid)
@@ -337,6 +357,7 @@ def test_a_parent_given_away_after_the_check_is_refused_after_the_build(tmp_path
     assert "\n" not in line
 
 
+@pytest.mark.refuses("store-gone-re-hash")
 def test_a_store_gone_after_the_build_is_refused(tmp_path: Path) -> None:
     store = ProfileStore(tmp_path / "store")
     stored = store.put(_profile(tmp_path, b"profile"))
@@ -348,6 +369,7 @@ def test_a_store_gone_after_the_build_is_refused(tmp_path: Path) -> None:
 # --- a full disk --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.refuses("no-space-left-write-profile-into-store")
 def test_full_disk_while_writing_a_profile_leaves_nothing_partial(tmp_path: Path) -> None:
     profile = _profile(tmp_path, os.urandom(200_000))
     with small_tmpfs(tmp_path / "small", size="64k") as small:
@@ -369,6 +391,7 @@ def test_full_disk_while_writing_a_profile_leaves_nothing_partial(tmp_path: Path
         assert stored.name == sha256_file(small_profile) + ".profdata"
 
 
+@pytest.mark.refuses("no-space-left-write-profile-into-store")
 def test_full_disk_before_the_first_byte(tmp_path: Path) -> None:
     profile = _profile(tmp_path, b"a profile of a few bytes")
     with small_tmpfs(tmp_path / "small", size="64k") as small:
@@ -384,6 +407,7 @@ def test_full_disk_before_the_first_byte(tmp_path: Path) -> None:
 # --- the store itself ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.refuses("store-path-has-white-space")
 @pytest.mark.parametrize("name", ["my profiles", "profiles\tstore", "store\n"])
 def test_a_store_path_with_white_space_is_refused(tmp_path: Path, name: str) -> None:
     """rustc's -Cprofile-use=<store path> goes through the per-target rustflags variable, which cargo splits on
@@ -392,6 +416,7 @@ def test_a_store_path_with_white_space_is_refused(tmp_path: Path, name: str) -> 
         ProfileStore(tmp_path / name)
 
 
+@pytest.mark.refuses("store-not-directory")
 def test_a_store_that_is_a_file_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "store"
     root.write_text("not a directory")
@@ -404,6 +429,7 @@ def test_a_store_that_is_a_file_is_refused(tmp_path: Path) -> None:
     assert root.read_text() == "not a directory"
 
 
+@pytest.mark.refuses("store-cannot-looked", "store-cannot-created")
 def test_a_store_whose_name_is_too_long_to_look_at_is_refused(tmp_path: Path) -> None:
     """A name longer than the filesystem's 255 bytes: lstat and mkdir fail with ENAMETOOLONG."""
     store = ProfileStore(tmp_path / ("s" * 300))
@@ -413,12 +439,14 @@ def test_a_store_whose_name_is_too_long_to_look_at_is_refused(tmp_path: Path) ->
         store.ensure()
 
 
+@pytest.mark.refuses("parent-store-cannot-looked")
 def test_a_parent_too_long_to_look_at_is_refused(tmp_path: Path) -> None:
     parent = tmp_path / ("p" * 300)
     with pytest.raises(StoreError, match=rf"cannot look at {parent}, a parent of profile store .*File name too long"):
         ProfileStore(parent / "store").check()
 
 
+@pytest.mark.refuses("store-cannot-created", "store-parent-not-writable")
 def test_a_store_in_a_read_only_directory_is_refused(tmp_path: Path) -> None:
     with small_tmpfs(tmp_path / "ro", read_only=True) as ro:
         store = ProfileStore(ro / "store")
@@ -431,6 +459,7 @@ def test_a_store_in_a_read_only_directory_is_refused(tmp_path: Path) -> None:
         assert not store.root.exists()
 
 
+@pytest.mark.refuses("file-another-suffix-put-into-store-bug")
 def test_a_file_of_another_suffix_is_refused(tmp_path: Path) -> None:
     store = ProfileStore(tmp_path / "store")
     with pytest.raises(StoreError, match=r"holds \.profdata and \.fdata files, not \.profraw \(this is a bug\)"):
@@ -438,6 +467,7 @@ def test_a_file_of_another_suffix_is_refused(tmp_path: Path) -> None:
     assert not store.root.exists()
 
 
+@pytest.mark.refuses("store-file-missing-symlink")
 def test_a_store_file_missing_or_a_symlink_is_refused(tmp_path: Path) -> None:
     store = ProfileStore(tmp_path / "store")
     profile = _profile(tmp_path, b"the profile")
@@ -451,6 +481,7 @@ def test_a_store_file_missing_or_a_symlink_is_refused(tmp_path: Path) -> None:
     assert stored.is_symlink()
 
 
+@pytest.mark.refuses("store-stayed-locked")
 def test_a_store_that_stays_locked_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another pipeline holds the store's lock (here: a second lock on the same file) past the timeout, which is
     shortened to a second."""

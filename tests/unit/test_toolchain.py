@@ -19,6 +19,7 @@ def test_parse_rustc_vv_real_output() -> None:
     assert info.llvm_major == 22
 
 
+@pytest.mark.refuses("rustc-vv-lacks-field-llvm-version-host")
 def test_parse_rustc_vv_refuses_output_without_llvm() -> None:
     with pytest.raises(ToolchainError, match="LLVM version"):
         parse_rustc_vv("rustc 1.0\nrelease: 1.0\nhost: x86_64-unknown-linux-gnu\n")
@@ -32,6 +33,7 @@ def test_parse_llvm_version_real_output(name: str, expected: str) -> None:
     assert parse_llvm_version((DATA / name).read_text()) == expected
 
 
+@pytest.mark.refuses("tool-version-names-no-llvm-version")
 def test_parse_llvm_version_refuses_garbage() -> None:
     with pytest.raises(ToolchainError, match=r"cannot read an LLVM version from llvm-profdata --version"):
         parse_llvm_version("hello")
@@ -42,6 +44,7 @@ def _needs(program: str, package: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(shutil.which(program) is None, reason=f"{package} not installed")
 
 
+@pytest.mark.refuses("tool-version-names-no-llvm-version")
 @_needs("strip", "binutils")
 def test_the_version_of_a_tool_that_is_not_llvms_is_refused() -> None:
     """What GNU strip says given where llvm-strip was expected: a version, but no LLVM one."""
@@ -72,11 +75,13 @@ def test_find_profdata_refuses_another_major_naming_both() -> None:
     assert "apt-get install llvm-22" in message
 
 
+@pytest.mark.refuses("no-llvm-profdata-rustc-llvm-major")
 def test_find_profdata_none_of_the_major(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError, match="no llvm-profdata of LLVM 99"):
         find_profdata(_info(99), tmp_path, {"PATH": str(tmp_path)}, None)
 
 
+@pytest.mark.refuses("pgo-llvm-profdata-no-such-program")
 def test_find_profdata_explicit_missing() -> None:
     with pytest.raises(ToolchainError, match="no such program"):
         find_profdata(_info(22), Path("/nonexistent"), {"PATH": "/usr/bin"}, "/no/such/llvm-profdata")

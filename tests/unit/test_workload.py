@@ -56,6 +56,18 @@ def test_shipped_workloads_load() -> None:
         assert load_workload(path).instances
 
 
+@pytest.mark.refuses(
+    "min-functions-total-without-min-functions",
+    "unknown-key-nearest-known-one",
+    "required-key-missing",
+    "value-wrong-type-boolean-where-number-expected",
+    "name-not-ascii-letters-digits",
+    "unknown-value-kind-mode-output-phases-from",
+    "integer-below-minimum",
+    "timeout-not-number-seconds-up-week",
+    "unknown-placeholder-lone-brace-bad-env-placeholder",
+    "command-phase-too-many-runs",
+)
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
@@ -89,16 +101,19 @@ def test_bad_workloads_name_the_key(tmp_path: Path, old: str, new: str, message:
     assert str(tmp_path / "w.toml") in caught.value.line()
 
 
+@pytest.mark.refuses("no-workload-file-name")
 def test_missing_workload_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError, match=r"no workload file .*one of: .*hello"):
         load_workload(workload_path(REPO, "nonesuch"))
 
 
+@pytest.mark.refuses("no-instance-bench-scenario-table")
 def test_no_instances(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"instance: needs at least one \[\[instance\]\] table"):
         load_workload(_write(tmp_path, '[workload]\ndescription = "d"\n'))
 
 
+@pytest.mark.refuses("unknown-placeholder-lone-brace-bad-env-placeholder")
 @pytest.mark.parametrize(
     ("arg", "message", "hint"),
     [
@@ -134,12 +149,14 @@ def test_literal_braces_and_env_placeholders_load(tmp_path: Path) -> None:
     assert phase.texts() == ["\\w{{3,}}", "{env:HOME}", "{{env}}", "{env:HOME}"]
 
 
+@pytest.mark.refuses("unknown-placeholder-lone-brace-bad-env-placeholder")
 def test_env_placeholder_only_where_it_is_filled(tmp_path: Path) -> None:
     text = GOOD.replace('name = "cli"', 'name = "cli"\nenv = { A = "{env:HOME}" }')
     with pytest.raises(ConfigError, match=r"'cli' env: unknown placeholder \{env:HOME\}.*filled only in"):
         load_workload(_write(tmp_path, text))
 
 
+@pytest.mark.refuses("no-workload-file-name")
 def test_a_name_is_the_projects_workload_first_then_pgo_recipes_own(tmp_path: Path) -> None:
     assert workload_path(tmp_path, "hello") == REPO / "profiles" / "hello.toml"
     (tmp_path / "profiles").mkdir()
@@ -152,6 +169,7 @@ def test_a_name_is_the_projects_workload_first_then_pgo_recipes_own(tmp_path: Pa
         load_workload(workload_path(tmp_path, "nonesuch"))
 
 
+@pytest.mark.refuses("env-name-name-not-set")
 def test_check_environment_before_anything_runs(tmp_path: Path) -> None:
     text = GOOD.replace('args = ["x", "{work}/file"]', 'args = ["{env:TOKEN}", "{{env:LITERAL}}"]\ncwd = "{env:DATA}"')
     text = text.replace('name = "cli"', 'name = "cli"\nenv = { DATA = "/d" }\ncwd = "{env:ROOT}/x"')
@@ -167,6 +185,14 @@ def test_check_environment_before_anything_runs(tmp_path: Path) -> None:
         check_environment(workload, {"TOKEN": "t"})
 
 
+@pytest.mark.refuses(
+    "workload-file-not-valid-toml",
+    "no-workload-table",
+    "number-not-positive",
+    "value-not-list-strings",
+    "value-not-table-string-values",
+    "table-not-table",
+)
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
@@ -189,6 +215,12 @@ def test_a_workload_file_that_is_not_what_it_should_be(tmp_path: Path, old: str,
     assert str(tmp_path / "w.toml") in caught.value.line()
 
 
+@pytest.mark.refuses(
+    "two-instance-tables-one-name",
+    "phases-from-instance-phase-tables-both",
+    "phases-from-names-instance-another-mode",
+    "two-phases-one-name-instance",
+)
 @pytest.mark.parametrize(
     ("second", "message"),
     [
@@ -213,6 +245,7 @@ def test_a_second_instance_that_clashes_with_the_first(tmp_path: Path, second: s
         load_workload(_write(tmp_path, f"{GOOD}\n[[instance]]\n{second}\n"))
 
 
+@pytest.mark.refuses("env-without-name-run-time")
 def test_env_without_a_name_at_run_time_is_refused() -> None:
     """The file's check refuses a bare {env}; a text filled at run time (a bench scenario's, a phase's) meets the
     same refusal where it is formatted."""
@@ -222,6 +255,7 @@ def test_env_without_a_name_at_run_time_is_refused() -> None:
         "{env}".format_map({"env": values})
 
 
+@pytest.mark.refuses("workload-file-not-utf-8-text")
 def test_a_workload_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     path = _write(tmp_path, GOOD.replace("runs = 2", "runs = 2 # d\u00e9j\u00e0", 1))
     path.write_bytes(path.read_text().encode("latin-1"))
@@ -231,6 +265,7 @@ def test_a_workload_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     assert caught.value.line().endswith(") (save it as UTF-8 text)")
 
 
+@pytest.mark.refuses("workload-file-not-utf-8-text")
 @pytest.mark.parametrize("name", ["hello", "demo-server"])
 def test_every_key_of_a_real_workload_changed_is_a_config_error_or_a_workload(tmp_path: Path, name: str) -> None:
     """profiles/hello.toml (commands, bench scenarios) and demo-server.toml (a server, [setup], HTTP phases), each

@@ -72,6 +72,26 @@ def test_good_server_workload(tmp_path: Path) -> None:
     assert (post.method, post.expect, post.upstream) == ("POST", "403", "down")
 
 
+@pytest.mark.refuses(
+    "required-key-missing",
+    "unknown-value-kind-mode-output-phases-from",
+    "integer-below-minimum",
+    "unknown-setup-resource",
+    "phase-kind-instance-mode-cannot-run",
+    "file-no-setup-resource-makes",
+    "file-does-not-exist",
+    "http-phase-expect-not-ok-any-class",
+    "http-phase-gives-path-paths",
+    "http-path-does-not-start",
+    "handshakes-path-does-not-start",
+    "http-phase-without-path",
+    "post-phase-without-body-get-phase-one",
+    "header-not-name-value",
+    "max-mean-body-below-min-mean-body",
+    "unknown-certificate-key-type",
+    "docroot-not-true-folder-path-names-no",
+    "upstream-not-true",
+)
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
@@ -126,12 +146,14 @@ def test_refused_before_anything_starts(tmp_path: Path, old: str, new: str, mess
         load_workload(_write(tmp_path, GOOD.replace(old, new, 1)))
 
 
+@pytest.mark.refuses("phase-needs-setup-resource-not-declared")
 def test_dead_upstream_phase_needs_the_upstream(tmp_path: Path) -> None:
     text = GOOD.replace("upstream = true\n", "").replace(" up = '{upstream}'", "")
     with pytest.raises(ConfigError, match=r"phase 'post' needs \[setup\] upstream"):
         load_workload(_write(tmp_path, text))
 
 
+@pytest.mark.refuses("phase-kind-instance-mode-cannot-run")
 def test_http_phase_in_a_command_instance_is_refused(tmp_path: Path) -> None:
     text = """
 [workload]
@@ -181,6 +203,7 @@ def test_generated_docroot_lists_its_files(tmp_path: Path) -> None:
     assert "{bodies}/attack.txt" in made
 
 
+@pytest.mark.refuses("docroot-folder-gone-start")
 def test_a_docroot_folder_gone_at_start_is_refused(tmp_path: Path) -> None:
     """Checked when the workload was loaded, removed before the training starts."""
     site = tmp_path / "site"

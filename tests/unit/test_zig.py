@@ -15,6 +15,7 @@ ZIGBUILD = ("cargo", "zigbuild")
 PLAIN = ("cargo", "build")
 
 
+@pytest.mark.refuses("glibc-suffix-target-plain-cargo-build")
 def test_glibc_suffix_needs_zigbuild() -> None:
     with pytest.raises(ConfigError) as caught:
         zig.check_target(PLAIN, "x86_64-unknown-linux-gnu.2.28")
@@ -24,6 +25,7 @@ def test_glibc_suffix_needs_zigbuild() -> None:
     zig.check_target(PLAIN, "x86_64-unknown-linux-gnu")
 
 
+@pytest.mark.refuses("cargo-zigbuild-without-pgo-generate-linker-for")
 def test_zigbuild_cannot_link_the_instrumented_binary() -> None:
     with pytest.raises(ConfigError) as caught:
         zig.check_generate_linker(ZIGBUILD, None)
@@ -78,6 +80,7 @@ def test_missing_tools(tmp_path: Path, bare_python: Path) -> None:
     assert zig.missing_tools(empty, str(bare_python)) == ["ziglang"]
 
 
+@pytest.mark.refuses("cargo-zigbuild-ziglang-missing-installing-them-failed")
 def test_failed_install_is_one_line_naming_the_command(tmp_path: Path, bare_python: Path) -> None:
     env = {"PATH": "/usr/bin:/bin"}
     with pytest.raises(ToolchainError) as caught:
