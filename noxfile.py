@@ -201,8 +201,11 @@ DOCS_ENV = {"NO_MKDOCS_2_WARNING": "1"}
 def docs(session: nox.Session) -> None:
     """The documentation site (mkdocs.yml, pages under docs/) built into site/ with `mkdocs build --strict`.
 
-    A broken link or anchor, or a page missing from the nav, fails the build. Posargs go to `mkdocs build`.
+    A broken link or anchor, or a page missing from the nav, fails the build; so does docs/rules.md's table when it
+    is not what tools/rule_table.py writes from docs/rules.toml and the tests' marks (checked first: run the tool to
+    write it). Posargs go to `mkdocs build`.
     """
+    session.run("python", str(HERE / "tools" / "rule_table.py"), "--check")
     session.install(*DOCS_REQUIREMENTS)
     session.run(
         "mkdocs", "build", "--strict", "--config-file", str(HERE / "mkdocs.yml"), "--site-dir", str(HERE / "site"),
