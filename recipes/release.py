@@ -20,6 +20,7 @@ from typing import Any
 
 from recipes import bolt as boltlib
 from recipes import cflags, cpu, elf, provenance, report, stages
+from recipes import manifest as release_manifest
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
 from recipes.files import atomic_output, write_atomically
@@ -48,7 +49,7 @@ from recipes.store import sha256_file
 from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sysroot
 from recipes.workload import Workload, workload_path
 
-MANIFEST_SCHEMA = provenance.MANIFEST_SCHEMA
+MANIFEST_SCHEMA = release_manifest.MANIFEST_SCHEMA
 #: what may have put a build machine's path in a release binary
 LEAK_HINT = (
     "something bypasses --remap-path-prefix and -ffile-prefix-map (env!/include_str! of an absolute path, a C string "
