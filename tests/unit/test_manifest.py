@@ -11,11 +11,13 @@ import copy
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from recipes import manifest as release_manifest
+from recipes import release
 from recipes.errors import CheckFailed
 from recipes.manifest import CCode, Manifest
 from tests.conftest import DATA
@@ -52,6 +54,13 @@ def test_a_real_manifest_read_by_attribute() -> None:
     assert parsed.cpu_baseline is not None and parsed.cpu_baseline.run == ("collatz", "3000")
     assert parsed.remap_path_prefix[0] == ("/root/.cargo", "/cargo")
     assert parsed.training is not None and parsed.training.total_functions is not None
+
+
+def test_the_release_summary_of_a_real_manifest() -> None:
+    lines = release.summary_lines(release_manifest.parse(real(), NAME), Path("/dist"))
+    assert lines[0] == "release v1.0.0 (c966d4ce4d50) in /dist"
+    assert lines[4].startswith("  hello-pgo-v1.0.0-x86_64-unknown-linux-gnu-pgo-bolt.tar.gz  binary sha256 cb22f7")
+    assert lines[-1] == "  x86_64-unknown-linux-gnu: both binaries glibc 2.34"
 
 
 def test_a_manifest_of_before_keeps_its_keys_and_nulls() -> None:
