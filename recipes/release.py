@@ -577,20 +577,7 @@ def _bolt_artefact(
         raise CheckFailed(f"{store_path} changed after llvm-bolt used it", "run the release again")
     tarball = binary_tarball(names.bin, data, names.pgo_bolt_top, rplan.source_date_epoch)
     return BoltArtefact(
-        info=BoltInfo(
-            profile_store_path=str(store_path),
-            profile_sha256=bolted["profile_sha256"],
-            llvm_bolt=f"LLVM {bolted['llvm_bolt_version']} ({bolted['llvm_bolt']})",
-            llvm_strip=f"LLVM {boltlib.tool_version(llvm_strip, 'llvm-strip', env=plan.env)} ({llvm_strip})",
-            bolt_args=tuple(bolted["bolt_args"]),
-            emit_relocs=True,
-            profile=BoltProfile(
-                functions_with_profile=bolted["functions_with_profile"],
-                total_functions=bolted["total_functions"],
-                profile_branches=bolted["profile_branches"],
-                profile_functions=bolted["profile_functions"],
-            ),
-        ),
+        info=bolt_info(bolted, llvm_strip, plan.env),
         pgo_bolt=Artefact(
             names.pgo_bolt_tarball,
             sha256_bytes(tarball),
@@ -599,6 +586,24 @@ def _bolt_artefact(
         ),
         bolt_profile=Artefact(names.bolt_profile, bolted["profile_sha256"]),
         files={names.pgo_bolt_tarball: tarball, names.bolt_profile: profile},
+    )
+
+
+def bolt_info(bolted: BoltResult, llvm_strip: Path, env: Mapping[str, str]) -> BoltInfo:
+    """What the manifest records of the bolt stage: the BOLT profile, llvm-bolt and llvm-strip, the arguments."""
+    return BoltInfo(
+        profile_store_path=str(Path(bolted["store_path"])),
+        profile_sha256=bolted["profile_sha256"],
+        llvm_bolt=f"LLVM {bolted['llvm_bolt_version']} ({bolted['llvm_bolt']})",
+        llvm_strip=f"LLVM {boltlib.tool_version(llvm_strip, 'llvm-strip', env=env)} ({llvm_strip})",
+        bolt_args=tuple(bolted["bolt_args"]),
+        emit_relocs=True,
+        profile=BoltProfile(
+            functions_with_profile=bolted["functions_with_profile"],
+            total_functions=bolted["total_functions"],
+            profile_branches=bolted["profile_branches"],
+            profile_functions=bolted["profile_functions"],
+        ),
     )
 
 
