@@ -1,4 +1,4 @@
-"""What an ELF binary needs of the system: the highest GLIBC_x.y of its version-needs."""
+"""What an ELF binary is and needs of the system: its architecture, the highest GLIBC_x.y of its version-needs."""
 
 from __future__ import annotations
 
@@ -15,6 +15,26 @@ from packaging.version import Version
 from recipes.errors import CheckFailed, ConfigError
 
 _GLIBC = re.compile(r"^GLIBC_(\d+(?:\.\d+)+)$")
+#: e_machine of the architectures the machine may be
+ELF_MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}
+
+
+def elf_arch(path: Path) -> str:
+    """The architecture of an ELF binary (``x86_64``, ``aarch64``, else pyelftools' e_machine)."""
+    try:
+        with path.open("rb") as stream:
+            machine = str(ELFFile(stream).header["e_machine"])
+    except (ELFError, OSError) as exc:
+        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "give the binary cargo built") from exc
+    return ELF_MACHINES.get(machine, machine)
+
+
+def elf_arch_or_none(path: Path) -> str | None:
+    """:func:`elf_arch`, or None for a file that is not ELF or whose header pyelftools cannot read."""
+    try:
+        return elf_arch(path)
+    except CheckFailed:
+        return None
 
 
 def needed_versions(path: Path) -> dict[str, list[str]]:

@@ -18,16 +18,16 @@ import platform
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
-from recipes.errors import CheckFailed, ToolchainError
+from recipes import elf
+from recipes.errors import ToolchainError
 
 #: how much longer the workload's own time limits are under emulation (qemu-user runs compute-bound code
 #: roughly 3 to 10 times slower than native; the factor leaves room for a loaded machine)
 SLOWDOWN = 10.0
+#: the architecture of an ELF binary: recipes.elf reads it; the names stay here for their callers
+elf_arch = elf.elf_arch
+elf_arch_or_none = elf.elf_arch_or_none
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,6 @@ ARCHES: dict[str, Arch] = {
         sysroot="/usr/aarch64-linux-gnu",
     ),
 }
-#: e_machine of the architectures the machine may be
-ELF_MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}
 
 
 def host_arch() -> str:
@@ -139,21 +137,3 @@ def launcher(triple: str, env: Mapping[str, str]) -> tuple[str, ...]:
 def slowdown(launch: Sequence[str]) -> float:
     """The factor of the workload's own time limits: :data:`SLOWDOWN` under emulation, else 1."""
     return SLOWDOWN if launch else 1.0
-
-
-def elf_arch(path: Path) -> str:
-    """The architecture of an ELF binary (``x86_64``, ``aarch64``, else pyelftools' e_machine)."""
-    try:
-        with path.open("rb") as stream:
-            machine = str(ELFFile(stream).header["e_machine"])
-    except (ELFError, OSError) as exc:
-        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "give the binary cargo built") from exc
-    return ELF_MACHINES.get(machine, machine)
-
-
-def elf_arch_or_none(path: Path) -> str | None:
-    """:func:`elf_arch`, or None for a file that is not ELF or whose header pyelftools cannot read."""
-    try:
-        return elf_arch(path)
-    except CheckFailed:
-        return None

@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from recipes import manifest as release_manifest
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, MissingInput, PgoError
-from recipes.inputs import Fields, read_json, read_text
+from recipes.inputs import read_json, read_text
+from recipes.manifest import ARTEFACTS
 from recipes.reproducible import (
     SUMS,
     Names,
@@ -29,14 +31,11 @@ from recipes.reproducible import (
     release_binary,
     repo_root,
     sha256_bytes,
-    sum_name_problem,
     tag_commit,
 )
 from recipes.store import sha256_file
 from recipes.toolchain import parse_rustc_vv
 
-#: the release manifest's layout (its "schema"): rebuild and verify read only this one
-MANIFEST_SCHEMA = 1
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 #: what kind of build this is (it gives externalParameters and internalParameters their meaning): pgo-recipes'
@@ -44,18 +43,11 @@ PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "urn:pgo-recipes:buildtype:release:v1"
 BUILDER_ID = "urn:pgo-recipes:builder:nox-release"
 SUFFIX = ".intoto.json"
-#: the manifest's artefacts that get a statement, in this order (the last two only in a release with PGO_BOLT=1)
-ARTEFACTS = ("plain", "pgo", "profile", "pgo_bolt", "bolt_profile")
 
 
 def check_manifest_schema(manifest: Mapping[str, Any], name: str) -> None:
     """Refuse a release manifest of another layout than this pgo-recipes writes and reads."""
-    schema = manifest.get("schema")
-    if schema != MANIFEST_SCHEMA:
-        raise CheckFailed(
-            f"{name} has schema {schema!r}; this pgo-recipes reads manifests of schema {MANIFEST_SCHEMA}",
-            "use the pgo-recipes version that made the release (its commit is the release's buildType's)",
-        )
+    release_manifest.check_schema(dict(manifest), name)
 
 
 def artefact_kinds(manifest: Mapping[str, Any]) -> list[str]:
@@ -326,93 +318,10 @@ def _recorded_extras(pred: Mapping[str, Any]) -> tuple[tuple[str, str] | None, d
     return lock, (zig or None)
 
 
-_MANIFEST_HINT = "it is not a manifest nox -s release writes: download it again"
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-#: the artefacts a release packs in a tarball (with a binary in it); the others are profiles
-TARBALLS = ("plain", "pgo", "pgo_bolt")
-
-
-def _sha256(fields: Fields, key: str) -> str:
-    value = fields.string(key)
-    if not _SHA256.match(value):
-        raise CheckFailed(f"{fields.where}: {key!r} is {value[:80]!r}, not a sha256 (64 hex digits)", fields.hint)
-    return value
-
-
 def check_manifest(data: Any, name: str) -> Names:
-    """Every key of a release manifest that verify, rebuild and the statements read, with its type; the artefacts
-    the release makes and the names it gives them. A missing key or a value of another type is one line naming the
-    file and the key; returns the release's file names."""
-    fields = Fields(data, name, CheckFailed, _MANIFEST_HINT)
-    for key in ("tag", "commit", "manifest_path", "package", "bin", "target", "triple", "rustflags_var"):
-        fields.string(key)
-    fields.string("profile_store_path")
-    _sha256(fields, "profile_sha256")
-    for key in ("commit_time", "source_date_epoch"):
-        fields.integer(key)
-    fields.boolean("locked")
-    for key in ("features", "cargo_command", "cargo_argv", "rustflags"):
-        fields.strings(key)
-    if fields.opt_string("workload"):
-        _sha256(fields, "workload_sha256")
-    for index, pair in enumerate(fields.array("remap_path_prefix")):
-        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
-            raise CheckFailed(f"{name}: 'remap_path_prefix'[{index}] is not a pair of paths", _MANIFEST_HINT)
-    toolchain = fields.object("toolchain")
-    for key in ("rustc_vV", "cargo", "llvm_profdata", "strip"):
-        toolchain.string(key)
-    c_code = fields.opt_object("c_code")
-    if c_code is not None:
-        c_code.boolean("profiled")
-        c_code.opt_string("clang")
-        for index, crate in enumerate(c_code.array("crates")):
-            crate_fields = Fields(crate, f"{c_code.where}: crates[{index}]", CheckFailed, _MANIFEST_HINT)
-            crate_fields.string("crate")
-            crate_fields.strings("compilers")
-    training = fields.opt_object("training")
-    if training is not None:
-        training.opt_integer("executed_functions")
-        training.opt_integer("total_functions")
-    names = Names(fields.string("bin"), fields.string("tag"), fields.string("triple"))
-    problem = sum_name_problem(names.base)
-    if problem or not names.base:
-        raise CheckFailed(f"{name}: 'bin', 'tag' and 'triple' make {names.base!r}, {problem}", _MANIFEST_HINT)
-    artefacts = fields.object("artefacts")
-    unknown = sorted(set(artefacts.data) - set(ARTEFACTS))
-    if unknown:
-        raise CheckFailed(f"{name}: artefacts: {unknown[0]!r} is not an artefact a release makes", _MANIFEST_HINT)
-    bolt = "pgo_bolt" in artefacts.data
-    for kind in ("plain", "pgo", "profile", *(("pgo_bolt", "bolt_profile") if bolt else ())):
-        artefact = artefacts.object(kind)
-        file, top = names.artefact(kind)
-        if artefact.string("file") != file:
-            raise CheckFailed(
-                f"{name}: artefacts: {kind}: 'file' is {artefact.data['file'][:80]!r}, the release names it {file!r}",
-                _MANIFEST_HINT,
-            )
-        _sha256(artefact, "sha256")
-        if top is not None:
-            if artefact.string("binary") != f"{top}/{names.bin}":
-                raise CheckFailed(
-                    f"{name}: artefacts: {kind}: 'binary' is {artefact.data['binary'][:80]!r}, the release packs "
-                    f"{top}/{names.bin}",
-                    _MANIFEST_HINT,
-                )
-            _sha256(artefact, "binary_sha256")
-    if "bolt_profile" in artefacts.data and not bolt:
-        raise CheckFailed(f"{name}: artefacts: 'bolt_profile' without 'pgo_bolt'", _MANIFEST_HINT)
-    if bolt or fields.has("bolt"):
-        record = fields.object("bolt")
-        if not bolt:
-            raise CheckFailed(f"{name}: 'bolt' without the artefact 'pgo_bolt'", _MANIFEST_HINT)
-        record.strings("bolt_args")
-        for key in ("llvm_bolt", "llvm_strip", "profile_store_path"):
-            record.string(key)
-        _sha256(record, "profile_sha256")
-        profile = record.object("profile")
-        profile.integer("functions_with_profile")
-        profile.integer("total_functions")
-    return names
+    """Every key of a release manifest that verify, rebuild and the statements read, with its type
+    (:func:`recipes.manifest.parse`); returns the release's file names."""
+    return release_manifest.parse(data, name).names
 
 
 def release_files(manifest: Mapping[str, Any], names: Names) -> dict[str, str]:

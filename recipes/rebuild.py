@@ -14,20 +14,20 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from recipes import cflags, report, stages
 from recipes import diff as diffoscope
+from recipes import manifest as release_manifest
 from recipes.bolt import find_llvm_strip
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
 from recipes.files import write_atomically
+from recipes.manifest import Artefact, CCode, Manifest, Toolchain
 from recipes.matrix import refuse_twice
 from recipes.provenance import (
     check_artefacts_folder,
     check_listing,
-    check_manifest,
-    check_manifest_schema,
     check_one_commit,
     read_manifest,
     read_sums,
@@ -35,6 +35,7 @@ from recipes.provenance import (
     release_file,
 )
 from recipes.release import (
+    ReproduciblePlan,
     describe_rustc,
     relative_to_repo,
     reproducible_plan,
@@ -67,12 +68,19 @@ class Published:
     """A release's artefacts, checked against SHA256SUMS and the manifest."""
 
     directory: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     sums: dict[str, str]
     names: Names
 
+    def artefact(self, kind: str) -> Artefact:
+        """The manifest's artefact of ``kind`` (``pgo``, ``pgo_bolt``, …); a KeyError for one the release has not."""
+        found = self.manifest.artefacts.get(kind)
+        if found is None:
+            raise KeyError(kind)
+        return found
+
     def path(self, kind: str) -> Path:
-        return self.directory / str(self.manifest["artefacts"][kind]["file"])
+        return self.directory / self.artefact(kind).file
 
 
 def _require_file(path: Path, what: str) -> Path:
@@ -98,62 +106,71 @@ def load_release(directory: Path, tag: str) -> list[Published]:
             f"in {directory}",
             "keep one target's files per directory",
         )
-    published: list[Published] = []
-    for manifest_path in manifests:
-        if manifest_path.name not in sums:
-            raise CheckFailed(f"{SUMS} has no line for {manifest_path.name}", "download SHA256SUMS again")
-        manifest_sha = sha256_file(_require_file(manifest_path, "the manifest"))
-        if manifest_sha != sums[manifest_path.name]:
-            raise CheckFailed(
-                f"{manifest_path.name} has sha256 {manifest_sha}, {SUMS} says {sums[manifest_path.name]}",
-                "download it again",
-            )
-        manifest = read_manifest(manifest_path)
-        if not isinstance(manifest, dict):
-            raise CheckFailed(f"{manifest_path.name} is not a manifest (not a JSON object)", "download it again")
-        if manifest.get("tag") != tag:
-            raise CheckFailed(
-                f"{manifest_path.name} is the manifest of {manifest.get('tag')}, not {tag}", "check the files"
-            )
-        check_manifest_schema(manifest, manifest_path.name)
-        names = check_manifest(manifest, manifest_path.name)
-        if names.manifest != manifest_path.name:
-            raise CheckFailed(
-                f"the manifest {manifest_path.name} names the release {names.base}, whose manifest is {names.manifest}",
-                "download the release again",
-            )
-        published.append(Published(directory, manifest, sums, names))
-    check_one_commit({p.names.manifest: p.manifest for p in published}, tag)
-    needed: list[Path] = []
+    published = []
+    for path in manifests:
+        manifest = _load_manifest(path, sums, tag)
+        published.append(Published(directory, manifest, sums, manifest.names))
+    check_one_commit({p.names.manifest: release_manifest.to_json(p.manifest) for p in published}, tag)
+    needed = [path for one in published for path in _required_files(one)]
+    check_listing(sums, [(release_manifest.to_json(p.manifest), p.names) for p in published], tag)
     for one in published:
-        needed.append(_require_file(one.path("pgo"), "the PGO tarball"))
-        needed.append(_require_file(one.path("profile"), "the profile"))
-        if "pgo_bolt" in one.manifest["artefacts"]:
-            needed.append(_require_file(one.path("pgo_bolt"), "the PGO+BOLT tarball"))
-            needed.append(_require_file(one.path("bolt_profile"), "the BOLT profile"))
-    check_listing(sums, [(p.manifest, p.names) for p in published], tag)
-    for one in published:
-        manifest = one.manifest
-        profile = one.path("profile")
-        profile_sha = sha256_file(profile)
-        if profile_sha != manifest["profile_sha256"]:
-            raise CheckFailed(
-                f"the profile {profile.name} has sha256 {profile_sha}, the manifest records "
-                f"{manifest['profile_sha256']}",
-                "it is not the profile the release was built with: download it again",
-            )
-        if "pgo_bolt" in manifest["artefacts"]:
-            bolt_profile = one.path("bolt_profile")
-            if sha256_file(bolt_profile) != manifest["bolt"]["profile_sha256"]:
-                raise CheckFailed(
-                    f"the BOLT profile {bolt_profile.name} is not the one the manifest records",
-                    "it is not the profile llvm-bolt used: download it again",
-                )
+        _check_profiles(one)
     for path in needed:
         digest = sha256_file(path)
         if digest != sums[path.name]:
             raise CheckFailed(f"{path.name} has sha256 {digest}, {SUMS} says {sums[path.name]}", "download it again")
     return published
+
+
+def _load_manifest(path: Path, sums: Mapping[str, str], tag: str) -> Manifest:
+    """One manifest of the folder: listed in SHA256SUMS with its sha256, of ``tag``, every key typed
+    (:func:`recipes.manifest.parse`), named as its release names it."""
+    if path.name not in sums:
+        raise CheckFailed(f"{SUMS} has no line for {path.name}", "download SHA256SUMS again")
+    manifest_sha = sha256_file(_require_file(path, "the manifest"))
+    if manifest_sha != sums[path.name]:
+        raise CheckFailed(f"{path.name} has sha256 {manifest_sha}, {SUMS} says {sums[path.name]}", "download it again")
+    data = read_manifest(path)
+    if not isinstance(data, dict):
+        raise CheckFailed(f"{path.name} is not a manifest (not a JSON object)", "download it again")
+    if data.get("tag") != tag:
+        raise CheckFailed(f"{path.name} is the manifest of {data.get('tag')}, not {tag}", "check the files")
+    manifest = release_manifest.parse(data, path.name)
+    names = manifest.names
+    if names.manifest != path.name:
+        raise CheckFailed(
+            f"the manifest {path.name} names the release {names.base}, whose manifest is {names.manifest}",
+            "download the release again",
+        )
+    return manifest
+
+
+def _required_files(one: Published) -> list[Path]:
+    """The files a rebuild of ``one`` reads: the PGO tarball and the profile (and the PGO+BOLT ones)."""
+    needed = [_require_file(one.path("pgo"), "the PGO tarball"), _require_file(one.path("profile"), "the profile")]
+    if one.manifest.artefacts.pgo_bolt is not None:
+        needed.append(_require_file(one.path("pgo_bolt"), "the PGO+BOLT tarball"))
+        needed.append(_require_file(one.path("bolt_profile"), "the BOLT profile"))
+    return needed
+
+
+def _check_profiles(one: Published) -> None:
+    """The profile (and the BOLT profile) the manifest records, by sha256."""
+    manifest = one.manifest
+    profile = one.path("profile")
+    profile_sha = sha256_file(profile)
+    if profile_sha != manifest.profile_sha256:
+        raise CheckFailed(
+            f"the profile {profile.name} has sha256 {profile_sha}, the manifest records {manifest.profile_sha256}",
+            "it is not the profile the release was built with: download it again",
+        )
+    if manifest.bolt is not None and manifest.artefacts.pgo_bolt is not None:
+        bolt_profile = one.path("bolt_profile")
+        if sha256_file(bolt_profile) != manifest.bolt.profile_sha256:
+            raise CheckFailed(
+                f"the BOLT profile {bolt_profile.name} is not the one the manifest records",
+                "it is not the profile llvm-bolt used: download it again",
+            )
 
 
 def load_published(directory: Path, tag: str) -> Published:
@@ -174,9 +191,9 @@ def _triple_or_none(path: Path) -> Any:
     return data.get("triple") if isinstance(data, dict) else None
 
 
-def check_toolchain(manifest: Mapping[str, Any], env: Mapping[str, str]) -> None:
+def check_toolchain(toolchain: Toolchain, env: Mapping[str, str]) -> None:
     """The rustc and cargo of the release, or a refusal naming both versions."""
-    recorded = parse_rustc_vv(str(manifest["toolchain"]["rustc_vV"]))
+    recorded = parse_rustc_vv(toolchain.rustc_vv)
     here = rustc_info(env)
     if here != recorded:
         raise ToolchainError(
@@ -185,24 +202,23 @@ def check_toolchain(manifest: Mapping[str, Any], env: Mapping[str, str]) -> None
             f"(RUSTUP_TOOLCHAIN={recorded.release})",
         )
     cargo_here = cargo_version(env)
-    if cargo_here != manifest["toolchain"]["cargo"]:
+    if cargo_here != toolchain.cargo:
         raise ToolchainError(
-            f"this is {cargo_here}, the release was built with {manifest['toolchain']['cargo']}",
+            f"this is {cargo_here}, the release was built with {toolchain.cargo}",
             "use the cargo of the release's toolchain",
         )
     strip_here = strip_version(env)
-    if strip_here != manifest["toolchain"]["strip"]:
-        say(f"note: this strip is {strip_here!r}, the release's was {manifest['toolchain']['strip']!r}")
+    if strip_here != toolchain.strip:
+        say(f"note: this strip is {strip_here!r}, the release's was {toolchain.strip!r}")
 
 
-def c_setting(manifest: Mapping[str, Any], env: Mapping[str, str]) -> tuple[bool, str | None]:
+def c_setting(record: CCode | None, env: Mapping[str, str]) -> tuple[bool, str | None]:
     """``PGO_C`` and ``PGO_CLANG`` of the rebuild, from the manifest and not from this machine's default: the C
     profiled by a clang of the recorded major (refused when there is none here), or left as the plain build has it
     (a release without the record is of before the C was profiled)."""
-    record = manifest.get("c_code")
-    if not isinstance(record, Mapping) or not record.get("profiled"):
+    if record is None or not record.profiled:
         return False, None
-    line = str(record.get("clang"))
+    line = str(record.clang)
     major = cflags.clang_major_of(line)
     if major is None:
         raise CheckFailed(
@@ -232,73 +248,96 @@ class Built:
     bolted_sha256: str | None = None
 
 
-def build_in_worktree(
-    repo: Path,
-    commit: str,
-    config: Config,
-    environ: Mapping[str, str],
-    *,
-    manifest_rel: str,
-    workload_rel: str | None,
-    profile: Path,
-    work: Path,
-    sde: int,
-    label: str,
-    expect_rustflags: list[str] | None = None,
-    bolt_profile: Path | None = None,
-) -> Built:
-    """The optimised build of ``commit`` from ``profile`` alone, in a ``git worktree`` removed afterwards; with
-    ``bolt_profile``, linked for BOLT and then BOLTed from that profile alone."""
-    tmp = Path(tempfile.mkdtemp(prefix=f"pgo-{label}-"))
+@dataclass(frozen=True)
+class FromProfile:
+    """What one build from a profile alone builds: ``commit`` of ``repo`` (its ``manifest_rel`` and workload,
+    ``workload_rel``, in the tree), from ``profile`` (and ``bolt_profile``: linked for BOLT and BOLTed), in ``work``
+    with SOURCE_DATE_EPOCH ``sde``; ``label`` names it in the progress lines and its temporary directory;
+    ``expect_rustflags``: the base rustflags the release recorded (None: not checked)."""
+
+    repo: Path
+    commit: str
+    manifest_rel: str
+    workload_rel: str | None
+    profile: Path
+    work: Path
+    sde: int
+    label: str
+    expect_rustflags: tuple[str, ...] | None = None
+    bolt_profile: Path | None = None
+
+
+def build_in_worktree(spec: FromProfile, config: Config, environ: Mapping[str, str]) -> Built:
+    """The optimised build of ``spec.commit`` from its profile alone, in a ``git worktree`` removed afterwards;
+    with a BOLT profile, linked for BOLT and then BOLTed from that profile alone."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"pgo-{spec.label}-"))
     source = tmp / "src"
-    git(repo, "worktree", "add", "--detach", str(source), commit, env=environ)
+    git(spec.repo, "worktree", "add", "--detach", str(source), spec.commit, env=environ)
     try:
-        workload = source / workload_rel if workload_rel else None
-        built_config = replace(
-            config,
-            manifest=source / manifest_rel,
-            out=work,
-            profdata=profile,
-            workload=str(workload) if workload is not None and workload.is_file() else None,
-            verify=False,
-            test=False,
-            bolt=bolt_profile is not None,
-            bolt_profile=bolt_profile,
-        )
-        say(f"{label}: {commit[:12]} in {source}, work dir {work}")
-        rplan = reproducible_plan(built_config, environ, source_root=source, sde=sde)
-        if expect_rustflags is not None and list(rplan.portable_rustflags) != expect_rustflags:
-            raise EnvironmentRefused(
-                f"the base rustflags here are {' '.join(rplan.portable_rustflags) or '(none)'!r}, the release's were "
-                f"{' '.join(expect_rustflags) or '(none)'!r}",
-                f"set {rplan.plan.rustflags.var} as the manifest's rustflags say, or unset it",
-            )
-        result = stages.optimise(rplan.plan, verify=False)
-        stripped = strip_binary(
-            Path(result["binary"] or ""),  # None only in a failed record
-            work / "stripped" / rplan.plan.crate.bin,
-            rplan.plan.env,
-            work / "logs" / "strip.log",
-        )
-        built = Built(stripped, sha256_file(stripped), result, Path(result["store_path"]))
-        if bolt_profile is None:
-            return built
-        # the release's own BOLT profile (its sha256 checked against the manifest): what it gives is compared with
-        # the release's PGO+BOLT binary, so it is not refused for want of a record of its training here
-        bolted = stages.bolt(rplan.plan, vouched="the release's BOLT profile, its result compared with SHA256SUMS")
-        bolted_stripped = strip_binary(
-            Path(bolted["binary"] or ""),
-            work / "stripped-bolt" / rplan.plan.crate.bin,
-            rplan.plan.env,
-            work / "logs" / "strip-bolt.log",
-            str(find_llvm_strip(rplan.plan.rustc, rplan.plan.env)),
-        )
-        return replace(built, bolted=bolted_stripped, bolted_sha256=sha256_file(bolted_stripped))
+        say(f"{spec.label}: {spec.commit[:12]} in {source}, work dir {spec.work}")
+        rplan = reproducible_plan(worktree_config(spec, config, source), environ, source_root=source, sde=spec.sde)
+        refuse_other_rustflags(rplan, spec.expect_rustflags)
+        built = build_from_profile(rplan, spec.work)
+        return built if spec.bolt_profile is None else bolt_from_profile(rplan, spec.work, built)
     finally:
         with contextlib.suppress(PgoError):
-            git(repo, "worktree", "remove", "--force", str(source), env=environ)
+            git(spec.repo, "worktree", "remove", "--force", str(source), env=environ)
         shutil.rmtree(tmp, ignore_errors=True)
-        git(repo, "worktree", "prune", env=environ)
+        git(spec.repo, "worktree", "prune", env=environ)
+
+
+def worktree_config(spec: FromProfile, config: Config, source: Path) -> Config:
+    """``config`` pointed at the worktree ``source``: its manifest and workload, the profile, the work dir; no
+    replay, no tests; BOLT when a BOLT profile is given."""
+    workload = source / spec.workload_rel if spec.workload_rel else None
+    return replace(
+        config,
+        manifest=source / spec.manifest_rel,
+        out=spec.work,
+        profdata=spec.profile,
+        workload=str(workload) if workload is not None and workload.is_file() else None,
+        verify=False,
+        test=False,
+        bolt=spec.bolt_profile is not None,
+        bolt_profile=spec.bolt_profile,
+    )
+
+
+def refuse_other_rustflags(rplan: ReproduciblePlan, expected: Sequence[str] | None) -> None:
+    """Refuse base rustflags here other than the release's (None: nothing to compare with)."""
+    if expected is not None and rplan.portable_rustflags != tuple(expected):
+        raise EnvironmentRefused(
+            f"the base rustflags here are {' '.join(rplan.portable_rustflags) or '(none)'!r}, the release's were "
+            f"{' '.join(expected) or '(none)'!r}",
+            f"set {rplan.plan.rustflags.var} as the manifest's rustflags say, or unset it",
+        )
+
+
+def build_from_profile(rplan: ReproduciblePlan, work: Path) -> Built:
+    """The optimise stage from the plan's profile, its binary stripped under ``work/stripped``."""
+    result = stages.optimise(rplan.plan, verify=False)
+    stripped = strip_binary(
+        Path(result["binary"] or ""),  # None only in a failed record
+        work / "stripped" / rplan.plan.crate.bin,
+        rplan.plan.env,
+        work / "logs" / "strip.log",
+    )
+    return Built(stripped, sha256_file(stripped), result, Path(result["store_path"]))
+
+
+def bolt_from_profile(rplan: ReproduciblePlan, work: Path, built: Built) -> Built:
+    """The bolt stage from the release's own BOLT profile (its sha256 checked against the manifest): what it gives
+    is compared with the release's PGO+BOLT binary, so it is not refused for want of a record of its training
+    here; stripped by llvm-strip under ``work/stripped-bolt``."""
+    bolted = stages.bolt(rplan.plan, vouched="the release's BOLT profile, its result compared with SHA256SUMS")
+    bolted_stripped = strip_binary(
+        Path(bolted["binary"] or ""),
+        work / "stripped-bolt" / rplan.plan.crate.bin,
+        rplan.plan.env,
+        work / "logs" / "strip-bolt.log",
+        str(find_llvm_strip(rplan.plan.rustc, rplan.plan.env)),
+    )
+    return replace(built, bolted=bolted_stripped, bolted_sha256=sha256_file(bolted_stripped))
 
 
 def explain(
@@ -356,10 +395,11 @@ def rebuild(
     checked = [_check_before_rebuild(one, tag, commit, repo, environ) for one in chosen]
     several = len(published) > 1
     work = (config.out / "rebuild" / tag).absolute()  # a folder of several targets: a work dir for each
-    return [
-        _rebuild_one(one, tag, commit, repo, config, environ, work / one.names.triple if several else work, c)
+    targets_checked = [
+        RebuildTarget(one, tag, commit, repo, work / one.names.triple if several else work, c)
         for one, c in zip(chosen, checked, strict=True)
     ]
+    return [_rebuild_one(target, config, environ) for target in targets_checked]
 
 
 @dataclass(frozen=True)
@@ -375,116 +415,160 @@ def _check_before_rebuild(
     published: Published, tag: str, commit: str, repo: Path, environ: Mapping[str, str]
 ) -> _Checked:
     manifest = published.manifest
-    if commit != manifest["commit"]:
+    if commit != manifest.commit:
         raise CheckFailed(
-            f"tag {tag} is commit {commit[:12]} here, the release was built from {manifest['commit'][:12]}",
+            f"tag {tag} is commit {commit[:12]} here, the release was built from {manifest.commit[:12]}",
             "the tag was moved: fetch the release's tag (git fetch --tags --force)",
         )
-    check_toolchain(manifest, environ)
-    c_on, clang = c_setting(manifest, environ)
-    if commit_time(repo, commit, environ) != manifest["commit_time"]:
+    check_toolchain(manifest.toolchain, environ)
+    c_on, clang = c_setting(manifest.c_code, environ)
+    if commit_time(repo, commit, environ) != manifest.commit_time:
         raise CheckFailed(
             f"commit {commit[:12]} has another commit time than the manifest records", "check the manifest"
         )
-    pgo = manifest["artefacts"]["pgo"]
-    published_binary = release_binary(published.path("pgo"), pgo["binary"], manifest["source_date_epoch"])
-    if sha256_bytes(published_binary) != pgo["binary_sha256"]:
-        raise CheckFailed(f"the binary in {pgo['file']} is not the one the manifest records", "download it again")
+    pgo = manifest.artefacts.pgo
+    published_binary = release_binary(published.path("pgo"), str(pgo.binary), manifest.source_date_epoch)
+    if sha256_bytes(published_binary) != pgo.binary_sha256:
+        raise CheckFailed(f"the binary in {pgo.file} is not the one the manifest records", "download it again")
     return _Checked(c_on, clang, published_binary)
 
 
-def _rebuild_one(
-    published: Published,
-    tag: str,
-    commit: str,
-    repo: Path,
-    config: Config,
-    environ: Mapping[str, str],
-    work: Path,
-    checked: _Checked,
-) -> RebuildResult:
-    """One target's PGO binary (and PGO+BOLT binary) rebuilt in ``work``, compared with the published ones."""
-    manifest = published.manifest
-    pgo = manifest["artefacts"]["pgo"]
-    c_on, clang, published_binary = checked.c_on, checked.clang, checked.published_binary
-    shutil.rmtree(work, ignore_errors=True)
-    as_released = replace(
+@dataclass(frozen=True)
+class RebuildTarget:
+    """One target's rebuild: the published release (checked), its tag and commit in ``repo``, the work dir."""
+
+    published: Published
+    tag: str
+    commit: str
+    repo: Path
+    work: Path
+    checked: _Checked
+
+
+def _rebuild_one(target: RebuildTarget, config: Config, environ: Mapping[str, str]) -> RebuildResult:
+    """One target's PGO binary (and PGO+BOLT binary) rebuilt in its work dir, compared with the published ones."""
+    shutil.rmtree(target.work, ignore_errors=True)
+    built = rebuild_from_published(target, config, environ)
+    compared = compare_with_published(target, built)
+    summary = rebuild_record(target, built, compared)
+    if not summary["match"]:
+        refuse_mismatch(target, compared, summary, environ)
+    report.record(target.work, "rebuild", summary)
+    return summary
+
+
+def as_released(config: Config, manifest: Manifest, checked: _Checked) -> Config:
+    """``config`` with what the release recorded: the package, binary, features, target, cargo command, llvm-bolt's
+    arguments and the C setting."""
+    return replace(
         config,
-        package=manifest["package"],
-        bin=manifest["bin"],
-        features=tuple(manifest["features"]),
-        locked=bool(manifest["locked"]),
-        target=manifest["target"],
-        cargo=tuple(manifest["cargo_command"]),
-        bolt_args=" ".join(manifest["bolt"]["bolt_args"]) if "bolt" in manifest else None,
-        c=c_on,
-        clang=clang,
+        package=manifest.package,
+        bin=manifest.bin,
+        features=manifest.features,
+        locked=manifest.locked,
+        target=manifest.target,
+        cargo=manifest.cargo_command,
+        bolt_args=" ".join(manifest.bolt.bolt_args) if manifest.bolt is not None else None,
+        c=checked.c_on,
+        clang=checked.clang,
     )
-    built = build_in_worktree(
-        repo,
-        commit,
-        as_released,
-        environ,
-        manifest_rel=manifest["manifest_path"],
-        workload_rel=manifest.get("workload"),
+
+
+def rebuild_from_published(target: RebuildTarget, config: Config, environ: Mapping[str, str]) -> Built:
+    """The PGO (and PGO+BOLT) build of the release's commit from its published profiles, as the release did."""
+    published, manifest = target.published, target.published.manifest
+    spec = FromProfile(
+        target.repo,
+        target.commit,
+        manifest_rel=manifest.manifest_path,
+        workload_rel=manifest.workload,
         profile=published.path("profile"),
-        work=work,
-        sde=int(manifest["source_date_epoch"]),
+        work=target.work,
+        sde=manifest.source_date_epoch,
         label="rebuild",
-        expect_rustflags=list(manifest["rustflags"]),
-        bolt_profile=published.path("bolt_profile") if "pgo_bolt" in manifest["artefacts"] else None,
+        expect_rustflags=manifest.rustflags,
+        bolt_profile=published.path("bolt_profile") if manifest.artefacts.pgo_bolt is not None else None,
     )
-    if str(built.store_path) != manifest["profile_store_path"]:
+    built = build_in_worktree(spec, as_released(config, manifest, target.checked), environ)
+    if str(built.store_path) != manifest.profile_store_path:
         say(
-            f"note: the release read the profile from {manifest['profile_store_path']}, this build from "
+            f"note: the release read the profile from {manifest.profile_store_path}, this build from "
             f"{built.store_path} (PGO_PROFILE_STORE): the path is on rustc's command line"
         )
-    top = pgo["binary"].split("/")[0]
-    tarball = binary_tarball(manifest["bin"], built.binary.read_bytes(), top, int(manifest["source_date_epoch"]))
-    write_atomically(work / pgo["file"], tarball)
-    results = {
-        pgo["file"]: (sha256_bytes(tarball), published.sums[pgo["file"]]),
-        pgo["binary"]: (built.sha256, pgo["binary_sha256"]),
-    }
-    #: (published binary, rebuilt binary, what it is) of each binary rebuilt, the PGO one first
-    binaries = [(published_binary, built.binary, "PGO")]
+    return built
+
+
+@dataclass(frozen=True)
+class Compared:
+    """The rebuilt files against the published ones: ``{name: (rebuilt sha256, published sha256)}`` of each tarball
+    and binary, and (published binary, rebuilt binary, what it is) of each binary, the PGO one first."""
+
+    results: dict[str, tuple[str, str | None]]
+    binaries: list[tuple[bytes, Path, str]]
+
+
+def compare_with_published(target: RebuildTarget, built: Built) -> Compared:
+    """Each rebuilt binary packed as the release packs it (the tarball written in the work dir) and its sha256s
+    set beside the published ones."""
+    published, manifest = target.published, target.published.manifest
+    rebuilt = [("pgo", built.binary, built.sha256, "PGO")]
     if built.bolted is not None and built.bolted_sha256 is not None:
-        bolt = manifest["artefacts"]["pgo_bolt"]
-        bolt_tarball = binary_tarball(
-            manifest["bin"], built.bolted.read_bytes(), bolt["binary"].split("/")[0], int(manifest["source_date_epoch"])
+        rebuilt.append(("pgo_bolt", built.bolted, built.bolted_sha256, "PGO+BOLT"))
+    results: dict[str, tuple[str, str | None]] = {}
+    binaries = []
+    for kind, binary, binary_sha256, what in rebuilt:
+        artefact = published.artefact(kind)
+        tarball = binary_tarball(manifest.bin, binary.read_bytes(), artefact.top, manifest.source_date_epoch)
+        write_atomically(target.work / artefact.file, tarball)
+        results[artefact.file] = (sha256_bytes(tarball), published.sums[artefact.file])
+        results[str(artefact.binary)] = (binary_sha256, artefact.binary_sha256)
+        data = (
+            target.checked.published_binary
+            if kind == "pgo"
+            else release_binary(published.path(kind), str(artefact.binary), manifest.source_date_epoch)
         )
-        write_atomically(work / bolt["file"], bolt_tarball)
-        results[bolt["file"]] = (sha256_bytes(bolt_tarball), published.sums[bolt["file"]])
-        results[bolt["binary"]] = (built.bolted_sha256, bolt["binary_sha256"])
-        published_bolted = release_binary(published.path("pgo_bolt"), bolt["binary"], manifest["source_date_epoch"])
-        binaries.append((published_bolted, built.bolted, "PGO+BOLT"))
+        binaries.append((data, binary, what))
+    return Compared(results, binaries)
+
+
+def rebuild_record(target: RebuildTarget, built: Built, compared: Compared) -> RebuildResult:
+    """The rebuild's record: a line per file (match or mismatch), whether all match."""
     lines = []
-    for name, (rebuilt, expected) in results.items():
+    for name, (rebuilt, expected) in compared.results.items():
         verdict = "match" if rebuilt == expected else "mismatch"
         lines.append(
             f"{verdict:8}  {name}  rebuilt {rebuilt}" + ("" if rebuilt == expected else f", published {expected}")
         )
         say(f"rebuild: {lines[-1]}")
     summary: RebuildResult = {
-        "tag": tag,
-        "commit": commit,
+        "tag": target.tag,
+        "commit": target.commit,
         "binary": str(built.binary),
         "binary_sha256": built.sha256,
         "store_path": str(built.store_path),
         "lines": lines,
-        "match": all(a == b for a, b in results.values()),
+        "match": all(a == b for a, b in compared.results.values()),
     }
     if built.bolted is not None:
         summary["bolted_binary"] = str(built.bolted)
         summary["bolted_binary_sha256"] = built.bolted_sha256
+    return summary
+
+
+def refuse_mismatch(
+    target: RebuildTarget, compared: Compared, summary: RebuildResult, environ: Mapping[str, str]
+) -> NoReturn:
+    """The refusal of a rebuild that does not match, recorded first: where the first differing binary differs
+    (diffoscope's report when there is diffoscope), or which tarball differs around equal binaries."""
+    work, tag = target.work, target.tag
     differing = [
         (data, rebuilt_binary, what)
-        for data, rebuilt_binary, what in binaries
+        for data, rebuilt_binary, what in compared.binaries
         if sha256_bytes(data) != sha256_file(rebuilt_binary)
     ]
-    if not summary["match"] and differing:
+    if differing:
         data, rebuilt_binary, what = differing[0]
-        released = work / ("published-bolt" if what == "PGO+BOLT" else "published") / manifest["bin"]
+        released = work / ("published-bolt" if what == "PGO+BOLT" else "published") / target.published.manifest.bin
         released.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(released, data)
         diff = binary_diff(released, rebuilt_binary)
@@ -496,15 +580,12 @@ def _rebuild_one(
             f"{explained}compare {released} and {rebuilt_binary}; same toolchain, store path and flags as the "
             "manifest?",
         )
-    if not summary["match"]:  # the binaries match and a tarball does not
-        report.record(work, "rebuild", summary)
-        raise CheckFailed(
-            f"the rebuilt binaries of {tag} match the published ones but a tarball does not: "
-            + "; ".join(line for line in lines if line.startswith("mismatch")),
-            "the tarballs are packed deterministically: is tar or gzip of the release another?",
-        )
-    report.record(work, "rebuild", summary)
-    return summary
+    report.record(work, "rebuild", summary)  # the binaries match and a tarball does not
+    raise CheckFailed(
+        f"the rebuilt binaries of {tag} match the published ones but a tarball does not: "
+        + "; ".join(line for line in summary["lines"] if line.startswith("mismatch")),
+        "the tarballs are packed deterministically: is tar or gzip of the release another?",
+    )
 
 
 def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult:
@@ -517,6 +598,33 @@ def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult
             "commit the changes first",
         )
     commit = git(repo, "rev-parse", "HEAD", env=environ)
+    profile = determinism_profile(config)
+    manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
+    config = workload_of_tree(config, repo)
+    sde = commit_time(repo, commit, environ)
+    builds = [
+        build_in_worktree(
+            FromProfile(
+                repo,
+                commit,
+                manifest_rel=manifest_rel,
+                workload_rel=workload_in_repo(config, repo),
+                profile=profile,
+                work=(config.out / "determinism" / label).absolute(),
+                sde=sde,
+                label=f"determinism-{label}",
+            ),
+            config,
+            environ,
+        )
+        for label in ("first", "second")
+    ]
+    return compare_two_builds(config, environ, commit, profile, builds)
+
+
+def determinism_profile(config: Config) -> Path:
+    """A copy of the profile (PGO_PROFDATA, else the last merge's) in ``<work>/determinism``: the merge of a later
+    run must not change it."""
     if config.profdata is not None:
         profile = config.profdata
     else:
@@ -527,34 +635,27 @@ def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult
     profile_copy = config.out / "determinism" / "profile.profdata"  # the merge of a later run must not change it
     profile_copy.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(profile_copy, profile.read_bytes())
-    manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
-    config = workload_of_tree(config, repo)
-    workload_rel = None
-    if config.workload is not None:
-        candidate = workload_path(config.project_dir, config.workload).resolve()
-        if candidate.is_relative_to(repo.resolve()):
-            workload_rel = str(candidate.relative_to(repo.resolve()))
-    sde = commit_time(repo, commit, environ)
-    builds = []
-    for label in ("first", "second"):
-        builds.append(
-            build_in_worktree(
-                repo,
-                commit,
-                config,
-                environ,
-                manifest_rel=manifest_rel,
-                workload_rel=workload_rel,
-                profile=profile_copy,
-                work=(config.out / "determinism" / label).absolute(),
-                sde=sde,
-                label=f"determinism-{label}",
-            )
-        )
+    return profile_copy
+
+
+def workload_in_repo(config: Config, repo: Path) -> str | None:
+    """The configured workload's path in the repository (None: none, or one outside it)."""
+    if config.workload is None:
+        return None
+    candidate = workload_path(config.project_dir, config.workload).resolve()
+    if candidate.is_relative_to(repo.resolve()):
+        return str(candidate.relative_to(repo.resolve()))
+    return None
+
+
+def compare_two_builds(
+    config: Config, environ: Mapping[str, str], commit: str, profile: Path, builds: Sequence[Built]
+) -> DeterminismResult:
+    """The determinism record of two builds: identical, or refused with where they differ."""
     first, second = builds
     result: DeterminismResult = {
         "commit": commit,
-        "profile_sha256": sha256_file(profile_copy),
+        "profile_sha256": sha256_file(profile),
         "binaries": [str(b.binary) for b in builds],
         "binary_sha256": [b.sha256 for b in builds],
         "identical": first.sha256 == second.sha256,

@@ -16,13 +16,26 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from recipes import bolt as boltlib
 from recipes import cflags, cpu, elf, provenance, report, stages
+from recipes import manifest as release_manifest
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
 from recipes.files import atomic_output, write_atomically
+from recipes.manifest import (
+    Artefact,
+    Artefacts,
+    BoltInfo,
+    BoltProfile,
+    CCode,
+    CCrate,
+    CpuBaseline,
+    Manifest,
+    PgoBuild,
+    Toolchain,
+    Training,
+)
 from recipes.plan import BuildPlan, make_plan
 from recipes.reproducible import (
     SUMS,
@@ -42,13 +55,13 @@ from recipes.reproducible import (
     tag_commit,
     without_remap,
 )
-from recipes.results import BoltResult, OptimiseResult
+from recipes.results import BoltResult, OptimiseResult, Report
 from recipes.runner import capture, run, say
 from recipes.store import sha256_file
 from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sysroot
 from recipes.workload import Workload, workload_path
 
-MANIFEST_SCHEMA = provenance.MANIFEST_SCHEMA
+MANIFEST_SCHEMA = release_manifest.MANIFEST_SCHEMA
 #: what may have put a build machine's path in a release binary
 LEAK_HINT = (
     "something bypasses --remap-path-prefix and -ffile-prefix-map (env!/include_str! of an absolute path, a C string "
@@ -203,16 +216,16 @@ def leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...]) -> list[str]:
     return [src for src, _ in pairs if src.rstrip("/").count("/") >= 2 and src.encode() in cleaned]
 
 
-def c_code_manifest(plan: BuildPlan, optimised: OptimiseResult) -> dict[str, Any]:
+def c_code_manifest(plan: BuildPlan, optimised: OptimiseResult) -> CCode:
     """What the rebuild must do with the target's C: ``profiled`` (the C of at least one crate compiled by clang
     with the profile), that clang's ``--version`` line, the crates that compiled C and their compilers."""
     crates = optimised.get("c_code", {}).get("crates", [])
     profiled = plan.c.enabled and any(c["profile_flags"] for c in crates)
-    return {
-        "profiled": profiled,
-        "clang": plan.c.clang_line() if profiled else None,
-        "crates": [{"crate": c["crate"], "compilers": list(c["compilers"])} for c in crates],
-    }
+    return CCode(
+        profiled=profiled,
+        clang=plan.c.clang_line() if profiled else None,
+        crates=tuple(CCrate(c["crate"], tuple(c["compilers"])) for c in crates),
+    )
 
 
 def baseline_cpu_args(workload: Workload | None) -> list[str] | None:
@@ -249,9 +262,9 @@ def check_checkout(tag: str, config: Config, environ: Mapping[str, str], artefac
 
 def release_targets(
     tag: str, configs: Sequence[Config], environ: Mapping[str, str], artefacts: Path | None = None
-) -> list[dict[str, Any]]:
+) -> list[tuple[Manifest, Path]]:
     """The release of ``tag`` for each configuration's target (its own pipeline, checks, manifest and statements),
-    all their files and one SHA256SUMS written at once, or nothing; returns the manifests."""
+    all their files and one SHA256SUMS written at once, or nothing; returns the manifests and the folder."""
     checkout = check_checkout(tag, configs[0], environ, artefacts)
     say(f"release: {tag} = {checkout.commit[:12]} of {checkout.repo}, SOURCE_DATE_EPOCH={checkout.source_date_epoch}")
     # every target planned (and so checked) before any is built
@@ -270,7 +283,7 @@ def release_targets(
     files[SUMS] = sha256sums_text({name: sha256_bytes(data) for name, data in files.items()}).encode()
     write_dir(checkout.out_dir, files)
     say(f"release: {len(files)} files in {checkout.out_dir}")
-    return [{**target.manifest, "artefacts_dir": str(checkout.out_dir)} for target in built.values()]
+    return [(target.manifest, checkout.out_dir) for target in built.values()]
 
 
 def join_files(groups: Mapping[str, Mapping[str, bytes]]) -> dict[str, bytes]:
@@ -293,16 +306,78 @@ def join_files(groups: Mapping[str, Mapping[str, bytes]]) -> dict[str, bytes]:
 class TargetRelease:
     """One target's release: its manifest and its files (SHA256SUMS is the folder's, written over all targets)."""
 
-    manifest: dict[str, Any]
+    manifest: Manifest
     files: dict[str, bytes]
+
+
+@dataclass(frozen=True)
+class TargetBuilds:
+    """What the pipeline and the plain build of one target leave: report.json's records, the two binaries as
+    cargo left them (the PGO one: the copy the optimise stage checked), the profile in the store."""
+
+    full: Report
+    optimised: OptimiseResult
+    plain_binary: Path
+    pgo_binary: Path
+    store_path: Path
+
+
+@dataclass(frozen=True)
+class CheckedBinaries:
+    """The two stripped binaries, checked: one libc, the PGO one's glibc ceiling, the baseline CPU (run with
+    ``run``: None for a server), no build machine's path; their bytes."""
+
+    plain: Path
+    pgo: Path
+    plain_bytes: bytes
+    pgo_bytes: bytes
+    libc: str
+    glibc: str | None
+    cpu: str
+    run: list[str] | None
+
+
+@dataclass(frozen=True)
+class Packed:
+    """The release's tarballs and its profile (checked unchanged since the build), as they are published."""
+
+    plain_tar: bytes
+    pgo_tar: bytes
+    profile: bytes
+    profile_sha256: str
 
 
 def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> TargetRelease:
     """The pipeline, the plain build and every check of one target; its artefacts, manifest and statements."""
-    repo, commit, manifest_rel, sde = checkout.repo, checkout.commit, checkout.manifest_rel, checkout.source_date_epoch
-    plan = rplan.plan
-    names = Names(plan.crate.bin, tag, plan.triple)
+    names = Names(rplan.plan.crate.bin, tag, rplan.plan.triple)
+    builds = build_pgo_and_plain(rplan)
+    stripped_dir = rplan.plan.work / "release" / tag
+    checked = check_binaries(rplan, strip_both(rplan.plan, builds, names, stripped_dir))
+    packed = pack(builds, checked, names, rplan.source_date_epoch)
+    bolted = (
+        _bolt_artefact(rplan, builds.full["bolt"], names, stripped_dir, checked.plain, checked.run)
+        if rplan.plan.config.bolt
+        else None
+    )
+    manifest = release_manifest_of(tag, rplan, checkout, builds, checked, packed, names, bolted)
+    files = {
+        names.plain_tarball: packed.plain_tar,
+        names.pgo_tarball: packed.pgo_tar,
+        names.profile: packed.profile,
+        names.manifest: release_manifest.encode(manifest),
+        **(bolted.files if bolted is not None else {}),
+    }
+    files.update(
+        provenance.release_statements(
+            release_manifest.to_json(manifest), files, checkout.repo, builds.optimised.get("zigbuild")
+        )
+    )
+    return TargetRelease(manifest, files)
 
+
+def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
+    """The PGO pipeline, then the plain build; refused when the two disagree on the crate identity."""
+    plan = rplan.plan
     stages.pgo(plan)
     full = report.load(plan.work)
     optimised = full["optimise"]
@@ -315,120 +390,162 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
             f"{optimised['crate_metadata']}",
             "both must be the same build but for the profile: see plain-build.log and optimise-build.log",
         )
+    return TargetBuilds(full, optimised, plain_binary, pgo_binary, store_path)
 
-    stripped_dir = plan.work / "release" / tag
-    plain_stripped = strip_binary(
-        plain_binary, stripped_dir / "plain" / names.bin, plan.env, plan.logs / "strip-plain.log"
+
+def strip_both(plan: BuildPlan, builds: TargetBuilds, names: Names, stripped_dir: Path) -> tuple[Path, Path]:
+    """Stripped copies of the plain and the PGO binary under ``stripped_dir`` (``plain/``, ``pgo/``)."""
+    plain = strip_binary(
+        builds.plain_binary, stripped_dir / "plain" / names.bin, plan.env, plan.logs / "strip-plain.log"
     )
-    pgo_stripped = strip_binary(pgo_binary, stripped_dir / "pgo" / names.bin, plan.env, plan.logs / "strip-pgo.log")
-    libc = elf.check_same_libc(plain_stripped, pgo_stripped)  # the PGO artefact starts wherever the plain one does
-    glibc = elf.max_glibc(pgo_stripped)  # None for a static binary (musl): it needs no glibc
+    pgo = strip_binary(builds.pgo_binary, stripped_dir / "pgo" / names.bin, plan.env, plan.logs / "strip-pgo.log")
+    return plain, pgo
+
+
+def check_binaries(rplan: ReproduciblePlan, stripped: tuple[Path, Path]) -> CheckedBinaries:
+    """The stripped plain and PGO binary checked: one libc (the PGO artefact starts wherever the plain one does),
+    the baseline CPU, no path of the build machine left in either."""
+    plan = rplan.plan
+    plain, pgo = stripped
+    libc = elf.check_same_libc(plain, pgo)
+    glibc = elf.max_glibc(pgo)  # None for a static binary (musl): it needs no glibc
     say(f"release: the plain and the PGO binary are both {libc}")
-    workload = plan.workload
-    baseline_args = baseline_cpu_args(workload)
+    baseline_args = baseline_cpu_args(plan.workload)
     checked = {
-        label: cpu.check_binary(stripped, plan.work / "cpu-baseline" / label, plan.env, args=baseline_args)
-        for label, stripped in (("plain", plain_stripped), ("pgo", pgo_stripped))
+        label: cpu.check_binary(binary, plan.work / "cpu-baseline" / label, plan.env, args=baseline_args)
+        for label, binary in (("plain", plain), ("pgo", pgo))
     }
-    plain_bytes, pgo_bytes = plain_stripped.read_bytes(), pgo_stripped.read_bytes()
+    plain_bytes, pgo_bytes = plain.read_bytes(), pgo.read_bytes()
     for label, data in (("plain", plain_bytes), ("PGO", pgo_bytes)):
-        leaked = leaked_paths(data, rplan.remap)
-        if leaked:
-            raise CheckFailed(
-                f"the {label} binary still contains the build machine's path {leaked[0]}",
-                LEAK_HINT,
-            )
-    profile_bytes = store_path.read_bytes()
-    profile_sha = sha256_bytes(profile_bytes)
-    if profile_sha != optimised["profile_sha256"]:
-        raise CheckFailed(f"{store_path} changed after the build", "run the release again")
+        refuse_leaked_paths(data, rplan.remap, f"the {label} binary")
+    return CheckedBinaries(plain, pgo, plain_bytes, pgo_bytes, libc, glibc, checked["pgo"]["cpu"], baseline_args)
 
-    bolted = (
-        _bolt_artefact(rplan, full["bolt"], names, stripped_dir, plain_stripped, baseline_args)
-        if plan.config.bolt
-        else None
+
+def refuse_leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...], what: str) -> None:
+    """Refuse a binary (``what``) that still holds a path of the build machine."""
+    leaked = leaked_paths(data, pairs)
+    if leaked:
+        raise CheckFailed(f"{what} still contains the build machine's path {leaked[0]}", LEAK_HINT)
+
+
+def pack(builds: TargetBuilds, checked: CheckedBinaries, names: Names, sde: int) -> Packed:
+    """The two binaries in their deterministic tarballs, and the profile, refused if it changed after the build."""
+    profile = builds.store_path.read_bytes()
+    profile_sha = sha256_bytes(profile)
+    if profile_sha != builds.optimised["profile_sha256"]:
+        raise CheckFailed(f"{builds.store_path} changed after the build", "run the release again")
+    return Packed(
+        plain_tar=binary_tarball(names.bin, checked.plain_bytes, names.plain_top, sde),
+        pgo_tar=binary_tarball(names.bin, checked.pgo_bytes, names.pgo_top, sde),
+        profile=profile,
+        profile_sha256=profile_sha,
     )
 
-    plain_tar = binary_tarball(names.bin, plain_bytes, names.plain_top, sde)
-    pgo_tar = binary_tarball(names.bin, pgo_bytes, names.pgo_top, sde)
+
+def release_manifest_of(
+    tag: str,
+    rplan: ReproduciblePlan,
+    checkout: Checkout,
+    builds: TargetBuilds,
+    checked: CheckedBinaries,
+    packed: Packed,
+    names: Names,
+    bolted: BoltArtefact | None,
+) -> Manifest:
+    """The manifest of one target's release: everything its rebuild must match."""
+    plan, repo, sde, workload = rplan.plan, checkout.repo, checkout.source_date_epoch, rplan.plan.workload
+    return Manifest(
+        schema=MANIFEST_SCHEMA,
+        tag=tag,
+        commit=checkout.commit,
+        commit_time=sde,
+        source_date_epoch=sde,
+        manifest_path=checkout.manifest_rel,
+        package=plan.crate.package,
+        bin=plan.crate.bin,
+        features=tuple(plan.config.features),
+        locked=plan.config.locked,
+        workload=relative_to_repo(workload.path, repo, "the workload") if workload else None,
+        workload_sha256=sha256_file(workload.path) if workload else None,
+        target=plan.target,
+        triple=plan.triple,
+        toolchain=toolchain_of(plan),
+        c_code=c_code_manifest(plan, builds.optimised),
+        cargo_command=tuple(plan.config.cargo),
+        cargo_argv=tuple(_portable_arg(a, repo) for a in plan.build_argv(None)),
+        rustflags_var=plan.rustflags.var,
+        rustflags=rplan.portable_rustflags,
+        remap_path_prefix=rplan.remap,
+        profile_store_path=str(builds.store_path),
+        profile_sha256=packed.profile_sha256,
+        training=training_of(builds.full, plan),
+        pgo_build=pgo_build_of(builds.optimised),
+        max_glibc=checked.glibc,
+        libc=checked.libc,
+        cpu_baseline=CpuBaseline(
+            checked.cpu, None if checked.run is None else tuple(checked.run), plain="passed", pgo="passed"
+        ),
+        artefacts=artefacts_of(names, checked, packed, bolted),
+        bolt=bolted.info if bolted is not None else None,
+    )
+
+
+def toolchain_of(plan: BuildPlan) -> Toolchain:
+    """rustc, cargo, llvm-profdata and strip as the manifest records them."""
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
-    manifest: dict[str, Any] = {
-        "schema": MANIFEST_SCHEMA,
-        "tag": tag,
-        "commit": commit,
-        "commit_time": sde,
-        "source_date_epoch": sde,
-        "manifest_path": manifest_rel,
-        "package": plan.crate.package,
-        "bin": plan.crate.bin,
-        "features": list(plan.config.features),
-        "locked": plan.config.locked,
-        "workload": relative_to_repo(workload.path, repo, "the workload") if workload else None,
-        "workload_sha256": sha256_file(workload.path) if workload else None,
-        "target": plan.target,
-        "triple": plan.triple,
-        "toolchain": {
-            "rustc_vV": capture([plan.env.get("RUSTC", "rustc"), "-vV"], env=plan.env),
-            "rustc": describe_rustc(plan.rustc),
-            "cargo": cargo_version(plan.env),
-            "llvm_profdata": f"LLVM {tool.llvm_version} ({tool.path})",
-            "strip": strip_version(plan.env),
-        },
-        "c_code": c_code_manifest(plan, optimised),
-        "cargo_command": list(plan.config.cargo),
-        "cargo_argv": [_portable_arg(a, repo) for a in plan.build_argv(None)],
-        "rustflags_var": plan.rustflags.var,
-        "rustflags": list(rplan.portable_rustflags),
-        "remap_path_prefix": [list(pair) for pair in rplan.remap],
-        "profile_store_path": str(store_path),
-        "profile_sha256": profile_sha,
-        "training": {k: full["merge"][k] for k in ("executed_functions", "total_functions")}
-        if "merge" in full and plan.config.profdata is None
-        else None,
-        "pgo_build": {
-            k: optimised[k]
-            for k in ("missing_profile_functions", "stale_profile_warnings", "crate_metadata", "max_glibc")
-        },
-        "max_glibc": glibc,
-        "libc": libc,
-        "cpu_baseline": {"cpu": checked["pgo"]["cpu"], "run": baseline_args, "plain": "passed", "pgo": "passed"},
-        "artefacts": {
-            "plain": {
-                "file": names.plain_tarball,
-                "sha256": sha256_bytes(plain_tar),
-                "binary": f"{names.plain_top}/{names.bin}",
-                "binary_sha256": sha256_bytes(plain_bytes),
-            },
-            "pgo": {
-                "file": names.pgo_tarball,
-                "sha256": sha256_bytes(pgo_tar),
-                "binary": f"{names.pgo_top}/{names.bin}",
-                "binary_sha256": sha256_bytes(pgo_bytes),
-            },
-            "profile": {"file": names.profile, "sha256": profile_sha},
-        },
-    }
-    if bolted is not None:
-        manifest["bolt"] = bolted.manifest
-        manifest["artefacts"].update(bolted.artefacts)
-    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-    files = {
-        names.plain_tarball: plain_tar,
-        names.pgo_tarball: pgo_tar,
-        names.profile: profile_bytes,
-        names.manifest: manifest_bytes,
-        **(bolted.files if bolted is not None else {}),
-    }
-    files.update(provenance.release_statements(manifest, files, repo, optimised.get("zigbuild")))
-    return TargetRelease(manifest, files)
+    return Toolchain(
+        rustc_vv=capture([plan.env.get("RUSTC", "rustc"), "-vV"], env=plan.env),
+        rustc=describe_rustc(plan.rustc),
+        cargo=cargo_version(plan.env),
+        llvm_profdata=f"LLVM {tool.llvm_version} ({tool.path})",
+        strip=strip_version(plan.env),
+    )
+
+
+def training_of(full: Report, plan: BuildPlan) -> Training | None:
+    """What the training covered (the merge's record), None for a release from a given profile (PGO_PROFDATA)."""
+    if "merge" not in full or plan.config.profdata is not None:
+        return None
+    return Training(full["merge"]["executed_functions"], full["merge"]["total_functions"])
+
+
+def pgo_build_of(optimised: OptimiseResult) -> PgoBuild:
+    return PgoBuild(
+        missing_profile_functions=optimised["missing_profile_functions"],
+        stale_profile_warnings=optimised["stale_profile_warnings"],
+        crate_metadata=dict(optimised["crate_metadata"]),
+        max_glibc=optimised["max_glibc"],
+    )
+
+
+def artefacts_of(names: Names, checked: CheckedBinaries, packed: Packed, bolted: BoltArtefact | None) -> Artefacts:
+    """The manifest's artefacts: each file by name and sha256, a tarball with the binary in it."""
+    return Artefacts(
+        plain=Artefact(
+            names.plain_tarball,
+            sha256_bytes(packed.plain_tar),
+            f"{names.plain_top}/{names.bin}",
+            sha256_bytes(checked.plain_bytes),
+        ),
+        pgo=Artefact(
+            names.pgo_tarball,
+            sha256_bytes(packed.pgo_tar),
+            f"{names.pgo_top}/{names.bin}",
+            sha256_bytes(checked.pgo_bytes),
+        ),
+        profile=Artefact(names.profile, packed.profile_sha256),
+        pgo_bolt=bolted.pgo_bolt if bolted is not None else None,
+        bolt_profile=bolted.bolt_profile if bolted is not None else None,
+    )
 
 
 @dataclass(frozen=True)
 class BoltArtefact:
     """The PGO+BOLT artefact of a release: what the manifest records, its artefacts' entries and its files."""
 
-    manifest: dict[str, Any]
-    artefacts: dict[str, Any]
+    info: BoltInfo
+    pgo_bolt: Artefact
+    bolt_profile: Artefact
     files: dict[str, bytes]
 
 
@@ -453,40 +570,40 @@ def _bolt_artefact(
     elf.check_same_libc(plain_stripped, stripped)
     cpu.check_binary(stripped, plan.work / "cpu-baseline" / "pgo-bolt", plan.env, args=baseline_args)
     data = stripped.read_bytes()
-    leaked = leaked_paths(data, rplan.remap)
-    if leaked:
-        raise CheckFailed(
-            f"the PGO+BOLT binary still contains the build machine's path {leaked[0]}",
-            LEAK_HINT,
-        )
+    refuse_leaked_paths(data, rplan.remap, "the PGO+BOLT binary")
     store_path = Path(bolted["store_path"])
     profile = store_path.read_bytes()
     if sha256_bytes(profile) != bolted["profile_sha256"]:
         raise CheckFailed(f"{store_path} changed after llvm-bolt used it", "run the release again")
     tarball = binary_tarball(names.bin, data, names.pgo_bolt_top, rplan.source_date_epoch)
     return BoltArtefact(
-        manifest={
-            "profile_store_path": str(store_path),
-            "profile_sha256": bolted["profile_sha256"],
-            "llvm_bolt": f"LLVM {bolted['llvm_bolt_version']} ({bolted['llvm_bolt']})",
-            "llvm_strip": f"LLVM {boltlib.tool_version(llvm_strip, 'llvm-strip', env=plan.env)} ({llvm_strip})",
-            "bolt_args": list(bolted["bolt_args"]),
-            "emit_relocs": True,
-            "profile": {
-                k: bolted[k]
-                for k in ("functions_with_profile", "total_functions", "profile_branches", "profile_functions")
-            },
-        },
-        artefacts={
-            "pgo_bolt": {
-                "file": names.pgo_bolt_tarball,
-                "sha256": sha256_bytes(tarball),
-                "binary": f"{names.pgo_bolt_top}/{names.bin}",
-                "binary_sha256": sha256_bytes(data),
-            },
-            "bolt_profile": {"file": names.bolt_profile, "sha256": bolted["profile_sha256"]},
-        },
+        info=bolt_info(bolted, llvm_strip, plan.env),
+        pgo_bolt=Artefact(
+            names.pgo_bolt_tarball,
+            sha256_bytes(tarball),
+            f"{names.pgo_bolt_top}/{names.bin}",
+            sha256_bytes(data),
+        ),
+        bolt_profile=Artefact(names.bolt_profile, bolted["profile_sha256"]),
         files={names.pgo_bolt_tarball: tarball, names.bolt_profile: profile},
+    )
+
+
+def bolt_info(bolted: BoltResult, llvm_strip: Path, env: Mapping[str, str]) -> BoltInfo:
+    """What the manifest records of the bolt stage: the BOLT profile, llvm-bolt and llvm-strip, the arguments."""
+    return BoltInfo(
+        profile_store_path=str(Path(bolted["store_path"])),
+        profile_sha256=bolted["profile_sha256"],
+        llvm_bolt=f"LLVM {bolted['llvm_bolt_version']} ({bolted['llvm_bolt']})",
+        llvm_strip=f"LLVM {boltlib.tool_version(llvm_strip, 'llvm-strip', env=env)} ({llvm_strip})",
+        bolt_args=tuple(bolted["bolt_args"]),
+        emit_relocs=True,
+        profile=BoltProfile(
+            functions_with_profile=bolted["functions_with_profile"],
+            total_functions=bolted["total_functions"],
+            profile_branches=bolted["profile_branches"],
+            profile_functions=bolted["profile_functions"],
+        ),
     )
 
 
@@ -510,26 +627,26 @@ def write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def summary_lines(manifest: Mapping[str, Any], out_dir: Path) -> list[str]:
-    artefacts = manifest["artefacts"]
+def summary_lines(manifest: Manifest, out_dir: Path) -> list[str]:
+    artefacts, c_code = manifest.artefacts, manifest.c_code
     return [
-        f"release {manifest['tag']} ({manifest['commit'][:12]}) in {out_dir}",
-        f"  {artefacts['plain']['file']}  binary sha256 {artefacts['plain']['binary_sha256']}",
-        f"  {artefacts['pgo']['file']}  binary sha256 {artefacts['pgo']['binary_sha256']}",
-        f"  {artefacts['profile']['file']}  sha256 {artefacts['profile']['sha256']}",
+        f"release {manifest.tag} ({manifest.commit[:12]}) in {out_dir}",
+        f"  {artefacts.plain.file}  binary sha256 {artefacts.plain.binary_sha256}",
+        f"  {artefacts.pgo.file}  binary sha256 {artefacts.pgo.binary_sha256}",
+        f"  {artefacts.profile.file}  sha256 {artefacts.profile.sha256}",
         *(
             [
-                f"  {artefacts['pgo_bolt']['file']}  binary sha256 {artefacts['pgo_bolt']['binary_sha256']}",
-                f"  {artefacts['bolt_profile']['file']}  sha256 {artefacts['bolt_profile']['sha256']}",
+                f"  {artefacts.pgo_bolt.file}  binary sha256 {artefacts.pgo_bolt.binary_sha256}",
+                f"  {artefacts.bolt_profile.file}  sha256 {artefacts.bolt_profile.sha256}",
             ]
-            if "pgo_bolt" in artefacts
+            if artefacts.pgo_bolt is not None and artefacts.bolt_profile is not None
             else []
         ),
-        f"  {manifest['toolchain']['rustc']}; {manifest['toolchain']['cargo']}",
-        f"  {manifest['target']}: both binaries {manifest['libc']}",
+        f"  {manifest.toolchain.rustc}; {manifest.toolchain.cargo}",
+        f"  {manifest.target}: both binaries {manifest.libc}",
         *(
-            [f"  the C of {', '.join(c['crate'] for c in c_code['crates'])}: profiled, by {c_code['clang']}"]
-            if (c_code := manifest.get("c_code", {})).get("profiled")
+            [f"  the C of {', '.join(c.crate for c in c_code.crates)}: profiled, by {c_code.clang}"]
+            if c_code is not None and c_code.profiled
             else []
         ),
     ]

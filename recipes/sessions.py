@@ -158,8 +158,8 @@ def release(session: nox.Session) -> None:
             _summary(session, matrix.gather(args.tag, args.gather, out_dir))
             return
         configs = matrix.target_configs(project_dir(session), os.environ, args.config, args.targets)
-        for manifest in release_recipe.release_targets(args.tag, configs, os.environ, args.artefacts):
-            _summary(session, release_recipe.summary_lines(manifest, Path(manifest["artefacts_dir"])))
+        for manifest, out_dir in release_recipe.release_targets(args.tag, configs, os.environ, args.artefacts):
+            _summary(session, release_recipe.summary_lines(manifest, out_dir))
     except PgoError as error:
         session.error(error.line())
 

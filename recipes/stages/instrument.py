@@ -20,7 +20,7 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
     """The instrumented build: -Cprofile-generate, its own target dir, the same cargo command."""
     start = time.monotonic()
     say(f"instrument: {plan.crate.package} ({plan.crate.bin}) for {plan.target}")
-    zig.check_generate_linker(plan.config.cargo, plan.config.generate_linker, plan.triple)
+    # cargo zigbuild's generate linker was checked when the plan was made (preflight.check, instruments=True)
     flags = [f"-Cprofile-generate={plan.profraw_dir}"]
     if plan.config.generate_linker:
         flags.append(f"-Clinker={plan.config.generate_linker}")

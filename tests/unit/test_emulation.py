@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import cflags, emulation
+from recipes import cflags, elf, emulation
 from recipes.errors import CheckFailed, ToolchainError
 from recipes.toolchain import RustcInfo
 from recipes.train import sigterm
@@ -108,11 +108,11 @@ def test_the_architecture_of_real_elf_files(tmp_path: Path) -> None:
     for compiler, arch in (("gcc", "x86_64"), ("aarch64-linux-gnu-gcc", "aarch64")):
         program = tmp_path / compiler
         subprocess.run([compiler, "-o", str(program), str(source)], check=True)
-        assert emulation.elf_arch(program) == arch
+        assert elf.elf_arch(program) == arch
     script = tmp_path / "script"
     script.write_text("#!/bin/sh\n")
     with pytest.raises(CheckFailed, match="is not an ELF binary"):
-        emulation.elf_arch(script)
+        elf.elf_arch(script)
 
 
 def test_the_c_of_a_cross_target_is_said_to_stay_unprofiled() -> None:
@@ -140,7 +140,7 @@ def test_no_cross_compiler_for_the_sigterm_shim_of_an_aarch64_server_is_refused(
 def test_the_sigterm_shim_of_an_aarch64_server_is_an_aarch64_library_given_to_qemus_program(tmp_path: Path) -> None:
     arch = emulation.ARCHES["aarch64"]
     library = sigterm.shim(tmp_path / "shim", dict(os.environ), arch)
-    assert library.name.endswith("-aarch64.so") and emulation.elf_arch(library) == "aarch64"
+    assert library.name.endswith("-aarch64.so") and elf.elf_arch(library) == "aarch64"
     assert sigterm.shim(tmp_path / "shim", dict(os.environ)) != library  # the host's is another file
     env = sigterm.preload_env({"QEMU_SET_ENV": "A=1"}, library, emulated=True)
     assert env == {"QEMU_SET_ENV": f"A=1,LD_PRELOAD={library}"}  # not the host's LD_PRELOAD (qemu is a host program)
@@ -149,5 +149,5 @@ def test_the_sigterm_shim_of_an_aarch64_server_is_an_aarch64_library_given_to_qe
 def test_a_file_whose_header_is_not_elf_has_no_architecture(tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     broken.write_bytes(b"\x7fELF" + b"\x00" * 60)
-    assert emulation.elf_arch_or_none(broken) is None
-    assert emulation.elf_arch_or_none(tmp_path / "missing") is None
+    assert elf.elf_arch_or_none(broken) is None
+    assert elf.elf_arch_or_none(tmp_path / "missing") is None

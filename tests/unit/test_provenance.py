@@ -367,7 +367,7 @@ def test_verify_another_cargo_lock_than_the_tag_s_refused(tmp_path: Path) -> Non
 @pytest.mark.refuses("manifest-another-schema")
 def test_a_manifest_of_another_schema_refused_by_verify_and_rebuild(tmp_path: Path) -> None:
     published = publish(tmp_path)
-    assert rebuild.load_published(published.dist, "v1.0.0").manifest["schema"] == 1
+    assert rebuild.load_published(published.dist, "v1.0.0").manifest.schema == 1
     path = published.dist / f"{BASE}-manifest.json"
     data = json.loads(path.read_text())
     data["schema"] = 2

@@ -10,6 +10,7 @@ import pytest
 
 from recipes import provenance
 from recipes.errors import CheckFailed, ToolchainError
+from recipes.manifest import CCode
 from recipes.rebuild import c_setting
 from tests.unit.test_provenance import manifest
 
@@ -21,12 +22,12 @@ def _line() -> str:
 
 
 def test_a_manifest_without_profiled_c_rebuilds_it_unprofiled() -> None:
-    assert c_setting({}, ENV) == (False, None)  # a release of before the C was profiled
-    assert c_setting({"c_code": {"profiled": False, "clang": None, "crates": []}}, ENV) == (False, None)
+    assert c_setting(None, ENV) == (False, None)  # a release of before the C was profiled
+    assert c_setting(CCode(profiled=False, clang=None, crates=()), ENV) == (False, None)
 
 
 def test_a_manifest_with_profiled_c_rebuilds_it_with_clang_of_its_major() -> None:
-    on, clang = c_setting({"c_code": {"profiled": True, "clang": _line(), "crates": []}}, ENV)
+    on, clang = c_setting(CCode(profiled=True, clang=_line(), crates=()), ENV)
     assert on is True and clang is not None and Path(clang).name == "clang-22"
 
 
@@ -34,7 +35,7 @@ def test_a_manifest_with_profiled_c_rebuilds_it_with_clang_of_its_major() -> Non
 def test_a_recorded_clang_that_is_not_here_refused() -> None:
     line = "Debian clang version 99.0.1 (1~deb12u1)"
     with pytest.raises(ToolchainError) as caught:
-        c_setting({"c_code": {"profiled": True, "clang": line, "crates": []}}, ENV)
+        c_setting(CCode(profiled=True, clang=line, crates=()), ENV)
     assert caught.value.message == f"the release compiled its C with {line} and the profile; there is no clang-99 here"
     assert caught.value.hint.startswith("`apt-get install clang-99`")
 
@@ -42,7 +43,7 @@ def test_a_recorded_clang_that_is_not_here_refused() -> None:
 @pytest.mark.refuses("rebuild-manifest-says-c-profiled-but-names")
 def test_a_profiled_c_without_its_clang_version_refused() -> None:
     with pytest.raises(CheckFailed, match="the manifest says the C was profiled but names no clang version"):
-        c_setting({"c_code": {"profiled": True, "clang": "gcc 12", "crates": []}}, ENV)
+        c_setting(CCode(profiled=True, clang="gcc 12", crates=()), ENV)
 
 
 CLANG = "Debian clang version 22.1.8 (1~deb12u1)"

@@ -1,0 +1,136 @@
+"""recipes/manifest.py: a release's manifest read into typed records and written back byte for byte.
+
+``tests/data/release/hello-pgo-bolt-manifest.json`` is a real one: ``nox -s release -- v1.0.0`` of the hello fixture
+with ``PGO_BOLT=1`` (tests/integration/test_release.py's ``Release``), written by release.py before the manifest was
+typed; release.py as it is now wrote the same bytes from the same build.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes import manifest as release_manifest
+from recipes import release
+from recipes.errors import CheckFailed
+from recipes.manifest import CCode, Manifest
+from tests.conftest import DATA
+from tests.unit.test_provenance import manifest as fixture_manifest
+
+REAL = DATA / "release" / "hello-pgo-bolt-manifest.json"
+NAME = REAL.name
+
+
+def real() -> dict[str, Any]:
+    data = json.loads(REAL.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_a_real_manifest_round_trips_byte_for_byte() -> None:
+    parsed = release_manifest.parse(real(), NAME)
+    assert release_manifest.encode(parsed) == REAL.read_bytes()
+    assert release_manifest.parse(json.loads(release_manifest.encode(parsed)), NAME) == parsed
+    assert parsed.unrecorded == frozenset()
+
+
+def test_a_real_manifest_read_by_attribute() -> None:
+    parsed = release_manifest.parse(real(), NAME)
+    assert parsed.names.manifest == "hello-pgo-v1.0.0-x86_64-unknown-linux-gnu-manifest.json"
+    assert parsed.toolchain.rustc_vv.startswith("rustc 1.") and "LLVM version" in parsed.toolchain.rustc_vv
+    assert parsed.artefacts.pgo.binary == "hello-pgo-v1.0.0-x86_64-unknown-linux-gnu-pgo/hello-pgo"
+    assert parsed.artefacts.pgo.top == "hello-pgo-v1.0.0-x86_64-unknown-linux-gnu-pgo"
+    assert parsed.artefacts.profile.binary is None
+    assert parsed.artefacts.kinds() == ["plain", "pgo", "profile", "pgo_bolt", "bolt_profile"]
+    assert parsed.bolt is not None and parsed.bolt.bolt_args[0] == "-reorder-blocks=ext-tsp"
+    assert parsed.bolt.profile.functions_with_profile == 61
+    assert parsed.c_code == CCode(profiled=False, clang=None, crates=())
+    assert parsed.cpu_baseline is not None and parsed.cpu_baseline.run == ("collatz", "3000")
+    assert parsed.remap_path_prefix[0] == ("/root/.cargo", "/cargo")
+    assert parsed.training is not None and parsed.training.total_functions is not None
+
+
+def test_the_release_summary_of_a_real_manifest() -> None:
+    lines = release.summary_lines(release_manifest.parse(real(), NAME), Path("/dist"))
+    assert lines[0] == "release v1.0.0 (c966d4ce4d50) in /dist"
+    assert lines[4].startswith("  hello-pgo-v1.0.0-x86_64-unknown-linux-gnu-pgo-bolt.tar.gz  binary sha256 cb22f7")
+    assert lines[-1] == "  x86_64-unknown-linux-gnu: both binaries glibc 2.34"
+
+
+def test_a_manifest_of_before_keeps_its_keys_and_nulls() -> None:
+    """test_provenance's manifest has none of the keys a release of before did not write (c_code, pgo_build…):
+    they read as None and are left out again; a null that was there stays."""
+    old = fixture_manifest()
+    parsed = release_manifest.parse(old, "old.json")
+    assert parsed.c_code is None and parsed.pgo_build is None and parsed.cpu_baseline is None
+    assert parsed.unrecorded == {"c_code", "pgo_build", "max_glibc", "libc", "cpu_baseline"}
+    assert release_manifest.to_json(parsed) == old
+    musl = fixture_manifest(max_glibc=None, libc="static, needs no glibc", training=None)
+    assert release_manifest.to_json(release_manifest.parse(musl, "musl.json")) == musl
+
+
+def _refused(data: Any) -> str:
+    with pytest.raises(CheckFailed) as caught:
+        release_manifest.parse(data, NAME)
+    line = caught.value.line()
+    assert "\n" not in line
+    return line
+
+
+def test_the_manifest_of_another_schema_refused() -> None:
+    data = real()
+    data["schema"] = 2
+    assert _refused(data).startswith(f"{NAME} has schema 2; this pgo-recipes reads manifests of schema 1")
+
+
+def _edit(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
+    data = copy.deepcopy(real())
+    change(data)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda m: m.pop("commit"), "'commit' is missing"),
+        (lambda m: m.update(commit_time=1.5), "'commit_time' is the number 1.5, not an integer"),
+        (lambda m: m["toolchain"].pop("rustc"), "toolchain: 'rustc' is missing"),
+        (lambda m: m["toolchain"].update(rustc_vV=["x"]), "toolchain: 'rustc_vV' is a list, not a string"),
+        (lambda m: m["artefacts"].pop("pgo"), "artefacts: 'pgo' is missing"),
+        (lambda m: m["artefacts"]["pgo"].pop("binary_sha256"), "artefacts: pgo: 'binary_sha256' is missing"),
+        (lambda m: m["bolt"].update(bolt_args="-icf"), "bolt: 'bolt_args' is the string '-icf', not a list"),
+        (lambda m: m["bolt"].update(emit_relocs="yes"), "bolt: 'emit_relocs' is the string 'yes', not true or false"),
+        (lambda m: m["bolt"]["profile"].pop("profile_branches"), "bolt: profile: 'profile_branches' is missing"),
+        (
+            lambda m: m["pgo_build"].update(stale_profile_warnings=None),
+            "pgo_build: 'stale_profile_warnings' is null, not an integer",
+        ),
+        (lambda m: m["pgo_build"]["crate_metadata"].update(x=1), "pgo_build: crate_metadata: 'x' is the number 1"),
+        (lambda m: m["cpu_baseline"].update(run="collatz"), "cpu_baseline: 'run' is the string 'collatz', not a list"),
+        (lambda m: m.update(libc=2), "'libc' is the number 2, not a string"),
+        (lambda m: m.update(c_code={"profiled": True, "crates": [7]}), "c_code: crates[0] is the number 7, not an"),
+    ],
+)
+def test_a_missing_key_or_a_value_of_another_type_is_one_line_naming_the_file_and_the_key(
+    change: Callable[[dict[str, Any]], object], words: str
+) -> None:
+    line = _refused(_edit(change))
+    assert re.match(rf"{re.escape(NAME)}: {re.escape(words)}", line), line
+    assert line.endswith("(it is not a manifest nox -s release writes: download it again)")
+
+
+def test_what_is_not_an_object_refused() -> None:
+    assert _refused([]).startswith(f"{NAME} is a list, not an object")
+
+
+def test_a_manifest_is_frozen() -> None:
+    parsed = release_manifest.parse(real(), NAME)
+    with pytest.raises(AttributeError):
+        parsed.tag = "v2.0.0"  # type: ignore[misc]
+    assert isinstance(parsed, Manifest)
