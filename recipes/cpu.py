@@ -35,7 +35,7 @@ from typing import IO
 from recipes import certs, emulation, net, procs, report
 from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
-from recipes.results import CommandCheck, CpuBaselineResult, Report, ServerCheck
+from recipes.results import CommandCheck, CpuBaselineResult, Failed, Report, ServerCheck
 from recipes.runner import capture, query, quote, run, say
 from recipes.rustflags import rust_triple
 from recipes.store import sha256_file
@@ -575,16 +575,16 @@ def parse_cpu_args(posargs: Sequence[str]) -> CpuArgs:
 
 
 def default_binary(work_report: Report, work: Path) -> Path:
-    optimised = work_report.get("optimise")
-    if not isinstance(optimised, dict) or "binary" not in optimised:
+    optimised = work_report.optimise
+    if optimised is None or (isinstance(optimised, Failed) and "binary" not in optimised.partial):
         raise MissingInput(
             f"{work / 'report.json'} names no optimised binary", "run `nox -s pgo` first, or pass --binary PATH"
         )
-    if "failed" in optimised:
+    if isinstance(optimised, Failed):
         raise MissingInput(
-            f"the last optimised build failed its checks ({optimised['failed']})", "build again, or pass --binary PATH"
+            f"the last optimised build failed its checks ({optimised.reason})", "build again, or pass --binary PATH"
         )
-    return Path(optimised["binary"] or "")  # None only in a failed record
+    return optimised.binary
 
 
 def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> CpuBaselineResult:

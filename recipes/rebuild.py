@@ -275,19 +275,19 @@ def build_in_worktree(
             )
         result = stages.optimise(rplan.plan, verify=False)
         stripped = strip_binary(
-            Path(result["binary"] or ""),  # None only in a failed record
+            result.binary,
             work / "stripped" / rplan.plan.crate.bin,
             rplan.plan.env,
             work / "logs" / "strip.log",
         )
-        built = Built(stripped, sha256_file(stripped), result, Path(result["store_path"]))
+        built = Built(stripped, sha256_file(stripped), result, result.store_path)
         if bolt_profile is None:
             return built
         # the release's own BOLT profile (its sha256 checked against the manifest): what it gives is compared with
         # the release's PGO+BOLT binary, so it is not refused for want of a record of its training here
         bolted = stages.bolt(rplan.plan, vouched="the release's BOLT profile, its result compared with SHA256SUMS")
         bolted_stripped = strip_binary(
-            Path(bolted["binary"] or ""),
+            bolted.binary,
             work / "stripped-bolt" / rplan.plan.crate.bin,
             rplan.plan.env,
             work / "logs" / "strip-bolt.log",
@@ -521,7 +521,7 @@ def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult
         profile = config.profdata
     else:
         merged = report.require(config.out, "merge", "determinism")
-        profile = Path(merged["profile"])
+        profile = merged.profile
     if not profile.is_file():
         raise MissingInput(f"the profile {profile} is gone", "run `nox -s pgo` first, or give PGO_PROFDATA")
     profile_copy = config.out / "determinism" / "profile.profdata"  # the merge of a later run must not change it

@@ -42,7 +42,7 @@ from recipes.reproducible import (
     tag_commit,
     without_remap,
 )
-from recipes.results import BoltResult, OptimiseResult
+from recipes.results import BoltResult, MergeResult, OptimiseResult
 from recipes.runner import capture, run, say
 from recipes.store import sha256_file
 from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sysroot
@@ -206,7 +206,7 @@ def leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...]) -> list[str]:
 def c_code_manifest(plan: BuildPlan, optimised: OptimiseResult) -> dict[str, Any]:
     """What the rebuild must do with the target's C: ``profiled`` (the C of at least one crate compiled by clang
     with the profile), that clang's ``--version`` line, the crates that compiled C and their compilers."""
-    crates = optimised.get("c_code", {}).get("crates", [])
+    crates = optimised.c_code["crates"] if optimised.c_code else []
     profiled = plan.c.enabled and any(c["profile_flags"] for c in crates)
     return {
         "profiled": profiled,
@@ -305,14 +305,14 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
 
     stages.pgo(plan)
     full = report.load(plan.work)
-    optimised = full["optimise"]
-    store_path = Path(optimised["store_path"])
-    pgo_binary = Path(optimised["binary"] or "")  # the copy that was checked (None only in a failed record)
+    optimised = report.require(plan.work, "optimise", "the release")
+    store_path = optimised.store_path
+    pgo_binary = optimised.binary  # the copy that was checked
     plain_binary, plain_identity = plain_build(rplan)
-    if plain_identity != optimised["crate_metadata"]:
+    if plain_identity != optimised.crate_metadata:
         raise CheckFailed(
             f"the plain and the PGO build disagree on the crate identity: {plain_identity} and "
-            f"{optimised['crate_metadata']}",
+            f"{optimised.crate_metadata}",
             "both must be the same build but for the profile: see plain-build.log and optimise-build.log",
         )
 
@@ -340,11 +340,13 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
             )
     profile_bytes = store_path.read_bytes()
     profile_sha = sha256_bytes(profile_bytes)
-    if profile_sha != optimised["profile_sha256"]:
+    if profile_sha != optimised.profile_sha256:
         raise CheckFailed(f"{store_path} changed after the build", "run the release again")
 
     bolted = (
-        _bolt_artefact(rplan, full["bolt"], names, stripped_dir, plain_stripped, baseline_args)
+        _bolt_artefact(
+            rplan, report.require(plan.work, "bolt", "the release"), names, stripped_dir, plain_stripped, baseline_args
+        )
         if plan.config.bolt
         else None
     )
@@ -382,12 +384,14 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
         "remap_path_prefix": [list(pair) for pair in rplan.remap],
         "profile_store_path": str(store_path),
         "profile_sha256": profile_sha,
-        "training": {k: full["merge"][k] for k in ("executed_functions", "total_functions")}
-        if "merge" in full and plan.config.profdata is None
+        "training": {"executed_functions": merged.executed_functions, "total_functions": merged.total_functions}
+        if isinstance(merged := full.merge, MergeResult) and plan.config.profdata is None
         else None,
         "pgo_build": {
-            k: optimised[k]
-            for k in ("missing_profile_functions", "stale_profile_warnings", "crate_metadata", "max_glibc")
+            "missing_profile_functions": optimised.missing_profile_functions,
+            "stale_profile_warnings": optimised.stale_profile_warnings,
+            "crate_metadata": optimised.crate_metadata,
+            "max_glibc": optimised.max_glibc,
         },
         "max_glibc": glibc,
         "libc": libc,
@@ -419,7 +423,7 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
         names.manifest: manifest_bytes,
         **(bolted.files if bolted is not None else {}),
     }
-    files.update(provenance.release_statements(manifest, files, repo, optimised.get("zigbuild")))
+    files.update(provenance.release_statements(manifest, files, repo, optimised.zigbuild))
     return TargetRelease(manifest, files)
 
 
@@ -443,8 +447,8 @@ def _bolt_artefact(
     """The BOLTed binary stripped by llvm-strip (GNU strip breaks it), checked as the PGO one is (libc, baseline
     CPU, no build path), packed; the BOLT profile beside it."""
     plan = rplan.plan
-    binary = Path(bolted["binary"] or "")  # None only in a failed record
-    if sha256_file(binary) != bolted["binary_sha256"]:
+    binary = bolted.binary
+    if sha256_file(binary) != bolted.binary_sha256:
         raise CheckFailed(f"{binary} changed after the bolt stage checked it", "run the release again")
     llvm_strip = boltlib.find_llvm_strip(plan.rustc, plan.env)
     stripped = strip_binary(
@@ -459,22 +463,24 @@ def _bolt_artefact(
             f"the PGO+BOLT binary still contains the build machine's path {leaked[0]}",
             LEAK_HINT,
         )
-    store_path = Path(bolted["store_path"])
+    store_path = bolted.store_path
     profile = store_path.read_bytes()
-    if sha256_bytes(profile) != bolted["profile_sha256"]:
+    if sha256_bytes(profile) != bolted.profile_sha256:
         raise CheckFailed(f"{store_path} changed after llvm-bolt used it", "run the release again")
     tarball = binary_tarball(names.bin, data, names.pgo_bolt_top, rplan.source_date_epoch)
     return BoltArtefact(
         manifest={
             "profile_store_path": str(store_path),
-            "profile_sha256": bolted["profile_sha256"],
-            "llvm_bolt": f"LLVM {bolted['llvm_bolt_version']} ({bolted['llvm_bolt']})",
+            "profile_sha256": bolted.profile_sha256,
+            "llvm_bolt": f"LLVM {bolted.llvm_bolt_version} ({bolted.llvm_bolt})",
             "llvm_strip": f"LLVM {boltlib.tool_version(llvm_strip, 'llvm-strip', env=plan.env)} ({llvm_strip})",
-            "bolt_args": list(bolted["bolt_args"]),
+            "bolt_args": list(bolted.bolt_args),
             "emit_relocs": True,
             "profile": {
-                k: bolted[k]
-                for k in ("functions_with_profile", "total_functions", "profile_branches", "profile_functions")
+                "functions_with_profile": bolted.functions_with_profile,
+                "total_functions": bolted.total_functions,
+                "profile_branches": bolted.profile_branches,
+                "profile_functions": bolted.profile_functions,
             },
         },
         artefacts={
@@ -484,7 +490,7 @@ def _bolt_artefact(
                 "binary": f"{names.pgo_bolt_top}/{names.bin}",
                 "binary_sha256": sha256_bytes(data),
             },
-            "bolt_profile": {"file": names.bolt_profile, "sha256": bolted["profile_sha256"]},
+            "bolt_profile": {"file": names.bolt_profile, "sha256": bolted.profile_sha256},
         },
         files={names.pgo_bolt_tarball: tarball, names.bolt_profile: profile},
     )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
 
 import pytest
 
-from recipes import cpu, emulation
+from recipes import cpu, emulation, report
 from recipes.errors import CheckFailed, ConfigError, MissingInput, ToolchainError
 from recipes.results import CpuBaselineResult
 from recipes.rustflags import RustflagsPlan, target_cpu_warning
@@ -127,11 +128,16 @@ def test_posargs() -> None:
 
 
 def test_no_optimised_binary_in_the_work_dir(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
     with pytest.raises(MissingInput, match="names no optimised binary"):
-        cpu.default_binary({}, tmp_path)
+        cpu.default_binary(report.parse(path, {}), tmp_path)
+    with pytest.raises(MissingInput, match="names no optimised binary"):
+        cpu.default_binary(report.parse(path, {"optimise": {"failed": "optimise did not finish"}}), tmp_path)
     with pytest.raises(MissingInput, match="failed its checks"):
-        cpu.default_binary({"optimise": {"binary": "/x", "failed": "stale"}}, tmp_path)
-    assert cpu.default_binary({"optimise": {"binary": "/x/y"}}, tmp_path) == Path("/x/y")
+        cpu.default_binary(report.parse(path, {"optimise": {"binary": "/x", "failed": "stale"}}), tmp_path)
+    captured = json.loads((DATA / "report-demo-server-bolt.json").read_text())["optimise"]
+    succeeded = report.parse(path, {"optimise": {**captured, "binary": "/x/y"}})
+    assert cpu.default_binary(succeeded, tmp_path) == Path("/x/y")
 
 
 def _plan(base: tuple[str, ...], config_flags: tuple[str, ...] = ()) -> RustflagsPlan:
