@@ -395,7 +395,7 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
         },
         "max_glibc": glibc,
         "libc": libc,
-        "cpu_baseline": {"cpu": checked["pgo"]["cpu"], "run": baseline_args, "plain": "passed", "pgo": "passed"},
+        "cpu_baseline": {"cpu": checked["pgo"].cpu, "run": baseline_args, "plain": "passed", "pgo": "passed"},
         "artefacts": {
             "plain": {
                 "file": names.plain_tarball,

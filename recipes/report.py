@@ -143,7 +143,7 @@ def start(work: Path, stage: StageName) -> None:
 
 
 _Result = TypeVar("_Result", bound=StageResult)
-_Raw = TypeVar("_Raw", RebuildResult, DeterminismResult, CpuBaselineResult)
+_Raw = TypeVar("_Raw", RebuildResult, DeterminismResult)
 
 
 @overload

@@ -302,10 +302,6 @@ class Failed:
         return {**self.partial, "failed": self.reason} | ({"running": True} if self.running else {})
 
 
-#: the record of a pipeline stage that succeeded
-StageResult = InstrumentResult | TrainResult | MergeResult | OptimiseResult | TestResult | BoltResult | PlainResult
-
-
 class SuiteRecord(TypedDict):
     """One test binary of the test stage."""
 
@@ -366,18 +362,35 @@ class ServerCheck(TypedDict):
     config: str
 
 
-class CpuBaselineResult(StageRecord, total=False):
-    binary: str
+@dataclass(frozen=True, kw_only=True)
+class CpuBaselineResult:
+    """The baseline-CPU check of one binary (``nox -s cpu-baseline`` records it; the release checks its two
+    binaries so): a server's check, or a run with the arguments given (``command``)."""
+
+    binary: Path
     qemu: str  # qemu-user's version line
     cpu: str  # the baseline model: qemu64,-pni,… or cortex-a53
-    arch: str  # the binary's architecture (x86_64, aarch64): which baseline
-    qemu_program: str  # qemu-x86_64, qemu-aarch64
+    arch: str | None = None  # the binary's architecture (x86_64, aarch64): which baseline (not in older records)
+    qemu_program: str | None = None  # qemu-x86_64, qemu-aarch64 (not in older records)
     controls: dict[str, dict[str, str]]  # program: {"baseline": ..., "max": ...}
-    command: CommandCheck
-    build_info: BuildInfoRecord
-    rustc_default_features: list[str]
-    server: ServerCheck
-    binary_sha256: str
+    command: CommandCheck | None = None
+    build_info: BuildInfoRecord | None = None
+    rustc_default_features: list[str] | None = None
+    server: ServerCheck | None = None
+    binary_sha256: str | None = None  # the session's record (the binary it checked, as it was)
+
+
+#: the record of a stage that succeeded (a dataclass; rebuild's and determinism's are still TypedDicts)
+StageResult = (
+    InstrumentResult
+    | TrainResult
+    | MergeResult
+    | OptimiseResult
+    | TestResult
+    | BoltResult
+    | PlainResult
+    | CpuBaselineResult
+)
 
 
 @dataclass(frozen=True)
@@ -394,7 +407,7 @@ class Report:
     plain: PlainResult | Failed | None = None
     rebuild: RebuildResult | None = None
     determinism: DeterminismResult | None = None
-    cpu_baseline: CpuBaselineResult | None = None
+    cpu_baseline: CpuBaselineResult | Failed | None = None
 
     def names(self) -> set[str]:
         """The stages that have a record."""
@@ -423,12 +436,12 @@ STAGE_TYPES: dict[str, type[StageResult]] = {
     "test": TestResult,
     "bolt": BoltResult,
     "plain": PlainResult,
+    "cpu_baseline": CpuBaselineResult,
 }
 #: the records still kept as written (TypedDicts): checked by :func:`mismatch`, read as dicts
 RAW_TYPES: dict[str, Any] = {
     "rebuild": RebuildResult,
     "determinism": DeterminismResult,
-    "cpu_baseline": CpuBaselineResult,
 }
 #: what any record may say besides its result: why the stage failed, and that it has not finished
 STATUS: dict[str, Any] = {"failed": str, "running": bool}

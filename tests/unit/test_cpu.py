@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -276,16 +277,16 @@ def test_no_aarch64_qemu_or_compiler_names_the_package(tmp_path: Path) -> None:
 
 
 def _result(arch: str | None) -> CpuBaselineResult:
-    result: CpuBaselineResult = {
-        "binary": "/w/hello-pgo",
-        "qemu": "qemu-x86_64 version 7.2.22",
-        "cpu": cpu.BASELINE_CPU,
-        "controls": {"sse3": {"baseline": "killed by SIGILL (illegal instruction)", "max": "exit code 0"}},
-        "command": {"args": ["primes", "100"], "exit": "exit code 0"},
-    }
+    result = CpuBaselineResult(
+        binary=Path("/w/hello-pgo"),
+        qemu="qemu-x86_64 version 7.2.22",
+        cpu=cpu.BASELINE_CPU,
+        controls={"sse3": {"baseline": "killed by SIGILL (illegal instruction)", "max": "exit code 0"}},
+        command={"args": ["primes", "100"], "exit": "exit code 0"},
+    )
     if arch is not None:
         baseline = cpu.BASELINES[arch]
-        result["arch"], result["qemu_program"], result["cpu"] = arch, baseline.qemu, baseline.cpu
+        result = replace(result, arch=arch, qemu_program=baseline.qemu, cpu=baseline.cpu)
     return result
 
 

@@ -135,3 +135,28 @@ def test_a_key_declared_not_required_may_be_absent() -> None:
     assert results.mismatch(phase, results.PhaseRecord, "train.phases[0]", complete=True) is None
     del phase["seconds"]
     assert results.mismatch(phase, results.PhaseRecord, "p", complete=True) == "'p.seconds' is missing"
+
+
+def test_a_cpu_baseline_record_is_written_and_read_back_and_an_older_one_without_its_arch_loads(
+    tmp_path: Path,
+) -> None:
+    checked = results.CpuBaselineResult(
+        binary=Path("/w/hello-pgo"),
+        qemu="qemu-x86_64 version 7.2.22",
+        cpu="qemu64,-pni",
+        arch="x86_64",
+        qemu_program="qemu-x86_64",
+        controls={"sse3": {"baseline": "killed by SIGILL (illegal instruction)", "max": "exit code 0"}},
+        command={"args": ["primes", "100"], "exit": "exit code 0"},
+        binary_sha256="ab" * 32,
+    )
+    report.record(tmp_path, "cpu_baseline", checked)
+    written = json.loads((tmp_path / "report.json").read_text())["cpu_baseline"]
+    assert list(written) == ["binary", "qemu", "cpu", "arch", "qemu_program", "controls", "command", "binary_sha256"]
+    assert report.load(tmp_path).cpu_baseline == checked
+    del written["arch"], written["qemu_program"]  # written before the arch was recorded
+    parsed = report.parse(tmp_path / "report.json", {"cpu_baseline": written})
+    assert isinstance(parsed.cpu_baseline, results.CpuBaselineResult) and parsed.cpu_baseline.arch is None
+    del written["controls"]
+    with pytest.raises(WorkDirError, match=r"cpu_baseline: 'controls' is missing \(run `nox -s cpu-baseline` again"):
+        report.parse(tmp_path / "report.json", {"cpu_baseline": written})
