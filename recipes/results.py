@@ -158,6 +158,20 @@ class TrainResult(WorkloadRun):
 
     profraw: list[RawProfileRecord]
 
+    @classmethod
+    def of(cls, run: WorkloadRun, profraw: list[RawProfileRecord]) -> TrainResult:
+        """The train stage's record of ``run`` and the raw profiles it wrote."""
+        return cls(
+            seconds=run.seconds,
+            requests=run.requests,
+            phases=run.phases,
+            scale=run.scale,
+            workload=run.workload,
+            profraw_files=run.profraw_files,
+            fdata_files=run.fdata_files,
+            profraw=profraw,
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class MergeResult:

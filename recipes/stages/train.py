@@ -44,4 +44,4 @@ def train(plan: BuildPlan) -> TrainResult:
     check_environment(workload, plan.env)
     run = run_on(plan, workload, binary, logs=plan.logs, profraw_dir=plan.profraw_dir)
     raws = [raw.as_json() for raw in profdata.record_raw_profiles(plan.profraw_dir)]
-    return report.record(plan.work, "train", TrainResult(**vars(run), profraw=raws))
+    return report.record(plan.work, "train", TrainResult.of(run, raws))
