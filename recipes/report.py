@@ -169,7 +169,7 @@ def record(work: Path, stage: Literal["cpu_baseline"], result: CpuBaselineResult
 def record(work: Path, stage: StageName, result: _Result | _Raw) -> _Result | _Raw:
     """Set ``stage``'s result and drop the results of the stages after it, which it makes stale; ``result`` back,
     for the stage to return. A pipeline stage's dataclass is written as :func:`recipes.results.as_json`; the
-    release's records (rebuild, determinism, cpu_baseline) are still TypedDicts, written as they are (a failed one
+    records of the release's rebuild and determinism check are still TypedDicts, written as they are (a failed one
     with its ``failed``)."""
     _record(work, stage, result if isinstance(result, dict) else as_json(result))
     return result

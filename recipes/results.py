@@ -8,8 +8,9 @@ its type (a Path is a string in the file), or the load refuses it in one line na
 ``failed`` is a reason is a :class:`Failed` with what it had by then (its values checked, none required). Readers
 thus get the success type from ``report.require`` and read its attributes, no key missing and no default needed.
 Nested objects whose keys are open (a crate's name, a section's, a statistic's) and the nested records read as
-they are (a phase, a raw profile, C code, dyno-stats) stay TypedDicts and dicts; the release's records (rebuild,
-determinism, cpu_baseline) are still TypedDicts with every key optional, checked by :func:`mismatch` as read.
+they are (a phase, a raw profile, C code, dyno-stats) stay TypedDicts and dicts. cpu_baseline's record is a
+dataclass as the stages' are; the records of the release's rebuild and determinism check (written in rebuild.py) are
+still TypedDicts with every key optional, checked by :func:`mismatch` as read and read as dicts.
 """
 
 from __future__ import annotations
@@ -410,7 +411,7 @@ StageResult = (
 @dataclass(frozen=True)
 class Report:
     """report.json, its ``schema`` aside: the record of each stage that ran (None: no record). The records of the
-    release's stages (rebuild, determinism, cpu_baseline) are as written, a failed one with its ``failed``."""
+    release's rebuild and determinism check are as written (TypedDicts), a failed one with its ``failed``."""
 
     instrument: InstrumentResult | Failed | None = None
     train: TrainResult | Failed | None = None
