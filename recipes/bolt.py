@@ -26,7 +26,6 @@ from recipes import checks, toolchain
 from recipes.errors import CheckFailed, ConfigError, ToolchainError
 from recipes.files import atomic_output
 from recipes.inputs import Fields, read_bytes, read_json
-from recipes.results import BoltResult
 from recipes.toolchain import RustcInfo
 
 #: the link argument that keeps the relocations in the binary, for llvm-bolt's relocation mode
@@ -243,8 +242,8 @@ class FdataSummary:
         names = tuple(crate_names)
         return sum(1 for function in self.functions if checks.of_crate(function, names))
 
-    def as_json(self) -> BoltResult:
-        """The profile's keys of the bolt record."""
+    def as_json(self) -> dict[str, object]:
+        """The profile's keys of the bolt record (as a failed record keeps them)."""
         return {
             "profile_branches": self.branches,
             "profile_executed_branches": self.executed_branches,
@@ -411,8 +410,8 @@ class BoltLog:
     dyno_before: dict[str, int]
     dyno_after: dict[str, int]
 
-    def as_json(self) -> BoltResult:
-        """The log's keys of the bolt record."""
+    def as_json(self) -> dict[str, object]:
+        """The log's keys of the bolt record (as a failed record keeps them)."""
         return {
             "functions_with_profile": self.functions_with_profile,
             "total_functions": self.total_functions,

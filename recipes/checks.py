@@ -7,10 +7,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from recipes.errors import CheckFailed
-from recipes.results import OptimiseResult
+from recipes.results import InstrumentResult, OptimiseResult
 
 #: what LLVM and rustc say when they cannot use the profile file itself (it is then ignored, silently but for this)
 PROFILE_FILE_TEXTS = (
@@ -84,15 +83,6 @@ class Coverage:
     functions_with_profile: int  # records (any crate) whose symbol is in the binary
     symbols_known: bool  # False: the binary has no symbol table, records counted without matching
 
-    def as_json(self) -> OptimiseResult:
-        """The coverage's keys of the optimise record."""
-        return {
-            "main_crate_functions_with_profile": self.main_crate_with_profile,
-            "main_crate_functions_without_profile": self.main_crate_without_profile,
-            "functions_with_profile_in_binary": self.functions_with_profile,
-            "coverage_from_symbols": self.symbols_known,
-        }
-
 
 def coverage(
     records: Iterable[str],
@@ -135,17 +125,16 @@ def refuse_mostly_missing(missing: int, found: Coverage) -> None:
 
 
 def refuse_other_build(
-    recorded: Mapping[str, Any], *, cargo: Sequence[str], target: str, earlier: str, now: str
+    recorded: InstrumentResult | OptimiseResult, *, cargo: Sequence[str], target: str, earlier: str, now: str
 ) -> None:
-    """Refuse to go on from ``recorded`` (a stage's report) with another cargo command or target."""
-    if recorded.get("cargo_command") != list(cargo):
+    """Refuse to go on from ``recorded`` (a stage's result) with another cargo command or target."""
+    if recorded.cargo_command != list(cargo):
         raise CheckFailed(
-            f"{earlier} was made by {' '.join(recorded.get('cargo_command', ['?']))!r} and {now} by "
-            f"{' '.join(cargo)!r}",
+            f"{earlier} was made by {' '.join(recorded.cargo_command)!r} and {now} by {' '.join(cargo)!r}",
             "both must use the same PGO_CARGO: run every stage with one",
         )
-    if recorded.get("target") != target:
+    if recorded.target != target:
         raise CheckFailed(
-            f"{earlier} was for {recorded.get('target')} and {now} for {target}",
+            f"{earlier} was for {recorded.target} and {now} for {target}",
             "use the same PGO_TARGET for every stage",
         )

@@ -28,14 +28,14 @@ import shutil
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from recipes import certs, emulation, net, procs, report
 from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
-from recipes.results import CommandCheck, CpuBaselineResult, Report, ServerCheck
+from recipes.results import CommandCheck, CpuBaselineResult, Failed, Report, ServerCheck
 from recipes.runner import capture, query, quote, run, say
 from recipes.rustflags import rust_triple
 from recipes.store import sha256_file
@@ -506,17 +506,16 @@ def check_binary(
     work.mkdir(parents=True, exist_ok=True)
     qemu = check_qemu(env, baseline)
     say(f"cpu-baseline: {binary} under {baseline.qemu} -cpu {baseline.cpu}")
-    result: CpuBaselineResult = {
-        "binary": str(binary),
-        "qemu": qemu,
-        "cpu": baseline.cpu,
-        "arch": baseline.arch,
-        "qemu_program": baseline.qemu,
-    }
-    result["controls"] = check_controls(work, env, baseline)
+    result = CpuBaselineResult(
+        binary=binary,
+        qemu=qemu,
+        cpu=baseline.cpu,
+        arch=baseline.arch,
+        qemu_program=baseline.qemu,
+        controls=check_controls(work, env, baseline),
+    )
     if args is not None:
-        result["command"] = check_command(binary, args, work, env, baseline)
-        return result
+        return replace(result, command=check_command(binary, args, work, env, baseline))
     try:  # natively, or for another architecture under the newer model: what it was built for
         native = query([*_launch(baseline), str(binary), "--build-info"], env=env)
     except OSError as exc:  # not a program this machine runs: not ELF nor a script, or no interpreter
@@ -532,8 +531,11 @@ def check_binary(
         raise _not_elf(binary, magic)
     info = parse_build_info(native.stdout)
     defaults = rustc_default_features(info.target, env)
-    result["build_info"] = {"target": info.target, "target_features": list(info.target_features)}
-    result["rustc_default_features"] = list(defaults)
+    result = replace(
+        result,
+        build_info={"target": info.target, "target_features": list(info.target_features)},
+        rustc_default_features=list(defaults),
+    )
     check_build_info(info, defaults, binary)
     emulated = run(
         qemu_argv(baseline.cpu, binary, ["--build-info"], qemu=baseline.qemu),
@@ -546,8 +548,7 @@ def check_binary(
             f"{binary.name} --build-info got {describe_exit(emulated.returncode)} under -cpu {baseline.cpu}",
             f"see {emulated.log}",
         )
-    result["server"] = check_server(binary, work, env, baseline=baseline)
-    return result
+    return replace(result, server=check_server(binary, work, env, baseline=baseline))
 
 
 @dataclass(frozen=True)
@@ -575,16 +576,16 @@ def parse_cpu_args(posargs: Sequence[str]) -> CpuArgs:
 
 
 def default_binary(work_report: Report, work: Path) -> Path:
-    optimised = work_report.get("optimise")
-    if not isinstance(optimised, dict) or "binary" not in optimised:
+    optimised = work_report.optimise
+    if optimised is None or (isinstance(optimised, Failed) and "binary" not in optimised.partial):
         raise MissingInput(
             f"{work / 'report.json'} names no optimised binary", "run `nox -s pgo` first, or pass --binary PATH"
         )
-    if "failed" in optimised:
+    if isinstance(optimised, Failed):
         raise MissingInput(
-            f"the last optimised build failed its checks ({optimised['failed']})", "build again, or pass --binary PATH"
+            f"the last optimised build failed its checks ({optimised.reason})", "build again, or pass --binary PATH"
         )
-    return Path(optimised["binary"] or "")  # None only in a failed record
+    return optimised.binary
 
 
 def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> CpuBaselineResult:
@@ -593,23 +594,23 @@ def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequenc
     config = load_config(project_dir, environ)
     binary = args.binary or default_binary(report.load(config.out), config.out)
     result = check_binary(binary, config.out / "cpu-baseline", environ, args=args.run_args)
-    result["binary_sha256"] = sha256_file(binary)
+    result = replace(result, binary_sha256=sha256_file(binary))
     if args.binary is None:
         report.record(config.out, "cpu_baseline", result)
     return result
 
 
 def summary_lines(result: CpuBaselineResult) -> list[str]:
-    qemu = result.get("qemu_program", QEMU)
-    lines = [f"cpu-baseline {result['binary']} passed under {qemu} -cpu {result['cpu']}"]
-    if (baseline := BASELINES.get(result.get("arch", "x86_64"), X86_64)) is not X86_64:  # x86-64's line as it was
+    qemu = result.qemu_program or QEMU
+    lines = [f"cpu-baseline {result.binary} passed under {qemu} -cpu {result.cpu}"]
+    if (baseline := BASELINES.get(result.arch or "x86_64", X86_64)) is not X86_64:  # x86-64's line as it was
         lines[0] += f" ({baseline.described}: nothing {baseline.beyond})"
-    controls = ", ".join(f"{name} {r['baseline']} (max: {r['max']})" for name, r in result["controls"].items())
+    controls = ", ".join(f"{name} {r['baseline']} (max: {r['max']})" for name, r in result.controls.items())
     lines.append(f"  controls: {controls}")
-    if "build_info" in result:
-        lines.append(f"  target features: {','.join(result['build_info']['target_features'])} (rustc's defaults)")
-    if "server" in result:
-        lines.append(f"  served: {'; '.join(result['server']['requests'])}; SIGTERM: {result['server']['sigterm']}")
-    if "command" in result:
-        lines.append(f"  ran: {' '.join(result['command']['args'])}: {result['command']['exit']}")
+    if result.build_info is not None:
+        lines.append(f"  target features: {','.join(result.build_info['target_features'])} (rustc's defaults)")
+    if result.server is not None:
+        lines.append(f"  served: {'; '.join(result.server['requests'])}; SIGTERM: {result.server['sigterm']}")
+    if result.command is not None:
+        lines.append(f"  ran: {' '.join(result.command['args'])}: {result.command['exit']}")
     return lines

@@ -317,12 +317,12 @@ def build_from_profile(rplan: ReproduciblePlan, work: Path) -> Built:
     """The optimise stage from the plan's profile, its binary stripped under ``work/stripped``."""
     result = stages.optimise(rplan.plan, verify=False)
     stripped = strip_binary(
-        Path(result["binary"] or ""),  # None only in a failed record
+        result.binary,
         work / "stripped" / rplan.plan.crate.bin,
         rplan.plan.env,
         work / "logs" / "strip.log",
     )
-    return Built(stripped, sha256_file(stripped), result, Path(result["store_path"]))
+    return Built(stripped, sha256_file(stripped), result, result.store_path)
 
 
 def bolt_from_profile(rplan: ReproduciblePlan, work: Path, built: Built) -> Built:
@@ -331,7 +331,7 @@ def bolt_from_profile(rplan: ReproduciblePlan, work: Path, built: Built) -> Buil
     here; stripped by llvm-strip under ``work/stripped-bolt``."""
     bolted = stages.bolt(rplan.plan, vouched="the release's BOLT profile, its result compared with SHA256SUMS")
     bolted_stripped = strip_binary(
-        Path(bolted["binary"] or ""),
+        bolted.binary,
         work / "stripped-bolt" / rplan.plan.crate.bin,
         rplan.plan.env,
         work / "logs" / "strip-bolt.log",
@@ -629,7 +629,7 @@ def determinism_profile(config: Config) -> Path:
         profile = config.profdata
     else:
         merged = report.require(config.out, "merge", "determinism")
-        profile = Path(merged["profile"])
+        profile = merged.profile
     if not profile.is_file():
         raise MissingInput(f"the profile {profile} is gone", "run `nox -s pgo` first, or give PGO_PROFDATA")
     profile_copy = config.out / "determinism" / "profile.profdata"  # the merge of a later run must not change it

@@ -55,7 +55,7 @@ from recipes.reproducible import (
     tag_commit,
     without_remap,
 )
-from recipes.results import BoltResult, OptimiseResult, Report
+from recipes.results import BoltResult, MergeResult, OptimiseResult, Report
 from recipes.runner import capture, run, say
 from recipes.store import sha256_file
 from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sysroot
@@ -219,7 +219,7 @@ def leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...]) -> list[str]:
 def c_code_manifest(plan: BuildPlan, optimised: OptimiseResult) -> CCode:
     """What the rebuild must do with the target's C: ``profiled`` (the C of at least one crate compiled by clang
     with the profile), that clang's ``--version`` line, the crates that compiled C and their compilers."""
-    crates = optimised.get("c_code", {}).get("crates", [])
+    crates = optimised.c_code["crates"] if optimised.c_code else []
     profiled = plan.c.enabled and any(c["profile_flags"] for c in crates)
     return CCode(
         profiled=profiled,
@@ -355,7 +355,7 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
     checked = check_binaries(rplan, strip_both(rplan.plan, builds, names, stripped_dir))
     packed = pack(builds, checked, names, rplan.source_date_epoch)
     bolted = (
-        _bolt_artefact(rplan, builds.full["bolt"], names, stripped_dir, checked.plain, checked.run)
+        _bolt_artefact(rplan, report.require(rplan.plan.work, "bolt", "the release"), names, stripped_dir, checked)
         if rplan.plan.config.bolt
         else None
     )
@@ -369,7 +369,7 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
     }
     files.update(
         provenance.release_statements(
-            release_manifest.to_json(manifest), files, checkout.repo, builds.optimised.get("zigbuild")
+            release_manifest.to_json(manifest), files, checkout.repo, builds.optimised.zigbuild
         )
     )
     return TargetRelease(manifest, files)
@@ -380,14 +380,14 @@ def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
     plan = rplan.plan
     stages.pgo(plan)
     full = report.load(plan.work)
-    optimised = full["optimise"]
-    store_path = Path(optimised["store_path"])
-    pgo_binary = Path(optimised["binary"] or "")  # the copy that was checked (None only in a failed record)
+    optimised = report.require(plan.work, "optimise", "the release")
+    store_path = optimised.store_path
+    pgo_binary = optimised.binary  # the copy that was checked
     plain_binary, plain_identity = plain_build(rplan)
-    if plain_identity != optimised["crate_metadata"]:
+    if plain_identity != optimised.crate_metadata:
         raise CheckFailed(
             f"the plain and the PGO build disagree on the crate identity: {plain_identity} and "
-            f"{optimised['crate_metadata']}",
+            f"{optimised.crate_metadata}",
             "both must be the same build but for the profile: see plain-build.log and optimise-build.log",
         )
     return TargetBuilds(full, optimised, plain_binary, pgo_binary, store_path)
@@ -418,7 +418,7 @@ def check_binaries(rplan: ReproduciblePlan, stripped: tuple[Path, Path]) -> Chec
     plain_bytes, pgo_bytes = plain.read_bytes(), pgo.read_bytes()
     for label, data in (("plain", plain_bytes), ("PGO", pgo_bytes)):
         refuse_leaked_paths(data, rplan.remap, f"the {label} binary")
-    return CheckedBinaries(plain, pgo, plain_bytes, pgo_bytes, libc, glibc, checked["pgo"]["cpu"], baseline_args)
+    return CheckedBinaries(plain, pgo, plain_bytes, pgo_bytes, libc, glibc, checked["pgo"].cpu, baseline_args)
 
 
 def refuse_leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...], what: str) -> None:
@@ -432,7 +432,7 @@ def pack(builds: TargetBuilds, checked: CheckedBinaries, names: Names, sde: int)
     """The two binaries in their deterministic tarballs, and the profile, refused if it changed after the build."""
     profile = builds.store_path.read_bytes()
     profile_sha = sha256_bytes(profile)
-    if profile_sha != builds.optimised["profile_sha256"]:
+    if profile_sha != builds.optimised.profile_sha256:
         raise CheckFailed(f"{builds.store_path} changed after the build", "run the release again")
     return Packed(
         plain_tar=binary_tarball(names.bin, checked.plain_bytes, names.plain_top, sde),
@@ -504,17 +504,18 @@ def toolchain_of(plan: BuildPlan) -> Toolchain:
 
 def training_of(full: Report, plan: BuildPlan) -> Training | None:
     """What the training covered (the merge's record), None for a release from a given profile (PGO_PROFDATA)."""
-    if "merge" not in full or plan.config.profdata is not None:
+    merged = full.merge
+    if not isinstance(merged, MergeResult) or plan.config.profdata is not None:
         return None
-    return Training(full["merge"]["executed_functions"], full["merge"]["total_functions"])
+    return Training(merged.executed_functions, merged.total_functions)
 
 
 def pgo_build_of(optimised: OptimiseResult) -> PgoBuild:
     return PgoBuild(
-        missing_profile_functions=optimised["missing_profile_functions"],
-        stale_profile_warnings=optimised["stale_profile_warnings"],
-        crate_metadata=dict(optimised["crate_metadata"]),
-        max_glibc=optimised["max_glibc"],
+        missing_profile_functions=optimised.missing_profile_functions,
+        stale_profile_warnings=optimised.stale_profile_warnings,
+        crate_metadata=dict(optimised.crate_metadata),
+        max_glibc=optimised.max_glibc,
     )
 
 
@@ -554,26 +555,25 @@ def _bolt_artefact(
     bolted: BoltResult,
     names: Names,
     stripped_dir: Path,
-    plain_stripped: Path,
-    baseline_args: list[str] | None,
+    checked: CheckedBinaries,
 ) -> BoltArtefact:
     """The BOLTed binary stripped by llvm-strip (GNU strip breaks it), checked as the PGO one is (libc, baseline
     CPU, no build path), packed; the BOLT profile beside it."""
     plan = rplan.plan
-    binary = Path(bolted["binary"] or "")  # None only in a failed record
-    if sha256_file(binary) != bolted["binary_sha256"]:
+    binary = bolted.binary
+    if sha256_file(binary) != bolted.binary_sha256:
         raise CheckFailed(f"{binary} changed after the bolt stage checked it", "run the release again")
     llvm_strip = boltlib.find_llvm_strip(plan.rustc, plan.env)
     stripped = strip_binary(
         binary, stripped_dir / "pgo-bolt" / names.bin, plan.env, plan.logs / "strip-pgo-bolt.log", str(llvm_strip)
     )
-    elf.check_same_libc(plain_stripped, stripped)
-    cpu.check_binary(stripped, plan.work / "cpu-baseline" / "pgo-bolt", plan.env, args=baseline_args)
+    elf.check_same_libc(checked.plain, stripped)
+    cpu.check_binary(stripped, plan.work / "cpu-baseline" / "pgo-bolt", plan.env, args=checked.run)
     data = stripped.read_bytes()
     refuse_leaked_paths(data, rplan.remap, "the PGO+BOLT binary")
-    store_path = Path(bolted["store_path"])
+    store_path = bolted.store_path
     profile = store_path.read_bytes()
-    if sha256_bytes(profile) != bolted["profile_sha256"]:
+    if sha256_bytes(profile) != bolted.profile_sha256:
         raise CheckFailed(f"{store_path} changed after llvm-bolt used it", "run the release again")
     tarball = binary_tarball(names.bin, data, names.pgo_bolt_top, rplan.source_date_epoch)
     return BoltArtefact(
@@ -584,7 +584,7 @@ def _bolt_artefact(
             f"{names.pgo_bolt_top}/{names.bin}",
             sha256_bytes(data),
         ),
-        bolt_profile=Artefact(names.bolt_profile, bolted["profile_sha256"]),
+        bolt_profile=Artefact(names.bolt_profile, bolted.profile_sha256),
         files={names.pgo_bolt_tarball: tarball, names.bolt_profile: profile},
     )
 
@@ -592,17 +592,17 @@ def _bolt_artefact(
 def bolt_info(bolted: BoltResult, llvm_strip: Path, env: Mapping[str, str]) -> BoltInfo:
     """What the manifest records of the bolt stage: the BOLT profile, llvm-bolt and llvm-strip, the arguments."""
     return BoltInfo(
-        profile_store_path=str(Path(bolted["store_path"])),
-        profile_sha256=bolted["profile_sha256"],
-        llvm_bolt=f"LLVM {bolted['llvm_bolt_version']} ({bolted['llvm_bolt']})",
+        profile_store_path=str(bolted.store_path),
+        profile_sha256=bolted.profile_sha256,
+        llvm_bolt=f"LLVM {bolted.llvm_bolt_version} ({bolted.llvm_bolt})",
         llvm_strip=f"LLVM {boltlib.tool_version(llvm_strip, 'llvm-strip', env=env)} ({llvm_strip})",
-        bolt_args=tuple(bolted["bolt_args"]),
+        bolt_args=tuple(bolted.bolt_args),
         emit_relocs=True,
         profile=BoltProfile(
-            functions_with_profile=bolted["functions_with_profile"],
-            total_functions=bolted["total_functions"],
-            profile_branches=bolted["profile_branches"],
-            profile_functions=bolted["profile_functions"],
+            functions_with_profile=bolted.functions_with_profile,
+            total_functions=bolted.total_functions,
+            profile_branches=bolted.profile_branches,
+            profile_functions=bolted.profile_functions,
         ),
     )
 

@@ -1,4 +1,9 @@
-"""``<work>/report.json``: one object per stage that ran, written atomically."""
+"""``<work>/report.json``: one object per stage that ran, written atomically.
+
+:func:`load` returns a :class:`recipes.results.Report`: each pipeline stage's record checked and made its dataclass
+(or a :class:`recipes.results.Failed`), a record that does not fit refused in one line naming the file, the stage
+and the key; :func:`require` returns the success type of the stage a later one stands on; :func:`record` writes a
+stage's dataclass as the JSON the stages always wrote (the layout, ``schema`` 1, is unchanged)."""
 
 from __future__ import annotations
 
@@ -6,16 +11,18 @@ import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, cast, get_type_hints, overload
+from typing import Any, Literal, TypeVar, overload
 
 from recipes.errors import MissingInput, WorkDirError
 from recipes.files import write_atomically
 from recipes.inputs import read_json
 from recipes.results import (
+    RAW_TYPES,
+    STAGE_TYPES,
     BoltResult,
     CpuBaselineResult,
     DeterminismResult,
-    Failure,
+    Failed,
     InstrumentResult,
     MergeResult,
     OptimiseResult,
@@ -24,8 +31,13 @@ from recipes.results import (
     RebuildResult,
     Report,
     StageName,
+    StageResult,
     TestResult,
     TrainResult,
+    Unfit,
+    as_json,
+    failed_from_json,
+    from_json,
     mismatch,
 )
 
@@ -38,8 +50,6 @@ LATER: dict[str, tuple[PipelineStage, ...]] = {stage: STAGES[i + 1 :] for i, sta
 LATER["test"] = ()
 #: the session that writes each record (the hint of a record that does not fit its type)
 SESSION: dict[str, str] = {stage: stage for stage in STAGES} | {"test": "pgo-test", "cpu_baseline": "cpu-baseline"}
-#: each record's type (results.Report's keys)
-RECORD_TYPES: dict[str, Any] = get_type_hints(Report)
 
 
 def report_path(work: Path) -> Path:
@@ -47,33 +57,44 @@ def report_path(work: Path) -> Path:
 
 
 def load(work: Path) -> Report:
-    """The records of report.json (none when there is no report), each of its stage's type: checked to be, a
-    missing key or a value of another type is one line naming the stage and the key (:func:`check_record`)."""
-    records = _load_records(work)
+    """The records of report.json (none when there is no report), each checked and made its stage's type
+    (:func:`parse`)."""
+    return parse(report_path(work), _load_records(work))
+
+
+def parse(path: Path, records: Mapping[str, Any]) -> Report:
+    """``records`` (report.json's, read from ``path``) as a :class:`Report`: a record of a stage that succeeded as
+    its dataclass, one whose ``failed`` is a reason as a :class:`Failed`; a record that does not fit (a missing key,
+    a value of another type) is one line naming the file, the stage and the key (:func:`check_record`). A record of
+    a name this pgo-recipes does not write is left be."""
+    typed: dict[str, Any] = {}
     for stage, record in records.items():
-        check_record(report_path(work), stage, record)
-    return _typed(records)
+        typed[stage] = check_record(path, stage, record)
+    return Report(**{stage: record for stage, record in typed.items() if record is not None})
 
 
-def check_record(path: Path, stage: str, record: dict[str, Any]) -> None:
-    """Refuse a record that does not fit its stage's type (``results``): a key of another type, or, in the record of
-    a stage that succeeded (no ``failed`` reason), a key the readers of that record need that is missing."""
-    declared = RECORD_TYPES.get(stage)
-    if declared is None:  # a record this pgo-recipes does not write: nobody reads it
-        return
+def check_record(path: Path, stage: str, record: dict[str, Any]) -> Any:
+    """``stage``'s record as its type (``results``), or None for a name this pgo-recipes does not write; refused
+    when it does not fit: a key of another type, or, in the record of a stage that succeeded (no ``failed``
+    reason), a key its type requires that is missing."""
     reason = record.get("failed")
-    problem = mismatch(record, declared, "", complete=not (isinstance(reason, str) and reason))
-    if problem is not None:
+    failed = isinstance(reason, str) and bool(reason)
+    try:
+        if stage in STAGE_TYPES:
+            declared = STAGE_TYPES[stage]
+            return failed_from_json(declared, record) if failed else from_json(declared, record)
+        if stage in RAW_TYPES:
+            problem = mismatch(record, RAW_TYPES[stage], "", complete=False)
+            if problem is not None:
+                raise Unfit(problem)
+            return record
+        return None  # a record this pgo-recipes does not write: nobody reads it
+    except Unfit as unfit:
         session = SESSION.get(stage, stage)
         raise WorkDirError(
-            f"{path}: {stage}: {problem}",
+            f"{path}: {stage}: {unfit}",
             f"run `nox -s {session}` again with the same PGO_OUT, or remove {path.name} and run the stages again",
-        )
-
-
-def _typed(records: dict[str, Any]) -> Report:
-    """The records as read from JSON, checked to be objects, seen as their types (the one place they are)."""
-    return cast(Report, records)
+        ) from None
 
 
 def _load_records(work: Path) -> dict[str, Any]:
@@ -105,11 +126,11 @@ def running(work: Path, stage: StageName) -> bool:
     return isinstance(record, dict) and bool(record.get("running"))
 
 
-def save(work: Path, report: Report) -> None:
-    """Write the report atomically: a full disk leaves the old report whole and no temp file."""
+def save(work: Path, records: Mapping[str, object]) -> None:
+    """Write the records (as JSON) atomically: a full disk leaves the old report whole and no temp file."""
     path = report_path(work)
     try:
-        write_atomically(path, json.dumps({"schema": REPORT_SCHEMA, **report}, indent=2, sort_keys=False) + "\n")
+        write_atomically(path, json.dumps({"schema": REPORT_SCHEMA, **records}, indent=2, sort_keys=False) + "\n")
     except OSError as exc:
         raise WorkDirError(f"cannot write {path}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
 
@@ -118,53 +139,53 @@ def start(work: Path, stage: StageName) -> None:
     """A stage begins: its earlier record and those of the stages after it go, replaced by a ``failed`` record
     that its success overwrites. An interrupted stage thus never leaves an older success behind."""
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    record_failure(work, stage, {"failed": f"{stage} did not finish (started {started})", "running": True})
+    record_failure(work, stage, Failed(f"{stage} did not finish (started {started})", running=True))
 
 
-def failed(result: Mapping[str, object]) -> str | None:
-    """Why a stage's record says it failed, or None for a success."""
-    reason = result.get("failed")
-    return str(reason) if reason else None
+_Result = TypeVar("_Result", bound=StageResult)
+_Raw = TypeVar("_Raw", RebuildResult, DeterminismResult)
 
 
 @overload
-def record(work: Path, stage: Literal["instrument"], result: InstrumentResult) -> Report: ...
+def record(work: Path, stage: Literal["instrument"], result: InstrumentResult) -> InstrumentResult: ...
 @overload
-def record(work: Path, stage: Literal["train"], result: TrainResult) -> Report: ...
+def record(work: Path, stage: Literal["train"], result: TrainResult) -> TrainResult: ...
 @overload
-def record(work: Path, stage: Literal["merge"], result: MergeResult) -> Report: ...
+def record(work: Path, stage: Literal["merge"], result: MergeResult) -> MergeResult: ...
 @overload
-def record(work: Path, stage: Literal["optimise"], result: OptimiseResult) -> Report: ...
+def record(work: Path, stage: Literal["optimise"], result: OptimiseResult) -> OptimiseResult: ...
 @overload
-def record(work: Path, stage: Literal["test"], result: TestResult) -> Report: ...
+def record(work: Path, stage: Literal["test"], result: TestResult) -> TestResult: ...
 @overload
-def record(work: Path, stage: Literal["bolt"], result: BoltResult) -> Report: ...
+def record(work: Path, stage: Literal["bolt"], result: BoltResult) -> BoltResult: ...
 @overload
-def record(work: Path, stage: Literal["plain"], result: PlainResult) -> Report: ...
+def record(work: Path, stage: Literal["plain"], result: PlainResult) -> PlainResult: ...
 @overload
-def record(work: Path, stage: Literal["rebuild"], result: RebuildResult) -> Report: ...
+def record(work: Path, stage: Literal["rebuild"], result: RebuildResult) -> RebuildResult: ...
 @overload
-def record(work: Path, stage: Literal["determinism"], result: DeterminismResult) -> Report: ...
+def record(work: Path, stage: Literal["determinism"], result: DeterminismResult) -> DeterminismResult: ...
 @overload
-def record(work: Path, stage: Literal["cpu_baseline"], result: CpuBaselineResult) -> Report: ...
-def record(work: Path, stage: StageName, result: Mapping[str, object]) -> Report:
-    """Set ``stage``'s result and drop the results of the stages after it, which it makes stale."""
-    return _record(work, stage, result)
+def record(work: Path, stage: Literal["cpu_baseline"], result: CpuBaselineResult) -> CpuBaselineResult: ...
+def record(work: Path, stage: StageName, result: _Result | _Raw) -> _Result | _Raw:
+    """Set ``stage``'s result and drop the results of the stages after it, which it makes stale; ``result`` back,
+    for the stage to return. A pipeline stage's dataclass is written as :func:`recipes.results.as_json`; the
+    records of the release's rebuild and determinism check are still TypedDicts, written as they are (a failed one
+    with its ``failed``)."""
+    _record(work, stage, result if isinstance(result, dict) else as_json(result))
+    return result
 
 
-def record_failure(work: Path, stage: StageName, failure: Failure) -> Report:
-    """:func:`record` of a failure, for a stage named by a variable (any stage's record may be one)."""
-    return _record(work, stage, failure)
+def record_failure(work: Path, stage: StageName, failure: Failed) -> None:
+    """:func:`record` of a failure (any stage's record may be one)."""
+    _record(work, stage, failure.as_json())
 
 
-def _record(work: Path, stage: StageName, result: Mapping[str, object]) -> Report:
-    report = _load_records(work)
+def _record(work: Path, stage: StageName, result: Mapping[str, object]) -> None:
+    records = _load_records(work)
     for later in LATER.get(stage, ()):
-        report.pop(later, None)
-    report[stage] = result
-    typed = _typed(report)
-    save(work, typed)
-    return typed
+        records.pop(later, None)
+    records[stage] = result
+    save(work, records)
 
 
 @overload
@@ -175,17 +196,22 @@ def require(work: Path, stage: Literal["train"], needed_by: str) -> TrainResult:
 def require(work: Path, stage: Literal["merge"], needed_by: str) -> MergeResult: ...
 @overload
 def require(work: Path, stage: Literal["optimise"], needed_by: str) -> OptimiseResult: ...
-def require(work: Path, stage: StageName, needed_by: str) -> Mapping[str, object]:
-    """``stage``'s record, refused when there is none, it says the stage failed, or a record does not fit."""
-    result = load(work).get(stage)
-    if not isinstance(result, dict):
+@overload
+def require(work: Path, stage: Literal["test"], needed_by: str) -> TestResult: ...
+@overload
+def require(work: Path, stage: Literal["bolt"], needed_by: str) -> BoltResult: ...
+def require(work: Path, stage: PipelineStage, needed_by: str) -> StageResult:
+    """``stage``'s result, of its success type: refused when there is none, it says the stage failed, or a record
+    does not fit."""
+    result = load(work).stage(stage)
+    if result is None:
         raise MissingInput(
             f"{needed_by} needs the result of {stage}, and {report_path(work)} has none",
             f"run `nox -s {stage}` first (or `nox -s pgo` for all stages), with the same PGO_OUT",
         )
-    if reason := failed(result):
+    if isinstance(result, Failed):
         raise MissingInput(
-            f"{needed_by} needs the result of {stage}, and the last {stage} failed: {reason}",
+            f"{needed_by} needs the result of {stage}, and the last {stage} failed: {result.reason}",
             f"run `nox -s {stage}` again (or `nox -s pgo`) after fixing that",
         )
     return result

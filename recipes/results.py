@@ -1,26 +1,34 @@
-"""The records of ``<work>/report.json``, as types: one TypedDict per stage, and :class:`Report` of them all.
+"""The records of ``<work>/report.json``, as types: a frozen dataclass per pipeline stage's result, :class:`Failed`
+for a record whose stage failed or has not finished, and :class:`Report` of them all.
 
-A stage builds its result as its record type (a misspelt key is a mypy error) and the stages after it read
-the keys the type declares. Every key of a record is optional (``total=False``): a stage that failed or did
-not finish records only what it had by then, with ``failed`` (why) and, while it runs, ``running``; a reader
-checks ``report.failed`` or goes through ``report.require`` before it relies on the rest. Nested objects whose
-keys are open (a crate's name, a section's, a statistic's) stay plain dicts.
-
-The JSON is what the stages always wrote: these types describe it. ``report.load`` checks what it reads against
-them (:func:`mismatch`): every declared key present has its declared type, and a record of a stage that succeeded
-has the keys of :data:`REQUIRED`, those the stages after it, the summary and the release read without a default.
+A stage builds its result as its dataclass, and ``report.record`` writes it (:func:`as_json`: paths as strings, a
+field that may be absent left out when None). ``report.load`` reads each record back checked (:func:`from_json`,
+:func:`mismatch`): a record of a stage that succeeded has every field its dataclass has without a default, each of
+its type (a Path is a string in the file), or the load refuses it in one line naming the key; a record whose
+``failed`` is a reason is a :class:`Failed` with what it had by then (its values checked, none required). Readers
+thus get the success type from ``report.require`` and read its attributes, no key missing and no default needed.
+Nested objects whose keys are open (a crate's name, a section's, a statistic's) and the nested records read as
+they are (a phase, a raw profile, C code, dyno-stats) stay TypedDicts and dicts. cpu_baseline's record is a
+dataclass as the stages' are; the records of the release's rebuild and determinism check (written in rebuild.py) are
+still TypedDicts with every key optional, checked by :func:`mismatch` as read and read as dicts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import operator
 import types
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import (
+    Annotated,
     Any,
     Literal,
     NotRequired,
     Required,
     TypedDict,
+    TypeVar,
     Union,
     get_args,
     get_origin,
@@ -29,6 +37,8 @@ from typing import (
 )
 
 from recipes.inputs import _kind
+
+_Record = TypeVar("_Record", bound="StageResult | WorkloadRun")
 
 #: the stages of the pipeline, in order (``report.STAGES``)
 PipelineStage = Literal["instrument", "train", "merge", "optimise", "test", "bolt"]
@@ -54,13 +64,6 @@ class StageRecord(TypedDict, total=False):
     running: bool
 
 
-class Failure(TypedDict):
-    """The record of a stage that failed before it had a result of its own (or has just started)."""
-
-    failed: str
-    running: NotRequired[bool]
-
-
 class PhaseRecord(TypedDict):
     """One phase of a workload run (``recipes.workload.registry.PhaseResult``)."""
 
@@ -79,18 +82,6 @@ class RawProfileRecord(TypedDict):
     name: str
     size: int
     sha256: str
-
-
-class WorkloadRun(TypedDict, total=False):
-    """A run of the training workload: optimise's and bolt's ``verify``, bolt's ``train``."""
-
-    seconds: float
-    requests: int
-    phases: list[PhaseRecord]
-    scale: float
-    workload: str
-    profraw_files: int  # a training run (-Cprofile-generate)
-    fdata_files: int  # a BOLT-instrumented run
 
 
 class CLanguageRecord(TypedDict):
@@ -123,9 +114,33 @@ class CCodeRecord(TypedDict):
     crates: list[CCrateRecord]
 
 
-class InstrumentResult(StageRecord, total=False):
+@dataclass(frozen=True)
+class Json:
+    """How a field's value is written in report.json when that is not its type's own (``Annotated[Path,
+    Json(str | None)]``: a path that a failed record may have as null)."""
+
+    declared: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadRun:
+    """A run of the training workload: optimise's and bolt's ``verify``, bolt's ``train``."""
+
     seconds: float
-    binary: str
+    requests: int
+    phases: list[PhaseRecord]
+    scale: float
+    workload: Path
+    profraw_files: int | None = None  # a training run (-Cprofile-generate)
+    fdata_files: int | None = None  # a BOLT-instrumented run
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstrumentResult:
+    """The instrumented build."""
+
+    seconds: float
+    binary: Path
     binary_sha256: str
     crate_metadata: dict[str, str]  # "<crate> (<type>)": its -C metadata
     cargo_command: list[str]
@@ -134,25 +149,43 @@ class InstrumentResult(StageRecord, total=False):
     rustflags: str
     carried_rustflags_from: list[str]
     rustc: str
-    zigbuild: dict[str, str]  # cargo_zigbuild, zig: their versions
-    c_code: CCodeRecord
+    zigbuild: dict[str, str] | None = None  # cargo_zigbuild, zig: their versions
+    c_code: CCodeRecord | None = None
 
 
-class TrainResult(WorkloadRun, StageRecord, total=False):
-    """The training run (``run_workload`` returns one; the train stage adds ``profraw``)."""
+@dataclass(frozen=True, kw_only=True)
+class TrainResult(WorkloadRun):
+    """The training run (``run_workload``'s run, with the raw profiles it wrote)."""
 
     profraw: list[RawProfileRecord]
 
+    @classmethod
+    def of(cls, run: WorkloadRun, profraw: list[RawProfileRecord]) -> TrainResult:
+        """The train stage's record of ``run`` and the raw profiles it wrote."""
+        return cls(
+            seconds=run.seconds,
+            requests=run.requests,
+            phases=run.phases,
+            scale=run.scale,
+            workload=run.workload,
+            profraw_files=run.profraw_files,
+            fdata_files=run.fdata_files,
+            profraw=profraw,
+        )
 
-class MergeResult(StageRecord, total=False):
-    profile: str
+
+@dataclass(frozen=True, kw_only=True)
+class MergeResult:
+    """The merged profile and the floor of executed functions it reached."""
+
+    profile: Path
     profraw_merged: int
     profraw_dropped: dict[str, str]  # file: llvm-profdata's reason
     min_functions: int
     min_functions_set: int
     min_functions_source: str
     min_functions_total: int | None
-    llvm_profdata: str
+    llvm_profdata: Path
     llvm_profdata_version: str
     profile_sha256: str
     executed_functions: int
@@ -160,8 +193,12 @@ class MergeResult(StageRecord, total=False):
     seconds: float
 
 
-class OptimiseResult(StageRecord, total=False):
-    store_path: str
+@dataclass(frozen=True, kw_only=True)
+class OptimiseResult:
+    """The optimised build, checked; ``binary`` is its checked copy (in a failed record: the rejected copy, or
+    null when none could be kept)."""
+
+    store_path: Path
     profile_sha256: str
     profile_functions: int
     missing_profile_functions: int
@@ -175,79 +212,69 @@ class OptimiseResult(StageRecord, total=False):
     cargo_command: list[str]
     target: str
     rustflags: str
-    built_binary: str
-    binary: str | None  # None: it failed its checks and no copy could be kept in rejected/
+    built_binary: Path
+    binary: Annotated[Path, Json(str | None)]
     binary_sha256: str
     max_glibc: str | None
     libc: str
     emit_relocs: bool
     target_cpu: str | None
-    zigbuild: dict[str, str]
-    c_code: CCodeRecord
-    verify: WorkloadRun
+    zigbuild: dict[str, str] | None = None
+    c_code: CCodeRecord | None = None
+    verify: WorkloadRun | None = None
     seconds: float
 
 
-class SuiteRecord(TypedDict):
-    """One test binary of the test stage."""
+@dataclass(frozen=True, kw_only=True)
+class TestResult:
+    """The test stage's record: the suite ran (``failed`` is its count of failed tests; ``failed_check`` why the
+    stage failed after it ran). A stage that failed before the suite ran has a :class:`Failed` record."""
 
-    name: str
-    passed: int
-    failed: int
-    ignored: int
-    finished: bool
+    __test__ = False  # not a test class of pytest's
 
-
-class TestResult(TypedDict, total=False):
-    """The test stage's record. Its ``failed`` is the number of failed tests, or (a string) why the stage
-    failed before the suite ran; so it does not extend :class:`StageRecord`."""
-
-    failed: int | str
-    running: bool
     seconds: float
-    store_path: str
-    profile_sha256: str
-    target_dir: str
-    cargo_command: list[str]
-    target: str
-    rustflags: str
-    exit_code: int
+    store_path: Path | None = None
+    profile_sha256: str | None = None
+    target_dir: Path | None = None
+    cargo_command: list[str] | None = None
+    target: str | None = None
+    rustflags: str | None = None
+    exit_code: int | None = None
     passed: int
+    failed: Annotated[int, Json(int | str)]
     ignored: int
-    failed_tests: list[str]
-    suites: list[SuiteRecord]
-    missing_profile_functions: int
-    stale_profile_warnings: int
-    log: str
-    failed_check: str
-    optimised_binary_kept: str | None
+    failed_tests: list[str] | None = None
+    suites: list[SuiteRecord] | None = None
+    missing_profile_functions: int | None = None
+    stale_profile_warnings: int | None = None
+    log: Path | None = None
+    failed_check: str | None = None
+    optimised_binary_kept: Path | None = None
 
 
-class DynoStats(TypedDict):
-    before: dict[str, int]  # llvm-bolt's -dyno-stats: name: value
-    after: dict[str, int]
+@dataclass(frozen=True, kw_only=True)
+class BoltResult:
+    """The BOLTed binary, checked; ``binary`` is its checked copy (as :class:`OptimiseResult`'s)."""
 
-
-class BoltResult(StageRecord, total=False):
-    input: str
+    input: Path
     input_sha256: str
     relocations: dict[str, int]  # section: relocations
-    llvm_bolt: str
-    merge_fdata: str
+    llvm_bolt: Path
+    merge_fdata: Path
     llvm_bolt_version: str
     bolt_args: list[str]
+    longest_function_name: int | None = None  # characters, as BOLT writes it (a local symbol with its /N)
+    instrumentation_skipped_functions: int | None = None  # left out of BOLT's instrumentation: names too long
+    instrumentation_skipped: list[str] | None = None  # their symbols (the first 50, each cut at 120 characters)
+    train: WorkloadRun | None = None  # trained here: the BOLT-instrumented binary's run
     trained_here: bool
-    train: WorkloadRun
-    longest_function_name: int  # characters, as BOLT writes it (a local symbol with its /N)
-    instrumentation_skipped_functions: int  # left out of BOLT's instrumentation: names its runtime cannot write
-    instrumentation_skipped: list[str]  # their symbols (the first 50, each cut at 120 characters)
-    bolt_instrumented_sha256: str  # the BOLT-instrumented binary that wrote the profile (trained here)
-    profile_trained_on: str  # the sha256 of the binary the profile was recorded on (input_sha256), or who vouched
     profile_branches: int
     profile_executed_branches: int
     profile_functions: int
     profile_main_crate_functions: int
-    store_path: str
+    bolt_instrumented_sha256: str | None = None  # the BOLT-instrumented binary that wrote the profile (trained here)
+    profile_trained_on: str | None = None  # the sha256 of the binary the profile was recorded on, or who vouched
+    store_path: Path
     profile_sha256: str
     functions_with_profile: int
     total_functions: int
@@ -260,18 +287,49 @@ class BoltResult(StageRecord, total=False):
     libc: str
     input_bytes: int
     binary_bytes: int
-    binary: str | None  # None: it failed its checks and no copy could be kept in rejected/
+    binary: Annotated[Path, Json(str | None)]
     verify: WorkloadRun
     seconds: float
 
 
-class PlainResult(StageRecord, total=False):
-    binary: str
+@dataclass(frozen=True, kw_only=True)
+class PlainResult:
+    """The plain build (no profile) ``nox -s plain`` and bench record."""
+
+    binary: Path
     binary_sha256: str
     target: str
     cargo_command: list[str]
     rustflags: str
     seconds: float
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The record of a stage that failed (``failed``: why) or has not finished (``running``); ``partial``: what it
+    had by then, as written (its values checked to be of their declared types, none required)."""
+
+    reason: str
+    running: bool = False
+    partial: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.partial, "failed": self.reason} | ({"running": True} if self.running else {})
+
+
+class SuiteRecord(TypedDict):
+    """One test binary of the test stage."""
+
+    name: str
+    passed: int
+    failed: int
+    ignored: int
+    finished: bool
+
+
+class DynoStats(TypedDict):
+    before: dict[str, int]  # llvm-bolt's -dyno-stats: name: value
+    after: dict[str, int]
 
 
 class DiffoscopeRecord(TypedDict):
@@ -319,70 +377,94 @@ class ServerCheck(TypedDict):
     config: str
 
 
-class CpuBaselineResult(StageRecord, total=False):
-    binary: str
+@dataclass(frozen=True, kw_only=True)
+class CpuBaselineResult:
+    """The baseline-CPU check of one binary (``nox -s cpu-baseline`` records it; the release checks its two
+    binaries so): a server's check, or a run with the arguments given (``command``)."""
+
+    binary: Path
     qemu: str  # qemu-user's version line
     cpu: str  # the baseline model: qemu64,-pni,… or cortex-a53
-    arch: str  # the binary's architecture (x86_64, aarch64): which baseline
-    qemu_program: str  # qemu-x86_64, qemu-aarch64
+    arch: str | None = None  # the binary's architecture (x86_64, aarch64): which baseline (not in older records)
+    qemu_program: str | None = None  # qemu-x86_64, qemu-aarch64 (not in older records)
     controls: dict[str, dict[str, str]]  # program: {"baseline": ..., "max": ...}
-    command: CommandCheck
-    build_info: BuildInfoRecord
-    rustc_default_features: list[str]
-    server: ServerCheck
-    binary_sha256: str
+    command: CommandCheck | None = None
+    build_info: BuildInfoRecord | None = None
+    rustc_default_features: list[str] | None = None
+    server: ServerCheck | None = None
+    binary_sha256: str | None = None  # the session's record (the binary it checked, as it was)
 
 
-class Report(TypedDict, total=False):
-    """report.json, its ``schema`` aside: the record of each stage that ran."""
-
-    instrument: InstrumentResult
-    train: TrainResult
-    merge: MergeResult
-    optimise: OptimiseResult
-    test: TestResult
-    bolt: BoltResult
-    plain: PlainResult
-    rebuild: RebuildResult
-    determinism: DeterminismResult
-    cpu_baseline: CpuBaselineResult
+#: the record of a stage that succeeded (a dataclass; rebuild's and determinism's are still TypedDicts)
+StageResult = (
+    InstrumentResult
+    | TrainResult
+    | MergeResult
+    | OptimiseResult
+    | TestResult
+    | BoltResult
+    | PlainResult
+    | CpuBaselineResult
+)
 
 
-#: the keys a record has when its stage succeeded (a failed or running record has ``failed`` and what it had by
-#: then): what the stages after it (``report.require``), the summary and the release read without a default
-REQUIRED: dict[type, tuple[str, ...]] = {
-    WorkloadRun: ("seconds", "requests", "phases"),
-    InstrumentResult: ("seconds", "binary"),
-    TrainResult: ("seconds", "requests", "phases", "profraw"),
-    MergeResult: ("seconds", "profile", "executed_functions", "total_functions", "min_functions", "profraw_merged"),
-    OptimiseResult: (
-        "store_path",
-        "binary",
-        "binary_sha256",
-        "rustflags",
-        "crate_metadata",
-        "missing_profile_functions",
-        "stale_profile_warnings",
-        "main_crate_functions_with_profile",
-        "main_crate_functions_without_profile",
-        "max_glibc",
-    ),
-    TestResult: ("seconds", "passed", "failed", "ignored"),
-    BoltResult: (
-        "seconds",
-        "store_path",
-        "bolt_args",
-        "dyno_stats",
-        "functions_with_profile",
-        "total_functions",
-        "profile_main_crate_functions",
-        "profile_branches",
-        "input_bytes",
-        "binary_bytes",
-        "binary",
-        "binary_sha256",
-    ),
+@dataclass(frozen=True)
+class Report:
+    """report.json, its ``schema`` aside: the record of each stage that ran (None: no record). The records of the
+    release's rebuild and determinism check are as written (TypedDicts), a failed one with its ``failed``."""
+
+    instrument: InstrumentResult | Failed | None = None
+    train: TrainResult | Failed | None = None
+    merge: MergeResult | Failed | None = None
+    optimise: OptimiseResult | Failed | None = None
+    test: TestResult | Failed | None = None
+    bolt: BoltResult | Failed | None = None
+    plain: PlainResult | Failed | None = None
+    rebuild: RebuildResult | None = None
+    determinism: DeterminismResult | None = None
+    cpu_baseline: CpuBaselineResult | Failed | None = None
+
+    def names(self) -> set[str]:
+        """The stages that have a record."""
+        return {f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+
+    def stage(self, name: PipelineStage | Literal["plain"]) -> StageResult | Failed | None:
+        """The record of the pipeline stage (or plain build) ``name``."""
+        records: dict[str, StageResult | Failed | None] = {
+            "instrument": self.instrument,
+            "train": self.train,
+            "merge": self.merge,
+            "optimise": self.optimise,
+            "test": self.test,
+            "bolt": self.bolt,
+            "plain": self.plain,
+        }
+        return records[name]
+
+
+#: the type of the record of each stage that succeeded; a record whose ``failed`` is a reason is a :class:`Failed`
+STAGE_TYPES: dict[str, type[StageResult]] = {
+    "instrument": InstrumentResult,
+    "train": TrainResult,
+    "merge": MergeResult,
+    "optimise": OptimiseResult,
+    "test": TestResult,
+    "bolt": BoltResult,
+    "plain": PlainResult,
+    "cpu_baseline": CpuBaselineResult,
 }
+#: the records still kept as written (TypedDicts): checked by :func:`mismatch`, read as dicts
+RAW_TYPES: dict[str, Any] = {
+    "rebuild": RebuildResult,
+    "determinism": DeterminismResult,
+}
+#: what any record may say besides its result: why the stage failed, and that it has not finished
+STATUS: dict[str, Any] = {"failed": str, "running": bool}
+
+
+class Unfit(ValueError):
+    """A record that does not fit its type: its one line (``'binary' is missing``) is the message."""
+
 
 _NAMES: dict[Any, str] = {
     str: "a string",
@@ -400,7 +482,7 @@ def _name(declared: Any) -> str:
         return " or ".join(_name(option) for option in get_args(declared))
     if origin is list:
         return "a list"
-    if origin is dict or is_typeddict(declared):
+    if origin is dict or is_typeddict(declared) or dataclasses.is_dataclass(declared):
         return "an object"
     if origin is Literal:
         return " or ".join(repr(option) for option in get_args(declared))
@@ -410,16 +492,16 @@ def _name(declared: Any) -> str:
 def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str | None:
     """Where and how ``value`` (as read from JSON) does not fit the type ``declared``, or None when it does:
     ``'verify.seconds' is missing``, ``'binary' is the number 3, not a string or null``. Keys a record type does
-    not declare are left alone; ``complete`` asks for the :data:`REQUIRED` keys (a record of a stage that
-    succeeded)."""
+    not declare are left alone; ``complete`` asks for the required keys (a record of a stage that succeeded: the
+    fields of its dataclass without a default)."""
     if declared in _SCALARS:
         fits = isinstance(value, _SCALARS[declared]) and (declared is bool or not isinstance(value, bool))
         return None if fits else _problem(value, declared, where)
     origin = get_origin(declared)
-    if is_typeddict(declared):
+    if is_typeddict(declared) or dataclasses.is_dataclass(declared):
         if not isinstance(value, dict):
             return _problem(value, declared, where)
-        needed = _required_keys(declared) | (set(REQUIRED.get(declared, ())) if complete else set())
+        needed = _required_keys(declared) if is_typeddict(declared) or complete else frozenset()
         missing = sorted(needed - set(value))
         if missing:
             return f"{_at(where, missing[0])!r} is missing"
@@ -457,6 +539,77 @@ def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str
     raise TypeError(f"{where}: no check of the type {declared}")  # a type results.py does not use
 
 
+def from_json(declared: type[_Record], value: dict[str, Any], where: str = "") -> _Record:
+    """The record of a stage that succeeded (a dataclass of this module), from its JSON object: checked whole
+    (:func:`mismatch`, its required keys asked for), its paths made Paths. Raises :class:`Unfit` with the one line
+    of what does not fit: a missing key, a value of another type, a null where the stage always has a value."""
+    problem = mismatch(value, declared, where, complete=True)
+    if problem is not None:
+        raise Unfit(problem)
+    return _build(declared, value, where)
+
+
+def failed_from_json(declared: type[StageResult], value: dict[str, Any], where: str = "") -> Failed:
+    """A record whose ``failed`` is a reason: the values it has checked to be of their stage's types, none
+    required (:class:`Unfit` when one is not)."""
+    problem = mismatch(value, declared, where, complete=False)
+    if problem is not None:
+        raise Unfit(problem)
+    partial = {key: item for key, item in value.items() if key not in STATUS}
+    return Failed(str(value["failed"]), bool(value.get("running")), partial)
+
+
+def as_json(record: StageResult | WorkloadRun) -> dict[str, Any]:
+    """A record as report.json has it: its fields in order, paths as strings, a None of a field that may be absent
+    left out (a None of a field without default is null)."""
+    out: dict[str, Any] = {}
+    for spec in dataclasses.fields(record):
+        value = getattr(record, spec.name)
+        if value is None and spec.default is None:
+            continue
+        out[spec.name] = _plain(value)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, WorkloadRun):  # the one nested record that is a dataclass
+        return as_json(value)
+    return value
+
+
+def _build(declared: type[_Record], value: dict[str, Any], where: str) -> _Record:
+    """The dataclass ``declared`` of ``value``, which fits it (:func:`mismatch`)."""
+    fields: dict[str, Any] = {}
+    for name, hint in get_type_hints(declared).items():
+        if name not in value:
+            continue
+        item = value[name]
+        target = _without_none(hint)
+        if item is None:
+            if target is not hint:  # may be None
+                fields[name] = None
+                continue
+            raise Unfit(_problem(item, _as_written(target), _at(where, name)))  # a null only a failed record may have
+        if target is Path:
+            fields[name] = Path(item)
+        elif target is WorkloadRun:  # the one nested record that is a dataclass
+            fields[name] = _build(WorkloadRun, item, _at(where, name))
+        else:
+            fields[name] = item
+    return declared(**fields)
+
+
+def _without_none(hint: Any) -> Any:
+    """``X`` of ``X | None``; any other type as it is."""
+    if get_origin(hint) in (Union, types.UnionType):
+        inner = [option for option in get_args(hint) if option is not type(None)]
+        if len(inner) == 1:
+            return inner[0]
+    return hint
+
+
 #: the scalar types of the records, and what a value of each may be (JSON writes a whole float as it likes)
 _SCALARS: dict[Any, type | tuple[type, ...]] = {
     str: str,
@@ -473,14 +626,37 @@ def _problem(value: object, declared: Any, where: str) -> str:
 
 @functools.cache
 def _hints(declared: Any) -> dict[str, Any]:
-    """The keys a record type declares, with their types (evaluated once: the annotations are strings)."""
-    return get_type_hints(declared)
+    """The keys a record type declares, with the type of each as JSON has it (evaluated once: the annotations are
+    strings): a dataclass's Path is a string, its ``Annotated[..., Json(t)]`` is ``t``, and a stage's record may
+    say why it failed and that it is running (:data:`STATUS`)."""
+    if is_typeddict(declared):
+        return get_type_hints(declared)
+    hints = {key: _as_written(hint) for key, hint in get_type_hints(declared, include_extras=True).items()}
+    return (STATUS | hints) if declared in STAGE_TYPES.values() else hints
+
+
+def _as_written(hint: Any) -> Any:
+    """A dataclass field's type as report.json has it."""
+    if get_origin(hint) is Annotated:
+        return next(extra.declared for extra in hint.__metadata__ if isinstance(extra, Json))
+    if hint is Path:
+        return str
+    if get_origin(hint) in (Union, types.UnionType):
+        return functools.reduce(operator.or_, [_as_written(option) for option in get_args(hint)])
+    return hint
 
 
 @functools.cache
 def _required_keys(declared: Any) -> frozenset[str]:
-    """The keys a record type requires. Not ``__required_keys__``: with string annotations (``from __future__
-    import annotations``) Python 3.11 counts a ``NotRequired[...]`` key as required there."""
+    """The keys a record type requires: a dataclass's fields without default; a TypedDict's required keys. Not
+    ``__required_keys__``: with string annotations (``from __future__ import annotations``) Python 3.11 counts a
+    ``NotRequired[...]`` key as required there."""
+    if dataclasses.is_dataclass(declared):
+        return frozenset(
+            spec.name
+            for spec in dataclasses.fields(declared)
+            if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING
+        )
     hints = get_type_hints(declared, include_extras=True)
     if declared.__total__:
         return frozenset(key for key, hint in hints.items() if get_origin(hint) is not NotRequired)
@@ -495,4 +671,4 @@ def _fits_shape(value: object, declared: Any) -> bool:
     origin = get_origin(declared)
     if origin is list:
         return isinstance(value, list)
-    return isinstance(value, dict) and (origin is dict or is_typeddict(declared))
+    return isinstance(value, dict) and (origin is dict or is_typeddict(declared) or dataclasses.is_dataclass(declared))

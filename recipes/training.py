@@ -18,7 +18,7 @@ from recipes import (
     train,  # noqa: F401  (registers the instance modes, phase kinds and resources it drives)
 )
 from recipes.errors import TrainingFailed
-from recipes.results import TrainResult
+from recipes.results import WorkloadRun
 from recipes.runner import say
 from recipes.workload import Workload
 from recipes.workload.registry import INSTANCE_MODES, RESOURCES, PhaseContext, PhaseResult, ResourceContext
@@ -46,7 +46,7 @@ def run_workload(
     fdata_dir: Path | None = None,
     scratch_name: str | None = None,
     launcher: tuple[str, ...] = (),
-) -> TrainResult:
+) -> WorkloadRun:
     """Drive ``binary`` through the workload. With ``profraw_dir`` (training) the profiles are collected
     there, emptied first; without it (verifying the optimised binary) none is expected. With ``fdata_dir`` (a
     BOLT-instrumented binary, which writes where its instrumentation says) every instance must add a ``.fdata``
@@ -125,18 +125,15 @@ def run_workload(
                     f"instance {instance.name} of the BOLT-instrumented binary wrote no .fdata into {fdata_dir}",
                     "BOLT's runtime writes the profile at a normal exit (not by a signal or abort)",
                 )
-    report: TrainResult = {
-        "seconds": round(time.monotonic() - started, 3),
-        "requests": sum(r.requests for r in results),
-        "phases": [r.as_json() for r in results],
-        "scale": scale,
-        "workload": str(workload.path),
-    }
-    if profraw_dir is not None:
-        report["profraw_files"] = len(list(profraw_dir.glob("*.profraw")))
-    if fdata_dir is not None:
-        report["fdata_files"] = len(list(fdata_dir.glob("*.fdata")))
-    return report
+    return WorkloadRun(
+        seconds=round(time.monotonic() - started, 3),
+        requests=sum(r.requests for r in results),
+        phases=[r.as_json() for r in results],
+        scale=scale,
+        workload=workload.path,
+        profraw_files=len(list(profraw_dir.glob("*.profraw"))) if profraw_dir is not None else None,
+        fdata_files=len(list(fdata_dir.glob("*.fdata"))) if fdata_dir is not None else None,
+    )
 
 
 def _check_phase_files(files: list[str], values: dict[str, str], label: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from recipes.results import TrainResult
+from recipes import report
+from recipes.results import WorkloadRun
 from recipes.training import run_workload
 from recipes.workload import Workload, load_workload
 
@@ -45,7 +47,7 @@ def train_workload(
     timeout: float | None = None,
     profraw: bool = False,
     fdata_dir: Path | None = None,
-) -> TrainResult:
+) -> WorkloadRun:
     """The training's workload run on ``binary`` in this test's directory (work and logs under ``work/``, the
     profiles under ``profraw/`` with ``profraw``), as the train stage calls it."""
     return run_workload(
@@ -60,6 +62,16 @@ def train_workload(
         profraw_dir=tmp_path / "profraw" if profraw else None,
         fdata_dir=fdata_dir,
     )
+
+
+def written_records(work: Path) -> dict[str, Any]:
+    """The stage records of ``<work>/report.json`` as written (JSON, the file's ``schema`` aside), after
+    ``report.load`` read them as the pipeline does: every record fits its type."""
+    report.load(work)
+    records = json.loads(report.report_path(work).read_text())
+    assert isinstance(records, dict)
+    records.pop("schema")
+    return records
 
 
 def nox_argv(session: str, posargs: Sequence[str] = ()) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 from recipes import bolt as boltlib
@@ -20,7 +19,7 @@ from recipes.bench.settings import Build
 from recipes.errors import BenchError, CheckFailed, MissingInput
 from recipes.files import copy_atomically
 from recipes.plan import BuildPlan
-from recipes.results import PlainResult
+from recipes.results import OptimiseResult, PlainResult
 from recipes.runner import say
 from recipes.rustflags import profile_flags_in
 from recipes.store import sha256_file
@@ -34,8 +33,8 @@ def link_flags(plan: BuildPlan) -> list[str]:
     """What the plain build adds to the base flags the PGO build shares: its link for BOLT (``--emit-relocs``)
     when the work dir's PGO binary was linked so, or PGO_BOLT=1 asks for it, so that the two binaries differ
     in the profile alone."""
-    optimised = report.load(plan.work).get("optimise") or {}
-    relocs = plan.config.bolt or (not report.failed(optimised) and bool(optimised.get("emit_relocs")))
+    optimised = report.load(plan.work).optimise
+    relocs = plan.config.bolt or (isinstance(optimised, OptimiseResult) and optimised.emit_relocs)
     return [boltlib.EMIT_RELOCS] if relocs else []
 
 
@@ -46,16 +45,15 @@ def plain(plan: BuildPlan, prefix: str = "bench: ") -> PlainResult:
     start = time.monotonic()
     link = link_flags(plan)
     binary = build_plain(plan, link, prefix)
-    result: PlainResult = {
-        "binary": str(binary),
-        "binary_sha256": sha256_file(binary),
-        "target": plan.target,
-        "cargo_command": list(plan.config.cargo),
-        "rustflags": " ".join([*plan.rustflags.base, *link]),
-        "seconds": round(time.monotonic() - start, 3),
-    }
-    report.record(plan.work, "plain", result)
-    return result
+    result = PlainResult(
+        binary=binary,
+        binary_sha256=sha256_file(binary),
+        target=plan.target,
+        cargo_command=list(plan.config.cargo),
+        rustflags=" ".join([*plan.rustflags.base, *link]),
+        seconds=round(time.monotonic() - start, 3),
+    )
+    return report.record(plan.work, "plain", result)
 
 
 def build_plain(plan: BuildPlan, link: list[str], prefix: str = "bench: ") -> Path:
@@ -82,49 +80,58 @@ def shared_flags(rustflags: str) -> list[str]:
     return [w for w in words if w not in profile and w not in PROFILE_ONLY_FLAGS]
 
 
-def check_same_build(plan: BuildPlan, optimised: Mapping[str, object]) -> None:
+def check_same_build(plan: BuildPlan, optimised: OptimiseResult) -> None:
     """The plain build would differ from the PGO one in more than the profile: refuse."""
     plain = [*plan.rustflags.base, *link_flags(plan)]
-    pgo = shared_flags(str(optimised.get("rustflags", "")))
+    pgo = shared_flags(optimised.rustflags)
     if plain != pgo:
         raise CheckFailed(
             f"the plain build would get the rustflags {' '.join(plain) or '(none)'!r} and the PGO binary was built "
             f"with {' '.join(pgo) or '(none)'!r} besides its profile",
             "build both now: run `nox -s pgo` again with this environment, or compare with --baseline/--candidate",
         )
-    for key, now in (("cargo_command", list(plan.config.cargo)), ("target", plan.target)):
-        if key in optimised and optimised[key] != now:
+    recorded: tuple[tuple[str, object, object], ...] = (
+        ("cargo_command", optimised.cargo_command, list(plan.config.cargo)),
+        ("target", optimised.target, plan.target),
+    )
+    for key, then, now in recorded:
+        if then != now:
             raise CheckFailed(
-                f"the PGO binary was built with {key} {optimised[key]!r} and the plain build would use {now!r}",
+                f"the PGO binary was built with {key} {then!r} and the plain build would use {now!r}",
                 "run `nox -s pgo` again with this configuration, or compare with --baseline/--candidate",
             )
 
 
+def usable_pgo_optimised(work: Path) -> OptimiseResult | None:
+    """The work dir's optimise record, if its last optimise passed and its binary is still what it recorded."""
+    optimised = report.load(work).optimise
+    if not isinstance(optimised, OptimiseResult):
+        return None
+    if not optimised.binary.is_file() or sha256_file(optimised.binary) != optimised.binary_sha256:
+        return None
+    return optimised
+
+
 def usable_pgo_binary(work: Path) -> Path | None:
     """The work dir's optimised binary, if its last optimise passed and the file is still what it recorded."""
-    optimised = report.load(work).get("optimise")
-    if not isinstance(optimised, dict) or "failed" in optimised:
-        return None
-    binary = Path(optimised.get("binary") or "")  # None only in a failed record
-    if not binary.is_file() or sha256_file(binary) != optimised.get("binary_sha256"):
-        return None
-    return binary
+    optimised = usable_pgo_optimised(work)
+    return optimised.binary if optimised is not None else None
 
 
 def build_pgo(plan: BuildPlan) -> Path:
     """The PGO binary of the work dir, after running the pipeline when there is none (or it changed)."""
-    binary = usable_pgo_binary(plan.work)
-    if binary is not None:
-        say(f"bench: the PGO binary of {plan.work}: {binary}")
-        check_same_build(plan, report.load(plan.work)["optimise"])
-        return binary
+    optimised = usable_pgo_optimised(plan.work)
+    if optimised is not None:
+        say(f"bench: the PGO binary of {plan.work}: {optimised.binary}")
+        check_same_build(plan, optimised)
+        return optimised.binary
     say(f"bench: no checked PGO binary in {plan.work}: running the pipeline")
     stages.pgo(plan)
-    binary = usable_pgo_binary(plan.work)
-    if binary is None:
+    optimised = usable_pgo_optimised(plan.work)
+    if optimised is None:
         raise MissingInput(f"the pipeline left no checked optimised binary in {plan.work}", "see report.json")
-    check_same_build(plan, report.load(plan.work)["optimise"])
-    return binary
+    check_same_build(plan, optimised)
+    return optimised.binary
 
 
 def check_executable(binary: Path, label: str) -> None:

@@ -344,7 +344,7 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
     if args.baseline is not None:
         baseline_binary, baseline_label = args.baseline, args.baseline_label or "baseline"
     else:
-        baseline_binary, baseline_label = Path(builds.plain(plan())["binary"]), args.baseline_label or "plain"
+        baseline_binary, baseline_label = builds.plain(plan()).binary, args.baseline_label or "plain"
     every = [baseline_label, *(label for _, label in candidates)]
     twice = next((label for label in every if every.count(label) > 1), None)
     if twice is not None:

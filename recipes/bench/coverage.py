@@ -30,6 +30,7 @@ from recipes.config import Config
 from recipes.errors import PgoError
 from recipes.plan import BuildPlan
 from recipes.procs import describe_exit
+from recipes.results import OptimiseResult
 from recipes.runner import capture, run, say
 from recipes.store import sha256_file
 from recipes.toolchain import ProfdataTool, find_profdata, rustc_sysroot
@@ -211,8 +212,8 @@ def checker_for_given(
     """The coverage check when the candidates were given by path: run when one of them is the work dir's
     own checked PGO binary (its sha256 is report.json's ``optimise.binary_sha256``), skipped otherwise, for
     then the training profile is not theirs."""
-    recorded = report.load(config.out).get("optimise", {})
-    sha = recorded.get("binary_sha256") if isinstance(recorded, dict) and not report.failed(recorded) else None
+    recorded = report.load(config.out).optimise
+    sha = recorded.binary_sha256 if isinstance(recorded, OptimiseResult) else None
     if not sha or not any(candidate.is_file() and sha256_file(candidate) == sha for candidate in candidates):
         why = (
             f"the candidates were given by path and none is the work dir's PGO binary (sha256 {sha[:12]}…), "

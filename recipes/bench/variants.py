@@ -18,6 +18,7 @@ from recipes import report
 from recipes.bench.builds import link_flags
 from recipes.errors import ConfigError, MissingInput
 from recipes.plan import BuildPlan
+from recipes.results import OptimiseResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags
 
@@ -44,14 +45,13 @@ def _slug(options: Sequence[str]) -> str:
 
 def pgo_profile(work: Path) -> Path:
     """The stored profile the work dir's PGO build used (``report.json``'s optimise record)."""
-    optimised = report.load(work).get("optimise") or {}
-    store_path = Path(str(optimised.get("store_path", "")))
-    if report.failed(optimised) or not optimised.get("store_path") or not store_path.is_file():
+    optimised = report.load(work).optimise
+    if not isinstance(optimised, OptimiseResult) or not optimised.store_path.is_file():
         raise MissingInput(
             f"--profile-use-args needs the profile of the work dir's PGO build, and {work} has none",
             "run `nox -s pgo` first",
         )
-    return store_path
+    return optimised.store_path
 
 
 def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:

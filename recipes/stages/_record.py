@@ -16,7 +16,7 @@ from recipes import report
 from recipes.errors import CheckFailed, PgoError, WorkDirError
 from recipes.files import copy_atomically
 from recipes.plan import BuildPlan
-from recipes.results import StageName, TrainResult
+from recipes.results import Failed, StageName, WorkloadRun
 from recipes.runner import say
 from recipes.store import sha256_file
 from recipes.training import run_workload
@@ -52,7 +52,7 @@ def recorded(name: StageName) -> Callable[[StageFunction[_Result]], StageFunctio
             except PgoError as error:
                 with contextlib.suppress(PgoError):  # a report that cannot be written: the first error tells
                     if report.running(plan.work, name):
-                        report.record_failure(plan.work, name, {"failed": error.line()})
+                        report.record_failure(plan.work, name, Failed(error.line()))
                 raise
 
         return run_stage
@@ -122,7 +122,7 @@ def run_on(
     profraw_dir: Path | None = None,
     fdata_dir: Path | None = None,
     scratch_name: str | None = None,
-) -> TrainResult:
+) -> WorkloadRun:
     """``workload`` on ``binary`` with the plan's environment, work dir, project, crate, scale and phase timeout
     (train, verify, the BOLT training and the BOLTed binary's replay: :func:`recipes.training.run_workload`)."""
     return run_workload(

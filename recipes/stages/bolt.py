@@ -17,7 +17,7 @@ from recipes.errors import CheckFailed, MissingInput, PgoError, TrainingFailed
 from recipes.files import atomic_output, copy_atomically
 from recipes.inputs import read_bytes
 from recipes.plan import BuildPlan
-from recipes.results import BoltResult, WorkloadRun
+from recipes.results import BoltResult, Failed, WorkloadRun, as_json
 from recipes.runner import capture, run, say
 from recipes.stages._record import checked_copy, copy_checked, recorded, reject, run_on, timed
 from recipes.store import sha256_file
@@ -68,28 +68,44 @@ def bolted_copy(plan: BuildPlan) -> Path:
 def _bolt_input(plan: BuildPlan) -> tuple[Path, str, dict[str, int]]:
     """The optimise stage's checked binary, unchanged since, and fit for llvm-bolt."""
     optimised = report.require(plan.work, "optimise", "bolt")
-    binary = Path(optimised["binary"] or "")
+    binary = optimised.binary
     if not binary.is_file():
         raise MissingInput(f"the optimised binary {binary} is gone", "run `nox -s optimise` again")
     sha = sha256_file(binary)
-    if sha != optimised["binary_sha256"]:
+    if sha != optimised.binary_sha256:
         raise CheckFailed(f"{binary} changed since optimise checked it", "run `nox -s optimise` again")
     return binary, sha, boltlib.check_input(binary)
 
 
-def _left_out(plan: BuildPlan, paths: BoltPaths, result: BoltResult) -> list[str]:
-    """The functions whose names BOLT's instrumentation runtime could not write (recipes.bolt.name_budget): their
-    ``-skip-funcs-file`` (``<work>/bolt/skip-funcs.txt``) as llvm-bolt's argument, none when every name fits; their
-    count and names in the record."""
+@dataclass(frozen=True)
+class LeftOut:
+    """The functions whose names BOLT's instrumentation runtime could not write (recipes.bolt.name_budget): the
+    longest name, how many were left out, their symbols (the first 50, each cut at 120 characters) and
+    llvm-bolt's ``-skip-funcs-file`` argument (none when every name fits)."""
+
+    longest: int
+    count: int
+    names: list[str]
+    args: list[str]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "longest_function_name": self.longest,
+            "instrumentation_skipped_functions": self.count,
+            "instrumentation_skipped": self.names,
+        }
+
+
+def _left_out(plan: BuildPlan, paths: BoltPaths) -> LeftOut:
+    """The functions left out of BOLT's instrumentation, their ``-skip-funcs-file`` written to
+    ``<work>/bolt/skip-funcs.txt`` when there are any."""
     # binutils' objdump (the linker's package): the calls of each function
     disassembly = capture(["objdump", "-d", "--no-show-raw-insn", "-w", str(paths.input)], env=plan.env)
     budget = boltlib.name_budget(paths.input, disassembly)
-    result["longest_function_name"] = budget.longest
-    result["instrumentation_skipped_functions"] = len(budget.skipped)
-    result["instrumentation_skipped"] = [names[0][:120] for names in budget.skipped.values()][:50]
+    names = [symbols[0][:120] for symbols in budget.skipped.values()][:50]
     paths.skip_file.unlink(missing_ok=True)
     if not budget.skipped:
-        return []
+        return LeftOut(budget.longest, 0, names, [])
     say(
         f"bolt: {len(budget.skipped)} functions left out of BOLT's instrumentation: their names (up to "
         f"{budget.longest} characters) overflow its runtime's {boltlib.RUNTIME_LINE_BYTES}-byte line (LLVM issue "
@@ -97,14 +113,17 @@ def _left_out(plan: BuildPlan, paths: BoltPaths, result: BoltResult) -> list[str
     )
     with atomic_output(paths.skip_file) as tmp:
         tmp.write_text(budget.skip_file_text(), encoding="utf-8")
-    return [f"-skip-funcs-file={paths.skip_file.name}"]
+    return LeftOut(budget.longest, len(budget.skipped), names, [f"-skip-funcs-file={paths.skip_file.name}"])
 
 
 def _bolt_train(
-    plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths, result: BoltResult
-) -> tuple[Path, WorkloadRun]:
-    """BOLT-instrument the input, replay the training workload on it (every phase check), merge its profiles."""
+    plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths, known: dict[str, object]
+) -> tuple[Path, WorkloadRun, LeftOut]:
+    """BOLT-instrument the input, replay the training workload on it (every phase check), merge its profiles;
+    what it left out of the instrumentation goes into ``known`` (the record so far) at once."""
     instrument_log = plan.logs / "bolt-instrument.log"
+    left_out = _left_out(plan, paths)
+    known.update(left_out.as_json())
     run(
         [
             str(tools.llvm_bolt),
@@ -112,7 +131,7 @@ def _bolt_train(
             "-instrument",
             f"-instrumentation-file={paths.raw / 'prof'}",
             "-instrumentation-file-append-pid",
-            *_left_out(plan, paths, result),
+            *left_out.args,
             "-o",
             paths.instrumented.name,
         ],
@@ -143,7 +162,7 @@ def _bolt_train(
         )
         if not tmp.is_file():
             raise MissingInput(f"merge-fdata wrote no {tmp}", f"see {plan.logs / 'bolt-merge.log'}")
-    return paths.merged, trained
+    return paths.merged, trained, left_out
 
 
 @recorded("bolt")
@@ -164,7 +183,7 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
         old.unlink(missing_ok=True)
     paths.raw.mkdir(parents=True)
     copy_atomically(binary, paths.input)
-    result: BoltResult = {
+    known: dict[str, object] = {  # the record so far: what a failed record keeps
         "input": str(binary),
         "input_sha256": input_sha,
         "relocations": relocations,
@@ -174,37 +193,43 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
         "bolt_args": list(args),
     }
     try:
+        trained: WorkloadRun | None = None
+        left_out: LeftOut | None = None
         if plan.config.bolt_profile is not None:
             if not plan.config.bolt_profile.is_file():
                 raise MissingInput(
                     f"PGO_BOLT_PROFILE={plan.config.bolt_profile}: no such file", "give the path of a .fdata"
                 )
             profile = plan.config.bolt_profile
-            result["trained_here"] = False
         else:
-            profile, result["train"] = _bolt_train(plan, tools, paths, result)
-            result["trained_here"] = True
+            profile, trained, left_out = _bolt_train(plan, tools, paths, known)
+            known["train"] = as_json(trained)
+        known["trained_here"] = trained is not None
         data = read_bytes(profile, "the BOLT profile", MissingInput, "give the path of a .fdata merge-fdata wrote")
         fdata = boltlib.parse_fdata(data.decode("utf-8", errors="replace"))  # a symbol name's bytes are its own
-        result.update(fdata.as_json())
-        result["profile_main_crate_functions"] = fdata.main_crate_functions(plan.crate.crate_names)
+        main_crate_functions = fdata.main_crate_functions(plan.crate.crate_names)
+        known.update(fdata.as_json())
+        known["profile_main_crate_functions"] = main_crate_functions
         boltlib.check_profile(fdata, profile, plan.crate.crate_names, plan.crate.package)
         profile_sha = sha256_file(profile)
         store_record = boltlib.trained_on_path(plan.store.path_for(profile_sha, ".fdata"))
         trained_on = None
-        if result["trained_here"]:
+        instrumented_sha: str | None = None
+        if trained is not None:
             instrumented_sha = sha256_file(paths.instrumented)
-            result["bolt_instrumented_sha256"] = instrumented_sha
+            known["bolt_instrumented_sha256"] = instrumented_sha
             trained_on = boltlib.trained_on_record(profile_sha, input_sha, instrumented_sha)
             boltlib.write_trained_on(profile, trained_on)
         elif vouched is None:
             boltlib.check_trained_on(profile, profile_sha, binary, input_sha, store_record)
-        result["profile_trained_on"] = input_sha if vouched is None else f"vouched: {vouched}"
+        profile_trained_on = input_sha if vouched is None else f"vouched: {vouched}"
+        known["profile_trained_on"] = profile_trained_on
         store_path = plan.store.put(profile, suffix=".fdata")
         if trained_on is not None:
             boltlib.write_trained_on(store_path, trained_on)
-        result["store_path"] = str(store_path)
-        result["profile_sha256"] = plan.store.verify(store_path, "before llvm-bolt")
+        known["store_path"] = str(store_path)
+        stored_sha = plan.store.verify(store_path, "before llvm-bolt")
+        known["profile_sha256"] = stored_sha
         log = plan.logs / "bolt-optimise.log"
         paths.output.unlink(missing_ok=True)
         # relative names in <work>/bolt: llvm-bolt writes its command line into the binary (.note.bolt_info)
@@ -219,33 +244,73 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
         if not paths.output.is_file():
             raise MissingInput(f"llvm-bolt left no binary at {paths.output}", f"see {log}")
         summary = boltlib.parse_bolt_log(log.read_text(encoding="utf-8", errors="replace"))
-        result.update(summary.as_json())
+        known.update(summary.as_json())
         boltlib.check_bolt_log(summary, store_path, log)
-        result["binary_sha256"] = sha256_file(paths.output)
-        result["max_glibc"] = elf.max_glibc(paths.output)
-        result["libc"] = elf.libc_needs(paths.output)
-        result["input_bytes"] = binary.stat().st_size
-        result["binary_bytes"] = paths.output.stat().st_size
+        bolted_sha, max_glibc, libc = (
+            sha256_file(paths.output),
+            elf.max_glibc(paths.output),
+            elf.libc_needs(paths.output),
+        )
+        input_bytes, binary_bytes = binary.stat().st_size, paths.output.stat().st_size
+        known.update(
+            {
+                "binary_sha256": bolted_sha,
+                "max_glibc": max_glibc,
+                "libc": libc,
+                "input_bytes": input_bytes,
+                "binary_bytes": binary_bytes,
+            }
+        )
         if plan.config.max_glibc:
             elf.check_glibc(paths.output, plan.config.max_glibc)
-        copy = copy_checked(
-            plan, "bolt", paths.output, result["binary_sha256"], hint="is another bolt stage writing here?"
-        )
-        result["binary"] = str(copy)
+        copy = copy_checked(plan, "bolt", paths.output, bolted_sha, hint="is another bolt stage writing here?")
+        known["binary"] = str(copy)
         workload = plan.require_workload()
         say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
-        result["verify"] = _replay_bolted(plan, workload, copy)
+        verified = _replay_bolted(plan, workload, copy)
     except PgoError as error:
-        result["failed"] = error.line()
-        result["seconds"] = timed(start)
         kept = reject(plan, "bolt", "the BOLTed binary", paths.output) if paths.output.is_file() else None
-        result["binary"] = str(kept) if kept is not None else None
-        report.record(plan.work, "bolt", result)
+        partial = known | {"seconds": timed(start), "binary": str(kept) if kept is not None else None}
+        report.record_failure(plan.work, "bolt", Failed(error.line(), partial=partial))
         raise
     paths.output.unlink(missing_ok=True)
-    result["seconds"] = timed(start)
-    report.record(plan.work, "bolt", result)
-    return result
+    result = BoltResult(
+        input=binary,
+        input_sha256=input_sha,
+        relocations=relocations,
+        llvm_bolt=tools.llvm_bolt,
+        merge_fdata=tools.merge_fdata,
+        llvm_bolt_version=tools.llvm_version,
+        bolt_args=list(args),
+        longest_function_name=left_out.longest if left_out else None,
+        instrumentation_skipped_functions=left_out.count if left_out else None,
+        instrumentation_skipped=left_out.names if left_out else None,
+        train=trained,
+        trained_here=trained is not None,
+        profile_branches=fdata.branches,
+        profile_executed_branches=fdata.executed_branches,
+        profile_functions=len(fdata.functions),
+        profile_main_crate_functions=main_crate_functions,
+        bolt_instrumented_sha256=instrumented_sha,
+        profile_trained_on=profile_trained_on,
+        store_path=store_path,
+        profile_sha256=stored_sha,
+        functions_with_profile=summary.functions_with_profile,
+        total_functions=summary.total_functions,
+        stale_profile_functions=summary.stale_functions,
+        profile_ignored_objects=summary.ignored_objects,
+        profiled_functions_not_optimized=summary.not_optimized,
+        dyno_stats={"before": summary.dyno_before, "after": summary.dyno_after},
+        binary_sha256=bolted_sha,
+        max_glibc=max_glibc,
+        libc=libc,
+        input_bytes=input_bytes,
+        binary_bytes=binary_bytes,
+        binary=copy,
+        verify=verified,
+        seconds=timed(start),
+    )
+    return report.record(plan.work, "bolt", result)
 
 
 def _replay_bolted(plan: BuildPlan, workload: Workload, binary: Path) -> WorkloadRun:

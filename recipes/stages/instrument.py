@@ -36,23 +36,22 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
     binary = plan.instrumented_binary
     if not binary.is_file():
         raise MissingInput(f"the instrumented build left no binary at {binary}", f"see {done.log}")
-    result: InstrumentResult = {
-        "seconds": timed(start),
-        "binary": str(binary),
-        "binary_sha256": sha256_file(binary),
-        "crate_metadata": identities,
-        "cargo_command": list(plan.config.cargo),
-        "target": plan.target,
-        "rustflags_var": plan.rustflags.var,
-        "rustflags": env[plan.rustflags.var],
-        "carried_rustflags_from": list(plan.rustflags.carried_from),
-        "rustc": plan.rustc.release,
-    }
-    if zig.uses_zigbuild(plan.config.cargo):
-        result["zigbuild"] = zig.versions(plan.env)
+    seconds = timed(start)  # the build's time (the C check after it is not counted, as before)
     crates = cflags.c_crates(plan.c, plan.rustc, plan.generate_dir, log_text=done.output(), flag=c_flag)
-    result["c_code"] = plan.c.record(crates)
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
-    report.record(plan.work, "instrument", result)
-    return result
+    result = InstrumentResult(
+        seconds=seconds,
+        binary=binary,
+        binary_sha256=sha256_file(binary),
+        crate_metadata=identities,
+        cargo_command=list(plan.config.cargo),
+        target=plan.target,
+        rustflags_var=plan.rustflags.var,
+        rustflags=env[plan.rustflags.var],
+        carried_rustflags_from=list(plan.rustflags.carried_from),
+        rustc=plan.rustc.release,
+        zigbuild=zig.versions(plan.env) if zig.uses_zigbuild(plan.config.cargo) else None,
+        c_code=plan.c.record(crates),
+    )
+    return report.record(plan.work, "instrument", result)

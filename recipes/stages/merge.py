@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from recipes import profdata, report
 from recipes.errors import CheckFailed, PgoError
 from recipes.plan import BuildPlan
-from recipes.results import MergeResult
+from recipes.results import Failed, MergeResult
 from recipes.runner import say
 from recipes.stages._record import recorded, threshold, timed
 from recipes.store import sha256_file
@@ -50,8 +50,8 @@ class FunctionFloor:
             f"the training executed {executed} of {total} functions, fewer than {set_to} ({measured})", fix
         )
 
-    def as_json(self, total: int) -> MergeResult:
-        """The floor's keys of the merge record."""
+    def as_json(self, total: int) -> dict[str, int | str | None]:
+        """The floor's keys of the merge record (``total``: the build's functions, 0 while unknown)."""
         return {
             "min_functions": self.for_total(total) if total else self.value,
             "min_functions_set": self.value,
@@ -76,7 +76,7 @@ def merge(plan: BuildPlan) -> MergeResult:
     """Merge exactly this training's raw profiles with rustc's own LLVM's llvm-profdata; count what ran."""
     start = time.monotonic()
     trained = report.require(plan.work, "train", "merge")
-    raws = profdata.check_raw_profiles(plan.profraw_dir, trained.get("profraw", []))
+    raws = profdata.check_raw_profiles(plan.profraw_dir, trained.profraw)
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
     say(f"merge: {len(raws)} raw profiles with {tool.path} (LLVM {tool.llvm_version})")
     plan.merged_profile.unlink(missing_ok=True)
@@ -91,33 +91,46 @@ def merge(plan: BuildPlan) -> MergeResult:
     for name, why in merged.dropped.items():
         say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
     floor = function_floor(plan, plan.require_workload())
-    result: MergeResult = {
+    known: dict[str, object] = {  # what a failed record keeps
         "profile": str(plan.merged_profile),
         "profraw_merged": len(merged.merged),
         "profraw_dropped": merged.dropped,
+        **floor.as_json(0),
+        "llvm_profdata": str(tool.path),
+        "llvm_profdata_version": tool.llvm_version,
     }
-    result.update(floor.as_json(0))
-    result.update({"llvm_profdata": str(tool.path), "llvm_profdata_version": tool.llvm_version})
     try:
         summary = profdata.check_usable(
             tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
         )
-        result.update(
+        sha = sha256_file(plan.merged_profile)
+        known.update(
             {
-                "profile_sha256": sha256_file(plan.merged_profile),
+                "profile_sha256": sha,
                 "executed_functions": summary.executed_functions,
                 "total_functions": summary.total_functions,
+                **floor.as_json(summary.total_functions),
             }
         )
-        result.update(floor.as_json(summary.total_functions))
         if summary.executed_functions < floor.for_total(summary.total_functions):
             raise floor.refusal(summary.executed_functions, summary.total_functions)
     except PgoError as error:
         plan.merged_profile.unlink(missing_ok=True)
-        failure = result.copy()
-        failure.update({"failed": error.line(), "seconds": timed(start)})
-        report.record(plan.work, "merge", failure)
+        report.record_failure(plan.work, "merge", Failed(error.line(), partial={**known, "seconds": timed(start)}))
         raise
-    result["seconds"] = timed(start)
-    report.record(plan.work, "merge", result)
-    return result
+    result = MergeResult(
+        profile=plan.merged_profile,
+        profraw_merged=len(merged.merged),
+        profraw_dropped=merged.dropped,
+        min_functions=floor.for_total(summary.total_functions) if summary.total_functions else floor.value,
+        min_functions_set=floor.value,
+        min_functions_source=floor.source,
+        min_functions_total=floor.set_against,
+        llvm_profdata=tool.path,
+        llvm_profdata_version=tool.llvm_version,
+        profile_sha256=sha,
+        executed_functions=summary.executed_functions,
+        total_functions=summary.total_functions,
+        seconds=timed(start),
+    )
+    return report.record(plan.work, "merge", result)

@@ -5,9 +5,8 @@ fails a check goes to ``<work>/rejected/``."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -17,7 +16,7 @@ from recipes.cargo import command as cargo_command
 from recipes.cargo import log as cargo_log
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, PgoError, StoreError
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import OptimiseResult
+from recipes.results import Failed, InstrumentResult, OptimiseResult, as_json
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags, target_cpu_warning
 from recipes.stages._record import checked_copy, copy_checked, recorded, reject, run_on, threshold, timed
@@ -33,10 +32,10 @@ def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
             raise MissingInput(f"PGO_PROFDATA={plan.config.profdata}: no such file", "give the path of a .profdata")
         return plan.config.profdata, False
     merged = report.require(plan.work, "merge", "optimise")
-    path = Path(merged["profile"])
+    path = merged.profile
     if not path.is_file():
         raise MissingInput(f"the merged profile {path} is gone", "run `nox -s merge` again")
-    if sha256_file(path) != merged["profile_sha256"]:
+    if sha256_file(path) != merged.profile_sha256:
         raise StoreError(f"{path} changed since merge wrote it", "run `nox -s merge` again")
     return path, True
 
@@ -112,60 +111,55 @@ def _build_and_check(
         raise MissingInput(f"the optimised build left no binary at {built}", f"see {done.log}")
     warnings = cargo_log.profile_warnings(log_text)
     found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
-    result: OptimiseResult = {
-        "store_path": str(store_path),
-        "profile_sha256": sha,
-        "profile_functions": len(records),
-        "missing_profile_functions": warnings.missing,
-        "missing_by_crate": dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),
-        "stale_profile_warnings": warnings.stale,
-    }
-    result.update(found.as_json())
-    result.update(
-        {
-            "crate_metadata": cargo_log.crate_identities(log_text, plan.crate),
-            "cargo_command": list(plan.config.cargo),
-            "target": plan.target,
-            "rustflags": env[plan.rustflags.var],
-            "built_binary": str(built),
-            "binary": str(built),
-            "binary_sha256": sha256_file(built),
-            "max_glibc": elf.max_glibc(built),
-            "libc": elf.libc_needs(built),
-            "emit_relocs": plan.config.bolt,
-            "target_cpu": target_cpu_warning(plan.rustflags),
-        }
-    )
-    if zig.uses_zigbuild(plan.config.cargo):
-        result["zigbuild"] = zig.versions(plan.env)
     crates = cflags.c_crates(
         plan.c, plan.rustc, plan.crate.target_directory, log_text=log_text, flag=c_flag, records=records
     )
-    result["c_code"] = plan.c.record(crates)
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
+    result = OptimiseResult(
+        store_path=store_path,
+        profile_sha256=sha,
+        profile_functions=len(records),
+        missing_profile_functions=warnings.missing,
+        missing_by_crate=dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),
+        stale_profile_warnings=warnings.stale,
+        main_crate_functions_with_profile=found.main_crate_with_profile,
+        main_crate_functions_without_profile=found.main_crate_without_profile,
+        functions_with_profile_in_binary=found.functions_with_profile,
+        coverage_from_symbols=found.symbols_known,
+        crate_metadata=cargo_log.crate_identities(log_text, plan.crate),
+        cargo_command=list(plan.config.cargo),
+        target=plan.target,
+        rustflags=env[plan.rustflags.var],
+        built_binary=built,
+        binary=built,  # the checked copy once the checks pass
+        binary_sha256=sha256_file(built),
+        max_glibc=elf.max_glibc(built),
+        libc=elf.libc_needs(built),
+        emit_relocs=plan.config.bolt,
+        target_cpu=target_cpu_warning(plan.rustflags),
+        zigbuild=zig.versions(plan.env) if zig.uses_zigbuild(plan.config.cargo) else None,
+        c_code=plan.c.record(crates),
+        seconds=0.0,  # the stage's time, when it ends
+    )
+    copy: Path | None = None
     try:
         plan.store.verify(store_path, "after the build")
         _check_optimised(plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here)
         copy = copy_checked(
-            plan, "optimise", built, result["binary_sha256"], hint="is another build writing to this target dir?"
+            plan, "optimise", built, result.binary_sha256, hint="is another build writing to this target dir?"
         )
-        result["binary"] = str(copy)
+        result = replace(result, binary=copy)
         if verify if verify is not None else plan.config.verify_wanted(trained=False):
             workload = plan.require_workload()
             say(f"verify: the optimised binary runs the workload {workload.path.name}")
-            result["verify"] = run_on(plan, workload, copy, logs=plan.logs / "verify")
+            result = replace(result, verify=run_on(plan, workload, copy, logs=plan.logs / "verify"))
     except PgoError as error:
-        result["failed"] = error.line()
-        result["seconds"] = timed(start)
-        checked = Path(result["binary"] or built)  # the checked copy, or the build
-        kept = reject(plan, "optimise", "the optimised binary", built, checked)
-        result["binary"] = str(kept) if kept else None
-        report.record(plan.work, "optimise", result)
+        kept = reject(plan, "optimise", "the optimised binary", built, copy or built)  # the checked copy, or the build
+        partial = as_json(replace(result, seconds=timed(start))) | {"binary": str(kept) if kept else None}
+        report.record_failure(plan.work, "optimise", Failed(error.line(), partial=partial))
         raise
-    result["seconds"] = timed(start)
-    report.record(plan.work, "optimise", result)
-    return result
+    return report.record(plan.work, "optimise", replace(result, seconds=timed(start)))
 
 
 def optimised_copy(plan: BuildPlan) -> Path:
@@ -173,7 +167,7 @@ def optimised_copy(plan: BuildPlan) -> Path:
     return checked_copy(plan, "optimise")
 
 
-def check_same_build(recorded: Mapping[str, Any], plan: BuildPlan, *, earlier: str, now: str) -> None:
+def check_same_build(recorded: InstrumentResult, plan: BuildPlan, *, earlier: str, now: str) -> None:
     """Refuse to go on from ``recorded`` (a stage's report) with another cargo command or target."""
     checks.refuse_other_build(recorded, cargo=plan.config.cargo, target=plan.target, earlier=earlier, now=now)
 
@@ -202,7 +196,9 @@ def _check_optimised(
             f"{warnings.stale_examples[0]}",
             "the profile is of another source or compiler: train again on this tree",
         )
-    cflags.check_c(result["c_code"]["crates"], plan.config.max_unprofiled_c, plan.logs / "optimise-build.log")
+    cflags.check_c(
+        result.c_code["crates"] if result.c_code else [], plan.config.max_unprofiled_c, plan.logs / "optimise-build.log"
+    )
     for call in cargo_log.main_crate_calls(log_text, plan.crate):
         used = call.codegen("profile-use")
         if used != str(store_path):
@@ -216,17 +212,17 @@ def _check_optimised(
             "this is a bug: the package is cleaned before the build",
         )
     if trained_here:
-        inst = report.load(plan.work).get("instrument", {})
+        inst = report.require(plan.work, "instrument", "optimise")
         check_same_build(inst, plan, earlier="the instrumented build", now="this one")
-        if inst.get("crate_metadata") != result["crate_metadata"]:
+        if inst.crate_metadata != result.crate_metadata:
             raise CheckFailed(
-                f"the crate identity differs between the builds: instrumented {inst.get('crate_metadata')} "
-                f"optimised {result['crate_metadata']}",
+                f"the crate identity differs between the builds: instrumented {inst.crate_metadata} "
+                f"optimised {result.crate_metadata}",
                 "the profile's function names will not match: build both with the same cargo command and config",
             )
     ceiling = max_missing(plan, workload)
     if ceiling is not None and warnings.missing > ceiling:
-        top = ", ".join(f"{crate} {count}" for crate, count in list(result["missing_by_crate"].items())[:3])
+        top = ", ".join(f"{crate} {count}" for crate, count in list(result.missing_by_crate.items())[:3])
         raise CheckFailed(
             f"{warnings.missing} functions have no profile data, more than PGO_MAX_MISSING={ceiling} (most in: {top})",
             "the profile matches little of this build: same cargo command, features and target as the training?",
@@ -235,4 +231,4 @@ def _check_optimised(
     if ceiling is None:
         checks.refuse_mostly_missing(warnings.missing, found)
     if plan.config.max_glibc:
-        elf.check_glibc(Path(result["binary"] or ""), plan.config.max_glibc)
+        elf.check_glibc(result.binary, plan.config.max_glibc)

@@ -13,6 +13,7 @@ Its log is read by ``recipes/cargo/testlog.py``.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from recipes import checks, report, zig
@@ -48,12 +49,12 @@ def test(plan: BuildPlan) -> TestResult:
     """
     start = time.monotonic()
     optimised = _optimised(plan)
-    store_path = Path(optimised["store_path"])
+    store_path = optimised.store_path
     sha = plan.store.verify(store_path, "before the test build")
     test_dir = plan.work / "test-target"
     log = plan.logs / "test.log"
     env = dict(plan.env)
-    env[plan.rustflags.var] = optimised["rustflags"]  # the very flags of the optimised build
+    env[plan.rustflags.var] = optimised.rustflags  # the very flags of the optimised build
     say(f"test: the test suite of {plan.crate.package} with profile {store_path}, in {test_dir}")
     clean_package(plan, test_dir, plan.logs / "test-clean.log")
     argv = cargo_command.build_argv(
@@ -70,27 +71,27 @@ def test(plan: BuildPlan) -> TestResult:
     text = done.output()
     tests = parse_cargo_test(text)
     warnings = cargo_log.profile_warnings(text)
-    result: TestResult = {
-        "seconds": 0.0,
-        "store_path": str(store_path),
-        "profile_sha256": sha,
-        "target_dir": str(test_dir),
-        "cargo_command": list(plan.config.cargo),
-        "target": plan.target,
-        "rustflags": env[plan.rustflags.var],
-        "exit_code": done.returncode,
-        "passed": tests.passed,
-        "failed": tests.failed,
-        "ignored": tests.ignored,
-        "failed_tests": tests.failed_tests,
-        "suites": [
+    result = TestResult(
+        seconds=0.0,  # the stage's time, when it ends
+        store_path=store_path,
+        profile_sha256=sha,
+        target_dir=test_dir,
+        cargo_command=list(plan.config.cargo),
+        target=plan.target,
+        rustflags=env[plan.rustflags.var],
+        exit_code=done.returncode,
+        passed=tests.passed,
+        failed=tests.failed,
+        ignored=tests.ignored,
+        failed_tests=tests.failed_tests,
+        suites=[
             {"name": s.label(), "passed": s.passed, "failed": s.failed, "ignored": s.ignored, "finished": s.finished}
             for s in tests.suites
         ],
-        "missing_profile_functions": warnings.missing,
-        "stale_profile_warnings": warnings.stale,
-        "log": str(log),
-    }
+        missing_profile_functions=warnings.missing,
+        stale_profile_warnings=warnings.stale,
+        log=log,
+    )
     say(f"test: {summary_line(tests)}")
     for name in tests.failed_tests:
         say(f"  FAILED {name}")
@@ -98,14 +99,12 @@ def test(plan: BuildPlan) -> TestResult:
         plan.store.verify(store_path, "after the test build")
         _check(plan, tests, text, done.returncode, store_path, log)
     except CheckFailed as error:
-        result["seconds"] = timed(start)
-        result["failed_check"] = error.line()
-        result["optimised_binary_kept"] = optimised["binary"]
-        report.record(plan.work, "test", result)
+        failed = replace(
+            result, seconds=timed(start), failed_check=error.line(), optimised_binary_kept=optimised.binary
+        )
+        report.record(plan.work, "test", failed)
         raise
-    result["seconds"] = timed(start)
-    report.record(plan.work, "test", result)
-    return result
+    return report.record(plan.work, "test", replace(result, seconds=timed(start)))
 
 
 def compiled_crates(text: str, crate: CrateInfo) -> list[cargo_log.RustcCall]:

@@ -18,7 +18,7 @@ def instrumented_binary(plan: BuildPlan) -> Path:
     """The binary the instrument stage built and recorded: at the instrumented build's path in this work dir, and
     unchanged since (its sha256). Anything else report.json may name is not run."""
     inst = report.require(plan.work, "instrument", "train")
-    binary = Path(inst["binary"])
+    binary = inst.binary
     expected = plan.instrumented_binary
     if binary != expected:
         raise CheckFailed(
@@ -27,7 +27,7 @@ def instrumented_binary(plan: BuildPlan) -> Path:
         )
     if not binary.is_file():
         raise MissingInput(f"the instrumented binary {binary} is gone", "run `nox -s instrument` again")
-    if sha256_file(binary) != inst["binary_sha256"]:
+    if sha256_file(binary) != inst.binary_sha256:
         raise CheckFailed(
             f"the instrumented binary {binary} changed since instrument built it (its sha256 is not the recorded one)",
             "run `nox -s instrument` again",
@@ -42,7 +42,6 @@ def train(plan: BuildPlan) -> TrainResult:
     workload = plan.require_workload()
     check_tools(workload, plan.env.get("PATH", os.defpath))
     check_environment(workload, plan.env)
-    result = run_on(plan, workload, binary, logs=plan.logs, profraw_dir=plan.profraw_dir)
-    result["profraw"] = [raw.as_json() for raw in profdata.record_raw_profiles(plan.profraw_dir)]
-    report.record(plan.work, "train", result)
-    return result
+    run = run_on(plan, workload, binary, logs=plan.logs, profraw_dir=plan.profraw_dir)
+    raws = [raw.as_json() for raw in profdata.record_raw_profiles(plan.profraw_dir)]
+    return report.record(plan.work, "train", TrainResult.of(run, raws))

@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
-from recipes import bolt, report
+from recipes import bolt
 from recipes.errors import CheckFailed, TrainingFailed
 from recipes.reproducible import sha256_bytes, tar_member
 from recipes.store import sha256_file
-from tests.conftest import REPO, Pipeline, assert_ok, assert_refused, run_nox, train_workload
+from tests.conftest import REPO, Pipeline, assert_ok, assert_refused, run_nox, train_workload, written_records
 from tests.integration.test_release import BASE, TAG, Release, make_repo
 
 pytestmark = pytest.mark.slow
 
 
 def _report(work: Path) -> Mapping[str, Any]:
-    return report.load(work)  # the stage records, as the pipeline reads report.json
+    return written_records(work)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,9 @@ import pytest
 
 from recipes import report
 from recipes.cflags import read_object
+from recipes.results import as_json
 from recipes.toolchain import rustc_info
-from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
+from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env, written_records
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +40,7 @@ class Trained:
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     pipeline = Pipeline(tmp_path_factory.mktemp("csys"), "csys")
     output = assert_ok(pipeline.nox("pgo"))
-    return Trained(pipeline, output, report.load(pipeline.work))
+    return Trained(pipeline, output, written_records(pipeline.work))
 
 
 def _crate(record: Any, name: str = "csys") -> Any:
@@ -168,7 +169,7 @@ def test_a_users_gcc_leaves_the_c_unprofiled_with_a_warning_and_the_ceiling_refu
     text = assert_ok(done)
     assert "warning: the profile flags did not reach the C of csys (" in text, text[-3000:]
     assert f"C: CC={gcc} (yours) is not clang, not clang 22" in text
-    crate = _crate(report.load(pipeline.work)["optimise"])
+    crate = _crate(as_json(report.require(pipeline.work, "optimise", "the test")))
     assert crate["profile_flags"] is False and any(c.startswith("GCC:") for c in crate["compilers"]), crate
     _, refused = _again(trained, tmp_path / "refused", CC=gcc, PGO_MAX_UNPROFILED_C="0")
     line = assert_refused(refused)
@@ -178,7 +179,8 @@ def test_a_users_gcc_leaves_the_c_unprofiled_with_a_warning_and_the_ceiling_refu
 def test_pgo_c_off_leaves_the_c_as_the_plain_build_has_it(trained: Trained, tmp_path: Path) -> None:
     pipeline, done = _again(trained, tmp_path, PGO_C="0")
     assert_ok(done)
-    record = report.load(pipeline.work)["optimise"]["c_code"]
+    record = report.require(pipeline.work, "optimise", "the test").c_code
+    assert record is not None
     assert record["setting"] == "off" and record["languages"]["C"]["off"] == "PGO_C=0", record
     crate = _crate({"c_code": record})
     assert crate["profile_flags"] is False and all(c.startswith("GCC:") for c in crate["compilers"]), crate

@@ -145,7 +145,7 @@ def test_the_c_paths_are_remapped_in_both_binaries(released: Released) -> None:
         data = _binary(released, kind)
         assert b"/build/src/csys/csrc/hot.c" in data, kind
         assert str(released.repo).encode() not in data and str(released.work).encode() not in data, kind
-    instrumented = Path(report.load(released.work)["instrument"]["binary"]).read_bytes()
+    instrumented = report.require(released.work, "instrument", "the test").binary.read_bytes()
     assert b"/build/src/csys/csrc/hot.c" in instrumented  # the training ran C of the same (remapped) names
     command = next(  # cc-rs's commands are in the optimise build's log (cargo -vv)
         line

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import ConfigError, TrainingFailed
-from recipes.results import TrainResult
+from recipes.results import WorkloadRun
 from recipes.train.command import TAIL_BYTES
 from recipes.training import run_workload
 from recipes.workload import load_workload
@@ -28,7 +28,7 @@ def _phase(name: str, script: str, extra: str = "") -> str:
     return f'[[instance.phase]]\nname = "{name}"\nkind = "command"\nargs = ["-c", {script!r}]\n{extra}\n'
 
 
-def _run(tmp_path: Path, workload: Path, env: dict[str, str] | None = None) -> TrainResult:
+def _run(tmp_path: Path, workload: Path, env: dict[str, str] | None = None) -> WorkloadRun:
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
     return run_workload(
@@ -84,7 +84,7 @@ def test_a_run_that_exits_leaves_nothing_running(tmp_path: Path) -> None:
     started = time.monotonic()
     result = _run(tmp_path, _workload(tmp_path, _phase("detach", script, "runs = 2")))
     assert time.monotonic() - started < 30
-    assert result["phases"][0]["done"] == 2
+    assert result.phases[0]["done"] == 2
     assert _gone(int(pid_file.read_text()))
     assert (tmp_path / "logs" / "train-cli-detach.log").read_text() == "started\nstarted\n"
 
@@ -132,7 +132,7 @@ def test_a_replayed_run_that_leaves_processes_running_is_one_line(
 ) -> None:
     workload, a, b = _daemon_phase(tmp_path)
     result = _run(tmp_path, workload)
-    assert result["phases"][0]["done"] == 1
+    assert result.phases[0]["done"] == 1
     pids = sorted(int(f.read_text()) for f in (a, b))
     assert all(_gone(pid) for pid in pids)
     named = ", ".join(f"pid {pid}: sleep" for pid in pids)
@@ -261,7 +261,7 @@ def test_an_unset_env_placeholder_is_one_line_before_the_phase_runs(tmp_path: Pa
 def test_stdin_the_program_does_not_read(tmp_path: Path) -> None:
     phase = _phase("deaf", "exit 0", f'stdin = "{"x" * 300000}"')
     result = _run(tmp_path, _workload(tmp_path, phase))
-    assert result["phases"][0]["done"] == 1
+    assert result.phases[0]["done"] == 1
 
 
 @pytest.mark.refuses("command-phase-log-cannot-written")

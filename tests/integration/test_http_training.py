@@ -92,8 +92,8 @@ config = """{config}"""
 def test_shipped_workload_holds_on_the_real_server(tmp_path: Path, demo_release: Path) -> None:
     """Every expectation of profiles/demo-server.toml (status classes and codes) is what the server answers."""
     report = train_workload(tmp_path, REPO / "profiles" / "demo-server.toml", demo_release, scale=0.005)
-    assert len(report["phases"]) == 2 * len(load_workload(REPO / "profiles" / "demo-server.toml").instances[0].phases)
-    for phase in report["phases"]:
+    assert len(report.phases) == 2 * len(load_workload(REPO / "profiles" / "demo-server.toml").instances[0].phases)
+    for phase in report.phases:
         assert phase["done"] == phase["requests"], phase
 
 
@@ -275,13 +275,13 @@ batch = 25
 protocol = "h2"
 """
     report = train_workload(tmp_path, workload_file(tmp_path, phases), demo_release)
-    status = {p["name"]: p["status"] for p in report["phases"]}
+    status = {p["name"]: p["status"] for p in report.phases}
     assert status["h2-tls"]["2xx"] == 300
     assert status["post-blocked"]["4xx"] == 40
     assert status["dead"]["5xx"] == 30
     assert status["after-dead"]["2xx"] == 30  # the upstream is back
     assert status["tls"]["2xx"] == 60
-    assert report["requests"] == 300 + 40 + 30 + 30 + 60
+    assert report.requests == 300 + 40 + 30 + 30 + 60
 
 
 def test_exact_codes_are_counted_per_run(tmp_path: Path, demo_release: Path) -> None:
@@ -308,7 +308,7 @@ expect = "413"
     workload = workload_file(tmp_path, phases)
     for _ in range(2):
         report = train_workload(tmp_path, workload, demo_release)
-        assert [p["status"]["4xx"] for p in report["phases"]] == [30, 30]
+        assert [p["status"]["4xx"] for p in report.phases] == [30, 30]
 
 
 @pytest.mark.refuses("mean-body-size-out-min-mean-body")
@@ -337,7 +337,7 @@ min_mean_body = 5120
 max_mean_body = 5120
 """
     report = train_workload(tmp_path, workload_file(tmp_path, phases), demo_release)
-    assert [p["detail"].rsplit(", ", 1)[1] for p in report["phases"]] == ["mean body 3,460 B", "mean body 5,120 B"]
+    assert [p["detail"].rsplit(", ", 1)[1] for p in report.phases] == ["mean body 3,460 B", "mean body 5,120 B"]
     compressed = phases.replace("max_mean_body = 5120", "max_mean_body = 2000").replace("min_mean_body = 5120\n", "")
     with pytest.raises(
         TrainingFailed,
@@ -361,7 +361,7 @@ kind = "handshakes"
 handshakes = 400
 """
     report = train_workload(tmp_path, workload_file(tmp_path, phases), demo_release, scale=0.01)
-    assert [p["requests"] for p in report["phases"]] == [10, 4]
+    assert [p["requests"] for p in report.phases] == [10, 4]
 
 
 def test_upstream_backend_serves_and_restarts(tmp_path: Path) -> None:

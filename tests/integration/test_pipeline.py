@@ -7,7 +7,6 @@ import os
 import re
 import stat
 import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +14,13 @@ import pytest
 
 from recipes import report
 from recipes.store import sha256_file
-from tests.conftest import Pipeline, assert_ok, assert_refused, start_nox
+from tests.conftest import Pipeline, assert_ok, assert_refused, start_nox, written_records
 
 pytestmark = pytest.mark.slow
 
 
-def _report(p: Pipeline) -> Mapping[str, object]:
-    return report.load(p.work)  # the stage records, as the pipeline reads report.json
+def _report(p: Pipeline) -> dict[str, Any]:
+    return written_records(p.work)
 
 
 def _optimise_report(p: Pipeline) -> dict[str, Any]:
@@ -198,7 +197,7 @@ def test_a_training_run_that_leaves_daemons_refused_and_nothing_left(hello: Pipe
         f"until grep -q . {b}; do :; done\nsleep 0.5\n"
     )
     # train runs only the instrumented build it recorded: the stand-in is recorded as that build
-    records = report.load(hello.work)
+    records = _report(hello)
     records["instrument"]["binary_sha256"] = sha256_file(Path(record["binary"]))
     report.save(hello.work, records)
     proc = hello.nox("train", PGO_WORKLOAD=str(_workload(tmp_path, FAILING)))

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from recipes import report
+from recipes.results import OptimiseResult, TestResult
 from tests.conftest import REPO, Pipeline, assert_refused, nox_argv
 from tests.integration.test_rare_refusals import TRIPLE, _cargo_wrapper, _path_with
 
@@ -63,7 +64,7 @@ def test_bench_whose_plain_build_leaves_no_binary_refused(hello: Pipeline, tmp_p
     line = assert_refused(proc, f"the plain build left no binary at {plain}", "bench-plain-build.log")
     assert "Finished" in (hello.work / "logs" / "bench-plain-build.log").read_text()  # cargo did build it
     assert not plain.exists()
-    assert "plain" not in report.load(hello.work), line  # no record of a plain build
+    assert report.load(hello.work).plain is None, line  # no record of a plain build
     assert not (hello.work / "bench").exists()  # nothing copied to measure, no results
 
 
@@ -82,9 +83,10 @@ def test_bench_whose_pipeline_leaves_no_checked_optimised_binary_refused(hello: 
     )  # fmt: skip
     assert_refused(proc, f"the pipeline left no checked optimised binary in {hello.work}", "report.json")
     recorded = report.load(hello.work)
-    assert "failed" not in recorded["optimise"] and "failed_check" not in recorded["test"]  # the pipeline passed
-    assert recorded["optimise"]["binary"] == str(checked) and not checked.exists()
-    assert "plain" not in recorded and not (hello.work / "plain-target").exists()
+    assert isinstance(optimised := recorded.optimise, OptimiseResult)  # the pipeline passed
+    assert isinstance(tested := recorded.test, TestResult) and tested.failed_check is None
+    assert optimised.binary == checked and not checked.exists()
+    assert recorded.plain is None and not (hello.work / "plain-target").exists()
     assert not (hello.work / "bench").exists()
 
 

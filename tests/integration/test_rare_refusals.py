@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from recipes import report
-from tests.conftest import Pipeline, assert_ok, assert_refused
+from tests.conftest import Pipeline, assert_ok, assert_refused, written_records
 from tests.integration.test_pgo_test import WORKLOAD as TESTED_WORKLOAD
 
 pytestmark = pytest.mark.slow
@@ -60,7 +59,7 @@ def _path_with(directory: Path, p: Pipeline) -> str:
 
 
 def _report(p: Pipeline) -> dict[str, Any]:
-    return dict(report.load(p.work))
+    return written_records(p.work)
 
 
 def _built(p: Pipeline) -> Path:

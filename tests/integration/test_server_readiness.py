@@ -12,7 +12,7 @@ import pytest
 
 from recipes import procs
 from recipes.errors import TrainingFailed
-from recipes.results import TrainResult
+from recipes.results import WorkloadRun
 from tests.conftest import train_workload
 
 # no marker: neither a cargo build (slow) nor the demo server (server); about 15 s with real h2load runs
@@ -104,13 +104,13 @@ args = ["{{http_port}}", "{{docroot}}", "{health}"]
     return path
 
 
-def train(tmp_path: Path, workload_path: Path, binary: Path) -> TrainResult:
+def train(tmp_path: Path, workload_path: Path, binary: Path) -> WorkloadRun:
     return train_workload(tmp_path, workload_path, binary, timeout=60)
 
 
 def test_a_server_that_answers_200_is_trained(tmp_path: Path) -> None:
     report = train(tmp_path, workload(tmp_path), server_binary(tmp_path))
-    assert [(p["name"], p["done"], p["status"]["2xx"]) for p in report["phases"]] == [("health", 5, 5)]
+    assert [(p["name"], p["done"], p["status"]["2xx"]) for p in report.phases] == [("health", 5, 5)]
 
 
 @pytest.mark.refuses("readiness-url-steadily-answers-other-200")
@@ -163,7 +163,7 @@ def test_mean_body_proves_compression(tmp_path: Path) -> None:
     binary = server_binary(tmp_path)
     ok = COMPRESSED.format(limits="min_mean_body = 100\nmax_mean_body = 3000")
     report = train(tmp_path, workload(tmp_path, phases=ok), binary)
-    assert "mean body" in report["phases"][0]["detail"]
+    assert "mean body" in report.phases[0]["detail"]
     plain = ok.replace('headers = ["accept-encoding: gzip"]\n', "")
     with pytest.raises(TrainingFailed) as caught:
         train(tmp_path, workload(tmp_path, phases=plain), binary)
@@ -225,7 +225,7 @@ requests = 10
 expect = "501"
 """
     report = train(tmp_path, workload(tmp_path, setup='docroot = "site"', phases=phases), server_binary(tmp_path))
-    assert [p["done"] for p in report["phases"]] == [10, 10, 10]
+    assert [p["done"] for p in report.phases] == [10, 10, 10]
     assert sorted(site.rglob("*")) == [site / "css", site / "css" / "main.css"]  # nothing written into it
     # {bodies} is made anyway: h2load sent form-2k.txt (the tiny server does not know POST: 501)
 
@@ -259,7 +259,7 @@ def test_a_server_that_leaves_a_daemon_is_refused_in_the_training(tmp_path: Path
 
 def test_a_server_that_leaves_a_daemon_replayed_is_one_line(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     report = train(tmp_path, workload(tmp_path), daemonizing_binary(tmp_path))
-    assert [(p["name"], p["done"]) for p in report["phases"]] == [("health", 5)]
+    assert [(p["name"], p["done"]) for p in report.phases] == [("health", 5)]
     daemon = _daemon(tmp_path)
     assert procs.read_process(daemon) is None
     err = capfd.readouterr().err

@@ -3,14 +3,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import cast
 
 import pytest
 
 from recipes import report
 from recipes.bench import builds
 from recipes.errors import MissingInput
-from recipes.results import OptimiseResult
 from recipes.store import sha256_file
 
 
@@ -25,9 +23,7 @@ def test_usable_pgo_binary_only_when_optimise_passed_and_the_file_is_unchanged(t
     assert builds.usable_pgo_binary(work) is None  # no report
     binary = _binary(tmp_path / "server")
     captured = json.loads((Path(__file__).parent.parent / "data" / "report-demo-server-bolt.json").read_text())
-    optimised = cast(
-        OptimiseResult, {**captured["optimise"], "binary": str(binary), "binary_sha256": sha256_file(binary)}
-    )
+    optimised = {**captured["optimise"], "binary": str(binary), "binary_sha256": sha256_file(binary)}
     report.save(work, {"optimise": optimised})
     assert builds.usable_pgo_binary(work) == binary
     report.save(work, {"optimise": {"binary": str(binary), "binary_sha256": sha256_file(binary), "failed": "x"}})

@@ -10,6 +10,7 @@ import pytest
 from recipes import checks
 from recipes.errors import CheckFailed
 from recipes.profdata import parse_function_names
+from recipes.results import InstrumentResult, from_json
 from tests.conftest import DATA
 
 STORE = Path("/tmp/pgo-test/store/5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03.profdata")
@@ -101,12 +102,10 @@ def test_default_ceiling_refuses_mostly_missing() -> None:
         checks.refuse_mostly_missing(11, found)
 
 
-def _instrument_record() -> dict[str, object]:
+def _instrument_record() -> InstrumentResult:
     """The instrument stage's record of a real run (the demo server's report.json)."""
     full = json.loads((DATA / "report-demo-server-bolt.json").read_text())
-    record = full["instrument"]
-    assert isinstance(record, dict)
-    return record
+    return from_json(InstrumentResult, full["instrument"])
 
 
 def test_the_same_cargo_command_and_target_go_on() -> None:

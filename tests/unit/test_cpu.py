@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from recipes import cpu, emulation
+from recipes import cpu, emulation, report
 from recipes.errors import CheckFailed, ConfigError, MissingInput, ToolchainError
 from recipes.results import CpuBaselineResult
 from recipes.rustflags import RustflagsPlan, target_cpu_warning
@@ -132,11 +134,16 @@ def test_posargs() -> None:
 
 @pytest.mark.refuses("cpu-baseline-work-dir-names-no-optimised", "cpu-baseline-last-optimised-build-failed-checks")
 def test_no_optimised_binary_in_the_work_dir(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
     with pytest.raises(MissingInput, match="names no optimised binary"):
-        cpu.default_binary({}, tmp_path)
+        cpu.default_binary(report.parse(path, {}), tmp_path)
+    with pytest.raises(MissingInput, match="names no optimised binary"):
+        cpu.default_binary(report.parse(path, {"optimise": {"failed": "optimise did not finish"}}), tmp_path)
     with pytest.raises(MissingInput, match="failed its checks"):
-        cpu.default_binary({"optimise": {"binary": "/x", "failed": "stale"}}, tmp_path)
-    assert cpu.default_binary({"optimise": {"binary": "/x/y"}}, tmp_path) == Path("/x/y")
+        cpu.default_binary(report.parse(path, {"optimise": {"binary": "/x", "failed": "stale"}}), tmp_path)
+    captured = json.loads((DATA / "report-demo-server-bolt.json").read_text())["optimise"]
+    succeeded = report.parse(path, {"optimise": {**captured, "binary": "/x/y"}})
+    assert cpu.default_binary(succeeded, tmp_path) == Path("/x/y")
 
 
 def _plan(base: tuple[str, ...], config_flags: tuple[str, ...] = ()) -> RustflagsPlan:
@@ -285,16 +292,16 @@ def test_no_aarch64_qemu_or_compiler_names_the_package(tmp_path: Path) -> None:
 
 
 def _result(arch: str | None) -> CpuBaselineResult:
-    result: CpuBaselineResult = {
-        "binary": "/w/hello-pgo",
-        "qemu": "qemu-x86_64 version 7.2.22",
-        "cpu": cpu.BASELINE_CPU,
-        "controls": {"sse3": {"baseline": "killed by SIGILL (illegal instruction)", "max": "exit code 0"}},
-        "command": {"args": ["primes", "100"], "exit": "exit code 0"},
-    }
+    result = CpuBaselineResult(
+        binary=Path("/w/hello-pgo"),
+        qemu="qemu-x86_64 version 7.2.22",
+        cpu=cpu.BASELINE_CPU,
+        controls={"sse3": {"baseline": "killed by SIGILL (illegal instruction)", "max": "exit code 0"}},
+        command={"args": ["primes", "100"], "exit": "exit code 0"},
+    )
     if arch is not None:
         baseline = cpu.BASELINES[arch]
-        result["arch"], result["qemu_program"], result["cpu"] = arch, baseline.qemu, baseline.cpu
+        result = replace(result, arch=arch, qemu_program=baseline.qemu, cpu=baseline.cpu)
     return result
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,18 @@ import pytest
 from recipes import cpu, report
 from recipes.errors import MissingInput, PgoError, WorkDirError
 from recipes.files import copy_atomically
+from recipes.results import (
+    Failed,
+    InstrumentResult,
+    MergeResult,
+    OptimiseResult,
+    PhaseRecord,
+    Report,
+    TrainResult,
+    WorkloadRun,
+    as_json,
+    from_json,
+)
 from recipes.stages import summary
 from recipes.stages.summary import summary_lines
 from tests.conftest import DATA
@@ -31,21 +44,21 @@ def _captured() -> dict[str, Any]:
 
 def test_a_started_stage_drops_its_old_success_and_the_later_stages(tmp_path: Path) -> None:
     real = _captured()
-    report.record(tmp_path, "instrument", real["instrument"])
-    report.record(tmp_path, "train", real["train"])
-    report.record(tmp_path, "merge", real["merge"])
-    report.record(tmp_path, "optimise", real["optimise"])
+    report.record(tmp_path, "instrument", from_json(InstrumentResult, real["instrument"]))
+    report.record(tmp_path, "train", from_json(TrainResult, real["train"]))
+    report.record(tmp_path, "merge", from_json(MergeResult, real["merge"]))
+    report.record(tmp_path, "optimise", from_json(OptimiseResult, real["optimise"]))
     report.start(tmp_path, "train")
     full = report.load(tmp_path)
-    assert set(full) == {"instrument", "train"}
-    assert full["instrument"] == real["instrument"]
-    assert report.failed(full["train"]) is not None
-    assert "did not finish" in str(report.failed(full["train"]))
+    assert full.names() == {"instrument", "train"}
+    assert isinstance(full.instrument, InstrumentResult) and as_json(full.instrument) == real["instrument"]
+    assert isinstance(full.train, Failed) and full.train.running
+    assert "did not finish" in full.train.reason
 
 
 @pytest.mark.refuses("stage-before-failed")
 def test_require_refuses_a_failed_stage(tmp_path: Path) -> None:
-    report.record(tmp_path, "merge", {"failed": "the training executed 0 of 56 functions"})
+    report.record_failure(tmp_path, "merge", Failed("the training executed 0 of 56 functions"))
     with pytest.raises(MissingInput, match="the last merge failed: the training executed 0 of 56"):
         report.require(tmp_path, "merge", "optimise")
 
@@ -60,12 +73,13 @@ def test_a_corrupt_report_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.refuses("report-json-not-object", "report-json-another-schema", "stage-record-not-object")
 def test_the_report_carries_its_schema_and_another_is_refused(tmp_path: Path) -> None:
     instrument = _captured()["instrument"]
-    report.record(tmp_path, "instrument", instrument)
+    report.record(tmp_path, "instrument", from_json(InstrumentResult, instrument))
     text = (tmp_path / "report.json").read_text()
     assert text.startswith('{\n  "schema": 1,\n  "instrument"')
-    assert report.load(tmp_path) == {"instrument": instrument}  # the schema is not a stage
+    expected = Report(instrument=from_json(InstrumentResult, instrument))
+    assert report.load(tmp_path) == expected  # the schema is not a stage
     (tmp_path / "report.json").write_text(json.dumps({"instrument": instrument}))  # written before the schema was
-    assert report.load(tmp_path) == {"instrument": instrument}
+    assert report.load(tmp_path) == expected
     (tmp_path / "report.json").write_text('{"schema": 2, "instrument": {}}')
     with pytest.raises(WorkDirError, match=r"report\.json has schema 2; this pgo-recipes reads schema 1"):
         report.load(tmp_path)
@@ -82,7 +96,7 @@ def test_a_report_that_cannot_be_written_refused(tmp_path: Path) -> None:
     """The work dir on a read-only filesystem: the report is not written, and nothing half-written is left."""
     with small_tmpfs(tmp_path / "ro", read_only=True) as work:
         with pytest.raises(WorkDirError, match=rf"cannot write {work / 'report.json'}: Read-only file system \(free"):
-            report.record(work, "instrument", {"seconds": 1})
+            report.record(work, "instrument", from_json(InstrumentResult, _captured()["instrument"]))
         assert list(work.iterdir()) == []
 
 
@@ -164,7 +178,6 @@ def test_failed_running_and_unknown_records_load_with_what_they_have(tmp_path: P
         "train": {"failed": "train did not finish (started 2026-01-01T00:00:00+0000)", "running": True},
         "optimise": failed_optimise,
         "test": {"failed": "cargo test did not compile"},
-        "plain": {},
         "someday": [1],
     }
     _write(tmp_path, records)
@@ -173,7 +186,8 @@ def test_failed_running_and_unknown_records_load_with_what_they_have(tmp_path: P
     records["someday"] = {"x": 1}
     _write(tmp_path, records)
     full = report.load(tmp_path)
-    assert full["optimise"] == failed_optimise and full["train"]["running"] is True
+    assert isinstance(full.optimise, Failed) and full.optimise.as_json() == failed_optimise
+    assert isinstance(full.train, Failed) and full.train.running is True
     with pytest.raises(MissingInput, match="the last train failed: train did not finish"):
         report.require(tmp_path, "train", "merge")
     assert summary_lines(full)[:3] == [
@@ -185,6 +199,9 @@ def test_failed_running_and_unknown_records_load_with_what_they_have(tmp_path: P
     assert summary_lines(report.load(tmp_path))[-1].startswith("test             9.0 s  3 passed, 2 failed")
     _write(tmp_path, {"test": {"seconds": 9.0, "passed": 3, "failed": 2}})
     with pytest.raises(WorkDirError, match="test: 'ignored' is missing"):
+        report.load(tmp_path)
+    _write(tmp_path, {"plain": {}})  # a record without ``failed`` is a success: it has every key of one
+    with pytest.raises(WorkDirError, match=r"plain: 'binary' is missing \(run `nox -s plain` again"):
         report.load(tmp_path)
 
 
@@ -268,23 +285,24 @@ def test_the_summary_says_assembled_c_objects_are_not_judged(tmp_path: Path) -> 
 def test_the_summary_counts_runs_and_requests_in_their_own_words() -> None:
     """A command workload runs, a server's phases send requests: the train and verify lines say which."""
     real = _captured()
-    lines = summary_lines(real)  # type: ignore[arg-type]
+    lines = summary_lines(report.parse(CAPTURED, real))
     (train,) = [line for line in lines if line.startswith("train ")]
     assert f"{sum(p['requests'] for p in real['train']['phases']):,} requests in 62 phases" in train, train
     assert "requests/runs" not in "\n".join(lines) and " runs" not in train
     (coverage,) = [line for line in lines if line.startswith("coverage ")]
     assert "functions of the main crate with a profile record (executed or not)" in coverage, coverage
     assert any("functions executed (non-zero counts; floor" in line for line in lines)
-    command = {"phases": [{"name": "a", "kind": "command", "requests": 12, "done": 12, "status": {}, "seconds": 1.0}]}
-    assert summary.counted(command) == "12 runs"  # type: ignore[arg-type]
-    both = {"phases": [*command["phases"], {**command["phases"][0], "kind": "http", "requests": 1}]}
-    assert summary.counted(both) == "1 request and 12 runs"  # type: ignore[arg-type]
-    assert summary.counted({"requests": 5}) == "5 requests or runs"
+    phase: PhaseRecord = {"name": "a", "kind": "command", "requests": 12, "done": 12, "status": {}, "seconds": 1.0}
+    command = WorkloadRun(seconds=1.0, requests=12, phases=[phase], scale=1.0, workload=Path("w.toml"))
+    assert summary.counted(command) == "12 runs"
+    both = replace(command, phases=[phase, {**phase, "kind": "http", "requests": 1}])
+    assert summary.counted(both) == "1 request and 12 runs"
+    assert summary.counted(replace(command, requests=5, phases=[])) == "5 requests or runs"
 
 
 def _c_code(profiled: bool, off: str | None) -> dict[str, Any]:
     language = {"compiler": ["clang-22"] if profiled else None, "version": None, "profiled": profiled, "off": off}
-    crate = {"crate": "ring", "compilers": ["GCC: (Debian 12.2.0-14) 12.2.0"], "profile_flags": False}
+    crate = {"crate": "ring", "objects": 30, "compilers": ["GCC: (Debian 12.2.0-14) 12.2.0"], "profile_flags": False}
     return {"setting": "auto", "languages": {"C": language, "C++": language}, "crates": [crate]}
 
 
@@ -293,10 +311,11 @@ def test_the_c_code_line_says_why_a_crates_c_is_unprofiled() -> None:
     summary of the demo server for aarch64 said so): the plan's reason is given; a C the plan profiles and the
     flags missed still says they did not reach it."""
     full = json.loads((DATA / "report-demo-server-bolt.json").read_text())
+    path = DATA / "report-demo-server-bolt.json"
     cross = "aarch64-unknown-linux-gnu is not the host: set PGO_C=1 to compile its C with clang 22 --target"
     full["optimise"]["c_code"] = _c_code(profiled=False, off=cross)
-    (line,) = [line for line in summary_lines(full) if line.startswith("c code")]
+    (line,) = [line for line in summary_lines(report.parse(path, full)) if line.startswith("c code")]
     assert line.endswith(f"(GCC: (Debian 12.2.0-14) 12.2.0); not profiled: {cross}")
     full["optimise"]["c_code"] = _c_code(profiled=True, off=None)
-    (line,) = [line for line in summary_lines(full) if line.startswith("c code")]
+    (line,) = [line for line in summary_lines(report.parse(path, full)) if line.startswith("c code")]
     assert line.endswith("; the profile flags did not reach it")
