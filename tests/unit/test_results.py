@@ -68,6 +68,7 @@ def test_require_returns_the_success_type(tmp_path: Path) -> None:
     assert optimised.binary == Path(_captured()["optimise"]["binary"])
 
 
+@pytest.mark.refuses("stage-record-lacks-key-readers-need-succeeded")
 @pytest.mark.parametrize("stage", ["instrument", "train", "merge", "optimise", "bolt"])
 def test_each_required_key_missing_is_one_line_naming_the_file_the_stage_and_the_key(
     tmp_path: Path, stage: str
@@ -89,6 +90,7 @@ def test_each_required_key_missing_is_one_line_naming_the_file_the_stage_and_the
         )
 
 
+@pytest.mark.refuses("stage-record-lacks-key-readers-need-succeeded")
 def test_a_value_of_another_type_or_a_null_a_success_cannot_have_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "report.json"
     real = _captured()
