@@ -28,6 +28,7 @@ from recipes.results import (
     TrainResult,
     mismatch,
 )
+from recipes.workdir import WorkDir
 
 #: the layout of report.json, written in it as "schema" and checked when it is read (a report without one is of
 #: the first layout, written before the number was)
@@ -43,7 +44,7 @@ RECORD_TYPES: dict[str, Any] = get_type_hints(Report)
 
 
 def report_path(work: Path) -> Path:
-    return work / "report.json"
+    return WorkDir(work).report
 
 
 def load(work: Path) -> Report:

@@ -27,7 +27,7 @@ from recipes.store import sha256_file
 
 
 def plain_target_dir(plan: BuildPlan) -> Path:
-    return plan.work / "plain-target"
+    return plan.workdir.plain_target
 
 
 def link_flags(plan: BuildPlan) -> list[str]:

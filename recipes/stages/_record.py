@@ -20,6 +20,7 @@ from recipes.results import StageName, TrainResult
 from recipes.runner import say
 from recipes.store import sha256_file
 from recipes.training import run_workload
+from recipes.workdir import CHECKED_COPIES
 from recipes.workload import Workload
 
 _Result = TypeVar("_Result")
@@ -60,10 +61,6 @@ def recorded(name: StageName) -> Callable[[StageFunction[_Result]], StageFunctio
     return wrap
 
 
-#: where a stage leaves the binary it checked: ``<work>/<directory>/<bin>``, named by its record in report.json
-CHECKED_COPIES: dict[str, str] = {"optimise": "optimised", "bolt": "bolted"}
-
-
 def drop_checked_copies(plan: BuildPlan, name: StageName) -> None:
     """A stage has begun and its record (and those of the stages after it) are gone: so go the checked binaries
     those records named, so that a failed or interrupted stage leaves nothing that claims to be checked."""
@@ -74,7 +71,7 @@ def drop_checked_copies(plan: BuildPlan, name: StageName) -> None:
 
 def checked_copy(plan: BuildPlan, stage: str) -> Path:
     """Where ``stage`` (one of :data:`CHECKED_COPIES`) puts the binary it checked."""
-    return plan.work / CHECKED_COPIES[stage] / plan.crate.bin
+    return plan.workdir.checked(stage, plan.crate.bin)
 
 
 def copy_checked(plan: BuildPlan, stage: str, binary: Path, sha: str, *, hint: str) -> Path:
@@ -93,7 +90,7 @@ def reject(plan: BuildPlan, stage: str, what: str, built: Path, checked: Path | 
     ``<work>/rejected/<name of built>``, and remove ``built`` and ``stage``'s checked copy, so that nobody ships it
     by mistake. Works across filesystems; when no copy can be kept in rejected/ (a full disk) the binary is deleted
     all the same, and None returned."""
-    rejected = plan.work / "rejected" / built.name
+    rejected = plan.workdir.rejected(built.name)
     source = checked if checked is not None and checked.is_file() else built
     kept: Path | None = None
     try:

@@ -33,7 +33,7 @@ class BoltPaths:
 
     @property
     def dir(self) -> Path:
-        return self.plan.work / "bolt"
+        return self.plan.workdir.bolt
 
     @property
     def input(self) -> Path:

@@ -26,7 +26,7 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
         flags.append(f"-Clinker={plan.config.generate_linker}")
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
     c_flag = f"-fprofile-generate={plan.profraw_dir}"
-    env = cflags.c_env(plan.c, env, [c_flag], plan.work / "bin", optimise=False)
+    env = cflags.c_env(plan.c, env, [c_flag], plan.workdir.bin, optimise=False)
     if line := cflags.cross_line(plan.c, plan.rustc):
         say(line)
     clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")

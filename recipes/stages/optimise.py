@@ -91,14 +91,14 @@ def _build_and_check(
         flags.append(boltlib.EMIT_RELOCS)
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
     c_flag = f"-fprofile-use={store_path}"
-    env = cflags.c_env(plan.c, env, [c_flag], plan.work / "bin", optimise=True)
+    env = cflags.c_env(plan.c, env, [c_flag], plan.workdir.bin, optimise=True)
     clean_package(plan, None, plan.logs / "optimise-clean.log")
     built = plan.optimised_binary
     built.unlink(missing_ok=True)
     try:
         done = run(
             plan.build_argv(None, verbose="-vv"),
-            env=cargo_command.with_lint_wrapper(env, plan.work / "bin"),
+            env=cargo_command.with_lint_wrapper(env, plan.workdir.bin),
             log=plan.logs / "optimise-build.log",
             cwd=plan.cwd,
             what="the optimised build",

@@ -40,7 +40,7 @@ def plain(
     Its target C and C++ are compiled as the PGO build's are but for the profile: by the same clang when the C is
     profiled (the ``CC_<triple>`` wrapper, without ``-fprofile-use``), with the plan's C flags."""
     env = env_with_rustflags(plan.env, plan.rustflags, link) if link else plain_env(plan.env, plan.rustflags)
-    env = cflags.c_env(plan.c, env, [], plan.work / "bin", optimise=False)
+    env = cflags.c_env(plan.c, env, [], plan.workdir.bin, optimise=False)
     say(announce)
     if clean_log is not None:
         clean_package(plan, target_dir, clean_log)

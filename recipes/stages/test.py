@@ -50,7 +50,7 @@ def test(plan: BuildPlan) -> TestResult:
     optimised = _optimised(plan)
     store_path = Path(optimised["store_path"])
     sha = plan.store.verify(store_path, "before the test build")
-    test_dir = plan.work / "test-target"
+    test_dir = plan.workdir.test_target
     log = plan.logs / "test.log"
     env = dict(plan.env)
     env[plan.rustflags.var] = optimised["rustflags"]  # the very flags of the optimised build
