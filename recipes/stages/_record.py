@@ -1,16 +1,17 @@
-"""What every stage shares: its record in report.json, kept true whatever happens, its time, the workload run
-with the plan's settings, and which of configuration and workload file sets a check's threshold."""
+"""What every stage shares: its frame (:class:`StageFrame`: its record in report.json, kept true whatever happens,
+its time, its checked copy and the rejection of what fails its checks), the workload run with the plan's settings,
+and which of configuration and workload file sets a check's threshold."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from types import TracebackType
+from typing import Any, Literal, TypeVar, cast
 
 from recipes import report
 from recipes.errors import CheckFailed, PgoError, WorkDirError
@@ -23,42 +24,113 @@ from recipes.training import run_workload
 from recipes.workdir import CHECKED_COPIES
 from recipes.workload import Workload
 
-_Result = TypeVar("_Result")
-#: a stage: called with the plan (and maybe options), it returns its record
-StageFunction = Callable[..., _Result]
 #: what a full, read-only or forbidden disk raises: known failures, told in one line
 WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+#: the record passed through to report.json as the stage made it (the frame does not look into its type)
+_write_record = cast("Callable[[Path, StageName, Any], object]", report.record)
+
+_Record = TypeVar("_Record", bound=Mapping[str, Any])
 
 
-def recorded(name: StageName) -> Callable[[StageFunction[_Result]], StageFunction[_Result]]:
-    """A stage that keeps report.json true: when it starts, its earlier record and those of the stages after it
-    make way for a ``failed`` record that only its success replaces; a full disk or another write error of the
-    work dir is one line, not a traceback."""
+@dataclass(frozen=True)
+class _Kept:
+    """What a failure records once a stage has a result of its own (:meth:`StageFrame.keep`)."""
 
-    def wrap(stage: StageFunction[_Result]) -> StageFunction[_Result]:
-        @functools.wraps(stage)
-        def run_stage(plan: BuildPlan, *args: Any, **kwargs: Any) -> _Result:
-            report.start(plan.work, name)
-            drop_checked_copies(plan, name)
-            try:
-                try:
-                    return stage(plan, *args, **kwargs)
-                except OSError as exc:
-                    if exc.errno not in WRITE_ERRORS:
-                        raise
-                    where = f" {exc.filename}" if exc.filename else ""
-                    raise WorkDirError(
-                        f"{name}: cannot write{where}: {exc.strerror}", "free space there or choose another PGO_OUT"
-                    ) from exc
-            except PgoError as error:
-                with contextlib.suppress(PgoError):  # a report that cannot be written: the first error tells
-                    if report.running(plan.work, name):
-                        report.record_failure(plan.work, name, {"failed": error.line()})
-                raise
+    result: Mapping[str, Any]
+    reason: str
+    only: type[PgoError]
+    also: Mapping[str, object]
+    reject: tuple[str, Path] | None
 
-        return run_stage
 
-    return wrap
+class StageFrame:
+    """One stage's life in report.json, from start to record: ``with StageFrame(plan, "merge") as frame:``.
+
+    When it starts, the stage's earlier record and those of the stages after it (and the binaries they had
+    checked) make way for a ``running`` record that says it did not finish; only the stage's success
+    (:meth:`done`) or failure replaces it, so an interrupted stage leaves that. A failure (a :class:`PgoError`,
+    or a full disk or another write error of the work dir, then one line) records ``failed`` and why, with the
+    result the stage had so far when it :meth:`keep` s one, and the binary it built moved to ``rejected/``. The
+    frame times the stage (``seconds``) and makes its checked copy (:meth:`copy_checked`)."""
+
+    def __init__(self, plan: BuildPlan, name: StageName, *, timed: bool = True) -> None:
+        """``timed``: the frame sets the record's ``seconds`` (not the train stage's, which are its workload's)."""
+        self.plan = plan
+        self.name = name
+        self.timed = timed
+        self.started = time.monotonic()
+        self._kept: _Kept | None = None
+
+    def __enter__(self) -> StageFrame:
+        report.start(self.plan.work, self.name)
+        drop_checked_copies(self.plan, self.name)
+        self.started = time.monotonic()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(exc, OSError) and exc.errno in WRITE_ERRORS:
+            error = write_error(self.name, exc)
+            self._fail(error)
+            raise error from exc
+        if isinstance(exc, PgoError):
+            self._fail(exc)
+
+    def seconds(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+    def keep(
+        self,
+        result: Mapping[str, Any],
+        *,
+        reason: str = "failed",
+        only: type[PgoError] = PgoError,
+        also: Mapping[str, object] | None = None,
+        reject: tuple[str, Path] | None = None,
+    ) -> None:
+        """From now on a failure (of type ``only``) records ``result`` as the stage has filled it by then, with why
+        under ``reason`` and ``also``; ``reject``: (what it is, where it was built): the binary a failure moves to
+        ``rejected/`` (:func:`reject`), its new place (or None) the record's ``binary``."""
+        self._kept = _Kept(result, reason, only, also or {}, reject)
+
+    def copy_checked(self, binary: Path, sha: str, *, hint: str) -> Path:
+        """The stage's checked copy of ``binary`` (:func:`copy_checked`)."""
+        return copy_checked(self.plan, self.name, binary, sha, hint=hint)
+
+    def done(self, result: _Record) -> _Record:
+        """The stage's success: its record (timed), in place of the running one."""
+        self._kept = None  # the success record that cannot be written is not a failed check: nothing is rejected
+        record = with_fields(result, {"seconds": self.seconds()}) if self.timed else result
+        _write_record(self.plan.work, self.name, record)
+        return record
+
+    def _fail(self, error: PgoError) -> None:
+        """The failure record, in place of the running one; a report that cannot be written: the first error tells."""
+        kept = self._kept if self._kept is not None and isinstance(error, self._kept.only) else None
+        if kept is None:
+            record: Mapping[str, Any] = {"failed": error.line()}
+        else:
+            fields: dict[str, object] = {kept.reason: error.line()}
+            if self.timed:
+                fields["seconds"] = self.seconds()
+            fields.update(kept.also)
+            if kept.reject is not None:
+                what, built = kept.reject
+                moved = reject(self.plan, self.name, what, built, checked_copy(self.plan, self.name))
+                fields["binary"] = str(moved) if moved is not None else None
+            record = with_fields(kept.result, fields)
+        with contextlib.suppress(PgoError):
+            _write_record(self.plan.work, self.name, record)
+
+
+def with_fields(record: _Record, fields: Mapping[str, object]) -> _Record:
+    """``record`` with ``fields`` set (a key it has keeps its place, a new one comes last)."""
+    return cast(_Record, {**record, **fields})
+
+
+def write_error(name: StageName, exc: OSError) -> WorkDirError:
+    """A full disk, or another error writing the work dir (:data:`WRITE_ERRORS`), in one line."""
+    where = f" {exc.filename}" if exc.filename else ""
+    return WorkDirError(f"{name}: cannot write{where}: {exc.strerror}", "free space there or choose another PGO_OUT")
 
 
 def drop_checked_copies(plan: BuildPlan, name: StageName) -> None:
@@ -104,10 +176,6 @@ def reject(plan: BuildPlan, stage: str, what: str, built: Path, checked: Path | 
         for path in {built, checked_copy(plan, stage)}:
             path.unlink(missing_ok=True)
     return kept
-
-
-def timed(start: float) -> float:
-    return round(time.monotonic() - start, 3)
 
 
 def run_on(

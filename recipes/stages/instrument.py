@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import time
-
-from recipes import cflags, report, zig
+from recipes import cflags, zig
 from recipes.cargo import log as cargo_log
 from recipes.errors import MissingInput
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import InstrumentResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags
-from recipes.stages._record import recorded, timed
+from recipes.stages._record import StageFrame
 from recipes.store import sha256_file
 
 
-@recorded("instrument")
 def instrument(plan: BuildPlan) -> InstrumentResult:
     """The instrumented build: -Cprofile-generate, its own target dir, the same cargo command."""
-    start = time.monotonic()
+    with StageFrame(plan, "instrument") as frame:
+        return _instrument(plan, frame)
+
+
+def _instrument(plan: BuildPlan, frame: StageFrame) -> InstrumentResult:
     say(f"instrument: {plan.crate.package} ({plan.crate.bin}) for {plan.target}")
     zig.check_generate_linker(plan.config.cargo, plan.config.generate_linker, plan.triple)
     flags = [f"-Cprofile-generate={plan.profraw_dir}"]
@@ -37,7 +38,7 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
     if not binary.is_file():
         raise MissingInput(f"the instrumented build left no binary at {binary}", f"see {done.log}")
     result: InstrumentResult = {
-        "seconds": timed(start),
+        "seconds": 0.0,  # the frame's
         "binary": str(binary),
         "binary_sha256": sha256_file(binary),
         "crate_metadata": identities,
@@ -54,5 +55,4 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
     result["c_code"] = plan.c.record(crates)
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
-    report.record(plan.work, "instrument", result)
-    return result
+    return frame.done(result)

@@ -3,7 +3,6 @@ executed functions the merged profile must reach."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from recipes import profdata, report
@@ -11,7 +10,7 @@ from recipes.errors import CheckFailed, PgoError
 from recipes.plan import BuildPlan
 from recipes.results import MergeResult
 from recipes.runner import say
-from recipes.stages._record import recorded, threshold, timed
+from recipes.stages._record import StageFrame, threshold
 from recipes.store import sha256_file
 from recipes.toolchain import find_profdata, rustc_sysroot
 from recipes.workload import Workload
@@ -71,10 +70,13 @@ def function_floor(plan: BuildPlan, workload: Workload | None) -> FunctionFloor:
     )
 
 
-@recorded("merge")
 def merge(plan: BuildPlan) -> MergeResult:
     """Merge exactly this training's raw profiles with rustc's own LLVM's llvm-profdata; count what ran."""
-    start = time.monotonic()
+    with StageFrame(plan, "merge") as frame:
+        return _merge(plan, frame)
+
+
+def _merge(plan: BuildPlan, frame: StageFrame) -> MergeResult:
     trained = report.require(plan.work, "train", "merge")
     raws = profdata.check_raw_profiles(plan.profraw_dir, trained.get("profraw", []))
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
@@ -98,6 +100,7 @@ def merge(plan: BuildPlan) -> MergeResult:
     }
     result.update(floor.as_json(0))
     result.update({"llvm_profdata": str(tool.path), "llvm_profdata_version": tool.llvm_version})
+    frame.keep(result)  # a failure from here on records what the merge found, and the profile goes
     try:
         summary = profdata.check_usable(
             tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
@@ -112,12 +115,7 @@ def merge(plan: BuildPlan) -> MergeResult:
         result.update(floor.as_json(summary.total_functions))
         if summary.executed_functions < floor.for_total(summary.total_functions):
             raise floor.refusal(summary.executed_functions, summary.total_functions)
-    except PgoError as error:
+    except PgoError:
         plan.merged_profile.unlink(missing_ok=True)
-        failure = result.copy()
-        failure.update({"failed": error.line(), "seconds": timed(start)})
-        report.record(plan.work, "merge", failure)
         raise
-    result["seconds"] = timed(start)
-    report.record(plan.work, "merge", result)
-    return result
+    return frame.done(result)

@@ -4,7 +4,6 @@ fails a check goes to ``<work>/rejected/``."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,12 @@ from recipes import bolt as boltlib
 from recipes import cflags, checks, elf, profdata, report, zig
 from recipes.cargo import command as cargo_command
 from recipes.cargo import log as cargo_log
-from recipes.errors import CheckFailed, CommandFailed, MissingInput, PgoError, StoreError
+from recipes.errors import CheckFailed, CommandFailed, MissingInput, StoreError
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import OptimiseResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags, target_cpu_warning
-from recipes.stages._record import checked_copy, copy_checked, recorded, reject, run_on, threshold, timed
+from recipes.stages._record import StageFrame, checked_copy, run_on, threshold
 from recipes.store import sha256_file
 from recipes.toolchain import find_profdata, rustc_sysroot
 from recipes.workload import Workload
@@ -41,13 +40,16 @@ def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
     return path, True
 
 
-@recorded("optimise")
 def optimise(plan: BuildPlan, *, verify: bool | None = None) -> OptimiseResult:
     """The optimised build from the store, then every check of the result, then a checked copy in the work dir.
 
     Clean, build, checks and copy hold a lock on the crate's target dir: several pipelines on one crate take
     turns, and the copy is the binary the checks saw."""
-    start = time.monotonic()
+    with StageFrame(plan, "optimise") as frame:
+        return _optimise(plan, frame, verify=verify)
+
+
+def _optimise(plan: BuildPlan, frame: StageFrame, *, verify: bool | None) -> OptimiseResult:
     profile, trained_here = _profile_to_use(plan)
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
     if not trained_here:  # a given profile is checked before anything is built
@@ -59,7 +61,7 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> OptimiseResult:
     sha = store.verify(store_path, "before the build")
     records = profdata.function_names(tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
     with _target_dir_lock(plan):
-        return _build_and_check(plan, store_path, sha, records, trained_here=trained_here, verify=verify, start=start)
+        return _build_and_check(plan, frame, store_path, sha, records, trained_here=trained_here, verify=verify)
 
 
 def _target_dir_lock(plan: BuildPlan) -> FileLock:
@@ -77,13 +79,13 @@ def _target_dir_lock(plan: BuildPlan) -> FileLock:
 
 def _build_and_check(
     plan: BuildPlan,
+    frame: StageFrame,
     store_path: Path,
     sha: str,
     records: list[str],
     *,
     trained_here: bool,
     verify: bool | None,
-    start: float,
 ) -> OptimiseResult:
     say(f"optimise: profile {store_path}")
     flags = [f"-Cprofile-use={store_path}", "-Cllvm-args=-pgo-warn-missing-function"]
@@ -144,28 +146,16 @@ def _build_and_check(
     result["c_code"] = plan.c.record(crates)
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
-    try:
-        plan.store.verify(store_path, "after the build")
-        _check_optimised(plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here)
-        copy = copy_checked(
-            plan, "optimise", built, result["binary_sha256"], hint="is another build writing to this target dir?"
-        )
-        result["binary"] = str(copy)
-        if verify if verify is not None else plan.config.verify_wanted(trained=False):
-            workload = plan.require_workload()
-            say(f"verify: the optimised binary runs the workload {workload.path.name}")
-            result["verify"] = run_on(plan, workload, copy, logs=plan.logs / "verify")
-    except PgoError as error:
-        result["failed"] = error.line()
-        result["seconds"] = timed(start)
-        checked = Path(result["binary"] or built)  # the checked copy, or the build
-        kept = reject(plan, "optimise", "the optimised binary", built, checked)
-        result["binary"] = str(kept) if kept else None
-        report.record(plan.work, "optimise", result)
-        raise
-    result["seconds"] = timed(start)
-    report.record(plan.work, "optimise", result)
-    return result
+    frame.keep(result, reject=("the optimised binary", built))  # a failure from here on records it, rejected
+    plan.store.verify(store_path, "after the build")
+    _check_optimised(plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here)
+    copy = frame.copy_checked(built, result["binary_sha256"], hint="is another build writing to this target dir?")
+    result["binary"] = str(copy)
+    if verify if verify is not None else plan.config.verify_wanted(trained=False):
+        workload = plan.require_workload()
+        say(f"verify: the optimised binary runs the workload {workload.path.name}")
+        result["verify"] = run_on(plan, workload, copy, logs=plan.logs / "verify")
+    return frame.done(result)
 
 
 def optimised_copy(plan: BuildPlan) -> Path:
