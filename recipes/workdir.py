@@ -60,6 +60,11 @@ class BenchDir:
         """The scratch of the workload's ``[setup]`` resources."""
         return self.root / "setup"
 
+    @property
+    def sigterm(self) -> Path:
+        """The SIGTERM shim of servers without a handler (``exit_on_sigterm``)."""
+        return self.root / "sigterm"
+
 
 @dataclass(frozen=True)
 class WorkDir:

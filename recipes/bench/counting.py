@@ -274,6 +274,7 @@ def _start_counted(build: Build, scenario: Scenario, key: str, settings: Setting
             values=setup.values,
             env=settings.env,
             workdir=workdir,
+            shims=settings.out.sigterm,
             name=key,
             wrapper=wrapper,
             ready_timeout=scenario.instance.options.ready_timeout * SLOWDOWN,

@@ -257,7 +257,14 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> dict[str, An
                 problems.append(f"{scenario.name}: {runs.problem}")
             continue
         server = start_server(
-            build, scenario, core=None, values=setup.values, env=env, workdir=workdir, name="instrumented"
+            build,
+            scenario,
+            core=None,
+            values=setup.values,
+            env=env,
+            workdir=workdir,
+            shims=settings.out.sigterm,
+            name="instrumented",
         )
         try:
             load = run_loads(

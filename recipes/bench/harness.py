@@ -193,6 +193,7 @@ def run_scenario(scenario: Scenario, settings: Settings, setup: Setup) -> Scenar
                     values=setup.values,
                     env=settings.env,
                     workdir=workdir,
+                    shims=settings.out.sigterm,
                     name=key,
                 )
             for key, server in servers.items():

@@ -139,10 +139,11 @@ def test_the_bench_paths(tmp_path: Path) -> None:
         tmp_path / "bench" / "results.md",
         tmp_path / "bench" / "chart.png",
     )
-    assert (bench.coverage, bench.logs, bench.setup) == (
+    assert (bench.coverage, bench.logs, bench.setup, bench.sigterm) == (
         tmp_path / "bench" / "coverage",
         tmp_path / "bench" / "logs",
         tmp_path / "bench" / "setup",
+        tmp_path / "bench" / "sigterm",
     )
 
 
