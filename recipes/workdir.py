@@ -156,9 +156,14 @@ class WorkDir:
         """The determinism check's folder, or the work dir of one of its two runs (``label``)."""
         return self.root / "determinism" if label is None else self.root / "determinism" / label
 
-    def for_target(self, triple: str) -> WorkDir:
-        """The work dir of one target of a release matrix (``<work>/<triple>``)."""
-        return WorkDir(self.root / triple)
+    @property
+    def determinism_profile(self) -> Path:
+        """The determinism check's copy of its profile (a later merge must not change it)."""
+        return self.determinism() / "profile.profdata"
+
+    def for_target(self, triple: str) -> Path:
+        """The work dir of one target of a release matrix or of a rebuild of several (``<work>/<triple>``)."""
+        return self.root / triple
 
     # -- a rebuild's own work dir
 

@@ -120,7 +120,8 @@ def test_the_release_paths(tmp_path: Path) -> None:
     assert work.rebuild("v1.0.0") == tmp_path / "rebuild" / "v1.0.0"
     assert work.determinism() == tmp_path / "determinism"
     assert work.determinism("first") == tmp_path / "determinism" / "first"
-    assert work.for_target("x86_64-unknown-linux-musl") == WorkDir(tmp_path / "x86_64-unknown-linux-musl")
+    assert work.determinism_profile == tmp_path / "determinism" / "profile.profdata"
+    assert work.for_target("x86_64-unknown-linux-musl") == tmp_path / "x86_64-unknown-linux-musl"
     assert work.stripped("hello") == tmp_path / "stripped" / "hello"
     assert work.stripped_bolt("hello") == tmp_path / "stripped-bolt" / "hello"
     assert work.published("hello") == tmp_path / "published" / "hello"
