@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -34,7 +34,7 @@ _Record = TypeVar("_Record", bound=Mapping[str, Any])
 
 @dataclass(frozen=True)
 class _Kept:
-    """What a failure records once a stage has a result of its own (:meth:`StageFrame.keep`)."""
+    """What a failure records once a stage has a result of its own (:meth:`StageFrame.kept`)."""
 
     result: Mapping[str, Any]
     reason: str
@@ -49,9 +49,9 @@ class StageFrame:
     When it starts, the stage's earlier record and those of the stages after it (and the binaries they had
     checked) make way for a ``running`` record that says it did not finish; only the stage's success
     (:meth:`done`) or failure replaces it, so an interrupted stage leaves that. A failure (a :class:`PgoError`,
-    or a full disk or another write error of the work dir, then one line) records ``failed`` and why, with the
-    result the stage had so far when it :meth:`keep` s one, and the binary it built moved to ``rejected/``. The
-    frame times the stage (``seconds``) and makes its checked copy (:meth:`copy_checked`)."""
+    or a full disk or another write error of the work dir, then one line) records ``failed`` and why; inside
+    :meth:`kept`, with the result the stage had so far, and the binary it built moved to ``rejected/``. The frame
+    times the stage (``seconds``) and makes its checked copy (:meth:`copy_checked`)."""
 
     def __init__(self, plan: BuildPlan, name: StageName, *, timed: bool = True) -> None:
         """``timed``: the frame sets the record's ``seconds`` (not the train stage's, which are its workload's)."""
@@ -59,7 +59,7 @@ class StageFrame:
         self.name = name
         self.timed = timed
         self.started = time.monotonic()
-        self._kept: _Kept | None = None
+        self._failed = False
 
     def __enter__(self) -> StageFrame:
         report.start(self.plan.work, self.name)
@@ -68,17 +68,17 @@ class StageFrame:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if isinstance(exc, OSError) and exc.errno in WRITE_ERRORS:
-            error = write_error(self.name, exc)
-            self._fail(error)
-            raise error from exc
-        if isinstance(exc, PgoError):
-            self._fail(exc)
+        error = None if self._failed or exc is None else known_failure(self.name, exc)
+        if error is not None:
+            self._fail(error, None)
+            if error is not exc:
+                raise error from exc
 
     def seconds(self) -> float:
         return round(time.monotonic() - self.started, 3)
 
-    def keep(
+    @contextlib.contextmanager
+    def kept(
         self,
         result: Mapping[str, Any],
         *,
@@ -86,11 +86,22 @@ class StageFrame:
         only: type[PgoError] = PgoError,
         also: Mapping[str, object] | None = None,
         reject: tuple[str, Path] | None = None,
-    ) -> None:
-        """From now on a failure (of type ``only``) records ``result`` as the stage has filled it by then, with why
-        under ``reason`` and ``also``; ``reject``: (what it is, where it was built): the binary a failure moves to
-        ``rejected/`` (:func:`reject`), its new place (or None) the record's ``binary``."""
-        self._kept = _Kept(result, reason, only, also or {}, reject)
+    ) -> Iterator[None]:
+        """A failure (of type ``only``) inside records ``result`` as the stage has filled it by then, with why under
+        ``reason`` and ``also``, there and then (under the lock the stage may hold); ``reject``: (what it is, where
+        it was built): the binary such a failure moves to ``rejected/`` (:func:`reject`), its new place (or None)
+        the record's ``binary``."""
+        try:
+            yield
+        except BaseException as exc:
+            error = None if self._failed else known_failure(self.name, exc)
+            if error is None:
+                raise
+            keeps = isinstance(error, only)
+            self._fail(error, _Kept(result, reason, only, also or {}, reject) if keeps else None)
+            if error is exc:
+                raise
+            raise error from exc
 
     def copy_checked(self, binary: Path, sha: str, *, hint: str) -> Path:
         """The stage's checked copy of ``binary`` (:func:`copy_checked`)."""
@@ -98,14 +109,14 @@ class StageFrame:
 
     def done(self, result: _Record) -> _Record:
         """The stage's success: its record (timed), in place of the running one."""
-        self._kept = None  # the success record that cannot be written is not a failed check: nothing is rejected
         record = with_fields(result, {"seconds": self.seconds()}) if self.timed else result
         _write_record(self.plan.work, self.name, record)
         return record
 
-    def _fail(self, error: PgoError) -> None:
-        """The failure record, in place of the running one; a report that cannot be written: the first error tells."""
-        kept = self._kept if self._kept is not None and isinstance(error, self._kept.only) else None
+    def _fail(self, error: PgoError, kept: _Kept | None) -> None:
+        """The failure record, in place of the running one (once); a report that cannot be written: the first
+        error tells."""
+        self._failed = True
         if kept is None:
             record: Mapping[str, Any] = {"failed": error.line()}
         else:
@@ -120,6 +131,16 @@ class StageFrame:
             record = with_fields(kept.result, fields)
         with contextlib.suppress(PgoError):
             _write_record(self.plan.work, self.name, record)
+
+
+def known_failure(name: StageName, exc: BaseException) -> PgoError | None:
+    """The failure a stage records: a :class:`PgoError`, or a full disk or another write error of the work dir
+    (:data:`WRITE_ERRORS`) in one line (:func:`write_error`); None for anything else (a bug, an interruption)."""
+    if isinstance(exc, PgoError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in WRITE_ERRORS:
+        return write_error(name, exc)
+    return None
 
 
 def with_fields(record: _Record, fields: Mapping[str, object]) -> _Record:

@@ -175,66 +175,66 @@ def _bolt(plan: BuildPlan, frame: StageFrame, vouched: str | None) -> BoltResult
         "llvm_bolt_version": tools.llvm_version,
         "bolt_args": list(args),
     }
-    frame.keep(result, reject=("the BOLTed binary", paths.output))  # a failure from here on records it, rejected
-    if plan.config.bolt_profile is not None:
-        if not plan.config.bolt_profile.is_file():
-            raise MissingInput(
-                f"PGO_BOLT_PROFILE={plan.config.bolt_profile}: no such file", "give the path of a .fdata"
-            )
-        profile = plan.config.bolt_profile
-        result["trained_here"] = False
-    else:
-        profile, result["train"] = _bolt_train(plan, tools, paths, result)
-        result["trained_here"] = True
-    data = read_bytes(profile, "the BOLT profile", MissingInput, "give the path of a .fdata merge-fdata wrote")
-    fdata = boltlib.parse_fdata(data.decode("utf-8", errors="replace"))  # a symbol name's bytes are its own
-    result.update(fdata.as_json())
-    result["profile_main_crate_functions"] = fdata.main_crate_functions(plan.crate.crate_names)
-    boltlib.check_profile(fdata, profile, plan.crate.crate_names, plan.crate.package)
-    profile_sha = sha256_file(profile)
-    store_record = boltlib.trained_on_path(plan.store.path_for(profile_sha, ".fdata"))
-    trained_on = None
-    if result["trained_here"]:
-        instrumented_sha = sha256_file(paths.instrumented)
-        result["bolt_instrumented_sha256"] = instrumented_sha
-        trained_on = boltlib.trained_on_record(profile_sha, input_sha, instrumented_sha)
-        boltlib.write_trained_on(profile, trained_on)
-    elif vouched is None:
-        boltlib.check_trained_on(profile, profile_sha, binary, input_sha, store_record)
-    result["profile_trained_on"] = input_sha if vouched is None else f"vouched: {vouched}"
-    store_path = plan.store.put(profile, suffix=".fdata")
-    if trained_on is not None:
-        boltlib.write_trained_on(store_path, trained_on)
-    result["store_path"] = str(store_path)
-    result["profile_sha256"] = plan.store.verify(store_path, "before llvm-bolt")
-    log = plan.logs / "bolt-optimise.log"
-    paths.output.unlink(missing_ok=True)
-    # relative names in <work>/bolt: llvm-bolt writes its command line into the binary (.note.bolt_info)
-    run(
-        [str(tools.llvm_bolt), paths.input.name, "-o", paths.output.name, f"-data={store_path}", *args],
-        env=plan.env,
-        log=log,
-        cwd=paths.dir,
-        what="llvm-bolt",
-    )
-    plan.store.verify(store_path, "after llvm-bolt")
-    if not paths.output.is_file():
-        raise MissingInput(f"llvm-bolt left no binary at {paths.output}", f"see {log}")
-    summary = boltlib.parse_bolt_log(log.read_text(encoding="utf-8", errors="replace"))
-    result.update(summary.as_json())
-    boltlib.check_bolt_log(summary, store_path, log)
-    result["binary_sha256"] = sha256_file(paths.output)
-    result["max_glibc"] = elf.max_glibc(paths.output)
-    result["libc"] = elf.libc_needs(paths.output)
-    result["input_bytes"] = binary.stat().st_size
-    result["binary_bytes"] = paths.output.stat().st_size
-    if plan.config.max_glibc:
-        elf.check_glibc(paths.output, plan.config.max_glibc)
-    copy = frame.copy_checked(paths.output, result["binary_sha256"], hint="is another bolt stage writing here?")
-    result["binary"] = str(copy)
-    workload = plan.require_workload()
-    say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
-    result["verify"] = _replay_bolted(plan, workload, copy)
+    with frame.kept(result, reject=("the BOLTed binary", paths.output)):  # a failure: recorded, rejected
+        if plan.config.bolt_profile is not None:
+            if not plan.config.bolt_profile.is_file():
+                raise MissingInput(
+                    f"PGO_BOLT_PROFILE={plan.config.bolt_profile}: no such file", "give the path of a .fdata"
+                )
+            profile = plan.config.bolt_profile
+            result["trained_here"] = False
+        else:
+            profile, result["train"] = _bolt_train(plan, tools, paths, result)
+            result["trained_here"] = True
+        data = read_bytes(profile, "the BOLT profile", MissingInput, "give the path of a .fdata merge-fdata wrote")
+        fdata = boltlib.parse_fdata(data.decode("utf-8", errors="replace"))  # a symbol name's bytes are its own
+        result.update(fdata.as_json())
+        result["profile_main_crate_functions"] = fdata.main_crate_functions(plan.crate.crate_names)
+        boltlib.check_profile(fdata, profile, plan.crate.crate_names, plan.crate.package)
+        profile_sha = sha256_file(profile)
+        store_record = boltlib.trained_on_path(plan.store.path_for(profile_sha, ".fdata"))
+        trained_on = None
+        if result["trained_here"]:
+            instrumented_sha = sha256_file(paths.instrumented)
+            result["bolt_instrumented_sha256"] = instrumented_sha
+            trained_on = boltlib.trained_on_record(profile_sha, input_sha, instrumented_sha)
+            boltlib.write_trained_on(profile, trained_on)
+        elif vouched is None:
+            boltlib.check_trained_on(profile, profile_sha, binary, input_sha, store_record)
+        result["profile_trained_on"] = input_sha if vouched is None else f"vouched: {vouched}"
+        store_path = plan.store.put(profile, suffix=".fdata")
+        if trained_on is not None:
+            boltlib.write_trained_on(store_path, trained_on)
+        result["store_path"] = str(store_path)
+        result["profile_sha256"] = plan.store.verify(store_path, "before llvm-bolt")
+        log = plan.logs / "bolt-optimise.log"
+        paths.output.unlink(missing_ok=True)
+        # relative names in <work>/bolt: llvm-bolt writes its command line into the binary (.note.bolt_info)
+        run(
+            [str(tools.llvm_bolt), paths.input.name, "-o", paths.output.name, f"-data={store_path}", *args],
+            env=plan.env,
+            log=log,
+            cwd=paths.dir,
+            what="llvm-bolt",
+        )
+        plan.store.verify(store_path, "after llvm-bolt")
+        if not paths.output.is_file():
+            raise MissingInput(f"llvm-bolt left no binary at {paths.output}", f"see {log}")
+        summary = boltlib.parse_bolt_log(log.read_text(encoding="utf-8", errors="replace"))
+        result.update(summary.as_json())
+        boltlib.check_bolt_log(summary, store_path, log)
+        result["binary_sha256"] = sha256_file(paths.output)
+        result["max_glibc"] = elf.max_glibc(paths.output)
+        result["libc"] = elf.libc_needs(paths.output)
+        result["input_bytes"] = binary.stat().st_size
+        result["binary_bytes"] = paths.output.stat().st_size
+        if plan.config.max_glibc:
+            elf.check_glibc(paths.output, plan.config.max_glibc)
+        copy = frame.copy_checked(paths.output, result["binary_sha256"], hint="is another bolt stage writing here?")
+        result["binary"] = str(copy)
+        workload = plan.require_workload()
+        say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
+        result["verify"] = _replay_bolted(plan, workload, copy)
     paths.output.unlink(missing_ok=True)
     return frame.done(result)
 

@@ -100,22 +100,22 @@ def _merge(plan: BuildPlan, frame: StageFrame) -> MergeResult:
     }
     result.update(floor.as_json(0))
     result.update({"llvm_profdata": str(tool.path), "llvm_profdata_version": tool.llvm_version})
-    frame.keep(result)  # a failure from here on records what the merge found, and the profile goes
-    try:
-        summary = profdata.check_usable(
-            tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
-        )
-        result.update(
-            {
-                "profile_sha256": sha256_file(plan.merged_profile),
-                "executed_functions": summary.executed_functions,
-                "total_functions": summary.total_functions,
-            }
-        )
-        result.update(floor.as_json(summary.total_functions))
-        if summary.executed_functions < floor.for_total(summary.total_functions):
-            raise floor.refusal(summary.executed_functions, summary.total_functions)
-    except PgoError:
-        plan.merged_profile.unlink(missing_ok=True)
-        raise
+    with frame.kept(result):  # a failure here records what the merge found, and the profile goes
+        try:
+            summary = profdata.check_usable(
+                tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
+            )
+            result.update(
+                {
+                    "profile_sha256": sha256_file(plan.merged_profile),
+                    "executed_functions": summary.executed_functions,
+                    "total_functions": summary.total_functions,
+                }
+            )
+            result.update(floor.as_json(summary.total_functions))
+            if summary.executed_functions < floor.for_total(summary.total_functions):
+                raise floor.refusal(summary.executed_functions, summary.total_functions)
+        except PgoError:
+            plan.merged_profile.unlink(missing_ok=True)
+            raise
     return frame.done(result)

@@ -146,15 +146,15 @@ def _build_and_check(
     result["c_code"] = plan.c.record(crates)
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
-    frame.keep(result, reject=("the optimised binary", built))  # a failure from here on records it, rejected
-    plan.store.verify(store_path, "after the build")
-    _check_optimised(plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here)
-    copy = frame.copy_checked(built, result["binary_sha256"], hint="is another build writing to this target dir?")
-    result["binary"] = str(copy)
-    if verify if verify is not None else plan.config.verify_wanted(trained=False):
-        workload = plan.require_workload()
-        say(f"verify: the optimised binary runs the workload {workload.path.name}")
-        result["verify"] = run_on(plan, workload, copy, logs=plan.logs / "verify")
+    with frame.kept(result, reject=("the optimised binary", built)):  # a failure: recorded, rejected, under the lock
+        plan.store.verify(store_path, "after the build")
+        _check_optimised(plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here)
+        copy = frame.copy_checked(built, result["binary_sha256"], hint="is another build writing to this target dir?")
+        result["binary"] = str(copy)
+        if verify if verify is not None else plan.config.verify_wanted(trained=False):
+            workload = plan.require_workload()
+            say(f"verify: the optimised binary runs the workload {workload.path.name}")
+            result["verify"] = run_on(plan, workload, copy, logs=plan.logs / "verify")
     return frame.done(result)
 
 

@@ -97,9 +97,10 @@ def _test(plan: BuildPlan, frame: StageFrame) -> TestResult:
     for name in tests.failed_tests:
         say(f"  FAILED {name}")
     # a failed check records the suite's results (its "failed" is their count) and that optimise's binary stays
-    frame.keep(result, reason="failed_check", only=CheckFailed, also={"optimised_binary_kept": optimised["binary"]})
-    plan.store.verify(store_path, "after the test build")
-    _check(plan, tests, text, done.returncode, store_path, log)
+    kept = {"optimised_binary_kept": optimised["binary"]}
+    with frame.kept(result, reason="failed_check", only=CheckFailed, also=kept):
+        plan.store.verify(store_path, "after the test build")
+        _check(plan, tests, text, done.returncode, store_path, log)
     return frame.done(result)
 
 

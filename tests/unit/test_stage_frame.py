@@ -93,8 +93,11 @@ def test_another_os_error_is_a_bug_and_leaves_the_running_record(plan: BuildPlan
 
 
 def test_an_interrupted_stage_leaves_its_running_record(plan: BuildPlan) -> None:
-    with pytest.raises(KeyboardInterrupt), StageFrame(plan, "optimise") as frame:
-        frame.keep({"store_path": "s"}, reject=("the optimised binary", _built(plan)))
+    with (
+        pytest.raises(KeyboardInterrupt),
+        StageFrame(plan, "optimise") as frame,
+        frame.kept({"store_path": "s"}, reject=("the optimised binary", _built(plan))),
+    ):
         raise KeyboardInterrupt
     record = _report(plan)["optimise"]
     assert record["running"] is True and "optimise did not finish" in record["failed"]
@@ -103,9 +106,8 @@ def test_an_interrupted_stage_leaves_its_running_record(plan: BuildPlan) -> None
 
 def test_a_failure_records_the_fields_the_stage_had(plan: BuildPlan) -> None:
     result: dict[str, object] = {"profile": "p", "profraw_merged": 2, "profraw_dropped": {"a.profraw": "bad"}}
-    with pytest.raises(CheckFailed), StageFrame(plan, "merge") as frame:
-        frame.keep(result)
-        result["executed_functions"] = 3  # filled after keep: recorded too
+    with pytest.raises(CheckFailed), StageFrame(plan, "merge") as frame, frame.kept(result):
+        result["executed_functions"] = 3  # filled inside: recorded too
         raise CheckFailed("the training executed 3 of 9 functions", "extend it")
     record = _report(plan)["merge"]
     assert list(record) == ["profile", "profraw_merged", "profraw_dropped", "executed_functions", "failed", "seconds"]
@@ -118,23 +120,32 @@ def test_a_kept_record_for_one_kind_of_failure_only(plan: BuildPlan) -> None:
     """The test stage's: a failed check records the suite's counts, with why under failed_check; a changed store
     does not."""
     result = {"seconds": 0.0, "passed": 1, "failed": 1}
-    with pytest.raises(CheckFailed), StageFrame(plan, "test") as frame:
-        frame.keep(result, reason="failed_check", only=CheckFailed, also={"optimised_binary_kept": "/o"})
+    with (
+        pytest.raises(CheckFailed),
+        StageFrame(plan, "test") as frame,
+        frame.kept(result, reason="failed_check", only=CheckFailed, also={"optimised_binary_kept": "/o"}),
+    ):
         raise CheckFailed("1 of 2 failed", "see test.log")
     record = _report(plan)["test"]
     assert list(record) == ["seconds", "passed", "failed", "failed_check", "optimised_binary_kept"]
     assert (record["failed"], record["failed_check"]) == (1, "1 of 2 failed (see test.log)")
-    with pytest.raises(StoreError), StageFrame(plan, "test") as frame:
-        frame.keep(result, reason="failed_check", only=CheckFailed)
+    with (
+        pytest.raises(StoreError),
+        StageFrame(plan, "test") as frame,
+        frame.kept(result, reason="failed_check", only=CheckFailed),
+    ):
         raise StoreError("the store changed", "run again")
     assert _report(plan)["test"] == {"failed": "the store changed (run again)"}
 
 
 def test_the_checked_copy_then_its_rejection(plan: BuildPlan) -> None:
     built = _built(plan)
-    with pytest.raises(CheckFailed), StageFrame(plan, "optimise") as frame:
-        result: dict[str, object] = {"binary": str(built)}
-        frame.keep(result, reject=("the optimised binary", built))
+    result: dict[str, object] = {"binary": str(built)}
+    with (
+        pytest.raises(CheckFailed),
+        StageFrame(plan, "optimise") as frame,
+        frame.kept(result, reject=("the optimised binary", built)),
+    ):
         copy = frame.copy_checked(built, sha256_file(built), hint="who writes?")
         assert copy == plan.workdir.checked("optimise", BIN) and copy.read_bytes() == built.read_bytes()
         result["binary"] = str(copy)
@@ -149,8 +160,11 @@ def test_the_checked_copy_then_its_rejection(plan: BuildPlan) -> None:
 
 def test_a_failure_before_anything_was_built_rejects_nothing(plan: BuildPlan) -> None:
     missing = plan.workdir.bolt / f"{BIN}.bolt"
-    with pytest.raises(MissingInput), StageFrame(plan, "bolt") as frame:
-        frame.keep({"input": "i"}, reject=("the BOLTed binary", missing))
+    with (
+        pytest.raises(MissingInput),
+        StageFrame(plan, "bolt") as frame,
+        frame.kept({"input": "i"}, reject=("the BOLTed binary", missing)),
+    ):
         raise MissingInput("llvm-bolt left no binary", "see its log")
     assert _report(plan)["bolt"]["binary"] is None
     assert not plan.workdir.rejected(missing.name).exists()
@@ -167,8 +181,8 @@ def test_a_copy_that_is_not_what_was_checked_is_refused(plan: BuildPlan) -> None
 def test_a_success_that_cannot_be_recorded_rejects_nothing(plan: BuildPlan) -> None:
     built = _built(plan)
     with pytest.raises(WorkDirError), StageFrame(plan, "optimise") as frame:
-        frame.keep({}, reject=("the optimised binary", built))
-        copy = frame.copy_checked(built, sha256_file(built), hint="h")
+        with frame.kept({}, reject=("the optimised binary", built)):
+            copy = frame.copy_checked(built, sha256_file(built), hint="h")
         plan.workdir.report.unlink()
         plan.workdir.report.mkdir()  # report.json cannot be written
         frame.done({"binary": str(copy)})
@@ -192,3 +206,29 @@ def test_a_start_drops_the_later_records_and_their_checked_copies(plan: BuildPla
     assert list(_report(plan)) == ["schema", "instrument", "train", "merge"]
     assert _report(plan)["merge"]["running"] is True
     assert not plan.workdir.checked("optimise", BIN).exists() and not plan.workdir.checked("bolt", BIN).exists()
+
+
+def test_a_failure_inside_kept_is_recorded_and_rejected_there_and_then(plan: BuildPlan) -> None:
+    """Before the stage's lock on the target dir is released: after it another pipeline may build there."""
+    built = _built(plan)
+    with pytest.raises(CheckFailed), StageFrame(plan, "optimise") as frame:
+        with (
+            pytest.raises(CheckFailed) as inside,
+            frame.kept({"store_path": "s"}, reject=("the optimised binary", built)),
+        ):
+            raise CheckFailed("too many functions without profile", "same cargo command?")
+        assert not built.exists() and plan.workdir.rejected(BIN).is_file()
+        assert _report(plan)["optimise"]["failed"] == "too many functions without profile (same cargo command?)"
+        built.write_bytes(b"another pipeline's build")  # recorded once: the frame's end neither records nor rejects
+        raise inside.value
+    assert built.read_bytes() == b"another pipeline's build"
+    assert _report(plan)["optimise"]["binary"] == str(plan.workdir.rejected(BIN))
+
+
+def test_a_full_disk_inside_kept_records_the_kept_fields(plan: BuildPlan) -> None:
+    full = OSError(errno.ENOSPC, "No space left on device", "f")
+    with pytest.raises(WorkDirError) as caught, StageFrame(plan, "merge") as frame, frame.kept({"profile": "p"}):
+        raise full
+    assert caught.value.__cause__ is full
+    record = _report(plan)["merge"]
+    assert record["failed"] == caught.value.line() and record["profile"] == "p"
