@@ -39,6 +39,7 @@ from recipes.results import CommandCheck, CpuBaselineResult, Failed, Report, Ser
 from recipes.runner import capture, query, quote, run, say
 from recipes.rustflags import rust_triple
 from recipes.store import sha256_file
+from recipes.workdir import WorkDir
 
 QEMU = "qemu-x86_64"
 #: what qemu64 has beyond baseline x86-64 (pni is SSE3), then every later extension, all switched off
@@ -193,7 +194,7 @@ def check_qemu(env: Mapping[str, str], baseline: Baseline = X86_64) -> str:
         ) from exc
 
 
-def check_controls(work: Path, env: Mapping[str, str], baseline: Baseline = X86_64) -> dict[str, dict[str, str]]:
+def check_controls(folder: Path, env: Mapping[str, str], baseline: Baseline = X86_64) -> dict[str, dict[str, str]]:
     """Compile the control programs; each must die with SIGILL under the baseline model and run under max."""
     if baseline.compiler_package is not None and shutil.which(baseline.compiler, path=env.get("PATH")) is None:
         raise ToolchainError(
@@ -204,25 +205,25 @@ def check_controls(work: Path, env: Mapping[str, str], baseline: Baseline = X86_
     results: dict[str, dict[str, str]] = {}
     for control in baseline.controls:
         name = control.name
-        c_file = work / f"control-{name}.c"
-        program = work / f"control-{name}"
+        c_file = folder / f"control-{name}.c"
+        program = folder / f"control-{name}"
         c_file.write_text(control.source, encoding="utf-8")
         run(
             [baseline.compiler, *control.flags, "-o", str(program), str(c_file)],
             env=env,
-            log=work / f"control-{name}-gcc.log",
+            log=folder / f"control-{name}-gcc.log",
             what=baseline.compiler,
         )
         refused = run(
             qemu_argv(baseline.cpu, program, [], qemu=baseline.qemu),
             env=env,
-            log=work / f"control-{name}-baseline.log",
+            log=folder / f"control-{name}-baseline.log",
             check=False,
         )
         newer = run(
             qemu_argv(baseline.newer_cpu, program, [], qemu=baseline.qemu),
             env=env,
-            log=work / f"control-{name}-max.log",
+            log=folder / f"control-{name}-max.log",
             check=False,
         )
         if refused.returncode != SIGILL_EXIT:
@@ -368,16 +369,16 @@ def _last_line(log: Path) -> str:
 
 
 def check_server(
-    binary: Path, work: Path, env: Mapping[str, str], *, timeout: float = 120.0, baseline: Baseline = X86_64
+    binary: Path, folder: Path, env: Mapping[str, str], *, timeout: float = 120.0, baseline: Baseline = X86_64
 ) -> ServerCheck:
     """Start the server under the baseline model, send a few requests of each protocol, stop it with SIGTERM."""
-    made = certs.make_certs(["ecdsa"], work, env=env, logs=work)
+    made = certs.make_certs(["ecdsa"], folder, env=env, logs=folder)
     cert, key = Path(made["ecdsa_cert"]), Path(made["ecdsa_key"])
     http_port, https_port = net.free_ports(2)
-    config = work / "server.toml"
+    config = folder / "server.toml"
     config.write_text(server_config(http_port, https_port, cert, key), encoding="utf-8")
     argv = qemu_argv(baseline.cpu, binary, ["--config", str(config)], qemu=baseline.qemu)
-    log = work / "server.log"
+    log = folder / "server.log"
     answered: list[str] = []
     say(f"$ {quote(argv)}")
     with procs.Child.start(argv, env=env, log=log, pipe_stdout=True, label="the server under qemu") as child:
@@ -439,11 +440,11 @@ def check_server(
 
 
 def check_command(
-    binary: Path, args: Sequence[str], work: Path, env: Mapping[str, str], baseline: Baseline = X86_64
+    binary: Path, args: Sequence[str], folder: Path, env: Mapping[str, str], baseline: Baseline = X86_64
 ) -> CommandCheck:
     """Run a command-line binary with ``args`` under the baseline model: it must exit 0."""
     done = run(
-        qemu_argv(baseline.cpu, binary, args, qemu=baseline.qemu), env=env, log=work / "command.log", check=False
+        qemu_argv(baseline.cpu, binary, args, qemu=baseline.qemu), env=env, log=folder / "command.log", check=False
     )
     if done.returncode == SIGILL_EXIT:
         raise CheckFailed(
@@ -491,9 +492,10 @@ def _not_elf(binary: Path, magic: bytes) -> CheckFailed:
 
 
 def check_binary(
-    binary: Path, work: Path, env: Mapping[str, str], *, args: Sequence[str] | None = None
+    binary: Path, folder: Path, env: Mapping[str, str], *, args: Sequence[str] | None = None
 ) -> CpuBaselineResult:
-    """The baseline-CPU check of one binary: the controls, then the server check, or a run with ``args``."""
+    """The baseline-CPU check of one binary: the controls, then the server check, or a run with ``args``;
+    ``folder``: the check's own (its control programs, certificates and logs, named here)."""
     if not binary.is_file():
         raise MissingInput(f"no binary at {binary}", "build it first, or pass --binary PATH")
     if not os.access(binary, os.X_OK):
@@ -503,7 +505,7 @@ def check_binary(
         raise _not_elf(binary, magic)
     baseline = baseline_for(binary, emulation.elf_arch_or_none(binary))
     env = baseline_env(baseline, env)
-    work.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     qemu = check_qemu(env, baseline)
     say(f"cpu-baseline: {binary} under {baseline.qemu} -cpu {baseline.cpu}")
     result = CpuBaselineResult(
@@ -512,10 +514,10 @@ def check_binary(
         cpu=baseline.cpu,
         arch=baseline.arch,
         qemu_program=baseline.qemu,
-        controls=check_controls(work, env, baseline),
+        controls=check_controls(folder, env, baseline),
     )
     if args is not None:
-        return replace(result, command=check_command(binary, args, work, env, baseline))
+        return replace(result, command=check_command(binary, args, folder, env, baseline))
     try:  # natively, or for another architecture under the newer model: what it was built for
         native = query([*_launch(baseline), str(binary), "--build-info"], env=env)
     except OSError as exc:  # not a program this machine runs: not ELF nor a script, or no interpreter
@@ -540,7 +542,7 @@ def check_binary(
     emulated = run(
         qemu_argv(baseline.cpu, binary, ["--build-info"], qemu=baseline.qemu),
         env=env,
-        log=work / "build-info.log",
+        log=folder / "build-info.log",
         check=False,
     )
     if emulated.returncode != 0:
@@ -548,7 +550,7 @@ def check_binary(
             f"{binary.name} --build-info got {describe_exit(emulated.returncode)} under -cpu {baseline.cpu}",
             f"see {emulated.log}",
         )
-    return replace(result, server=check_server(binary, work, env, baseline=baseline))
+    return replace(result, server=check_server(binary, folder, env, baseline=baseline))
 
 
 @dataclass(frozen=True)
@@ -579,7 +581,7 @@ def default_binary(work_report: Report, work: Path) -> Path:
     optimised = work_report.optimise
     if optimised is None or (isinstance(optimised, Failed) and "binary" not in optimised.partial):
         raise MissingInput(
-            f"{work / 'report.json'} names no optimised binary", "run `nox -s pgo` first, or pass --binary PATH"
+            f"{WorkDir(work).report} names no optimised binary", "run `nox -s pgo` first, or pass --binary PATH"
         )
     if isinstance(optimised, Failed):
         raise MissingInput(
@@ -593,7 +595,7 @@ def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequenc
     args = parse_cpu_args(posargs)
     config = load_config(project_dir, environ)
     binary = args.binary or default_binary(report.load(config.out), config.out)
-    result = check_binary(binary, config.out / "cpu-baseline", environ, args=args.run_args)
+    result = check_binary(binary, WorkDir(config.out).cpu_baseline(), environ, args=args.run_args)
     result = replace(result, binary_sha256=sha256_file(binary))
     if args.binary is None:
         report.record(config.out, "cpu_baseline", result)

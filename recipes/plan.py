@@ -15,6 +15,7 @@ from recipes.runner import run
 from recipes.rustflags import RustflagsPlan, cargo_config_files, plan_rustflags, refuse_global_rustflags, rust_triple
 from recipes.store import ProfileStore
 from recipes.toolchain import RustcInfo, rustc_info
+from recipes.workdir import WorkDir
 from recipes.workload import Workload, load_workload, no_workload_file, workload_path
 
 _ = train  # imported for its registrations: the instance modes and phase kinds a workload file names
@@ -46,23 +47,29 @@ class BuildPlan:
 
     @property
     def work(self) -> Path:
+        """The work dir (``PGO_OUT``) itself: what report.json's functions take."""
         return self.config.out
 
     @property
+    def workdir(self) -> WorkDir:
+        """Every path under the work dir, by name."""
+        return WorkDir(self.config.out)
+
+    @property
     def logs(self) -> Path:
-        return self.work / "logs"
+        return self.workdir.logs
 
     @property
     def profraw_dir(self) -> Path:
-        return self.work / "profraw"
+        return self.workdir.profraw
 
     @property
     def generate_dir(self) -> Path:
-        return self.work / "generate-target"
+        return self.workdir.generate_target
 
     @property
     def merged_profile(self) -> Path:
-        return self.work / f"{self.crate.bin}.profdata"
+        return self.workdir.profdata(self.crate.bin)
 
     @property
     def store(self) -> ProfileStore:
@@ -134,7 +141,7 @@ def make_plan(
     preflight.check_tools(config, env, info, profdata=profdata, bolt_tools=config.bolt if bolt is None else bolt)
     workload = workload if workload is not None else plan_workload(config, crate.bin)
     if zig.uses_zigbuild(config.cargo):
-        env = zig.ensure_zigbuild(env, logs=config.out / "logs")
+        env = zig.ensure_zigbuild(env, logs=WorkDir(config.out).logs)
     configs = cargo_config_files(config.manifest.parent, env)  # read once: the flags and the cross linker
     flags = plan_rustflags(target, config.manifest.parent, env, configs)
     env = emulation.cross_env(

@@ -40,6 +40,7 @@ from recipes.results import (
     from_json,
     mismatch,
 )
+from recipes.workdir import WorkDir
 
 #: the layout of report.json, written in it as "schema" and checked when it is read (a report without one is of
 #: the first layout, written before the number was)
@@ -53,7 +54,7 @@ SESSION: dict[str, str] = {stage: stage for stage in STAGES} | {"test": "pgo-tes
 
 
 def report_path(work: Path) -> Path:
-    return work / "report.json"
+    return WorkDir(work).report
 
 
 def load(work: Path) -> Report:

@@ -20,6 +20,7 @@ from recipes import (
 from recipes.errors import TrainingFailed
 from recipes.results import WorkloadRun
 from recipes.runner import say
+from recipes.workdir import WorkDir
 from recipes.workload import Workload
 from recipes.workload.registry import INSTANCE_MODES, RESOURCES, PhaseContext, PhaseResult, ResourceContext
 
@@ -57,7 +58,7 @@ def run_workload(
     if profraw_dir is not None:
         shutil.rmtree(profraw_dir, ignore_errors=True)
         profraw_dir.mkdir(parents=True)
-    scratch = work / (scratch_name or ("verify" if verifying else "train"))
+    scratch = WorkDir(work).scratch(scratch_name or ("verify" if verifying else "train"))
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     logs.mkdir(parents=True, exist_ok=True)

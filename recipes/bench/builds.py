@@ -10,7 +10,6 @@ target dirs cannot change what is being measured.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from recipes import bolt as boltlib
@@ -22,11 +21,8 @@ from recipes.plan import BuildPlan
 from recipes.results import OptimiseResult, PlainResult
 from recipes.runner import say
 from recipes.rustflags import profile_flags_in
+from recipes.stages.plain import plain_stage
 from recipes.store import sha256_file
-
-
-def plain_target_dir(plan: BuildPlan) -> Path:
-    return plan.work / "plain-target"
 
 
 def link_flags(plan: BuildPlan) -> list[str]:
@@ -39,34 +35,17 @@ def link_flags(plan: BuildPlan) -> list[str]:
 
 
 def plain(plan: BuildPlan, prefix: str = "bench: ") -> PlainResult:
-    """``nox -s plain``: the plain build, recorded in report.json as ``plain`` (what bench compares the PGO
-    binary with by default, and a binary to ship or compare); ``prefix``: the session's, on its progress line
-    (``""`` in ``nox -s plain``)."""
-    start = time.monotonic()
+    """``nox -s plain``: the plain stage (:func:`recipes.stages.plain.plain_stage`), recorded in report.json as
+    ``plain`` (what bench compares the PGO binary with by default, and a binary to ship or compare), with the link
+    of :func:`link_flags`; ``prefix``: the session's, on its progress line (``""`` in ``nox -s plain``)."""
     link = link_flags(plan)
-    binary = build_plain(plan, link, prefix)
-    result = PlainResult(
-        binary=binary,
-        binary_sha256=sha256_file(binary),
-        target=plan.target,
-        cargo_command=list(plan.config.cargo),
-        rustflags=" ".join([*plan.rustflags.base, *link]),
-        seconds=round(time.monotonic() - start, 3),
-    )
-    return report.record(plan.work, "plain", result)
-
-
-def build_plain(plan: BuildPlan, link: list[str], prefix: str = "bench: ") -> Path:
-    """The plain build (:func:`recipes.stages.plain.plain`) in :func:`plain_target_dir`, with ``link``
-    (:func:`link_flags`)."""
-    target_dir = plain_target_dir(plan)
-    return stages.plain(
+    result, _ = plain_stage(
         plan,
-        target_dir,
         log=plan.logs / "bench-plain-build.log",
-        announce=f"{prefix}the plain build of {plan.crate.package} in {target_dir}",
+        announce=f"{prefix}the plain build of {plan.crate.package} in {plan.workdir.plain_target}",
         link=link,
-    ).binary
+    )
+    return result
 
 
 #: flags of the optimised build that are its profile, not flags both builds share

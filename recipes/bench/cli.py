@@ -42,6 +42,7 @@ from recipes.bench.settings import Settings, choose_cores
 from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
 from recipes.plan import make_plan
+from recipes.workdir import BenchDir, WorkDir
 from recipes.workload import Scenario, Workload, load_workload, workload_path
 
 DEFAULT_TRIALS = 5
@@ -182,19 +183,19 @@ def parse_args(posargs: Sequence[str], base: Path | None = None) -> tuple[BenchA
 class ResultFiles:
     """A bench run's folder and the files it writes there."""
 
-    out: Path
+    out: BenchDir
 
     @property
     def json(self) -> Path:
-        return self.out / "results.json"
+        return self.out.results_json
 
     @property
     def markdown(self) -> Path:
-        return self.out / "results.md"
+        return self.out.results_md
 
     @property
     def chart(self) -> Path:
-        return self.out / "chart.png"
+        return self.out.chart
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,7 @@ class Outcome(ResultFiles):
         if bad:
             raise BenchError(
                 f"{len(bad)} of {len(self.results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
-                f"see {self.markdown} and the logs in {self.out / 'runs'}",
+                f"see {self.markdown} and the logs in {self.out.runs}",
             )
 
 
@@ -278,7 +279,7 @@ class CountsOutcome(ResultFiles):
         if bad:
             raise BenchError(
                 f"{len(bad)} of {len(self.results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
-                f"see {self.markdown} and the logs in {self.out / 'runs'}",
+                f"see {self.markdown} and the logs in {self.out.runs}",
             )
         raise_gate(self.verdicts, self.markdown)
 
@@ -330,7 +331,7 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
     config = load_config(project_dir, environ, rest)
     workload = bench_workload(config, environ)
     scenarios = select(args.scenarios, require_scenarios(workload))
-    out = config.out / "bench"
+    out = WorkDir(config.out).bench
     server_core, load_core = choose_cores(set(os.sched_getaffinity(0)), args.server_core, args.load_core)
     builds.check_native_target(config.target, args.measure)
     # made once, and only when a build is needed; with the workload parsed above, not parsed again
@@ -349,8 +350,8 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
     twice = next((label for label in every if every.count(label) > 1), None)
     if twice is not None:
         raise ConfigError(f"two builds are labelled {twice!r}", "give --baseline-label or --candidate-label")
-    frozen = [builds.frozen_copy(baseline_binary, out / "bin", baseline_label)]
-    frozen += [builds.frozen_copy(binary, out / "bin", label) for binary, label in candidates]
+    frozen = [builds.frozen_copy(baseline_binary, out.bin, baseline_label)]
+    frozen += [builds.frozen_copy(binary, out.bin, label) for binary, label in candidates]
     for build in frozen:
         builds.check_native(build.binary, build.label, args.measure)
     settings = Settings(
@@ -374,8 +375,8 @@ def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -
         verdicts = check_gate(args.gate, results, report.labels(meta, results[0].builds)) if args.gate.on else []
         if verdicts:
             meta["gate"] = {**args.gate.as_json(), "verdicts": verdicts}
-            counts_report.write_json(out / "results.json", results, meta)
-            counts_report.write_markdown(out / "results.md", results, meta)
+            counts_report.write_json(out.results_json, results, meta)
+            counts_report.write_markdown(out.results_md, results, meta)
         return CountsOutcome(out, results, meta, verdicts)
     check_coverage = None
     if args.coverage:

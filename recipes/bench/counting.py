@@ -274,6 +274,7 @@ def _start_counted(build: Build, scenario: Scenario, key: str, settings: Setting
             values=setup.values,
             env=settings.env,
             workdir=workdir,
+            shims=settings.out.sigterm,
             name=key,
             wrapper=wrapper,
             ready_timeout=scenario.instance.options.ready_timeout * SLOWDOWN,
@@ -313,7 +314,7 @@ def _server_trials(
 
 
 def count_scenario(scenario: Scenario, settings: Settings, setup: Setup, tools: Tools) -> CountsResult:
-    workdir = settings.out / "runs" / scenario.name
+    workdir = settings.out.run(scenario.name)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     say(
@@ -370,6 +371,6 @@ def run_counts(settings: Settings, tools: Tools, gate: Gate) -> tuple[list[Count
     with started_setup(settings) as setup, _load_side(settings.load_core):
         for scenario in scenarios:
             results.append(count_scenario(scenario, settings, setup, tools))
-            write_json(settings.out / "results.json", results, meta)
-            write_markdown(settings.out / "results.md", results, meta)
+            write_json(settings.out.results_json, results, meta)
+            write_markdown(settings.out.results_md, results, meta)
     return results, meta

@@ -230,7 +230,7 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> dict[str, An
     instrumented, training = plan.instrumented_binary, plan.merged_profile
     if not instrumented.is_file() or not training.is_file():
         return skipped(f"no instrumented binary and training profile in {plan.work} (a PGO_PROFDATA build?)")
-    root = settings.out / "coverage"
+    root = settings.out.coverage
     shutil.rmtree(root, ignore_errors=True)
     profraw = root / "profraw"
     profraw.mkdir(parents=True)
@@ -258,7 +258,14 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> dict[str, An
                 problems.append(f"{scenario.name}: {runs.problem}")
             continue
         server = start_server(
-            build, scenario, core=None, values=setup.values, env=env, workdir=workdir, name="instrumented"
+            build,
+            scenario,
+            core=None,
+            values=setup.values,
+            env=env,
+            workdir=workdir,
+            shims=settings.out.sigterm,
+            name="instrumented",
         )
         try:
             load = run_loads(
@@ -278,7 +285,7 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> dict[str, An
             problems.append(f"{scenario.name}: the server exited with {describe_exit(code)} (no profile written)")
     raws = sorted(profraw.glob("*.profraw"))
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
-    logs = settings.out / "logs"
+    logs = settings.out.logs
     bench_profile = root / "bench.profdata"
     profdata.merge(tool, raws, bench_profile, env=plan.env, log=logs / "coverage-merge.log", drop_bad=True)
     overlap = profdata.overlap(tool, training, bench_profile, env=plan.env, log=logs / "coverage-overlap.log")

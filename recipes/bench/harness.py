@@ -170,7 +170,7 @@ def measure_command(
 
 
 def run_scenario(scenario: Scenario, settings: Settings, setup: Setup) -> ScenarioResult:
-    workdir = settings.out / "runs" / scenario.name
+    workdir = settings.out.run(scenario.name)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     say(
@@ -193,6 +193,7 @@ def run_scenario(scenario: Scenario, settings: Settings, setup: Setup) -> Scenar
                     values=setup.values,
                     env=settings.env,
                     workdir=workdir,
+                    shims=settings.out.sigterm,
                     name=key,
                 )
             for key, server in servers.items():
@@ -291,6 +292,6 @@ def run_bench(
             meta["coverage"] = coverage(settings, setup)
         for scenario in scenarios:
             results.append(run_scenario(scenario, settings, setup))
-            write_json(settings.out / "results.json", results, meta)
-            write_markdown(settings.out / "results.md", results, meta)
+            write_json(settings.out.results_json, results, meta)
+            write_markdown(settings.out.results_md, results, meta)
     return results

@@ -50,12 +50,14 @@ def start_server(
     values: Mapping[str, str],
     env: Mapping[str, str],
     workdir: Path,
+    shims: Path,
     name: str,
     wrapper: Sequence[str] = (),
     ready_timeout: float | None = None,
 ) -> Server:
     """Start ``build`` as the scenario's instance says (on ``core``, or unpinned), under ``wrapper`` (valgrind, for
-    the counts) if given; wait until it is ready (``ready_timeout``: the instance's unless given)."""
+    the counts) if given; wait until it is ready (``ready_timeout``: the instance's unless given). ``workdir``: the
+    scenario's folder; ``shims``: where the SIGTERM shim is built (``exit_on_sigterm``)."""
     options = scenario.instance.options
     http_port, https_port = net.free_ports(2)
     instance_dir = workdir / name
@@ -75,7 +77,7 @@ def start_server(
     argv = [*pin, *wrapper, str(build.binary), *(fill(a, filled) for a in options.args)]
     server_env = instance_env(scenario.instance, env, filled)
     if options.exit_on_sigterm:
-        server_env = sigterm.preload_env(server_env, sigterm.shim(workdir.parent.parent / "sigterm", server_env))
+        server_env = sigterm.preload_env(server_env, sigterm.shim(shims, server_env))
     say(f"  $ {quote(argv)}")
     child = Child.start(argv, env=server_env, log=log, label=f"bench: the {build.label} server")
     server = Server(build, child, http_port, https_port, log, instance_dir)

@@ -20,6 +20,7 @@ from recipes.bench.report import build_keys
 from recipes.errors import BenchError, ConfigError
 from recipes.schema import fill
 from recipes.train.resources import UpstreamBackend
+from recipes.workdir import BenchDir
 from recipes.workload import Instance, Scenario, Workload
 from recipes.workload.registry import RESOURCES, ResourceContext
 
@@ -39,7 +40,7 @@ class Settings:
     builds: tuple[Build, ...]  # the baseline first, then each candidate
     scenarios: Sequence[Scenario]
     trials: int
-    out: Path  # <work>/bench
+    out: BenchDir  # <work>/bench
     server_core: int
     load_core: int
     workload: Workload
@@ -135,7 +136,7 @@ class Setup:
 def started_setup(settings: Settings) -> Iterator[Setup]:
     """Start the workload's ``[setup]`` (the upstream backend pinned to the load core); ``--upstream`` replaces
     ``{upstream}``."""
-    scratch = settings.out / "setup"
+    scratch = settings.out.setup
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     values = {
@@ -148,7 +149,7 @@ def started_setup(settings: Settings) -> Iterator[Setup]:
     with ExitStack() as stack:
         for kind, options in settings.workload.resources:
             live = stack.enter_context(
-                RESOURCES[kind].start(options, ResourceContext(scratch, settings.out / "logs", dict(settings.env)))
+                RESOURCES[kind].start(options, ResourceContext(scratch, settings.out.logs, dict(settings.env)))
             )
             values.update(live.values)
             child = live.handle.child if isinstance(live.handle, UpstreamBackend) else None

@@ -63,7 +63,7 @@ def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:
         *(f"-Cllvm-args={o}" for o in options),
         *link_flags(plan),
     ]
-    target_dir = plan.work / "variant-target" / _slug(options)
+    target_dir = plan.workdir.variant_target(_slug(options))
     say(f"bench: the PGO build with {' '.join(options)} in {target_dir}")
     run(
         plan.build_argv(target_dir),

@@ -1,67 +1,162 @@
-"""What every stage shares: its record in report.json, kept true whatever happens, its time, the workload run
-with the plan's settings, and which of configuration and workload file sets a check's threshold."""
+"""What every stage shares: its frame (:class:`StageFrame`: its record in report.json, kept true whatever happens,
+its time, its checked copy and the rejection of what fails its checks), the workload run with the plan's settings,
+and which of configuration and workload file sets a check's threshold."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
-import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from types import TracebackType
+from typing import Any, Literal, TypeVar, cast
 
 from recipes import report
 from recipes.errors import CheckFailed, PgoError, WorkDirError
 from recipes.files import copy_atomically
 from recipes.plan import BuildPlan
-from recipes.results import Failed, StageName, WorkloadRun
+from recipes.results import Failed, StageName, StageResult, WorkloadRun, as_json
 from recipes.runner import say
 from recipes.store import sha256_file
 from recipes.training import run_workload
+from recipes.workdir import CHECKED_COPIES
 from recipes.workload import Workload
 
-_Result = TypeVar("_Result")
-#: a stage: called with the plan (and maybe options), it returns its record
-StageFunction = Callable[..., _Result]
 #: what a full, read-only or forbidden disk raises: known failures, told in one line
 WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+#: a stage's result written to report.json (``report.record``, whose overloads tie each name to its type: the frame
+#: writes the result its stage made under that stage's name)
+_write_record = cast("Callable[[Path, StageName, StageResult], object]", report.record)
+
+_Result = TypeVar("_Result", bound=StageResult)
+#: what a stage has so far, for its failure record: its result (a dataclass), or the fields it has found (a dict)
+Partial = StageResult | Mapping[str, Any]
 
 
-def recorded(name: StageName) -> Callable[[StageFunction[_Result]], StageFunction[_Result]]:
-    """A stage that keeps report.json true: when it starts, its earlier record and those of the stages after it
-    make way for a ``failed`` record that only its success replaces; a full disk or another write error of the
-    work dir is one line, not a traceback."""
+@dataclass(frozen=True)
+class _Kept:
+    """What a failure records once a stage has a result of its own (:meth:`StageFrame.kept`)."""
 
-    def wrap(stage: StageFunction[_Result]) -> StageFunction[_Result]:
-        @functools.wraps(stage)
-        def run_stage(plan: BuildPlan, *args: Any, **kwargs: Any) -> _Result:
-            report.start(plan.work, name)
-            drop_checked_copies(plan, name)
-            try:
-                try:
-                    return stage(plan, *args, **kwargs)
-                except OSError as exc:
-                    if exc.errno not in WRITE_ERRORS:
-                        raise
-                    where = f" {exc.filename}" if exc.filename else ""
-                    raise WorkDirError(
-                        f"{name}: cannot write{where}: {exc.strerror}", "free space there or choose another PGO_OUT"
-                    ) from exc
-            except PgoError as error:
-                with contextlib.suppress(PgoError):  # a report that cannot be written: the first error tells
-                    if report.running(plan.work, name):
-                        report.record_failure(plan.work, name, Failed(error.line()))
+    result: Callable[[], Partial]
+    reason: str
+    only: type[PgoError]
+    also: Mapping[str, object]
+    reject: tuple[str, Path] | None
+
+
+class StageFrame:
+    """One stage's life in report.json, from start to record: ``with StageFrame(plan, "merge") as frame:``.
+
+    When it starts, the stage's earlier record and those of the stages after it (and the binaries they had
+    checked) make way for a ``running`` record that says it did not finish; only the stage's success
+    (:meth:`done`) or failure replaces it, so an interrupted stage leaves that. A failure (a :class:`PgoError`,
+    or a full disk or another write error of the work dir, then one line) records ``failed`` and why; inside
+    :meth:`kept`, with the result the stage had so far, and the binary it built moved to ``rejected/``. The frame
+    times the stage (``seconds``) and makes its checked copy (:meth:`copy_checked`)."""
+
+    def __init__(self, plan: BuildPlan, name: StageName, *, timed: bool = True) -> None:
+        """``timed``: the frame sets the record's ``seconds`` (not the train stage's, which are its workload's)."""
+        self.plan = plan
+        self.name = name
+        self.timed = timed
+        self.started = time.monotonic()
+        self._failed = False
+
+    def __enter__(self) -> StageFrame:
+        report.start(self.plan.work, self.name)
+        drop_checked_copies(self.plan, self.name)
+        self.started = time.monotonic()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        error = None if self._failed or exc is None else known_failure(self.name, exc)
+        if error is not None:
+            self._fail(error, None)
+            if error is not exc:
+                raise error from exc
+
+    def seconds(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+    @contextlib.contextmanager
+    def kept(
+        self,
+        result: Callable[[], Partial],
+        *,
+        reason: str = "failed",
+        only: type[PgoError] = PgoError,
+        also: Mapping[str, object] | None = None,
+        reject: tuple[str, Path] | None = None,
+    ) -> Iterator[None]:
+        """A failure (of type ``only``) inside records what ``result()`` gives then (the stage's result so far, a
+        dataclass or the fields it has found: ``lambda: result`` sees the name rebound), with why under ``reason``
+        and ``also``, there and then (under the lock the stage may hold). With ``reason="failed"`` that is a
+        :class:`~recipes.results.Failed` record; another reason (the test stage's ``failed_check``) is a field of
+        the stage's own result, which stays of its type. ``reject``: (what it is, where it was built): the binary
+        such a failure moves to ``rejected/`` (:func:`reject`), its new place (or None) the record's ``binary``."""
+        try:
+            yield
+        except BaseException as exc:
+            error = None if self._failed else known_failure(self.name, exc)
+            if error is None:
                 raise
+            keeps = isinstance(error, only)
+            self._fail(error, _Kept(result, reason, only, also or {}, reject) if keeps else None)
+            if error is exc:
+                raise
+            raise error from exc
 
-        return run_stage
+    def copy_checked(self, binary: Path, sha: str, *, hint: str) -> Path:
+        """The stage's checked copy of ``binary`` (:func:`copy_checked`)."""
+        return copy_checked(self.plan, self.name, binary, sha, hint=hint)
 
-    return wrap
+    def done(self, result: _Result) -> _Result:
+        """The stage's success: its record (timed), in place of the running one."""
+        record = cast(_Result, dataclasses.replace(cast(Any, result), seconds=self.seconds())) if self.timed else result
+        _write_record(self.plan.work, self.name, record)
+        return record
+
+    def _fail(self, error: PgoError, kept: _Kept | None) -> None:
+        """The failure record, in place of the running one (once); a report that cannot be written: the first
+        error tells."""
+        self._failed = True
+        with contextlib.suppress(PgoError):
+            if kept is None:
+                report.record_failure(self.plan.work, self.name, Failed(error.line()))
+                return
+            fields: dict[str, Any] = {"seconds": self.seconds()} if self.timed else {}
+            fields.update(kept.also)
+            if kept.reject is not None:
+                what, built = kept.reject
+                moved = reject(self.plan, self.name, what, built, checked_copy(self.plan, self.name))
+                fields["binary"] = moved
+            so_far = kept.result()
+            if kept.reason != "failed" and not isinstance(so_far, Mapping):
+                fields[kept.reason] = error.line()
+                _write_record(self.plan.work, self.name, dataclasses.replace(so_far, **fields))
+                return
+            known = dict(so_far) if isinstance(so_far, Mapping) else as_json(so_far)
+            partial = known | {key: str(value) if isinstance(value, Path) else value for key, value in fields.items()}
+            report.record_failure(self.plan.work, self.name, Failed(error.line(), partial=partial))
 
 
-#: where a stage leaves the binary it checked: ``<work>/<directory>/<bin>``, named by its record in report.json
-CHECKED_COPIES: dict[str, str] = {"optimise": "optimised", "bolt": "bolted"}
+def known_failure(name: StageName, exc: BaseException) -> PgoError | None:
+    """The failure a stage records: a :class:`PgoError`, or a full disk or another write error of the work dir
+    (:data:`WRITE_ERRORS`) in one line (:func:`write_error`); None for anything else (a bug, an interruption)."""
+    if isinstance(exc, PgoError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in WRITE_ERRORS:
+        return write_error(name, exc)
+    return None
+
+
+def write_error(name: StageName, exc: OSError) -> WorkDirError:
+    """A full disk, or another error writing the work dir (:data:`WRITE_ERRORS`), in one line."""
+    where = f" {exc.filename}" if exc.filename else ""
+    return WorkDirError(f"{name}: cannot write{where}: {exc.strerror}", "free space there or choose another PGO_OUT")
 
 
 def drop_checked_copies(plan: BuildPlan, name: StageName) -> None:
@@ -74,7 +169,7 @@ def drop_checked_copies(plan: BuildPlan, name: StageName) -> None:
 
 def checked_copy(plan: BuildPlan, stage: str) -> Path:
     """Where ``stage`` (one of :data:`CHECKED_COPIES`) puts the binary it checked."""
-    return plan.work / CHECKED_COPIES[stage] / plan.crate.bin
+    return plan.workdir.checked(stage, plan.crate.bin)
 
 
 def copy_checked(plan: BuildPlan, stage: str, binary: Path, sha: str, *, hint: str) -> Path:
@@ -93,7 +188,7 @@ def reject(plan: BuildPlan, stage: str, what: str, built: Path, checked: Path | 
     ``<work>/rejected/<name of built>``, and remove ``built`` and ``stage``'s checked copy, so that nobody ships it
     by mistake. Works across filesystems; when no copy can be kept in rejected/ (a full disk) the binary is deleted
     all the same, and None returned."""
-    rejected = plan.work / "rejected" / built.name
+    rejected = plan.workdir.rejected(built.name)
     source = checked if checked is not None and checked.is_file() else built
     kept: Path | None = None
     try:
@@ -107,10 +202,6 @@ def reject(plan: BuildPlan, stage: str, what: str, built: Path, checked: Path | 
         for path in {built, checked_copy(plan, stage)}:
             path.unlink(missing_ok=True)
     return kept
-
-
-def timed(start: float) -> float:
-    return round(time.monotonic() - start, 3)
 
 
 def run_on(

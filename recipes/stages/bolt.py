@@ -7,19 +7,18 @@ and the parsers of llvm-bolt's files are ``recipes/bolt.py`` (``boltlib`` here).
 from __future__ import annotations
 
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipes import bolt as boltlib
 from recipes import elf, report
-from recipes.errors import CheckFailed, MissingInput, PgoError, TrainingFailed
+from recipes.errors import CheckFailed, MissingInput, TrainingFailed
 from recipes.files import atomic_output, copy_atomically
 from recipes.inputs import read_bytes
 from recipes.plan import BuildPlan
-from recipes.results import BoltResult, Failed, WorkloadRun, as_json
+from recipes.results import BoltResult, WorkloadRun, as_json
 from recipes.runner import capture, run, say
-from recipes.stages._record import checked_copy, copy_checked, recorded, reject, run_on, timed
+from recipes.stages._record import StageFrame, checked_copy, run_on
 from recipes.store import sha256_file
 from recipes.workload import Workload
 
@@ -33,7 +32,7 @@ class BoltPaths:
 
     @property
     def dir(self) -> Path:
-        return self.plan.work / "bolt"
+        return self.plan.workdir.bolt
 
     @property
     def input(self) -> Path:
@@ -165,14 +164,17 @@ def _bolt_train(
     return paths.merged, trained, left_out
 
 
-@recorded("bolt")
 def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
     """llvm-bolt on the optimised binary: its own instrumentation and training (or PGO_BOLT_PROFILE), the profile
     from the store, opt-dist's flags (or PGO_BOLT_ARGS), every check, then a checked copy in <work>/bolted/.
 
     A given profile must have been recorded on this very binary (:func:`recipes.bolt.check_trained_on`), unless
     the caller ``vouched`` for it (rebuild: a release's own profile, its result compared with the release's)."""
-    start = time.monotonic()
+    with StageFrame(plan, "bolt") as frame:
+        return _bolt(plan, frame, vouched)
+
+
+def _bolt(plan: BuildPlan, frame: StageFrame, vouched: str | None) -> BoltResult:
     paths = BoltPaths(plan)
     binary, input_sha, relocations = _bolt_input(plan)
     tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
@@ -192,7 +194,7 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
         "llvm_bolt_version": tools.llvm_version,
         "bolt_args": list(args),
     }
-    try:
+    with frame.kept(lambda: known, reject=("the BOLTed binary", paths.output)):  # a failure: recorded, rejected
         trained: WorkloadRun | None = None
         left_out: LeftOut | None = None
         if plan.config.bolt_profile is not None:
@@ -263,16 +265,11 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
         )
         if plan.config.max_glibc:
             elf.check_glibc(paths.output, plan.config.max_glibc)
-        copy = copy_checked(plan, "bolt", paths.output, bolted_sha, hint="is another bolt stage writing here?")
+        copy = frame.copy_checked(paths.output, bolted_sha, hint="is another bolt stage writing here?")
         known["binary"] = str(copy)
         workload = plan.require_workload()
         say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
         verified = _replay_bolted(plan, workload, copy)
-    except PgoError as error:
-        kept = reject(plan, "bolt", "the BOLTed binary", paths.output) if paths.output.is_file() else None
-        partial = known | {"seconds": timed(start), "binary": str(kept) if kept is not None else None}
-        report.record_failure(plan.work, "bolt", Failed(error.line(), partial=partial))
-        raise
     paths.output.unlink(missing_ok=True)
     result = BoltResult(
         input=binary,
@@ -308,9 +305,9 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
         binary_bytes=binary_bytes,
         binary=copy,
         verify=verified,
-        seconds=timed(start),
+        seconds=0.0,  # the frame's
     )
-    return report.record(plan.work, "bolt", result)
+    return frame.done(result)
 
 
 def _replay_bolted(plan: BuildPlan, workload: Workload, binary: Path) -> WorkloadRun:

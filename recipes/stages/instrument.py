@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import time
-
-from recipes import cflags, report, zig
+from recipes import cflags, zig
 from recipes.cargo import log as cargo_log
 from recipes.errors import MissingInput
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import InstrumentResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags
-from recipes.stages._record import recorded, timed
+from recipes.stages._record import StageFrame
 from recipes.store import sha256_file
 
 
-@recorded("instrument")
 def instrument(plan: BuildPlan) -> InstrumentResult:
     """The instrumented build: -Cprofile-generate, its own target dir, the same cargo command."""
-    start = time.monotonic()
+    with StageFrame(plan, "instrument") as frame:
+        return _instrument(plan, frame)
+
+
+def _instrument(plan: BuildPlan, frame: StageFrame) -> InstrumentResult:
     say(f"instrument: {plan.crate.package} ({plan.crate.bin}) for {plan.target}")
     # cargo zigbuild's generate linker was checked when the plan was made (preflight.check, instruments=True)
     flags = [f"-Cprofile-generate={plan.profraw_dir}"]
@@ -26,7 +27,7 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
         flags.append(f"-Clinker={plan.config.generate_linker}")
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
     c_flag = f"-fprofile-generate={plan.profraw_dir}"
-    env = cflags.c_env(plan.c, env, [c_flag], plan.work / "bin", optimise=False)
+    env = cflags.c_env(plan.c, env, [c_flag], plan.workdir.bin, optimise=False)
     if line := cflags.cross_line(plan.c, plan.rustc):
         say(line)
     clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")
@@ -36,12 +37,11 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
     binary = plan.instrumented_binary
     if not binary.is_file():
         raise MissingInput(f"the instrumented build left no binary at {binary}", f"see {done.log}")
-    seconds = timed(start)  # the build's time (the C check after it is not counted, as before)
     crates = cflags.c_crates(plan.c, plan.rustc, plan.generate_dir, log_text=done.output(), flag=c_flag)
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
     result = InstrumentResult(
-        seconds=seconds,
+        seconds=0.0,  # the frame's
         binary=binary,
         binary_sha256=sha256_file(binary),
         crate_metadata=identities,
@@ -54,4 +54,4 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
         zigbuild=zig.versions(plan.env) if zig.uses_zigbuild(plan.config.cargo) else None,
         c_code=plan.c.record(crates),
     )
-    return report.record(plan.work, "instrument", result)
+    return frame.done(result)

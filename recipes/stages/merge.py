@@ -3,15 +3,14 @@ executed functions the merged profile must reach."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from recipes import profdata, report
 from recipes.errors import CheckFailed, PgoError
 from recipes.plan import BuildPlan
-from recipes.results import Failed, MergeResult
+from recipes.results import MergeResult
 from recipes.runner import say
-from recipes.stages._record import recorded, threshold, timed
+from recipes.stages._record import StageFrame, threshold
 from recipes.store import sha256_file
 from recipes.toolchain import find_profdata, rustc_sysroot
 from recipes.workload import Workload
@@ -71,10 +70,13 @@ def function_floor(plan: BuildPlan, workload: Workload | None) -> FunctionFloor:
     )
 
 
-@recorded("merge")
 def merge(plan: BuildPlan) -> MergeResult:
     """Merge exactly this training's raw profiles with rustc's own LLVM's llvm-profdata; count what ran."""
-    start = time.monotonic()
+    with StageFrame(plan, "merge") as frame:
+        return _merge(plan, frame)
+
+
+def _merge(plan: BuildPlan, frame: StageFrame) -> MergeResult:
     trained = report.require(plan.work, "train", "merge")
     raws = profdata.check_raw_profiles(plan.profraw_dir, trained.profraw)
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
@@ -99,25 +101,25 @@ def merge(plan: BuildPlan) -> MergeResult:
         "llvm_profdata": str(tool.path),
         "llvm_profdata_version": tool.llvm_version,
     }
-    try:
-        summary = profdata.check_usable(
-            tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
-        )
-        sha = sha256_file(plan.merged_profile)
-        known.update(
-            {
-                "profile_sha256": sha,
-                "executed_functions": summary.executed_functions,
-                "total_functions": summary.total_functions,
-                **floor.as_json(summary.total_functions),
-            }
-        )
-        if summary.executed_functions < floor.for_total(summary.total_functions):
-            raise floor.refusal(summary.executed_functions, summary.total_functions)
-    except PgoError as error:
-        plan.merged_profile.unlink(missing_ok=True)
-        report.record_failure(plan.work, "merge", Failed(error.line(), partial={**known, "seconds": timed(start)}))
-        raise
+    with frame.kept(lambda: known):  # a failure here records what the merge found, and the profile goes
+        try:
+            summary = profdata.check_usable(
+                tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
+            )
+            sha = sha256_file(plan.merged_profile)
+            known.update(
+                {
+                    "profile_sha256": sha,
+                    "executed_functions": summary.executed_functions,
+                    "total_functions": summary.total_functions,
+                    **floor.as_json(summary.total_functions),
+                }
+            )
+            if summary.executed_functions < floor.for_total(summary.total_functions):
+                raise floor.refusal(summary.executed_functions, summary.total_functions)
+        except PgoError:
+            plan.merged_profile.unlink(missing_ok=True)
+            raise
     result = MergeResult(
         profile=plan.merged_profile,
         profraw_merged=len(merged.merged),
@@ -131,6 +133,6 @@ def merge(plan: BuildPlan) -> MergeResult:
         profile_sha256=sha,
         executed_functions=summary.executed_functions,
         total_functions=summary.total_functions,
-        seconds=timed(start),
+        seconds=0.0,  # the frame's
     )
-    return report.record(plan.work, "merge", result)
+    return frame.done(result)

@@ -4,7 +4,6 @@ fails a check goes to ``<work>/rejected/``."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,12 +13,12 @@ from recipes import bolt as boltlib
 from recipes import cflags, checks, elf, profdata, report, zig
 from recipes.cargo import command as cargo_command
 from recipes.cargo import log as cargo_log
-from recipes.errors import CheckFailed, CommandFailed, MissingInput, PgoError, StoreError
+from recipes.errors import CheckFailed, CommandFailed, MissingInput, StoreError
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import Failed, InstrumentResult, OptimiseResult, as_json
+from recipes.results import InstrumentResult, OptimiseResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags, target_cpu_warning
-from recipes.stages._record import checked_copy, copy_checked, recorded, reject, run_on, threshold, timed
+from recipes.stages._record import StageFrame, checked_copy, run_on, threshold
 from recipes.store import sha256_file
 from recipes.toolchain import find_profdata, rustc_sysroot
 from recipes.workload import Workload
@@ -40,13 +39,16 @@ def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
     return path, True
 
 
-@recorded("optimise")
 def optimise(plan: BuildPlan, *, verify: bool | None = None) -> OptimiseResult:
     """The optimised build from the store, then every check of the result, then a checked copy in the work dir.
 
     Clean, build, checks and copy hold a lock on the crate's target dir: several pipelines on one crate take
     turns, and the copy is the binary the checks saw."""
-    start = time.monotonic()
+    with StageFrame(plan, "optimise") as frame:
+        return _optimise(plan, frame, verify=verify)
+
+
+def _optimise(plan: BuildPlan, frame: StageFrame, *, verify: bool | None) -> OptimiseResult:
     profile, trained_here = _profile_to_use(plan)
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
     if not trained_here:  # a given profile is checked before anything is built
@@ -58,7 +60,7 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> OptimiseResult:
     sha = store.verify(store_path, "before the build")
     records = profdata.function_names(tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
     with _target_dir_lock(plan):
-        return _build_and_check(plan, store_path, sha, records, trained_here=trained_here, verify=verify, start=start)
+        return _build_and_check(plan, frame, store_path, sha, records, trained_here=trained_here, verify=verify)
 
 
 def _target_dir_lock(plan: BuildPlan) -> FileLock:
@@ -76,13 +78,13 @@ def _target_dir_lock(plan: BuildPlan) -> FileLock:
 
 def _build_and_check(
     plan: BuildPlan,
+    frame: StageFrame,
     store_path: Path,
     sha: str,
     records: list[str],
     *,
     trained_here: bool,
     verify: bool | None,
-    start: float,
 ) -> OptimiseResult:
     say(f"optimise: profile {store_path}")
     flags = [f"-Cprofile-use={store_path}", "-Cllvm-args=-pgo-warn-missing-function"]
@@ -90,14 +92,14 @@ def _build_and_check(
         flags.append(boltlib.EMIT_RELOCS)
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
     c_flag = f"-fprofile-use={store_path}"
-    env = cflags.c_env(plan.c, env, [c_flag], plan.work / "bin", optimise=True)
+    env = cflags.c_env(plan.c, env, [c_flag], plan.workdir.bin, optimise=True)
     clean_package(plan, None, plan.logs / "optimise-clean.log")
     built = plan.optimised_binary
     built.unlink(missing_ok=True)
     try:
         done = run(
             plan.build_argv(None, verbose="-vv"),
-            env=cargo_command.with_lint_wrapper(env, plan.work / "bin"),
+            env=cargo_command.with_lint_wrapper(env, plan.workdir.bin),
             log=plan.logs / "optimise-build.log",
             cwd=plan.cwd,
             what="the optimised build",
@@ -140,26 +142,19 @@ def _build_and_check(
         target_cpu=target_cpu_warning(plan.rustflags),
         zigbuild=zig.versions(plan.env) if zig.uses_zigbuild(plan.config.cargo) else None,
         c_code=plan.c.record(crates),
-        seconds=0.0,  # the stage's time, when it ends
+        seconds=0.0,  # the frame's
     )
-    copy: Path | None = None
-    try:
+    # a failure: recorded with what the stage found, the binary rejected, under the lock
+    with frame.kept(lambda: result, reject=("the optimised binary", built)):
         plan.store.verify(store_path, "after the build")
         _check_optimised(plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here)
-        copy = copy_checked(
-            plan, "optimise", built, result.binary_sha256, hint="is another build writing to this target dir?"
-        )
+        copy = frame.copy_checked(built, result.binary_sha256, hint="is another build writing to this target dir?")
         result = replace(result, binary=copy)
         if verify if verify is not None else plan.config.verify_wanted(trained=False):
             workload = plan.require_workload()
             say(f"verify: the optimised binary runs the workload {workload.path.name}")
             result = replace(result, verify=run_on(plan, workload, copy, logs=plan.logs / "verify"))
-    except PgoError as error:
-        kept = reject(plan, "optimise", "the optimised binary", built, copy or built)  # the checked copy, or the build
-        partial = as_json(replace(result, seconds=timed(start))) | {"binary": str(kept) if kept else None}
-        report.record_failure(plan.work, "optimise", Failed(error.line(), partial=partial))
-        raise
-    return report.record(plan.work, "optimise", replace(result, seconds=timed(start)))
+    return frame.done(result)
 
 
 def optimised_copy(plan: BuildPlan) -> Path:

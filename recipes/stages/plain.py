@@ -1,7 +1,7 @@
 """The plain build: the release build without a profile, by the same cargo command, for the same target, with the
-same features and base rustflags as the PGO build, in a target dir of its own. ``nox -s release`` (in its
-reproducible plan) and ``nox -s bench`` / ``nox -s plain`` (recipes/bench/builds.py, which records it) both build
-it here."""
+same features and base rustflags as the PGO build, in a target dir of its own. ``nox -s bench`` / ``nox -s plain``
+(recipes/bench/builds.py) run it as a stage (:func:`plain_stage`: recorded in report.json as ``plain``);
+``nox -s release`` (in its reproducible plan) builds it here too (:func:`build`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ from recipes import cflags
 from recipes.cargo import log as cargo_log
 from recipes.errors import MissingInput
 from recipes.plan import BuildPlan, clean_package
+from recipes.results import PlainResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags, plain_env
+from recipes.stages._record import StageFrame
+from recipes.store import sha256_file
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class PlainBuild:
     crate_metadata: dict[str, str]
 
 
-def plain(
+def build(
     plan: BuildPlan,
     target_dir: Path,
     *,
@@ -40,7 +43,7 @@ def plain(
     Its target C and C++ are compiled as the PGO build's are but for the profile: by the same clang when the C is
     profiled (the ``CC_<triple>`` wrapper, without ``-fprofile-use``), with the plan's C flags."""
     env = env_with_rustflags(plan.env, plan.rustflags, link) if link else plain_env(plan.env, plan.rustflags)
-    env = cflags.c_env(plan.c, env, [], plan.work / "bin", optimise=False)
+    env = cflags.c_env(plan.c, env, [], plan.workdir.bin, optimise=False)
     say(announce)
     if clean_log is not None:
         clean_package(plan, target_dir, clean_log)
@@ -49,3 +52,25 @@ def plain(
     if not binary.is_file():
         raise MissingInput(f"the plain build left no binary at {binary}", f"see {done.log}")
     return PlainBuild(binary, cargo_log.crate_identities(done.output(), plan.crate))
+
+
+#: release.py's name of the build, until its plain build is the stage (:func:`plain_stage`; issue #23)
+plain = build
+
+
+def plain_stage(
+    plan: BuildPlan, *, log: Path, announce: str, link: Sequence[str] = (), clean_log: Path | None = None
+) -> tuple[PlainResult, PlainBuild]:
+    """The plain stage: :func:`build` in ``<work>/plain-target``, in its frame, recorded as ``plain`` (its binary,
+    target, cargo command and rustflags: the base ones and ``link``); the record and the build."""
+    with StageFrame(plan, "plain") as frame:
+        built = build(plan, plan.workdir.plain_target, log=log, announce=announce, link=link, clean_log=clean_log)
+        result = PlainResult(
+            binary=built.binary,
+            binary_sha256=sha256_file(built.binary),
+            target=plan.target,
+            cargo_command=list(plan.config.cargo),
+            rustflags=" ".join([*plan.rustflags.base, *link]),
+            seconds=0.0,  # the frame's
+        )
+        return frame.done(result), built

@@ -12,8 +12,6 @@ Its log is read by ``recipes/cargo/testlog.py``.
 
 from __future__ import annotations
 
-import time
-from dataclasses import replace
 from pathlib import Path
 
 from recipes import checks, report, zig
@@ -25,7 +23,7 @@ from recipes.errors import CheckFailed
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import OptimiseResult, TestResult
 from recipes.runner import run, say
-from recipes.stages._record import recorded, timed
+from recipes.stages._record import StageFrame
 
 
 def _optimised(plan: BuildPlan) -> OptimiseResult:
@@ -40,18 +38,21 @@ def _optimised(plan: BuildPlan) -> OptimiseResult:
     return optimised
 
 
-@recorded("test")
 def test(plan: BuildPlan) -> TestResult:
     """Build and run the test suite with the optimised build's profile and flags; fail on any failure.
 
     A failing suite never moves the optimised binary, which passed its own checks: the failure is in
     ``report.json``'s ``test`` and in the stage's error.
     """
-    start = time.monotonic()
+    with StageFrame(plan, "test") as frame:
+        return _test(plan, frame)
+
+
+def _test(plan: BuildPlan, frame: StageFrame) -> TestResult:
     optimised = _optimised(plan)
     store_path = optimised.store_path
     sha = plan.store.verify(store_path, "before the test build")
-    test_dir = plan.work / "test-target"
+    test_dir = plan.workdir.test_target
     log = plan.logs / "test.log"
     env = dict(plan.env)
     env[plan.rustflags.var] = optimised.rustflags  # the very flags of the optimised build
@@ -72,7 +73,7 @@ def test(plan: BuildPlan) -> TestResult:
     tests = parse_cargo_test(text)
     warnings = cargo_log.profile_warnings(text)
     result = TestResult(
-        seconds=0.0,  # the stage's time, when it ends
+        seconds=0.0,  # the frame's
         store_path=store_path,
         profile_sha256=sha,
         target_dir=test_dir,
@@ -95,16 +96,12 @@ def test(plan: BuildPlan) -> TestResult:
     say(f"test: {summary_line(tests)}")
     for name in tests.failed_tests:
         say(f"  FAILED {name}")
-    try:
+    # a failed check records the suite's results (its "failed" is their count) and that optimise's binary stays
+    kept = {"optimised_binary_kept": optimised.binary}
+    with frame.kept(lambda: result, reason="failed_check", only=CheckFailed, also=kept):
         plan.store.verify(store_path, "after the test build")
         _check(plan, tests, text, done.returncode, store_path, log)
-    except CheckFailed as error:
-        failed = replace(
-            result, seconds=timed(start), failed_check=error.line(), optimised_binary_kept=optimised.binary
-        )
-        report.record(plan.work, "test", failed)
-        raise
-    return report.record(plan.work, "test", replace(result, seconds=timed(start)))
+    return frame.done(result)
 
 
 def compiled_crates(text: str, crate: CrateInfo) -> list[cargo_log.RustcCall]:

@@ -9,7 +9,7 @@ from recipes import profdata, report
 from recipes.errors import CheckFailed, MissingInput
 from recipes.plan import BuildPlan
 from recipes.results import TrainResult
-from recipes.stages._record import recorded, run_on
+from recipes.stages._record import StageFrame, run_on
 from recipes.store import sha256_file
 from recipes.workload import check_environment, check_tools
 
@@ -35,13 +35,13 @@ def instrumented_binary(plan: BuildPlan) -> Path:
     return binary
 
 
-@recorded("train")
 def train(plan: BuildPlan) -> TrainResult:
     """Drive the instrumented binary through the workload; each instance writes its .profraw."""
-    binary = instrumented_binary(plan)
-    workload = plan.require_workload()
-    check_tools(workload, plan.env.get("PATH", os.defpath))
-    check_environment(workload, plan.env)
-    run = run_on(plan, workload, binary, logs=plan.logs, profraw_dir=plan.profraw_dir)
-    raws = [raw.as_json() for raw in profdata.record_raw_profiles(plan.profraw_dir)]
-    return report.record(plan.work, "train", TrainResult.of(run, raws))
+    with StageFrame(plan, "train", timed=False) as frame:  # its seconds: the workload run's
+        binary = instrumented_binary(plan)
+        workload = plan.require_workload()
+        check_tools(workload, plan.env.get("PATH", os.defpath))
+        check_environment(workload, plan.env)
+        run = run_on(plan, workload, binary, logs=plan.logs, profraw_dir=plan.profraw_dir)
+        raws = [raw.as_json() for raw in profdata.record_raw_profiles(plan.profraw_dir)]
+        return frame.done(TrainResult.of(run, raws))

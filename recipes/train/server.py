@@ -35,6 +35,7 @@ from recipes.runner import say, show
 from recipes.schema import Table, fill
 from recipes.train import sigterm
 from recipes.train.command import LEFTOVER_HINT
+from recipes.workdir import WorkDir
 from recipes.workload.registry import InstanceMode, PhaseContext, register_mode
 
 PORT_PLACEHOLDERS = ("http_port", "https_port")
@@ -142,7 +143,8 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
     env = ctx.env
     if options.exit_on_sigterm:
         arch = sigterm.target_arch(ctx.binary, ctx.launcher)
-        library = sigterm.shim(Path(ctx.values["work"]).parent / "bin", env, arch)
+        work = WorkDir(Path(ctx.values["work"]).parent)  # the phases' scratch is a folder of the work dir
+        library = sigterm.shim(work.bin, env, arch)
         env = sigterm.preload_env(env, library, emulated=bool(ctx.launcher))
     with Child.start(argv, env=env, log=log, label=f"instance {ctx.instance}: the server") as child:
         child.hold_leftovers = not ctx.verifying  # in the training, a refusal (see _stop)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from recipes import report
-from recipes.results import OptimiseResult, TestResult
+from recipes.results import Failed, OptimiseResult, TestResult
 from tests.conftest import REPO, Pipeline, assert_refused, nox_argv
 from tests.integration.test_rare_refusals import TRIPLE, _cargo_wrapper, _path_with
 
@@ -64,7 +64,10 @@ def test_bench_whose_plain_build_leaves_no_binary_refused(hello: Pipeline, tmp_p
     line = assert_refused(proc, f"the plain build left no binary at {plain}", "bench-plain-build.log")
     assert "Finished" in (hello.work / "logs" / "bench-plain-build.log").read_text()  # cargo did build it
     assert not plain.exists()
-    assert report.load(hello.work).plain is None, line  # no record of a plain build
+    recorded = report.load(hello.work).plain  # the plain stage's record says it failed, and names no binary
+    assert isinstance(recorded, Failed), line
+    assert f"the plain build left no binary at {plain}" in recorded.reason, line
+    assert "binary" not in recorded.partial
     assert not (hello.work / "bench").exists()  # nothing copied to measure, no results
 
 

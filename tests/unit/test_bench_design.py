@@ -12,6 +12,7 @@ from recipes.bench import design, procstat, report
 from recipes.bench.cli import Outcome
 from recipes.bench.report import BASELINE, CANDIDATE, ScenarioResult, Trial
 from recipes.errors import ProcStatError
+from recipes.workdir import BenchDir
 
 TICK = 1 / procstat.CLOCK_TICKS
 
@@ -190,11 +191,11 @@ def test_the_summary_names_the_labels_and_adds_up(tmp_path: Path) -> None:
     meta: dict[str, object] = {
         "builds": [{"key": BASELINE, "label": "release"}, {"key": CANDIDATE, "label": "LTO PGO"}]
     }
-    (line, *_rest) = Outcome(tmp_path, [two], meta).summary_lines()
+    (line, *_rest) = Outcome(BenchDir(tmp_path), [two], meta).summary_lines()
     assert "\u221220.0 % = user \u221212.0 % + system \u22128.0 % of release's 1,500 µs/request" in line, line
     assert line.endswith("[LTO PGO]") and "trained" not in line
     short = result([(0.33, 0.30)] * 3, wall=0.4, kind="http")
-    lines = Outcome(tmp_path, [short], meta).summary_lines()
+    lines = Outcome(BenchDir(tmp_path), [short], meta).summary_lines()
     assert lines[1].strip().startswith("flagged: 6 of 6 trials under 100 ticks"), lines
 
 
