@@ -23,6 +23,7 @@ from recipes.reproducible import SUMS, sha256_bytes, sha256sums_text
 from recipes.runner import say
 from recipes.rustflags import rust_triple
 from recipes.store import sha256_file
+from recipes.workdir import WorkDir
 
 TARGET = "--target"
 GATHER = "--gather"
@@ -98,7 +99,7 @@ def target_configs(
     configs = []
     for target, triple in zip(targets, triples, strict=True):
         config = load_config(project_dir, environ, [*posargs, TARGET, target])
-        configs.append(replace(config, out=config.out / triple))
+        configs.append(replace(config, out=WorkDir(config.out).for_target(triple)))
     return configs
 
 

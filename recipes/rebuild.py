@@ -60,6 +60,7 @@ from recipes.results import DeterminismResult, OptimiseResult, RebuildResult
 from recipes.runner import capture, say
 from recipes.store import sha256_file
 from recipes.toolchain import cargo_version, parse_rustc_vv, rustc_info
+from recipes.workdir import WorkDir
 from recipes.workload import workload_path
 
 
@@ -318,9 +319,9 @@ def build_from_profile(rplan: ReproduciblePlan, work: Path) -> Built:
     result = stages.optimise(rplan.plan, verify=False)
     stripped = strip_binary(
         result.binary,
-        work / "stripped" / rplan.plan.crate.bin,
+        WorkDir(work).stripped(rplan.plan.crate.bin),
         rplan.plan.env,
-        work / "logs" / "strip.log",
+        WorkDir(work).logs / "strip.log",
     )
     return Built(stripped, sha256_file(stripped), result, result.store_path)
 
@@ -332,9 +333,9 @@ def bolt_from_profile(rplan: ReproduciblePlan, work: Path, built: Built) -> Buil
     bolted = stages.bolt(rplan.plan, vouched="the release's BOLT profile, its result compared with SHA256SUMS")
     bolted_stripped = strip_binary(
         bolted.binary,
-        work / "stripped-bolt" / rplan.plan.crate.bin,
+        WorkDir(work).stripped_bolt(rplan.plan.crate.bin),
         rplan.plan.env,
-        work / "logs" / "strip-bolt.log",
+        WorkDir(work).logs / "strip-bolt.log",
         str(find_llvm_strip(rplan.plan.rustc, rplan.plan.env)),
     )
     return replace(built, bolted=bolted_stripped, bolted_sha256=sha256_file(bolted_stripped))
@@ -394,9 +395,9 @@ def rebuild(
     chosen = select_targets(published, targets, tag)
     checked = [_check_before_rebuild(one, tag, commit, repo, environ) for one in chosen]
     several = len(published) > 1
-    work = (config.out / "rebuild" / tag).absolute()  # a folder of several targets: a work dir for each
+    work = WorkDir(config.out).rebuild(tag).absolute()  # a folder of several targets: a work dir for each
     targets_checked = [
-        RebuildTarget(one, tag, commit, repo, work / one.names.triple if several else work, c)
+        RebuildTarget(one, tag, commit, repo, WorkDir(work).for_target(one.names.triple) if several else work, c)
         for one, c in zip(chosen, checked, strict=True)
     ]
     return [_rebuild_one(target, config, environ) for target in targets_checked]
@@ -519,7 +520,7 @@ def compare_with_published(target: RebuildTarget, built: Built) -> Compared:
     for kind, binary, binary_sha256, what in rebuilt:
         artefact = published.artefact(kind)
         tarball = binary_tarball(manifest.bin, binary.read_bytes(), artefact.top, manifest.source_date_epoch)
-        write_atomically(target.work / artefact.file, tarball)
+        write_atomically(WorkDir(target.work).artefact(artefact.file), tarball)
         results[artefact.file] = (sha256_bytes(tarball), published.sums[artefact.file])
         results[str(artefact.binary)] = (binary_sha256, artefact.binary_sha256)
         data = (
@@ -568,7 +569,8 @@ def refuse_mismatch(
     ]
     if differing:
         data, rebuilt_binary, what = differing[0]
-        released = work / ("published-bolt" if what == "PGO+BOLT" else "published") / target.published.manifest.bin
+        copy_of = WorkDir(work).published_bolt if what == "PGO+BOLT" else WorkDir(work).published
+        released = copy_of(target.published.manifest.bin)
         released.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(released, data)
         diff = binary_diff(released, rebuilt_binary)
@@ -610,7 +612,7 @@ def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult
                 manifest_rel=manifest_rel,
                 workload_rel=workload_in_repo(config, repo),
                 profile=profile,
-                work=(config.out / "determinism" / label).absolute(),
+                work=WorkDir(config.out).determinism(label).absolute(),
                 sde=sde,
                 label=f"determinism-{label}",
             ),
@@ -632,7 +634,7 @@ def determinism_profile(config: Config) -> Path:
         profile = merged.profile
     if not profile.is_file():
         raise MissingInput(f"the profile {profile} is gone", "run `nox -s pgo` first, or give PGO_PROFDATA")
-    profile_copy = config.out / "determinism" / "profile.profdata"  # the merge of a later run must not change it
+    profile_copy = WorkDir(config.out).determinism_profile  # the merge of a later run must not change it
     profile_copy.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(profile_copy, profile.read_bytes())
     return profile_copy
@@ -663,7 +665,7 @@ def compare_two_builds(
     if not result["identical"]:
         diff = binary_diff(first.binary, second.binary)
         result["diff"] = diff.line()
-        explained = explain(first.binary, second.binary, config.out / "determinism", environ, result)
+        explained = explain(first.binary, second.binary, WorkDir(config.out).determinism(), environ, result)
         report.record(config.out, "determinism", result)
         raise CheckFailed(
             f"two builds from one profile in two work directories differ: {diff.line()}",

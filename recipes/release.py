@@ -190,15 +190,14 @@ def check_release_checkout(repo: Path, tag: str, env: Mapping[str, str]) -> str:
 
 
 def plain_build(rplan: ReproduciblePlan) -> tuple[Path, dict[str, str]]:
-    """The plain build (:func:`recipes.stages.plain.plain`) in the reproducible plan: its rustflags and C flags
-    remapped as the PGO build's, the package cleaned first; the binary and its crate identities."""
+    """The plain stage (:func:`recipes.stages.plain.plain`, recorded as ``plain``) in the reproducible plan: its
+    rustflags and C flags remapped as the PGO build's, the package cleaned first; the binary and its crate
+    identities."""
     plan = rplan.plan
-    target_dir = plan.work / "plain-target"
-    built = stages.plain(
+    _, built = stages.plain(
         plan,
-        target_dir,
         log=plan.logs / "plain-build.log",
-        announce=f"release: the plain build of {plan.crate.bin} in {target_dir}",
+        announce=f"release: the plain build of {plan.crate.bin} in {plan.workdir.plain_target}",
         clean_log=plan.logs / "plain-clean.log",
     )
     return built.binary, built.crate_metadata
@@ -351,7 +350,7 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
     """The pipeline, the plain build and every check of one target; its artefacts, manifest and statements."""
     names = Names(rplan.plan.crate.bin, tag, rplan.plan.triple)
     builds = build_pgo_and_plain(rplan)
-    stripped_dir = rplan.plan.work / "release" / tag
+    stripped_dir = rplan.plan.workdir.release(tag)
     checked = check_binaries(rplan, strip_both(rplan.plan, builds, names, stripped_dir))
     packed = pack(builds, checked, names, rplan.source_date_epoch)
     bolted = (
@@ -412,7 +411,7 @@ def check_binaries(rplan: ReproduciblePlan, stripped: tuple[Path, Path]) -> Chec
     say(f"release: the plain and the PGO binary are both {libc}")
     baseline_args = baseline_cpu_args(plan.workload)
     checked = {
-        label: cpu.check_binary(binary, plan.work / "cpu-baseline" / label, plan.env, args=baseline_args)
+        label: cpu.check_binary(binary, plan.workdir.cpu_baseline(label), plan.env, args=baseline_args)
         for label, binary in (("plain", plain), ("pgo", pgo))
     }
     plain_bytes, pgo_bytes = plain.read_bytes(), pgo.read_bytes()
@@ -568,7 +567,7 @@ def _bolt_artefact(
         binary, stripped_dir / "pgo-bolt" / names.bin, plan.env, plan.logs / "strip-pgo-bolt.log", str(llvm_strip)
     )
     elf.check_same_libc(checked.plain, stripped)
-    cpu.check_binary(stripped, plan.work / "cpu-baseline" / "pgo-bolt", plan.env, args=checked.run)
+    cpu.check_binary(stripped, plan.workdir.cpu_baseline("pgo-bolt"), plan.env, args=checked.run)
     data = stripped.read_bytes()
     refuse_leaked_paths(data, rplan.remap, "the PGO+BOLT binary")
     store_path = bolted.store_path

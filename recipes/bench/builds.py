@@ -21,7 +21,6 @@ from recipes.plan import BuildPlan
 from recipes.results import OptimiseResult, PlainResult
 from recipes.runner import say
 from recipes.rustflags import profile_flags_in
-from recipes.stages.plain import plain_stage
 from recipes.store import sha256_file
 
 
@@ -35,11 +34,11 @@ def link_flags(plan: BuildPlan) -> list[str]:
 
 
 def plain(plan: BuildPlan, prefix: str = "bench: ") -> PlainResult:
-    """``nox -s plain``: the plain stage (:func:`recipes.stages.plain.plain_stage`), recorded in report.json as
+    """``nox -s plain``: the plain stage (:func:`recipes.stages.plain.plain`), recorded in report.json as
     ``plain`` (what bench compares the PGO binary with by default, and a binary to ship or compare), with the link
     of :func:`link_flags`; ``prefix``: the session's, on its progress line (``""`` in ``nox -s plain``)."""
     link = link_flags(plan)
-    result, _ = plain_stage(
+    result, _ = stages.plain(
         plan,
         log=plan.logs / "bench-plain-build.log",
         announce=f"{prefix}the plain build of {plan.crate.package} in {plan.workdir.plain_target}",

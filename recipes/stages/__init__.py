@@ -10,8 +10,8 @@ keeps its own record in report.json.
     optimise.py    the build with -Cprofile-use, every check of it, verify, the checked copy
     test.py        pgo-test: the crate's test suite built with the same profile and flags
     bolt.py        llvm-bolt on the optimised binary (the tool itself: recipes/bolt.py)
-    plain.py       the plain build: the same build without a profile (release builds it; bench runs it as the
-                   stage plain_stage, recorded as "plain")
+    plain.py       the plain build: the same build without a profile, in its frame, recorded as "plain" (the
+                   release and the bench run it)
     pipeline.py    pgo: all of them in order, what they need refused before anything is built
     summary.py     the lines printed at the end of a session
     _record.py     what every stage shares: its frame (StageFrame: its record kept true through a failure, a full

@@ -1,7 +1,7 @@
 """The plain build: the release build without a profile, by the same cargo command, for the same target, with the
 same features and base rustflags as the PGO build, in a target dir of its own. ``nox -s bench`` / ``nox -s plain``
-(recipes/bench/builds.py) run it as a stage (:func:`plain_stage`: recorded in report.json as ``plain``);
-``nox -s release`` (in its reproducible plan) builds it here too (:func:`build`)."""
+(recipes/bench/builds.py) and ``nox -s release`` (in its reproducible plan) run it as a stage (:func:`plain`, in
+its frame: recorded in report.json as ``plain``); :func:`build` is the build itself."""
 
 from __future__ import annotations
 
@@ -54,11 +54,7 @@ def build(
     return PlainBuild(binary, cargo_log.crate_identities(done.output(), plan.crate))
 
 
-#: release.py's name of the build, until its plain build is the stage (:func:`plain_stage`; issue #23)
-plain = build
-
-
-def plain_stage(
+def plain(
     plan: BuildPlan, *, log: Path, announce: str, link: Sequence[str] = (), clean_log: Path | None = None
 ) -> tuple[PlainResult, PlainBuild]:
     """The plain stage: :func:`build` in ``<work>/plain-target``, in its frame, recorded as ``plain`` (its binary,

@@ -18,10 +18,6 @@ WORK_NAMES = {"work", "out"}
 #: WorkDir's and BenchDir's own attribute of the root, reached through these names
 ROOT_HOLDERS = {"workdir", "bench", "out"}
 
-#: modules another change is rewriting; their paths go through WorkDir after it (issue #23). To be removed: do not
-#: add to it (recipes/reproducible/, rewritten too, composes none today: it is held to the rule already).
-NOT_YET = ("release.py", "rebuild.py", "matrix.py")
-
 
 def _name(node: ast.expr) -> str | None:
     if isinstance(node, ast.Name):
@@ -57,16 +53,10 @@ def test_no_path_is_composed_under_the_work_dir_outside_workdir_py() -> None:
     found = [
         f"recipes/{_relative(path)}:{line}: {text}"
         for path in sorted(RECIPES.rglob("*.py"))
-        if _relative(path) != "workdir.py" and not _relative(path).startswith(NOT_YET)
+        if _relative(path) != "workdir.py"
         for line, text in compositions(path.read_text(encoding="utf-8"))
     ]
     assert not found, "name these paths in recipes/workdir.py (WorkDir, BenchDir):\n" + "\n".join(found)
-
-
-def test_the_modules_not_yet_converted_still_compose_paths() -> None:
-    """The allowance is for modules that need it: one that no longer composes a path under the work dir leaves it."""
-    for entry in NOT_YET:
-        assert compositions((RECIPES / entry).read_text(encoding="utf-8")), f"remove {entry} from NOT_YET"
 
 
 @pytest.mark.parametrize(
