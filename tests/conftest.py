@@ -15,7 +15,7 @@ import pytest
 
 from recipes import report
 from recipes.results import WorkloadRun
-from recipes.training import run_workload
+from recipes.training import VERIFY, Collect, RunSettings, run_workload
 from recipes.workload import Workload, load_workload
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,18 +50,18 @@ def train_workload(
 ) -> WorkloadRun:
     """The training's workload run on ``binary`` in this test's directory (work and logs under ``work/``, the
     profiles under ``profraw/`` with ``profraw``), as the train stage calls it."""
-    return run_workload(
-        load_workload(workload) if isinstance(workload, Path) else workload,
-        binary=binary,
+    collect = Collect.profraw(tmp_path / "profraw") if profraw else VERIFY
+    if fdata_dir is not None:
+        collect = Collect.fdata(fdata_dir)
+    settings = RunSettings(
         base_env=clean_env(),
-        work=tmp_path / "work",
+        scratch=tmp_path / "work" / ("verify" if collect.verifying else "train"),
         logs=tmp_path / "work" / "logs",
         project_dir=REPO,
         scale=scale,
         timeout=timeout,
-        profraw_dir=tmp_path / "profraw" if profraw else None,
-        fdata_dir=fdata_dir,
     )
+    return run_workload(load_workload(workload) if isinstance(workload, Path) else workload, binary, settings, collect)
 
 
 def written_records(work: Path) -> dict[str, Any]:

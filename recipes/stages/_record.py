@@ -21,7 +21,7 @@ from recipes.plan import BuildPlan
 from recipes.results import Failed, StageName, StageResult, WorkloadRun, as_json
 from recipes.runner import say
 from recipes.store import sha256_file
-from recipes.training import run_workload
+from recipes.training import VERIFY, Collect, RunSettings, run_workload
 from recipes.workdir import CHECKED_COPIES
 from recipes.workload import Workload
 
@@ -210,27 +210,23 @@ def run_on(
     binary: Path,
     *,
     logs: Path,
-    profraw_dir: Path | None = None,
-    fdata_dir: Path | None = None,
-    scratch_name: str | None = None,
+    scratch: str,
+    collect: Collect = VERIFY,
 ) -> WorkloadRun:
-    """``workload`` on ``binary`` with the plan's environment, work dir, project, crate, scale and phase timeout
-    (train, verify, the BOLT training and the BOLTed binary's replay: :func:`recipes.training.run_workload`)."""
-    return run_workload(
-        workload,
-        binary=binary,
+    """``workload`` on ``binary`` with the plan's environment, project, crate, scale, phase timeout and launcher,
+    its phases' folder ``<work>/<scratch>`` (train, verify, the BOLT training and the BOLTed binary's replay:
+    :func:`recipes.training.run_workload`)."""
+    settings = RunSettings(
         base_env=plan.env,
-        work=plan.work,
+        scratch=plan.workdir.scratch(scratch),
         logs=logs,
         project_dir=plan.config.project_dir,
+        crate_dir=plan.crate.package_dir,
         scale=plan.config.train_scale,
         timeout=plan.config.phase_timeout,
-        profraw_dir=profraw_dir,
-        crate_dir=plan.crate.package_dir,
-        fdata_dir=fdata_dir,
-        scratch_name=scratch_name,
         launcher=plan.launcher,
     )
+    return run_workload(workload, binary, settings, collect)
 
 
 #: the thresholds both the configuration and the workload file may set

@@ -20,6 +20,7 @@ from recipes.results import BoltResult, WorkloadRun, as_json
 from recipes.runner import capture, run, say
 from recipes.stages._record import StageFrame, checked_copy, run_on
 from recipes.store import sha256_file
+from recipes.training import Collect
 from recipes.workload import Workload
 
 
@@ -146,8 +147,8 @@ def _bolt_train(
         workload,
         paths.instrumented,
         logs=plan.logs / "bolt-train",
-        fdata_dir=paths.raw,
-        scratch_name="bolt-train",
+        scratch="bolt-train",
+        collect=Collect.fdata(paths.raw),
     )
     raws = sorted(paths.raw.glob("*.fdata"))  # merge-fdata's output depends on the order of its inputs
     boltlib.check_raw_fdata(paths.raw, raws)
@@ -313,7 +314,7 @@ def _bolt(plan: BuildPlan, frame: StageFrame, vouched: str | None) -> BoltResult
 def _replay_bolted(plan: BuildPlan, workload: Workload, binary: Path) -> WorkloadRun:
     """The training workload on the BOLTed binary, every phase check on; a failure says it was the BOLTed one."""
     try:
-        return run_on(plan, workload, binary, logs=plan.logs / "bolt-verify", scratch_name="bolt-verify")
+        return run_on(plan, workload, binary, logs=plan.logs / "bolt-verify", scratch="bolt-verify")
     except TrainingFailed as error:
         raise CheckFailed(
             f"the BOLTed binary fails the workload: {error.message}",

@@ -153,7 +153,7 @@ def _build_and_check(
         if verify if verify is not None else plan.config.verify_wanted(trained=False):
             workload = plan.require_workload()
             say(f"verify: the optimised binary runs the workload {workload.path.name}")
-            result = replace(result, verify=run_on(plan, workload, copy, logs=plan.logs / "verify"))
+            result = replace(result, verify=run_on(plan, workload, copy, logs=plan.logs / "verify", scratch="verify"))
     return frame.done(result)
 
 

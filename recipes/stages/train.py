@@ -11,6 +11,7 @@ from recipes.plan import BuildPlan
 from recipes.results import TrainResult
 from recipes.stages._record import StageFrame, run_on
 from recipes.store import sha256_file
+from recipes.training import Collect
 from recipes.workload import check_environment, check_tools
 
 
@@ -42,6 +43,6 @@ def train(plan: BuildPlan) -> TrainResult:
         workload = plan.require_workload()
         check_tools(workload, plan.env.get("PATH", os.defpath))
         check_environment(workload, plan.env)
-        run = run_on(plan, workload, binary, logs=plan.logs, profraw_dir=plan.profraw_dir)
+        run = run_on(plan, workload, binary, logs=plan.logs, scratch="train", collect=Collect.profraw(plan.profraw_dir))
         raws = [raw.as_json() for raw in profdata.record_raw_profiles(plan.profraw_dir)]
         return frame.done(TrainResult.of(run, raws))

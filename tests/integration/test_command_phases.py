@@ -12,7 +12,7 @@ import pytest
 from recipes.errors import ConfigError, TrainingFailed
 from recipes.results import WorkloadRun
 from recipes.train.command import TAIL_BYTES
-from recipes.training import run_workload
+from recipes.training import Collect, RunSettings, run_workload
 from recipes.workload import load_workload
 
 SH = Path("/bin/sh")
@@ -31,17 +31,13 @@ def _phase(name: str, script: str, extra: str = "") -> str:
 def _run(tmp_path: Path, workload: Path, env: dict[str, str] | None = None) -> WorkloadRun:
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
-    return run_workload(
-        load_workload(workload),
-        binary=SH,
+    settings = RunSettings(
         base_env={"PATH": os.environ["PATH"], **(env or {})},
-        work=tmp_path / "work",
+        scratch=tmp_path / "work" / "verify",
         logs=tmp_path / "logs",
         project_dir=project,
-        scale=1.0,
-        timeout=None,
-        profraw_dir=None,
     )
+    return run_workload(load_workload(workload), SH, settings)
 
 
 def _alive(pid: int) -> bool:
@@ -109,17 +105,13 @@ def test_a_training_run_that_leaves_processes_running_is_refused(tmp_path: Path)
     project = tmp_path / "project"
     project.mkdir()
     with pytest.raises(TrainingFailed) as caught:
-        run_workload(
-            load_workload(workload),
-            binary=SH,
+        settings = RunSettings(
             base_env={"PATH": os.environ["PATH"]},
-            work=tmp_path / "work",
+            scratch=tmp_path / "work" / "train",
             logs=tmp_path / "logs",
             project_dir=project,
-            scale=1.0,
-            timeout=None,
-            profraw_dir=tmp_path / "profraw",
         )
+        run_workload(load_workload(workload), SH, settings, Collect.profraw(tmp_path / "profraw"))
     pids = sorted(int(f.read_text()) for f in (a, b))
     assert all(_gone(pid) for pid in pids)
     named = ", ".join(f"pid {pid}: sleep" for pid in pids)
