@@ -16,7 +16,7 @@ from recipes.errors import CheckFailed, MissingInput, TrainingFailed
 from recipes.files import atomic_output, copy_atomically
 from recipes.inputs import read_bytes
 from recipes.plan import BuildPlan
-from recipes.results import BoltResult, WorkloadRun, as_json
+from recipes.results import BoltResult, WorkloadRun, as_json, from_json
 from recipes.runner import capture, run, say
 from recipes.stages._record import StageFrame, checked_copy, run_on
 from recipes.store import sha256_file
@@ -118,7 +118,7 @@ def _left_out(plan: BuildPlan, paths: BoltPaths) -> LeftOut:
 
 def _bolt_train(
     plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths, known: dict[str, object]
-) -> tuple[Path, WorkloadRun, LeftOut]:
+) -> tuple[Path, WorkloadRun]:
     """BOLT-instrument the input, replay the training workload on it (every phase check), merge its profiles;
     what it left out of the instrumentation goes into ``known`` (the record so far) at once."""
     instrument_log = plan.logs / "bolt-instrument.log"
@@ -162,7 +162,7 @@ def _bolt_train(
         )
         if not tmp.is_file():
             raise MissingInput(f"merge-fdata wrote no {tmp}", f"see {plan.logs / 'bolt-merge.log'}")
-    return paths.merged, trained, left_out
+    return paths.merged, trained
 
 
 def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
@@ -181,12 +181,9 @@ def _bolt(plan: BuildPlan, frame: StageFrame, vouched: str | None) -> BoltResult
     tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
     args = boltlib.bolt_args(plan.config.bolt_args)
     say(f"bolt: {binary} with {tools.llvm_bolt} (LLVM {tools.llvm_version})")
-    shutil.rmtree(paths.raw, ignore_errors=True)  # what an earlier run left (a given profile may be its merged one)
-    for old in (paths.instrumented, paths.output, paths.input, paths.skip_file, bolted_copy(plan)):
-        old.unlink(missing_ok=True)
-    paths.raw.mkdir(parents=True)
-    copy_atomically(binary, paths.input)
-    known: dict[str, object] = {  # the record so far: what a failed record keeps
+    _fresh(plan, paths, binary)
+    #: the record so far, in report.json's words: what a failed record keeps, and the result when all is done
+    known: dict[str, object] = {
         "input": str(binary),
         "input_sha256": input_sha,
         "relocations": relocations,
@@ -196,119 +193,125 @@ def _bolt(plan: BuildPlan, frame: StageFrame, vouched: str | None) -> BoltResult
         "bolt_args": list(args),
     }
     with frame.kept(lambda: known, reject=("the BOLTed binary", paths.output)):  # a failure: recorded, rejected
-        trained: WorkloadRun | None = None
-        left_out: LeftOut | None = None
-        if plan.config.bolt_profile is not None:
-            if not plan.config.bolt_profile.is_file():
-                raise MissingInput(
-                    f"PGO_BOLT_PROFILE={plan.config.bolt_profile}: no such file", "give the path of a .fdata"
-                )
-            profile = plan.config.bolt_profile
-        else:
-            profile, trained, left_out = _bolt_train(plan, tools, paths, known)
-            known["train"] = as_json(trained)
-        known["trained_here"] = trained is not None
-        data = read_bytes(profile, "the BOLT profile", MissingInput, "give the path of a .fdata merge-fdata wrote")
-        fdata = boltlib.parse_fdata(data.decode("utf-8", errors="replace"))  # a symbol name's bytes are its own
-        main_crate_functions = fdata.main_crate_functions(plan.crate.crate_names)
-        known.update(fdata.as_json())
-        known["profile_main_crate_functions"] = main_crate_functions
-        boltlib.check_profile(fdata, profile, plan.crate.crate_names, plan.crate.package)
-        profile_sha = sha256_file(profile)
-        store_record = boltlib.trained_on_path(plan.store.path_for(profile_sha, ".fdata"))
-        trained_on = None
-        instrumented_sha: str | None = None
-        if trained is not None:
-            instrumented_sha = sha256_file(paths.instrumented)
-            known["bolt_instrumented_sha256"] = instrumented_sha
-            trained_on = boltlib.trained_on_record(profile_sha, input_sha, instrumented_sha)
-            boltlib.write_trained_on(profile, trained_on)
-        elif vouched is None:
-            boltlib.check_trained_on(profile, profile_sha, binary, input_sha, store_record)
-        profile_trained_on = input_sha if vouched is None else f"vouched: {vouched}"
-        known["profile_trained_on"] = profile_trained_on
-        store_path = plan.store.put(profile, suffix=".fdata")
-        if trained_on is not None:
-            boltlib.write_trained_on(store_path, trained_on)
-        known["store_path"] = str(store_path)
-        stored_sha = plan.store.verify(store_path, "before llvm-bolt")
-        known["profile_sha256"] = stored_sha
-        log = plan.logs / "bolt-optimise.log"
-        paths.output.unlink(missing_ok=True)
-        # relative names in <work>/bolt: llvm-bolt writes its command line into the binary (.note.bolt_info)
-        run(
-            [str(tools.llvm_bolt), paths.input.name, "-o", paths.output.name, f"-data={store_path}", *args],
-            env=plan.env,
-            log=log,
-            cwd=paths.dir,
-            what="llvm-bolt",
-        )
-        plan.store.verify(store_path, "after llvm-bolt")
-        if not paths.output.is_file():
-            raise MissingInput(f"llvm-bolt left no binary at {paths.output}", f"see {log}")
-        summary = boltlib.parse_bolt_log(log.read_text(encoding="utf-8", errors="replace"))
-        known.update(summary.as_json())
-        boltlib.check_bolt_log(summary, store_path, log)
-        bolted_sha, max_glibc, libc = (
-            sha256_file(paths.output),
-            elf.max_glibc(paths.output),
-            elf.libc_needs(paths.output),
-        )
-        input_bytes, binary_bytes = binary.stat().st_size, paths.output.stat().st_size
-        known.update(
-            {
-                "binary_sha256": bolted_sha,
-                "max_glibc": max_glibc,
-                "libc": libc,
-                "input_bytes": input_bytes,
-                "binary_bytes": binary_bytes,
-            }
-        )
-        if plan.config.max_glibc:
-            elf.check_glibc(paths.output, plan.config.max_glibc)
+        profile, instrumented_sha = _profile(plan, tools, paths, known)
+        store_path = _store_profile(plan, profile, (binary, input_sha), instrumented_sha, vouched, known)
+        _optimise_with(plan, tools, paths, store_path, args, known)
+        bolted_sha = _check_bolted(plan, paths, binary, known)
         copy = frame.copy_checked(paths.output, bolted_sha, hint="is another bolt stage writing here?")
         known["binary"] = str(copy)
         workload = plan.require_workload()
         say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
-        verified = _replay_bolted(plan, workload, copy)
+        known["verify"] = as_json(_replay_bolted(plan, workload, copy))
     paths.output.unlink(missing_ok=True)
-    result = BoltResult(
-        input=binary,
-        input_sha256=input_sha,
-        relocations=relocations,
-        llvm_bolt=tools.llvm_bolt,
-        merge_fdata=tools.merge_fdata,
-        llvm_bolt_version=tools.llvm_version,
-        bolt_args=list(args),
-        longest_function_name=left_out.longest if left_out else None,
-        instrumentation_skipped_functions=left_out.count if left_out else None,
-        instrumentation_skipped=left_out.names if left_out else None,
-        train=trained,
-        trained_here=trained is not None,
-        profile_branches=fdata.branches,
-        profile_executed_branches=fdata.executed_branches,
-        profile_functions=len(fdata.functions),
-        profile_main_crate_functions=main_crate_functions,
-        bolt_instrumented_sha256=instrumented_sha,
-        profile_trained_on=profile_trained_on,
-        store_path=store_path,
-        profile_sha256=stored_sha,
-        functions_with_profile=summary.functions_with_profile,
-        total_functions=summary.total_functions,
-        stale_profile_functions=summary.stale_functions,
-        profile_ignored_objects=summary.ignored_objects,
-        profiled_functions_not_optimized=summary.not_optimized,
-        dyno_stats={"before": summary.dyno_before, "after": summary.dyno_after},
-        binary_sha256=bolted_sha,
-        max_glibc=max_glibc,
-        libc=libc,
-        input_bytes=input_bytes,
-        binary_bytes=binary_bytes,
-        binary=copy,
-        verify=verified,
-        seconds=0.0,  # the frame's
+    return frame.done(from_json(BoltResult, {**known, "seconds": 0.0}))  # the frame's seconds
+
+
+def _fresh(plan: BuildPlan, paths: BoltPaths, binary: Path) -> None:
+    """What an earlier run left goes (a given profile may be its merged one); the input copied in."""
+    shutil.rmtree(paths.raw, ignore_errors=True)
+    for old in (paths.instrumented, paths.output, paths.input, paths.skip_file, bolted_copy(plan)):
+        old.unlink(missing_ok=True)
+    paths.raw.mkdir(parents=True)
+    copy_atomically(binary, paths.input)
+
+
+def _profile(
+    plan: BuildPlan, tools: boltlib.BoltTools, paths: BoltPaths, known: dict[str, object]
+) -> tuple[Path, str | None]:
+    """The BOLT profile: PGO_BOLT_PROFILE, or trained here (and the sha256 of the instrumented binary that wrote
+    it); read and checked to be of this crate. Its figures go into ``known``."""
+    instrumented_sha: str | None = None
+    if plan.config.bolt_profile is not None:
+        if not plan.config.bolt_profile.is_file():
+            raise MissingInput(
+                f"PGO_BOLT_PROFILE={plan.config.bolt_profile}: no such file", "give the path of a .fdata"
+            )
+        profile = plan.config.bolt_profile
+    else:
+        profile, trained = _bolt_train(plan, tools, paths, known)
+        known["train"] = as_json(trained)
+        instrumented_sha = sha256_file(paths.instrumented)
+        known["bolt_instrumented_sha256"] = instrumented_sha
+    known["trained_here"] = instrumented_sha is not None
+    data = read_bytes(profile, "the BOLT profile", MissingInput, "give the path of a .fdata merge-fdata wrote")
+    fdata = boltlib.parse_fdata(data.decode("utf-8", errors="replace"))  # a symbol name's bytes are its own
+    known.update(fdata.as_json())
+    known["profile_main_crate_functions"] = fdata.main_crate_functions(plan.crate.crate_names)
+    boltlib.check_profile(fdata, profile, plan.crate.crate_names, plan.crate.package)
+    return profile, instrumented_sha
+
+
+def _store_profile(
+    plan: BuildPlan,
+    profile: Path,
+    input_binary: tuple[Path, str],
+    instrumented_sha: str | None,
+    vouched: str | None,
+    known: dict[str, object],
+) -> Path:
+    """The profile in the store, with the record of the binary it was trained on: written when it was trained
+    here, else checked to be of this input (``input_binary``: its path and sha256) unless the caller
+    ``vouched`` for it."""
+    binary, input_sha = input_binary
+    profile_sha = sha256_file(profile)
+    store_record = boltlib.trained_on_path(plan.store.path_for(profile_sha, ".fdata"))
+    trained_on = None
+    if instrumented_sha is not None:
+        trained_on = boltlib.trained_on_record(profile_sha, input_sha, instrumented_sha)
+        boltlib.write_trained_on(profile, trained_on)
+    elif vouched is None:
+        boltlib.check_trained_on(profile, profile_sha, binary, input_sha, store_record)
+    known["profile_trained_on"] = input_sha if vouched is None else f"vouched: {vouched}"
+    store_path = plan.store.put(profile, suffix=".fdata")
+    if trained_on is not None:
+        boltlib.write_trained_on(store_path, trained_on)
+    known["store_path"] = str(store_path)
+    known["profile_sha256"] = plan.store.verify(store_path, "before llvm-bolt")
+    return store_path
+
+
+def _optimise_with(
+    plan: BuildPlan,
+    tools: boltlib.BoltTools,
+    paths: BoltPaths,
+    store_path: Path,
+    args: tuple[str, ...],
+    known: dict[str, object],
+) -> None:
+    """llvm-bolt on the input with the stored profile; its log read and checked (into ``known``)."""
+    log = plan.logs / "bolt-optimise.log"
+    paths.output.unlink(missing_ok=True)
+    # relative names in <work>/bolt: llvm-bolt writes its command line into the binary (.note.bolt_info)
+    run(
+        [str(tools.llvm_bolt), paths.input.name, "-o", paths.output.name, f"-data={store_path}", *args],
+        env=plan.env,
+        log=log,
+        cwd=paths.dir,
+        what="llvm-bolt",
     )
-    return frame.done(result)
+    plan.store.verify(store_path, "after llvm-bolt")
+    if not paths.output.is_file():
+        raise MissingInput(f"llvm-bolt left no binary at {paths.output}", f"see {log}")
+    summary = boltlib.parse_bolt_log(log.read_text(encoding="utf-8", errors="replace"))
+    known.update(summary.as_json())
+    boltlib.check_bolt_log(summary, store_path, log)
+
+
+def _check_bolted(plan: BuildPlan, paths: BoltPaths, binary: Path, known: dict[str, object]) -> str:
+    """The BOLTed binary's sha256, libc, glibc and size beside the input's (into ``known``), its glibc checked."""
+    bolted_sha = sha256_file(paths.output)
+    known.update(
+        {
+            "binary_sha256": bolted_sha,
+            "max_glibc": elf.max_glibc(paths.output),
+            "libc": elf.libc_needs(paths.output),
+            "input_bytes": binary.stat().st_size,
+            "binary_bytes": paths.output.stat().st_size,
+        }
+    )
+    if plan.config.max_glibc:
+        elf.check_glibc(paths.output, plan.config.max_glibc)
+    return bolted_sha
 
 
 def _replay_bolted(plan: BuildPlan, workload: Workload, binary: Path) -> WorkloadRun:
