@@ -56,7 +56,7 @@ from recipes.reproducible import (
     sha256_bytes,
     tag_commit,
 )
-from recipes.results import DeterminismResult, OptimiseResult, RebuildResult
+from recipes.results import DeterminismResult, DiffoscopeRecord, OptimiseResult, RebuildResult
 from recipes.runner import capture, say
 from recipes.store import sha256_file
 from recipes.toolchain import cargo_version, parse_rustc_vv, rustc_info
@@ -341,23 +341,21 @@ def bolt_from_profile(rplan: ReproduciblePlan, work: Path, built: Built) -> Buil
     return replace(built, bolted=bolted_stripped, bolted_sha256=sha256_file(bolted_stripped))
 
 
-def explain(
-    first: Path, second: Path, dest: Path, environ: Mapping[str, str], record: RebuildResult | DeterminismResult
-) -> str:
-    """diffoscope's report of two differing binaries in ``dest``, its summary said and recorded; returns the
-    hint's first words (where the report is, or which package would write one)."""
+def explain(first: Path, second: Path, dest: Path, environ: Mapping[str, str]) -> tuple[str, DiffoscopeRecord]:
+    """diffoscope's report of two differing binaries in ``dest``, its summary said; the hint's first words (where
+    the report is, or which package would write one) and the record of it."""
     explanation = diffoscope.explain(first, second, dest, environ)
     for line in explanation.lines:
         say(line)
-    record["diffoscope"] = {
+    record: DiffoscopeRecord = {
         "report": str(explanation.report) if explanation.report else None,
         "summary": list(explanation.lines),
     }
     if explanation.report is not None:
-        return f"diffoscope's report: {explanation.report}; "
+        return f"diffoscope's report: {explanation.report}; ", record
     if diffoscope.find_diffoscope(environ) is None:
-        return f"install {diffoscope.PACKAGE} for diffoscope's report; "
-    return ""
+        return f"install {diffoscope.PACKAGE} for diffoscope's report; ", record
+    return "", record
 
 
 def _repo_of(config: Config, environ: Mapping[str, str]) -> Path:
@@ -452,7 +450,7 @@ def _rebuild_one(target: RebuildTarget, config: Config, environ: Mapping[str, st
     built = rebuild_from_published(target, config, environ)
     compared = compare_with_published(target, built)
     summary = rebuild_record(target, built, compared)
-    if not summary["match"]:
+    if not summary.match:
         refuse_mismatch(target, compared, summary, environ)
     report.record(target.work, "rebuild", summary)
     return summary
@@ -541,19 +539,17 @@ def rebuild_record(target: RebuildTarget, built: Built, compared: Compared) -> R
             f"{verdict:8}  {name}  rebuilt {rebuilt}" + ("" if rebuilt == expected else f", published {expected}")
         )
         say(f"rebuild: {lines[-1]}")
-    summary: RebuildResult = {
-        "tag": target.tag,
-        "commit": target.commit,
-        "binary": str(built.binary),
-        "binary_sha256": built.sha256,
-        "store_path": str(built.store_path),
-        "lines": lines,
-        "match": all(a == b for a, b in compared.results.values()),
-    }
-    if built.bolted is not None:
-        summary["bolted_binary"] = str(built.bolted)
-        summary["bolted_binary_sha256"] = built.bolted_sha256
-    return summary
+    return RebuildResult(
+        tag=target.tag,
+        commit=target.commit,
+        binary=built.binary,
+        binary_sha256=built.sha256,
+        store_path=built.store_path,
+        lines=lines,
+        match=all(a == b for a, b in compared.results.values()),
+        bolted_binary=built.bolted,
+        bolted_binary_sha256=built.bolted_sha256 if built.bolted is not None else None,
+    )
 
 
 def refuse_mismatch(
@@ -574,9 +570,8 @@ def refuse_mismatch(
         released.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(released, data)
         diff = binary_diff(released, rebuilt_binary)
-        summary["diff"] = diff.line()
-        explained = explain(released, rebuilt_binary, work, environ, summary)
-        report.record(work, "rebuild", summary)
+        explained, diffoscope_record = explain(released, rebuilt_binary, work, environ)
+        report.record(work, "rebuild", replace(summary, diff=diff.line(), diffoscope=diffoscope_record))
         raise CheckFailed(
             f"the rebuilt {what} binary of {tag} differs from the published one: {diff.line()}",
             f"{explained}compare {released} and {rebuilt_binary}; same toolchain, store path and flags as the "
@@ -585,7 +580,7 @@ def refuse_mismatch(
     report.record(work, "rebuild", summary)  # the binaries match and a tarball does not
     raise CheckFailed(
         f"the rebuilt binaries of {tag} match the published ones but a tarball does not: "
-        + "; ".join(line for line in summary["lines"] if line.startswith("mismatch")),
+        + "; ".join(line for line in summary.lines if line.startswith("mismatch")),
         "the tarballs are packed deterministically: is tar or gzip of the release another?",
     )
 
@@ -655,18 +650,17 @@ def compare_two_builds(
 ) -> DeterminismResult:
     """The determinism record of two builds: identical, or refused with where they differ."""
     first, second = builds
-    result: DeterminismResult = {
-        "commit": commit,
-        "profile_sha256": sha256_file(profile),
-        "binaries": [str(b.binary) for b in builds],
-        "binary_sha256": [b.sha256 for b in builds],
-        "identical": first.sha256 == second.sha256,
-    }
-    if not result["identical"]:
+    result = DeterminismResult(
+        commit=commit,
+        profile_sha256=sha256_file(profile),
+        binaries=[str(b.binary) for b in builds],
+        binary_sha256=[b.sha256 for b in builds],
+        identical=first.sha256 == second.sha256,
+    )
+    if not result.identical:
         diff = binary_diff(first.binary, second.binary)
-        result["diff"] = diff.line()
-        explained = explain(first.binary, second.binary, WorkDir(config.out).determinism(), environ, result)
-        report.record(config.out, "determinism", result)
+        explained, diffoscope_record = explain(first.binary, second.binary, WorkDir(config.out).determinism(), environ)
+        report.record(config.out, "determinism", replace(result, diff=diff.line(), diffoscope=diffoscope_record))
         raise CheckFailed(
             f"two builds from one profile in two work directories differ: {diff.line()}",
             f"{explained}a path or a time gets into the binary: see the two optimise-build.log files",

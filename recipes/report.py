@@ -17,7 +17,6 @@ from recipes.errors import MissingInput, WorkDirError
 from recipes.files import write_atomically
 from recipes.inputs import read_json
 from recipes.results import (
-    RAW_TYPES,
     STAGE_TYPES,
     BoltResult,
     CpuBaselineResult,
@@ -38,7 +37,6 @@ from recipes.results import (
     as_json,
     failed_from_json,
     from_json,
-    mismatch,
 )
 from recipes.workdir import WorkDir
 
@@ -84,11 +82,6 @@ def check_record(path: Path, stage: str, record: dict[str, Any]) -> Any:
         if stage in STAGE_TYPES:
             declared = STAGE_TYPES[stage]
             return failed_from_json(declared, record) if failed else from_json(declared, record)
-        if stage in RAW_TYPES:
-            problem = mismatch(record, RAW_TYPES[stage], "", complete=False)
-            if problem is not None:
-                raise Unfit(problem)
-            return record
         return None  # a record this pgo-recipes does not write: nobody reads it
     except Unfit as unfit:
         session = SESSION.get(stage, stage)
@@ -144,7 +137,6 @@ def start(work: Path, stage: StageName) -> None:
 
 
 _Result = TypeVar("_Result", bound=StageResult)
-_Raw = TypeVar("_Raw", RebuildResult, DeterminismResult)
 
 
 @overload
@@ -167,12 +159,10 @@ def record(work: Path, stage: Literal["rebuild"], result: RebuildResult) -> Rebu
 def record(work: Path, stage: Literal["determinism"], result: DeterminismResult) -> DeterminismResult: ...
 @overload
 def record(work: Path, stage: Literal["cpu_baseline"], result: CpuBaselineResult) -> CpuBaselineResult: ...
-def record(work: Path, stage: StageName, result: _Result | _Raw) -> _Result | _Raw:
+def record(work: Path, stage: StageName, result: _Result) -> _Result:
     """Set ``stage``'s result and drop the results of the stages after it, which it makes stale; ``result`` back,
-    for the stage to return. A pipeline stage's dataclass is written as :func:`recipes.results.as_json`; the
-    records of the release's rebuild and determinism check are still TypedDicts, written as they are (a failed one
-    with its ``failed``)."""
-    _record(work, stage, result if isinstance(result, dict) else as_json(result))
+    for the stage to return, written as :func:`recipes.results.as_json`."""
+    _record(work, stage, as_json(result))
     return result
 
 

@@ -8,9 +8,8 @@ its type (a Path is a string in the file), or the load refuses it in one line na
 ``failed`` is a reason is a :class:`Failed` with what it had by then (its values checked, none required). Readers
 thus get the success type from ``report.require`` and read its attributes, no key missing and no default needed.
 Nested objects whose keys are open (a crate's name, a section's, a statistic's) and the nested records read as
-they are (a phase, a raw profile, C code, dyno-stats) stay TypedDicts and dicts. cpu_baseline's record is a
-dataclass as the stages' are; the records of the release's rebuild and determinism check (written in rebuild.py) are
-still TypedDicts with every key optional, checked by :func:`mismatch` as read and read as dicts.
+they are (a phase, a raw profile, C code, dyno-stats) stay TypedDicts and dicts. The records of the baseline-CPU
+check and of the release's rebuild and determinism check are dataclasses as the stages' are.
 """
 
 from __future__ import annotations
@@ -55,13 +54,6 @@ StageName = Literal[
     "determinism",
     "cpu_baseline",
 ]
-
-
-class StageRecord(TypedDict, total=False):
-    """What any record may say besides its result: why the stage failed, and that it has not finished."""
-
-    failed: str
-    running: bool
 
 
 class PhaseRecord(TypedDict):
@@ -337,28 +329,36 @@ class DiffoscopeRecord(TypedDict):
     summary: list[str]
 
 
-class RebuildResult(StageRecord, total=False):
+@dataclass(frozen=True, kw_only=True)
+class RebuildResult:
+    """A rebuild of one target of a release (``nox -s rebuild``): a line per file, whether all match; where the
+    first differing binary differs (``diff``, diffoscope's summary) when one does."""
+
     tag: str
     commit: str
-    binary: str
+    binary: Path
     binary_sha256: str
-    store_path: str
+    store_path: Path
     lines: list[str]
     match: bool
-    bolted_binary: str
-    bolted_binary_sha256: str | None
-    diff: str
-    diffoscope: DiffoscopeRecord
+    bolted_binary: Path | None = None
+    bolted_binary_sha256: str | None = None
+    diff: str | None = None
+    diffoscope: DiffoscopeRecord | None = None
 
 
-class DeterminismResult(StageRecord, total=False):
+@dataclass(frozen=True, kw_only=True)
+class DeterminismResult:
+    """Two builds of HEAD from one profile in two work dirs (``nox -s determinism``): identical, or where they
+    differ."""
+
     commit: str
     profile_sha256: str
     binaries: list[str]
     binary_sha256: list[str]
     identical: bool
-    diff: str
-    diffoscope: DiffoscopeRecord
+    diff: str | None = None
+    diffoscope: DiffoscopeRecord | None = None
 
 
 class BuildInfoRecord(TypedDict):
@@ -395,7 +395,7 @@ class CpuBaselineResult:
     binary_sha256: str | None = None  # the session's record (the binary it checked, as it was)
 
 
-#: the record of a stage that succeeded (a dataclass; rebuild's and determinism's are still TypedDicts)
+#: the record of a stage that succeeded (a dataclass)
 StageResult = (
     InstrumentResult
     | TrainResult
@@ -405,13 +405,14 @@ StageResult = (
     | BoltResult
     | PlainResult
     | CpuBaselineResult
+    | RebuildResult
+    | DeterminismResult
 )
 
 
 @dataclass(frozen=True)
 class Report:
-    """report.json, its ``schema`` aside: the record of each stage that ran (None: no record). The records of the
-    release's rebuild and determinism check are as written (TypedDicts), a failed one with its ``failed``."""
+    """report.json, its ``schema`` aside: the record of each stage that ran (None: no record)."""
 
     instrument: InstrumentResult | Failed | None = None
     train: TrainResult | Failed | None = None
@@ -420,8 +421,8 @@ class Report:
     test: TestResult | Failed | None = None
     bolt: BoltResult | Failed | None = None
     plain: PlainResult | Failed | None = None
-    rebuild: RebuildResult | None = None
-    determinism: DeterminismResult | None = None
+    rebuild: RebuildResult | Failed | None = None
+    determinism: DeterminismResult | Failed | None = None
     cpu_baseline: CpuBaselineResult | Failed | None = None
 
     def names(self) -> set[str]:
@@ -452,9 +453,6 @@ STAGE_TYPES: dict[str, type[StageResult]] = {
     "bolt": BoltResult,
     "plain": PlainResult,
     "cpu_baseline": CpuBaselineResult,
-}
-#: the records still kept as written (TypedDicts): checked by :func:`mismatch`, read as dicts
-RAW_TYPES: dict[str, Any] = {
     "rebuild": RebuildResult,
     "determinism": DeterminismResult,
 }

@@ -133,7 +133,7 @@ def cpu_baseline(session: nox.Session) -> None:
 
 def _rebuilt_lines(results: Iterable[RebuildResult]) -> list[str]:
     """The match or mismatch line of each artefact of each target rebuilt."""
-    return [line for result in results for line in result["lines"]]
+    return [line for result in results for line in result.lines]
 
 
 # The release sessions: each parses its posargs with its own parser of recipes/release_args.py (a tag first,
@@ -187,7 +187,7 @@ def determinism(session: nox.Session) -> None:
     try:
         args = parse_determinism(session.posargs)
         result = rebuild_recipe.determinism(load_config(project_dir(session), os.environ, args.config), os.environ)
-        _summary(session, [f"identical: {result['binary_sha256'][0]} ({' and '.join(result['binaries'])})"])
+        _summary(session, [f"identical: {result.binary_sha256[0]} ({' and '.join(result.binaries)})"])
     except PgoError as error:
         session.error(error.line())
 

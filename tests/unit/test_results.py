@@ -125,7 +125,7 @@ def test_a_failed_or_running_record_loads_as_failed_for_every_stage(tmp_path: Pa
     (tmp_path / "report.json").write_text(json.dumps({"optimise": failed_optimise}))
     with pytest.raises(MissingInput, match="the last optimise failed: stale"):
         report.require(tmp_path, "optimise", "bolt")
-    assert set(results.STAGE_TYPES) | set(results.RAW_TYPES) == set(get_args(results.StageName))
+    assert set(results.STAGE_TYPES) == set(get_args(results.StageName))
     assert {f.name for f in fields(results.Report)} == set(get_args(results.StageName))
     assert get_args(results.PipelineStage) == report.STAGES
 
