@@ -114,12 +114,6 @@ def _load_records(work: Path) -> dict[str, Any]:
     return data
 
 
-def running(work: Path, stage: StageName) -> bool:
-    """Whether ``stage``'s record says it has not finished (read as :func:`record` does, without checking it)."""
-    record = _load_records(work).get(stage)
-    return isinstance(record, dict) and bool(record.get("running"))
-
-
 def save(work: Path, records: Mapping[str, object]) -> None:
     """Write the records (as JSON) atomically: a full disk leaves the old report whole and no temp file."""
     path = report_path(work)
