@@ -38,6 +38,7 @@ from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput
 from recipes.results import CommandCheck, CpuBaselineResult, Failed, Report, ServerCheck
 from recipes.runner import capture, query, quote, run, say
 from recipes.rustflags import rust_triple
+from recipes.stages._record import StageFrame
 from recipes.store import sha256_file
 from recipes.workdir import WorkDir
 
@@ -594,12 +595,16 @@ def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequenc
     """``nox -s cpu-baseline``: check ``--binary`` or the work dir's optimised binary; recorded in report.json."""
     args = parse_cpu_args(posargs)
     config = load_config(project_dir, environ)
-    binary = args.binary or default_binary(report.load(config.out), config.out)
-    result = check_binary(binary, WorkDir(config.out).cpu_baseline(), environ, args=args.run_args)
-    result = replace(result, binary_sha256=sha256_file(binary))
-    if args.binary is None:
-        report.record(config.out, "cpu_baseline", result)
-    return result
+    if args.binary is not None:  # a binary of one's own: not the work dir's, no record
+        return _checked(args.binary, config.out, environ, args.run_args)
+    with StageFrame(config.out, "cpu_baseline", timed=False) as frame:
+        binary = default_binary(report.load(config.out), config.out)
+        return frame.done(_checked(binary, config.out, environ, args.run_args))
+
+
+def _checked(binary: Path, work: Path, environ: Mapping[str, str], run_args: Sequence[str] | None) -> CpuBaselineResult:
+    result = check_binary(binary, WorkDir(work).cpu_baseline(), environ, args=run_args)
+    return replace(result, binary_sha256=sha256_file(binary))
 
 
 def summary_lines(result: CpuBaselineResult) -> list[str]:

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from recipes import cflags, report, stages
 from recipes import diff as diffoscope
@@ -58,6 +58,7 @@ from recipes.reproducible import (
 )
 from recipes.results import DeterminismResult, DiffoscopeRecord, OptimiseResult, RebuildResult
 from recipes.runner import capture, say
+from recipes.stages._record import StageFrame
 from recipes.store import sha256_file
 from recipes.toolchain import cargo_version, parse_rustc_vv, rustc_info
 from recipes.workdir import WorkDir
@@ -447,13 +448,15 @@ class RebuildTarget:
 def _rebuild_one(target: RebuildTarget, config: Config, environ: Mapping[str, str]) -> RebuildResult:
     """One target's PGO binary (and PGO+BOLT binary) rebuilt in its work dir, compared with the published ones."""
     shutil.rmtree(target.work, ignore_errors=True)
-    built = rebuild_from_published(target, config, environ)
-    compared = compare_with_published(target, built)
-    summary = rebuild_record(target, built, compared)
-    if not summary.match:
-        refuse_mismatch(target, compared, summary, environ)
-    report.record(target.work, "rebuild", summary)
-    return summary
+    with StageFrame(target.work, "rebuild", timed=False) as frame:
+        built = rebuild_from_published(target, config, environ)
+        compared = compare_with_published(target, built)
+        summary = rebuild_record(target, built, compared)
+        if not summary.match:
+            summary, refusal = mismatch_refusal(target, compared, summary, environ)
+            with frame.kept(lambda: summary):  # the failure record: each file's line, where the binaries differ
+                raise refusal
+        return frame.done(summary)
 
 
 def as_released(config: Config, manifest: Manifest, checked: _Checked) -> Config:
@@ -552,10 +555,10 @@ def rebuild_record(target: RebuildTarget, built: Built, compared: Compared) -> R
     )
 
 
-def refuse_mismatch(
+def mismatch_refusal(
     target: RebuildTarget, compared: Compared, summary: RebuildResult, environ: Mapping[str, str]
-) -> NoReturn:
-    """The refusal of a rebuild that does not match, recorded first: where the first differing binary differs
+) -> tuple[RebuildResult, CheckFailed]:
+    """The refusal of a rebuild that does not match, and its record: where the first differing binary differs
     (diffoscope's report when there is diffoscope), or which tarball differs around equal binaries."""
     work, tag = target.work, target.tag
     differing = [
@@ -571,14 +574,12 @@ def refuse_mismatch(
         write_atomically(released, data)
         diff = binary_diff(released, rebuilt_binary)
         explained, diffoscope_record = explain(released, rebuilt_binary, work, environ)
-        report.record(work, "rebuild", replace(summary, diff=diff.line(), diffoscope=diffoscope_record))
-        raise CheckFailed(
+        return replace(summary, diff=diff.line(), diffoscope=diffoscope_record), CheckFailed(
             f"the rebuilt {what} binary of {tag} differs from the published one: {diff.line()}",
             f"{explained}compare {released} and {rebuilt_binary}; same toolchain, store path and flags as the "
             "manifest?",
         )
-    report.record(work, "rebuild", summary)  # the binaries match and a tarball does not
-    raise CheckFailed(
+    return summary, CheckFailed(  # the binaries match and a tarball does not
         f"the rebuilt binaries of {tag} match the published ones but a tarball does not: "
         + "; ".join(line for line in summary.lines if line.startswith("mismatch")),
         "the tarballs are packed deterministically: is tar or gzip of the release another?",
@@ -595,6 +596,14 @@ def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult
             "commit the changes first",
         )
     commit = git(repo, "rev-parse", "HEAD", env=environ)
+    with StageFrame(config.out, "determinism", timed=False) as frame:
+        return _determinism(frame, config, environ, repo, commit)
+
+
+def _determinism(
+    frame: StageFrame, config: Config, environ: Mapping[str, str], repo: Path, commit: str
+) -> DeterminismResult:
+    """The two builds of ``commit`` and their comparison, in the determinism check's frame."""
     profile = determinism_profile(config)
     manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
     config = workload_of_tree(config, repo)
@@ -616,7 +625,7 @@ def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult
         )
         for label in ("first", "second")
     ]
-    return compare_two_builds(config, environ, commit, profile, builds)
+    return compare_two_builds(frame, config, environ, (commit, profile), builds)
 
 
 def determinism_profile(config: Config) -> Path:
@@ -646,9 +655,15 @@ def workload_in_repo(config: Config, repo: Path) -> str | None:
 
 
 def compare_two_builds(
-    config: Config, environ: Mapping[str, str], commit: str, profile: Path, builds: Sequence[Built]
+    frame: StageFrame,
+    config: Config,
+    environ: Mapping[str, str],
+    source: tuple[str, Path],
+    builds: Sequence[Built],
 ) -> DeterminismResult:
-    """The determinism record of two builds: identical, or refused with where they differ."""
+    """The determinism record of two builds of ``source`` (a commit and the profile): identical, or refused with
+    where they differ."""
+    commit, profile = source
     first, second = builds
     result = DeterminismResult(
         commit=commit,
@@ -660,11 +675,11 @@ def compare_two_builds(
     if not result.identical:
         diff = binary_diff(first.binary, second.binary)
         explained, diffoscope_record = explain(first.binary, second.binary, WorkDir(config.out).determinism(), environ)
-        report.record(config.out, "determinism", replace(result, diff=diff.line(), diffoscope=diffoscope_record))
-        raise CheckFailed(
-            f"two builds from one profile in two work directories differ: {diff.line()}",
-            f"{explained}a path or a time gets into the binary: see the two optimise-build.log files",
-        )
-    report.record(config.out, "determinism", result)
+        result = replace(result, diff=diff.line(), diffoscope=diffoscope_record)
+        with frame.kept(lambda: result):  # the failure record: both binaries, where they differ
+            raise CheckFailed(
+                f"two builds from one profile in two work directories differ: {diff.line()}",
+                f"{explained}a path or a time gets into the binary: see the two optimise-build.log files",
+            )
     say(f"determinism: the two builds are identical, sha256 {first.sha256}")
-    return result
+    return frame.done(result)

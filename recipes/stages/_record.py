@@ -55,19 +55,26 @@ class StageFrame:
     (:meth:`done`) or failure replaces it, so an interrupted stage leaves that. A failure (a :class:`PgoError`,
     or a full disk or another write error of the work dir, then one line) records ``failed`` and why; inside
     :meth:`kept`, with the result the stage had so far, and the binary it built moved to ``rejected/``. The frame
-    times the stage (``seconds``) and makes its checked copy (:meth:`copy_checked`)."""
+    times the stage (``seconds``) and makes its checked copy (:meth:`copy_checked`).
 
-    def __init__(self, plan: BuildPlan, name: StageName, *, timed: bool = True) -> None:
-        """``timed``: the frame sets the record's ``seconds`` (not the train stage's, which are its workload's)."""
-        self.plan = plan
+    The records of report.json that no plan makes (the release's rebuild and determinism check, the baseline-CPU
+    check of the work dir's binary) are kept the same way: ``StageFrame(work, "rebuild", timed=False)``."""
+
+    def __init__(self, owner: BuildPlan | Path, name: StageName, *, timed: bool = True) -> None:
+        """``owner``: the plan of the stage, or the work dir of a record no plan makes (then no checked copy nor
+        rejection); ``timed``: the frame sets the record's ``seconds`` (not the train stage's, which are its
+        workload's, nor a record that has none)."""
+        self.plan = owner if isinstance(owner, BuildPlan) else None
+        self.work = owner.work if isinstance(owner, BuildPlan) else owner
         self.name = name
         self.timed = timed
         self.started = time.monotonic()
         self._failed = False
 
     def __enter__(self) -> StageFrame:
-        report.start(self.plan.work, self.name)
-        drop_checked_copies(self.plan, self.name)
+        report.start(self.work, self.name)
+        if self.plan is not None:
+            drop_checked_copies(self.plan, self.name)
         self.started = time.monotonic()
         return self
 
@@ -109,14 +116,19 @@ class StageFrame:
                 raise
             raise error from exc
 
+    def _planned(self) -> BuildPlan:
+        if self.plan is None:
+            raise TypeError(f"{self.name}: a checked copy or a rejection needs the stage's plan")  # a bug
+        return self.plan
+
     def copy_checked(self, binary: Path, sha: str, *, hint: str) -> Path:
         """The stage's checked copy of ``binary`` (:func:`copy_checked`)."""
-        return copy_checked(self.plan, self.name, binary, sha, hint=hint)
+        return copy_checked(self._planned(), self.name, binary, sha, hint=hint)
 
     def done(self, result: _Result) -> _Result:
         """The stage's success: its record (timed), in place of the running one."""
         record = cast(_Result, dataclasses.replace(cast(Any, result), seconds=self.seconds())) if self.timed else result
-        _write_record(self.plan.work, self.name, record)
+        _write_record(self.work, self.name, record)
         return record
 
     def _fail(self, error: PgoError, kept: _Kept | None) -> None:
@@ -125,22 +137,23 @@ class StageFrame:
         self._failed = True
         with contextlib.suppress(PgoError):
             if kept is None:
-                report.record_failure(self.plan.work, self.name, Failed(error.line()))
+                report.record_failure(self.work, self.name, Failed(error.line()))
                 return
             fields: dict[str, Any] = {"seconds": self.seconds()} if self.timed else {}
             fields.update(kept.also)
             if kept.reject is not None:
                 what, built = kept.reject
-                moved = reject(self.plan, self.name, what, built, checked_copy(self.plan, self.name))
+                plan = self._planned()
+                moved = reject(plan, self.name, what, built, checked_copy(plan, self.name))
                 fields["binary"] = moved
             so_far = kept.result()
             if kept.reason != "failed" and not isinstance(so_far, Mapping):
                 fields[kept.reason] = error.line()
-                _write_record(self.plan.work, self.name, dataclasses.replace(so_far, **fields))
+                _write_record(self.work, self.name, dataclasses.replace(so_far, **fields))
                 return
             known = dict(so_far) if isinstance(so_far, Mapping) else as_json(so_far)
             partial = known | {key: str(value) if isinstance(value, Path) else value for key, value in fields.items()}
-            report.record_failure(self.plan.work, self.name, Failed(error.line(), partial=partial))
+            report.record_failure(self.work, self.name, Failed(error.line(), partial=partial))
 
 
 def known_failure(name: StageName, exc: BaseException) -> PgoError | None:

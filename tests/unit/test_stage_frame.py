@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
+from recipes import cpu
 from recipes.cargo.metadata import CrateInfo
 from recipes.cflags import CPlan
 from recipes.config import Config
@@ -245,3 +247,16 @@ def test_a_full_disk_inside_kept_records_the_kept_fields(plan: BuildPlan) -> Non
     assert caught.value.__cause__ is full
     record = _report(plan)["merge"]
     assert record["failed"] == caught.value.line() and record["profile"] == "p"
+
+
+def test_a_record_no_plan_makes_is_kept_by_the_frame_too(tmp_path: Path) -> None:
+    """The baseline-CPU check of the work dir's binary (as rebuild and determinism): a check that fails replaces
+    the record of an older one that passed, which would otherwise stand as if it were of this binary."""
+    work = tmp_path / "work"
+    work.mkdir()
+    passed = {"binary": "/old/hello-pgo", "qemu": "qemu-x86_64 version 7.2", "cpu": "qemu64", "controls": {}}
+    (work / "report.json").write_text(json.dumps({"schema": 1, "cpu_baseline": passed}))
+    with pytest.raises(MissingInput) as caught:
+        cpu.cpu_baseline(tmp_path, {**os.environ, "PGO_OUT": str(work)}, [])
+    assert "names no optimised binary" in caught.value.line()
+    assert json.loads((work / "report.json").read_text())["cpu_baseline"] == {"failed": caught.value.line()}
