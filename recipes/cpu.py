@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
-from recipes import certs, emulation, net, procs, report
+from recipes import certs, elf, emulation, net, procs, report
 from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
 from recipes.results import CommandCheck, CpuBaselineResult, Failed, Report, ServerCheck
@@ -93,7 +93,7 @@ class Control:
 class Baseline:
     """Everything of the check that depends on the binary's architecture; the code is the same for each."""
 
-    arch: str  # as emulation.elf_arch names it
+    arch: str  # as elf.elf_arch names it
     qemu: str  # qemu-user's program for the architecture
     cpu: str  # the baseline model
     newer_cpu: str  # a model with every later extension: the controls must run under it
@@ -504,7 +504,7 @@ def check_binary(
     magic = _magic(binary)
     if magic != ELF_MAGIC and (args is not None or not magic.startswith(b"#!")):
         raise _not_elf(binary, magic)
-    baseline = baseline_for(binary, emulation.elf_arch_or_none(binary))
+    baseline = baseline_for(binary, elf.elf_arch_or_none(binary))
     env = baseline_env(baseline, env)
     folder.mkdir(parents=True, exist_ok=True)
     qemu = check_qemu(env, baseline)

@@ -19,15 +19,11 @@ import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from recipes import elf
 from recipes.errors import ToolchainError
 
 #: how much longer the workload's own time limits are under emulation (qemu-user runs compute-bound code
 #: roughly 3 to 10 times slower than native; the factor leaves room for a loaded machine)
 SLOWDOWN = 10.0
-#: the architecture of an ELF binary: recipes.elf reads it; the names stay here for their callers
-elf_arch = elf.elf_arch
-elf_arch_or_none = elf.elf_arch_or_none
 
 
 @dataclass(frozen=True)

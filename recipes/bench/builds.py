@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from recipes import bolt as boltlib
-from recipes import emulation, report, stages
+from recipes import elf, emulation, report, stages
 from recipes.bench.settings import Build
 from recipes.errors import BenchError, CheckFailed, MissingInput
 from recipes.files import copy_atomically
@@ -144,7 +144,7 @@ def _refuse_foreign(arch: str | None, what: str, measure: str) -> None:
 def check_native(binary: Path, label: str, measure: str) -> None:
     """A binary of another architecture than the machine's is refused. A file that is not ELF (a script) runs
     here."""
-    arch = emulation.elf_arch_or_none(binary)
+    arch = elf.elf_arch_or_none(binary)
     _refuse_foreign(arch, f"{label}: {binary} is an {arch} binary", measure)
 
 

@@ -15,7 +15,8 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from recipes.emulation import ARCHES, Arch, elf_arch
+from recipes.elf import elf_arch
+from recipes.emulation import ARCHES, Arch
 from recipes.errors import ToolchainError
 from recipes.files import atomic_output
 from recipes.runner import run
