@@ -904,3 +904,34 @@ def test_garbage_in_the_release_readers_is_one_line(tmp_path: Path) -> None:
         statement_file.write_bytes(data)
         with contextlib.suppress(PgoError):
             provenance.check_statement(statement_file, good, "pgo", sha)
+
+
+STATEMENTS_BEFORE = DATA / "release" / "hello-pgo-bolt-statements.json"
+
+
+def _unit_manifests() -> dict[str, dict[str, Any]]:
+    from tests.unit.test_rebuild_c import C_CODE  # noqa: PLC0415
+
+    before = manifest(workload=None, workload_sha256=None)
+    del before["training"]
+    return {"unit": manifest(), "unit_c_code": manifest(c_code=C_CODE), "unit_of_before": before}
+
+
+def test_the_statements_are_those_written_before_the_manifest_was_typed() -> None:
+    """tests/data/release/hello-pgo-bolt-statements.json holds the statements the code of before the typed manifest
+    wrote (of the captured PGO+BOLT manifest, without and with a Cargo.lock and zig, and of this file's manifests):
+    the statements written now are the same, byte for byte."""
+    captured = json.loads(STATEMENTS_BEFORE.read_text())
+    data = json.loads((DATA / "release" / "hello-pgo-bolt-manifest.json").read_text())
+    for label, extras in (("plain", {}), ("with_lock_and_zig", {"cargo_lock": LOCK, "zigbuild": ZIGBUILD})):
+        pred = provenance.predicate(data, **extras)  # type: ignore[arg-type]
+        made = {
+            provenance.statement_name(data["artefacts"][kind]["file"]): provenance.encode(
+                provenance.statement(provenance.subjects(data, kind, data["artefacts"][kind]["sha256"]), pred)
+            )
+            for kind in provenance.artefact_kinds(data)
+        }
+        assert made == {name: provenance.encode(one) for name, one in captured[label].items()}
+    for label, one in _unit_manifests().items():
+        made = provenance.statements(one, FILES, cargo_lock=LOCK, zigbuild=ZIGBUILD)
+        assert made == {name: provenance.encode(s) for name, s in captured[label].items()}
