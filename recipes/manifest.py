@@ -198,6 +198,12 @@ def check_schema(data: dict[str, Any], name: str) -> None:
         )
 
 
+def peek(data: Any, key: str) -> object:
+    """One top-level value of a manifest's JSON read before it is parsed, to refuse a file of another release (or a
+    second of one target) before its own checks: None when ``data`` is not a JSON object or has no ``key``."""
+    return data.get(key) if isinstance(data, dict) else None
+
+
 def parse(data: Any, name: str) -> Manifest:
     """The manifest of the JSON ``data`` of the file ``name``, every key checked (its schema, then each key in the
     order a reader meets it); a missing key or a value of another type is one line naming ``name`` and the key."""
