@@ -862,7 +862,7 @@ def _bolt_manifest() -> dict[str, Any]:
     return data
 
 
-def test_check_manifest_of_a_bolt_release_and_its_files() -> None:
+def test_a_bolt_manifest_parsed_and_the_files_of_its_release() -> None:
     assert provenance.release_files(typed(_bolt_manifest())) == {
         f"{BASE}-manifest.json": "the manifest",
         **{f"{BASE}{end}": f"the {kind} artefact" for kind, end in (("plain", ".tar.gz"), ("pgo", "-pgo.tar.gz"))},
