@@ -198,6 +198,29 @@ def check_schema(data: dict[str, Any], name: str) -> None:
         )
 
 
+def peek(data: Any, key: str) -> object:
+    """One top-level value of a manifest's JSON read before it is parsed, to refuse a file of another release (or a
+    second of one target) before its own checks: None when ``data`` is not a JSON object or has no ``key``."""
+    return data.get(key) if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The release a manifest is of, all a gather reads of it (the verify that follows reads the rest)."""
+
+    tag: str
+    commit: str
+
+
+def identity(data: Any, name: str) -> Identity:
+    """The tag and commit of the manifest JSON ``data`` of the file ``name``: not a JSON object, or either key missing
+    or not a string, is one line naming ``name`` (and the key)."""
+    if not isinstance(data, dict):
+        raise CheckFailed(f"{name} is not a manifest (not a JSON object)", "download it again")
+    fields = Fields(data, name, CheckFailed, HINT)
+    return Identity(fields.string("tag"), fields.string("commit"))
+
+
 def parse(data: Any, name: str) -> Manifest:
     """The manifest of the JSON ``data`` of the file ``name``, every key checked (its schema, then each key in the
     order a reader meets it); a missing key or a value of another type is one line naming ``name`` and the key."""

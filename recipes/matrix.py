@@ -12,11 +12,11 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from recipes import preflight
 from recipes.config import Config, load_config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
+from recipes.manifest import Identity, identity
 from recipes.provenance import check_artefacts_folder, read_manifest, read_sums, release_file
 from recipes.release import check_new_folder, join_files, write_dir
 from recipes.reproducible import SUMS, sha256_bytes, sha256sums_text
@@ -130,22 +130,20 @@ def read_folder(directory: Path, tag: str) -> dict[str, bytes]:
 
 
 def commit_of(files: Mapping[str, bytes], directory: Path, tag: str) -> str:
-    """The commit of a folder's manifests (every manifest named for ``tag`` must be of one commit)."""
-    found: dict[str, Any] = {}
+    """The commit of a folder's manifests (every manifest named for ``tag`` must be of one commit). Only their tag
+    and commit are read (:func:`recipes.manifest.identity`): the verify of the gathered folder reads the rest."""
+    found: dict[str, Identity] = {}
     for name in sorted(files):
         if not name.endswith("-manifest.json"):
             continue
-        manifest = read_manifest(directory / name)
-        if not isinstance(manifest, dict):
-            raise CheckFailed(f"{name} in {directory} is not a manifest (not a JSON object)", "download it again")
-        found[name] = manifest
-        if manifest.get("tag") != tag:
+        found[name] = identity(read_manifest(directory / name), f"{name} in {directory}")
+        if found[name].tag != tag:
             raise CheckFailed(
-                f"{name} in {directory} is of {manifest.get('tag')!r}, not {tag}", f"gather only the folders of {tag}"
+                f"{name} in {directory} is of {found[name].tag!r}, not {tag}", f"gather only the folders of {tag}"
             )
     if not found:
         raise CheckFailed(f"{directory} holds no manifest", f"gather the folders of {tag}'s release")
-    commits = {str(m.get("commit")) for m in found.values()}
+    commits = {m.commit for m in found.values()}
     if len(commits) != 1:
         raise CheckFailed(
             f"the manifests in {directory} are of {len(commits)} commits", "gather the folders of one release"

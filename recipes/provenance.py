@@ -22,10 +22,9 @@ from recipes import manifest as release_manifest
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, MissingInput, PgoError
 from recipes.inputs import read_json, read_text
-from recipes.manifest import ARTEFACTS
+from recipes.manifest import Artefact, CCode, Manifest
 from recipes.reproducible import (
     SUMS,
-    Names,
     git,
     parse_sha256sums,
     release_binary,
@@ -43,16 +42,6 @@ PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "urn:pgo-recipes:buildtype:release:v1"
 BUILDER_ID = "urn:pgo-recipes:builder:nox-release"
 SUFFIX = ".intoto.json"
-
-
-def check_manifest_schema(manifest: Mapping[str, Any], name: str) -> None:
-    """Refuse a release manifest of another layout than this pgo-recipes writes and reads."""
-    release_manifest.check_schema(dict(manifest), name)
-
-
-def artefact_kinds(manifest: Mapping[str, Any]) -> list[str]:
-    """The artefacts of :data:`ARTEFACTS` this release has."""
-    return [kind for kind in ARTEFACTS if kind in manifest["artefacts"]]
 
 
 def statement_name(artefact: str) -> str:
@@ -79,52 +68,51 @@ def _first_version(text: str, pattern: str = r"(\d+\.\d+(?:\.\d+)?\S*)") -> str:
     return match[1] if match else "unknown"
 
 
-def external_parameters(manifest: Mapping[str, Any]) -> dict[str, Any]:
+def external_parameters(manifest: Manifest) -> dict[str, Any]:
     """What the person releasing chose: the tag, the crate, the target, the cargo command, the features."""
+    m = manifest
     return {
-        "tag": manifest["tag"],
-        "manifest_path": manifest["manifest_path"],
-        "package": manifest["package"],
-        "bin": manifest["bin"],
-        "target": manifest["target"],
-        "cargo_command": list(manifest["cargo_command"]),
-        "features": list(manifest["features"]),
-        "locked": manifest["locked"],
-        "workload": manifest["workload"],
+        "tag": m.tag,
+        "manifest_path": m.manifest_path,
+        "package": m.package,
+        "bin": m.bin,
+        "target": m.target,
+        "cargo_command": list(m.cargo_command),
+        "features": list(m.features),
+        "locked": m.locked,
+        "workload": m.workload,
     }
 
 
-def internal_parameters(manifest: Mapping[str, Any]) -> dict[str, Any]:
+def internal_parameters(manifest: Manifest) -> dict[str, Any]:
     """What pgo-recipes set: the rustflags (without the profile), the path remapping, SOURCE_DATE_EPOCH."""
+    m = manifest
     return {
-        "rustflags_var": manifest["rustflags_var"],
-        "rustflags": list(manifest["rustflags"]),
-        "remap_path_prefix_to": sorted({str(dest) for _, dest in manifest["remap_path_prefix"]}),
-        "source_date_epoch": manifest["source_date_epoch"],
-        "cargo_argv": list(manifest["cargo_argv"]),
-        **({"bolt_args": list(manifest["bolt"]["bolt_args"])} if "bolt" in manifest else {}),
-        **({"c_code": _c_code_parameters(manifest["c_code"])} if "c_code" in manifest else {}),
+        "rustflags_var": m.rustflags_var,
+        "rustflags": list(m.rustflags),
+        "remap_path_prefix_to": sorted({dest for _, dest in m.remap_path_prefix}),
+        "source_date_epoch": m.source_date_epoch,
+        "cargo_argv": list(m.cargo_argv),
+        **({"bolt_args": list(m.bolt.bolt_args)} if m.bolt is not None else {}),
+        **({"c_code": _c_code_parameters(m.c_code)} if m.c_code is not None else {}),
     }
 
 
-def _c_code_parameters(record: Mapping[str, Any]) -> dict[str, Any]:
+def _c_code_parameters(c_code: CCode) -> dict[str, Any]:
     """Whether the target's C was profiled, and which crates compiled C (their paths remapped as the Rust's)."""
-    return {"profiled": bool(record["profiled"]), "crates": sorted(str(c["crate"]) for c in record["crates"])}
+    return {"profiled": c_code.profiled, "crates": sorted(c.crate for c in c_code.crates)}
 
 
 def resolved_dependencies(
-    manifest: Mapping[str, Any], *, cargo_lock: tuple[str, str] | None, zigbuild: Mapping[str, str] | None
+    manifest: Manifest, *, cargo_lock: tuple[str, str] | None, zigbuild: Mapping[str, str] | None
 ) -> list[dict[str, Any]]:
     """The source commit, the toolchain (rustc with its commit, cargo, llvm-profdata, strip, zig and
     cargo-zigbuild when they built it), the Cargo.lock and the workload, by digest where there is one."""
-    toolchain = manifest["toolchain"]
-    rustc = parse_rustc_vv(str(toolchain["rustc_vV"]))
-    llvm_profdata = _first_version(str(toolchain["llvm_profdata"]), r"LLVM (\S+)")
-    cargo_version = _first_version(str(toolchain["cargo"]))
+    m, toolchain = manifest, manifest.toolchain
+    rustc = parse_rustc_vv(toolchain.rustc_vv)
+    llvm_profdata = _first_version(toolchain.llvm_profdata, r"LLVM (\S+)")
     deps = [
-        _resource(
-            "source", digest={"gitCommit": manifest["commit"]}, tag=manifest["tag"], commit_time=manifest["commit_time"]
-        ),
+        _resource("source", digest={"gitCommit": m.commit}, tag=m.tag, commit_time=m.commit_time),
         _resource(
             "rustc",
             uri=f"pkg:generic/rustc@{rustc.release}",
@@ -132,61 +120,56 @@ def resolved_dependencies(
             llvm_version=rustc.llvm_version,
             host=rustc.host,
         ),
-        _resource("cargo", uri=f"pkg:generic/cargo@{cargo_version}", version=toolchain["cargo"]),
-        _resource(
-            "llvm-profdata", uri=f"pkg:generic/llvm-profdata@{llvm_profdata}", version=toolchain["llvm_profdata"]
-        ),
-        _resource(
-            "strip", uri=f"pkg:generic/strip@{_first_version(str(toolchain['strip']))}", version=toolchain["strip"]
-        ),
+        _resource("cargo", uri=f"pkg:generic/cargo@{_first_version(toolchain.cargo)}", version=toolchain.cargo),
+        _resource("llvm-profdata", uri=f"pkg:generic/llvm-profdata@{llvm_profdata}", version=toolchain.llvm_profdata),
+        _resource("strip", uri=f"pkg:generic/strip@{_first_version(toolchain.strip)}", version=toolchain.strip),
     ]
-    if "bolt" in manifest:  # a release with its PGO+BOLT artefact
-        bolt = manifest["bolt"]
-        for name in ("llvm_bolt", "llvm_strip"):
-            version = _first_version(str(bolt[name]), r"LLVM (\S+)")
-            deps.append(_resource(name.replace("_", "-"), uri=f"pkg:generic/{name.replace('_', '-')}@{version}"))
-    clang = manifest.get("c_code", {}).get("clang")
+    if m.bolt is not None:  # a release with its PGO+BOLT artefact
+        for name, line in (("llvm-bolt", m.bolt.llvm_bolt), ("llvm-strip", m.bolt.llvm_strip)):
+            version = _first_version(line, r"LLVM (\S+)")
+            deps.append(_resource(name, uri=f"pkg:generic/{name}@{version}"))
+    clang = m.c_code.clang if m.c_code is not None else None
     if clang:  # the clang that compiled the profiled C
-        deps.append(_resource("clang", uri=f"pkg:generic/clang@{_first_version(str(clang))}", version=clang))
+        deps.append(_resource("clang", uri=f"pkg:generic/clang@{_first_version(clang)}", version=clang))
     if zigbuild:
         deps.append(_resource("zig", uri=f"pkg:generic/zig@{zigbuild['zig']}"))
         deps.append(_resource("cargo-zigbuild", uri=f"pkg:generic/cargo-zigbuild@{zigbuild['cargo_zigbuild']}"))
     if cargo_lock:
         deps.append(_resource(cargo_lock[0], digest={"sha256": cargo_lock[1]}))
-    if manifest.get("workload"):
-        deps.append(_resource(str(manifest["workload"]), digest={"sha256": manifest["workload_sha256"]}))
+    if m.workload and m.workload_sha256:  # the parser has checked the sha256 of a workload it names
+        deps.append(_resource(m.workload, digest={"sha256": m.workload_sha256}))
     return deps
 
 
-def byproducts(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+def byproducts(manifest: Manifest) -> list[dict[str, Any]]:
     """The profile(s) the PGO build was compiled with, with where the build read it and what the training covered."""
-    profile = manifest["artefacts"]["profile"]
-    training = manifest.get("training") or {}
+    m = manifest
+    profile = m.artefacts.profile
     out = [
         _resource(
-            profile["file"],
-            digest={"sha256": profile["sha256"]},
-            store_path=manifest["profile_store_path"],
-            executed_functions=training.get("executed_functions"),
-            total_functions=training.get("total_functions"),
+            profile.file,
+            digest={"sha256": profile.sha256},
+            store_path=m.profile_store_path,
+            executed_functions=m.training.executed_functions if m.training else None,
+            total_functions=m.training.total_functions if m.training else None,
         )
     ]
-    if "bolt_profile" in manifest["artefacts"]:  # the BOLT profile llvm-bolt optimised the PGO+BOLT binary with
-        bolt = manifest["bolt"]
+    bolt_profile = m.artefacts.bolt_profile
+    if bolt_profile is not None and m.bolt is not None:  # the BOLT profile llvm-bolt optimised PGO+BOLT with
         out.append(
             _resource(
-                manifest["artefacts"]["bolt_profile"]["file"],
-                digest={"sha256": manifest["artefacts"]["bolt_profile"]["sha256"]},
-                store_path=bolt["profile_store_path"],
-                functions_with_profile=bolt["profile"]["functions_with_profile"],
-                total_functions=bolt["profile"]["total_functions"],
+                bolt_profile.file,
+                digest={"sha256": bolt_profile.sha256},
+                store_path=m.bolt.profile_store_path,
+                functions_with_profile=m.bolt.profile.functions_with_profile,
+                total_functions=m.bolt.profile.total_functions,
             )
         )
     return out
 
 
 def predicate(
-    manifest: Mapping[str, Any],
+    manifest: Manifest,
     *,
     cargo_lock: tuple[str, str] | None = None,
     zigbuild: Mapping[str, str] | None = None,
@@ -206,12 +189,20 @@ def predicate(
     }
 
 
-def subjects(manifest: Mapping[str, Any], kind: str, file_sha256: str) -> list[dict[str, Any]]:
+def artefact(manifest: Manifest, kind: str) -> Artefact:
+    """The artefact ``kind`` of the release (one of ``manifest.artefacts.kinds()``: another is a bug)."""
+    found = manifest.artefacts.get(kind)
+    if found is None:
+        raise ValueError(f"the release {manifest.names.base} has no {kind} artefact")
+    return found
+
+
+def subjects(manifest: Manifest, kind: str, file_sha256: str) -> list[dict[str, Any]]:
     """A tarball and the binary in it, or the profile: the files a statement is about, by name and sha256."""
-    artefact = manifest["artefacts"][kind]
-    out = [{"name": artefact["file"], "digest": {"sha256": file_sha256}}]
-    if "binary" in artefact:
-        out.append({"name": artefact["binary"], "digest": {"sha256": artefact["binary_sha256"]}})
+    one = artefact(manifest, kind)
+    out = [{"name": one.file, "digest": {"sha256": file_sha256}}]
+    if one.binary is not None:
+        out.append({"name": one.binary, "digest": {"sha256": one.binary_sha256}})
     return out
 
 
@@ -224,7 +215,7 @@ def encode(data: Mapping[str, Any]) -> bytes:
 
 
 def statements(
-    manifest: Mapping[str, Any],
+    manifest: Manifest,
     files: Mapping[str, bytes],
     *,
     cargo_lock: tuple[str, str] | None = None,
@@ -233,14 +224,11 @@ def statements(
     """``{<artefact>.intoto.json: statement}`` for each artefact of ``manifest``, its sha256 taken from ``files``."""
     pred = predicate(manifest, cargo_lock=cargo_lock, zigbuild=zigbuild)
     out: dict[str, bytes] = {}
-    for kind in artefact_kinds(manifest):
-        name = manifest["artefacts"][kind]["file"]
+    for kind in manifest.artefacts.kinds():
+        name, recorded = artefact(manifest, kind).file, artefact(manifest, kind).sha256
         digest = sha256_bytes(files[name])
-        if digest != manifest["artefacts"][kind]["sha256"]:
-            raise CheckFailed(
-                f"{name} has sha256 {digest}, the manifest records {manifest['artefacts'][kind]['sha256']}",
-                "run the release again",
-            )
+        if digest != recorded:
+            raise CheckFailed(f"{name} has sha256 {digest}, the manifest records {recorded}", "run the release again")
         out[statement_name(name)] = encode(statement(subjects(manifest, kind, digest), pred))
     return out
 
@@ -259,12 +247,10 @@ def find_cargo_lock(repo: Path, manifest_path: str) -> tuple[str, str] | None:
 
 
 def release_statements(
-    manifest: Mapping[str, Any], files: Mapping[str, bytes], repo: Path, zigbuild: Mapping[str, str] | None
+    manifest: Manifest, files: Mapping[str, bytes], repo: Path, zigbuild: Mapping[str, str] | None
 ) -> dict[str, bytes]:
     """The statements ``nox -s release`` writes beside its artefacts."""
-    return statements(
-        manifest, files, cargo_lock=find_cargo_lock(repo, str(manifest["manifest_path"])), zigbuild=zigbuild
-    )
+    return statements(manifest, files, cargo_lock=find_cargo_lock(repo, manifest.manifest_path), zigbuild=zigbuild)
 
 
 # --- nox -s verify -------------------------------------------------------------------------------
@@ -318,29 +304,24 @@ def _recorded_extras(pred: Mapping[str, Any]) -> tuple[tuple[str, str] | None, d
     return lock, (zig or None)
 
 
-def check_manifest(data: Any, name: str) -> Names:
-    """Every key of a release manifest that verify, rebuild and the statements read, with its type
-    (:func:`recipes.manifest.parse`); returns the release's file names."""
-    return release_manifest.parse(data, name).names
-
-
-def release_files(manifest: Mapping[str, Any], names: Names) -> dict[str, str]:
+def release_files(manifest: Manifest) -> dict[str, str]:
     """``{file name: what it is}`` of every file a release of ``manifest`` makes and lists in SHA256SUMS: its
-    artefacts, a statement of each, and the manifest (:func:`check_manifest` has checked it)."""
+    artefacts, a statement of each, and the manifest."""
+    names = manifest.names
     files = {names.manifest: "the manifest"}
-    for kind in artefact_kinds(manifest):
+    for kind in manifest.artefacts.kinds():
         file = names.artefact(kind)[0]
         files[file] = f"the {kind} artefact"
         files[statement_name(file)] = f"the provenance statement of {file}"
     return files
 
 
-def check_listing(sums: Mapping[str, str], releases: Sequence[tuple[Mapping[str, Any], Names]], tag: str) -> None:
+def check_listing(sums: Mapping[str, str], releases: Sequence[Manifest], tag: str) -> None:
     """SHA256SUMS lists exactly the files the release makes (of every target's manifest in ``releases``): a line for
     anything else is refused (before anything is hashed), and the line of each artefact and statement is there."""
     made: dict[str, str] = {}
-    for manifest, names in releases:
-        made.update(release_files(manifest, names))
+    for manifest in releases:
+        made.update(release_files(manifest))
     extra = sorted(set(sums) - set(made))
     if extra:
         what = (
@@ -352,8 +333,9 @@ def check_listing(sums: Mapping[str, str], releases: Sequence[tuple[Mapping[str,
             f"SHA256SUMS lists {extra[0]}, a file the release {tag} does not make (it makes {len(made)}: {what})",
             "remove the line and the file, or download the release again",
         )
-    for manifest, names in releases:
-        for kind in artefact_kinds(manifest):
+    for manifest in releases:
+        names = manifest.names
+        for kind in manifest.artefacts.kinds():
             file = names.artefact(kind)[0]
             if file not in sums:
                 raise CheckFailed(f"SHA256SUMS has no line for {file}", "download SHA256SUMS again")
@@ -380,15 +362,18 @@ def refuse_one_target_twice(triples: Mapping[str, Any], tag: str, where: str, hi
         seen[triple] = name
 
 
-def check_one_commit(manifests: Mapping[str, Mapping[str, Any]], tag: str) -> None:
+def check_one_commit(manifests: Mapping[str, Manifest], tag: str) -> None:
     """The manifests of one folder (``{file name: manifest}``) are of one release: one commit (and its time)."""
     first_name, first = next(iter(manifests.items()))
     for name, manifest in manifests.items():
-        for key in ("commit", "source_date_epoch"):
-            if manifest[key] != first[key]:
+        for key, value, first_value in (
+            ("commit", manifest.commit, first.commit),
+            ("source_date_epoch", manifest.source_date_epoch, first.source_date_epoch),
+        ):
+            if value != first_value:
                 raise CheckFailed(
-                    f"the manifests of {tag} disagree on the {key}: {first_name} says {str(first[key])[:12]}, "
-                    f"{name} {str(manifest[key])[:12]}",
+                    f"the manifests of {tag} disagree on the {key}: {first_name} says {str(first_value)[:12]}, "
+                    f"{name} {str(value)[:12]}",
                     "the targets of a release are built from one commit: keep the files of one release per folder",
                 )
 
@@ -440,7 +425,7 @@ def read_manifest(path: Path) -> Any:
     return read_json(path, "the manifest", CheckFailed, "download it again")
 
 
-def check_statement(path: Path, manifest: Mapping[str, Any], kind: str, file_sha256: str) -> dict[str, Any]:
+def check_statement(path: Path, manifest: Manifest, kind: str, file_sha256: str) -> dict[str, Any]:
     """One statement against the manifest and its artefact's sha256; returns the predicate."""
     data = read_json(path, "the provenance statement", CheckFailed, "download it again")
     if not isinstance(data, dict):
@@ -458,7 +443,7 @@ def check_statement(path: Path, manifest: Mapping[str, Any], kind: str, file_sha
     if not isinstance(found, dict):
         raise CheckFailed(f"{path.name} has no predicate", "download it again")
     cargo_lock, zigbuild = _recorded_extras(found)
-    if zigbuild is None and len(manifest["cargo_command"]) > 1 and manifest["cargo_command"][1] == "zigbuild":
+    if zigbuild is None and manifest.cargo_command[1:2] == ("zigbuild",):
         raise CheckFailed(
             f"{path.name} records no zig and cargo-zigbuild, and the release was built with cargo zigbuild",
             "download it again",
@@ -481,31 +466,30 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
     found = sorted(name for name in sums if name.endswith("-manifest.json") and f"-{tag}-" in name)
     if not found:
         raise CheckFailed(f"0 manifests of {tag} in SHA256SUMS", "download every file of the release")
-    manifests: dict[str, dict[str, Any]] = {}
-    releases: dict[str, Names] = {}
+    manifests: dict[str, Manifest] = {}
     for name in found:
         digest = sha256_file(release_file(directory, name))
         if digest != sums[name]:
             raise CheckFailed(f"{name} has sha256 {digest}, SHA256SUMS says {sums[name]}", "download it again")
-        manifest = read_manifest(directory / name)
-        if not isinstance(manifest, dict) or manifest.get("tag") != tag:
+        data = read_manifest(directory / name)
+        if release_manifest.peek(data, "tag") != tag:
             raise CheckFailed(f"{name} is not the manifest of {tag}", "check the files")
-        check_manifest_schema(manifest, name)
-        manifests[name], releases[name] = manifest, check_manifest(manifest, name)
+        manifests[name] = release_manifest.parse(data, name)
     refuse_one_target_twice(
-        {name: names.triple for name, names in releases.items()},
+        {name: manifest.triple for name, manifest in manifests.items()},
         tag,
         "in SHA256SUMS",
         "keep one release of one target per directory",
     )
-    for name, names in releases.items():
+    for name, manifest in manifests.items():
+        names = manifest.names
         if names.manifest != name:
             raise CheckFailed(
                 f"the manifest {name} names the release {names.base}, whose manifest is {names.manifest}",
                 "download the release again",
             )
     check_one_commit(manifests, tag)
-    check_listing(sums, [(manifests[name], releases[name]) for name in found], tag)
+    check_listing(sums, [manifests[name] for name in found], tag)
 
     lines = []
     for name, want in sorted(sums.items()):
@@ -519,21 +503,18 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
 
     predicates = []
     for manifest in manifests.values():
-        for kind in artefact_kinds(manifest):
-            artefact = manifest["artefacts"][kind]
-            name = str(artefact["file"])
-            if sums[name] != artefact["sha256"]:
+        for kind in manifest.artefacts.kinds():
+            one = artefact(manifest, kind)
+            name = one.file
+            if sums[name] != one.sha256:
                 raise CheckFailed(
-                    f"{name} has sha256 {sums[name]}, the manifest records {artefact['sha256']}", "download both again"
+                    f"{name} has sha256 {sums[name]}, the manifest records {one.sha256}", "download both again"
                 )
-            if "binary" in artefact:
-                inner = sha256_bytes(
-                    release_binary(directory / name, artefact["binary"], manifest["source_date_epoch"])
-                )
-                if inner != artefact["binary_sha256"]:
+            if one.binary is not None:
+                inner = sha256_bytes(release_binary(directory / name, one.binary, manifest.source_date_epoch))
+                if inner != one.binary_sha256:
                     raise CheckFailed(
-                        f"{artefact['binary']} in {name} has sha256 {inner}, the manifest records "
-                        f"{artefact['binary_sha256']}",
+                        f"{one.binary} in {name} has sha256 {inner}, the manifest records {one.binary_sha256}",
                         "download it again",
                     )
             statement_path = directory / statement_name(name)
@@ -543,9 +524,9 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
     first = manifests[found[0]]
     if repo is not None:
         commit = tag_commit(repo, tag, environ)
-        if commit != first["commit"]:
+        if commit != first.commit:
             raise CheckFailed(
-                f"tag {tag} is commit {commit[:12]} here, the release was built from {first['commit'][:12]}",
+                f"tag {tag} is commit {commit[:12]} here, the release was built from {first.commit[:12]}",
                 "the tag was moved: fetch the release's tag (git fetch --tags --force)",
             )
         lines.append(f"ok  {tag} is commit {commit[:12]}, the one the release was built from")
@@ -563,7 +544,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
                         "the release was built with another Cargo.lock than the tag's",
                     )
                 lines.append(f"ok  {lock[0]} is the tag's")
-    targets = "" if len(found) == 1 else f" of {len(found)} targets ({', '.join(r.triple for r in releases.values())})"
+    targets = "" if len(found) == 1 else f" of {len(found)} targets ({', '.join(m.triple for m in manifests.values())})"
     lines.append(f"verified {tag}: {len(sums)} files, {len(predicates)} provenance statements{targets}")
     return lines
 

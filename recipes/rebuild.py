@@ -112,9 +112,9 @@ def load_release(directory: Path, tag: str) -> list[Published]:
     for path in manifests:
         manifest = _load_manifest(path, sums, tag)
         published.append(Published(directory, manifest, sums, manifest.names))
-    check_one_commit({p.names.manifest: release_manifest.to_json(p.manifest) for p in published}, tag)
+    check_one_commit({p.names.manifest: p.manifest for p in published}, tag)
     needed = [path for one in published for path in _required_files(one)]
-    check_listing(sums, [(release_manifest.to_json(p.manifest), p.names) for p in published], tag)
+    check_listing(sums, [p.manifest for p in published], tag)
     for one in published:
         _check_profiles(one)
     for path in needed:
@@ -135,8 +135,8 @@ def _load_manifest(path: Path, sums: Mapping[str, str], tag: str) -> Manifest:
     data = read_manifest(path)
     if not isinstance(data, dict):
         raise CheckFailed(f"{path.name} is not a manifest (not a JSON object)", "download it again")
-    if data.get("tag") != tag:
-        raise CheckFailed(f"{path.name} is the manifest of {data.get('tag')}, not {tag}", "check the files")
+    if (found := release_manifest.peek(data, "tag")) != tag:
+        raise CheckFailed(f"{path.name} is the manifest of {found}, not {tag}", "check the files")
     manifest = release_manifest.parse(data, path.name)
     names = manifest.names
     if names.manifest != path.name:
@@ -190,7 +190,7 @@ def _triple_or_none(path: Path) -> Any:
         data = read_manifest(path)
     except PgoError:
         return None
-    return data.get("triple") if isinstance(data, dict) else None
+    return release_manifest.peek(data, "triple")
 
 
 def check_toolchain(toolchain: Toolchain, env: Mapping[str, str]) -> None:

@@ -366,11 +366,7 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
         names.manifest: release_manifest.encode(manifest),
         **(bolted.files if bolted is not None else {}),
     }
-    files.update(
-        provenance.release_statements(
-            release_manifest.to_json(manifest), files, checkout.repo, builds.optimised.zigbuild
-        )
-    )
+    files.update(provenance.release_statements(manifest, files, checkout.repo, builds.optimised.zigbuild))
     return TargetRelease(manifest, files)
 
 

@@ -134,3 +134,20 @@ def test_a_manifest_is_frozen() -> None:
     with pytest.raises(AttributeError):
         parsed.tag = "v2.0.0"  # type: ignore[misc]
     assert isinstance(parsed, Manifest)
+
+
+def test_the_identity_a_gather_reads_and_what_is_peeked_before_the_parse() -> None:
+    data = json.loads(REAL.read_text())
+    assert release_manifest.identity(data, "m.json") == release_manifest.Identity(data["tag"], data["commit"])
+    assert release_manifest.identity({"tag": "v1", "commit": "c"}, "m.json") == release_manifest.Identity("v1", "c")
+    for bad, words in (
+        ([], "m.json is not a manifest (not a JSON object)"),
+        ({"commit": "c"}, "m.json: 'tag' is missing"),
+        ({"tag": "v1", "commit": None}, "m.json: 'commit' is null, not a string"),
+    ):
+        with pytest.raises(CheckFailed) as caught:
+            release_manifest.identity(bad, "m.json")
+        assert caught.value.message == words
+    assert release_manifest.peek(data, "triple") == data["triple"]
+    assert release_manifest.peek([data], "tag") is None
+    assert release_manifest.peek({}, "tag") is None

@@ -159,6 +159,12 @@ def test_a_gather_refused_for_each_inconsistency(tmp_path: Path) -> None:
     manifest.unlink()
     resum(musl)
     refused([gnu, musl], rf"{musl} holds no manifest \(gather the folders of {TAG}'s release\)")
+    manifest.write_text(json.dumps({"tag": TAG, "triple": MUSL}))
+    resum(musl)
+    refused([gnu, musl], rf"{manifest.name} in {musl}: 'commit' is missing")
+    manifest.write_text(json.dumps({"tag": TAG, "commit": 1}))
+    resum(musl)
+    refused([gnu, musl], rf"{manifest.name} in {musl}: 'commit' is the number 1, not a string")
     manifest.write_text(json.dumps({"tag": TAG, "commit": COMMIT}))
     (musl / f"hello-pgo-{TAG}-aarch64-unknown-linux-gnu-manifest.json").write_text(
         json.dumps({"tag": TAG, "commit": "cd" * 20})

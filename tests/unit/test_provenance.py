@@ -19,6 +19,7 @@ import pytest
 
 from recipes import provenance, rebuild
 from recipes.errors import CheckFailed, ConfigError, MissingInput, PgoError
+from recipes.manifest import Manifest, parse
 from recipes.reproducible import binary_tarball, parse_sha256sums, sha256_bytes, sha256sums_text
 from recipes.store import sha256_file
 from tests import hostile
@@ -91,12 +92,17 @@ def manifest(**changes: Any) -> dict[str, Any]:
     return data
 
 
+def typed(data: dict[str, Any]) -> Manifest:
+    """A manifest's JSON as verify reads it (:func:`recipes.manifest.parse`)."""
+    return parse(data, "m.json")
+
+
 ZIGBUILD = {"cargo_zigbuild": "0.24.1", "zig": "0.17.1"}
 LOCK = ("Cargo.lock", "cd" * 32)
 
 
 def written(**kwargs: Any) -> dict[str, dict[str, Any]]:
-    out = provenance.statements(manifest(), FILES, **kwargs)
+    out = provenance.statements(typed(manifest()), FILES, **kwargs)
     return {name: json.loads(data) for name, data in out.items()}
 
 
@@ -174,19 +180,19 @@ def test_byproducts_are_the_profile() -> None:
 
 
 def test_every_statement_shares_one_predicate_and_no_machine_path() -> None:
-    statements = provenance.statements(manifest(), FILES, cargo_lock=LOCK, zigbuild=ZIGBUILD)
+    statements = provenance.statements(typed(manifest()), FILES, cargo_lock=LOCK, zigbuild=ZIGBUILD)
     predicates = {json.dumps(json.loads(data)["predicate"], sort_keys=True) for data in statements.values()}
     assert len(predicates) == 1
     text = b"".join(statements.values()).decode()
     assert not [path for path in MACHINE_PATHS if path in text]
-    assert statements == provenance.statements(manifest(), FILES, cargo_lock=LOCK, zigbuild=ZIGBUILD)
+    assert statements == provenance.statements(typed(manifest()), FILES, cargo_lock=LOCK, zigbuild=ZIGBUILD)
 
 
 @pytest.mark.refuses("artefact-not-manifest-statements")
 def test_an_artefact_that_is_not_the_manifest_s_refused() -> None:
     files = {**FILES, f"{BASE}-pgo.tar.gz": b"something else"}
     with pytest.raises(CheckFailed) as caught:
-        provenance.statements(manifest(), files)
+        provenance.statements(typed(manifest()), files)
     assert isinstance(caught.value, PgoError) and "\n" not in caught.value.line()
     assert f"{BASE}-pgo.tar.gz has sha256" in caught.value.line()
 
@@ -256,7 +262,7 @@ def publish(root: Path, *, zigbuild: dict[str, str] | None = ZIGBUILD) -> Publis
     for kind, name, binary in (("plain", f"{BASE}.tar.gz", plain), ("pgo", f"{BASE}-pgo.tar.gz", pgo)):
         data["artefacts"][kind].update(sha256=sha256_bytes(files[name]), binary_sha256=sha256_bytes(binary))
     files[f"{BASE}-manifest.json"] = provenance.encode(data)
-    files.update(provenance.release_statements(data, files, repo, zigbuild))
+    files.update(provenance.release_statements(typed(data), files, repo, zigbuild))
     dist = repo / "dist" / "v1.0.0"
     dist.mkdir(parents=True)
     for name, content in files.items():
@@ -721,7 +727,8 @@ def _repack(published: Published, kind: str, members: list[tuple[tarfile.TarInfo
     manifest["artefacts"][kind]["sha256"] = sha256_bytes(tarball)
     files = {name: (published.dist / name).read_bytes() for name in FILES}
     files[f"{BASE}-manifest.json"] = provenance.encode(manifest)
-    for name, data in {**files, **provenance.release_statements(manifest, files, published.repo, ZIGBUILD)}.items():
+    statements = provenance.release_statements(typed(manifest), files, published.repo, ZIGBUILD)
+    for name, data in {**files, **statements}.items():
         (published.dist / name).write_bytes(data)
     published.resum()
 
@@ -762,7 +769,7 @@ def test_verify_a_tarball_that_is_not_one_refused(tmp_path: Path) -> None:
     _edit_manifest(published, lambda m: m["artefacts"]["pgo"].update(sha256=sha256_file(tarball)))
     files = {n: (published.dist / n).read_bytes() for n in FILES}
     manifest = json.loads((published.dist / f"{BASE}-manifest.json").read_text())
-    for n, data in provenance.release_statements(manifest, files, published.repo, ZIGBUILD).items():
+    for n, data in provenance.release_statements(typed(manifest), files, published.repo, ZIGBUILD).items():
         (published.dist / n).write_bytes(data)
     published.resum()
     refused(published, f"{name} is not a whole .tar.gz: the gzip stream ends early (truncated)")
@@ -855,9 +862,8 @@ def _bolt_manifest() -> dict[str, Any]:
     return data
 
 
-def test_check_manifest_of_a_bolt_release_and_its_files() -> None:
-    names = provenance.check_manifest(_bolt_manifest(), "m.json")
-    assert provenance.release_files(_bolt_manifest(), names) == {
+def test_a_bolt_manifest_parsed_and_the_files_of_its_release() -> None:
+    assert provenance.release_files(typed(_bolt_manifest())) == {
         f"{BASE}-manifest.json": "the manifest",
         **{f"{BASE}{end}": f"the {kind} artefact" for kind, end in (("plain", ".tar.gz"), ("pgo", "-pgo.tar.gz"))},
         **{f"{BASE}{end}": f"the {kind} artefact" for kind, end in (("profile", "-pgo.profdata"),)},
@@ -871,11 +877,11 @@ def test_check_manifest_of_a_bolt_release_and_its_files() -> None:
     data = _bolt_manifest()
     data["bolt"]["profile"]["total_functions"] = "900"
     with pytest.raises(CheckFailed, match=r"m.json: bolt: profile: 'total_functions' is the string '900', not an"):
-        provenance.check_manifest(data, "m.json")
+        typed(data)
     data = _bolt_manifest()
     del data["bolt"]
     with pytest.raises(CheckFailed, match=r"m.json: 'bolt' is missing"):
-        provenance.check_manifest(data, "m.json")
+        typed(data)
 
 
 def test_garbage_in_the_release_readers_is_one_line(tmp_path: Path) -> None:
@@ -891,8 +897,8 @@ def test_garbage_in_the_release_readers_is_one_line(tmp_path: Path) -> None:
             provenance.read_sums(folder)
     for _what, changed in hostile.mutations(manifest()):
         with contextlib.suppress(PgoError):
-            provenance.check_manifest(changed, "m.json")
-    good = manifest()
+            typed(changed)
+    good = typed(manifest())
     statement_file = tmp_path / f"{BASE}-pgo.tar.gz.intoto.json"
     real_statement = written()[statement_file.name]
     sha = sha256_bytes(FILES[f"{BASE}-pgo.tar.gz"])
@@ -904,3 +910,37 @@ def test_garbage_in_the_release_readers_is_one_line(tmp_path: Path) -> None:
         statement_file.write_bytes(data)
         with contextlib.suppress(PgoError):
             provenance.check_statement(statement_file, good, "pgo", sha)
+
+
+STATEMENTS_BEFORE = DATA / "release" / "hello-pgo-bolt-statements.json"
+
+
+def _unit_manifests() -> dict[str, dict[str, Any]]:
+    from tests.unit.test_rebuild_c import C_CODE  # noqa: PLC0415
+
+    before = manifest(workload=None, workload_sha256=None)
+    del before["training"]
+    return {"unit": manifest(), "unit_c_code": manifest(c_code=C_CODE), "unit_of_before": before}
+
+
+def test_the_statements_are_those_written_before_the_manifest_was_typed() -> None:
+    """tests/data/release/hello-pgo-bolt-statements.json holds the statements the code of before the typed manifest
+    wrote (of the captured PGO+BOLT manifest, without and with a Cargo.lock and zig, and of this file's manifests):
+    the statements written now are the same, byte for byte."""
+    captured = json.loads(STATEMENTS_BEFORE.read_text())
+    data = json.loads((DATA / "release" / "hello-pgo-bolt-manifest.json").read_text())
+    for label, extras in (("plain", {}), ("with_lock_and_zig", {"cargo_lock": LOCK, "zigbuild": ZIGBUILD})):
+        release = typed(data)
+        pred = provenance.predicate(release, **extras)  # type: ignore[arg-type]
+        made = {
+            provenance.statement_name(provenance.artefact(release, kind).file): provenance.encode(
+                provenance.statement(
+                    provenance.subjects(release, kind, provenance.artefact(release, kind).sha256), pred
+                )
+            )
+            for kind in release.artefacts.kinds()
+        }
+        assert made == {name: provenance.encode(one) for name, one in captured[label].items()}
+    for label, one in _unit_manifests().items():
+        made = provenance.statements(typed(one), FILES, cargo_lock=LOCK, zigbuild=ZIGBUILD)
+        assert made == {name: provenance.encode(s) for name, s in captured[label].items()}

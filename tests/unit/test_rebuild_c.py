@@ -10,7 +10,7 @@ import pytest
 
 from recipes import provenance
 from recipes.errors import CheckFailed, ToolchainError
-from recipes.manifest import CCode
+from recipes.manifest import CCode, parse
 from recipes.rebuild import c_setting
 from tests.unit.test_provenance import manifest
 
@@ -52,12 +52,11 @@ C_CODE = {"profiled": True, "clang": CLANG, "crates": [{"crate": "zstd-sys", "co
 
 def test_the_c_code_of_a_manifest_in_its_statements() -> None:
     data = manifest(c_code=C_CODE)
-    provenance.check_manifest(data, "m.json")
-    definition = provenance.predicate(data)["buildDefinition"]
+    definition = provenance.predicate(parse(data, "m.json"))["buildDefinition"]
     assert definition["internalParameters"]["c_code"] == {"profiled": True, "crates": ["zstd-sys"]}
     deps = {d["name"]: d for d in definition["resolvedDependencies"]}
     assert deps["clang"] == {"name": "clang", "uri": "pkg:generic/clang@22.1.8", "annotations": {"version": CLANG}}
-    plain = provenance.predicate(manifest())["buildDefinition"]  # a release of before: neither
+    plain = provenance.predicate(parse(manifest(), "m.json"))["buildDefinition"]  # a release of before: neither
     assert "c_code" not in plain["internalParameters"]
     assert "clang" not in {d["name"] for d in plain["resolvedDependencies"]}
 
@@ -74,5 +73,5 @@ def test_the_c_code_of_a_manifest_in_its_statements() -> None:
 )
 def test_an_ill_formed_c_code_of_a_manifest_refused(c_code: object, words: str) -> None:
     with pytest.raises(CheckFailed) as caught:
-        provenance.check_manifest(manifest(c_code=c_code), "m.json")
+        parse(manifest(c_code=c_code), "m.json")
     assert caught.value.message == words
