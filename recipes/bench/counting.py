@@ -55,7 +55,7 @@ from recipes.bench.settings import Build, Settings, Setup, instance_env, raise_o
 from recipes.errors import BenchError, PgoError
 from recipes.inputs import read_text
 from recipes.procs import describe_exit
-from recipes.runner import log_tail, query, say
+from recipes.runner import TimedOut, log_tail, query, say
 from recipes.workload import Scenario
 
 SLOWDOWN = 50  # valgrind's, roughly: the readiness limit is the instance's times this
@@ -188,7 +188,14 @@ def _command_trials(
 
 def _control(tools: Tools, server: Server, *args: str, env: Mapping[str, str]) -> None:
     assert tools.callgrind_control is not None
-    done = query([str(tools.callgrind_control), *args, str(server.pid)], env=env, timeout=CONTROL_TIMEOUT)
+    try:
+        done = query([str(tools.callgrind_control), *args, str(server.pid)], env=env, timeout=CONTROL_TIMEOUT)
+    except TimedOut as exc:
+        raise BenchError(
+            f"callgrind_control {' '.join(args)} {server.pid} ({server.build.label}) did not answer in "
+            f"{CONTROL_TIMEOUT:.0f} s",
+            "callgrind_control needs vgdb (valgrind's gdbserver) and ptrace allowed; is the machine overloaded?",
+        ) from exc
     if done.returncode != 0 or "OK" not in done.stdout:
         said = " ".join((done.stdout + done.stderr).split())[:200]
         raise BenchError(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from recipes import h2load, procs
 from recipes.bench.servers import Server
+from recipes.errors import BenchError
 from recipes.schema import fill
 from recipes.workload import Scenario
 
@@ -76,7 +77,13 @@ def run_load(argv: Sequence[str], *, core: int, env: Mapping[str, str], log: Pat
     full = ["taskset", "-c", str(core), *argv]
     start = time.perf_counter()
     with log.open("wb") as out:
-        proc = procs.spawn(full, env=env, stdout=out, stderr=procs.STDOUT)
+        try:
+            proc = procs.spawn(full, env=env, stdout=out, stderr=procs.STDOUT)
+        except FileNotFoundError as exc:  # taskset itself: h2load's absence is taskset's exit status
+            raise BenchError(
+                "taskset is not found: the bench pins its load generator to a core of its own with it",
+                "apt-get install util-linux (or put taskset on PATH)",
+            ) from exc
     waited = procs.wait_usage(proc, deadline)
     wall = time.perf_counter() - start
     usage = waited.usage
