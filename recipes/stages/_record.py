@@ -42,7 +42,6 @@ class _Kept:
 
     result: Callable[[], Partial]
     reason: str
-    only: type[PgoError]
     also: Mapping[str, object]
     reject: tuple[str, Path] | None
 
@@ -111,7 +110,7 @@ class StageFrame:
             if error is None:
                 raise
             keeps = isinstance(error, only)
-            self._fail(error, _Kept(result, reason, only, also or {}, reject) if keeps else None)
+            self._fail(error, _Kept(result, reason, also or {}, reject) if keeps else None)
             if error is exc:
                 raise
             raise error from exc
