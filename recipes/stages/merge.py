@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from recipes import profdata, report
 from recipes.errors import CheckFailed, PgoError
 from recipes.plan import BuildPlan
-from recipes.results import MergeResult
+from recipes.results import MergeResult, from_json
 from recipes.runner import say
 from recipes.stages._record import StageFrame, threshold
 from recipes.store import sha256_file
@@ -93,7 +93,8 @@ def _merge(plan: BuildPlan, frame: StageFrame) -> MergeResult:
     for name, why in merged.dropped.items():
         say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
     floor = function_floor(plan, plan.require_workload())
-    known: dict[str, object] = {  # what a failed record keeps
+    #: the record so far, in report.json's words: what a failed record keeps, and the result when all is done
+    known: dict[str, object] = {
         "profile": str(plan.merged_profile),
         "profraw_merged": len(merged.merged),
         "profraw_dropped": merged.dropped,
@@ -106,10 +107,9 @@ def _merge(plan: BuildPlan, frame: StageFrame) -> MergeResult:
             summary = profdata.check_usable(
                 tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
             )
-            sha = sha256_file(plan.merged_profile)
             known.update(
                 {
-                    "profile_sha256": sha,
+                    "profile_sha256": sha256_file(plan.merged_profile),
                     "executed_functions": summary.executed_functions,
                     "total_functions": summary.total_functions,
                     **floor.as_json(summary.total_functions),
@@ -120,19 +120,4 @@ def _merge(plan: BuildPlan, frame: StageFrame) -> MergeResult:
         except PgoError:
             plan.merged_profile.unlink(missing_ok=True)
             raise
-    result = MergeResult(
-        profile=plan.merged_profile,
-        profraw_merged=len(merged.merged),
-        profraw_dropped=merged.dropped,
-        min_functions=floor.for_total(summary.total_functions) if summary.total_functions else floor.value,
-        min_functions_set=floor.value,
-        min_functions_source=floor.source,
-        min_functions_total=floor.set_against,
-        llvm_profdata=tool.path,
-        llvm_profdata_version=tool.llvm_version,
-        profile_sha256=sha,
-        executed_functions=summary.executed_functions,
-        total_functions=summary.total_functions,
-        seconds=0.0,  # the frame's
-    )
-    return frame.done(result)
+    return frame.done(from_json(MergeResult, {**known, "seconds": 0.0}))  # the frame's seconds
