@@ -279,7 +279,7 @@ def plan_c(
     for name, var, flags_var, default in (("C", "CC", "CFLAGS", "cc"), ("C++", "CXX", "CXXFLAGS", "c++")):
         user_name = next((n for n in env_names(var, triple, cross=cross) if env.get(n, "").strip()), None)
         host = tuple(env[user_name].split()) if user_name else (default,)
-        compiler, version, off = _language_compiler(
+        compiler, version, off = language_compiler(
             name, rustc, env, triple, mode=mode, zigbuild=zigbuild, user=user_name, found=found, clang=clang
         )
         if compiler is not None:
@@ -294,7 +294,7 @@ def plan_c(
     return CPlan(triple, tuple(languages), mode, env=env)
 
 
-def _language_compiler(
+def language_compiler(
     name: str,
     rustc: RustcInfo,
     env: Mapping[str, str],
@@ -389,7 +389,7 @@ def probe(
             return f"{shown} cannot be run ({exc.strerror or exc})"
         seen = read_object(obj) if done.returncode == 0 else None
     if done.returncode != 0:
-        return _cannot_compile(name, shown, triple, done.stderr, env, cross=cross, strict=strict)
+        return cannot_compile(name, shown, triple, done.stderr, env, cross=cross, strict=strict)
     said = seen.compiler if seen is not None else "no ELF object"
     if seen is None or _clang_major(said) != rustc.llvm_major:
         raise ToolchainError(
@@ -400,7 +400,7 @@ def probe(
     return None
 
 
-def _cannot_compile(
+def cannot_compile(
     name: str, shown: str, triple: str, stderr: str, env: Mapping[str, str], *, cross: bool, strict: bool
 ) -> str:
     """Why ``shown`` cannot compile ``name`` for ``triple`` (its first error); refused when ``strict``, with the
@@ -654,15 +654,48 @@ def c_crates(
             "compilers": compilers,
             "profile_flags": reached,
         }
+        languages = object_languages(commands.get(pkg, []), plan.triple)
+        if languages:  # cc-rs's commands are in the log (the optimised build's -vv): each language's compilers
+            entry["languages"] = {
+                lang: sorted({o.compiler for o in objects if languages.get(str(o.path), ("", False))[0] == lang})
+                for lang in sorted({lang for lang, _ in languages.values()})
+            }
+            # an object the pipeline's clang wrapper compiled must say clang of rustc's major in .comment
+            entry["not_clang"] = [
+                f"{o.path}: {o.compiler}"
+                for o in compiled
+                if languages.get(str(o.path), ("", False))[1] and _clang_major(o.compiler) != rustc.llvm_major
+            ]
         if records is not None:
             functions = sorted({f for o in compiled for f in o.functions})
-            with_profile = [f for f in functions if f in profile or f in profile_tails]
+            # profile data counts only where the profile flag reached the C (PGO_C=0, gcc's C: none of it)
+            with_profile = [f for f in functions if reached and (f in profile or f in profile_tails)]
             entry["functions_with_profile"] = with_profile
             entry["functions_without_profile"] = [f for f in functions if f not in with_profile]
             entry["stale"] = warnings.stale.get(pkg, [])
             entry["missing"] = warnings.missing.get(pkg, [])
         crates.append(entry)
     return crates
+
+
+_CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C", ".CPP")
+_ASM_SUFFIXES = (".s", ".S", ".asm", ".sx")
+
+
+def object_languages(commands: Sequence[Sequence[str]], triple: str) -> dict[str, tuple[str, bool]]:
+    """Each object of cc-rs's compile commands (its ``-o``): its language by the source's suffix ("C", "C++",
+    "assembly") and whether the pipeline's wrapper (``cc-<triple>``, ``cxx-<triple>``: clang of rustc's major)
+    compiled it."""
+    wrappers = {f"cc-{triple}", f"cxx-{triple}"}
+    found: dict[str, tuple[str, bool]] = {}
+    for words in commands:
+        if "-o" not in words[:-1]:
+            continue
+        obj = words[words.index("-o") + 1]
+        source = next((w for w in reversed(words) if not w.startswith("-") and w != obj and "." in w), "")
+        lang = "C++" if source.endswith(_CXX_SUFFIXES) else "assembly" if source.endswith(_ASM_SUFFIXES) else "C"
+        found[obj] = (lang, Path(words[0]).name in wrappers)
+    return found
 
 
 def prefix_map_flags(pairs: Sequence[tuple[str, str]]) -> tuple[str, ...]:
@@ -702,8 +735,16 @@ def unprofiled_warning(crates: Sequence[CCrateRecord], plan: CPlan) -> str | Non
 
 
 def check_c(crates: Sequence[CCrateRecord], ceiling: int | None, log: Path) -> None:
-    """A stale C function refuses the build; more unprofiled C crates than ``ceiling`` too."""
+    """A stale C function refuses the build; an object the pipeline's clang compiled that says another compiler in
+    ``.comment``; more unprofiled C crates than ``ceiling`` too."""
     for crate in crates:
+        if wrong := crate.get("not_clang"):
+            path, said = wrong[0].split(": ", 1)
+            raise CheckFailed(
+                f"the C object {path} of crate {crate['crate']} was compiled by {said!r}: the compiler given as "
+                "clang of rustc's LLVM is not clang",
+                "give a real clang of rustc's LLVM (PGO_CLANG, CC, CXX), or PGO_C=0",
+            )
         if crate.get("stale"):
             raise CheckFailed(
                 f"the C of crate {crate['crate']} has {len(crate['stale'])} stale-profile warnings (hash mismatch), "

@@ -96,6 +96,9 @@ class CCrateRecord(TypedDict):
     functions_without_profile: NotRequired[list[str]]
     stale: NotRequired[list[str]]  # "file: function", as clang named them
     missing: NotRequired[list[str]]
+    #: each language's compilers ("C", "C++", "assembly"), where cc-rs's commands are in the log (optimise)
+    languages: NotRequired[dict[str, list[str]]]
+    not_clang: NotRequired[list[str]]  # "object: .comment" of objects the pipeline's clang wrapper made
 
 
 class CCodeRecord(TypedDict):

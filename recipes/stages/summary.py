@@ -7,6 +7,7 @@ from recipes.cflags import ASSEMBLED
 from recipes.results import (
     BoltResult,
     CCodeRecord,
+    CCrateRecord,
     Failed,
     InstrumentResult,
     MergeResult,
@@ -69,9 +70,11 @@ def optimise_summary_lines(o: OptimiseResult) -> list[str]:
     c_code = o.c_code
     for crate in c_code["crates"] if c_code else []:
         with_profile, without = crate.get("functions_with_profile", []), crate.get("functions_without_profile", [])
+        if not crate["profile_flags"]:  # compiled without the profile: none of its functions used profile data
+            with_profile, without = [], sorted({*with_profile, *without})
         lines.append(
             f"c code      {crate['crate']}: {len(with_profile)} C/C++ functions with profile data, {len(without)} "
-            f"without ({', '.join(_compiler_words(crate['compilers']))})"
+            f"without ({_compilers_said(crate)})"
             + ("" if crate["profile_flags"] or not c_code else f"; {_why_unprofiled(c_code)}")
         )
     lines.append(f"binary      {o.binary}")
@@ -118,6 +121,14 @@ def _why_unprofiled(c_code: CCodeRecord) -> str:
         return "the profile flags did not reach it"
     off = next((lang["off"] for lang in languages if lang["off"]), None)
     return f"not profiled: {off}" if off else "the profile flags did not reach it"
+
+
+def _compilers_said(crate: CCrateRecord) -> str:
+    """The compilers of a crate's C and C++: by language where the build's log said which compiled what."""
+    by_language = crate.get("languages")
+    if not by_language:
+        return ", ".join(_compiler_words(crate["compilers"]))
+    return "; ".join(f"{lang} by {', '.join(_compiler_words(found))}" for lang, found in by_language.items() if found)
 
 
 def _compiler_words(compilers: list[str]) -> list[str]:
