@@ -36,6 +36,7 @@ from recipes.errors import CheckFailed, CommandFailed, ConfigError, EnvironmentR
 from recipes.files import atomic_output
 from recipes.results import CCodeRecord, CCrateRecord
 from recipes.runner import capture, query
+from recipes.rustflags import CargoConfigFile
 from recipes.toolchain import RustcInfo
 
 #: the flags of clang's profile, which the pipeline adds itself and refuses in the user's flags
@@ -216,6 +217,29 @@ def refuse_profile_flags(env: Mapping[str, str], triple: str, *, cross: bool, cw
                 )
 
 
+def refuse_config_env_profile_flags(
+    configs: Sequence[CargoConfigFile], triple: str, *, cross: bool, cwd: Path | None = None
+) -> None:
+    """The same refusal for the compiler variables of a cargo config's ``[env]`` table, which cargo gives every
+    build script (``[env] CC = "clang-22 -fprofile-generate"``): each file's, named with it."""
+    base = cwd if cwd is not None else Path.cwd()
+    for config in configs:
+        table = config.data.get("env")
+        if not isinstance(table, dict):
+            continue
+        for var in COMPILER_VARS:
+            for name in env_names(var, triple, cross=cross):
+                value = table.get(name)
+                text = value.get("value") if isinstance(value, dict) else value
+                found = profile_flags_in(str(text).split(), base, name) if isinstance(text, str) else []
+                if found:
+                    raise EnvironmentRefused(
+                        f"{name} in [env] of {config.path} already holds profile flags ({', '.join(found)})",
+                        "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build "
+                        "scripts itself (PGO_C=0 leaves the C alone)",
+                    )
+
+
 def profile_flags_in(
     words: Sequence[str], base: Path, name: str, depth: int = 0, source: Path | None = None
 ) -> list[str]:
@@ -259,6 +283,7 @@ def plan_c(
     clang: str | None,
     zigbuild: bool,
     cwd: Path | None = None,
+    cargo_configs: Sequence[CargoConfigFile] = (),
 ) -> CPlan:
     """Whether and how the C and C++ of build scripts get the profile.
 
@@ -270,6 +295,7 @@ def plan_c(
     for."""
     cross = triple != rustc.host
     refuse_profile_flags(env, triple, cross=cross, cwd=cwd)
+    refuse_config_env_profile_flags(cargo_configs, triple, cross=cross, cwd=cwd)
     explicit = setting is True or (setting is None and bool(clang))
     mode = "off" if setting is False else ("on" if explicit else "auto")
     found: Path | None = None

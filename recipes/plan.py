@@ -155,6 +155,7 @@ def make_plan(
         clang=config.clang,
         zigbuild=zig.uses_zigbuild(config.cargo),
         cwd=config.manifest.parent,
+        cargo_configs=configs,
     )
     return BuildPlan(config, env, info, target, crate, flags, c_plan, workload)
 

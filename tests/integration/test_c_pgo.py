@@ -192,7 +192,8 @@ def test_pgo_c_off_leaves_the_c_as_the_plain_build_has_it(trained: Trained, tmp_
     assert crate["functions_with_profile"] == [] and "csys_checksum" in crate["functions_without_profile"], crate
     (line,) = [x for x in text.splitlines() if "c code      csys:" in x]
     assert "csys: 0 C/C++ functions with profile data, " in line, line
-    assert "(C by GCC: (Debian" in line and "; C++ by GCC: (Debian" in line, line
+    # cc-rs's commands are logged only when the pipeline wraps the compiler: the compilers of the objects, together
+    assert "without (GCC: (Debian" in line, line
     assert line.endswith("; not profiled: PGO_C=0"), line
 
 
@@ -268,3 +269,31 @@ def test_a_pgo_clang_without_its_clang_plus_plus_named_up_front(hello: Pipeline,
     assert f"PGO_CLANG=myclang: there is no myclang++ beside it ({tmp_path / 'myclang++'})" in line, line
     assert "CXX=<clang++ of LLVM 22>" in line and "command not found" not in line, line
     _nothing_built(hello)
+
+
+@pytest.mark.refuses("c-object-of-clang-wrapper-not-clang")
+def test_a_clang_that_lies_only_to_the_probe_refused_naming_the_object(trained: Trained, tmp_path: Path) -> None:
+    """A PGO_CLANG that is clang for everything but csys's hot.c, which it gives to gcc: the probe passes, the
+    object's .comment (read with cc-rs's command of it from the optimised build's log) refuses the build."""
+    liar = tmp_path / "bin" / "halfclang"
+    liar.parent.mkdir()
+    liar.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *csrc/hot.c*) ;; *) exec clang-22 "$@" ;; esac\n'
+        "for arg do\n"
+        "  shift\n"
+        '  case "$arg" in --target=*|-mllvm|-pgo-warn-missing-function|-fprofile-*|-Wprofile-instr-missing) ;;\n'
+        '    *) set -- "$@" "$arg" ;;\n'
+        "  esac\n"
+        "done\n"
+        'exec gcc "$@"\n'
+    )
+    liar.chmod(0o755)
+    clangxx = shutil.which("clang++-22")
+    assert clangxx
+    (liar.parent / "halfclang++").symlink_to(clangxx)
+    pipeline, done = _again(trained, tmp_path / "crate", PGO_CLANG=str(liar))
+    line = assert_refused(done)
+    assert re.search(r"the C object \S+/out/\w+-hot\.o of crate csys was compiled by 'GCC: \(", line), line
+    assert "the compiler given as clang of rustc's LLVM is not clang" in line, line
+    assert not (pipeline.work / "optimised" / "csys").exists()

@@ -13,6 +13,7 @@ from recipes import cflags
 from recipes.cargo.log import profile_warnings
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, ToolchainError
 from recipes.results import CCrateRecord
+from recipes.rustflags import cargo_config_files
 from recipes.toolchain import RustcInfo
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cflags"
@@ -307,3 +308,18 @@ def test_each_objects_language_and_compiler_from_cc_rs_commands(tmp_path: Path) 
         "the C object /t/out/a-hot.o of crate zstd-sys was compiled by 'GCC: (Debian 12.2.0-14) 12.2.0': the "
         "compiler given as clang of rustc's LLVM is not clang"
     )
+
+
+@pytest.mark.refuses("profile-flag-already-user-c-c-flags")
+def test_a_profile_flag_in_a_cargo_configs_env_table_refused(tmp_path: Path) -> None:
+    """cargo gives its config's ``[env]`` to every build script: cc-rs reads ``CC`` there as from the environment."""
+    config = tmp_path / ".cargo" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[env]\nCFLAGS = "-O2"\nCC = { value = "clang-22 -fprofile-generate=/tmp/x", force = true }\n')
+    (file,) = cargo_config_files(tmp_path, {"HOME": str(tmp_path / "home")})
+    with pytest.raises(EnvironmentRefused) as caught:
+        cflags.refuse_config_env_profile_flags([file], HOST, cross=False, cwd=tmp_path)
+    assert caught.value.message == f"CC in [env] of {config} already holds profile flags (-fprofile-generate=/tmp/x)"
+    config.write_text('[env]\nCFLAGS = "-O2"\nCC = "clang-22"\n')
+    (file,) = cargo_config_files(tmp_path, {"HOME": str(tmp_path / "home")})
+    cflags.refuse_config_env_profile_flags([file], HOST, cross=False, cwd=tmp_path)
