@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # nox does not put the noxfile's folder on sys.path
 
 from recipes.errors import PgoError  # noqa: E402
-from recipes.sessions import project_dir, register_pgo_sessions  # noqa: E402
+from recipes.sessions import guarded, project_dir, register_pgo_sessions  # noqa: E402
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "venv"
@@ -215,6 +215,7 @@ def docs(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+@guarded  # SIGTERM, SIGHUP: forwarded to the servers, commands and load it runs, then one line
 def bench(session: nox.Session) -> None:
     """CPU time per request (or run) of the plain and the PGO build (or --baseline/--candidate PATH…), rotated rounds.
 
