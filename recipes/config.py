@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 import difflib
 import math
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from recipes.errors import ConfigError
-from recipes.inputs import _kind, read_text
+from recipes.inputs import _kind, parse_toml, read_text
 
 #: bounds of numeric settings: beyond them a count or a deadline overflows later, after the build
 MAX_COUNT = 2**31 - 1
@@ -187,10 +186,7 @@ def read_pyproject(project_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     text = read_text(path, "", ConfigError, "save it as UTF-8 text")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}", "fix the syntax") from exc
+    data = parse_toml(text, str(path), ConfigError, "fix the syntax")
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ConfigError(f"{path}: tool must be a table, not {_kind(tool)}", "write its tables as [tool.<name>]")

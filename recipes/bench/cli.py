@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -82,7 +83,7 @@ def _number(text: str, kind: type[int] | type[float], what: str) -> float:
         value = kind(text)
     except ValueError:
         value = -1
-    if value < (0 if what == "a core number" else 1e-12):
+    if not math.isfinite(value) or value < (0 if what == "a core number" else 1e-12):  # nan, inf: refused too
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
     return value
 

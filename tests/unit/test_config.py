@@ -267,3 +267,21 @@ def test_the_verify_default_is_decided_in_one_place(tmp_path: Path) -> None:
     for value, wanted in (("1", True), ("0", False)):
         config = load_config(tmp_path, {"PGO_VERIFY": value})
         assert config.verify_wanted(trained=True) is wanted and config.verify_wanted(trained=False) is wanted
+
+
+@pytest.mark.refuses("pyproject-toml-nul-character")
+def test_a_nul_in_a_tool_pgo_value_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.pgo]\nfeatures = "a\\u0000b"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path, {})
+    assert caught.value.line().startswith(
+        f"{tmp_path / 'pyproject.toml'}: tool.pgo.features holds a NUL character (\\0), which no argument"
+    )
+
+
+@pytest.mark.refuses("pyproject-toml-nested-too-deeply")
+def test_a_pyproject_nested_past_the_recursion_limit_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nx = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path, {})
+    assert caught.value.line().startswith(f"{tmp_path / 'pyproject.toml'}: nested too deeply to read")

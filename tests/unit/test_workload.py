@@ -290,3 +290,24 @@ def test_every_key_of_a_real_workload_changed_is_a_config_error_or_a_workload(tm
         path.write_bytes(data)
         with contextlib.suppress(ConfigError):
             load_workload(path)
+
+
+@pytest.mark.refuses("workload-file-nul-character")
+def test_a_nul_in_a_command_argument_is_refused_when_the_workload_is_loaded(tmp_path: Path) -> None:
+    """Python cannot start a program with a NUL in its arguments: refused at load, not after the instrumented
+    build."""
+    assert '["x", "{work}/file"]' in GOOD
+    with pytest.raises(ConfigError) as caught:
+        load_workload(_write(tmp_path, GOOD.replace('["x", "{work}/file"]', '["x", "a\\u0000b"]')))
+    assert caught.value.line() == (
+        f"{tmp_path / 'w.toml'}: instance[1].phase[1].args[2] holds a NUL character (\\0), which no argument, path or "
+        "variable can hold (remove it, or the \\u0000 escape that writes it)"
+    )
+
+
+@pytest.mark.refuses("workload-file-nested-too-deeply")
+def test_a_workload_nested_past_the_recursion_limit_is_one_line(tmp_path: Path) -> None:
+    deep = "[" * 3000 + "]" * 3000
+    with pytest.raises(ConfigError) as caught:
+        load_workload(_write(tmp_path, GOOD.replace("min_functions = 3", f"min_functions = 3\nx = {deep}")))
+    assert caught.value.line().startswith(f"{tmp_path / 'w.toml'}: nested too deeply to read")
