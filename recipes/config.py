@@ -22,6 +22,8 @@ from recipes.inputs import _kind, parse_toml, read_text
 MAX_COUNT = 2**31 - 1
 MAX_SCALE = 10_000.0
 MAX_SECONDS = 7 * 24 * 3600.0
+#: the shortest time a phase may be given: a timeout below it ends the phase before any program has started
+MIN_SECONDS = 0.1
 
 
 def _bool(text: str) -> bool:
@@ -46,7 +48,7 @@ def _int(text: str) -> int:
     return value
 
 
-def _positive(text: str, maximum: float) -> float:
+def _positive(text: str, maximum: float, minimum: float = 0.0) -> float:
     stripped = text.strip()
     try:
         value = float(stripped)
@@ -58,6 +60,8 @@ def _positive(text: str, maximum: float) -> float:
         raise ValueError(f"{text!r} is not a finite number")
     if not value > 0:
         raise ValueError(f"{text!r} is not above 0")
+    if value < minimum:
+        raise ValueError(f"{text!r} is below the floor of {minimum:g}")
     if value > maximum:
         raise ValueError(f"{text!r} is too large")
     return value
@@ -68,7 +72,7 @@ def _scale(text: str) -> float:
 
 
 def _seconds(text: str) -> float:
-    return _positive(text, MAX_SECONDS)
+    return _positive(text, MAX_SECONDS, MIN_SECONDS)
 
 
 #: what each kind of value must look like, and an example of it, for the refusals
@@ -76,7 +80,7 @@ FORMS: dict[Callable[[str], Any], tuple[str, str]] = {
     _bool: ("1 or 0", "1"),
     _int: (f"a whole number from 0 to {MAX_COUNT}", "100"),
     _scale: (f"a number above 0 and at most {MAX_SCALE:g}", "0.5"),
-    _seconds: (f"a number of seconds above 0 and at most {MAX_SECONDS:g}", "600"),
+    _seconds: (f"a number of seconds from {MIN_SECONDS:g} to {MAX_SECONDS:g}", "600"),
 }
 
 

@@ -237,7 +237,7 @@ class CommandPhase(Phase):
             timeout,
             args=table.strings("args"),
             runs=runs,
-            expect_exit=table.integer("expect_exit", 0),
+            expect_exit=table.exit_code("expect_exit"),
             stdin=table.string("stdin"),
             cwd=table.string("cwd"),
             output=table.string("output", "tail", choices=OUTPUT_CHOICES),

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from recipes.config import MAX_SECONDS
+from recipes.config import MAX_SECONDS, MIN_SECONDS
 from recipes.errors import ConfigError, ToolchainError
 from recipes.inputs import parse_toml, read_text
 from recipes.schema import Table
@@ -230,6 +230,8 @@ def _timeout(table: Table, key: str) -> float | None:
     value: float | None = table.number(key, finite=False)
     if value is not None and not (math.isfinite(value) and value <= MAX_SECONDS):
         raise table.error(key, f"{value} is not a number of seconds up to {MAX_SECONDS:g}", f"for example {key} = 300")
+    if value is not None and 0 < value < MIN_SECONDS:  # 0 and below: the number's own refusal, "must be positive"
+        raise table.error(key, f"{value:g} s is below the floor of {MIN_SECONDS:g} s", f"for example {key} = 300")
     return value
 
 

@@ -109,9 +109,10 @@ BAD_NUMBERS = [
     ("PGO_TRAIN_SCALE", "1e300", "is too large", "at most 10000", "=0.5"),
     ("PGO_TRAIN_SCALE", "-0.5", "is not above 0", "a number above 0", "=0.5"),
     ("PGO_TRAIN_SCALE", "half", "is not a number", "a number above 0", "=0.5"),
-    ("PGO_PHASE_TIMEOUT", "inf", "is not a finite number", "a number of seconds above 0 and at most 604800", "=600"),
-    ("PGO_PHASE_TIMEOUT", "1e12", "is too large", "at most 604800", "=600"),
-    ("PGO_PHASE_TIMEOUT", "0", "is not above 0", "seconds above 0", "=600"),
+    ("PGO_PHASE_TIMEOUT", "inf", "is not a finite number", "a number of seconds from 0.1 to 604800", "=600"),
+    ("PGO_PHASE_TIMEOUT", "1e12", "is too large", "to 604800", "=600"),
+    ("PGO_PHASE_TIMEOUT", "0", "is not above 0", "seconds from 0.1", "=600"),
+    ("PGO_PHASE_TIMEOUT", "1e-300", "is below the floor of 0.1", "seconds from 0.1 to 604800", "=600"),
 ]
 
 

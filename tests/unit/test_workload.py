@@ -311,3 +311,29 @@ def test_a_workload_nested_past_the_recursion_limit_is_one_line(tmp_path: Path) 
     with pytest.raises(ConfigError) as caught:
         load_workload(_write(tmp_path, GOOD.replace("min_functions = 3", f"min_functions = 3\nx = {deep}")))
     assert caught.value.line().startswith(f"{tmp_path / 'w.toml'}: nested too deeply to read")
+
+
+@pytest.mark.refuses("expect-exit-not-exit-code")
+@pytest.mark.parametrize("code", [300, 256, -1])
+def test_an_expect_exit_no_program_can_have_is_refused(tmp_path: Path, code: int) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_workload(_write(tmp_path, GOOD.replace("runs = 2", f"runs = 2\nexpect_exit = {code}")))
+    assert f"'one': expect_exit: {code} is not an exit code: a program exits with 0 to 255" in caught.value.line()
+
+
+def test_expect_exit_255_is_one_a_program_can_have(tmp_path: Path) -> None:
+    workload = load_workload(_write(tmp_path, GOOD.replace("runs = 2", "runs = 2\nexpect_exit = 255")))
+    assert workload.instances[0].phases[0].expect_exit == 255  # type: ignore[attr-defined]
+
+
+@pytest.mark.refuses("phase-timeout-below-floor")
+@pytest.mark.parametrize("key", ["timeout", "phase_timeout"])
+def test_a_timeout_below_the_floor_is_refused(tmp_path: Path, key: str) -> None:
+    text = (
+        GOOD.replace("runs = 2", "runs = 2\ntimeout = 1e-300")
+        if key == "timeout"
+        else GOOD.replace("min_functions = 3", "min_functions = 3\nphase_timeout = 1e-300")
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_workload(_write(tmp_path, text))
+    assert f"{key}: 1e-300 s is below the floor of 0.1 s" in caught.value.line()
