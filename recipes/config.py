@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -75,12 +76,21 @@ def _seconds(text: str) -> float:
     return _positive(text, MAX_SECONDS, MIN_SECONDS)
 
 
+def _glibc(text: str) -> str:
+    """A glibc release, as the ``GLIBC_x.y`` version-needs name them: ``2.28``, ``2.3.4``."""
+    stripped = text.strip()
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)+", stripped) or not stripped.isascii():
+        raise ValueError(f"{text!r} is not a glibc version")
+    return stripped
+
+
 #: what each kind of value must look like, and an example of it, for the refusals
 FORMS: dict[Callable[[str], Any], tuple[str, str]] = {
     _bool: ("1 or 0", "1"),
     _int: (f"a whole number from 0 to {MAX_COUNT}", "100"),
     _scale: (f"a number above 0 and at most {MAX_SCALE:g}", "0.5"),
     _seconds: (f"a number of seconds from {MIN_SECONDS:g} to {MAX_SECONDS:g}", "600"),
+    _glibc: ("a glibc release as GLIBC_x.y names it", "2.28"),
 }
 
 
@@ -114,7 +124,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("llvm_profdata", "PGO_LLVM_PROFDATA", str, "the llvm-profdata to use (must be rustc's LLVM major)"),
     Setting("min_functions", "PGO_MIN_FUNCTIONS", _int, "fewest functions the training must execute"),
     Setting("max_missing", "PGO_MAX_MISSING", _int, "most functions the optimised build may find without profile"),
-    Setting("max_glibc", "PGO_MAX_GLIBC", str, "highest GLIBC_x.y version the binary may need"),
+    Setting("max_glibc", "PGO_MAX_GLIBC", _glibc, "highest GLIBC_x.y version the binary may need"),
     Setting("verify", "PGO_VERIFY", _bool, "replay the workload on the optimised binary (default: on after training)"),
     Setting("test", "PGO_TEST", _bool, "also build and run the test suite with the profile"),
     Setting("train_scale", "PGO_TRAIN_SCALE", _scale, "factor on every request and run count of the workload"),

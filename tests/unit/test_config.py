@@ -286,3 +286,20 @@ def test_a_pyproject_nested_past_the_recursion_limit_is_one_line(tmp_path: Path)
     with pytest.raises(ConfigError) as caught:
         load_config(tmp_path, {})
     assert caught.value.line().startswith(f"{tmp_path / 'pyproject.toml'}: nested too deeply to read")
+
+
+@pytest.mark.refuses("pgo-max-glibc-not-version")
+@pytest.mark.parametrize("value", ["abc", "2", "2.x", "v2.28", "2.28."])
+def test_a_max_glibc_that_is_not_a_version_is_refused_with_the_configuration(tmp_path: Path, value: str) -> None:
+    """Not after four stages, where the optimised binary's glibc is checked."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_project(tmp_path), {"PGO_MAX_GLIBC": value})
+    assert caught.value.line() == (
+        f"PGO_MAX_GLIBC: {value!r} is not a glibc version: expected a glibc release as GLIBC_x.y names it "
+        "(for example PGO_MAX_GLIBC=2.28)"
+    )
+
+
+@pytest.mark.parametrize(("value", "kept"), [("2.28", "2.28"), (" 2.3.4 ", "2.3.4")])
+def test_a_max_glibc_version_is_taken(tmp_path: Path, value: str, kept: str) -> None:
+    assert load_config(_project(tmp_path), {"PGO_MAX_GLIBC": value}).max_glibc == kept
