@@ -1,0 +1,52 @@
+"""Inputs that were tracebacks, or refusals after four stages, now refused in one line by ``nox -s pgo`` before
+anything is built: no target dir, no report, the line naming the real cause. Each run is seconds (nothing builds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Pipeline, assert_refused
+
+pytestmark = [pytest.mark.slow]
+
+
+def _nothing_built(pipeline: Pipeline) -> None:
+    assert not (pipeline.work / "generate-target").exists()
+    assert (
+        not (pipeline.work / "report.json").exists()
+        or '"instrument"' not in (pipeline.work / "report.json").read_text()
+    )
+
+
+@pytest.mark.refuses("workload-file-nul-character")
+def test_a_nul_in_a_workload_argument_is_refused_before_the_instrumented_build(tmp_path: Path) -> None:
+    workload = tmp_path / "nul.toml"
+    workload.write_text(
+        '[workload]\ndescription = "d"\n\n[[instance]]\nname = "cli"\n\n[[instance.phase]]\nname = "words"\n'
+        'kind = "command"\nargs = ["words", "a\\u0000b"]\n'
+    )
+    hello = Pipeline(tmp_path, "hello", workload=str(workload))
+    line = assert_refused(hello.nox("pgo"), f"{workload}: instance[1].phase[1].args[2] holds a NUL character")
+    assert "remove it" in line
+    _nothing_built(hello)
+
+
+@pytest.mark.refuses("pgo-max-glibc-not-version")
+def test_a_max_glibc_that_is_not_a_version_is_refused_before_the_instrumented_build(tmp_path: Path) -> None:
+    hello = Pipeline(tmp_path, "hello")
+    assert_refused(hello.nox("pgo", PGO_MAX_GLIBC="abc"), "PGO_MAX_GLIBC: 'abc' is not a glibc version")
+    _nothing_built(hello)
+
+
+@pytest.mark.refuses("per-target-variable-cargo-config-build-target")
+def test_a_sample_profile_in_the_crates_rustflags_is_refused_as_a_profile_flag(tmp_path: Path) -> None:
+    """``-Zprofile-sample-use`` (nightly's sample PGO) in the crate's cargo config: was "cargo clean failed"."""
+    hello = Pipeline(tmp_path, "hello")
+    config = hello.crate_dir / ".cargo" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[build]\nrustflags = ["-Zprofile-sample-use=/tmp/perf.prof"]\n')
+    line = assert_refused(hello.nox("pgo"), "already holds profile flags (-Zprofile-sample-use=/tmp/perf.prof)")
+    assert "cargo clean" not in line
+    _nothing_built(hello)
