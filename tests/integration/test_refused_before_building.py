@@ -50,3 +50,12 @@ def test_a_sample_profile_in_the_crates_rustflags_is_refused_as_a_profile_flag(t
     line = assert_refused(hello.nox("pgo"), "already holds profile flags (-Zprofile-sample-use=/tmp/perf.prof)")
     assert "cargo clean" not in line
     _nothing_built(hello)
+
+
+@pytest.mark.refuses("pgo-llvm-bolt-not-llvm-bolt")
+def test_an_llvm_bolt_that_is_llvm_profdata_is_refused_before_the_instrumented_build(tmp_path: Path) -> None:
+    """Was accepted until llvm-bolt failed after four stages: llvm-profdata-22 prints LLVM 22's version too."""
+    hello = Pipeline(tmp_path, "hello")
+    proc = hello.nox("pgo", PGO_BOLT="1", PGO_LLVM_BOLT="llvm-profdata-22")
+    assert_refused(proc, "PGO_LLVM_BOLT=llvm-profdata-22: ", "is not llvm-bolt: its --version names no BOLT revision")
+    _nothing_built(hello)
