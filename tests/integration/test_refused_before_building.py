@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Pipeline, assert_refused
+from tests.faults import small_tmpfs
 
 pytestmark = [pytest.mark.slow]
 
@@ -58,4 +59,16 @@ def test_an_llvm_bolt_that_is_llvm_profdata_is_refused_before_the_instrumented_b
     hello = Pipeline(tmp_path, "hello")
     proc = hello.nox("pgo", PGO_BOLT="1", PGO_LLVM_BOLT="llvm-profdata-22")
     assert_refused(proc, "PGO_LLVM_BOLT=llvm-profdata-22: ", "is not llvm-bolt: its --version names no BOLT revision")
+    _nothing_built(hello)
+
+
+@pytest.mark.refuses("store-not-writable")
+def test_a_read_only_store_is_refused_before_the_instrumented_build(tmp_path: Path) -> None:
+    """Was refused only at optimise, after two builds and the training, with a hint naming PGO_OUT."""
+    hello = Pipeline(tmp_path, "hello")
+    with small_tmpfs(tmp_path / "ro-store", mode="0700", read_only=True) as store:
+        line = assert_refused(
+            hello.nox("pgo", PGO_PROFILE_STORE=str(store)), f"profile store {store} is on a read-only filesystem"
+        )
+    assert "PGO_PROFILE_STORE" in line and "PGO_OUT" not in line
     _nothing_built(hello)
