@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Pipeline, assert_refused
+from tests.conftest import Pipeline, assert_refused, run_nox
 from tests.faults import small_tmpfs
 
 pytestmark = [pytest.mark.slow]
@@ -72,3 +72,18 @@ def test_a_read_only_store_is_refused_before_the_instrumented_build(tmp_path: Pa
         )
     assert "PGO_PROFILE_STORE" in line and "PGO_OUT" not in line
     _nothing_built(hello)
+
+
+@pytest.mark.refuses("cpu-baseline-qemu-cannot-be-run")
+def test_cpu_baseline_with_a_qemu_that_cannot_be_run_names_it(tmp_path: Path) -> None:
+    """Was "cannot write qemu-x86_64 … (free space there or choose another PGO_OUT)"."""
+    fake = tmp_path / "bin" / "qemu-x86_64"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho qemu\n")
+    fake.chmod(0o644)
+    hello = Pipeline(tmp_path, "hello")
+    env = hello.env()
+    env["PATH"] = str(fake.parent)  # alone: a qemu-x86_64 further on would be run in its place
+    proc = run_nox("cpu-baseline", env, ["--binary", "/bin/true"])
+    line = assert_refused(proc, "qemu-x86_64 on PATH cannot be run: Permission denied")
+    assert "free space" not in line
