@@ -123,6 +123,19 @@ class RunSettings:
         }
 
 
+#: the names of what a workload run writes in its logs folder: each phase's log, its status codes, the server's
+PHASE_LOGS = "train-*"
+
+
+def drop_stale_logs(logs: Path) -> list[Path]:
+    """The phase logs an earlier run left in ``logs`` removed (a failed phase's log would otherwise stand beside
+    a successful re-run's, of a phase the workload may not even have now): those removed."""
+    stale = sorted(path for path in logs.glob(PHASE_LOGS) if path.is_file() and not path.is_symlink())
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
 def run_workload(workload: Workload, binary: Path, settings: RunSettings, collect: Collect = VERIFY) -> WorkloadRun:
     """Drive ``binary`` through the workload: its resources set up, then each instance and its phases; each
     instance must leave what ``collect`` asks for."""
@@ -130,6 +143,7 @@ def run_workload(workload: Workload, binary: Path, settings: RunSettings, collec
     shutil.rmtree(settings.scratch, ignore_errors=True)
     settings.scratch.mkdir(parents=True)
     settings.logs.mkdir(parents=True, exist_ok=True)
+    drop_stale_logs(settings.logs)
     results: list[PhaseResult] = []
     started = time.monotonic()
     with ExitStack() as setup:

@@ -269,3 +269,14 @@ def test_a_log_that_cannot_be_written_is_one_line(tmp_path: Path, output: str) -
         f"phase cli/full: its log {tmp_path / 'logs' / 'train-cli-full.log'} could not be written: "
         'No space left on device (free space on that filesystem, or set output = "discard" for the phase)'
     )
+
+
+def test_a_failed_phases_log_does_not_outlive_a_successful_rerun(tmp_path: Path) -> None:
+    """#35: the log of a phase that failed stood in logs/ beside the logs of the re-run that passed."""
+    failing = _workload(tmp_path, _phase("broken", "echo broken >&2; exit 3"))
+    with pytest.raises(TrainingFailed):
+        _run(tmp_path, failing)
+    assert "broken" in (tmp_path / "logs" / "train-cli-broken.log").read_text()
+    (tmp_path / "logs" / "instrument.log").write_text("not a phase's log\n")
+    _run(tmp_path, _workload(tmp_path, _phase("fixed", "echo fixed")))
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["instrument.log", "train-cli-fixed.log"]
