@@ -21,7 +21,7 @@ from recipes import (
 )
 from recipes.errors import TrainingFailed
 from recipes.results import WorkloadRun
-from recipes.runner import say
+from recipes.runner import plural, say
 from recipes.workload import Instance, Workload
 from recipes.workload.registry import INSTANCE_MODES, RESOURCES, PhaseContext, PhaseResult, ResourceContext
 
@@ -204,7 +204,7 @@ def _phase_context(
 def _run_instance(instance: Instance, ctx: PhaseContext) -> list[PhaseResult]:
     """The phases of one instance, in its mode's session (a server started and stopped, or none)."""
     results = []
-    say(f"instance {instance.name} ({instance.mode}): {len(instance.phases)} phases")
+    say(f"instance {instance.name} ({instance.mode}): {plural(len(instance.phases), 'phase')}")
     with INSTANCE_MODES[instance.mode].session(instance.options, ctx) as live_ctx:
         for phase in instance.phases:
             _check_phase_files(phase.files(), live_ctx.values, f"{instance.name}/{phase.name}")
