@@ -198,6 +198,7 @@ def forwarding_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    become_subreaper()  # what a child orphans (rustc when cargo is stopped) stays ours to forward to and reap
     previous = {sig: signal.signal(sig, _forward) for sig in FORWARDED}
     _ending = None
     try:
