@@ -63,24 +63,3 @@ class BenchError(PgoError):
 
 class ProcStatError(PgoError):
     """A /proc stat line that is not one, or a process that is gone."""
-
-
-class Interrupted(BaseException):
-    """The session was told to stop (SIGTERM, SIGHUP: a CI cancel, ``docker stop``, ``timeout``): not a failure of
-    the build, so no ``except PgoError`` or ``except Exception`` takes it for one; the session catches it, its
-    children stopped and reaped, and ends with :meth:`line`. A stage's record says it was interrupted."""
-
-    def __init__(self, signal_name: str) -> None:
-        self.signal_name = signal_name
-        super().__init__(self.line())
-
-    def line(self) -> str:
-        """The session's last line."""
-        return (
-            f"interrupted by {self.signal_name}: stopped every process the session had started"
-            " (run the session again; nothing it was doing was recorded as done)"
-        )
-
-    def error(self) -> PgoError:
-        """The same words as a failure, for the record of the stage it ended."""
-        return PgoError(self.line())

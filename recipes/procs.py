@@ -24,7 +24,7 @@ process in another PID namespace, or one that ptrace re-parents, is out of reach
 The session's end. While a session runs (:func:`forwarding_signals`, which ``recipes/sessions.py`` wraps every
 session in), SIGTERM and SIGHUP to nox (or to its process group, which does not hold the children's own sessions)
 are forwarded to every child of this process, to the whole group of those that lead one, and then end the
-session with :class:`~recipes.errors.Interrupted`, whose unwinding stops and reaps every child as a failure does;
+session with :class:`Interrupted`, whose unwinding stops and reaps every child as a failure does;
 whatever still runs then is killed and reaped (:func:`reap_children`). A SIGKILL cannot be caught: so each child
 is recorded while it runs (:func:`recording_children`: a file per child in the work dir, its pid, its start time
 (``/proc/<pid>/stat`` field 22) and its owner tag), and the next session in that work dir kills those still alive
@@ -50,7 +50,7 @@ from types import TracebackType
 from typing import IO, Any, NamedTuple, TypeAlias
 
 from recipes import net
-from recipes.errors import Interrupted
+from recipes.errors import PgoError
 from recipes.files import write_atomically
 from recipes.runner import log_tail, say
 
@@ -80,6 +80,28 @@ _registry: Path | None = None
 _ending: signal.Signals | None = None
 #: the signals a session forwards to its children before it ends
 FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(BaseException):
+    """The session was told to stop (SIGTERM, SIGHUP: a CI cancel, ``docker stop``, ``timeout``). Not a failure of
+    the build, so not a :class:`~recipes.errors.PgoError`: no ``except PgoError`` (a bench scenario's, a phase's)
+    nor ``except Exception`` takes it for one. The session catches it once its children are stopped and reaped,
+    and ends with :meth:`line`; the record of the stage it ended is a failure in the same words."""
+
+    def __init__(self, signal_name: str) -> None:
+        self.signal_name = signal_name
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        """The session's last line."""
+        return (
+            f"interrupted by {self.signal_name}: stopped every process the session had started"
+            " (run the session again; nothing it was doing was recorded as done)"
+        )
+
+    def error(self) -> PgoError:
+        """The same words as a failure, for the record of the stage it ended."""
+        return PgoError(self.line())
 
 
 def become_subreaper() -> bool:

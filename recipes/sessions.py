@@ -25,8 +25,9 @@ import nox
 
 from recipes import cpu, procs, report, stages
 from recipes.config import load_config
-from recipes.errors import Interrupted, PgoError
+from recipes.errors import PgoError
 from recipes.plan import BuildPlan, make_plan
+from recipes.procs import Interrupted
 from recipes.results import RebuildResult
 from recipes.runner import say
 from recipes.workdir import WorkDir

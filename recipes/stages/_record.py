@@ -15,9 +15,10 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
 
 from recipes import report
-from recipes.errors import CheckFailed, Interrupted, PgoError, WorkDirError
+from recipes.errors import CheckFailed, PgoError, WorkDirError
 from recipes.files import copy_atomically
 from recipes.plan import BuildPlan
+from recipes.procs import Interrupted
 from recipes.results import Failed, StageName, StageResult, WorkloadRun, as_json
 from recipes.runner import say
 from recipes.store import sha256_file
