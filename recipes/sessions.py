@@ -72,16 +72,24 @@ def children_recorded(work: Path) -> Iterator[None]:
         yield
 
 
+#: the signal that ended a session of this nox run, if one did: the sessions after it are not run
+_interrupted: list[str] = []
+
+
 def guarded(function: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]:
     """``function`` as a session that SIGTERM or SIGHUP ends in one line (``procs.forwarding_signals``: forwarded
-    to its children, which are stopped and reaped), not a traceback nor a child left running."""
+    to its children, which are stopped and reaped), not a traceback nor a child left running; the sessions named
+    after it on nox's command line (``nox -s train merge``) are then skipped, as nox would go on to them."""
 
     @functools.wraps(function)
     def session_of(session: nox.Session) -> None:
+        if _interrupted:
+            session.skip(f"not run: an earlier session of this nox run was interrupted by {_interrupted[0]}")
         try:
             with procs.forwarding_signals():
                 function(session)
         except Interrupted as stop:
+            _interrupted.append(stop.signal_name)
             session.error(stop.line())
 
     return session_of

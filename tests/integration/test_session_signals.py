@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Pipeline, assert_ok, assert_refused, start_nox
+from tests.conftest import REPO, Pipeline, assert_ok, assert_refused, nox_argv, start_nox
 
 pytestmark = [pytest.mark.slow]
 
@@ -107,7 +107,16 @@ def hello_hanging(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
 def _terminated(pipeline: Pipeline, sig: signal.Signals, *, group: bool) -> subprocess.CompletedProcess[str]:
     """``nox -s train`` started in a group of its own, ``sig`` sent (to its group, else to nox alone) once the
     pipeline's child runs: its end."""
-    nox = start_nox("train", pipeline.env(), start_new_session=True)
+    nox = subprocess.Popen(  # merge after it: skipped, not run on a training that did not finish
+        [*nox_argv("train"), "merge"],
+        cwd=REPO,
+        env=pipeline.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     try:
         children = _recorded_children(pipeline.work)
         (os.killpg if group else os.kill)(nox.pid, sig)
@@ -134,6 +143,9 @@ def test_a_signal_during_a_command_phase_stops_the_run_and_fails_the_train_recor
     assert time.monotonic() - started < 120
     line = assert_refused(ended, f"interrupted by {sig.name}: stopped every process the session had started")
     assert line.count("interrupted") == 1
+    assert f"Session merge skipped: not run: an earlier session of this nox run was interrupted by {sig.name}" in (
+        ended.stdout
+    )
     train = json.loads((hello_hanging.work / "report.json").read_text())["train"]
     assert train["failed"].startswith(f"interrupted by {sig.name}"), train
     assert not [p for p in (hello_hanging.work / "children").iterdir() if not p.name.startswith(".")]
