@@ -115,6 +115,23 @@ def become_subreaper() -> bool:
     return _subreaper
 
 
+def session_tag(pid: int | None = None) -> str:
+    """``<pid>.<start time>`` of this process (or ``pid``): with the start time, a reused pid names another."""
+    pid = os.getpid() if pid is None else pid
+    proc = read_process(pid)
+    return f"{pid}.{proc.started if proc else 0}"
+
+
+def _alive_session(owner: str) -> bool:
+    """Whether the session of an owner tag (``<pid>.<start time>-<serial>``) still runs: its children are its own
+    to stop, not orphans (another session in the work dir at once)."""
+    pid, _, started = owner.partition("-")[0].partition(".")
+    if not pid.isdigit():
+        return False
+    proc = read_process(int(pid))
+    return proc is not None and proc.running and str(proc.started) == started
+
+
 def _record(pid: int, owner: str) -> None:
     """Record the running child ``pid`` in the session's folder (if any): ``<pid> <start time> <owner tag>``."""
     if _registry is None or (proc := read_process(pid)) is None:
@@ -138,7 +155,11 @@ def recording_children(folder: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        _registry = before
+        try:
+            if _ending is not None:  # interrupted: a child started just then may have no caller to reap it
+                reap_children()
+        finally:
+            _registry = before
 
 
 def _recorded(entry: Path) -> tuple[int, int, str] | None:
@@ -154,7 +175,8 @@ def reclaim(folder: Path) -> list[Leftover]:
     """Kill (SIGTERM, :data:`GRACE` seconds, SIGKILL) every child recorded in ``folder`` by a session that was
     killed before it could stop them, and still running: the process at the recorded pid only when its start time
     is the recorded one (a pid reused by another process is never touched), with its process group and whatever
-    carries its owner tag. The records go. What was killed, by pid."""
+    carries its owner tag. The records go; those of a session still running (its pid and start time) stay, and
+    its children with them. What was killed, by pid."""
     try:
         entries = [entry for entry in folder.iterdir() if not entry.name.startswith(".")]
     except OSError:
@@ -164,6 +186,8 @@ def reclaim(folder: Path) -> list[Leftover]:
     picked: dict[int, Process] = {}
     for entry in entries:
         record = _recorded(entry)
+        if record is not None and _alive_session(record[2]):
+            continue  # a live session's child: it stops its own
         proc = table.get(record[0]) if record is not None else None
         if record is not None and proc is not None and proc.running and proc.started == record[1]:
             picked[proc.pid] = proc
@@ -350,8 +374,7 @@ class Ticket:
 def ticket(env: Mapping[str, str]) -> tuple[Ticket, dict[str, str]]:
     """A new ticket, and ``env`` with its owner tag: call it right before starting the child."""
     become_subreaper()
-    me = read_process(os.getpid())
-    owner = f"{os.getpid()}.{me.started if me else 0}-{next(_serial)}"  # the start time: a reused pid tags anew
+    owner = f"{session_tag()}-{next(_serial)}"
     return Ticket(owner, frozenset(children_of(os.getpid()))), {**env, OWNER_VARIABLE: owner}
 
 
@@ -466,7 +489,7 @@ def spawn(
     in this process's session, its streams as given: the caller waits for it (:func:`wait_usage`) or kills it. Not
     starting raises the :class:`OSError`."""
     proc = subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd)
-    _record(proc.pid, "-")
+    _record(proc.pid, f"{session_tag()}-0")  # no tag in its environment: 0, which no child of ticket() has
     return proc
 
 

@@ -365,8 +365,8 @@ def test_reclaim_kills_a_recorded_child_still_running_and_never_a_reused_pid(tmp
             proc.stdout.readline()
         orphan_stat, stranger_stat = procs.read_process(orphan.pid), procs.read_process(stranger.pid)
         assert orphan_stat is not None and stranger_stat is not None
-        (folder / str(orphan.pid)).write_text(f"{orphan.pid} {orphan_stat.started} 1.2-3\n")
-        (folder / str(stranger.pid)).write_text(f"{stranger.pid} {stranger_stat.started - 1} 1.2-4\n")
+        (folder / str(orphan.pid)).write_text(f"{orphan.pid} {orphan_stat.started} 0.0-3\n")  # a session gone
+        (folder / str(stranger.pid)).write_text(f"{stranger.pid} {stranger_stat.started - 1} 0.0-4\n")
         (folder / "garbage").write_text("not a record")
         left = procs.reclaim(folder)
         assert [(left.pid, left.name) for left in left] == [(orphan.pid, orphan_stat.name)]
@@ -383,3 +383,14 @@ def test_reclaim_kills_a_recorded_child_still_running_and_never_a_reused_pid(tmp
 
 def test_reclaim_of_a_folder_that_is_not_there_is_nothing(tmp_path: Path) -> None:
     assert procs.reclaim(tmp_path / "absent") == []
+
+
+def test_reclaim_leaves_the_children_of_a_session_still_running(tmp_path: Path) -> None:
+    """Two sessions in one work dir at once: the second does not take the first's running children for orphans."""
+    folder = tmp_path / "children"
+    with procs.recording_children(folder):
+        child = procs.Child.start([sys.executable, "-c", SERVER, "0"], env=clean_env(), log=tmp_path / "log")
+        with child:
+            assert procs.reclaim(folder) == []
+            assert child.alive()
+            assert (folder / str(child.pid)).is_file()
