@@ -326,6 +326,12 @@ def _labels(args: BenchArgs, defaults: Sequence[str]) -> list[str]:
     return [args.candidate_labels[i] if i < len(args.candidate_labels) else d for i, d in enumerate(defaults)]
 
 
+def work_dir(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> Path:
+    """The work dir the bench's posargs and configuration name (its children are recorded there)."""
+    _args, rest = parse_args(posargs, project_dir)
+    return load_config(project_dir, environ, rest).out
+
+
 def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> Outcome | CountsOutcome:
     """Build (or take) the binaries, run the scenarios (and the coverage check), write the table."""
     args, rest = parse_args(posargs, project_dir)
