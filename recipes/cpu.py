@@ -193,6 +193,11 @@ def check_qemu(env: Mapping[str, str], baseline: Baseline = X86_64) -> str:
         raise ToolchainError(
             f"{baseline.qemu} not found: the baseline-CPU check needs it", "apt-get install qemu-user"
         ) from exc
+    except OSError as exc:  # found on PATH but not a program this machine runs (no x bit, not ELF nor a script)
+        raise ToolchainError(
+            f"{baseline.qemu} on PATH cannot be run: {exc.strerror}",
+            f"reinstall qemu-user with apt-get install qemu-user, or put a working {baseline.qemu} first on PATH",
+        ) from exc
 
 
 def check_controls(folder: Path, env: Mapping[str, str], baseline: Baseline = X86_64) -> dict[str, dict[str, str]]:

@@ -15,17 +15,22 @@ same thing without installing anything.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nox
 
-from recipes import cpu, report, stages
+from recipes import cpu, procs, report, stages
 from recipes.config import load_config
 from recipes.errors import PgoError
 from recipes.plan import BuildPlan, make_plan
+from recipes.procs import Interrupted
 from recipes.results import RebuildResult
+from recipes.runner import say
+from recipes.workdir import WorkDir
 
 #: the sessions :func:`register_pgo_sessions` adds, by name
 PGO_SESSIONS = (
@@ -50,6 +55,46 @@ def project_dir(session: nox.Session) -> Path:
     return Path(session.invoked_from).resolve()
 
 
+def clean_orphans(work: Path) -> None:
+    """At a session's start: kill what a killed session of this work dir left running (``procs.reclaim``: only a
+    recorded pid whose start time is still the recorded one), saying so in one line."""
+    left = procs.reclaim(WorkDir(work).children)
+    if left:
+        say(f"a session of {work} that was killed {procs.leftovers_line(left)}")
+
+
+@contextmanager
+def children_recorded(work: Path) -> Iterator[None]:
+    """The session's work in ``work``: first the orphans of a killed session cleaned (:func:`clean_orphans`), then
+    every child recorded while it runs (``procs.recording_children``)."""
+    clean_orphans(work)
+    with procs.recording_children(WorkDir(work).children):
+        yield
+
+
+#: the signal that ended a session of this nox run, if one did: the sessions after it are not run
+_interrupted: list[str] = []
+
+
+def guarded(function: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]:
+    """``function`` as a session that SIGTERM or SIGHUP ends in one line (``procs.forwarding_signals``: forwarded
+    to its children, which are stopped and reaped), not a traceback nor a child left running; the sessions named
+    after it on nox's command line (``nox -s train merge``) are then skipped, as nox would go on to them."""
+
+    @functools.wraps(function)
+    def session_of(session: nox.Session) -> None:
+        if _interrupted:
+            session.skip(f"not run: an earlier session of this nox run was interrupted by {_interrupted[0]}")
+        try:
+            with procs.forwarding_signals():
+                function(session)
+        except Interrupted as stop:
+            _interrupted.append(stop.signal_name)
+            session.error(stop.line())
+
+    return session_of
+
+
 def _summary(session: nox.Session, lines: Iterable[str]) -> None:
     """A session's last word: its result, a line at a time, through nox's log (progress went through runner.say)."""
     for line in lines:
@@ -65,7 +110,8 @@ def _stage(session: nox.Session, action: Callable[[BuildPlan], object]) -> None:
         profdata = action in (stages.instrument, stages.merge, stages.optimise, stages.pgo)
         bolt = action is stages.bolt or (config.bolt and action in (stages.optimise, stages.pgo))
         plan = make_plan(config, os.environ, instruments=instruments, profdata=profdata, bolt=bolt)
-        action(plan)
+        with children_recorded(config.out):
+            action(plan)
         _summary(session, stages.summary_lines(report.load(plan.work)))
     except PgoError as error:
         session.error(error.line())
@@ -113,7 +159,9 @@ def plain(session: nox.Session) -> None:
 
     try:
         config = load_config(project_dir(session), os.environ, session.posargs)
-        result = builds.plain(make_plan(config, os.environ, instruments=False, profdata=False, bolt=False), prefix="")
+        with children_recorded(config.out):
+            plan = make_plan(config, os.environ, instruments=False, profdata=False, bolt=False)
+            result = builds.plain(plan, prefix="")
     except PgoError as error:
         session.error(error.line())
     _summary(
@@ -125,7 +173,8 @@ def plain(session: nox.Session) -> None:
 def cpu_baseline(session: nox.Session) -> None:
     """The binary under an emulated SSE2-only CPU (qemu-user); posargs: [--binary PATH] [--run ARG...]."""
     try:
-        result = cpu.cpu_baseline(project_dir(session), os.environ, session.posargs)
+        with children_recorded(load_config(project_dir(session), os.environ).out):
+            result = cpu.cpu_baseline(project_dir(session), os.environ, session.posargs)
     except PgoError as error:
         session.error(error.line())
     _summary(session, cpu.summary_lines(result))
@@ -233,4 +282,4 @@ def register_pgo_sessions() -> None:
     )
     for function in sessions:
         name = function.__name__.replace("_", "-")
-        nox.session(name=name, venv_backend="none", default=name == "pgo")(function)
+        nox.session(name=name, venv_backend="none", default=name == "pgo")(guarded(function))

@@ -90,6 +90,12 @@ class WorkDir:
         return self.root / "bin"
 
     @property
+    def children(self) -> Path:
+        """The children a session runs, one record each while it runs (recipes/procs.py: the next session kills
+        those a killed one left)."""
+        return self.root / "children"
+
+    @property
     def profraw(self) -> Path:
         """The training's raw profiles."""
         return self.root / "profraw"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -82,7 +83,7 @@ def _number(text: str, kind: type[int] | type[float], what: str) -> float:
         value = kind(text)
     except ValueError:
         value = -1
-    if value < (0 if what == "a core number" else 1e-12):
+    if not math.isfinite(value) or value < (0 if what == "a core number" else 1e-12):  # nan, inf: refused too
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
     return value
 
@@ -323,6 +324,12 @@ def check(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str])
 
 def _labels(args: BenchArgs, defaults: Sequence[str]) -> list[str]:
     return [args.candidate_labels[i] if i < len(args.candidate_labels) else d for i, d in enumerate(defaults)]
+
+
+def work_dir(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> Path:
+    """The work dir the bench's posargs and configuration name (its children are recorded there)."""
+    _args, rest = parse_args(posargs, project_dir)
+    return load_config(project_dir, environ, rest).out
 
 
 def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> Outcome | CountsOutcome:

@@ -17,6 +17,7 @@ from recipes.results import (
     TrainResult,
     WorkloadRun,
 )
+from recipes.runner import plural
 
 
 def counted(run: WorkloadRun) -> str:
@@ -41,13 +42,13 @@ def summary_lines(full: Report) -> list[str]:
         lines.append(f"instrument  {i.seconds:8.1f} s  {i.binary}")
     if isinstance(t := full.train, TrainResult):
         lines.append(
-            f"train       {t.seconds:8.1f} s  {counted(t)} in {len(t.phases)} phases, "
-            f"{t.profraw_files or 0} .profraw files"
+            f"train       {t.seconds:8.1f} s  {counted(t)} in {plural(len(t.phases), 'phase')}, "
+            f"{plural(t.profraw_files or 0, '.profraw file')}"
         )
     if isinstance(m := full.merge, MergeResult):
         lines.append(
             f"merge       {m.seconds:8.1f} s  {m.executed_functions} of {m.total_functions} "
-            f"functions executed (non-zero counts; floor {m.min_functions}), {m.profraw_merged} raw profiles "
+            f"functions executed (non-zero counts; floor {m.min_functions}), {plural(m.profraw_merged, 'raw profile')} "
             "merged" + (f", {len(m.profraw_dropped)} dropped" if m.profraw_dropped else "")
         )
     if isinstance(o := full.optimise, OptimiseResult):

@@ -166,6 +166,27 @@ def test_no_qemu_names_the_package(tmp_path: Path) -> None:
         cpu.check_qemu({"PATH": str(tmp_path)})
 
 
+@pytest.mark.refuses("cpu-baseline-qemu-cannot-be-run")
+@pytest.mark.parametrize(
+    ("content", "mode", "reason"),
+    [(b"#!/bin/sh\necho qemu\n", 0o644, "Permission denied"), (b"\x00\x01 not a program", 0o755, "Exec format error")],
+    ids=["no-execute-bit", "not-a-program"],
+)
+def test_a_qemu_that_cannot_be_run_is_one_line_naming_it(
+    tmp_path: Path, content: bytes, mode: int, reason: str
+) -> None:
+    """Was "cannot write qemu-x86_64: Permission denied (free space there or choose another PGO_OUT)"."""
+    qemu = tmp_path / "qemu-x86_64"
+    qemu.write_bytes(content)
+    qemu.chmod(mode)
+    with pytest.raises(ToolchainError) as caught:
+        cpu.check_qemu({"PATH": str(tmp_path)})
+    assert caught.value.line() == (
+        f"qemu-x86_64 on PATH cannot be run: {reason} (reinstall qemu-user with apt-get install qemu-user, or put a "
+        "working qemu-x86_64 first on PATH)"
+    )
+
+
 @pytest.mark.refuses("cpu-baseline-no-binary-path")
 def test_no_binary_to_check_refused(tmp_path: Path) -> None:
     with pytest.raises(MissingInput, match=rf"no binary at {tmp_path / 'hello-pgo'} \(build it first"):
