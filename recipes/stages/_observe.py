@@ -57,9 +57,7 @@ def check_profile_flag(
 ) -> tuple[list[RustcCall], list[RustcCall]]:
     """The compiles of ``build``, and the package's own (which all got ``-C <option>[=<value>]``)."""
     calls = compiles(plan, build, what)
-    own = observed.check_profile_flag(
-        calls, plan.crate, option=option, value=value, build=what, found=wrappers(plan)
-    )
+    own = observed.check_profile_flag(calls, plan.crate, option=option, value=value, build=what, found=wrappers(plan))
     return calls, own
 
 
@@ -67,4 +65,3 @@ def check_shipped(plan: BuildPlan, binary: Path, what: str) -> None:
     """A binary to ship: no instrumentation in it, and compiled by the plan's rustc (its ``.comment``)."""
     elf.check_no_instrumentation(binary, what)
     elf.check_comment_rustc(binary, plan.rustc.release, what)
-

@@ -239,6 +239,7 @@ def _check_optimised(
 def _check_observed(plan: BuildPlan, result: OptimiseResult, store_path: Path) -> None:
     """What rustc received (the shim's records) and what the binary is: the profile reached every own crate,
     the plan's compiler ran, no instrumentation shipped, and the binary is not the plain build's."""
+    _observe.compiles(plan, "optimise", "the optimised build")  # each run by the plan's compiler
     _observe.check_shipped(plan, result.built_binary, "the optimised binary")
     _observe.check_profile_flag(plan, "optimise", "the optimised build", option="profile-use", value=str(store_path))
     plain = report.load(plan.work).plain

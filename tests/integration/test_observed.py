@@ -70,9 +70,11 @@ def test_the_pipeline_observes_what_rustc_received(trained: Pipeline) -> None:
     assert "rustc received -Cprofile-use in 1 of the build's 1 crate compiles" in text
     for build, flag in (("instrument", "-Cprofile-generate="), ("optimise", "-Cprofile-use=")):
         records = observed.read_records(trained.work / "observed" / build)
-        calls = observed.bin_compiles(observed.compiles(records), crate_info(trained.manifest, None, None, dict(os.environ)))
+        calls = observed.bin_compiles(
+            observed.compiles(records), crate_info(trained.manifest, None, None, dict(os.environ))
+        )
         assert calls and all(any(a.startswith(flag) for a in c.argv) for c in calls)
-        assert all(os.path.isabs(r.compiler) for r in records)
+        assert all(Path(r.compiler).is_absolute() for r in records)
 
 
 @pytest.mark.refuses("observed-profile-flag-dropped")
@@ -126,6 +128,32 @@ def test_an_instrumented_optimised_binary_is_refused_naming_its_sections(trained
     assert not (trained.work / "optimised" / "hello-pgo").exists()
 
 
+NIGHTLY = Path.home() / ".rustup" / "toolchains" / "nightly-x86_64-unknown-linux-gnu" / "bin" / "rustc"
+STABLE = Path.home() / ".rustup" / "toolchains" / "1.95.0-x86_64-unknown-linux-gnu" / "bin" / "rustc"
+
+
+@pytest.mark.refuses("optimised-binary-of-another-rustc")
+@pytest.mark.skipif(not NIGHTLY.is_file(), reason="needs a nightly toolchain: rustup toolchain install nightly")
+def test_a_binary_another_rustc_compiled_is_refused_by_its_comment(trained: Pipeline) -> None:
+    # the wrapper runs another rustc in place of $RUSTC: nothing observed, the binary's .comment says it
+    wrapper = _script(trained.root, "nightly.sh", f'#!/bin/sh\nshift\nexec {NIGHTLY} "$@"\n')
+    assert_refused(
+        trained.nox("optimise", RUSTC_WRAPPER=str(wrapper)),
+        "was compiled by rustc 1.97.0-nightly (its .comment), not the plan's rustc 1.95.0",
+    )
+
+
+@pytest.mark.refuses("observed-other-compiler")
+@pytest.mark.skipif(not (NIGHTLY.is_file() and STABLE.is_file()), reason="needs rustc 1.95.0 and a nightly")
+def test_an_observed_compile_by_another_compiler_than_the_plans_rustc_is_refused(trained: Pipeline) -> None:
+    # the plan's RUSTC is 1.95.0's own; the wrapper points the shim at another compiler
+    wrapper = _script(trained.root, "other.sh", f'#!/bin/sh\nRECIPES_REAL_RUSTC={NIGHTLY} exec "$@"\n')
+    assert_refused(
+        trained.nox("optimise", RUSTC=str(STABLE), RUSTC_WRAPPER=str(wrapper)),
+        f"the optimised build ran the compiler {NIGHTLY}, not the plan's RUSTC={STABLE}",
+    )
+
+
 @pytest.mark.refuses("pgo-binary-identical-to-plain")
 def test_a_pgo_binary_identical_to_the_plain_build_is_refused(trained: Pipeline) -> None:
     assert_ok(trained.nox("plain"))
@@ -146,3 +174,24 @@ def test_a_release_with_a_dropping_wrapper_is_refused(tmp_path: Path) -> None:
     proc = run_nox("release", release.env(RUSTC_WRAPPER=str(wrapper)), [TAG])
     assert_refused(proc, "without -Cprofile-use=", f"dropped by RUSTC_WRAPPER={wrapper}")
     assert not release.dist.exists()
+
+
+@pytest.mark.refuses("pgo-binary-identical-to-plain")
+def test_a_release_whose_pgo_binary_is_its_plain_one_is_refused(tmp_path: Path) -> None:
+    # the wrapper fools the shim (it compiles again behind it): optimise passes, the release's plain build tells
+    release = Release.new(tmp_path)
+    wrapper = _script(tmp_path, "behind.sh", BEHIND)
+    proc = run_nox("release", release.env(RUSTC_WRAPPER=str(wrapper)), [TAG])
+    assert_refused(proc, "the PGO binary", "is byte for byte the plain build", "the profile changed nothing")
+    assert not release.dist.exists()
+
+
+@pytest.mark.refuses("observed-profile-flag-dropped")
+def test_an_instrumented_build_whose_wrapper_drops_profile_generate_is_refused(tmp_path: Path) -> None:
+    hello = Pipeline(tmp_path, "hello")
+    wrapper = _script(tmp_path, "drop-generate.sh", DROPPING.replace("-Cprofile-use=", "-Cprofile-generate="))
+    assert_refused(
+        hello.nox("instrument", RUSTC_WRAPPER=str(wrapper)),
+        "rustc compiled hello_pgo in the instrumented build without -Cprofile-generate=",
+        f"dropped by RUSTC_WRAPPER={wrapper}",
+    )
