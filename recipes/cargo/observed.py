@@ -21,8 +21,10 @@ from recipes.files import atomic_output
 
 MAGIC = "pgo-rustc-shim-1"
 
-#: the RUSTC of every build: records the final arguments, then execs the real compiler (POSIX sh, run per crate)
-SHIM = r"""#!/bin/sh
+#: the RUSTC of every build: records the final arguments, then execs the real compiler (POSIX sh, run per crate).
+#: ``{shell}`` is bash where there is one: dash drops the variables whose names are not identifiers from the
+#: environment it passes on, and cargo gives a test harness ``CARGO_BIN_EXE_<bin>``, which may hold a ``-``.
+SHIM = r"""#!{shell}
 # Written by pgo-recipes: records the arguments rustc really receives, then runs the real compiler.
 real=${RECIPES_REAL_RUSTC:-rustc}
 case $real in
@@ -46,15 +48,20 @@ fi
 exec "$real" "$@"
 """
 
-SHIM_NAME = "rustc-observed"
+#: the shim's folder under the work dir's bin (not on any PATH) and its name: ``rustc``, so that cargo's log reads
+#: ``…/rustc --crate-name …`` as it did and its parsers know the compiler
+SHIM_DIR = "observed-rustc"
+SHIM_NAME = "rustc"
 
 
-def install_shim(bin_dir: Path) -> Path:
-    """:data:`SHIM` written (when it is not there as it should be) into ``bin_dir``; its path."""
-    script = bin_dir / SHIM_NAME
-    if not script.is_file() or script.read_text(encoding="utf-8") != SHIM:
+def install_shim(bin_dir: Path, shell: str = "/bin/sh") -> Path:
+    """:data:`SHIM` run by ``shell`` written (when it is not there as it should be) into ``bin_dir``'s
+    :data:`SHIM_DIR`; its path."""
+    script = bin_dir / SHIM_DIR / SHIM_NAME
+    text = SHIM.replace("{shell}", shell, 1)
+    if not script.is_file() or script.read_text(encoding="utf-8") != text:
         with atomic_output(script) as tmp:
-            tmp.write_text(SHIM, encoding="utf-8")
+            tmp.write_text(text, encoding="utf-8")
             tmp.chmod(0o755)
     return script
 
@@ -137,10 +144,17 @@ def compiles(observed: Iterable[Observed]) -> list[RustcCall]:
     return [call for obs in observed if (call := obs.call()) is not None]
 
 
-def own_compiles(calls: Iterable[RustcCall], crate: CrateInfo) -> list[RustcCall]:
-    """The compiles of the package's own lib and bin for the target (not its build script)."""
+def own_compiles(calls: Iterable[RustcCall], crate: CrateInfo, *, harnesses: bool = False) -> list[RustcCall]:
+    """The compiles of the package's own lib and bin for the target (not its build script); with ``harnesses``,
+    their test harnesses (``--test``) too."""
     own_types = {"bin", "lib", "rlib"}
-    return [c for c in calls if c.target is not None and own_types & set(c.crate_types) and is_own_crate(c, crate)]
+    return [
+        c
+        for c in calls
+        if c.target is not None
+        and (own_types & set(c.crate_types) or (harnesses and "--test" in c.argv))
+        and is_own_crate(c, crate)
+    ]
 
 
 def bin_compiles(calls: Iterable[RustcCall], crate: CrateInfo) -> list[RustcCall]:
@@ -175,12 +189,20 @@ def _by(found: Sequence[str]) -> str:
 
 
 def check_profile_flag(
-    calls: Sequence[RustcCall], crate: CrateInfo, *, option: str, value: str | None, build: str, found: Sequence[str]
+    calls: Sequence[RustcCall],
+    crate: CrateInfo,
+    *,
+    option: str,
+    value: str | None,
+    build: str,
+    found: Sequence[str],
+    harnesses: bool = False,
 ) -> list[RustcCall]:
-    """Refuse a build (``build``) whose binary no observed compile made, or whose own crates did not get
-    ``-C <option>[=value]``: ``found`` names the wrappers that may have dropped it. The own crates' compiles."""
-    own = own_compiles(calls, crate)
-    if not bin_compiles(own, crate):
+    """Refuse a build (``build``) whose binary no observed compile made (with ``harnesses``: none of the package's
+    crates or test harnesses), or whose own crates did not get ``-C <option>[=value]``: ``found`` names the
+    wrappers that may have dropped it. The own crates' compiles."""
+    own = own_compiles(calls, crate, harnesses=harnesses)
+    if not (own if harnesses else bin_compiles(own, crate)):
         raise CheckFailed(
             f"rustc never compiled {crate.bin} in {build} ({len(calls)} crate compiles observed): the binary was "
             f"made {_by(found)}, not by rustc",

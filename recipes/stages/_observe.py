@@ -3,6 +3,7 @@ stages' side of it: the environment of an observed build, and its records and ch
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from recipes.rustflags import cargo_config_files
 
 def observing(plan: BuildPlan, env: Mapping[str, str], build: str) -> dict[str, str]:
     """``env`` with the shim as RUSTC, recording into ``<work>/observed/<build>/`` (emptied first)."""
-    shim = observed.install_shim(plan.workdir.bin)
+    shim = observed.install_shim(plan.workdir.bin, shutil.which("bash", path=plan.env.get("PATH")) or "/bin/sh")
     return observed.env_with_shim(env, shim, observed.fresh_records(plan.workdir.observed(build)))
 
 
@@ -53,11 +54,13 @@ def compiles(plan: BuildPlan, build: str, what: str) -> list[RustcCall]:
 
 
 def check_profile_flag(
-    plan: BuildPlan, build: str, what: str, *, option: str, value: str | None
+    plan: BuildPlan, build: str, what: str, *, option: str, value: str | None, harnesses: bool = False
 ) -> tuple[list[RustcCall], list[RustcCall]]:
     """The compiles of ``build``, and the package's own (which all got ``-C <option>[=<value>]``)."""
     calls = compiles(plan, build, what)
-    own = observed.check_profile_flag(calls, plan.crate, option=option, value=value, build=what, found=wrappers(plan))
+    own = observed.check_profile_flag(
+        calls, plan.crate, option=option, value=value, build=what, found=wrappers(plan), harnesses=harnesses
+    )
     return calls, own
 
 

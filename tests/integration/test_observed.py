@@ -15,6 +15,7 @@ import pytest
 from recipes.cargo import observed
 from recipes.cargo.metadata import crate_info
 from tests.conftest import Pipeline, assert_ok, assert_refused, run_nox
+from tests.integration.test_pgo_test import WORKLOAD as TESTED_WORKLOAD
 from tests.integration.test_release import TAG, Release
 
 pytestmark = pytest.mark.slow
@@ -195,3 +196,20 @@ def test_an_instrumented_build_whose_wrapper_drops_profile_generate_is_refused(t
         "rustc compiled hello_pgo in the instrumented build without -Cprofile-generate=",
         f"dropped by RUSTC_WRAPPER={wrapper}",
     )
+
+
+@pytest.mark.refuses("observed-profile-flag-dropped")
+def test_a_test_build_whose_wrapper_drops_the_profile_is_refused(tmp_path: Path) -> None:
+    workload = tmp_path / "tested.toml"
+    workload.write_text(TESTED_WORKLOAD)
+    tested = Pipeline(tmp_path, "tested", workload=str(workload))
+    assert_ok(tested.nox("pgo"))
+    # bash: dash would drop CARGO_BIN_EXE_tested-pgo, which the harness needs, from the environment
+    wrapper = _script(tmp_path, "drop.sh", DROPPING.replace("#!/bin/sh", "#!/bin/bash"))
+    assert_refused(
+        tested.nox("pgo-test", RUSTC_WRAPPER=str(wrapper)),
+        "in the test build without -Cprofile-use=",
+        f"dropped by RUSTC_WRAPPER={wrapper}",
+    )
+    records = observed.read_records(tested.work / "observed" / "test")
+    assert any(call.codegen("profile-use") is None for call in observed.compiles(records))
