@@ -385,7 +385,9 @@ def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
             f"{optimised.crate_metadata}",
             "both must be the same build but for the profile: see plain-build.log and optimise-build.log",
         )
-    checks.check_not_plain(pgo_binary, optimised.binary_sha256, plain_binary, sha256_file(plain_binary))
+    checks.check_not_plain(
+        pgo_binary, optimised.binary_sha256, plain_binary, sha256_file(plain_binary), plan.workdir.observed("optimise")
+    )
     return TargetBuilds(full, optimised, plain_binary, pgo_binary, store_path)
 
 

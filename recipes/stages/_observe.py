@@ -49,7 +49,10 @@ def with_configured_wrapper(plan: BuildPlan, env: Mapping[str, str]) -> dict[str
 def compiles(plan: BuildPlan, build: str, what: str) -> list[RustcCall]:
     """The crate compiles of ``build`` (``what``, in words), each run by the plan's compiler (its RUSTC)."""
     records = observed.read_records(plan.workdir.observed(build))
-    observed.check_compiler(records, plan.env.get("RUSTC"), what)
+    expected = plan.env.get("RUSTC") or None
+    if expected is not None and "/" not in expected:  # a name: the shim ran the one of the PATH
+        expected = shutil.which(expected, path=plan.env.get("PATH")) or expected
+    observed.check_compiler(records, expected, what)
     return observed.compiles(records)
 
 

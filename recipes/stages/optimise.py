@@ -244,4 +244,10 @@ def _check_observed(plan: BuildPlan, result: OptimiseResult, store_path: Path) -
     _observe.check_profile_flag(plan, "optimise", "the optimised build", option="profile-use", value=str(store_path))
     plain = report.load(plan.work).plain
     if isinstance(plain, PlainResult) and plain.cargo_command == result.cargo_command and plain.target == result.target:
-        checks.check_not_plain(result.built_binary, result.binary_sha256, plain.binary, plain.binary_sha256)
+        checks.check_not_plain(
+            result.built_binary,
+            result.binary_sha256,
+            plain.binary,
+            plain.binary_sha256,
+            plan.workdir.observed("optimise"),
+        )
