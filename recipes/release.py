@@ -405,6 +405,7 @@ def check_binaries(rplan: ReproduciblePlan, stripped: tuple[Path, Path]) -> Chec
     the baseline CPU, no path of the build machine left in either."""
     plan = rplan.plan
     plain, pgo = stripped
+    elf.check_no_instrumentation(pgo, "the release's PGO binary")  # as shipped: stripped, its sections kept
     libc = elf.check_same_libc(plain, pgo)
     glibc = elf.max_glibc(pgo)  # None for a static binary (musl): it needs no glibc
     say(f"release: the plain and the PGO binary are both {libc}")
