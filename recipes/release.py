@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from recipes import bolt as boltlib
-from recipes import cflags, cpu, elf, provenance, report, stages
+from recipes import cflags, checks, cpu, elf, provenance, report, stages
 from recipes import manifest as release_manifest
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
@@ -385,6 +385,9 @@ def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
             f"{optimised.crate_metadata}",
             "both must be the same build but for the profile: see plain-build.log and optimise-build.log",
         )
+    checks.check_not_plain(
+        pgo_binary, optimised.binary_sha256, plain_binary, sha256_file(plain_binary), plan.workdir.observed("optimise")
+    )
     return TargetBuilds(full, optimised, plain_binary, pgo_binary, store_path)
 
 
@@ -402,6 +405,7 @@ def check_binaries(rplan: ReproduciblePlan, stripped: tuple[Path, Path]) -> Chec
     the baseline CPU, no path of the build machine left in either."""
     plan = rplan.plan
     plain, pgo = stripped
+    elf.check_no_instrumentation(pgo, "the release's PGO binary")  # as shipped: stripped, its sections kept
     libc = elf.check_same_libc(plain, pgo)
     glibc = elf.max_glibc(pgo)  # None for a static binary (musl): it needs no glibc
     say(f"release: the plain and the PGO binary are both {libc}")

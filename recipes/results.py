@@ -217,6 +217,9 @@ class OptimiseResult:
     zigbuild: dict[str, str] | None = None
     c_code: CCodeRecord | None = None
     verify: WorkloadRun | None = None
+    #: the crate compiles rustc received (the RUSTC shim's records), and how many of them got the profile
+    crates_compiled: int | None = None
+    crates_with_profile: int | None = None
     seconds: float
 
 

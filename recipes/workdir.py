@@ -89,6 +89,11 @@ class WorkDir:
         """The C compiler and lint wrappers the builds put on their PATH (recipes/cflags.py)."""
         return self.root / "bin"
 
+    def observed(self, build: str) -> Path:
+        """What rustc received in one build (``instrument``, ``optimise``, ``plain``, ``test``): the records of
+        the pipeline's RUSTC shim (recipes/cargo/observed.py)."""
+        return self.root / "observed" / build
+
     @property
     def children(self) -> Path:
         """The children a session runs, one record each while it runs (recipes/procs.py: the next session kills

@@ -68,6 +68,11 @@ def optimise_summary_lines(o: OptimiseResult) -> list[str]:
         f"coverage    {o.main_crate_functions_with_profile} functions of the main crate with a profile record "
         f"(executed or not), {o.main_crate_functions_without_profile} without (rustc warned: no profile data)",
     ]
+    if o.crates_compiled is not None:
+        lines.append(
+            f"observed    rustc received -Cprofile-use in {o.crates_with_profile} of the build's "
+            f"{o.crates_compiled} crate compiles (the RUSTC shim's records)"
+        )
     c_code = o.c_code
     for crate in c_code["crates"] if c_code else []:
         with_profile, without = crate.get("functions_with_profile", []), crate.get("functions_without_profile", [])
