@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from recipes import report
@@ -39,6 +39,8 @@ from recipes.workdir import WorkDir
 #: what the link check does not look inside
 _NOT_SCANNED_SUFFIX = "-target"
 _SCRATCH = frozenset({"train", "verify", "bolt-train", "bolt-verify"})
+#: the target of an identity that takes the recorded one (:func:`identity_of_config`)
+ANY_TARGET = ""
 #: how many of a foreign folder's files its refusal names
 _NAMED = 3
 
@@ -83,10 +85,14 @@ class CrateIdentity:
         return f"{self.package} (bin {self.bin}, {self.manifest}, target {self.target}, features {features})"
 
 
-def identity_of_config(config: Config, environ: Mapping[str, str]) -> CrateIdentity:
-    """The crate identity of a session that makes no plan (cargo metadata; the target: PGO_TARGET or the host)."""
+def identity_of_config(config: Config, environ: Mapping[str, str], *, any_target: bool = False) -> CrateIdentity:
+    """The crate identity of a session that makes no plan (cargo metadata; the target: PGO_TARGET or the host).
+    ``any_target``: a session that builds nothing (cpu-baseline reads the binary's architecture itself) takes the
+    recorded target when PGO_TARGET is not given (its target is then ``""``: any)."""
     env = cargo_env(environ)
     crate = crate_info(config.manifest, config.package, config.bin, env)
+    if config.target is None and any_target:
+        return CrateIdentity.of(crate, ANY_TARGET, config.features)
     return CrateIdentity.of(crate, config.target or rustc_info(env).host, config.features)
 
 
@@ -132,8 +138,11 @@ def check_identity(workdir: WorkDir, identity: CrateIdentity) -> None:
     recorded_json = report.crate_identity(workdir.root)
     recorded = CrateIdentity.from_json(recorded_json) if recorded_json is not None else None
     if recorded is None:
-        report.record_crate_identity(workdir.root, identity.as_json())
+        if identity.target != ANY_TARGET:  # recorded by a session that knows its target
+            report.record_crate_identity(workdir.root, identity.as_json())
         return
+    if identity.target == ANY_TARGET:
+        identity = replace(identity, target=recorded.target)
     if recorded != identity:
         raise WorkDirError(
             f"the work dir {workdir.root} holds the records of {recorded.describe()}, not of {identity.describe()}",

@@ -599,7 +599,7 @@ def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequenc
     with claim(config.out, "cpu-baseline") as held:
         if args.binary is not None:  # a binary of one's own: not the work dir's, no record
             return _checked(args.binary, config.out, environ, args.run_args)
-        held.identify(identity_of_config(config, environ))  # the work dir's binary: of this crate
+        held.identify(identity_of_config(config, environ, any_target=True))  # the work dir's binary: of this crate
         with StageFrame(config.out, "cpu_baseline", timed=False) as frame:
             binary = default_binary(report.load(config.out), config.out)
             return frame.done(_checked(binary, config.out, environ, args.run_args))

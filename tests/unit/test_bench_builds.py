@@ -40,8 +40,10 @@ def test_an_optimised_binary_outside_the_work_dir_is_refused_not_run(tmp_path: P
     work = tmp_path / "work"
     binary = _binary(tmp_path / "server")
     captured = json.loads((Path(__file__).parent.parent / "data" / "report-demo-server-bolt.json").read_text())
-    report.save(work, {"optimise": {**captured["optimise"], "binary": str(binary), "binary_sha256": sha256_file(binary)}})
-    with pytest.raises(CheckFailed, match=rf"report.json names {binary} as the optimised binary, not {work}/optimised/server"):
+    optimised = {**captured["optimise"], "binary": str(binary), "binary_sha256": sha256_file(binary)}
+    report.save(work, {"optimise": optimised})
+    own = work / "optimised" / "server"
+    with pytest.raises(CheckFailed, match=rf"report.json names {binary} as the optimised binary, not {own}"):
         builds.usable_pgo_binary(work)
 
 

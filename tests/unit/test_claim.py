@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from recipes import report
-from recipes.claim import CrateIdentity, check_identity, claim, find_link
+from recipes.claim import ANY_TARGET, CrateIdentity, check_identity, claim, find_link
 from recipes.errors import WorkDirError
 from recipes.workdir import WorkDir
 
@@ -116,3 +117,14 @@ def test_a_report_without_identity_is_adopted_and_stays_readable(tmp_path: Path)
     report.save(work, {report.CRATE: {"manifest": 3}})
     check_identity(WorkDir(work), CSYS)
     assert report.crate_identity(work) == CSYS.as_json()
+
+
+def test_a_session_that_builds_nothing_takes_the_recorded_target(tmp_path: Path) -> None:
+    """cpu-baseline without PGO_TARGET in an aarch64 work dir: the binary's architecture is its own to read."""
+    work = WorkDir(tmp_path / "work")
+    check_identity(work, replace(HELLO, target=ANY_TARGET))  # nothing recorded: nothing known to record
+    assert report.crate_identity(work.root) is None
+    check_identity(work, replace(HELLO, target="aarch64-unknown-linux-gnu"))
+    check_identity(work, replace(HELLO, target=ANY_TARGET))
+    with pytest.raises(WorkDirError, match="not of csys"):
+        check_identity(work, replace(CSYS, target=ANY_TARGET))
