@@ -295,8 +295,11 @@ def release_targets(
         for config in configs
     ]
     built: dict[str, TargetRelease] = {}
-    with claim_each([rplan.plan.work for rplan in rplans], "release") as held:
-        for one, rplan in zip(held, rplans, strict=True):
+    works = [rplan.plan.work for rplan in rplans]
+    # several targets: PGO_OUT holds their work dirs, and is held (and marked) as theirs too
+    outer = [works[0].parent] if len(works) > 1 else []
+    with claim_each([*outer, *works], "release") as held:
+        for one, rplan in zip(held[len(outer) :], rplans, strict=True):
             one.identify(CrateIdentity.of(rplan.plan.crate, rplan.plan.target, rplan.plan.config.features))
         for rplan in rplans:
             if len(rplans) > 1:
