@@ -86,7 +86,7 @@ def test_sessions_of_another_crate_in_the_work_dir_are_refused_naming_both(train
     }
     before = (trained.work / "report.json").read_text()
     multi = copy_fixture("multi", tmp_path)
-    for session in ("bench", "cpu-baseline", "plain", "optimise"):
+    for session in ("bench", "cpu-baseline", "plain", "optimise", "train", "pgo-test", "determinism"):
         line = assert_refused(
             trained.nox(session, PGO_MANIFEST=str(multi)),
             f"the work dir {trained.work} holds the records of hello-pgo (bin hello-pgo, {trained.manifest}",
