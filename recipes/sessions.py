@@ -24,6 +24,7 @@ from pathlib import Path
 import nox
 
 from recipes import cpu, procs, report, stages
+from recipes.claim import CrateIdentity, claim, identity_of_config
 from recipes.config import load_config
 from recipes.errors import PgoError
 from recipes.plan import BuildPlan, make_plan
@@ -110,11 +111,17 @@ def _stage(session: nox.Session, action: Callable[[BuildPlan], object]) -> None:
         profdata = action in (stages.instrument, stages.merge, stages.optimise, stages.pgo)
         bolt = action is stages.bolt or (config.bolt and action in (stages.optimise, stages.pgo))
         plan = make_plan(config, os.environ, instruments=instruments, profdata=profdata, bolt=bolt)
-        with children_recorded(config.out):
+        with claim(plan.work, session.name) as held, children_recorded(plan.work):  # one session, one crate
+            held.identify(identity_of(plan))
             action(plan)
         _summary(session, stages.summary_lines(report.load(plan.work)))
     except PgoError as error:
         session.error(error.line())
+
+
+def identity_of(plan: BuildPlan) -> CrateIdentity:
+    """The crate identity of the plan's work dir: its manifest, package, binary, target and features."""
+    return CrateIdentity.of(plan.crate, plan.target, plan.config.features)
 
 
 def instrument(session: nox.Session) -> None:
@@ -159,8 +166,9 @@ def plain(session: nox.Session) -> None:
 
     try:
         config = load_config(project_dir(session), os.environ, session.posargs)
-        with children_recorded(config.out):
-            plan = make_plan(config, os.environ, instruments=False, profdata=False, bolt=False)
+        plan = make_plan(config, os.environ, instruments=False, profdata=False, bolt=False)
+        with claim(plan.work, session.name) as held, children_recorded(plan.work):
+            held.identify(identity_of(plan))
             result = builds.plain(plan, prefix="")
     except PgoError as error:
         session.error(error.line())
@@ -222,7 +230,8 @@ def rebuild(session: nox.Session) -> None:
     try:
         args = parse_rebuild(session.posargs)
         config = load_config(project_dir(session), os.environ, args.config)
-        results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
+        with claim(config.out, session.name):
+            results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
         _summary(session, _rebuilt_lines(results))
     except PgoError as error:
         session.error(error.line())
@@ -235,7 +244,10 @@ def determinism(session: nox.Session) -> None:
 
     try:
         args = parse_determinism(session.posargs)
-        result = rebuild_recipe.determinism(load_config(project_dir(session), os.environ, args.config), os.environ)
+        config = load_config(project_dir(session), os.environ, args.config)
+        with claim(config.out, session.name) as held:
+            held.identify(identity_of_config(config, os.environ))
+            result = rebuild_recipe.determinism(config, os.environ)
         _summary(session, [f"identical: {result.binary_sha256[0]} ({' and '.join(result.binaries)})"])
     except PgoError as error:
         session.error(error.line())
@@ -253,7 +265,8 @@ def verify(session: nox.Session) -> None:
         config = load_config(project_dir(session), os.environ, args.config)
         _summary(session, provenance.verify_release(args.tag, config, os.environ, args.artefacts))
         if args.rebuild:
-            results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
+            with claim(config.out, session.name):
+                results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
             _summary(session, _rebuilt_lines(results))
     except PgoError as error:
         session.error(error.line())

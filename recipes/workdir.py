@@ -80,6 +80,16 @@ class WorkDir:
         return self.root / "report.json"
 
     @property
+    def marker(self) -> Path:
+        """The file that marks the folder as a work dir the pipeline made (recipes/claim.py)."""
+        return self.root / ".pgo-workdir"
+
+    @property
+    def lock(self) -> Path:
+        """The work-dir lock every session holds for its whole run, with its holder's pid (recipes/claim.py)."""
+        return self.root / ".pgo-lock"
+
+    @property
     def logs(self) -> Path:
         """Every command's log (recipes/runner.py)."""
         return self.root / "logs"

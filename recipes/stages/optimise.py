@@ -34,6 +34,11 @@ def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
         return plan.config.profdata, False
     merged = report.require(plan.work, "merge", "optimise")
     path = merged.profile
+    if path != plan.merged_profile:  # report.json may be hand-edited: only this work dir's merge is used
+        raise CheckFailed(
+            f"report.json names {path} as the merged profile, not {plan.merged_profile} that merge writes",
+            "optimise uses only the merge of this work dir: run `nox -s merge` again, or give PGO_PROFDATA",
+        )
     if not path.is_file():
         raise MissingInput(f"the merged profile {path} is gone", "run `nox -s merge` again")
     if sha256_file(path) != merged.profile_sha256:

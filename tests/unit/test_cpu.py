@@ -13,6 +13,7 @@ from recipes import cpu, emulation, report
 from recipes.errors import CheckFailed, ConfigError, MissingInput, ToolchainError
 from recipes.results import CpuBaselineResult
 from recipes.rustflags import RustflagsPlan, target_cpu_warning
+from recipes.store import sha256_file
 from tests.conftest import DATA
 
 
@@ -142,8 +143,27 @@ def test_no_optimised_binary_in_the_work_dir(tmp_path: Path) -> None:
     with pytest.raises(MissingInput, match="failed its checks"):
         cpu.default_binary(report.parse(path, {"optimise": {"binary": "/x", "failed": "stale"}}), tmp_path)
     captured = json.loads((DATA / "report-demo-server-bolt.json").read_text())["optimise"]
-    succeeded = report.parse(path, {"optimise": {**captured, "binary": "/x/y"}})
-    assert cpu.default_binary(succeeded, tmp_path) == Path("/x/y")
+    own = tmp_path / "optimised" / "y"
+    own.parent.mkdir()
+    own.write_bytes(b"the checked copy")
+    succeeded = report.parse(path, {"optimise": {**captured, "binary": str(own), "binary_sha256": sha256_file(own)}})
+    assert cpu.default_binary(succeeded, tmp_path) == own
+
+
+@pytest.mark.refuses("recorded-path-not-the-work-dirs")
+def test_an_optimised_binary_report_json_names_elsewhere_or_changed_is_not_run(tmp_path: Path) -> None:
+    """report.json may be garbage or hand-edited: cpu-baseline runs only the work dir's own checked copy."""
+    path = tmp_path / "report.json"
+    captured = json.loads((DATA / "report-demo-server-bolt.json").read_text())["optimise"]
+    elsewhere = report.parse(path, {"optimise": {**captured, "binary": "/x/y"}})
+    own = tmp_path / "optimised" / "y"
+    with pytest.raises(CheckFailed, match=rf"report.json names /x/y as the optimised binary, not {own}"):
+        cpu.default_binary(elsewhere, tmp_path)
+    own.parent.mkdir()
+    own.write_bytes(b"another program")
+    changed = report.parse(path, {"optimise": {**captured, "binary": str(own)}})
+    with pytest.raises(CheckFailed, match="changed since optimise checked it"):
+        cpu.default_binary(changed, tmp_path)
 
 
 def _plan(base: tuple[str, ...], config_flags: tuple[str, ...] = ()) -> RustflagsPlan:
