@@ -143,6 +143,9 @@ class InstrumentResult:
     rustc: str
     zigbuild: dict[str, str] | None = None  # cargo_zigbuild, zig: their versions
     c_code: CCodeRecord | None = None
+    rustc_llvm: str | None = None  # the LLVM version of rustc -vV
+    rustc_path: str | None = None  # the compiler cargo was given (RUSTC), resolved in the crate's directory
+    rustc_source: str | None = None  # how it was chosen: "+1.94.0 in PGO_CARGO", "rust-toolchain.toml at …"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,6 +217,10 @@ class OptimiseResult:
     zigbuild: dict[str, str] | None = None
     c_code: CCodeRecord | None = None
     verify: WorkloadRun | None = None
+    rustc: str | None = None  # the release of rustc -vV, as the instrumented build's record has it
+    rustc_llvm: str | None = None
+    rustc_path: str | None = None
+    rustc_source: str | None = None
     seconds: float
 
 

@@ -142,6 +142,10 @@ def _build_and_check(
         target_cpu=target_cpu_warning(plan.rustflags),
         zigbuild=zig.versions(plan.env) if zig.uses_zigbuild(plan.config.cargo) else None,
         c_code=plan.c.record(crates),
+        rustc=plan.rustc.release,
+        rustc_llvm=plan.rustc.llvm_version,
+        rustc_path=str(plan.rustc_path),
+        rustc_source=plan.rustc_source,
         seconds=0.0,  # the frame's
     )
     # a failure: recorded with what the stage found, the binary rejected, under the lock
