@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import CommandFailed, ToolchainError
-from recipes.runner import capture
+from recipes.runner import capture, query
 from recipes.rustflags import CargoConfigFile
 
 
@@ -124,7 +124,10 @@ def _which(program: str, where: str, base: Path, env: Mapping[str, str]) -> Path
             return path.absolute()
     elif found := shutil.which(program, path=env.get("PATH", os.defpath)):
         return Path(found).absolute()
-    raise ToolchainError(f"{where}: no program {program} (from {base})", "give the path of a rustc, or unset it")
+    raise ToolchainError(
+        f"{where} names rustc {program}, which is no program here (looked for from {base})",
+        "give the path of a rustc, or unset it",
+    )
 
 
 _REASON = re.compile(r"^(\S+) \((.*)\)")
@@ -143,11 +146,16 @@ def _rustup_source(reason: str, plus: str | None) -> str:
     return "default"
 
 
-def _missing_toolchain(message: str, cwd: Path, env: Mapping[str, str], plus: str | None) -> ToolchainError:
-    """rustup's refusal of a toolchain that is not installed, in one line naming it, who pins it and where."""
+def _not_chosen(message: str, cwd: Path, env: Mapping[str, str], plus: str | None) -> ToolchainError:
+    """rustup's refusal to choose a toolchain in ``cwd`` in one line: a toolchain that is not installed named with who
+    pins it, where, and the command that installs it; anything else (a toolchain file it cannot parse) as rustup
+    says it."""
     name = re.search(r"toolchain '([^']+)' is not installed", message)
     if name is None:
-        return ToolchainError(f"rustup cannot choose a toolchain in {cwd}: {message}", "see `rustup show` there")
+        return ToolchainError(
+            f"rustup cannot choose a Rust toolchain for the crate in {cwd}: {message}",
+            "fix what rustup names (`rustup show active-toolchain` there says the same)",
+        )
     toolchain = name.group(1)
     file = re.search(r"toolchain file at '([^']+)'", message)
     if plus is not None:
@@ -165,14 +173,13 @@ def _missing_toolchain(message: str, cwd: Path, env: Mapping[str, str], plus: st
 
 
 def _rustup_toolchain(rustup: Path, cwd: Path, env: Mapping[str, str], plus: str | None) -> tuple[str, str]:
-    """The toolchain rustup chooses in ``cwd`` and how (a missing one refused in one line)."""
-    try:
-        out = capture([str(rustup), "show", "active-toolchain"], env=_quiet(env), cwd=cwd)
-    except CommandFailed as exc:
-        raise _missing_toolchain(exc.message, cwd, env, plus) from None
-    match = _REASON.match(out.strip())
-    if match is None:
-        raise ToolchainError(f"cannot read `rustup show active-toolchain` in {cwd}: {out.strip()!r}", "check rustup")
+    """The toolchain rustup chooses in ``cwd`` and how (one it cannot choose refused in one line)."""
+    done = query([str(rustup), "show", "active-toolchain"], env=_quiet(env), cwd=cwd)
+    match = _REASON.match(done.stdout.strip())
+    if done.returncode != 0 or match is None:
+        said = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        first = next((line for line in said if line.lower().startswith("error")), said[0] if said else "no output")
+        raise _not_chosen(re.sub(r"^error:\s*", "", first, flags=re.IGNORECASE), cwd, env, plus)
     return match.group(1), _rustup_source(match.group(2), plus)
 
 
