@@ -68,6 +68,16 @@ def test_a_pinned_toolchain_builds_merges_and_is_recorded(pinned: Pinned) -> Non
     assert merge["llvm_profdata_version"].startswith("21.")
     for binary in (pinned.report["instrument"]["binary"], pinned.report["optimise"]["binary"]):
         assert f"rustc version {PINNED}" in _comment(Path(binary))
+    # the C profile's clang follows the same LLVM major: there is no clang-21 here, so the C is left as it is
+    assert pinned.report["instrument"]["c_code"]["languages"]["C"]["off"] == "no clang-21 (apt-get install clang-21)"
+
+
+@pytest.mark.refuses("no-llvm-bolt-rustc-llvm-major")
+def test_llvm_bolt_follows_the_pinned_llvm_major(tmp_path: Path) -> None:
+    """bolt-22 is installed here, but the pinned rustc is LLVM 21: refused before anything is built."""
+    p = Pipeline(tmp_path, "pinned", workload="hello")
+    assert_refused(p.nox("pgo", PGO_BOLT="1"), f"no llvm-bolt of LLVM 21 (rustc {PINNED}) found")
+    _not_built(p)
 
 
 def test_plus_toolchain_in_pgo_cargo_builds_with_it_and_records_it(hello: Pipeline) -> None:
