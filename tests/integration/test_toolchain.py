@@ -166,3 +166,14 @@ def test_a_rustc_that_is_no_program_is_one_line(hello: Pipeline) -> None:
         "CARGO_BUILD_RUSTC names rustc no-such-rustc, which is no program here",
     )
     _not_built(hello)
+
+
+@pytest.mark.refuses("merge-another-rustc-than-instrumented")
+def test_a_merge_that_resolves_another_rustc_than_the_instrumented_build_is_refused(hello: Pipeline) -> None:
+    assert_ok(hello.nox("instrument", PGO_CARGO=f"cargo +{PINNED} build"))
+    assert_ok(hello.nox("train"))
+    line = assert_refused(
+        hello.nox("merge"), f"the instrumented build was made by rustc {PINNED} (LLVM 21.", "+1.94.0 in PGO_CARGO"
+    )
+    assert "and merge resolves rustc 1.95" in line
+    assert not (hello.work / "hello-pgo.profdata").exists()
