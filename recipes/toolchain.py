@@ -183,6 +183,14 @@ def _rustup_toolchain(rustup: Path, cwd: Path, env: Mapping[str, str], plus: str
     return match.group(1), _rustup_source(match.group(2), plus)
 
 
+def _rustup_of(path: Path, env: Mapping[str, str]) -> Path | None:
+    """rustup, when ``path`` is one of its proxies (a symbolic or a hard link to it), else None."""
+    if path.resolve().name.startswith("rustup"):
+        return path.resolve()
+    found = shutil.which("rustup", path=env.get("PATH", os.defpath))
+    return Path(found) if found is not None and Path(found).samefile(path) else None
+
+
 def resolve_rustc(
     cwd: Path, env: Mapping[str, str], configs: Sequence[CargoConfigFile], plus: str | None = None
 ) -> tuple[ResolvedRustc, dict[str, str]]:
@@ -198,8 +206,8 @@ def resolve_rustc(
     path = _which(program, where, base, new)
     toolchain: str | None = None
     source = where
-    if path.resolve().name.startswith("rustup"):  # a rustup proxy: the toolchain's own rustc
-        toolchain, chosen = _rustup_toolchain(path.resolve(), cwd, new, plus)
+    if rustup := _rustup_of(path, new):  # a rustup proxy: the toolchain's own rustc
+        toolchain, chosen = _rustup_toolchain(rustup, cwd, new, plus)
         new["RUSTUP_TOOLCHAIN"] = toolchain
         source = chosen if where == "default" else f"{where} ({chosen})"
         sysroot = Path(capture([str(path), "--print", "sysroot"], env=_quiet(new), cwd=cwd).strip())
