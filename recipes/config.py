@@ -315,7 +315,7 @@ def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -
         kwargs["features"] = tuple(f.strip() for f in parsed.pop("features").split(",") if f.strip())
     if "cargo" in parsed:
         words = tuple(parsed.pop("cargo").split())
-        if len(words) < 2 or words[0] != "cargo":
+        if len(words) < 2 or words[0] != "cargo" or (words[1].startswith("+") and len(words) < 3):
             raise ConfigError(
                 f"{sources['cargo']}: {' '.join(words)!r} is not a cargo build command",
                 'write it as "cargo build" or "cargo zigbuild"',

@@ -287,8 +287,10 @@ def parse_rustc_cfg_features(text: str) -> tuple[str, ...]:
 
 
 def rustc_default_features(target: str, env: Mapping[str, str]) -> tuple[str, ...]:
-    """What rustc enables for ``target`` without any -Ctarget-cpu or -Ctarget-feature."""
-    return parse_rustc_cfg_features(capture(["rustc", "--print", "cfg", "--target", rust_triple(target)], env=env))
+    """What rustc (``env["RUSTC"]``: the plan's resolved compiler, else ``rustc``) enables for ``target`` without any
+    -Ctarget-cpu or -Ctarget-feature."""
+    rustc = env.get("RUSTC", "rustc")
+    return parse_rustc_cfg_features(capture([rustc, "--print", "cfg", "--target", rust_triple(target)], env=env))
 
 
 #: target features that say how the binary is linked, not which instructions it may use: ``crt-static`` is in

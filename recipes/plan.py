@@ -14,7 +14,7 @@ from recipes.config import Config
 from recipes.runner import run
 from recipes.rustflags import RustflagsPlan, cargo_config_files, plan_rustflags, refuse_global_rustflags, rust_triple
 from recipes.store import ProfileStore
-from recipes.toolchain import RustcInfo, rustc_info
+from recipes.toolchain import ResolvedRustc, RustcInfo, resolve_rustc, split_toolchain
 from recipes.workdir import WorkDir
 from recipes.workload import Workload, load_workload, no_workload_file, workload_path
 
@@ -35,6 +35,16 @@ class BuildPlan:
     #: the workload, parsed when the plan was made: the configured one, else ``profiles/<bin>.toml`` when it exists
     #: (for its floors and ceilings), else None
     workload: Workload | None
+    #: the rustc cargo builds with in the crate's directory (``env["RUSTC"]``), and how it was chosen
+    compiler: ResolvedRustc | None = None
+
+    @property
+    def rustc_path(self) -> Path:
+        return self.compiler.path if self.compiler is not None else Path(self.env.get("RUSTC", "rustc"))
+
+    @property
+    def rustc_source(self) -> str:
+        return self.compiler.source if self.compiler is not None else "default"
 
     @property
     def triple(self) -> str:
@@ -132,9 +142,12 @@ def make_plan(
     before anything is installed or built. ``workload``: the plan's workload, parsed already (the bench reads it
     before it plans), not parsed again."""
     refuse_global_rustflags(environ)
-    env = cargo_command.cargo_env(environ)
-    info = rustc_info(env)
+    base = cargo_command.cargo_env(environ)
+    compiler, env = plan_rustc(config, config.manifest.parent, base)
     crate = crate_info(config.manifest, config.package, config.bin, env)
+    if crate.manifest.parent != config.manifest.parent:  # a workspace's member: cargo runs in its directory
+        compiler, env = plan_rustc(config, crate.manifest.parent, base)
+    info = compiler.info
     target = config.target or info.host
     preflight.check(config, env, target, bin_name=crate.bin, instruments=instruments)
     preflight.check_bolt_target(target, bolt=config.bolt if bolt is None else bolt)
@@ -157,7 +170,13 @@ def make_plan(
         cwd=config.manifest.parent,
         cargo_configs=configs,
     )
-    return BuildPlan(config, env, info, target, crate, flags, c_plan, workload)
+    return BuildPlan(config, env, info, target, crate, flags, c_plan, workload, compiler)
+
+
+def plan_rustc(config: Config, cwd: Path, env: Mapping[str, str]) -> tuple[ResolvedRustc, dict[str, str]]:
+    """The rustc cargo builds with in ``cwd``, before anything is built, and the environment that holds it."""
+    plus, _ = split_toolchain(config.cargo)
+    return resolve_rustc(cwd, env, cargo_config_files(cwd, env), plus)
 
 
 def clean_package(plan: BuildPlan, target_dir: Path | None, log: Path) -> None:

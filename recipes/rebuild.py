@@ -58,9 +58,10 @@ from recipes.reproducible import (
 )
 from recipes.results import DeterminismResult, DiffoscopeRecord, OptimiseResult, RebuildResult
 from recipes.runner import capture, say
+from recipes.rustflags import cargo_config_files
 from recipes.stages._record import StageFrame
 from recipes.store import sha256_file
-from recipes.toolchain import cargo_version, parse_rustc_vv, rustc_info
+from recipes.toolchain import cargo_version, parse_rustc_vv, resolve_rustc, split_toolchain
 from recipes.workdir import WorkDir
 from recipes.workload import workload_path
 
@@ -193,17 +194,20 @@ def _triple_or_none(path: Path) -> Any:
     return release_manifest.peek(data, "triple")
 
 
-def check_toolchain(toolchain: Toolchain, env: Mapping[str, str]) -> None:
-    """The rustc and cargo of the release, or a refusal naming both versions."""
+def check_toolchain(toolchain: Toolchain, environ: Mapping[str, str], crate_dir: Path, cargo: Sequence[str]) -> None:
+    """The rustc and cargo of the release, resolved as the build resolves them (in the rebuilt crate's directory,
+    with the release's cargo command), or a refusal naming both versions."""
     recorded = parse_rustc_vv(toolchain.rustc_vv)
-    here = rustc_info(env)
+    plus, _ = split_toolchain(cargo)
+    resolved, env = resolve_rustc(crate_dir, environ, cargo_config_files(crate_dir, environ), plus)
+    here = resolved.info
     if here != recorded:
         raise ToolchainError(
             f"this is {describe_rustc(here)}, the release was built with {describe_rustc(recorded)}",
             f"install the release's toolchain (rustup toolchain install {recorded.release}) and select it "
             f"(RUSTUP_TOOLCHAIN={recorded.release})",
         )
-    cargo_here = cargo_version(env)
+    cargo_here = cargo_version(env, crate_dir)
     if cargo_here != toolchain.cargo:
         raise ToolchainError(
             f"this is {cargo_here}, the release was built with {toolchain.cargo}",
@@ -420,7 +424,8 @@ def _check_before_rebuild(
             f"tag {tag} is commit {commit[:12]} here, the release was built from {manifest.commit[:12]}",
             "the tag was moved: fetch the release's tag (git fetch --tags --force)",
         )
-    check_toolchain(manifest.toolchain, environ)
+    crate_dir = (repo / manifest.manifest_path).parent
+    check_toolchain(manifest.toolchain, environ, crate_dir if crate_dir.is_dir() else repo, manifest.cargo_command)
     c_on, clang = c_setting(manifest.c_code, environ)
     if commit_time(repo, commit, environ) != manifest.commit_time:
         raise CheckFailed(

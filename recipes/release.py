@@ -522,7 +522,7 @@ def toolchain_of(plan: BuildPlan) -> Toolchain:
     return Toolchain(
         rustc_vv=capture([plan.env.get("RUSTC", "rustc"), "-vV"], env=plan.env),
         rustc=describe_rustc(plan.rustc),
-        cargo=cargo_version(plan.env),
+        cargo=cargo_version(plan.env, plan.cwd),
         llvm_profdata=f"LLVM {tool.llvm_version} ({tool.path})",
         strip=strip_version(plan.env),
     )

@@ -146,6 +146,9 @@ class InstrumentResult:
     rustc: str
     zigbuild: dict[str, str] | None = None  # cargo_zigbuild, zig: their versions
     c_code: CCodeRecord | None = None
+    rustc_llvm: str | None = None  # the LLVM version of rustc -vV
+    rustc_path: str | None = None  # the compiler cargo was given (RUSTC), resolved in the crate's directory
+    rustc_source: str | None = None  # how it was chosen: "+1.94.0 in PGO_CARGO", "rust-toolchain.toml at …"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,6 +223,10 @@ class OptimiseResult:
     #: the crate compiles rustc received (the RUSTC shim's records), and how many of them got the profile
     crates_compiled: int | None = None
     crates_with_profile: int | None = None
+    rustc: str | None = None  # the release of rustc -vV, as the instrumented build's record has it
+    rustc_llvm: str | None = None
+    rustc_path: str | None = None
+    rustc_source: str | None = None
     seconds: float
 
 

@@ -19,6 +19,7 @@ from recipes import emulation
 from recipes.errors import CommandFailed, ConfigError, ToolchainError
 from recipes.runner import capture, run, say
 from recipes.rustflags import glibc_suffix
+from recipes.toolchain import split_toolchain
 
 #: what ``pip install`` gets when cargo-zigbuild or zig is missing (the versions this project was tested with)
 REQUIREMENTS = ("cargo-zigbuild==0.24.1", "ziglang==0.17.1")
@@ -28,8 +29,9 @@ HOST_COMPILERS = frozenset({"cc", "gcc", "c++", "g++", "clang", "clang++"})
 
 
 def uses_zigbuild(cargo: Sequence[str]) -> bool:
-    """Whether the cargo command is ``cargo zigbuild``."""
-    return len(cargo) >= 2 and cargo[0] == "cargo" and cargo[1] == "zigbuild"
+    """Whether the cargo command is ``cargo zigbuild`` (or ``cargo +toolchain zigbuild``)."""
+    _, words = split_toolchain(cargo)
+    return len(words) >= 2 and words[0] == "cargo" and words[1] == "zigbuild"
 
 
 def check_target(cargo: Sequence[str], target: str) -> None:
@@ -142,6 +144,7 @@ def versions(env: Mapping[str, str]) -> dict[str, str]:
 
 def cargo_test_argv(cargo: Sequence[str]) -> list[str]:
     """The command that runs the test suite the way ``cargo`` builds: ``cargo test`` or ``cargo-zigbuild test``."""
+    plus, words = split_toolchain(cargo)
     if uses_zigbuild(cargo):
-        return ["cargo-zigbuild", "test", *cargo[2:]]
-    return ["cargo", "test", *cargo[2:]]
+        return ["cargo-zigbuild", "test", *words[2:]]
+    return ["cargo", *([f"+{plus}"] if plus else []), "test", *words[2:]]

@@ -28,8 +28,8 @@ def build_argv(
     (:func:`recipes.cargo.log.compiler_artifacts`); every parser of the log reads it with or without them.
     """
     words = list(cargo)
-    if subcommand is not None:
-        words[1] = subcommand
+    if subcommand is not None:  # the word after cargo and its +toolchain
+        words[2 if words[1].startswith("+") else 1] = subcommand
     argv = [*words, "--release", "--target", target, "--manifest-path", str(crate.manifest), "-p", crate.package]
     if subcommand is None:
         argv += ["--bin", crate.bin]

@@ -58,5 +58,8 @@ def _instrument(plan: BuildPlan, frame: StageFrame) -> InstrumentResult:
         rustc=plan.rustc.release,
         zigbuild=zig.versions(plan.env) if zig.uses_zigbuild(plan.config.cargo) else None,
         c_code=plan.c.record(crates),
+        rustc_llvm=plan.rustc.llvm_version,
+        rustc_path=str(plan.rustc_path),
+        rustc_source=plan.rustc_source,
     )
     return frame.done(result)

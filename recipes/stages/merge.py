@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from recipes import profdata, report
 from recipes.errors import CheckFailed, PgoError
 from recipes.plan import BuildPlan
-from recipes.results import MergeResult, from_json
+from recipes.results import InstrumentResult, MergeResult, from_json
 from recipes.runner import say
 from recipes.stages._record import StageFrame, threshold
 from recipes.store import sha256_file
@@ -76,8 +76,27 @@ def merge(plan: BuildPlan) -> MergeResult:
         return _merge(plan, frame)
 
 
+def refuse_other_rustc(plan: BuildPlan) -> None:
+    """The raw profiles are in the format of the instrumented build's rustc: a merge that resolves another rustc
+    (another toolchain chosen since) would merge them with another LLVM's llvm-profdata."""
+    built = report.load(plan.work).instrument
+    if not isinstance(built, InstrumentResult):
+        return
+    here = (plan.rustc.release, plan.rustc.llvm_version)
+    if built.rustc != here[0] or (built.rustc_llvm is not None and built.rustc_llvm != here[1]):
+        how = f" (LLVM {built.rustc_llvm}, {built.rustc_source})" if built.rustc_llvm else ""
+        then = f"rustc {built.rustc}{how}"
+        raise CheckFailed(
+            f"the instrumented build was made by {then} and merge resolves rustc {here[0]} (LLVM {here[1]}, "
+            f"{plan.rustc_source}) in {plan.cwd}",
+            "run every stage with the same toolchain (PGO_CARGO's +toolchain, RUSTUP_TOOLCHAIN, rust-toolchain.toml), "
+            "or instrument again",
+        )
+
+
 def _merge(plan: BuildPlan, frame: StageFrame) -> MergeResult:
     trained = report.require(plan.work, "train", "merge")
+    refuse_other_rustc(plan)
     raws = profdata.check_raw_profiles(plan.profraw_dir, trained.profraw)
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
     say(f"merge: {len(raws)} raw profiles with {tool.path} (LLVM {tool.llvm_version})")

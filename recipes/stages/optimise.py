@@ -153,6 +153,10 @@ def _build_and_check(
         c_code=plan.c.record(crates),
         crates_compiled=len(compiled),
         crates_with_profile=observed.with_flag(compiled, "profile-use", str(store_path)),
+        rustc=plan.rustc.release,
+        rustc_llvm=plan.rustc.llvm_version,
+        rustc_path=str(plan.rustc_path),
+        rustc_source=plan.rustc_source,
         seconds=0.0,  # the frame's
     )
     # a failure: recorded with what the stage found, the binary rejected, under the lock

@@ -504,6 +504,15 @@ def test_rebuild_with_another_rustc_refused(released: Release, tmp_path: Path) -
     assert not (tmp_path / "w" / "rebuild").exists(), "refused before anything was built"
 
 
+@pytest.mark.refuses("rebuild-another-rustc-release")
+def test_rebuild_with_another_toolchain_chosen_refused(released: Release, tmp_path: Path) -> None:
+    """The rebuild's rustc resolved as the build's is: RUSTUP_TOOLCHAIN=1.94.0 (installed here) is that rustc."""
+    download = released.download(tmp_path / "download")
+    env = released.env(PGO_OUT=str(tmp_path / "w"), RUSTUP_TOOLCHAIN="1.94.0")
+    assert_refused(_rebuild(released, download, env), "this is rustc 1.94.0", "built with rustc 1.95")
+    assert not (tmp_path / "w" / "rebuild").exists(), "refused before anything was built"
+
+
 def _edit_manifest(download: Path, **changes: Any) -> None:
     """Change the downloaded manifest and keep SHA256SUMS consistent with it."""
     path = download / f"{BASE}-manifest.json"

@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from recipes import zig
+from recipes.cargo.command import build_argv
+from recipes.cargo.metadata import CrateInfo
 from recipes.errors import ToolchainError
-from recipes.toolchain import RustcInfo, find_profdata, parse_llvm_version, parse_rustc_vv
+from recipes.toolchain import RustcInfo, find_profdata, parse_llvm_version, parse_rustc_vv, split_toolchain
 from tests.conftest import DATA
 
 
@@ -85,3 +88,41 @@ def test_find_profdata_none_of_the_major(tmp_path: Path) -> None:
 def test_find_profdata_explicit_missing() -> None:
     with pytest.raises(ToolchainError, match="no such program"):
         find_profdata(_info(22), Path("/nonexistent"), {"PATH": "/usr/bin"}, "/no/such/llvm-profdata")
+
+
+# --- +toolchain in PGO_CARGO ------------------------------------------------------------------------------------
+
+
+def test_split_toolchain_takes_the_plus_word_after_cargo_only() -> None:
+    assert split_toolchain(("cargo", "+1.94.0", "build")) == ("1.94.0", ["cargo", "build"])
+    assert split_toolchain(("cargo", "build", "+x")) == (None, ["cargo", "build", "+x"])
+    assert split_toolchain(("cargo", "zigbuild")) == (None, ["cargo", "zigbuild"])
+
+
+def test_a_plus_toolchain_keeps_the_subcommand_of_zigbuild_and_cargo_test() -> None:
+    assert zig.uses_zigbuild(("cargo", "+1.94.0", "zigbuild"))
+    assert not zig.uses_zigbuild(("cargo", "+1.94.0", "build"))
+    assert zig.cargo_test_argv(("cargo", "+1.94.0", "build", "--offline")) == ["cargo", "+1.94.0", "test", "--offline"]
+    assert zig.cargo_test_argv(("cargo", "+1.94.0", "zigbuild")) == ["cargo-zigbuild", "test"]
+
+
+def test_build_argv_with_a_subcommand_keeps_the_plus_toolchain(tmp_path: Path) -> None:
+    crate = CrateInfo(tmp_path / "Cargo.toml", "p", tmp_path, "p", ("p",), tmp_path / "target")
+    argv = build_argv(
+        ("cargo", "+1.94.0", "build"),
+        crate=crate,
+        target="x86_64-unknown-linux-gnu",
+        features=(),
+        locked=False,
+        target_dir=None,
+        subcommand="test",
+    )
+    assert argv[:3] == ["cargo", "+1.94.0", "test"]
+
+
+@pytest.mark.refuses("no-llvm-profdata-rustc-llvm-major")
+def test_no_profdata_of_a_rustup_toolchain_names_its_llvm_tools_component(tmp_path: Path) -> None:
+    sysroot = tmp_path / "toolchains" / "1.94.0-x86_64-unknown-linux-gnu"
+    with pytest.raises(ToolchainError) as refused:
+        find_profdata(_info(99), sysroot, {"PATH": str(tmp_path)}, None)
+    assert "rustup component add llvm-tools --toolchain 1.94.0-x86_64-unknown-linux-gnu" in refused.value.line()
