@@ -149,7 +149,9 @@ def started_setup(settings: Settings) -> Iterator[Setup]:
     with ExitStack() as stack:
         for kind, options in settings.workload.resources:
             live = stack.enter_context(
-                RESOURCES[kind].start(options, ResourceContext(scratch, settings.out.logs, dict(settings.env)))
+                RESOURCES[kind].start(
+                    options, ResourceContext(scratch, settings.out.logs, dict(settings.env), dict(values))
+                )
             )
             values.update(live.values)
             child = live.handle.child if isinstance(live.handle, UpstreamBackend) else None
