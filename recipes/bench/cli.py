@@ -224,6 +224,7 @@ class Outcome(ResultFiles):
                 lines += [f"{'':18} flagged: {note}" for note in _flags(result)]
             else:
                 lines.append(f"{result.name:18}   invalid  {result.why_invalid}")
+        lines += report.regressions(self.results, named)
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
         return lines
 
@@ -269,6 +270,7 @@ class CountsOutcome(ResultFiles):
                 )
         best = counts_report.best_on_held_out(self.results, named)
         lines += [best] if best else []
+        lines += counts_report.regressions(self.results, named)
         lines += self.verdicts
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
         return lines

@@ -237,6 +237,12 @@ class ScenarioResult:
         cand = {t.index: t.us_per_request for t in self.of(candidate)}
         return [cand[i] / base[i] - 1 for i in sorted(base) if i in cand]
 
+    def spread(self, build: str) -> float:
+        """(max - min) / median of the build's trials' CPU time per request (or run): what repeating moved."""
+        values = [t.us_per_request for t in self.of(build)]
+        middle = statistics.median(values) if values else 0.0
+        return (max(values) - min(values)) / middle if middle else 0.0
+
     def difference_of(self, candidate: str) -> float:
         """Median of the candidate over median of the baseline, minus one."""
         return self.median(candidate) / self.median(BASELINE) - 1
@@ -397,6 +403,35 @@ def percent(fraction: float) -> str:
     return text.replace("-", "\u2212")
 
 
+def held_out_status(held_out: dict[str, Any] | None) -> str:
+    """``trained``, ``held-out`` or ``partly trained``: a scenario's status in a line (``""`` when unknown)."""
+    status = str((held_out or {}).get("status", ""))
+    return "partly trained" if status == "partly" else status
+
+
+def regressions(results: Sequence[ScenarioResult], named: dict[str, str]) -> list[str]:
+    """The summary's lines on the scenarios, trained or held out, on which a candidate spends more CPU time per
+    request (or run) than the baseline beyond the trials' spread (the larger of the two builds'), with the figure;
+    one line saying there is none. They are said, never a failure: ``--gate-trained`` judges the exit code."""
+    base = named.get(BASELINE, BASELINE)
+    valid = [r for r in results if r.valid]
+    lines = []
+    for result in valid:
+        for candidate in result.candidates:
+            difference = result.difference_of(candidate)
+            spread = max(result.spread(BASELINE), result.spread(candidate))
+            if difference > spread:
+                status = held_out_status(result.held_out)
+                lines.append(
+                    f"worse: {named.get(candidate, candidate)} vs {base} on {status + ' ' if status else ''}scenario "
+                    f"{result.name}: CPU time {percent(difference)} per {result.unit}, beyond the trials' spread "
+                    f"({spread * 100:.1f} %)"
+                )
+    if not lines and valid:
+        lines.append(f"worse than {base} beyond the trials' spread: none of the {len(valid)} valid scenarios")
+    return lines
+
+
 def labels(meta: dict[str, Any], builds: Sequence[str] = (BASELINE, CANDIDATE)) -> dict[str, str]:
     """Each build's label: from ``meta["builds"]``, else the baseline's and candidate's labels, else the key."""
     known = {b["key"]: b["label"] for b in meta.get("builds", []) if isinstance(b, dict) and "key" in b}
@@ -525,6 +560,9 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     )
     if flagged:
         lines.append(f"Canary above tolerance in {len(flagged)} of {len(results)} scenarios: {', '.join(flagged)}.")
+    worse = [line.removeprefix("worse: ") for line in regressions(results, named) if line.startswith("worse: ")]
+    if worse:
+        lines += ["", "Worse than the baseline beyond the trials' spread:", *(f"- {line}" for line in worse)]
     if flags:
         lines += ["", "Flagged trials (the figures stand, read them with this):", *flags]
     if notes:
