@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS, Counts, estimate
-from recipes.bench.report import BASELINE, CANDIDATE, chart_rows, held_out_status, labels, percent, pyplot
+from recipes.bench.report import (
+    BASELINE,
+    CANDIDATE,
+    c_compilers_note,
+    c_compilers_warning,
+    chart_rows,
+    held_out_status,
+    labels,
+    percent,
+    pyplot,
+)
 from recipes.errors import BenchError, ConfigError
 from recipes.files import atomic_output, write_atomically
 
@@ -337,7 +347,11 @@ def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
     lines = [f"# Counts per run or request: {cands} vs {named[BASELINE]} ({valgrind.get('version', 'valgrind')})", ""]
     for entry in meta.get("builds", []):
         role = "baseline" if entry.get("key") == BASELINE else "candidate"
-        lines.append(f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`")
+        lines.append(
+            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
+            + c_compilers_note(entry)
+        )
+    lines += c_compilers_warning(meta)
     lines += [
         f"- {meta.get('trials', '?')} trials per scenario and build, in rounds, "
         f"{(meta.get('design') or {}).get('description', 'interleaved')}; commands: "

@@ -403,6 +403,27 @@ def percent(fraction: float) -> str:
     return text.replace("-", "\u2212")
 
 
+def c_compilers_note(entry: dict[str, Any]) -> str:
+    """What compiled a build's C and C++ (``meta["builds"]``' ``c_compilers``), for its line of the table."""
+    if "c_compilers" not in entry:
+        return ""  # a result of a bench that did not record it
+    return f"; its C and C++: {entry['c_compilers'] or 'not known (a binary given by path)'}"
+
+
+def c_compilers_warning(meta: dict[str, Any]) -> list[str]:
+    """A line when the builds whose C compilers are known had their C compiled by different ones: the comparison
+    then mixes the compiler with the profile."""
+    known = {str(b.get("c_compilers")) for b in meta.get("builds", []) if isinstance(b, dict) and b.get("c_compilers")}
+    compilers = {
+        tuple(sorted(part.split(": ", 1)[-1] for part in text.split("; "))) for text in known if text != "no C"
+    }
+    if len(compilers) < 2:
+        return []
+    return [
+        "- ⚠ the builds' C and C++ were compiled by different compilers: their difference is not the profile's alone"
+    ]
+
+
 def held_out_status(held_out: dict[str, Any] | None) -> str:
     """``trained``, ``held-out`` or ``partly trained``: a scenario's status in a line (``""`` when unknown)."""
     status = str((held_out or {}).get("status", ""))
@@ -485,7 +506,11 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
         {"key": CANDIDATE, "binary": meta.get("candidate", "?")},
     ]:
         role = "baseline" if entry.get("key") == BASELINE else "candidate"
-        lines.append(f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`")
+        lines.append(
+            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
+            + c_compilers_note(entry)
+        )
+    lines += c_compilers_warning(meta)
     lines += [
         f"- {_trials(meta)} per scenario and build, in rounds of one trial of each build, "
         f"{design.DESIGN_TEXT}{_orders_text(meta, named)}; {_where(results, meta)}",

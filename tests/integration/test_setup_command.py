@@ -120,3 +120,31 @@ def test_a_failing_setup_command_fails_the_training_in_one_line(instrumented: tu
         "setup-corpus.log",
     )
     assert "instance cli" not in line
+
+
+def test_the_bench_runs_the_setup_command_before_its_scenarios(tmp_path: Path) -> None:
+    """The bench's [setup] (started once for its scenarios) runs the command too: {corpus} is filled for the
+    scenarios, under the bench's own scratch dir, made afresh each run."""
+    from recipes.bench.settings import Settings, started_setup  # noqa: PLC0415  (the bench's, only here)
+    from recipes.workdir import BenchDir  # noqa: PLC0415
+
+    phase = '[[instance.phase]]\nname = "read"\nkind = "command"\nargs = ["{corpus}/words.txt"]\n'
+    workload = load_workload(_workload(tmp_path / "w", CORPUS, phase))
+    out = BenchDir(tmp_path / "bench")
+    settings = Settings(
+        builds=(),
+        scenarios=(),
+        trials=1,
+        out=out,
+        server_core=1,
+        load_core=0,
+        workload=workload,
+        project_dir=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+    )
+    for _ in range(2):
+        with started_setup(settings) as setup:
+            corpus = Path(setup.values["corpus"])
+            assert corpus == out.setup / "outputs" / "corpus"
+            assert (corpus / "words.txt").read_text().count("fox") == 100
+    assert (out.logs / "setup-corpus.log").is_file()
