@@ -344,6 +344,6 @@ def _run_setup_command(command: SetupCommand, values: dict[str, str], ctx: Resou
         last = log_tail(log, 1, joined="")
         raise TrainingFailed(
             f"{label} failed with exit code {done.returncode}{f': {last[:200]}' if last else ''}",
-            f"see {log}; it runs before the training, as the workload's [setup] says",
+            f"see {log}; the workload's [setup] runs it before any instance starts",
         )
     say(f"setup: command {command.name} done in {time.monotonic() - started:.1f} s")
