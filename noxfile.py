@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # nox does not put the noxfile's folder on sys.path
 
 from recipes.errors import PgoError  # noqa: E402
-from recipes.sessions import project_dir, register_pgo_sessions  # noqa: E402
+from recipes.sessions import children_recorded, guarded, project_dir, register_pgo_sessions  # noqa: E402
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "venv"
@@ -215,6 +215,7 @@ def docs(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+@guarded  # SIGTERM, SIGHUP: forwarded to the servers, commands and load it runs, then one line
 def bench(session: nox.Session) -> None:
     """CPU time per request (or run) of the plain and the PGO build (or --baseline/--candidate PATH…), rotated rounds.
 
@@ -228,7 +229,8 @@ def bench(session: nox.Session) -> None:
         # a bad argument, or a workload without scenarios, is refused before anything is installed or built
         bench_cli.check(project_dir(session), os.environ, session.posargs)
         session.install("-e", ".[bench]")
-        outcome = bench_cli.run(project_dir(session), os.environ, session.posargs)
+        with children_recorded(bench_cli.work_dir(project_dir(session), os.environ, session.posargs)):
+            outcome = bench_cli.run(project_dir(session), os.environ, session.posargs)
         session.run("python", "-m", "recipes.bench.chart", "chart", str(outcome.json), str(outcome.chart))
         for line in outcome.summary_lines():
             session.log(line)

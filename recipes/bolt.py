@@ -22,7 +22,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 from elftools.elf.sections import SymbolTableSection
 
-from recipes import checks, toolchain
+from recipes import checks, runner, toolchain
 from recipes.errors import CheckFailed, ConfigError, ToolchainError
 from recipes.files import atomic_output
 from recipes.inputs import Fields, read_bytes, read_json
@@ -92,6 +92,23 @@ def merge_fdata_beside(llvm_bolt: Path, major: int, search_path: str) -> Path | 
     return Path(found) if found else None
 
 
+#: what only llvm-bolt's ``--version`` prints of the LLVM tools (``BOLT revision <unknown>``)
+BOLT_VERSION_MARK = "BOLT revision"
+
+
+def check_is_llvm_bolt(path: Path, explicit: str | None, major: int, env: Mapping[str, str]) -> None:
+    """Refuse an LLVM tool of the right major that is not llvm-bolt (``PGO_LLVM_BOLT=llvm-profdata-22``), before
+    anything is built: its ``--version`` names no BOLT revision."""
+    output = runner.query([str(path), "--version"], env=env, timeout=60)
+    if BOLT_VERSION_MARK not in output.stdout + output.stderr:
+        given = f"PGO_LLVM_BOLT={explicit}: " if explicit else ""
+        raise ToolchainError(
+            f"{given}{path} is not llvm-bolt: its --version names no {BOLT_VERSION_MARK}",
+            f"give LLVM {major}'s llvm-bolt: Debian's is /usr/lib/llvm-{major}/bin/llvm-bolt, of the package "
+            f"{debian_package(major)}",
+        )
+
+
 def find_bolt(
     info: RustcInfo, env: Mapping[str, str], explicit: str | None, llvm_root: Path = Path("/usr/lib")
 ) -> BoltTools:
@@ -119,6 +136,7 @@ def find_bolt(
             "the LLVM that built the binary",
             fix,
         )
+    check_is_llvm_bolt(path, explicit, major, env)
     merger = merge_fdata_beside(path, major, search_path)
     if merger is None:
         raise ToolchainError(f"no merge-fdata beside {path} nor merge-fdata-{major} on PATH", fix)

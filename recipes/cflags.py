@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,10 +32,11 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-from recipes.errors import CheckFailed, CommandFailed, ConfigError, EnvironmentRefused, ToolchainError
+from recipes.errors import CheckFailed, CommandFailed, ConfigError, EnvironmentRefused, PgoError, ToolchainError
 from recipes.files import atomic_output
 from recipes.results import CCodeRecord, CCrateRecord
-from recipes.runner import capture
+from recipes.runner import capture, query
+from recipes.rustflags import CargoConfigFile
 from recipes.toolchain import RustcInfo
 
 #: the flags of clang's profile, which the pipeline adds itself and refuses in the user's flags
@@ -46,7 +48,15 @@ PROFILE_PREFIXES = (
     "-fcs-profile-generate",
     "-fprofile-sample-use",
     "-fauto-profile",
+    "-fprofile-arcs",  # gcc's and clang's gcov instrumentation, as --coverage
+    "-fprofile-instrument",  # clang -cc1's (-Xclang -fprofile-instrument=llvm, -fprofile-instrument-use-path=)
+    "--coverage",
+    "-coverage",
 )
+#: the compiler and flags variables of cc-rs: a profile flag in any of them (or in a response file they name)
+COMPILER_VARS = ("CC", "CXX", "CFLAGS", "CXXFLAGS")
+#: how deep response files may name response files (clang's own limit is the file count; a cycle is refused)
+_RSP_DEPTH = 16
 #: diagnostics of the optimised build's target C (no code change): each C function without profile data named
 WARN_FLAGS = ("-mllvm", "-pgo-warn-missing-function")
 #: where Debian's LLVM packages put clang (``/usr/lib/llvm-<major>/bin``)
@@ -191,17 +201,77 @@ def check_major(path: str, version: str | None, rustc: RustcInfo, what: str) -> 
     return version
 
 
-def refuse_profile_flags(env: Mapping[str, str], triple: str, *, cross: bool) -> None:
-    """A profile flag already in the user's CFLAGS/CXXFLAGS (any variable cc-rs reads) is refused."""
-    for flags_var in ("CFLAGS", "CXXFLAGS"):
-        for name in env_names(flags_var, triple, cross=cross):
-            found = [f for f in env.get(name, "").split() if f.startswith(PROFILE_PREFIXES)]
+def refuse_profile_flags(env: Mapping[str, str], triple: str, *, cross: bool, cwd: Path | None = None) -> None:
+    """A profile flag already in the user's ``CC``/``CXX`` or ``CFLAGS``/``CXXFLAGS`` (any variable cc-rs reads for
+    ``triple``, and any ``@file`` they name, read recursively) is refused; so is a response file that cannot be
+    read. A relative ``@file`` is read from ``cwd`` (the crate's directory, where cargo runs its build script)."""
+    base = cwd if cwd is not None else Path.cwd()
+    for var in COMPILER_VARS:
+        for name in env_names(var, triple, cross=cross):
+            found = profile_flags_in(env.get(name, "").split(), base, name)
             if found:
                 raise EnvironmentRefused(
-                    f"{name} already holds profile flags ({' '.join(found)})",
+                    f"{name} already holds profile flags ({', '.join(found)})",
                     "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build scripts "
                     "itself (PGO_C=0 leaves the C alone)",
                 )
+
+
+def refuse_config_env_profile_flags(
+    configs: Sequence[CargoConfigFile], triple: str, *, cross: bool, cwd: Path | None = None
+) -> None:
+    """The same refusal for the compiler variables of a cargo config's ``[env]`` table, which cargo gives every
+    build script (``[env] CC = "clang-22 -fprofile-generate"``): each file's, named with it."""
+    base = cwd if cwd is not None else Path.cwd()
+    for config in configs:
+        table = config.data.get("env")
+        if not isinstance(table, dict):
+            continue
+        for var in COMPILER_VARS:
+            for name in env_names(var, triple, cross=cross):
+                value = table.get(name)
+                text = value.get("value") if isinstance(value, dict) else value
+                found = profile_flags_in(str(text).split(), base, name) if isinstance(text, str) else []
+                if found:
+                    raise EnvironmentRefused(
+                        f"{name} in [env] of {config.path} already holds profile flags ({', '.join(found)})",
+                        "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build "
+                        "scripts itself (PGO_C=0 leaves the C alone)",
+                    )
+
+
+def profile_flags_in(
+    words: Sequence[str], base: Path, name: str, depth: int = 0, source: Path | None = None
+) -> list[str]:
+    """The profile flags among ``words`` and in the response files (``@file``) they name, those of a file said
+    with it (``source``: the file ``words`` come from); a response file that cannot be read or parsed, or nests
+    too deep, is refused (``name``: the variable that led to it)."""
+    found: list[str] = []
+    for word in words:
+        if word.startswith(PROFILE_PREFIXES):
+            found.append(word if source is None else f"{word} in {source}")
+        elif word.startswith("@") and len(word) > 1:
+            found += _response_file(base / word[1:], name, depth)
+    return found
+
+
+def _response_file(path: Path, name: str, depth: int) -> list[str]:
+    """The profile flags of one response file (clang reads a nested ``@file`` relative to the file naming it)."""
+    if depth >= _RSP_DEPTH:
+        raise EnvironmentRefused(
+            f"{name}: response files nested deeper than {_RSP_DEPTH} at {path} (a file that names itself?)",
+            "give the C compiler's flags without a cycle of @files",
+        )
+    try:
+        words = shlex.split(path.read_text(encoding="utf-8"), comments=False)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise EnvironmentRefused(
+            f"{name} names the response file {path}, which cannot be read ({why})",
+            "the pipeline reads every @file of the C compilers' flags for profile flags: make it readable (a "
+            "relative one is read from the crate's directory), or give the flags themselves",
+        ) from exc
+    return profile_flags_in(words, path.parent, name, depth + 1, path)
 
 
 def plan_c(
@@ -212,14 +282,20 @@ def plan_c(
     setting: bool | None,
     clang: str | None,
     zigbuild: bool,
+    cwd: Path | None = None,
+    cargo_configs: Sequence[CargoConfigFile] = (),
 ) -> CPlan:
     """Whether and how the C and C++ of build scripts get the profile.
 
     Default (``PGO_C`` unset): on when the target is the host and a clang of rustc's LLVM major is there; a
     user's ``CC``/``CXX`` (any of the variables cc-rs reads) is kept, and profiled when it is such a clang.
-    ``PGO_C=1`` (or ``PGO_CLANG``) refuses what stops it; ``PGO_C=0`` leaves the C as the plain build has it."""
+    ``PGO_C=1`` (or ``PGO_CLANG``) refuses what stops it; ``PGO_C=0`` leaves the C as the plain build has it.
+    Each profiled compiler compiles a tiny file first (:func:`probe`): one whose object is not clang's is refused,
+    one that cannot compile for the target (no C++ headers) leaves that language alone, or is refused when asked
+    for."""
     cross = triple != rustc.host
-    refuse_profile_flags(env, triple, cross=cross)
+    refuse_profile_flags(env, triple, cross=cross, cwd=cwd)
+    refuse_config_env_profile_flags(cargo_configs, triple, cross=cross, cwd=cwd)
     explicit = setting is True or (setting is None and bool(clang))
     mode = "off" if setting is False else ("on" if explicit else "auto")
     found: Path | None = None
@@ -229,42 +305,161 @@ def plan_c(
     for name, var, flags_var, default in (("C", "CC", "CFLAGS", "cc"), ("C++", "CXX", "CXXFLAGS", "c++")):
         user_name = next((n for n in env_names(var, triple, cross=cross) if env.get(n, "").strip()), None)
         host = tuple(env[user_name].split()) if user_name else (default,)
-        off: str | None = None
-        compiler: tuple[str, ...] | None = None
-        version: str | None = None
-        if mode == "off":
-            off = "PGO_C=0"
-        elif zigbuild:
-            off = (
-                "cargo zigbuild: zig's own clang, of another LLVM than rustc's, compiles the C, and cannot read "
-                "rustc's profile"
-            )
-        elif user_name is not None:
-            version = clang_version(host, env)
-            if version is not None and int(version.split(".")[0]) == rustc.llvm_major:
-                compiler = host
-            else:
-                what = f"clang {version}" if version else "not clang"
-                off = f"{user_name}={env[user_name]} (yours) is {what}, not clang {rustc.llvm_major}"
-                version = None
-        elif cross and mode == "auto":
-            off = f"{triple} is not the host: set PGO_C=1 to compile its C with clang {rustc.llvm_major} --target"
-        elif found is None:
-            off = f"no clang-{rustc.llvm_major} ({package(rustc.llvm_major)})"
-            if mode == "on":
-                raise ToolchainError(
-                    f"PGO_C=1 but no clang of LLVM {rustc.llvm_major} (rustc {rustc.release}) is found",
-                    f"`{package(rustc.llvm_major)}`, or PGO_C=0 to leave the C unprofiled",
-                )
-        else:
-            path = found if var == "CC" else clangxx_of(found)
-            what = "PGO_CLANG" if clang else "the clang of rustc's LLVM"
-            version = check_major(str(path), clang_version([str(path)], env), rustc, what)
-            compiler = (str(path),)
+        compiler, version, off = language_compiler(
+            name, rustc, env, triple, mode=mode, zigbuild=zigbuild, user=user_name, found=found, clang=clang
+        )
+        if compiler is not None:
+            own = f"{'PGO_CLANG' if clang else 'clang'} {' '.join(compiler)}"
+            what = f"{user_name}={env[user_name]} (yours)" if user_name else own
+            off = probe(name, compiler, triple, cross=cross, env=env, rustc=rustc, what=what, strict=mode == "on")
+            if off is not None:
+                compiler, version = None, None
         if off is not None and mode == "on":
             raise ToolchainError(f"PGO_C=1 but the {name} of build scripts cannot get the profile: {off}", "")
         languages.append(Language(name, var, flags_var, compiler, host, version, off))
     return CPlan(triple, tuple(languages), mode, env=env)
+
+
+def language_compiler(
+    name: str,
+    rustc: RustcInfo,
+    env: Mapping[str, str],
+    triple: str,
+    *,
+    mode: str,
+    zigbuild: bool,
+    user: str | None,
+    found: Path | None,
+    clang: str | None,
+) -> tuple[tuple[str, ...] | None, str | None, str | None]:
+    """The compiler of one language's target C when the profile can reach it, its clang version, else why not."""
+    if mode == "off":
+        return None, None, "PGO_C=0"
+    if zigbuild:
+        return (
+            None,
+            None,
+            (
+                "cargo zigbuild: zig's own clang, of another LLVM than rustc's, compiles the C, and cannot read "
+                "rustc's profile"
+            ),
+        )
+    if user is not None:
+        host = tuple(env[user].split())
+        version = clang_version(host, env)
+        if version is not None and int(version.split(".")[0]) == rustc.llvm_major:
+            return host, version, None
+        what = f"clang {version}" if version else "not clang"
+        return None, None, f"{user}={env[user]} (yours) is {what}, not clang {rustc.llvm_major}"
+    if triple != rustc.host and mode == "auto":
+        return (
+            None,
+            None,
+            f"{triple} is not the host: set PGO_C=1 to compile its C with clang {rustc.llvm_major} --target",
+        )
+    if found is None:
+        if mode == "on":
+            raise ToolchainError(
+                f"PGO_C=1 but no clang of LLVM {rustc.llvm_major} (rustc {rustc.release}) is found",
+                f"`{package(rustc.llvm_major)}`, or PGO_C=0 to leave the C unprofiled",
+            )
+        return None, None, f"no clang-{rustc.llvm_major} ({package(rustc.llvm_major)})"
+    path = found if name == "C" else clangxx_of(found)
+    if not path.is_file():
+        if clang or mode == "on":
+            raise ToolchainError(
+                f"{'PGO_CLANG=' + clang if clang else found}: there is no {path.name} beside it ({path}) for the C++ "
+                "of build scripts",
+                f"put a clang++ of LLVM {rustc.llvm_major} there, or give it as CXX=<clang++ of LLVM "
+                f"{rustc.llvm_major}> (yours is kept, and profiled), or PGO_C=0",
+            )
+        return None, None, f"no {path.name} beside {found}"
+    what = "PGO_CLANG" if clang else "the clang of rustc's LLVM"
+    return (str(path),), check_major(str(path), clang_version([str(path)], env), rustc, what), None
+
+
+#: a tiny source of each language, compiled by :func:`probe`; the C++ needs the standard library's headers
+_PROBES = {
+    "C": ("pgo-probe.c", "int pgo_probe(int x) { return x + 1; }\n"),
+    "C++": ("pgo-probe.cpp", "#include <new>\nint pgo_probe(int x) { return *new (&x) int(x + 1); }\n"),
+}
+#: Debian's architecture of a Rust triple's, for the C++ headers' package
+_DEBIAN_ARCH = {"aarch64": "arm64", "x86_64": "amd64", "i686": "i386", "armv7": "armhf", "riscv64gc": "riscv64"}
+
+
+def probe(
+    name: str,
+    compiler: Sequence[str],
+    triple: str,
+    *,
+    cross: bool,
+    env: Mapping[str, str],
+    rustc: RustcInfo,
+    what: str,
+    strict: bool,
+) -> str | None:
+    """Compile a tiny file of language ``name`` with ``compiler`` for ``triple`` (``--target`` when ``cross``, as
+    cc-rs gives clang) before anything is built: None when it compiles with clang of rustc's major; why not when it
+    cannot compile (the C++ standard library's headers missing for the target: refused when ``strict``, PGO_C=1);
+    a compiler whose object's ``.comment`` is not clang of rustc's major (a script that says clang and runs gcc) is
+    refused."""
+    file_name, text = _PROBES[name]
+    shown = " ".join(compiler)
+    with tempfile.TemporaryDirectory(prefix="pgo-cprobe-") as tmp:
+        source, obj = Path(tmp) / file_name, Path(tmp) / "pgo-probe.o"
+        source.write_text(text, encoding="utf-8")
+        argv = [*compiler, *([f"--target={triple}"] if cross else []), "-c", str(source), "-o", str(obj)]
+        try:
+            done = query(argv, env=env, cwd=Path(tmp))
+        except OSError as exc:
+            return f"{shown} cannot be run ({exc.strerror or exc})"
+        seen = read_object(obj) if done.returncode == 0 else None
+    if done.returncode != 0:
+        return cannot_compile(name, shown, triple, done.stderr, env, cross=cross, strict=strict)
+    said = seen.compiler if seen is not None else "no ELF object"
+    if seen is None or _clang_major(said) != rustc.llvm_major:
+        raise ToolchainError(
+            f"{what} is not clang {rustc.llvm_major}: the {name} object it compiled ({obj.name}) says "
+            f"{said!r} in .comment",
+            f"give a real clang of LLVM {rustc.llvm_major} (Debian: `{package(rustc.llvm_major)}`), or PGO_C=0",
+        )
+    return None
+
+
+def cannot_compile(
+    name: str, shown: str, triple: str, stderr: str, env: Mapping[str, str], *, cross: bool, strict: bool
+) -> str:
+    """Why ``shown`` cannot compile ``name`` for ``triple`` (its first error); refused when ``strict``, with the
+    package of the C++ headers when those are missing."""
+    match = re.search(r"(fatal error|error): (.*)", stderr)
+    lines = stderr.strip().splitlines()
+    error = f"{match.group(1)}: {match.group(2).strip()}" if match else (lines[-1] if lines else "no output")
+    headers = name == "C++" and "file not found" in error
+    install = _cxx_headers_package(triple, env, cross=cross) if headers else ""
+    why = f"{shown} cannot compile {name} for {triple}: {error}" + (
+        " (no C++ standard library headers)" if headers else ""
+    )
+    if strict:
+        raise ToolchainError(
+            f"PGO_C=1 but {why}",
+            (f"`apt-get install {install}`, " if headers else "")
+            + f"or give {'CXX' if name == 'C++' else 'CC'}=<a compiler of clang's major that can>, or PGO_C=0 "
+            "to leave the C unprofiled",
+        )
+    return why + (f": `apt-get install {install}`" if headers else "")
+
+
+def _cxx_headers_package(triple: str, env: Mapping[str, str], *, cross: bool) -> str:
+    """Debian's package of the C++ standard library's headers for ``triple``, of the system gcc's major (clang
+    uses gcc's libstdc++): ``libstdc++-12-dev-arm64-cross``, ``libstdc++-12-dev`` for the host."""
+    try:
+        major = capture(["gcc", "-dumpversion"], env=env).strip().split(".")[0] or "12"
+    except PgoError:
+        major = "12"
+    if not cross:
+        return f"libstdc++-{major}-dev"
+    arch = triple.split("-", maxsplit=1)[0]
+    return f"libstdc++-{major}-dev-{_DEBIAN_ARCH.get(arch, arch)}-cross"
 
 
 def wrapper_script(lang: Language, triple: str, drop: Sequence[str], warn: Sequence[str]) -> str:
@@ -485,15 +680,48 @@ def c_crates(
             "compilers": compilers,
             "profile_flags": reached,
         }
+        languages = object_languages(commands.get(pkg, []), plan.triple)
+        if languages:  # cc-rs's commands are in the log (the optimised build's -vv): each language's compilers
+            entry["languages"] = {
+                lang: sorted({o.compiler for o in objects if languages.get(str(o.path), ("", False))[0] == lang})
+                for lang in sorted({lang for lang, _ in languages.values()})
+            }
+            # an object the pipeline's clang wrapper compiled must say clang of rustc's major in .comment
+            entry["not_clang"] = [
+                f"{o.path}: {o.compiler}"
+                for o in compiled
+                if languages.get(str(o.path), ("", False))[1] and _clang_major(o.compiler) != rustc.llvm_major
+            ]
         if records is not None:
             functions = sorted({f for o in compiled for f in o.functions})
-            with_profile = [f for f in functions if f in profile or f in profile_tails]
+            # profile data counts only where the profile flag reached the C (PGO_C=0, gcc's C: none of it)
+            with_profile = [f for f in functions if reached and (f in profile or f in profile_tails)]
             entry["functions_with_profile"] = with_profile
             entry["functions_without_profile"] = [f for f in functions if f not in with_profile]
             entry["stale"] = warnings.stale.get(pkg, [])
             entry["missing"] = warnings.missing.get(pkg, [])
         crates.append(entry)
     return crates
+
+
+_CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C", ".CPP")
+_ASM_SUFFIXES = (".s", ".S", ".asm", ".sx")
+
+
+def object_languages(commands: Sequence[Sequence[str]], triple: str) -> dict[str, tuple[str, bool]]:
+    """Each object of cc-rs's compile commands (its ``-o``): its language by the source's suffix ("C", "C++",
+    "assembly") and whether the pipeline's wrapper (``cc-<triple>``, ``cxx-<triple>``: clang of rustc's major)
+    compiled it."""
+    wrappers = {f"cc-{triple}", f"cxx-{triple}"}
+    found: dict[str, tuple[str, bool]] = {}
+    for words in commands:
+        if "-o" not in words[:-1]:
+            continue
+        obj = words[words.index("-o") + 1]
+        source = next((w for w in reversed(words) if not w.startswith("-") and w != obj and "." in w), "")
+        lang = "C++" if source.endswith(_CXX_SUFFIXES) else "assembly" if source.endswith(_ASM_SUFFIXES) else "C"
+        found[obj] = (lang, Path(words[0]).name in wrappers)
+    return found
 
 
 def prefix_map_flags(pairs: Sequence[tuple[str, str]]) -> tuple[str, ...]:
@@ -533,8 +761,16 @@ def unprofiled_warning(crates: Sequence[CCrateRecord], plan: CPlan) -> str | Non
 
 
 def check_c(crates: Sequence[CCrateRecord], ceiling: int | None, log: Path) -> None:
-    """A stale C function refuses the build; more unprofiled C crates than ``ceiling`` too."""
+    """A stale C function refuses the build; an object the pipeline's clang compiled that says another compiler in
+    ``.comment``; more unprofiled C crates than ``ceiling`` too."""
     for crate in crates:
+        if wrong := crate.get("not_clang"):
+            path, said = wrong[0].split(": ", 1)
+            raise CheckFailed(
+                f"the C object {path} of crate {crate['crate']} was compiled by {said!r}: the compiler given as "
+                "clang of rustc's LLVM is not clang",
+                "give a real clang of rustc's LLVM (PGO_CLANG, CC, CXX), or PGO_C=0",
+            )
         if crate.get("stale"):
             raise CheckFailed(
                 f"the C of crate {crate['crate']} has {len(crate['stale'])} stale-profile warnings (hash mismatch), "

@@ -138,3 +138,14 @@ def refuse_other_build(
             f"{earlier} was for {recorded.target} and {now} for {target}",
             "use the same PGO_TARGET for every stage",
         )
+
+
+def check_not_plain(pgo: Path, pgo_sha256: str, plain: Path, plain_sha256: str, records: Path) -> None:
+    """Refuse a PGO binary identical to the plain build of the same command: the profile changed nothing
+    (``records``: what rustc received in the PGO build, the RUSTC shim's folder)."""
+    if pgo_sha256 == plain_sha256:
+        raise CheckFailed(
+            f"the PGO binary {pgo} is byte for byte the plain build {plain} (sha256 {pgo_sha256[:16]}…): "
+            "the profile changed nothing, so the compiler did not use it",
+            f"something between cargo and rustc dropped the profile (a RUSTC_WRAPPER?); what rustc received: {records}",
+        )

@@ -10,19 +10,21 @@ from __future__ import annotations
 import argparse
 import difflib
 import math
-import tomllib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from recipes.errors import ConfigError
-from recipes.inputs import _kind, read_text
+from recipes.inputs import _kind, parse_toml, read_text
 
 #: bounds of numeric settings: beyond them a count or a deadline overflows later, after the build
 MAX_COUNT = 2**31 - 1
 MAX_SCALE = 10_000.0
 MAX_SECONDS = 7 * 24 * 3600.0
+#: the shortest time a phase may be given: a timeout below it ends the phase before any program has started
+MIN_SECONDS = 0.1
 
 
 def _bool(text: str) -> bool:
@@ -47,7 +49,7 @@ def _int(text: str) -> int:
     return value
 
 
-def _positive(text: str, maximum: float) -> float:
+def _positive(text: str, maximum: float, minimum: float = 0.0) -> float:
     stripped = text.strip()
     try:
         value = float(stripped)
@@ -59,6 +61,8 @@ def _positive(text: str, maximum: float) -> float:
         raise ValueError(f"{text!r} is not a finite number")
     if not value > 0:
         raise ValueError(f"{text!r} is not above 0")
+    if value < minimum:
+        raise ValueError(f"{text!r} is below the floor of {minimum:g}")
     if value > maximum:
         raise ValueError(f"{text!r} is too large")
     return value
@@ -69,7 +73,15 @@ def _scale(text: str) -> float:
 
 
 def _seconds(text: str) -> float:
-    return _positive(text, MAX_SECONDS)
+    return _positive(text, MAX_SECONDS, MIN_SECONDS)
+
+
+def _glibc(text: str) -> str:
+    """A glibc release, as the ``GLIBC_x.y`` version-needs name them: ``2.28``, ``2.3.4``."""
+    stripped = text.strip()
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)+", stripped) or not stripped.isascii():
+        raise ValueError(f"{text!r} is not a glibc version")
+    return stripped
 
 
 #: what each kind of value must look like, and an example of it, for the refusals
@@ -77,7 +89,8 @@ FORMS: dict[Callable[[str], Any], tuple[str, str]] = {
     _bool: ("1 or 0", "1"),
     _int: (f"a whole number from 0 to {MAX_COUNT}", "100"),
     _scale: (f"a number above 0 and at most {MAX_SCALE:g}", "0.5"),
-    _seconds: (f"a number of seconds above 0 and at most {MAX_SECONDS:g}", "600"),
+    _seconds: (f"a number of seconds from {MIN_SECONDS:g} to {MAX_SECONDS:g}", "600"),
+    _glibc: ("a glibc release as GLIBC_x.y names it", "2.28"),
 }
 
 
@@ -111,7 +124,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("llvm_profdata", "PGO_LLVM_PROFDATA", str, "the llvm-profdata to use (must be rustc's LLVM major)"),
     Setting("min_functions", "PGO_MIN_FUNCTIONS", _int, "fewest functions the training must execute"),
     Setting("max_missing", "PGO_MAX_MISSING", _int, "most functions the optimised build may find without profile"),
-    Setting("max_glibc", "PGO_MAX_GLIBC", str, "highest GLIBC_x.y version the binary may need"),
+    Setting("max_glibc", "PGO_MAX_GLIBC", _glibc, "highest GLIBC_x.y version the binary may need"),
     Setting("verify", "PGO_VERIFY", _bool, "replay the workload on the optimised binary (default: on after training)"),
     Setting("test", "PGO_TEST", _bool, "also build and run the test suite with the profile"),
     Setting("train_scale", "PGO_TRAIN_SCALE", _scale, "factor on every request and run count of the workload"),
@@ -187,10 +200,7 @@ def read_pyproject(project_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     text = read_text(path, "", ConfigError, "save it as UTF-8 text")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}", "fix the syntax") from exc
+    data = parse_toml(text, str(path), ConfigError, "fix the syntax")
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ConfigError(f"{path}: tool must be a table, not {_kind(tool)}", "write its tables as [tool.<name>]")

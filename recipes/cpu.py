@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from recipes import certs, elf, emulation, net, procs, report
+from recipes.claim import claim, identity_of_config, own_optimised_binary
 from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
 from recipes.results import CommandCheck, CpuBaselineResult, Failed, Report, ServerCheck
@@ -192,6 +193,11 @@ def check_qemu(env: Mapping[str, str], baseline: Baseline = X86_64) -> str:
     except ToolchainError as exc:
         raise ToolchainError(
             f"{baseline.qemu} not found: the baseline-CPU check needs it", "apt-get install qemu-user"
+        ) from exc
+    except OSError as exc:  # found on PATH but not a program this machine runs (no x bit, not ELF nor a script)
+        raise ToolchainError(
+            f"{baseline.qemu} on PATH cannot be run: {exc.strerror}",
+            f"reinstall qemu-user with apt-get install qemu-user, or put a working {baseline.qemu} first on PATH",
         ) from exc
 
 
@@ -588,18 +594,20 @@ def default_binary(work_report: Report, work: Path) -> Path:
         raise MissingInput(
             f"the last optimised build failed its checks ({optimised.reason})", "build again, or pass --binary PATH"
         )
-    return optimised.binary
+    return own_optimised_binary(WorkDir(work), optimised)
 
 
 def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> CpuBaselineResult:
     """``nox -s cpu-baseline``: check ``--binary`` or the work dir's optimised binary; recorded in report.json."""
     args = parse_cpu_args(posargs)
     config = load_config(project_dir, environ)
-    if args.binary is not None:  # a binary of one's own: not the work dir's, no record
-        return _checked(args.binary, config.out, environ, args.run_args)
-    with StageFrame(config.out, "cpu_baseline", timed=False) as frame:
-        binary = default_binary(report.load(config.out), config.out)
-        return frame.done(_checked(binary, config.out, environ, args.run_args))
+    with claim(config.out, "cpu-baseline") as held:
+        if args.binary is not None:  # a binary of one's own: not the work dir's, no record
+            return _checked(args.binary, config.out, environ, args.run_args)
+        held.identify(identity_of_config(config, environ, any_target=True))  # the work dir's binary: of this crate
+        with StageFrame(config.out, "cpu_baseline", timed=False) as frame:
+            binary = default_binary(report.load(config.out), config.out)
+            return frame.done(_checked(binary, config.out, environ, args.run_args))
 
 
 def _checked(binary: Path, work: Path, environ: Mapping[str, str], run_args: Sequence[str] | None) -> CpuBaselineResult:

@@ -170,3 +170,68 @@ def check_same_libc(plain: Path, pgo: Path) -> str:
             "link both the same way (the same PGO_CARGO and target, e.g. cargo zigbuild with a .2.28 suffix)",
         )
     return pgo_needs
+
+
+#: the profiling runtime's symbols start so (``__llvm_profile_runtime``, ``__llvm_profile_write_file``, …)
+PROFILE_RUNTIME_PREFIX = "__llvm_profile_"
+#: the instrumentation's sections (``__llvm_prf_cnts``, ``__llvm_prf_data``, ``__llvm_prf_names``, …)
+PROFILE_SECTION_PREFIX = "__llvm_prf_"
+
+
+def instrumentation(path: Path) -> tuple[list[str], list[str]]:
+    """The instrumentation a binary carries: its ``__llvm_prf_*`` sections, and the profiling runtime's symbols
+    in its symbol tables (``.symtab`` and ``.dynsym``)."""
+    try:
+        with path.open("rb") as stream:
+            elf = ELFFile(stream)
+            sections = sorted({s.name for s in elf.iter_sections() if s.name.startswith(PROFILE_SECTION_PREFIX)})
+            symbols: set[str] = set()
+            for section in elf.iter_sections():
+                if isinstance(section, SymbolTableSection):
+                    symbols.update(
+                        sym.name
+                        for sym in section.iter_symbols()
+                        if sym.name.startswith((PROFILE_RUNTIME_PREFIX, PROFILE_SECTION_PREFIX))
+                    )
+    except ELFError as exc:
+        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    return sections, sorted(symbols)
+
+
+def check_no_instrumentation(path: Path, what: str) -> None:
+    """Refuse a binary to ship (``what``) that carries instrumentation sections or the profiling runtime."""
+    sections, symbols = instrumentation(path)
+    if sections or symbols:
+        shown = symbols[:4] + ([f"… {len(symbols) - 4} more"] if len(symbols) > 4 else [])
+        raise CheckFailed(
+            f"{what} {path} is instrumented: sections {', '.join(sections) or 'none'}; "
+            f"profiling runtime symbols {', '.join(shown) or 'none'}",
+            "something compiled it with -Cprofile-generate or -fprofile-generate (a wrapper, CC, a flag): "
+            "build it with the profile only",
+        )
+
+
+_RUSTC_COMMENT = re.compile(r"rustc version (\S+)")
+
+
+def comment_rustc(path: Path) -> list[str]:
+    """The rustc releases the binary's ``.comment`` section names (``rustc version 1.95.0 (…)``)."""
+    try:
+        with path.open("rb") as stream:
+            section = ELFFile(stream).get_section_by_name(".comment")
+            data = section.data() if section is not None else b""
+    except ELFError as exc:
+        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    text = data.decode("utf-8", errors="replace")
+    return sorted({m.group(1) for m in _RUSTC_COMMENT.finditer(text)})
+
+
+def check_comment_rustc(path: Path, release: str, what: str) -> None:
+    """Refuse a binary (``what``) whose ``.comment`` names another rustc release than ``release`` (the plan's)."""
+    named = comment_rustc(path)
+    others = [r for r in named if r != release]
+    if others:
+        raise CheckFailed(
+            f"{what} {path} was compiled by rustc {', '.join(others)} (its .comment), not the plan's rustc {release}",
+            "build every stage with the rustc the plan found: RUSTC, RUSTUP_TOOLCHAIN and PGO_CARGO as it had them",
+        )

@@ -57,12 +57,50 @@ def read_text(path: Path, what: str, error: type[PgoError], hint: str, *, limit:
 
 
 def read_toml(path: Path, what: str, error: type[PgoError], hint: str) -> dict[str, Any]:
-    """The TOML document of ``path``."""
-    text = read_text(path, what, error, hint)
+    """The TOML document of ``path`` (:func:`parse_toml`)."""
+    return parse_toml(read_text(path, what, error, hint), f"{what} {path}", error, hint, invalid=" is")
+
+
+def _nul_at(data: dict[str, Any]) -> str | None:
+    """Where the first string or key with a NUL character is in ``data`` (``instance[1].phase[2].args[3]``), or
+    None; iterative, as a document may be as deep as the parser allows."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str) and "\0" in value:
+            return where or "a value"
+        if isinstance(value, dict):
+            for key, item in value.items():
+                name = f"{where}.{key}" if where else key
+                if "\0" in key:
+                    return f"the key {name!r}"
+                stack.append((name, item))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{index + 1}]", item) for index, item in enumerate(value))
+    return None
+
+
+def parse_toml(text: str, name: str, error: type[PgoError], hint: str, *, invalid: str = ":") -> dict[str, Any]:
+    """The TOML document ``text`` of the file ``name``: not TOML, nested deeper than the parser can go (Python's
+    recursion limit), or holding a NUL character in a string or a key (no argument, path or variable can hold
+    one: it would fail only when a program is started) is one line, the error class given."""
     try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise error(f"{what} {path} is not valid TOML: {exc}", hint) from exc
+        raise error(f"{name}{invalid} not valid TOML: {exc}", hint) from exc
+    except RecursionError as exc:
+        raise error(
+            f"{name}{invalid} nested too deeply to read (arrays or inline tables inside each other past Python's "
+            "recursion limit)",
+            "flatten it: no setting needs more than a few levels",
+        ) from exc
+    where = _nul_at(data)
+    if where is not None:
+        raise error(
+            f"{name}: {where} holds a NUL character (\\0), which no argument, path or variable can hold",
+            "remove it, or the \\u0000 escape that writes it",
+        )
+    return data
 
 
 def _no_constant(name: str) -> Any:

@@ -16,8 +16,14 @@ from pathlib import Path
 from recipes import preflight
 from recipes.config import Config, load_config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
-from recipes.manifest import Identity, identity
-from recipes.provenance import check_artefacts_folder, read_manifest, read_sums, release_file
+from recipes.manifest import Identity, check_schema, identity, peek
+from recipes.provenance import (
+    check_artefacts_folder,
+    read_manifest,
+    read_sums,
+    refuse_one_target_twice,
+    release_file,
+)
 from recipes.release import check_new_folder, join_files, write_dir
 from recipes.reproducible import SUMS, sha256_bytes, sha256sums_text
 from recipes.runner import say
@@ -148,7 +154,21 @@ def commit_of(files: Mapping[str, bytes], directory: Path, tag: str) -> str:
         raise CheckFailed(
             f"the manifests in {directory} are of {len(commits)} commits", "gather the folders of one release"
         )
+    for name in found:  # a layout verify does not read would make a gathered folder verify refuses
+        check_schema(read_manifest(directory / name), f"{name} in {directory}")
     return commits.pop()
+
+
+def refuse_a_target_twice(folders: Sequence[Path], files: Mapping[str, Mapping[str, bytes]], tag: str) -> None:
+    """Two manifests of one target among the folders (of other names: one name in two folders is join_files'
+    refusal): verify refuses that folder, so the gather does, before writing it."""
+    triples = {
+        f"{name} in {folder}": peek(read_manifest(folder / name), "triple")
+        for folder in folders
+        for name in sorted(files[str(folder)])
+        if name.endswith("-manifest.json")
+    }
+    refuse_one_target_twice(triples, tag, f"in the {len(folders)} folders gathered", "gather one folder per target")
 
 
 def gather(tag: str, folders: Sequence[Path], out_dir: Path) -> list[str]:
@@ -173,6 +193,7 @@ def gather(tag: str, folders: Sequence[Path], out_dir: Path) -> list[str]:
             )
         groups[str(folder)] = {name: data for name, data in files.items() if name != SUMS}
     joined = join_files(groups)
+    refuse_a_target_twice(folders, groups, tag)
     joined[SUMS] = sha256sums_text({name: sha256_bytes(data) for name, data in joined.items()}).encode()
     write_dir(out_dir, joined)
     say(f"release: {len(joined)} files of {len(folders)} folders in {out_dir}")

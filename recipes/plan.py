@@ -154,6 +154,8 @@ def make_plan(
         setting=config.c,
         clang=config.clang,
         zigbuild=zig.uses_zigbuild(config.cargo),
+        cwd=config.manifest.parent,
+        cargo_configs=configs,
     )
     return BuildPlan(config, env, info, target, crate, flags, c_plan, workload)
 

@@ -20,6 +20,15 @@ no tag at all: the pipeline starts nothing else while a child stops), adds their
 :func:`leftovers_line`. A process that leaves the group, drops the owner tag from its environment while another
 child of ours is live, and whose parent exits is the only one that can be attributed to the wrong child; a
 process in another PID namespace, or one that ptrace re-parents, is out of reach.
+
+The session's end. While a session runs (:func:`forwarding_signals`, which ``recipes/sessions.py`` wraps every
+session in), SIGTERM and SIGHUP to nox (or to its process group, which does not hold the children's own sessions)
+are forwarded to every child of this process, to the whole group of those that lead one, and then end the
+session with :class:`Interrupted`, whose unwinding stops and reaps every child as a failure does;
+whatever still runs then is killed and reaped (:func:`reap_children`). A SIGKILL cannot be caught: so each child
+is recorded while it runs (:func:`recording_children`: a file per child in the work dir, its pid, its start time
+(``/proc/<pid>/stat`` field 22) and its owner tag), and the next session in that work dir kills those still alive
+whose start time matches (:func:`reclaim`), never a process that merely reuses a recorded pid.
 """
 
 from __future__ import annotations
@@ -31,15 +40,18 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, NamedTuple, TypeAlias
 
 from recipes import net
+from recipes.errors import PgoError
+from recipes.files import write_atomically
 from recipes.runner import log_tail, say
 
 #: the environment variable that names the child a process was started under (inherited by what it starts)
@@ -62,6 +74,34 @@ _subreaper: bool | None = None
 _serial = itertools.count(1)
 #: the pids of this process's live children started here: never another child's leftovers
 _live: set[int] = set()
+#: the folder where each running child is recorded (:func:`recording_children`), or None
+_registry: Path | None = None
+#: the signal that is ending this session (:func:`forwarding_signals`), once one came
+_ending: signal.Signals | None = None
+#: the signals a session forwards to its children before it ends
+FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(BaseException):
+    """The session was told to stop (SIGTERM, SIGHUP: a CI cancel, ``docker stop``, ``timeout``). Not a failure of
+    the build, so not a :class:`~recipes.errors.PgoError`: no ``except PgoError`` (a bench scenario's, a phase's)
+    nor ``except Exception`` takes it for one. The session catches it once its children are stopped and reaped,
+    and ends with :meth:`line`; the record of the stage it ended is a failure in the same words."""
+
+    def __init__(self, signal_name: str) -> None:
+        self.signal_name = signal_name
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        """The session's last line."""
+        return (
+            f"interrupted by {self.signal_name}: stopped every process the session had started"
+            " (run the session again; nothing it was doing was recorded as done)"
+        )
+
+    def error(self) -> PgoError:
+        """The same words as a failure, for the record of the stage it ended."""
+        return PgoError(self.line())
 
 
 def become_subreaper() -> bool:
@@ -73,6 +113,150 @@ def become_subreaper() -> bool:
             libc = ctypes.CDLL(None, use_errno=True)
             _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     return _subreaper
+
+
+def session_tag(pid: int | None = None) -> str:
+    """``<pid>.<start time>`` of this process (or ``pid``): with the start time, a reused pid names another."""
+    pid = os.getpid() if pid is None else pid
+    proc = read_process(pid)
+    return f"{pid}.{proc.started if proc else 0}"
+
+
+def _alive_session(owner: str) -> bool:
+    """Whether the session of an owner tag (``<pid>.<start time>-<serial>``) still runs: its children are its own
+    to stop, not orphans (another session in the work dir at once)."""
+    pid, _, started = owner.partition("-")[0].partition(".")
+    if not pid.isdigit():
+        return False
+    proc = read_process(int(pid))
+    return proc is not None and proc.running and str(proc.started) == started
+
+
+def _record(pid: int, owner: str) -> None:
+    """Record the running child ``pid`` in the session's folder (if any): ``<pid> <start time> <owner tag>``."""
+    if _registry is None or (proc := read_process(pid)) is None:
+        return
+    with suppress(OSError):  # a full disk: the child runs unrecorded rather than not at all
+        write_atomically(_registry / str(pid), f"{pid} {proc.started} {owner}\n")
+
+
+def _unrecord(pid: int) -> None:
+    if _registry is not None:
+        with suppress(OSError):
+            (_registry / str(pid)).unlink(missing_ok=True)
+
+
+@contextmanager
+def recording_children(folder: Path) -> Iterator[None]:
+    """While the block runs, every child started here is recorded in ``folder`` (one file each, gone once it is
+    reaped), for :func:`reclaim` in the next session when this one is killed."""
+    global _registry  # noqa: PLW0603  (one process-wide setting, for the session's length)
+    before, _registry = _registry, folder
+    try:
+        yield
+    finally:
+        try:
+            if _ending is not None:  # interrupted: a child started just then may have no caller to reap it
+                reap_children()
+        finally:
+            _registry = before
+
+
+def _recorded(entry: Path) -> tuple[int, int, str] | None:
+    """A record of :func:`_record`: pid, start time and owner tag, or None when it is not one."""
+    try:
+        pid, started, owner = entry.read_text(encoding="utf-8").split()
+        return int(pid), int(started), owner
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def reclaim(folder: Path) -> list[Leftover]:
+    """Kill (SIGTERM, :data:`GRACE` seconds, SIGKILL) every child recorded in ``folder`` by a session that was
+    killed before it could stop them, and still running: the process at the recorded pid only when its start time
+    is the recorded one (a pid reused by another process is never touched), with its process group and whatever
+    carries its owner tag. The records go; those of a session still running (its pid and start time) stay, and
+    its children with them. What was killed, by pid."""
+    try:
+        entries = [entry for entry in folder.iterdir() if not entry.name.startswith(".")]
+    except OSError:
+        return []
+    table = all_processes()
+    spared = {os.getpid(), os.getppid()}
+    picked: dict[int, Process] = {}
+    for entry in entries:
+        record = _recorded(entry)
+        if record is not None and _alive_session(record[2]):
+            continue  # a live session's child: it stops its own
+        proc = table.get(record[0]) if record is not None else None
+        if record is not None and proc is not None and proc.running and proc.started == record[1]:
+            picked[proc.pid] = proc
+            picked.update({p.pid: p for p in table.values() if p.pgrp == proc.pid and p.running})
+            picked.update({p.pid: p for p in table.values() if p.running and owner_of(p.pid) == record[2]})
+        with suppress(OSError):
+            entry.unlink()
+    for pid in spared:
+        picked.pop(pid, None)
+    _terminate(set(picked), GRACE)
+    return [Leftover(pid, proc.name) for pid, proc in sorted(picked.items())]
+
+
+def _forward(signum: int, _frame: object) -> None:
+    """The session's handler of :data:`FORWARDED`: the signal to every child (to the group of one that leads its
+    own), then, the first time, :class:`Interrupted` raised to end the session."""
+    global _ending  # noqa: PLW0603  (one per process: the session is ending)
+    sig = signal.Signals(signum)
+    for pid in children_of(os.getpid()):
+        proc = read_process(pid)
+        with suppress(ProcessLookupError, PermissionError):
+            if proc is not None and proc.pgrp == pid:
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
+    if _ending is None:
+        _ending = sig
+        raise Interrupted(sig.name)
+
+
+def reap_children(grace: float = GRACE) -> list[Leftover]:
+    """Kill (SIGTERM, ``grace`` seconds, SIGKILL) and reap every child of this process still there, with the
+    groups they lead: the last word of an interrupted session. Those that were running, by pid."""
+    left = []
+    for pid in sorted(children_of(os.getpid())):
+        proc = read_process(pid)
+        if proc is None:
+            continue
+        if proc.running:
+            left.append(Leftover(pid, proc.name))
+        group = {p.pid for p in all_processes().values() if p.pgrp == pid} if proc.pgrp == pid else set()
+        _terminate({pid} | group, grace)
+        with suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        _unrecord(pid)
+    return left
+
+
+@contextmanager
+def forwarding_signals() -> Iterator[None]:
+    """While the block runs (in the main thread), SIGTERM and SIGHUP are forwarded to the children and end the
+    session with :class:`Interrupted`; after an interruption, nothing the session started is left running."""
+    global _ending  # noqa: PLW0603
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    become_subreaper()  # what a child orphans (rustc when cargo is stopped) stays ours to forward to and reap
+    previous = {sig: signal.signal(sig, _forward) for sig in FORWARDED}
+    _ending = None
+    try:
+        yield
+    finally:
+        try:
+            if _ending is not None:
+                reap_children()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            _ending = None
 
 
 def describe_exit(returncode: int, *, numbered: bool = True) -> str:
@@ -107,6 +291,8 @@ class Process:
     ppid: int
     pgrp: int
     session: int
+    #: when it started, in clock ticks after boot (``/proc/<pid>/stat`` field 22): with the pid, it names one process
+    started: int = 0
 
     @property
     def running(self) -> bool:
@@ -121,7 +307,8 @@ def read_process(pid: int) -> Process | None:
         return None
     head, _, rest = text.rpartition(")")
     fields = rest.split()
-    return Process(pid, head.partition("(")[2], fields[0], int(fields[1]), int(fields[2]), int(fields[3]))
+    name = head.partition("(")[2]
+    return Process(pid, name, fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
 
 
 def all_processes() -> dict[int, Process]:
@@ -187,7 +374,7 @@ class Ticket:
 def ticket(env: Mapping[str, str]) -> tuple[Ticket, dict[str, str]]:
     """A new ticket, and ``env`` with its owner tag: call it right before starting the child."""
     become_subreaper()
-    owner = f"{os.getpid()}-{next(_serial)}"
+    owner = f"{session_tag()}-{next(_serial)}"
     return Ticket(owner, frozenset(children_of(os.getpid()))), {**env, OWNER_VARIABLE: owner}
 
 
@@ -301,7 +488,9 @@ def spawn(
     """Start a short-lived helper (h2load, a load generator) with exactly ``env`` (its ``PATH`` finds the program)
     in this process's session, its streams as given: the caller waits for it (:func:`wait_usage`) or kills it. Not
     starting raises the :class:`OSError`."""
-    return subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd)
+    proc = subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd)
+    _record(proc.pid, f"{session_tag()}-0")  # no tag in its environment: 0, which no child of ticket() has
+    return proc
 
 
 class Waited(NamedTuple):
@@ -328,6 +517,7 @@ def wait_usage(proc: subprocess.Popen[bytes], deadline: float, interval: float =
             break
         time.sleep(interval)
     proc.returncode = os.waitstatus_to_exitcode(status)
+    _unrecord(proc.pid)
     return Waited(exited, proc.returncode, usage)
 
 
@@ -335,6 +525,7 @@ def start_group(argv: Sequence[str], env: Mapping[str, str], **popen: Any) -> tu
     """``argv`` started in a session of its own with an owner tag (for a run that :func:`reap_group` ends)."""
     tag, tagged = ticket(env)
     proc = subprocess.Popen(list(argv), env=tagged, start_new_session=True, **popen)
+    _record(proc.pid, tag.owner)
     return proc, tag
 
 
@@ -353,6 +544,7 @@ def reap_group(proc: subprocess.Popen[bytes], tag: Ticket, deadline: float) -> R
         left = sweep(proc.pid, tag)
         _pid, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
+        _unrecord(proc.pid)
     return Reaped(exited, proc.returncode, usage, left)
 
 
@@ -399,6 +591,7 @@ class Child:
                 start_new_session=True,
             )
         _live.add(proc.pid)
+        _record(proc.pid, tag.owner)
         return cls(list(argv), proc, log, label or Path(argv[0]).name, tag)
 
     @property
@@ -469,6 +662,7 @@ class Child:
             _pid, status = os.waitpid(self.pid, 0)
             self.proc.returncode = os.waitstatus_to_exitcode(status)
             _live.discard(self.pid)
+            _unrecord(self.pid)
             if self.leftovers and not self.hold_leftovers:
                 self.say_leftovers()
         return self.proc.returncode

@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from recipes import bolt as boltlib
-from recipes import cflags, cpu, elf, provenance, report, stages
+from recipes import cflags, checks, cpu, elf, provenance, report, stages
 from recipes import manifest as release_manifest
+from recipes.claim import CrateIdentity, claim_each
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
 from recipes.files import atomic_output, write_atomically
@@ -172,6 +173,24 @@ def check_new_folder(out_dir: Path) -> None:
             return
 
 
+def refuse_inside_release_folder(config: Config, out_dir: Path) -> None:
+    """Refuse, before anything is built, a work dir or a profile store that is the release folder or inside it:
+    the release folder is made new, of the release's files alone."""
+    folder = out_dir.resolve()
+    named = (("PGO_OUT", config.out), ("PGO_PROFILE_STORE", config.store))
+    for variable, path in named:
+        if path is not None and (path.resolve() == folder or folder in path.resolve().parents):
+            said = (
+                f"{variable}={path} is the release folder {out_dir}"
+                if path.resolve() == folder
+                else f"{variable}={path} is inside the release folder {out_dir}"
+            )
+            raise EnvironmentRefused(
+                said,
+                f"give {variable} a folder outside it, or give --artefacts another folder",
+            )
+
+
 def check_release_checkout(repo: Path, tag: str, env: Mapping[str, str]) -> str:
     """The tag's commit, if HEAD is that commit and nothing is modified or untracked; else a refusal."""
     commit = tag_commit(repo, tag, env)
@@ -265,6 +284,8 @@ def release_targets(
     """The release of ``tag`` for each configuration's target (its own pipeline, checks, manifest and statements),
     all their files and one SHA256SUMS written at once, or nothing; returns the manifests and the folder."""
     checkout = check_checkout(tag, configs[0], environ, artefacts)
+    for config in configs:
+        refuse_inside_release_folder(config, checkout.out_dir)
     say(f"release: {tag} = {checkout.commit[:12]} of {checkout.repo}, SOURCE_DATE_EPOCH={checkout.source_date_epoch}")
     # every target planned (and so checked) before any is built
     rplans = [
@@ -274,10 +295,16 @@ def release_targets(
         for config in configs
     ]
     built: dict[str, TargetRelease] = {}
-    for rplan in rplans:
-        if len(rplans) > 1:
-            say(f"release: the target {rplan.plan.target}, work dir {rplan.plan.work}")
-        built[rplan.plan.triple] = build_target(tag, rplan, checkout)
+    works = [rplan.plan.work for rplan in rplans]
+    # several targets: PGO_OUT holds their work dirs, and is held (and marked) as theirs too
+    outer = [works[0].parent] if len(works) > 1 else []
+    with claim_each([*outer, *works], "release") as held:
+        for one, rplan in zip(held[len(outer) :], rplans, strict=True):
+            one.identify(CrateIdentity.of(rplan.plan.crate, rplan.plan.target, rplan.plan.config.features))
+        for rplan in rplans:
+            if len(rplans) > 1:
+                say(f"release: the target {rplan.plan.target}, work dir {rplan.plan.work}")
+            built[rplan.plan.triple] = build_target(tag, rplan, checkout)
     files = join_files({triple: target.files for triple, target in built.items()})
     files[SUMS] = sha256sums_text({name: sha256_bytes(data) for name, data in files.items()}).encode()
     write_dir(checkout.out_dir, files)
@@ -385,6 +412,9 @@ def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
             f"{optimised.crate_metadata}",
             "both must be the same build but for the profile: see plain-build.log and optimise-build.log",
         )
+    checks.check_not_plain(
+        pgo_binary, optimised.binary_sha256, plain_binary, sha256_file(plain_binary), plan.workdir.observed("optimise")
+    )
     return TargetBuilds(full, optimised, plain_binary, pgo_binary, store_path)
 
 
@@ -402,6 +432,7 @@ def check_binaries(rplan: ReproduciblePlan, stripped: tuple[Path, Path]) -> Chec
     the baseline CPU, no path of the build machine left in either."""
     plan = rplan.plan
     plain, pgo = stripped
+    elf.check_no_instrumentation(pgo, "the release's PGO binary")  # as shipped: stripped, its sections kept
     libc = elf.check_same_libc(plain, pgo)
     glibc = elf.max_glibc(pgo)  # None for a static binary (musl): it needs no glibc
     say(f"release: the plain and the PGO binary are both {libc}")

@@ -123,6 +123,23 @@ def save(work: Path, records: Mapping[str, object]) -> None:
         raise WorkDirError(f"cannot write {path}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
 
 
+#: report.json's key of the crate identity the work dir's records are of (recipes/claim.py), beside the records
+CRATE = "crate"
+
+
+def crate_identity(work: Path) -> dict[str, Any] | None:
+    """The crate identity report.json records, as written (None: none yet, or no report)."""
+    identity = _load_records(work).get(CRATE)
+    return identity if isinstance(identity, dict) else None
+
+
+def record_crate_identity(work: Path, identity: Mapping[str, object]) -> None:
+    """Record the crate identity of the work dir's records (its first use, or a report written before it was)."""
+    records = _load_records(work)
+    records[CRATE] = dict(identity)
+    save(work, records)
+
+
 def start(work: Path, stage: StageName) -> None:
     """A stage begins: its earlier record and those of the stages after it go, replaced by a ``failed`` record
     that its success overwrites. An interrupted stage thus never leaves an older success behind."""

@@ -96,6 +96,9 @@ class CCrateRecord(TypedDict):
     functions_without_profile: NotRequired[list[str]]
     stale: NotRequired[list[str]]  # "file: function", as clang named them
     missing: NotRequired[list[str]]
+    #: each language's compilers ("C", "C++", "assembly"), where cc-rs's commands are in the log (optimise)
+    languages: NotRequired[dict[str, list[str]]]
+    not_clang: NotRequired[list[str]]  # "object: .comment" of objects the pipeline's clang wrapper made
 
 
 class CCodeRecord(TypedDict):
@@ -214,6 +217,9 @@ class OptimiseResult:
     zigbuild: dict[str, str] | None = None
     c_code: CCodeRecord | None = None
     verify: WorkloadRun | None = None
+    #: the crate compiles rustc received (the RUSTC shim's records), and how many of them got the profile
+    crates_compiled: int | None = None
+    crates_with_profile: int | None = None
     seconds: float
 
 

@@ -86,8 +86,13 @@ def _plain_lines(stream: Iterable[bytes]) -> Iterator[str]:
         yield line
 
 
+def plural(count: int, unit: str) -> str:
+    """``1 run``, ``2 runs``, ``0 phases``: a count and its unit, which agree (the progress and summary lines)."""
+    return f"{count} {unit}" + ("" if count == 1 else "s")
+
+
 def _crates(count: int) -> str:
-    return f"{count} crate{'' if count == 1 else 's'}"
+    return plural(count, "crate")
 
 
 def last_progress_line(log: Path) -> str:

@@ -41,21 +41,28 @@ def target_rustflags_var(target: str) -> str:
 
 
 PROFILE_OPTIONS = ("profile-generate", "profile-use", "profile-sample-use")
+#: the unstable (``-Z``, nightly) options that profile a build: a sample profile in, or gcov's instrumentation
+UNSTABLE_PROFILE_OPTIONS = ("profile-sample-use", "profile")
 
 
 def profile_flags_in(flags: Sequence[str]) -> list[str]:
-    """The profile flags among ``flags`` (``-Cprofile-use=…``, ``-C profile-use=…``, ``--codegen …``)."""
+    """The profile flags among ``flags`` (``-Cprofile-use=…``, ``-C profile-use=…``, ``--codegen …``, and the
+    unstable ``-Zprofile-sample-use=…``, ``-Z profile``)."""
     found: list[str] = []
     previous = ""
     for flag in flags:
-        option = ""
+        option, unstable = "", ""
         if flag.startswith("-C") and len(flag) > 2:
             option = flag[2:]
         elif flag.startswith("--codegen="):
             option = flag[len("--codegen=") :]
         elif previous in {"-C", "--codegen"}:
             option = flag
-        if option.split("=")[0] in PROFILE_OPTIONS:
+        elif flag.startswith("-Z") and len(flag) > 2:
+            unstable = flag[2:]
+        elif previous == "-Z":
+            unstable = flag
+        if option.split("=")[0] in PROFILE_OPTIONS or unstable.split("=")[0] in UNSTABLE_PROFILE_OPTIONS:
             found.append(flag if not previous or flag.startswith("-") else f"{previous} {flag}")
         previous = flag
     return found

@@ -14,6 +14,10 @@ from recipes.errors import ConfigError
 NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
+#: the largest exit status a program can have (its low 8 bits are all a wait status keeps)
+MAX_EXIT_CODE = 255
+
+
 class Table:
     """Typed access to one TOML table; :meth:`done` refuses the keys nobody asked for."""
 
@@ -71,6 +75,13 @@ class Table:
         value = self._get(key, (int,), "an integer", default, required=required)
         if value is not None and minimum is not None and value < minimum:
             raise self.error(key, f"must be at least {minimum}, got {value}")
+        return value
+
+    def exit_code(self, key: str, default: int = 0) -> int:
+        """An exit status a program can have: 0 to 255 (a wait status keeps 8 bits of it)."""
+        value: int = self._get(key, (int,), "an integer", default, required=False)
+        if not 0 <= value <= MAX_EXIT_CODE:
+            raise self.error(key, f"{value} is not an exit code: a program exits with 0 to {MAX_EXIT_CODE}")
         return value
 
     def number(self, key: str, default: float | None = None, *, required: bool = False, finite: bool = True) -> Any:

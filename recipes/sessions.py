@@ -15,17 +15,23 @@ same thing without installing anything.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nox
 
-from recipes import cpu, report, stages
+from recipes import cpu, procs, report, stages
+from recipes.claim import CrateIdentity, claim, identity_of_config
 from recipes.config import load_config
 from recipes.errors import PgoError
 from recipes.plan import BuildPlan, make_plan
+from recipes.procs import Interrupted
 from recipes.results import RebuildResult
+from recipes.runner import say
+from recipes.workdir import WorkDir
 
 #: the sessions :func:`register_pgo_sessions` adds, by name
 PGO_SESSIONS = (
@@ -50,6 +56,46 @@ def project_dir(session: nox.Session) -> Path:
     return Path(session.invoked_from).resolve()
 
 
+def clean_orphans(work: Path) -> None:
+    """At a session's start: kill what a killed session of this work dir left running (``procs.reclaim``: only a
+    recorded pid whose start time is still the recorded one), saying so in one line."""
+    left = procs.reclaim(WorkDir(work).children)
+    if left:
+        say(f"a session of {work} that was killed {procs.leftovers_line(left)}")
+
+
+@contextmanager
+def children_recorded(work: Path) -> Iterator[None]:
+    """The session's work in ``work``: first the orphans of a killed session cleaned (:func:`clean_orphans`), then
+    every child recorded while it runs (``procs.recording_children``)."""
+    clean_orphans(work)
+    with procs.recording_children(WorkDir(work).children):
+        yield
+
+
+#: the signal that ended a session of this nox run, if one did: the sessions after it are not run
+_interrupted: list[str] = []
+
+
+def guarded(function: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]:
+    """``function`` as a session that SIGTERM or SIGHUP ends in one line (``procs.forwarding_signals``: forwarded
+    to its children, which are stopped and reaped), not a traceback nor a child left running; the sessions named
+    after it on nox's command line (``nox -s train merge``) are then skipped, as nox would go on to them."""
+
+    @functools.wraps(function)
+    def session_of(session: nox.Session) -> None:
+        if _interrupted:
+            session.skip(f"not run: an earlier session of this nox run was interrupted by {_interrupted[0]}")
+        try:
+            with procs.forwarding_signals():
+                function(session)
+        except Interrupted as stop:
+            _interrupted.append(stop.signal_name)
+            session.error(stop.line())
+
+    return session_of
+
+
 def _summary(session: nox.Session, lines: Iterable[str]) -> None:
     """A session's last word: its result, a line at a time, through nox's log (progress went through runner.say)."""
     for line in lines:
@@ -65,10 +111,17 @@ def _stage(session: nox.Session, action: Callable[[BuildPlan], object]) -> None:
         profdata = action in (stages.instrument, stages.merge, stages.optimise, stages.pgo)
         bolt = action is stages.bolt or (config.bolt and action in (stages.optimise, stages.pgo))
         plan = make_plan(config, os.environ, instruments=instruments, profdata=profdata, bolt=bolt)
-        action(plan)
+        with claim(plan.work, session.name) as held, children_recorded(plan.work):  # one session, one crate
+            held.identify(identity_of(plan))
+            action(plan)
         _summary(session, stages.summary_lines(report.load(plan.work)))
     except PgoError as error:
         session.error(error.line())
+
+
+def identity_of(plan: BuildPlan) -> CrateIdentity:
+    """The crate identity of the plan's work dir: its manifest, package, binary, target and features."""
+    return CrateIdentity.of(plan.crate, plan.target, plan.config.features)
 
 
 def instrument(session: nox.Session) -> None:
@@ -113,7 +166,10 @@ def plain(session: nox.Session) -> None:
 
     try:
         config = load_config(project_dir(session), os.environ, session.posargs)
-        result = builds.plain(make_plan(config, os.environ, instruments=False, profdata=False, bolt=False), prefix="")
+        plan = make_plan(config, os.environ, instruments=False, profdata=False, bolt=False)
+        with claim(plan.work, session.name) as held, children_recorded(plan.work):
+            held.identify(identity_of(plan))
+            result = builds.plain(plan, prefix="")
     except PgoError as error:
         session.error(error.line())
     _summary(
@@ -125,7 +181,8 @@ def plain(session: nox.Session) -> None:
 def cpu_baseline(session: nox.Session) -> None:
     """The binary under an emulated SSE2-only CPU (qemu-user); posargs: [--binary PATH] [--run ARG...]."""
     try:
-        result = cpu.cpu_baseline(project_dir(session), os.environ, session.posargs)
+        with children_recorded(load_config(project_dir(session), os.environ).out):
+            result = cpu.cpu_baseline(project_dir(session), os.environ, session.posargs)
     except PgoError as error:
         session.error(error.line())
     _summary(session, cpu.summary_lines(result))
@@ -173,7 +230,8 @@ def rebuild(session: nox.Session) -> None:
     try:
         args = parse_rebuild(session.posargs)
         config = load_config(project_dir(session), os.environ, args.config)
-        results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
+        with claim(config.out, session.name):
+            results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
         _summary(session, _rebuilt_lines(results))
     except PgoError as error:
         session.error(error.line())
@@ -186,7 +244,10 @@ def determinism(session: nox.Session) -> None:
 
     try:
         args = parse_determinism(session.posargs)
-        result = rebuild_recipe.determinism(load_config(project_dir(session), os.environ, args.config), os.environ)
+        config = load_config(project_dir(session), os.environ, args.config)
+        with claim(config.out, session.name) as held:
+            held.identify(identity_of_config(config, os.environ))
+            result = rebuild_recipe.determinism(config, os.environ)
         _summary(session, [f"identical: {result.binary_sha256[0]} ({' and '.join(result.binaries)})"])
     except PgoError as error:
         session.error(error.line())
@@ -204,7 +265,8 @@ def verify(session: nox.Session) -> None:
         config = load_config(project_dir(session), os.environ, args.config)
         _summary(session, provenance.verify_release(args.tag, config, os.environ, args.artefacts))
         if args.rebuild:
-            results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
+            with claim(config.out, session.name):
+                results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
             _summary(session, _rebuilt_lines(results))
     except PgoError as error:
         session.error(error.line())
@@ -233,4 +295,4 @@ def register_pgo_sessions() -> None:
     )
     for function in sessions:
         name = function.__name__.replace("_", "-")
-        nox.session(name=name, venv_backend="none", default=name == "pgo")(function)
+        nox.session(name=name, venv_backend="none", default=name == "pgo")(guarded(function))

@@ -161,6 +161,21 @@ class ProfileStore:
         except OSError as exc:
             raise StoreError(f"cannot look at profile store {self.root}: {exc.strerror}", "check its path") from exc
         self._check_root()
+        self._check_writable()
+
+    def _check_writable(self) -> None:
+        """Every stage that uses the store writes into it (the profile, its lock): a store on a read-only
+        filesystem, or one we may not write, is refused before anything is built, not at optimise."""
+        try:
+            read_only = bool(os.statvfs(self.root).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        if read_only or not os.access(self.root, os.W_OK | os.X_OK):
+            problem = "is on a read-only filesystem" if read_only else "is not writable"
+            raise StoreError(
+                f"profile store {self.root} {problem}: the merged profile and its lock are written there",
+                "make it writable, or choose another PGO_PROFILE_STORE",
+            )
 
     def ensure(self) -> None:
         """Create the store (mode 0700) or check the existing one is safe to read profiles from."""

@@ -21,7 +21,7 @@ from recipes import (
 )
 from recipes.errors import TrainingFailed
 from recipes.results import WorkloadRun
-from recipes.runner import say
+from recipes.runner import plural, say
 from recipes.workload import Instance, Workload
 from recipes.workload.registry import INSTANCE_MODES, RESOURCES, PhaseContext, PhaseResult, ResourceContext
 
@@ -123,6 +123,19 @@ class RunSettings:
         }
 
 
+#: the names of what a workload run writes in its logs folder: each phase's log, its status codes, the server's
+PHASE_LOGS = "train-*"
+
+
+def drop_stale_logs(logs: Path) -> list[Path]:
+    """The phase logs an earlier run left in ``logs`` removed (a failed phase's log would otherwise stand beside
+    a successful re-run's, of a phase the workload may not even have now): those removed."""
+    stale = sorted(path for path in logs.glob(PHASE_LOGS) if path.is_file() and not path.is_symlink())
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
 def run_workload(workload: Workload, binary: Path, settings: RunSettings, collect: Collect = VERIFY) -> WorkloadRun:
     """Drive ``binary`` through the workload: its resources set up, then each instance and its phases; each
     instance must leave what ``collect`` asks for."""
@@ -130,6 +143,7 @@ def run_workload(workload: Workload, binary: Path, settings: RunSettings, collec
     shutil.rmtree(settings.scratch, ignore_errors=True)
     settings.scratch.mkdir(parents=True)
     settings.logs.mkdir(parents=True, exist_ok=True)
+    drop_stale_logs(settings.logs)
     results: list[PhaseResult] = []
     started = time.monotonic()
     with ExitStack() as setup:
@@ -191,7 +205,7 @@ def _phase_context(
 def _run_instance(instance: Instance, ctx: PhaseContext) -> list[PhaseResult]:
     """The phases of one instance, in its mode's session (a server started and stopped, or none)."""
     results = []
-    say(f"instance {instance.name} ({instance.mode}): {len(instance.phases)} phases")
+    say(f"instance {instance.name} ({instance.mode}): {plural(len(instance.phases), 'phase')}")
     with INSTANCE_MODES[instance.mode].session(instance.options, ctx) as live_ctx:
         for phase in instance.phases:
             _check_phase_files(phase.files(), live_ctx.values, f"{instance.name}/{phase.name}")

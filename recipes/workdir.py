@@ -80,6 +80,16 @@ class WorkDir:
         return self.root / "report.json"
 
     @property
+    def marker(self) -> Path:
+        """The file that marks the folder as a work dir the pipeline made (recipes/claim.py)."""
+        return self.root / ".pgo-workdir"
+
+    @property
+    def lock(self) -> Path:
+        """The work-dir lock every session holds for its whole run, with its holder's pid (recipes/claim.py)."""
+        return self.root / ".pgo-lock"
+
+    @property
     def logs(self) -> Path:
         """Every command's log (recipes/runner.py)."""
         return self.root / "logs"
@@ -88,6 +98,17 @@ class WorkDir:
     def bin(self) -> Path:
         """The C compiler and lint wrappers the builds put on their PATH (recipes/cflags.py)."""
         return self.root / "bin"
+
+    def observed(self, build: str) -> Path:
+        """What rustc received in one build (``instrument``, ``optimise``, ``plain``, ``test``): the records of
+        the pipeline's RUSTC shim (recipes/cargo/observed.py)."""
+        return self.root / "observed" / build
+
+    @property
+    def children(self) -> Path:
+        """The children a session runs, one record each while it runs (recipes/procs.py: the next session kills
+        those a killed one left)."""
+        return self.root / "children"
 
     @property
     def profraw(self) -> Path:

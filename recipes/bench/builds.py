@@ -15,6 +15,7 @@ from pathlib import Path
 from recipes import bolt as boltlib
 from recipes import cflags, elf, emulation, report, stages
 from recipes.bench.settings import Build
+from recipes.claim import check_own_optimised
 from recipes.errors import BenchError, CheckFailed, MissingInput
 from recipes.files import copy_atomically
 from recipes.plan import BuildPlan
@@ -22,6 +23,7 @@ from recipes.results import CCodeRecord, CCrateRecord, OptimiseResult, PlainResu
 from recipes.runner import say
 from recipes.rustflags import profile_flags_in
 from recipes.store import sha256_file
+from recipes.workdir import WorkDir
 
 
 def link_flags(plan: BuildPlan) -> list[str]:
@@ -131,10 +133,12 @@ def check_same_build(plan: BuildPlan, optimised: OptimiseResult) -> None:
 
 
 def usable_pgo_optimised(work: Path) -> OptimiseResult | None:
-    """The work dir's optimise record, if its last optimise passed and its binary is still what it recorded."""
+    """The work dir's optimise record, if its last optimise passed and its binary is still what it recorded; a
+    record naming a binary that is not the work dir's checked copy is refused (report.json may be hand-edited)."""
     optimised = report.load(work).optimise
     if not isinstance(optimised, OptimiseResult):
         return None
+    check_own_optimised(WorkDir(work), optimised)
     if not optimised.binary.is_file() or sha256_file(optimised.binary) != optimised.binary_sha256:
         return None
     return optimised

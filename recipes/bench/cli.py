@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import math
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -40,9 +41,10 @@ from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_ga
 from recipes.bench.harness import run_bench
 from recipes.bench.scenarios import held_out, require_scenarios, select
 from recipes.bench.settings import Settings, choose_cores
+from recipes.claim import CrateIdentity, Held, claim
 from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
-from recipes.plan import make_plan
+from recipes.plan import BuildPlan, make_plan
 from recipes.workdir import BenchDir, WorkDir
 from recipes.workload import Scenario, Workload, load_workload, workload_path
 
@@ -83,7 +85,7 @@ def _number(text: str, kind: type[int] | type[float], what: str) -> float:
         value = kind(text)
     except ValueError:
         value = -1
-    if value < (0 if what == "a core number" else 1e-12):
+    if not math.isfinite(value) or value < (0 if what == "a core number" else 1e-12):  # nan, inf: refused too
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
     return value
 
@@ -328,17 +330,36 @@ def _labels(args: BenchArgs, defaults: Sequence[str]) -> list[str]:
     return [args.candidate_labels[i] if i < len(args.candidate_labels) else d for i, d in enumerate(defaults)]
 
 
+def work_dir(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> Path:
+    """The work dir the bench's posargs and configuration name (its children are recorded there)."""
+    _args, rest = parse_args(posargs, project_dir)
+    return load_config(project_dir, environ, rest).out
+
+
 def run(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> Outcome | CountsOutcome:
-    """Build (or take) the binaries, run the scenarios (and the coverage check), write the table."""
+    """Build (or take) the binaries, run the scenarios (and the coverage check), write the table; the work dir
+    held for the whole run (recipes/claim.py), its records those of this crate when it builds or takes one."""
     args, rest = parse_args(posargs, project_dir)
     config = load_config(project_dir, environ, rest)
+    with claim(config.out, "bench") as held:
+        return _run(args, config, environ, posargs, held)
+
+
+def _identified(plan: BuildPlan, held: Held) -> BuildPlan:
+    held.identify(CrateIdentity.of(plan.crate, plan.target, plan.config.features))
+    return plan
+
+
+def _run(
+    args: BenchArgs, config: Config, environ: Mapping[str, str], posargs: Sequence[str], held: Held
+) -> Outcome | CountsOutcome:
     workload = bench_workload(config, environ)
     scenarios = select(args.scenarios, require_scenarios(workload))
     out = WorkDir(config.out).bench
     server_core, load_core = choose_cores(set(os.sched_getaffinity(0)), args.server_core, args.load_core)
     builds.check_native_target(config.target, args.measure)
     # made once, and only when a build is needed; with the workload parsed above, not parsed again
-    plan = functools.cache(lambda: make_plan(config, environ, workload=workload))
+    plan = functools.cache(lambda: _identified(make_plan(config, environ, workload=workload), held))
     #: what compiled each build's C, where this run knows it (the work dir's PGO build, the plain build it makes)
     c_compilers: dict[Path, str] = {}
     if args.candidates:

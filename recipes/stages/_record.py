@@ -18,6 +18,7 @@ from recipes import report
 from recipes.errors import CheckFailed, PgoError, WorkDirError
 from recipes.files import copy_atomically
 from recipes.plan import BuildPlan
+from recipes.procs import Interrupted
 from recipes.results import Failed, StageName, StageResult, WorkloadRun, as_json
 from recipes.runner import say
 from recipes.store import sha256_file
@@ -81,7 +82,7 @@ class StageFrame:
         error = None if self._failed or exc is None else known_failure(self.name, exc)
         if error is not None:
             self._fail(error, None)
-            if error is not exc:
+            if error is not exc and not isinstance(exc, Interrupted):  # an interruption goes on to the session
                 raise error from exc
 
     def seconds(self) -> float:
@@ -111,7 +112,7 @@ class StageFrame:
                 raise
             keeps = isinstance(error, only)
             self._fail(error, _Kept(result, reason, also or {}, reject) if keeps else None)
-            if error is exc:
+            if error is exc or isinstance(exc, Interrupted):
                 raise
             raise error from exc
 
@@ -157,9 +158,12 @@ class StageFrame:
 
 def known_failure(name: StageName, exc: BaseException) -> PgoError | None:
     """The failure a stage records: a :class:`PgoError`, or a full disk or another write error of the work dir
-    (:data:`WRITE_ERRORS`) in one line (:func:`write_error`); None for anything else (a bug, an interruption)."""
+    (:data:`WRITE_ERRORS`) in one line (:func:`write_error`), the session's interruption (SIGTERM, SIGHUP) in its
+    words; None for anything else (a bug, a KeyboardInterrupt)."""
     if isinstance(exc, PgoError):
         return exc
+    if isinstance(exc, Interrupted):
+        return exc.error()
     if isinstance(exc, OSError) and exc.errno in WRITE_ERRORS:
         return write_error(name, exc)
     return None

@@ -9,6 +9,7 @@ from recipes.plan import BuildPlan, clean_package
 from recipes.results import InstrumentResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags
+from recipes.stages import _observe
 from recipes.stages._record import StageFrame
 from recipes.store import sha256_file
 
@@ -32,7 +33,11 @@ def _instrument(plan: BuildPlan, frame: StageFrame) -> InstrumentResult:
         say(line)
     clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")
     argv = plan.build_argv(plan.generate_dir)
+    env = _observe.observing(plan, env, "instrument")
     done = run(argv, env=env, log=plan.logs / "instrument-build.log", cwd=plan.cwd, what="the instrumented build")
+    _observe.check_profile_flag(
+        plan, "instrument", "the instrumented build", option="profile-generate", value=str(plan.profraw_dir)
+    )
     identities = cargo_log.crate_identities(done.output(), plan.crate)
     binary = plan.instrumented_binary
     if not binary.is_file():

@@ -13,11 +13,13 @@ from recipes import bolt as boltlib
 from recipes import cflags, checks, elf, profdata, report, zig
 from recipes.cargo import command as cargo_command
 from recipes.cargo import log as cargo_log
+from recipes.cargo import observed
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, StoreError
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import InstrumentResult, OptimiseResult
+from recipes.results import InstrumentResult, OptimiseResult, PlainResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags, target_cpu_warning
+from recipes.stages import _observe
 from recipes.stages._record import StageFrame, checked_copy, run_on, threshold
 from recipes.store import sha256_file
 from recipes.toolchain import find_profdata, rustc_sysroot
@@ -32,6 +34,11 @@ def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
         return plan.config.profdata, False
     merged = report.require(plan.work, "merge", "optimise")
     path = merged.profile
+    if path != plan.merged_profile:  # report.json may be hand-edited: only this work dir's merge is used
+        raise CheckFailed(
+            f"report.json names {path} as the merged profile, not {plan.merged_profile} that merge writes",
+            "optimise uses only the merge of this work dir: run `nox -s merge` again, or give PGO_PROFDATA",
+        )
     if not path.is_file():
         raise MissingInput(f"the merged profile {path} is gone", "run `nox -s merge` again")
     if sha256_file(path) != merged.profile_sha256:
@@ -93,13 +100,14 @@ def _build_and_check(
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
     c_flag = f"-fprofile-use={store_path}"
     env = cflags.c_env(plan.c, env, [c_flag], plan.workdir.bin, optimise=True)
+    env = _observe.observing(plan, env, "optimise")
     clean_package(plan, None, plan.logs / "optimise-clean.log")
     built = plan.optimised_binary
     built.unlink(missing_ok=True)
     try:
         done = run(
             plan.build_argv(None, verbose="-vv"),
-            env=cargo_command.with_lint_wrapper(env, plan.workdir.bin),
+            env=cargo_command.with_lint_wrapper(_observe.with_configured_wrapper(plan, env), plan.workdir.bin),
             log=plan.logs / "optimise-build.log",
             cwd=plan.cwd,
             what="the optimised build",
@@ -111,6 +119,7 @@ def _build_and_check(
     log_text = done.output()
     if not built.is_file():
         raise MissingInput(f"the optimised build left no binary at {built}", f"see {done.log}")
+    compiled = observed.compiles(observed.read_records(plan.workdir.observed("optimise")))
     warnings = cargo_log.profile_warnings(log_text)
     found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
     crates = cflags.c_crates(
@@ -142,6 +151,8 @@ def _build_and_check(
         target_cpu=target_cpu_warning(plan.rustflags),
         zigbuild=zig.versions(plan.env) if zig.uses_zigbuild(plan.config.cargo) else None,
         c_code=plan.c.record(crates),
+        crates_compiled=len(compiled),
+        crates_with_profile=observed.with_flag(compiled, "profile-use", str(store_path)),
         seconds=0.0,  # the frame's
     )
     # a failure: recorded with what the stage found, the binary rejected, under the lock
@@ -185,6 +196,7 @@ def _check_optimised(
     trained_here: bool,
 ) -> None:
     checks.refuse_profile_file_warnings(log_text, store_path, plan.logs / "optimise-build.log")
+    _check_observed(plan, result, store_path)
     if warnings.stale:
         raise CheckFailed(
             f"the optimised build reports {warnings.stale} stale-profile warnings (hash mismatch), first: "
@@ -227,3 +239,20 @@ def _check_optimised(
         checks.refuse_mostly_missing(warnings.missing, found)
     if plan.config.max_glibc:
         elf.check_glibc(result.binary, plan.config.max_glibc)
+
+
+def _check_observed(plan: BuildPlan, result: OptimiseResult, store_path: Path) -> None:
+    """What rustc received (the shim's records) and what the binary is: the profile reached every own crate,
+    the plan's compiler ran, no instrumentation shipped, and the binary is not the plain build's."""
+    _observe.compiles(plan, "optimise", "the optimised build")  # each run by the plan's compiler
+    _observe.check_shipped(plan, result.built_binary, "the optimised binary")
+    _observe.check_profile_flag(plan, "optimise", "the optimised build", option="profile-use", value=str(store_path))
+    plain = report.load(plan.work).plain
+    if isinstance(plain, PlainResult) and plain.cargo_command == result.cargo_command and plain.target == result.target:
+        checks.check_not_plain(
+            result.built_binary,
+            result.binary_sha256,
+            plain.binary,
+            plain.binary_sha256,
+            plan.workdir.observed("optimise"),
+        )

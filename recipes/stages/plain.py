@@ -16,6 +16,7 @@ from recipes.plan import BuildPlan, clean_package
 from recipes.results import PlainResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags, plain_env
+from recipes.stages import _observe
 from recipes.stages._record import StageFrame
 from recipes.store import sha256_file
 
@@ -44,10 +45,12 @@ def build(
     profiled (the ``CC_<triple>`` wrapper, without ``-fprofile-use``), with the plan's C flags."""
     env = env_with_rustflags(plan.env, plan.rustflags, link) if link else plain_env(plan.env, plan.rustflags)
     env = cflags.c_env(plan.c, env, [], plan.workdir.bin, optimise=False)
+    env = _observe.observing(plan, env, log.stem)
     say(announce)
     if clean_log is not None:
         clean_package(plan, target_dir, clean_log)
     done = run(plan.build_argv(target_dir), env=env, log=log, cwd=plan.cwd, what="the plain build")
+    _observe.compiles(plan, log.stem, "the plain build")  # run by the plan's compiler
     binary = plan.binary(target_dir)
     if not binary.is_file():
         raise MissingInput(f"the plain build left no binary at {binary}", f"see {done.log}")

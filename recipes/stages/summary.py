@@ -7,6 +7,7 @@ from recipes.cflags import ASSEMBLED
 from recipes.results import (
     BoltResult,
     CCodeRecord,
+    CCrateRecord,
     Failed,
     InstrumentResult,
     MergeResult,
@@ -16,6 +17,7 @@ from recipes.results import (
     TrainResult,
     WorkloadRun,
 )
+from recipes.runner import plural
 
 
 def counted(run: WorkloadRun) -> str:
@@ -40,13 +42,13 @@ def summary_lines(full: Report) -> list[str]:
         lines.append(f"instrument  {i.seconds:8.1f} s  {i.binary}")
     if isinstance(t := full.train, TrainResult):
         lines.append(
-            f"train       {t.seconds:8.1f} s  {counted(t)} in {len(t.phases)} phases, "
-            f"{t.profraw_files or 0} .profraw files"
+            f"train       {t.seconds:8.1f} s  {counted(t)} in {plural(len(t.phases), 'phase')}, "
+            f"{plural(t.profraw_files or 0, '.profraw file')}"
         )
     if isinstance(m := full.merge, MergeResult):
         lines.append(
             f"merge       {m.seconds:8.1f} s  {m.executed_functions} of {m.total_functions} "
-            f"functions executed (non-zero counts; floor {m.min_functions}), {m.profraw_merged} raw profiles "
+            f"functions executed (non-zero counts; floor {m.min_functions}), {plural(m.profraw_merged, 'raw profile')} "
             "merged" + (f", {len(m.profraw_dropped)} dropped" if m.profraw_dropped else "")
         )
     if isinstance(o := full.optimise, OptimiseResult):
@@ -66,12 +68,19 @@ def optimise_summary_lines(o: OptimiseResult) -> list[str]:
         f"coverage    {o.main_crate_functions_with_profile} functions of the main crate with a profile record "
         f"(executed or not), {o.main_crate_functions_without_profile} without (rustc warned: no profile data)",
     ]
+    if o.crates_compiled is not None:
+        lines.append(
+            f"observed    rustc received -Cprofile-use in {o.crates_with_profile} of the build's "
+            f"{o.crates_compiled} crate compiles (the RUSTC shim's records)"
+        )
     c_code = o.c_code
     for crate in c_code["crates"] if c_code else []:
         with_profile, without = crate.get("functions_with_profile", []), crate.get("functions_without_profile", [])
+        if not crate["profile_flags"]:  # compiled without the profile: none of its functions used profile data
+            with_profile, without = [], sorted({*with_profile, *without})
         lines.append(
             f"c code      {crate['crate']}: {len(with_profile)} C/C++ functions with profile data, {len(without)} "
-            f"without ({', '.join(_compiler_words(crate['compilers']))})"
+            f"without ({_compilers_said(crate)})"
             + ("" if crate["profile_flags"] or not c_code else f"; {_why_unprofiled(c_code)}")
         )
     lines.append(f"binary      {o.binary}")
@@ -118,6 +127,14 @@ def _why_unprofiled(c_code: CCodeRecord) -> str:
         return "the profile flags did not reach it"
     off = next((lang["off"] for lang in languages if lang["off"]), None)
     return f"not profiled: {off}" if off else "the profile flags did not reach it"
+
+
+def _compilers_said(crate: CCrateRecord) -> str:
+    """The compilers of a crate's C and C++: by language where the build's log said which compiled what."""
+    by_language = crate.get("languages")
+    if not by_language:
+        return ", ".join(_compiler_words(crate["compilers"]))
+    return "; ".join(f"{lang} by {', '.join(_compiler_words(found))}" for lang, found in by_language.items() if found)
 
 
 def _compiler_words(compilers: list[str]) -> list[str]:

@@ -23,6 +23,7 @@ from recipes.errors import CheckFailed
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import OptimiseResult, TestResult
 from recipes.runner import run, say
+from recipes.stages import _observe
 from recipes.stages._record import StageFrame
 
 
@@ -56,6 +57,7 @@ def _test(plan: BuildPlan, frame: StageFrame) -> TestResult:
     log = plan.logs / "test.log"
     env = dict(plan.env)
     env[plan.rustflags.var] = optimised.rustflags  # the very flags of the optimised build
+    env = _observe.observing(plan, env, "test")
     say(f"test: the test suite of {plan.crate.package} with profile {store_path}, in {test_dir}")
     clean_package(plan, test_dir, plan.logs / "test-clean.log")
     argv = cargo_command.build_argv(
@@ -132,6 +134,9 @@ def _check(plan: BuildPlan, tests: CargoTestRun, text: str, returncode: int, sto
             f"cargo test exited with code {returncode} though every test passed ({summary_line(tests)})",
             f"see {log}",
         )
+    _observe.check_profile_flag(
+        plan, "test", "the test build", option="profile-use", value=str(store_path), harnesses=True
+    )
     calls = compiled_crates(text, plan.crate)
     if not calls:
         raise CheckFailed(f"the test log has no rustc line of {plan.crate.package}", f"see {log}")

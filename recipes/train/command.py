@@ -24,7 +24,7 @@ from typing import IO, ClassVar
 from recipes import procs
 from recipes.errors import ConfigError, TrainingFailed
 from recipes.procs import piped
-from recipes.runner import say
+from recipes.runner import plural, say
 from recipes.schema import Table, fill
 from recipes.workload.fields import MAX_RUNS
 from recipes.workload.registry import (
@@ -185,11 +185,13 @@ class Output:
                 if self.mode == "tail":
                     kept = bytes(self.tail[-TAIL_BYTES:])
                     if len(kept) < self.total:
-                        note = f"[{self.total} bytes of output from {runs} runs: the last {len(kept)} follow]\n"
+                        note = (
+                            f"[{self.total} bytes of output from {plural(runs, 'run')}: the last {len(kept)} follow]\n"
+                        )
                         self.log.write(note.encode())
                     self.log.write(kept)
                 elif self.mode == "discard":
-                    self.log.write(f"[{self.total} bytes of output from {runs} runs, discarded]\n".encode())
+                    self.log.write(f"[{self.total} bytes of output from {plural(runs, 'run')}, discarded]\n".encode())
                 kept_err = bytes(self.stderr[-STDERR_TAIL_BYTES:])
                 dropped = self.mode == "discard" or (self.mode == "tail" and self.total > TAIL_BYTES)
                 if self.failed_run is not None and kept_err and dropped:
@@ -237,7 +239,7 @@ class CommandPhase(Phase):
             timeout,
             args=table.strings("args"),
             runs=runs,
-            expect_exit=table.integer("expect_exit", 0),
+            expect_exit=table.exit_code("expect_exit"),
             stdin=table.string("stdin"),
             cwd=table.string("cwd"),
             output=table.string("output", "tail", choices=OUTPUT_CHOICES),
@@ -261,7 +263,7 @@ class CommandPhase(Phase):
         leftovers: list[procs.Leftover] = []
         shown = " ".join(argv[len(ctx.launcher) + 1 :]) or "(no arguments)"
         under = f" under {Path(ctx.launcher[0]).name}" if ctx.launcher else ""
-        say(f"{where}: {runs} runs of {shown} in {cwd}{under}")
+        say(f"{where}: {plural(runs, 'run')} of {shown} in {cwd}{under}")
         with log.open("wb", buffering=0) as out:
             output = Output(self.output, out)
             try:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from recipes import h2load, procs
 from recipes.errors import TrainingFailed
-from recipes.runner import quote, say, show
+from recipes.runner import plural, quote, say, show
 from recipes.schema import Table, fill
 from recipes.workload.fields import iter_paths, parse_expect
 from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
@@ -363,8 +363,8 @@ class HttpPhase(Phase):
             )
 
         say(
-            f"{label}: {requests} {self.method} requests, {self.protocol} over {self.scheme}, "
-            f"{len(self.paths)} path(s), {self.connections} connections"
+            f"{label}: {plural(requests, self.method + ' request')}, {self.protocol} over {self.scheme}, "
+            f"{plural(len(self.paths), 'path')}, {plural(self.connections, 'connection')}"
             f"{' (a new one per request)' if self.one_per_connection else ''}, expect {self.expect}"
         )
         start = time.monotonic()

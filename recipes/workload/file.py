@@ -7,14 +7,13 @@ import math
 import re
 import shutil
 import string
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from recipes.config import MAX_SECONDS
+from recipes.config import MAX_SECONDS, MIN_SECONDS
 from recipes.errors import ConfigError, ToolchainError
-from recipes.inputs import read_text
+from recipes.inputs import parse_toml, read_text
 from recipes.schema import Table
 from recipes.workload.model import Instance, Scenario, Workload
 from recipes.workload.registry import INSTANCE_MODES, PHASE_KINDS, RESOURCES
@@ -61,10 +60,8 @@ def load_workload(path: Path) -> Workload:
         raise RuntimeError("no phase kind is registered: import recipes.train before loading a workload")
     if not path.is_file():
         raise no_workload_file(path)
-    try:
-        data = tomllib.loads(read_text(path, "the workload", ConfigError, "save it as UTF-8 text"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}", "fix the syntax") from exc
+    text = read_text(path, "the workload", ConfigError, "save it as UTF-8 text")
+    data = parse_toml(text, str(path), ConfigError, "fix the syntax")
     top = Table(str(path), data)
     head = top.table("workload")
     if head is None:
@@ -238,6 +235,8 @@ def _timeout(table: Table, key: str) -> float | None:
     value: float | None = table.number(key, finite=False)
     if value is not None and not (math.isfinite(value) and value <= MAX_SECONDS):
         raise table.error(key, f"{value} is not a number of seconds up to {MAX_SECONDS:g}", f"for example {key} = 300")
+    if value is not None and 0 < value < MIN_SECONDS:  # 0 and below: the number's own refusal, "must be positive"
+        raise table.error(key, f"{value:g} s is below the floor of {MIN_SECONDS:g} s", f"for example {key} = 300")
     return value
 
 

@@ -56,7 +56,7 @@ def _parse_kind(table: Table, name: str, title: str, kind: str, instance: Instan
             args=tuple(table.strings("args")),
             stdin=table.string("stdin"),
             cwd=table.string("cwd"),
-            expect_exit=table.integer("expect_exit", 0),
+            expect_exit=table.exit_code("expect_exit"),
         )
     expect = parse_expect(table)
     if not expect.endswith("xx") and expect not in {"ok", "any"}:

@@ -76,7 +76,10 @@ def test_the_optimised_build_reports_the_c_functions_used(trained: Trained) -> N
     languages = trained.report["optimise"]["c_code"]["languages"]
     assert languages["C"]["profiled"] and languages["C"]["version"].startswith("22."), languages
     assert trained.report["optimise"]["c_code"]["setting"] == "auto"  # on by default: clang-22 is there
-    assert "c code      csys: 3 C/C++ functions with profile data, 0 without" in trained.output
+    assert "c code      csys: 3 C/C++ functions with profile data, 0 without (C by Debian clang version 22." in (
+        trained.output
+    )
+    assert set(crate["languages"]) == {"C", "C++"} and crate["not_clang"] == [], crate
     log = (trained.pipeline.work / "logs" / "optimise-build.log").read_text()
     assert f'"-fprofile-use={trained.report["optimise"]["store_path"]}"' in log  # cc-rs's command, the store path
 
@@ -178,9 +181,119 @@ def test_a_users_gcc_leaves_the_c_unprofiled_with_a_warning_and_the_ceiling_refu
 
 def test_pgo_c_off_leaves_the_c_as_the_plain_build_has_it(trained: Trained, tmp_path: Path) -> None:
     pipeline, done = _again(trained, tmp_path, PGO_C="0")
-    assert_ok(done)
+    text = assert_ok(done)
     record = report.require(pipeline.work, "optimise", "the test").c_code
     assert record is not None
     assert record["setting"] == "off" and record["languages"]["C"]["off"] == "PGO_C=0", record
     crate = _crate({"c_code": record})
     assert crate["profile_flags"] is False and all(c.startswith("GCC:") for c in crate["compilers"]), crate
+    # gcc compiled the C without the profile: none of its functions is counted as with profile data, though the
+    # profile has records of the same names; the line says which compiler built it and why it is unprofiled
+    assert crate["functions_with_profile"] == [] and "csys_checksum" in crate["functions_without_profile"], crate
+    (line,) = [x for x in text.splitlines() if "c code      csys:" in x]
+    assert "csys: 0 C/C++ functions with profile data, " in line, line
+    # cc-rs's commands are logged only when the pipeline wraps the compiler: the compilers of the objects, together
+    assert "without (GCC: (Debian" in line, line
+    assert line.endswith("; not profiled: PGO_C=0"), line
+
+
+def _nothing_built(pipeline: Pipeline) -> None:
+    """A refusal made before anything is built: no build log, no instrumented target dir."""
+    assert not (pipeline.work / "logs" / "instrument-build.log").exists()
+    assert not (pipeline.work / "generate-target").exists()
+
+
+@pytest.mark.refuses("profile-flag-already-user-c-c-flags")
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("CC", "clang-22 -fcs-profile-generate=/tmp/x"),
+        ("CXX_x86_64_unknown_linux_gnu", "clang++-22 --coverage"),
+        ("HOST_CC", "cc -fprofile-arcs"),
+    ],
+)
+def test_a_profile_flag_in_the_users_compiler_refused_before_building(hello: Pipeline, name: str, value: str) -> None:
+    """cc-rs runs ``CC`` as it is: a profile flag there instruments the shipped C as surely as one in CFLAGS."""
+    line = assert_refused(hello.nox("instrument", **{name: value}))
+    assert f"{name} already holds profile flags ({value.split()[1]})" in line, line
+    _nothing_built(hello)
+
+
+@pytest.mark.refuses("profile-flag-already-user-c-c-flags", "response-file-c-flags-cannot-read")
+def test_a_profile_flag_in_a_response_file_refused_and_an_unreadable_one_too(hello: Pipeline, tmp_path: Path) -> None:
+    """``CFLAGS="-O2 @flags.rsp"``: clang reads the file (and the files it names, relative to it); so does the
+    pipeline. A relative one is read from the crate's directory, where cargo runs the build script."""
+    (hello.crate_dir / "flags.rsp").write_text("-O2 @nested/more.rsp\n")
+    (hello.crate_dir / "nested").mkdir()
+    (hello.crate_dir / "nested" / "more.rsp").write_text("-DX=1 '-fprofile-instr-generate=/tmp/p/%m.profraw'\n")
+    line = assert_refused(hello.nox("instrument", CFLAGS="-O2 @flags.rsp"))
+    more = hello.crate_dir / "nested" / "more.rsp"
+    assert f"CFLAGS already holds profile flags (-fprofile-instr-generate=/tmp/p/%m.profraw in {more})" in line, line
+    _nothing_built(hello)
+    line = assert_refused(hello.nox("instrument", CXXFLAGS=f"@{tmp_path / 'missing.rsp'}"))
+    assert f"CXXFLAGS names the response file {tmp_path / 'missing.rsp'}, which cannot be read" in line, line
+    _nothing_built(hello)
+
+
+def _lying_clang(tmp_path: Path) -> Path:
+    """A script that prints clang 22's --version and compiles with gcc (g++ as its ``++``)."""
+    for name, real in (("liar", "gcc"), ("liar++", "g++")):
+        path = tmp_path / name
+        path.write_text(
+            "#!/bin/sh\n"
+            'if [ "$1" = --version ]; then echo "Debian clang version 22.1.8 (1~deb12u1)"; exit 0; fi\n'
+            f'exec {real} "$@"\n'
+        )
+        path.chmod(0o755)
+    return tmp_path / "liar"
+
+
+@pytest.mark.refuses("c-compiler-object-not-clang")
+def test_a_pgo_clang_that_lies_about_its_version_refused_by_its_objects_comment(
+    hello: Pipeline, tmp_path: Path
+) -> None:
+    liar = _lying_clang(tmp_path)
+    line = assert_refused(hello.nox("instrument", PGO_CLANG=str(liar)))
+    assert f"PGO_CLANG {liar} is not clang 22: the C object it compiled (pgo-probe.o) says 'GCC: (" in line, line
+    _nothing_built(hello)
+    line = assert_refused(hello.nox("instrument", CC=str(liar)))  # a user's CC that says clang 22: the same
+    assert f"CC={liar} (yours) is not clang 22: the C object it compiled" in line, line
+
+
+@pytest.mark.refuses("pgo-clang-no-clang-plus-plus-beside")
+def test_a_pgo_clang_without_its_clang_plus_plus_named_up_front(hello: Pipeline, tmp_path: Path) -> None:
+    clang = shutil.which("clang-22")
+    assert clang
+    (tmp_path / "myclang").symlink_to(clang)
+    line = assert_refused(hello.nox("instrument", PGO_CLANG="myclang", PATH=f"{tmp_path}:{clean_env()['PATH']}"))
+    assert f"PGO_CLANG=myclang: there is no myclang++ beside it ({tmp_path / 'myclang++'})" in line, line
+    assert "CXX=<clang++ of LLVM 22>" in line and "command not found" not in line, line
+    _nothing_built(hello)
+
+
+@pytest.mark.refuses("c-object-of-clang-wrapper-not-clang")
+def test_a_clang_that_lies_only_to_the_probe_refused_naming_the_object(trained: Trained, tmp_path: Path) -> None:
+    """A PGO_CLANG that is clang for everything but csys's hot.c, which it gives to gcc: the probe passes, the
+    object's .comment (read with cc-rs's command of it from the optimised build's log) refuses the build."""
+    liar = tmp_path / "bin" / "halfclang"
+    liar.parent.mkdir()
+    liar.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *csrc/hot.c*) ;; *) exec clang-22 "$@" ;; esac\n'
+        "for arg do\n"
+        "  shift\n"
+        '  case "$arg" in --target=*|-mllvm|-pgo-warn-missing-function|-fprofile-*|-Wprofile-instr-missing) ;;\n'
+        '    *) set -- "$@" "$arg" ;;\n'
+        "  esac\n"
+        "done\n"
+        'exec gcc "$@"\n'
+    )
+    liar.chmod(0o755)
+    clangxx = shutil.which("clang++-22")
+    assert clangxx
+    (liar.parent / "halfclang++").symlink_to(clangxx)
+    pipeline, done = _again(trained, tmp_path / "crate", PGO_CLANG=str(liar))
+    line = assert_refused(done)
+    assert re.search(r"the C object \S+/out/\w+-hot\.o of crate csys was compiled by 'GCC: \(", line), line
+    assert "the compiler given as clang of rustc's LLVM is not clang" in line, line
+    assert not (pipeline.work / "optimised" / "csys").exists()

@@ -152,7 +152,7 @@ def test_output_keep_and_discard(tmp_path: Path) -> None:
     # stdout and stderr are two pipes: stderr's line may land between two chunks of stdout
     assert b"done\n" in kept and kept.replace(b"done\n", b"", 1) == b"b\n" * 50000
     dropped = (tmp_path / "logs" / "train-cli-dropped.log").read_text()
-    assert dropped == "[100005 bytes of output from 1 runs, discarded]\n"
+    assert dropped == "[100005 bytes of output from 1 run, discarded]\n"
 
 
 @pytest.mark.refuses("command-run-exits-another-code-expect-exit")
@@ -269,3 +269,23 @@ def test_a_log_that_cannot_be_written_is_one_line(tmp_path: Path, output: str) -
         f"phase cli/full: its log {tmp_path / 'logs' / 'train-cli-full.log'} could not be written: "
         'No space left on device (free space on that filesystem, or set output = "discard" for the phase)'
     )
+
+
+def test_a_failed_phases_log_does_not_outlive_a_successful_rerun(tmp_path: Path) -> None:
+    """#35: the log of a phase that failed stood in logs/ beside the logs of the re-run that passed."""
+    failing = _workload(tmp_path, _phase("broken", "echo broken >&2; exit 3"))
+    with pytest.raises(TrainingFailed):
+        _run(tmp_path, failing)
+    assert "broken" in (tmp_path / "logs" / "train-cli-broken.log").read_text()
+    (tmp_path / "logs" / "instrument.log").write_text("not a phase's log\n")
+    _run(tmp_path, _workload(tmp_path, _phase("fixed", "echo fixed")))
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["instrument.log", "train-cli-fixed.log"]
+
+
+def test_the_progress_lines_count_in_the_singular_for_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """#35: "1 runs of"; and "1 phases"."""
+    _run(tmp_path, _workload(tmp_path, _phase("once", "echo once")))
+    err = capsys.readouterr().err
+    assert "instance cli (command): 1 phase\n" in err
+    assert "phase cli/once: 1 run of -c echo once in " in err
+    assert "1 runs" not in err and "1 phases" not in err

@@ -8,7 +8,7 @@ import pytest
 
 from recipes import report
 from recipes.bench import builds
-from recipes.errors import MissingInput
+from recipes.errors import CheckFailed, MissingInput
 from recipes.store import sha256_file
 
 
@@ -21,7 +21,8 @@ def _binary(path: Path, text: str = "#!/bin/sh\necho hi\n") -> Path:
 def test_usable_pgo_binary_only_when_optimise_passed_and_the_file_is_unchanged(tmp_path: Path) -> None:
     work = tmp_path / "work"
     assert builds.usable_pgo_binary(work) is None  # no report
-    binary = _binary(tmp_path / "server")
+    (work / "optimised").mkdir(parents=True)
+    binary = _binary(work / "optimised" / "server")  # the work dir's checked copy
     captured = json.loads((Path(__file__).parent.parent / "data" / "report-demo-server-bolt.json").read_text())
     optimised = {**captured["optimise"], "binary": str(binary), "binary_sha256": sha256_file(binary)}
     report.save(work, {"optimise": optimised})
@@ -31,6 +32,19 @@ def test_usable_pgo_binary_only_when_optimise_passed_and_the_file_is_unchanged(t
     report.save(work, {"optimise": optimised})
     _binary(binary, "#!/bin/sh\necho rebuilt\n")
     assert builds.usable_pgo_binary(work) is None
+
+
+@pytest.mark.refuses("recorded-path-not-the-work-dirs")
+def test_an_optimised_binary_outside_the_work_dir_is_refused_not_run(tmp_path: Path) -> None:
+    """report.json hand-edited to name another program as the optimised binary: bench refuses it by name."""
+    work = tmp_path / "work"
+    binary = _binary(tmp_path / "server")
+    captured = json.loads((Path(__file__).parent.parent / "data" / "report-demo-server-bolt.json").read_text())
+    optimised = {**captured["optimise"], "binary": str(binary), "binary_sha256": sha256_file(binary)}
+    report.save(work, {"optimise": optimised})
+    own = work / "optimised" / "server"
+    with pytest.raises(CheckFailed, match=rf"report.json names {binary} as the optimised binary, not {own}"):
+        builds.usable_pgo_binary(work)
 
 
 def test_frozen_copy(tmp_path: Path) -> None:

@@ -44,6 +44,10 @@ def test_cores_refused() -> None:
         (["--trials", "x"], "--trials"),
         (["--trials", "0"], "not a positive integer"),
         (["--scale", "-1"], "not a positive number"),
+        (["--scale", "nan"], "'nan' is not a positive number"),
+        (["--scale", "inf"], "'inf' is not a positive number"),
+        (["--trial-timeout", "nan"], "'nan' is not a positive number"),
+        (["--trial-timeout", "inf"], "'inf' is not a positive number"),
         (["--server-core"], "expected one argument"),
     ],
 )

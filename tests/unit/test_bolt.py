@@ -184,7 +184,8 @@ def _fake_tool(directory: Path, name: str, version: str) -> Path:
     so the refusal of another major is tested with one (and only that refusal)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
-    path.write_text(f"#!/bin/sh\necho 'Debian LLVM version {version}'\n")
+    bolt_line = "\necho '  BOLT revision <unknown>'" if name.startswith("llvm-bolt") else ""  # as llvm-bolt's
+    path.write_text(f"#!/bin/sh\necho 'Debian LLVM version {version}'{bolt_line}\n")
     path.chmod(0o755)
     return path
 
@@ -306,3 +307,17 @@ def test_the_skip_list_is_of_escaped_whole_names_with_bolts_local_suffix() -> No
         "plain(/[0-9]+)?",
     ]
     assert all(re.fullmatch(line, text) for line, text in zip(lines, (name + "/1", "plain"), strict=True))
+
+
+@pytest.mark.refuses("pgo-llvm-bolt-not-llvm-bolt")
+def test_an_llvm_tool_of_the_major_that_is_not_llvm_bolt_is_refused() -> None:
+    """llvm-profdata-22 prints LLVM 22's version as llvm-bolt-22 does: it is refused for what it is."""
+    profdata = shutil.which("llvm-profdata-22")
+    if profdata is None:
+        pytest.skip("llvm-22 not installed")
+    with pytest.raises(ToolchainError) as caught:
+        bolt.find_bolt(RUSTC, {"PATH": os.environ["PATH"]}, "llvm-profdata-22")
+    assert caught.value.line() == (
+        f"PGO_LLVM_BOLT=llvm-profdata-22: {profdata} is not llvm-bolt: its --version names no BOLT revision "
+        "(give LLVM 22's llvm-bolt: Debian's is /usr/lib/llvm-22/bin/llvm-bolt, of the package bolt-22)"
+    )

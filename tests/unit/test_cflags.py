@@ -13,6 +13,7 @@ from recipes import cflags
 from recipes.cargo.log import profile_warnings
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, ToolchainError
 from recipes.results import CCrateRecord
+from recipes.rustflags import cargo_config_files
 from recipes.toolchain import RustcInfo
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cflags"
@@ -238,3 +239,87 @@ def test_another_builds_out_dir_in_a_shared_target_dir_is_not_read(tmp_path: Pat
     # without the log's word, both of csys's OUT_DIRs are read, and gcc's object makes it unprofiled
     both, _ = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text="", flag="-fprofile-generate")
     assert both["objects"] == 2 and not both["profile_flags"]
+
+
+@pytest.mark.refuses("c-cxx-headers-missing-for-target")
+@pytest.mark.skipif(
+    Path("/usr/aarch64-linux-gnu/include/c++").is_dir(), reason="the arm64 C++ headers are installed here"
+)
+def test_cxx_without_the_targets_headers_refused_under_pgo_c_with_the_package() -> None:
+    """aarch64 with PGO_C=1: clang++-22 --target finds no C++ headers (libstdc++-12-dev-arm64-cross is not
+    installed): the real compiler's probe (an ``#include <new>``) refuses it before anything is built, naming the
+    package; without PGO_C=1 a cross target's C is left alone anyway, and the C alone (no header) compiles."""
+    env = {"PATH": "/usr/bin"}
+    with pytest.raises(ToolchainError) as caught:
+        cflags.plan_c(RUSTC, env, "aarch64-unknown-linux-gnu", setting=True, clang=None, zigbuild=False)
+    # 'new' file not found, or (gcc-aarch64-linux-gnu installed) 'bits/c++config.h' file not found
+    message = caught.value.message
+    assert message.startswith(
+        "PGO_C=1 but /usr/bin/clang++-22 cannot compile C++ for aarch64-unknown-linux-gnu: fatal error: '"
+    ), message
+    assert message.endswith("' file not found (no C++ standard library headers)"), message
+    assert caught.value.hint.startswith("`apt-get install libstdc++-12-dev-arm64-cross`, or give CXX=")
+    assert (
+        cflags.probe(
+            "C", ["clang-22"], "aarch64-unknown-linux-gnu", cross=True, env=env, rustc=RUSTC, what="clang", strict=True
+        )
+        is None
+    )
+    off = cflags.probe(
+        "C++", ["clang++-22"], "aarch64-unknown-linux-gnu", cross=True, env=env, rustc=RUSTC, what="clang", strict=False
+    )
+    assert off is not None and off.endswith(
+        "(no C++ standard library headers): `apt-get install libstdc++-12-dev-arm64-cross`"
+    ), off
+
+
+@pytest.mark.refuses("profile-flag-already-user-c-c-flags", "response-file-c-flags-cannot-read")
+def test_response_files_read_for_profile_flags(tmp_path: Path) -> None:
+    (tmp_path / "a.rsp").write_text('-O2 "-DNAME=a b" @sub/b.rsp\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.rsp").write_text("-Wall\n")  # nested: relative to the file that names it
+    cflags.refuse_profile_flags({"CFLAGS": "@a.rsp"}, HOST, cross=False, cwd=tmp_path)
+    (tmp_path / "sub" / "b.rsp").write_text("-Wall -fprofile-generate\n")
+    with pytest.raises(EnvironmentRefused) as caught:
+        cflags.refuse_profile_flags({"CFLAGS": "@a.rsp"}, HOST, cross=False, cwd=tmp_path)
+    assert caught.value.message == f"CFLAGS already holds profile flags (-fprofile-generate in {tmp_path}/sub/b.rsp)"
+    (tmp_path / "loop.rsp").write_text("@loop.rsp\n")
+    with pytest.raises(EnvironmentRefused, match="response files nested deeper than 16"):
+        cflags.refuse_profile_flags({"CXXFLAGS": "@loop.rsp"}, HOST, cross=False, cwd=tmp_path)
+    with pytest.raises(EnvironmentRefused, match=r"CC names the response file .*/none.rsp, which cannot be read"):
+        cflags.refuse_profile_flags({"CC": "clang-22 @none.rsp"}, HOST, cross=False, cwd=tmp_path)
+    cflags.refuse_profile_flags({"CRATE_CC_NO_DEFAULTS": "1", "CC": "ccache clang-22"}, HOST, cross=False)
+
+
+@pytest.mark.refuses("c-object-of-clang-wrapper-not-clang")
+def test_each_objects_language_and_compiler_from_cc_rs_commands(tmp_path: Path) -> None:
+    log = (DATA / "cargo-optimise-c-stale.log").read_text()
+    commands = cflags.compile_commands(log)["csys"]
+    cxx = [*commands[0][:-3], "/t/out/b-mix.o", "-c", "csrc/mix.cpp"]  # cc-rs's command of a C++ file
+    found = cflags.object_languages([*commands, cxx], HOST)
+    assert found["/t/out/b-mix.o"] == ("C++", False), found
+    assert sorted(lang for lang, _ in found.values()) == ["C", "C++"], found
+    assert not any(wrapped for _, wrapped in found.values())  # /tmp/cx/wrap-cc: not the pipeline's script
+    renamed = [[f"/w/bin/cc-{HOST}", *cmd[1:]] for cmd in commands]
+    assert all(wrapped for _, wrapped in cflags.object_languages(renamed, HOST).values())
+    with pytest.raises(CheckFailed) as caught:
+        cflags.check_c([_crate(not_clang=["/t/out/a-hot.o: GCC: (Debian 12.2.0-14) 12.2.0"])], None, tmp_path)
+    assert caught.value.message == (
+        "the C object /t/out/a-hot.o of crate zstd-sys was compiled by 'GCC: (Debian 12.2.0-14) 12.2.0': the "
+        "compiler given as clang of rustc's LLVM is not clang"
+    )
+
+
+@pytest.mark.refuses("profile-flag-already-user-c-c-flags")
+def test_a_profile_flag_in_a_cargo_configs_env_table_refused(tmp_path: Path) -> None:
+    """cargo gives its config's ``[env]`` to every build script: cc-rs reads ``CC`` there as from the environment."""
+    config = tmp_path / ".cargo" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[env]\nCFLAGS = "-O2"\nCC = { value = "clang-22 -fprofile-generate=/tmp/x", force = true }\n')
+    (file,) = cargo_config_files(tmp_path, {"HOME": str(tmp_path / "home")})
+    with pytest.raises(EnvironmentRefused) as caught:
+        cflags.refuse_config_env_profile_flags([file], HOST, cross=False, cwd=tmp_path)
+    assert caught.value.message == f"CC in [env] of {config} already holds profile flags (-fprofile-generate=/tmp/x)"
+    config.write_text('[env]\nCFLAGS = "-O2"\nCC = "clang-22"\n')
+    (file,) = cargo_config_files(tmp_path, {"HOME": str(tmp_path / "home")})
+    cflags.refuse_config_env_profile_flags([file], HOST, cross=False, cwd=tmp_path)

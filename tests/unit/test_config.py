@@ -109,9 +109,10 @@ BAD_NUMBERS = [
     ("PGO_TRAIN_SCALE", "1e300", "is too large", "at most 10000", "=0.5"),
     ("PGO_TRAIN_SCALE", "-0.5", "is not above 0", "a number above 0", "=0.5"),
     ("PGO_TRAIN_SCALE", "half", "is not a number", "a number above 0", "=0.5"),
-    ("PGO_PHASE_TIMEOUT", "inf", "is not a finite number", "a number of seconds above 0 and at most 604800", "=600"),
-    ("PGO_PHASE_TIMEOUT", "1e12", "is too large", "at most 604800", "=600"),
-    ("PGO_PHASE_TIMEOUT", "0", "is not above 0", "seconds above 0", "=600"),
+    ("PGO_PHASE_TIMEOUT", "inf", "is not a finite number", "a number of seconds from 0.1 to 604800", "=600"),
+    ("PGO_PHASE_TIMEOUT", "1e12", "is too large", "to 604800", "=600"),
+    ("PGO_PHASE_TIMEOUT", "0", "is not above 0", "seconds from 0.1", "=600"),
+    ("PGO_PHASE_TIMEOUT", "1e-300", "is below the floor of 0.1", "seconds from 0.1 to 604800", "=600"),
 ]
 
 
@@ -267,3 +268,38 @@ def test_the_verify_default_is_decided_in_one_place(tmp_path: Path) -> None:
     for value, wanted in (("1", True), ("0", False)):
         config = load_config(tmp_path, {"PGO_VERIFY": value})
         assert config.verify_wanted(trained=True) is wanted and config.verify_wanted(trained=False) is wanted
+
+
+@pytest.mark.refuses("pyproject-toml-nul-character")
+def test_a_nul_in_a_tool_pgo_value_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.pgo]\nfeatures = "a\\u0000b"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path, {})
+    assert caught.value.line().startswith(
+        f"{tmp_path / 'pyproject.toml'}: tool.pgo.features holds a NUL character (\\0), which no argument"
+    )
+
+
+@pytest.mark.refuses("pyproject-toml-nested-too-deeply")
+def test_a_pyproject_nested_past_the_recursion_limit_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nx = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path, {})
+    assert caught.value.line().startswith(f"{tmp_path / 'pyproject.toml'}: nested too deeply to read")
+
+
+@pytest.mark.refuses("pgo-max-glibc-not-version")
+@pytest.mark.parametrize("value", ["abc", "2", "2.x", "v2.28", "2.28."])
+def test_a_max_glibc_that_is_not_a_version_is_refused_with_the_configuration(tmp_path: Path, value: str) -> None:
+    """Not after four stages, where the optimised binary's glibc is checked."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_project(tmp_path), {"PGO_MAX_GLIBC": value})
+    assert caught.value.line() == (
+        f"PGO_MAX_GLIBC: {value!r} is not a glibc version: expected a glibc release as GLIBC_x.y names it "
+        "(for example PGO_MAX_GLIBC=2.28)"
+    )
+
+
+@pytest.mark.parametrize(("value", "kept"), [("2.28", "2.28"), (" 2.3.4 ", "2.3.4")])
+def test_a_max_glibc_version_is_taken(tmp_path: Path, value: str, kept: str) -> None:
+    assert load_config(_project(tmp_path), {"PGO_MAX_GLIBC": value}).max_glibc == kept

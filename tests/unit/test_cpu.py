@@ -13,6 +13,7 @@ from recipes import cpu, emulation, report
 from recipes.errors import CheckFailed, ConfigError, MissingInput, ToolchainError
 from recipes.results import CpuBaselineResult
 from recipes.rustflags import RustflagsPlan, target_cpu_warning
+from recipes.store import sha256_file
 from tests.conftest import DATA
 
 
@@ -142,8 +143,27 @@ def test_no_optimised_binary_in_the_work_dir(tmp_path: Path) -> None:
     with pytest.raises(MissingInput, match="failed its checks"):
         cpu.default_binary(report.parse(path, {"optimise": {"binary": "/x", "failed": "stale"}}), tmp_path)
     captured = json.loads((DATA / "report-demo-server-bolt.json").read_text())["optimise"]
-    succeeded = report.parse(path, {"optimise": {**captured, "binary": "/x/y"}})
-    assert cpu.default_binary(succeeded, tmp_path) == Path("/x/y")
+    own = tmp_path / "optimised" / "y"
+    own.parent.mkdir()
+    own.write_bytes(b"the checked copy")
+    succeeded = report.parse(path, {"optimise": {**captured, "binary": str(own), "binary_sha256": sha256_file(own)}})
+    assert cpu.default_binary(succeeded, tmp_path) == own
+
+
+@pytest.mark.refuses("recorded-path-not-the-work-dirs")
+def test_an_optimised_binary_report_json_names_elsewhere_or_changed_is_not_run(tmp_path: Path) -> None:
+    """report.json may be garbage or hand-edited: cpu-baseline runs only the work dir's own checked copy."""
+    path = tmp_path / "report.json"
+    captured = json.loads((DATA / "report-demo-server-bolt.json").read_text())["optimise"]
+    elsewhere = report.parse(path, {"optimise": {**captured, "binary": "/x/y"}})
+    own = tmp_path / "optimised" / "y"
+    with pytest.raises(CheckFailed, match=rf"report.json names /x/y as the optimised binary, not {own}"):
+        cpu.default_binary(elsewhere, tmp_path)
+    own.parent.mkdir()
+    own.write_bytes(b"another program")
+    changed = report.parse(path, {"optimise": {**captured, "binary": str(own)}})
+    with pytest.raises(CheckFailed, match="changed since optimise checked it"):
+        cpu.default_binary(changed, tmp_path)
 
 
 def _plan(base: tuple[str, ...], config_flags: tuple[str, ...] = ()) -> RustflagsPlan:
@@ -164,6 +184,27 @@ def test_no_qemu_names_the_package(tmp_path: Path) -> None:
         ToolchainError, match=r"qemu-x86_64 not found: the baseline-CPU check needs it \(apt-get install qemu"
     ):
         cpu.check_qemu({"PATH": str(tmp_path)})
+
+
+@pytest.mark.refuses("cpu-baseline-qemu-cannot-be-run")
+@pytest.mark.parametrize(
+    ("content", "mode", "reason"),
+    [(b"#!/bin/sh\necho qemu\n", 0o644, "Permission denied"), (b"\x00\x01 not a program", 0o755, "Exec format error")],
+    ids=["no-execute-bit", "not-a-program"],
+)
+def test_a_qemu_that_cannot_be_run_is_one_line_naming_it(
+    tmp_path: Path, content: bytes, mode: int, reason: str
+) -> None:
+    """Was "cannot write qemu-x86_64: Permission denied (free space there or choose another PGO_OUT)"."""
+    qemu = tmp_path / "qemu-x86_64"
+    qemu.write_bytes(content)
+    qemu.chmod(mode)
+    with pytest.raises(ToolchainError) as caught:
+        cpu.check_qemu({"PATH": str(tmp_path)})
+    assert caught.value.line() == (
+        f"qemu-x86_64 on PATH cannot be run: {reason} (reinstall qemu-user with apt-get install qemu-user, or put a "
+        "working qemu-x86_64 first on PATH)"
+    )
 
 
 @pytest.mark.refuses("cpu-baseline-no-binary-path")

@@ -12,6 +12,7 @@ import pytest
 
 from recipes import matrix, provenance, rebuild
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError
+from recipes.manifest import MANIFEST_SCHEMA
 from recipes.release import join_files
 from recipes.reproducible import parse_sha256sums, sha256_bytes, sha256sums_text
 from tests.conftest import clean_env
@@ -87,9 +88,36 @@ def leg(root: Path, triple: str, *, tag: str = TAG, commit: str = COMMIT) -> Pat
     folder.mkdir(parents=True)
     base = f"hello-pgo-{tag}-{triple}"
     (folder / f"{base}-pgo.tar.gz").write_bytes(f"tarball of {triple}".encode())
-    (folder / f"{base}-manifest.json").write_text(json.dumps({"tag": tag, "commit": commit, "triple": triple}))
+    manifest = {"schema": MANIFEST_SCHEMA, "tag": tag, "commit": commit, "triple": triple}
+    (folder / f"{base}-manifest.json").write_text(json.dumps(manifest))
     resum(folder)
     return folder
+
+
+@pytest.mark.refuses("gather-manifest-another-schema", "gather-two-manifests-one-target")
+def test_a_gather_refuses_what_verify_of_the_gathered_folder_would(tmp_path: Path) -> None:
+    """A manifest of another schema, and two manifests of one target in the legs: the gather wrote folders that
+    verify then refused; now it refuses them and writes nothing."""
+    gnu, musl = leg(tmp_path, GNU), leg(tmp_path, MUSL)
+    out = tmp_path / "out"
+    manifest = musl / f"hello-pgo-{TAG}-{MUSL}-manifest.json"
+    manifest.write_text(json.dumps({"schema": 2, "tag": TAG, "commit": COMMIT, "triple": MUSL}))
+    resum(musl)
+    with pytest.raises(CheckFailed) as caught:
+        matrix.gather(TAG, [gnu, musl], out)
+    assert caught.value.line().startswith(
+        f"{manifest.name} in {musl} has schema 2; this pgo-recipes reads manifests of schema {MANIFEST_SCHEMA}"
+    )
+    assert not out.exists()
+    manifest.write_text(json.dumps({"schema": MANIFEST_SCHEMA, "tag": TAG, "commit": COMMIT, "triple": GNU}))
+    resum(musl)
+    with pytest.raises(ConfigError) as refused:
+        matrix.gather(TAG, [gnu, musl], out)
+    assert refused.value.line() == (
+        f"2 manifests of {TAG} in the 2 folders gathered (gather one folder per target: hello-pgo-{TAG}-{GNU}-"
+        f"manifest.json in {gnu} and {manifest.name} in {musl} are both of {GNU})"
+    )
+    assert not out.exists()
 
 
 def resum(folder: Path) -> None:

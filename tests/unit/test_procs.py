@@ -337,3 +337,60 @@ def test_wait_usage_kills_a_child_still_running_at_its_deadline() -> None:
     assert (waited.exited, waited.returncode) == (False, -signal.SIGKILL)
     with pytest.raises(ChildProcessError):
         os.waitpid(proc.pid, os.WNOHANG)  # reaped
+
+
+def test_a_running_child_is_recorded_and_its_record_goes_when_it_is_reaped(tmp_path: Path) -> None:
+    folder = tmp_path / "children"
+    with procs.recording_children(folder):
+        child = procs.Child.start([sys.executable, "-c", SERVER, "0"], env=clean_env(), log=tmp_path / "log")
+        with child:
+            record = (folder / str(child.pid)).read_text().split()
+            started = procs.read_process(child.pid)
+            assert started is not None
+            assert record[:2] == [str(child.pid), str(started.started)]
+            assert record[2].startswith(f"{os.getpid()}.")
+    assert not list(folder.iterdir())
+
+
+def test_reclaim_kills_a_recorded_child_still_running_and_never_a_reused_pid(tmp_path: Path) -> None:
+    """A record whose pid runs with the recorded start time is an orphan (killed); one whose pid now has another
+    start time is another process (spared); the records go either way."""
+    folder = tmp_path / "children"
+    folder.mkdir()
+    orphan = subprocess.Popen([sys.executable, "-c", SERVER, "0"], stdout=subprocess.PIPE, start_new_session=True)
+    stranger = subprocess.Popen([sys.executable, "-c", SERVER, "0"], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        for proc in (orphan, stranger):
+            assert proc.stdout is not None
+            proc.stdout.readline()
+        orphan_stat, stranger_stat = procs.read_process(orphan.pid), procs.read_process(stranger.pid)
+        assert orphan_stat is not None and stranger_stat is not None
+        (folder / str(orphan.pid)).write_text(f"{orphan.pid} {orphan_stat.started} 0.0-3\n")  # a session gone
+        (folder / str(stranger.pid)).write_text(f"{stranger.pid} {stranger_stat.started - 1} 0.0-4\n")
+        (folder / "garbage").write_text("not a record")
+        left = procs.reclaim(folder)
+        assert [(left.pid, left.name) for left in left] == [(orphan.pid, orphan_stat.name)]
+        assert orphan.wait(timeout=10) == 0  # its SIGTERM handler exits 0
+        assert stranger.poll() is None
+        assert not list(folder.iterdir())
+    finally:
+        for proc in (orphan, stranger):
+            proc.kill()
+            proc.wait()
+            assert proc.stdout is not None
+            proc.stdout.close()
+
+
+def test_reclaim_of_a_folder_that_is_not_there_is_nothing(tmp_path: Path) -> None:
+    assert procs.reclaim(tmp_path / "absent") == []
+
+
+def test_reclaim_leaves_the_children_of_a_session_still_running(tmp_path: Path) -> None:
+    """Two sessions in one work dir at once: the second does not take the first's running children for orphans."""
+    folder = tmp_path / "children"
+    with procs.recording_children(folder):
+        child = procs.Child.start([sys.executable, "-c", SERVER, "0"], env=clean_env(), log=tmp_path / "log")
+        with child:
+            assert procs.reclaim(folder) == []
+            assert child.alive()
+            assert (folder / str(child.pid)).is_file()

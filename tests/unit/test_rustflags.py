@@ -47,6 +47,9 @@ def test_glibc_suffix() -> None:
         ["--codegen=profile-use=/x"],
         ["--codegen", "profile-sample-use=/x"],
         ["-Copt-level=3", "-Cprofile-generate"],
+        ["-Zprofile-sample-use=/x.prof"],
+        ["-Z", "profile-sample-use=/x.prof"],
+        ["-Zprofile"],
     ],
 )
 def test_profile_flags_found(flags: list[str]) -> None:
@@ -55,6 +58,7 @@ def test_profile_flags_found(flags: list[str]) -> None:
 
 def test_no_profile_flags() -> None:
     assert not profile_flags_in(["-Ctarget-cpu=x86-64", "--cfg", "profile", "-C", "opt-level=3"])
+    assert not profile_flags_in(["-Zshare-generics", "-Z", "profiler-runtime=x", "-Zprofile-closures"])
 
 
 def test_target_cpu_in() -> None:

@@ -23,6 +23,7 @@ from recipes.rustflags import RustflagsPlan
 from recipes.stages._record import StageFrame
 from recipes.store import sha256_file
 from recipes.toolchain import RustcInfo
+from tests.conftest import copy_fixture
 
 BIN = "hello-pgo"
 
@@ -257,6 +258,8 @@ def test_a_record_no_plan_makes_is_kept_by_the_frame_too(tmp_path: Path) -> None
     passed = {"binary": "/old/hello-pgo", "qemu": "qemu-x86_64 version 7.2", "cpu": "qemu64", "controls": {}}
     (work / "report.json").write_text(json.dumps({"schema": 1, "cpu_baseline": passed}))
     with pytest.raises(MissingInput) as caught:
-        cpu.cpu_baseline(tmp_path, {**os.environ, "PGO_OUT": str(work)}, [])
+        # of a crate (the work dir's records are of one: recipes/claim.py reads its identity with cargo metadata)
+        manifest = copy_fixture("hello", tmp_path)
+        cpu.cpu_baseline(tmp_path, {**os.environ, "PGO_OUT": str(work), "PGO_MANIFEST": str(manifest)}, [])
     assert "names no optimised binary" in caught.value.line()
     assert json.loads((work / "report.json").read_text())["cpu_baseline"] == {"failed": caught.value.line()}

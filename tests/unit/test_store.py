@@ -492,3 +492,23 @@ def test_a_store_that_stays_locked_is_refused(tmp_path: Path, monkeypatch: pytes
     with held, pytest.raises(StoreError, match=rf"profile store {store.root} stayed locked for 1 s.*another pipeline"):
         store.put(_profile(tmp_path, b"profile"))
     assert [p.name for p in store.root.iterdir()] == [".lock"]
+
+
+@pytest.mark.refuses("store-not-writable")
+def test_an_existing_store_on_a_read_only_filesystem_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "ro", mode="0700", read_only=True) as ro, pytest.raises(StoreError) as caught:
+        ProfileStore(ro).check()
+    assert caught.value.line() == (
+        f"profile store {ro} is on a read-only filesystem: the merged profile and its lock are written there "
+        "(make it writable, or choose another PGO_PROFILE_STORE)"
+    )
+
+
+@pytest.mark.refuses("store-not-writable")
+def test_an_existing_store_without_write_permission_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root writes a directory of mode 0500 all the same")
+    store = tmp_path / "store"
+    store.mkdir(mode=0o500)
+    with pytest.raises(StoreError, match=rf"profile store {store} is not writable"):
+        ProfileStore(store).check()

@@ -290,3 +290,50 @@ def test_every_key_of_a_real_workload_changed_is_a_config_error_or_a_workload(tm
         path.write_bytes(data)
         with contextlib.suppress(ConfigError):
             load_workload(path)
+
+
+@pytest.mark.refuses("workload-file-nul-character")
+def test_a_nul_in_a_command_argument_is_refused_when_the_workload_is_loaded(tmp_path: Path) -> None:
+    """Python cannot start a program with a NUL in its arguments: refused at load, not after the instrumented
+    build."""
+    assert '["x", "{work}/file"]' in GOOD
+    with pytest.raises(ConfigError) as caught:
+        load_workload(_write(tmp_path, GOOD.replace('["x", "{work}/file"]', '["x", "a\\u0000b"]')))
+    assert caught.value.line() == (
+        f"{tmp_path / 'w.toml'}: instance[1].phase[1].args[2] holds a NUL character (\\0), which no argument, path or "
+        "variable can hold (remove it, or the \\u0000 escape that writes it)"
+    )
+
+
+@pytest.mark.refuses("workload-file-nested-too-deeply")
+def test_a_workload_nested_past_the_recursion_limit_is_one_line(tmp_path: Path) -> None:
+    deep = "[" * 3000 + "]" * 3000
+    with pytest.raises(ConfigError) as caught:
+        load_workload(_write(tmp_path, GOOD.replace("min_functions = 3", f"min_functions = 3\nx = {deep}")))
+    assert caught.value.line().startswith(f"{tmp_path / 'w.toml'}: nested too deeply to read")
+
+
+@pytest.mark.refuses("expect-exit-not-exit-code")
+@pytest.mark.parametrize("code", [300, 256, -1])
+def test_an_expect_exit_no_program_can_have_is_refused(tmp_path: Path, code: int) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_workload(_write(tmp_path, GOOD.replace("runs = 2", f"runs = 2\nexpect_exit = {code}")))
+    assert f"'one': expect_exit: {code} is not an exit code: a program exits with 0 to 255" in caught.value.line()
+
+
+def test_expect_exit_255_is_one_a_program_can_have(tmp_path: Path) -> None:
+    workload = load_workload(_write(tmp_path, GOOD.replace("runs = 2", "runs = 2\nexpect_exit = 255")))
+    assert workload.instances[0].phases[0].expect_exit == 255  # type: ignore[attr-defined]
+
+
+@pytest.mark.refuses("phase-timeout-below-floor")
+@pytest.mark.parametrize("key", ["timeout", "phase_timeout"])
+def test_a_timeout_below_the_floor_is_refused(tmp_path: Path, key: str) -> None:
+    text = (
+        GOOD.replace("runs = 2", "runs = 2\ntimeout = 1e-300")
+        if key == "timeout"
+        else GOOD.replace("min_functions = 3", "min_functions = 3\nphase_timeout = 1e-300")
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_workload(_write(tmp_path, text))
+    assert f"{key}: 1e-300 s is below the floor of 0.1 s" in caught.value.line()

@@ -1,0 +1,276 @@
+"""The work dir is the pipeline's: one crate per work dir, one session at a time, nothing followed out of it.
+
+Every session that writes the work dir (``PGO_OUT``) runs inside ``with claim(work, session) as held:``, which
+
+- refuses a folder that holds files the pipeline did not write (a non-empty folder with neither ``report.json``
+  nor the marker ``.pgo-workdir``), naming a few of them; a work dir of the older layout (with a report) is adopted;
+- refuses a symbolic link inside the work dir, naming it: nothing is ever written through one;
+- makes and marks the folder, then takes the work-dir lock (``.pgo-lock``, ``fcntl.flock``) for the session's
+  whole run, or refuses at once naming the holder's pid and session;
+- then calls :func:`started`, the session-start hook (what every session does first, under the lock).
+
+``held.identify(identity)`` then records the crate's identity in report.json when the work dir is first used
+(``"crate"``, beside the stages' records: readers that do not know it leave it be) and refuses a work dir of
+another crate, naming both.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from recipes import report
+from recipes.cargo.command import cargo_env
+from recipes.cargo.metadata import CrateInfo, crate_info
+from recipes.config import Config
+from recipes.errors import CheckFailed, MissingInput, WorkDirError
+from recipes.results import OptimiseResult
+from recipes.store import sha256_file
+from recipes.toolchain import rustc_info
+from recipes.workdir import WorkDir
+
+#: the folders a workload run empties at its start (their content is the workload's) and cargo's target dirs:
+#: what the link check does not look inside
+_NOT_SCANNED_SUFFIX = "-target"
+_SCRATCH = frozenset({"train", "verify", "bolt-train", "bolt-verify"})
+#: the target of an identity that takes the recorded one (:func:`identity_of_config`)
+ANY_TARGET = ""
+#: how many of a foreign folder's files its refusal names
+_NAMED = 3
+
+
+@dataclass(frozen=True)
+class CrateIdentity:
+    """What a work dir's records are of: the crate's manifest, package, binary, target and features."""
+
+    manifest: str
+    package: str
+    bin: str
+    target: str
+    features: tuple[str, ...]
+
+    @classmethod
+    def of(cls, crate: CrateInfo, target: str, features: Sequence[str]) -> CrateIdentity:
+        return cls(str(crate.manifest), crate.package, crate.bin, target, tuple(sorted(features)))
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "manifest": self.manifest,
+            "package": self.package,
+            "bin": self.bin,
+            "target": self.target,
+            "features": list(self.features),
+        }
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, object]) -> CrateIdentity | None:
+        """The recorded identity, or None when the record is not one (hand-edited: then it is written again)."""
+        features = value.get("features")
+        texts = [value.get(key) for key in ("manifest", "package", "bin", "target")]
+        if not all(isinstance(t, str) for t in texts) or not isinstance(features, list):
+            return None
+        if not all(isinstance(f, str) for f in features):
+            return None
+        manifest, package, bin_name, target = (str(t) for t in texts)
+        return cls(manifest, package, bin_name, target, tuple(str(f) for f in features))
+
+    def describe(self) -> str:
+        features = ",".join(self.features) or "none"
+        return f"{self.package} (bin {self.bin}, {self.manifest}, target {self.target}, features {features})"
+
+
+def identity_of_config(config: Config, environ: Mapping[str, str], *, any_target: bool = False) -> CrateIdentity:
+    """The crate identity of a session that makes no plan (cargo metadata; the target: PGO_TARGET or the host).
+    ``any_target``: a session that builds nothing (cpu-baseline reads the binary's architecture itself) takes the
+    recorded target when PGO_TARGET is not given (its target is then ``""``: any)."""
+    env = cargo_env(environ)
+    crate = crate_info(config.manifest, config.package, config.bin, env)
+    if config.target is None and any_target:
+        return CrateIdentity.of(crate, ANY_TARGET, config.features)
+    return CrateIdentity.of(crate, config.target or rustc_info(env).host, config.features)
+
+
+def check_own_optimised(workdir: WorkDir, optimised: OptimiseResult) -> Path:
+    """The optimised binary report.json names, refused unless it is the work dir's checked copy."""
+    binary = optimised.binary
+    own = workdir.checked("optimise", binary.name)
+    if binary != own:
+        raise CheckFailed(
+            f"report.json names {binary} as the optimised binary, not {own} that optimise checked",
+            "only the work dir's own checked binary is run: run `nox -s optimise` (or `nox -s pgo`) again",
+        )
+    return binary
+
+
+def own_optimised_binary(workdir: WorkDir, optimised: OptimiseResult) -> Path:
+    """The optimised binary report.json names, when it is the work dir's checked copy (``optimised/<bin>``) and
+    still what optimise checked (its sha256); report.json may be hand-edited: anything else is not run."""
+    binary = check_own_optimised(workdir, optimised)
+    if not binary.is_file():
+        raise MissingInput(f"the optimised binary {binary} is gone", "run `nox -s optimise` (or `nox -s pgo`) again")
+    if sha256_file(binary) != optimised.binary_sha256:
+        raise CheckFailed(
+            f"the optimised binary {binary} changed since optimise checked it (its sha256 is not the recorded one)",
+            "run `nox -s optimise` (or `nox -s pgo`) again",
+        )
+    return binary
+
+
+@dataclass(frozen=True)
+class Held:
+    """A work dir claimed by a session: its lock held until the ``with`` ends."""
+
+    workdir: WorkDir
+    session: str
+
+    def identify(self, identity: CrateIdentity) -> None:
+        check_identity(self.workdir, identity)
+
+
+def check_identity(workdir: WorkDir, identity: CrateIdentity) -> None:
+    """Record ``identity`` on the work dir's first use (or in a report without one); refuse another crate's."""
+    recorded_json = report.crate_identity(workdir.root)
+    recorded = CrateIdentity.from_json(recorded_json) if recorded_json is not None else None
+    if recorded is None:
+        if identity.target != ANY_TARGET:  # recorded by a session that knows its target
+            report.record_crate_identity(workdir.root, identity.as_json())
+        return
+    if identity.target == ANY_TARGET:
+        identity = replace(identity, target=recorded.target)
+    if recorded != identity:
+        raise WorkDirError(
+            f"the work dir {workdir.root} holds the records of {recorded.describe()}, not of {identity.describe()}",
+            "give this crate its own PGO_OUT, or remove that work dir to start it over",
+        )
+
+
+def started(workdir: WorkDir) -> None:
+    """The session-start hook: called once per session, right after the work-dir lock is taken (what a session
+    must do before anything else in its work dir goes here, under the lock)."""
+    _ = workdir
+
+
+def check_ours(workdir: WorkDir) -> None:
+    """Refuse a ``PGO_OUT`` that is not a folder, or a non-empty one the pipeline did not make."""
+    root = workdir.root
+    if root.is_symlink() and not root.exists():
+        raise WorkDirError(
+            f"PGO_OUT={root} is a dangling symbolic link (to {root.readlink()})",
+            "remove the link, or give PGO_OUT a folder",
+        )
+    if not root.exists():
+        return
+    if not root.is_dir():
+        raise WorkDirError(f"PGO_OUT={root} is not a directory", "give PGO_OUT a new or empty folder")
+    if workdir.report.exists() or workdir.marker.exists() or workdir.report.is_symlink():
+        return
+    # the children folder is the process records' (procs.recording_children), which a session may make first
+    names = sorted(p.name for p in root.iterdir() if p != workdir.children)
+    if names:
+        shown = ", ".join(names[:_NAMED]) + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
+        raise WorkDirError(
+            f"PGO_OUT={root} holds files the pipeline did not write ({shown}), and the stages empty folders of it",
+            "give PGO_OUT a new or empty folder",
+        )
+
+
+def find_link(root: Path) -> Path | None:
+    """A symbolic link in the work dir or in one of its folders (cargo's target dirs and a workload's scratch,
+    which the workload run empties without following links, aside), or None."""
+    if not root.is_dir():
+        return None
+    for entry in sorted(root.iterdir()):
+        if entry.is_symlink():
+            return entry
+        if entry.is_dir() and not entry.name.endswith(_NOT_SCANNED_SUFFIX) and entry.name not in _SCRATCH:
+            inner = next((p for p in sorted(entry.iterdir()) if p.is_symlink()), None)
+            if inner is not None:
+                return inner
+    return None
+
+
+def check_links(workdir: WorkDir) -> None:
+    """Refuse a symbolic link inside the work dir, naming it and where it points."""
+    link = find_link(workdir.root)
+    if link is not None:
+        raise WorkDirError(
+            f"{link} is a symbolic link (to {link.readlink()}), and the pipeline never writes through one",
+            "remove the link (the pipeline makes its folders itself), or give PGO_OUT another folder",
+        )
+
+
+def _mark(workdir: WorkDir) -> None:
+    """Make the work dir and its marker (a report of the older layout is adopted: it gets one too)."""
+    try:
+        workdir.root.mkdir(parents=True, exist_ok=True)
+        if not workdir.marker.exists():
+            fd = os.open(workdir.marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            os.close(fd)
+    except OSError as exc:
+        raise WorkDirError(
+            f"cannot make the work dir {workdir.root}: {exc.strerror}", "give PGO_OUT a folder you can write"
+        ) from exc
+
+
+def _holder(workdir: WorkDir) -> str:
+    """Who holds the lock, as its file says (read a few times: the holder writes it just after taking it)."""
+    for _ in range(20):
+        with suppress(OSError, ValueError):
+            data = json.loads(workdir.lock.read_text(encoding="utf-8"))
+            pid = int(data["pid"])
+            os.kill(pid, 0)
+            return f"pid {pid} (nox -s {data['session']}, since {data['since']})"
+        time.sleep(0.05)
+    return "another session"
+
+
+def _lock(workdir: WorkDir, session: str) -> int:
+    """The work-dir lock, taken without waiting: its descriptor (closed by the child processes' exec)."""
+    try:
+        fd = os.open(workdir.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise WorkDirError(
+            f"cannot open the work-dir lock {workdir.lock}: {exc.strerror}", "give PGO_OUT a folder you can write"
+        ) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise WorkDirError(
+            f"the work dir {workdir.root} is in use by {_holder(workdir)}",
+            "one session at a time in a work dir: wait for it to finish, or give this one another PGO_OUT",
+        ) from None
+    holder = {"pid": os.getpid(), "session": session, "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    with suppress(OSError):  # best effort: a full disk must not stop the session that holds the lock
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+    return fd
+
+
+@contextmanager
+def claim(work: Path, session: str) -> Iterator[Held]:
+    """Hold the work dir ``work`` for ``session`` (``nox -s <session>``) until the block ends; see the module."""
+    workdir = WorkDir(work)
+    check_links(workdir)
+    check_ours(workdir)
+    _mark(workdir)
+    fd = _lock(workdir, session)
+    try:
+        check_links(workdir)  # again, under the lock: another session may have been making the folder
+        started(workdir)
+        yield Held(workdir, session)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def claim_each(works: Sequence[Path], session: str) -> Iterator[list[Held]]:
+    """:func:`claim` of several work dirs (a release's targets), all held until the block ends."""
+    with ExitStack() as stack:
+        yield [stack.enter_context(claim(work, session)) for work in works]

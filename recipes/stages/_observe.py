@@ -1,0 +1,73 @@
+"""Every build of the pipeline runs rustc through the RUSTC shim (recipes/cargo/observed.py); these are the
+stages' side of it: the environment of an observed build, and its records and checks afterwards."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from recipes import elf
+from recipes.cargo import observed
+from recipes.cargo.log import RustcCall
+from recipes.plan import BuildPlan
+from recipes.rustflags import cargo_config_files
+
+
+def observing(plan: BuildPlan, env: Mapping[str, str], build: str) -> dict[str, str]:
+    """``env`` with the shim as RUSTC, recording into ``<work>/observed/<build>/`` (emptied first)."""
+    shim = observed.install_shim(plan.workdir.bin, shutil.which("bash", path=plan.env.get("PATH")) or "/bin/sh")
+    return observed.env_with_shim(env, shim, observed.fresh_records(plan.workdir.observed(build)))
+
+
+def wrappers(plan: BuildPlan) -> list[str]:
+    """The rustc wrappers the plan's environment and the crate's cargo configs set."""
+    configs = cargo_config_files(plan.cwd, plan.env)
+    return observed.wrappers(plan.env, [(config.path, config.data) for config in configs])
+
+
+def with_configured_wrapper(plan: BuildPlan, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` whose RUSTC_WRAPPER is the wrapper cargo would run (the variable, else CARGO_BUILD_RUSTC_WRAPPER,
+    else ``[build] rustc-wrapper`` of the crate's cargo configs), so that a wrapper of the pipeline's own (the
+    lint wrapper) chains it instead of replacing it."""
+    out = dict(env)
+    if out.get("RUSTC_WRAPPER") or "RUSTC_WRAPPER" in out:
+        return out
+    if out.get("CARGO_BUILD_RUSTC_WRAPPER"):
+        out["RUSTC_WRAPPER"] = out["CARGO_BUILD_RUSTC_WRAPPER"]
+        return out
+    for config in cargo_config_files(plan.cwd, plan.env):
+        build = config.data.get("build")
+        wrapper = build.get("rustc-wrapper") if isinstance(build, Mapping) else None
+        if isinstance(wrapper, str) and wrapper:
+            # cargo reads a path with a slash relative to the directory above the config's .cargo
+            out["RUSTC_WRAPPER"] = str(config.path.parent.parent / wrapper) if "/" in wrapper else wrapper
+            return out
+    return out
+
+
+def compiles(plan: BuildPlan, build: str, what: str) -> list[RustcCall]:
+    """The crate compiles of ``build`` (``what``, in words), each run by the plan's compiler (its RUSTC)."""
+    records = observed.read_records(plan.workdir.observed(build))
+    expected = plan.env.get("RUSTC") or None
+    if expected is not None and "/" not in expected:  # a name: the shim ran the one of the PATH
+        expected = shutil.which(expected, path=plan.env.get("PATH")) or expected
+    observed.check_compiler(records, expected, what)
+    return observed.compiles(records)
+
+
+def check_profile_flag(
+    plan: BuildPlan, build: str, what: str, *, option: str, value: str | None, harnesses: bool = False
+) -> tuple[list[RustcCall], list[RustcCall]]:
+    """The compiles of ``build``, and the package's own (which all got ``-C <option>[=<value>]``)."""
+    calls = compiles(plan, build, what)
+    own = observed.check_profile_flag(
+        calls, plan.crate, option=option, value=value, build=what, found=wrappers(plan), harnesses=harnesses
+    )
+    return calls, own
+
+
+def check_shipped(plan: BuildPlan, binary: Path, what: str) -> None:
+    """A binary to ship: no instrumentation in it, and compiled by the plan's rustc (its ``.comment``)."""
+    elf.check_no_instrumentation(binary, what)
+    elf.check_comment_rustc(binary, plan.rustc.release, what)

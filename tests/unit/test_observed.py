@@ -1,0 +1,174 @@
+"""The RUSTC shim's records (recipes/cargo/observed.py), parsed from real captures in tests/data/observed/: the
+shim's records of a ``nox -s pgo`` of hello (cargo's two queries, the instrumented and the optimised compile of its
+binary) and of that compile with its arguments in an ``@file``; the shim itself run on a stand-in compiler."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from recipes.cargo import observed
+from recipes.cargo.metadata import CrateInfo
+from recipes.errors import CheckFailed
+from tests.conftest import DATA
+
+CAPTURES = DATA / "observed"
+#: where the captures were made: the hello fixture's copy, its store
+ROOT = Path("/tmp/wt-observed-pt/observed0")
+STORE = ROOT / "store" / "7a7fa90ad63c6b612a4cb4158c66d2840f192b36d382dbe8bfa715efb6560ba8.profdata"
+HELLO = CrateInfo(
+    manifest=ROOT / "hello" / "Cargo.toml",
+    package="hello-pgo",
+    package_dir=ROOT / "hello",
+    bin="hello-pgo",
+    crate_names=("hello_pgo",),
+    target_directory=ROOT / "hello" / "target",
+    sources=(ROOT / "hello" / "src" / "main.rs",),
+    workspace_root=ROOT / "hello",
+)
+
+
+def _read(name: str) -> observed.Observed:
+    path = CAPTURES / name
+    return observed.parse_record(path.read_bytes(), path)
+
+
+def test_cargos_queries_are_not_compiles() -> None:
+    version, target = _read("version-query.rec"), _read("target-query.rec")
+    assert version.compiler == "/root/.cargo/bin/rustc"
+    assert version.args == ("-vV",)
+    assert "--crate-name" in target.args
+    assert version.call() is None
+    assert target.call() is None  # --crate-name ___: cargo asking about the target
+
+
+def test_the_optimised_compile_of_the_binary_carries_the_store_path() -> None:
+    call = _read("optimise-hello-bin.rec").call()
+    assert call is not None
+    assert (call.crate_name, call.crate_types, call.target) == ("hello_pgo", ("bin",), "x86_64-unknown-linux-gnu")
+    assert call.argv[0] == "/root/.cargo/bin/rustc"
+    assert call.codegen("profile-use") == str(STORE)
+    assert observed.bin_compiles([call], HELLO) == [call]
+    assert observed.with_flag([call], "profile-use", str(STORE)) == 1
+
+
+def test_an_argfile_is_read_as_rustc_reads_it() -> None:
+    record = _read("argfile-hello-bin.rec")
+    lines = (CAPTURES / "argfile-hello-bin.args").read_text().splitlines()
+    assert record.args == tuple(lines)
+    call = record.call()
+    assert call is not None
+    assert call.crate_name == "hello_pgo"
+    assert call.codegen("profile-use") == str(STORE)
+
+
+def test_every_capture_read_from_a_folder_in_name_order(tmp_path: Path) -> None:
+    for index, name in enumerate(("version-query.rec", "target-query.rec", "optimise-hello-bin.rec")):
+        (tmp_path / f"rec.{index}").write_bytes((CAPTURES / name).read_bytes())
+    (tmp_path / ".rec.half-written").write_bytes(b"pgo-rustc-shim-1\0comp")
+    records = observed.read_records(tmp_path)
+    assert [r.record.name for r in records] == ["rec.0", "rec.1", "rec.2"]
+    assert len(observed.compiles(records)) == 1
+    assert observed.read_records(tmp_path / "missing") == []
+
+
+@pytest.mark.refuses("observed-record-foreign")
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"something else\0", b"pgo-rustc-shim-1\0compiler\0/x\0arg\0-vV", b"pgo-rustc-shim-1\0compiler\0/x\0arg\0"],
+)
+def test_a_record_that_is_not_the_shims_is_refused(data: bytes, tmp_path: Path) -> None:
+    with pytest.raises(CheckFailed, match=r"record of the rustc shim|not a record of the pipeline's rustc shim"):
+        observed.parse_record(data, tmp_path / "rec.x")
+
+
+@pytest.mark.refuses("observed-profile-flag-dropped")
+def test_an_own_crate_without_the_profile_flag_is_refused_naming_the_wrappers() -> None:
+    calls = observed.compiles([_read("instrument-hello-bin.rec")])
+    with pytest.raises(CheckFailed) as raised:
+        observed.check_profile_flag(
+            calls,
+            HELLO,
+            option="profile-use",
+            value=str(STORE),
+            build="the optimised build",
+            found=["RUSTC_WRAPPER=/x/drop.sh"],
+        )
+    assert str(raised.value).startswith(
+        f"rustc compiled hello_pgo in the optimised build without -Cprofile-use={STORE}: the flag was dropped by "
+        "RUSTC_WRAPPER=/x/drop.sh"
+    )
+    assert (
+        observed.check_profile_flag(
+            calls, HELLO, option="profile-generate", value=None, build="the instrumented build", found=[]
+        )
+        == calls
+    )
+
+
+def test_another_profile_than_the_store_path_is_refused() -> None:
+    calls = observed.compiles([_read("optimise-hello-bin.rec")])
+    with pytest.raises(CheckFailed, match=r"without -Cprofile-use=/elsewhere.profdata \(it got -Cprofile-use=/tmp/"):
+        observed.check_profile_flag(
+            calls, HELLO, option="profile-use", value="/elsewhere.profdata", build="the optimised build", found=[]
+        )
+
+
+@pytest.mark.refuses("observed-no-compile-of-the-binary")
+def test_no_observed_compile_of_the_binary_is_refused() -> None:
+    calls = observed.compiles([_read("version-query.rec"), _read("target-query.rec")])
+    with pytest.raises(CheckFailed, match=r"rustc never compiled hello-pgo in the optimised build \(0 crate compiles"):
+        observed.check_profile_flag(
+            calls, HELLO, option="profile-use", value=str(STORE), build="the optimised build", found=[]
+        )
+
+
+@pytest.mark.refuses("observed-other-compiler")
+def test_a_record_of_another_compiler_than_the_plans_is_refused() -> None:
+    records = [_read("optimise-hello-bin.rec")]
+    observed.check_compiler(records, None, "the optimised build")  # no RUSTC in the plan: nothing to compare
+    observed.check_compiler(records, "/root/.cargo/bin/rustc", "the optimised build")
+    words = "ran the compiler /root/.cargo/bin/rustc, not the plan's RUSTC=/opt/rustc"
+    with pytest.raises(CheckFailed, match=re.escape(words)):
+        observed.check_compiler(records, "/opt/rustc", "the optimised build")
+
+
+def test_the_wrappers_named_come_from_the_variables_and_the_cargo_configs() -> None:
+    configs: list[tuple[Path, Mapping[str, object]]] = [
+        (Path("/c/.cargo/config.toml"), {"build": {"rustc-wrapper": "sccache"}}),
+        (Path("/d"), {"x": 1}),
+    ]
+    env = {"RUSTC_WRAPPER": "/w", "RUSTC_WORKSPACE_WRAPPER": ""}
+    assert observed.wrappers(env, configs) == [
+        "RUSTC_WRAPPER=/w",
+        "build.rustc-wrapper=sccache (/c/.cargo/config.toml)",
+    ]
+
+
+def test_the_shim_records_and_runs_the_real_compiler(tmp_path: Path) -> None:
+    shim = observed.install_shim(tmp_path / "bin")
+    assert observed.install_shim(tmp_path / "bin") == shim
+    records = observed.fresh_records(tmp_path / "observed" / "optimise")
+    argfile = tmp_path / "args"
+    argfile.write_text("--crate-name\nhello_pgo\n--crate-type\nbin\n")
+    env = observed.env_with_shim({"PATH": "/usr/bin:/bin", "RUSTC": "/bin/echo"}, shim, records)
+    assert env["RUSTC"] == str(shim)
+    done = subprocess.run(
+        [env["RUSTC"], "-C", "opt-level=3", "a b", f"@{argfile}"], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout == f"-C opt-level=3 a b @{argfile}\n"  # the real compiler got the arguments as they were
+    (record,) = observed.read_records(records)
+    assert record.compiler == "/bin/echo"
+    assert record.args == ("-C", "opt-level=3", "a b", "--crate-name", "hello_pgo", "--crate-type", "bin")
+    assert [p.name for p in records.iterdir()] == [record.record.name]  # no temporary file left
+    # without a RUSTC, the shim runs `rustc` of the PATH and records where it was
+    bare = observed.env_with_shim({"PATH": f"{tmp_path / 'path'}:/usr/bin:/bin"}, shim, observed.fresh_records(records))
+    (tmp_path / "path").mkdir()
+    (tmp_path / "path" / "rustc").symlink_to("/bin/true")
+    subprocess.run([bare["RUSTC"], "-vV"], env=bare, check=True)
+    (record,) = observed.read_records(records)
+    assert record.compiler == str(tmp_path / "path" / "rustc")
