@@ -151,7 +151,8 @@ def run_workload(workload: Workload, binary: Path, settings: RunSettings, collec
         handles: dict[str, object] = {}
         for kind, options in workload.resources:
             say(f"setup: {kind}")
-            context = ResourceContext(settings.scratch / "setup", settings.logs, dict(settings.base_env))
+            values = {**settings.values(workload), **shared}
+            context = ResourceContext(settings.scratch / "setup", settings.logs, dict(settings.base_env), values)
             live = setup.enter_context(RESOURCES[kind].start(options, context))
             shared.update(live.values)
             handles[kind] = live.handle

@@ -13,13 +13,13 @@ import os
 from pathlib import Path
 
 from recipes import bolt as boltlib
-from recipes import elf, emulation, report, stages
+from recipes import cflags, elf, emulation, report, stages
 from recipes.bench.settings import Build
 from recipes.claim import check_own_optimised
 from recipes.errors import BenchError, CheckFailed, MissingInput
 from recipes.files import copy_atomically
 from recipes.plan import BuildPlan
-from recipes.results import OptimiseResult, PlainResult
+from recipes.results import CCodeRecord, CCrateRecord, OptimiseResult, PlainResult
 from recipes.runner import say
 from recipes.rustflags import profile_flags_in
 from recipes.store import sha256_file
@@ -60,8 +60,58 @@ def shared_flags(rustflags: str) -> list[str]:
     return [w for w in words if w not in profile and w not in PROFILE_ONLY_FLAGS]
 
 
+def c_compilers_text(crates: list[CCrateRecord] | None) -> str:
+    """What compiled a build's C and C++, for the bench table: each crate with C and its compilers (as they name
+    themselves in the objects' ``.comment``); ``no C`` when no build script compiled any; ``""``: not known."""
+    if crates is None:
+        return ""
+    if not crates:
+        return "no C"
+    return "; ".join(f"{c['crate']}: {', '.join(c['compilers'])}" for c in crates)
+
+
+def plain_c_compilers(plan: BuildPlan) -> str:
+    """What compiled the bench's plain build's C (:func:`plain`'s target dir and log)."""
+    log = plan.logs / "bench-plain-build.log"
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    crates = cflags.c_crates(plan.c, plan.rustc, plan.workdir.plain_target, log_text=text, flag="-fprofile-use")
+    return c_compilers_text(crates)
+
+
+def pgo_c_compilers(work: Path) -> str:
+    """What compiled the work dir's PGO build's C (its optimise record), ``""`` when it is not recorded."""
+    optimised = report.load(work).optimise
+    c_code = optimised.c_code if isinstance(optimised, OptimiseResult) else None
+    return c_compilers_text(c_code["crates"] if c_code else None)
+
+
+def c_compilers_differ(recorded: CCodeRecord | None, plan_c: cflags.CPlan) -> str | None:
+    """How the plain build's target C and C++ compilers (``plan_c``, this run's PGO_C and CC) would differ from
+    those of the PGO build (its ``c_code`` record), when a crate of it compiled C; None when they would not. A
+    ``PGO_C=0`` PGO build has its C compiled by the system's compiler: a plain build by clang beside it would
+    mix the compiler with the profile."""
+    if not recorded or not recorded["crates"]:
+        return None
+    for lang in plan_c.languages:
+        language = recorded["languages"].get(lang.name)
+        then = language["compiler"] if language is not None else None
+        now = list(lang.compiler) if lang.compiler is not None else None
+        if then != now:
+            what = " ".join(then) if then else f"the system's {lang.var} (PGO_C={recorded['setting']})"
+            would = " ".join(now) if now else f"the system's {lang.var} ({lang.off})"
+            return f"the PGO binary's {lang.name} was compiled by {what} and the plain build's would be by {would}"
+    return None
+
+
 def check_same_build(plan: BuildPlan, optimised: OptimiseResult) -> None:
     """The plain build would differ from the PGO one in more than the profile: refuse."""
+    differ = c_compilers_differ(optimised.c_code, plan.c)
+    if differ is not None:
+        raise CheckFailed(
+            differ,
+            "run the bench with the PGO build's PGO_C (and CC, CXX, PGO_CLANG), so that both builds' C has one "
+            "compiler, or compare with --baseline/--candidate",
+        )
     plain = [*plan.rustflags.base, *link_flags(plan)]
     pgo = shared_flags(optimised.rustflags)
     if plain != pgo:

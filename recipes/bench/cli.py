@@ -27,6 +27,7 @@ Options (everything else goes to the pipeline's configuration, ``--out`` and fri
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import math
 import os
@@ -226,6 +227,7 @@ class Outcome(ResultFiles):
                 lines += [f"{'':18} flagged: {note}" for note in _flags(result)]
             else:
                 lines.append(f"{result.name:18}   invalid  {result.why_invalid}")
+        lines += report.regressions(self.results, named)
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
         return lines
 
@@ -271,6 +273,7 @@ class CountsOutcome(ResultFiles):
                 )
         best = counts_report.best_on_held_out(self.results, named)
         lines += [best] if best else []
+        lines += counts_report.regressions(self.results, named)
         lines += self.verdicts
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
         return lines
@@ -357,22 +360,28 @@ def _run(
     builds.check_native_target(config.target, args.measure)
     # made once, and only when a build is needed; with the workload parsed above, not parsed again
     plan = functools.cache(lambda: _identified(make_plan(config, environ, workload=workload), held))
+    #: what compiled each build's C, where this run knows it (the work dir's PGO build, the plain build it makes)
+    c_compilers: dict[Path, str] = {}
     if args.candidates:
         defaults = ["candidate", *(f"candidate-{n}" for n in range(2, len(args.candidates) + 1))]
         candidates = list(zip(args.candidates, _labels(args, defaults), strict=True))
     else:
         candidates = [(builds.build_pgo(plan()), _labels(args, ["PGO"])[0])]
+        c_compilers[candidates[0][0]] = builds.pgo_c_compilers(plan().work)
         candidates += [(variants.build_variant(plan(), o), variants.label(o)) for o in args.variants]
     if args.baseline is not None:
         baseline_binary, baseline_label = args.baseline, args.baseline_label or "baseline"
     else:
         baseline_binary, baseline_label = builds.plain(plan()).binary, args.baseline_label or "plain"
+        c_compilers[baseline_binary] = builds.plain_c_compilers(plan())
     every = [baseline_label, *(label for _, label in candidates)]
     twice = next((label for label in every if every.count(label) > 1), None)
     if twice is not None:
         raise ConfigError(f"two builds are labelled {twice!r}", "give --baseline-label or --candidate-label")
-    frozen = [builds.frozen_copy(baseline_binary, out.bin, baseline_label)]
-    frozen += [builds.frozen_copy(binary, out.bin, label) for binary, label in candidates]
+    frozen = [
+        dataclasses.replace(builds.frozen_copy(binary, out.bin, label), c_compilers=c_compilers.get(binary, ""))
+        for binary, label in [(baseline_binary, baseline_label), *candidates]
+    ]
     for build in frozen:
         builds.check_native(build.binary, build.label, args.measure)
     settings = Settings(

@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS, Counts, estimate
-from recipes.bench.report import BASELINE, CANDIDATE, chart_rows, labels, percent, pyplot
+from recipes.bench.report import (
+    BASELINE,
+    CANDIDATE,
+    c_compilers_note,
+    c_compilers_warning,
+    chart_rows,
+    held_out_status,
+    labels,
+    percent,
+    pyplot,
+)
 from recipes.errors import BenchError, ConfigError
 from recipes.files import atomic_output, write_atomically
 
@@ -223,6 +233,29 @@ def best_on_held_out(results: Sequence[CountsResult], named: dict[str, str]) -> 
     )
 
 
+def regressions(results: Sequence[CountsResult], named: dict[str, str]) -> list[str]:
+    """The summary's lines on the scenarios, trained or held out, on which a candidate's estimate (the figure the
+    gate judges) is above the baseline's, by any amount: counts are exact, a repeat counts the same. One line
+    saying there is none. Said, never a failure: the gate judges the exit code."""
+    base = named.get(BASELINE, BASELINE)
+    valid = [r for r in results if r.valid]
+    lines = []
+    for result in valid:
+        for candidate in result.candidates:
+            difference = result.difference(candidate, result.judged)
+            if difference > 0:
+                status = held_out_status(result.held_out)
+                lines.append(
+                    f"worse: {named.get(candidate, candidate)} vs {base} on {status + ' ' if status else ''}scenario "
+                    f"{result.name}: {_what(result)} {percent(difference)} per {result.unit} "
+                    f"(instructions {percent(result.difference(candidate, 'instructions'))}, "
+                    f"cond. mispredicts {percent(result.difference(candidate, 'cond_mispredicts'))})"
+                )
+    if not lines and valid:
+        lines.append(f"worse than {base} by the estimate: none of the {len(valid)} valid scenarios")
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------- the gate
 
 
@@ -314,7 +347,11 @@ def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
     lines = [f"# Counts per run or request: {cands} vs {named[BASELINE]} ({valgrind.get('version', 'valgrind')})", ""]
     for entry in meta.get("builds", []):
         role = "baseline" if entry.get("key") == BASELINE else "candidate"
-        lines.append(f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`")
+        lines.append(
+            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
+            + c_compilers_note(entry)
+        )
+    lines += c_compilers_warning(meta)
     lines += [
         f"- {meta.get('trials', '?')} trials per scenario and build, in rounds, "
         f"{(meta.get('design') or {}).get('description', 'interleaved')}; commands: "
@@ -373,6 +410,9 @@ def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
     best = best_on_held_out(results, named)
     if best:
         lines += ["", best[0].upper() + best[1:] + "."]
+    worse = [line.removeprefix("worse: ") for line in regressions(results, named) if line.startswith("worse: ")]
+    if worse:
+        lines += ["", "Worse than the baseline by the estimate (counts are exact):", *(f"- {line}" for line in worse)]
     gate = meta.get("gate")
     if isinstance(gate, dict) and gate.get("verdicts"):
         lines += ["", "Gate (by the estimate):", *(f"- {v}" for v in gate["verdicts"])]

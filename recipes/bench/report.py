@@ -237,6 +237,12 @@ class ScenarioResult:
         cand = {t.index: t.us_per_request for t in self.of(candidate)}
         return [cand[i] / base[i] - 1 for i in sorted(base) if i in cand]
 
+    def spread(self, build: str) -> float:
+        """(max - min) / median of the build's trials' CPU time per request (or run): what repeating moved."""
+        values = [t.us_per_request for t in self.of(build)]
+        middle = statistics.median(values) if values else 0.0
+        return (max(values) - min(values)) / middle if middle else 0.0
+
     def difference_of(self, candidate: str) -> float:
         """Median of the candidate over median of the baseline, minus one."""
         return self.median(candidate) / self.median(BASELINE) - 1
@@ -397,6 +403,56 @@ def percent(fraction: float) -> str:
     return text.replace("-", "\u2212")
 
 
+def c_compilers_note(entry: dict[str, Any]) -> str:
+    """What compiled a build's C and C++ (``meta["builds"]``' ``c_compilers``), for its line of the table."""
+    if "c_compilers" not in entry:
+        return ""  # a result of a bench that did not record it
+    return f"; its C and C++: {entry['c_compilers'] or 'not known (a binary given by path)'}"
+
+
+def c_compilers_warning(meta: dict[str, Any]) -> list[str]:
+    """A line when the builds whose C compilers are known had their C compiled by different ones: the comparison
+    then mixes the compiler with the profile."""
+    known = {str(b.get("c_compilers")) for b in meta.get("builds", []) if isinstance(b, dict) and b.get("c_compilers")}
+    compilers = {
+        tuple(sorted(part.split(": ", 1)[-1] for part in text.split("; "))) for text in known if text != "no C"
+    }
+    if len(compilers) < 2:
+        return []
+    return [
+        "- ⚠ the builds' C and C++ were compiled by different compilers: their difference is not the profile's alone"
+    ]
+
+
+def held_out_status(held_out: dict[str, Any] | None) -> str:
+    """``trained``, ``held-out`` or ``partly trained``: a scenario's status in a line (``""`` when unknown)."""
+    status = str((held_out or {}).get("status", ""))
+    return "partly trained" if status == "partly" else status
+
+
+def regressions(results: Sequence[ScenarioResult], named: dict[str, str]) -> list[str]:
+    """The summary's lines on the scenarios, trained or held out, on which a candidate spends more CPU time per
+    request (or run) than the baseline beyond the trials' spread (the larger of the two builds'), with the figure;
+    one line saying there is none. They are said, never a failure: ``--gate-trained`` judges the exit code."""
+    base = named.get(BASELINE, BASELINE)
+    valid = [r for r in results if r.valid]
+    lines = []
+    for result in valid:
+        for candidate in result.candidates:
+            difference = result.difference_of(candidate)
+            spread = max(result.spread(BASELINE), result.spread(candidate))
+            if difference > spread:
+                status = held_out_status(result.held_out)
+                lines.append(
+                    f"worse: {named.get(candidate, candidate)} vs {base} on {status + ' ' if status else ''}scenario "
+                    f"{result.name}: CPU time {percent(difference)} per {result.unit}, beyond the trials' spread "
+                    f"({spread * 100:.1f} %)"
+                )
+    if not lines and valid:
+        lines.append(f"worse than {base} beyond the trials' spread: none of the {len(valid)} valid scenarios")
+    return lines
+
+
 def labels(meta: dict[str, Any], builds: Sequence[str] = (BASELINE, CANDIDATE)) -> dict[str, str]:
     """Each build's label: from ``meta["builds"]``, else the baseline's and candidate's labels, else the key."""
     known = {b["key"]: b["label"] for b in meta.get("builds", []) if isinstance(b, dict) and "key" in b}
@@ -450,7 +506,11 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
         {"key": CANDIDATE, "binary": meta.get("candidate", "?")},
     ]:
         role = "baseline" if entry.get("key") == BASELINE else "candidate"
-        lines.append(f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`")
+        lines.append(
+            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
+            + c_compilers_note(entry)
+        )
+    lines += c_compilers_warning(meta)
     lines += [
         f"- {_trials(meta)} per scenario and build, in rounds of one trial of each build, "
         f"{design.DESIGN_TEXT}{_orders_text(meta, named)}; {_where(results, meta)}",
@@ -525,6 +585,9 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     )
     if flagged:
         lines.append(f"Canary above tolerance in {len(flagged)} of {len(results)} scenarios: {', '.join(flagged)}.")
+    worse = [line.removeprefix("worse: ") for line in regressions(results, named) if line.startswith("worse: ")]
+    if worse:
+        lines += ["", "Worse than the baseline beyond the trials' spread:", *(f"- {line}" for line in worse)]
     if flags:
         lines += ["", "Flagged trials (the figures stand, read them with this):", *flags]
     if notes:

@@ -33,6 +33,7 @@ class Build:
     binary: Path
     sha256: str = ""
     origin: str = ""  # where the binary was copied from
+    c_compilers: str = ""  # what compiled its C and C++ (recipes.bench.builds.c_compilers_text); "": not known
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,14 @@ class Settings:
             "candidate_label": cand.label,
             "candidate_origin": cand.origin,
             "builds": [
-                {"key": key, "label": b.label, "binary": str(b.binary), "sha256": b.sha256, "origin": b.origin}
+                {
+                    "key": key,
+                    "label": b.label,
+                    "binary": str(b.binary),
+                    "sha256": b.sha256,
+                    "origin": b.origin,
+                    "c_compilers": b.c_compilers,
+                }
                 for key, b in self.keyed
             ],
             "workload": str(self.workload.path),
@@ -149,7 +157,9 @@ def started_setup(settings: Settings) -> Iterator[Setup]:
     with ExitStack() as stack:
         for kind, options in settings.workload.resources:
             live = stack.enter_context(
-                RESOURCES[kind].start(options, ResourceContext(scratch, settings.out.logs, dict(settings.env)))
+                RESOURCES[kind].start(
+                    options, ResourceContext(scratch, settings.out.logs, dict(settings.env), dict(values))
+                )
             )
             values.update(live.values)
             child = live.handle.child if isinstance(live.handle, UpstreamBackend) else None

@@ -4,13 +4,22 @@
 certs = ["ecdsa", "rsa"]   # {ecdsa_cert} {ecdsa_key} {rsa_cert} {rsa_key}
 docroot = true             # {docroot} (files served) and {bodies} (request bodies); or "site": your own folder
 upstream = true            # {upstream} (http://127.0.0.1:PORT), {upstream_port}, {dead_port}
+
+[[setup.command]]          # a command (not the trained binary) run once before the instances: makes their input
+name = "corpus"
+args = ["python3", "{workload_dir}/make_corpus.py", "{corpus}"]
+output = "corpus"          # {corpus}: a folder made empty under the run's scratch dir before the command runs
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import socket
+import string
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -18,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from recipes import certs, docroot, net
-from recipes.errors import TrainingFailed
+from recipes.errors import PgoError, TrainingFailed
 from recipes.procs import Child
-from recipes.runner import log_tail, say
-from recipes.schema import Table
+from recipes.runner import log_tail, run, say
+from recipes.schema import Table, fill
 from recipes.workload.registry import LiveResource, Resource, ResourceContext, register_resource
 
 PROJECT = Path(__file__).resolve().parent.parent.parent
@@ -213,3 +222,128 @@ class Upstream(Resource):
                 dead.close()
 
         return running()
+
+
+#: a setup command's ``output``: the name of its placeholder
+PLACEHOLDER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class SetupCommand:
+    """One ``[[setup.command]]``: what runs (``args``, the program first), where (``cwd``: relative to the project;
+    default the project) and with what on top of the training's environment (``env``); ``output``: the name of the
+    folder placeholder it fills."""
+
+    name: str
+    args: tuple[str, ...]
+    cwd: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    output: str | None = None
+
+    def texts(self) -> list[str]:
+        return [*self.args, *(v for _, v in self.env), *([self.cwd] if self.cwd is not None else [])]
+
+
+def _setup_commands(options: Any) -> tuple[SetupCommand, ...]:
+    """The options :meth:`Command.parse` returned; anything else is a bug."""
+    if not isinstance(options, tuple) or not all(isinstance(c, SetupCommand) for c in options):
+        raise TypeError(f"Command expects the SetupCommands its parse returned, got {type(options).__name__}")
+    return options
+
+
+def _parse_setup_command(table: Table, earlier: list[SetupCommand], later_outputs: set[str]) -> SetupCommand:
+    """One ``[[setup.command]]`` table, checked against the commands before it and the outputs of those after it."""
+    name = table.named("setup command")
+    if any(c.name == name for c in earlier):
+        raise table.error("name", f"{name!r} is used twice", "give each command its own name")
+    args = table.strings("args", required=True)
+    if not args or not args[0]:
+        raise table.error("args", "needs the program to run first", 'for example args = ["python3", "make.py"]')
+    output = table.string("output")
+    if output is not None and not PLACEHOLDER_NAME.fullmatch(output):
+        raise table.error("output", f"{output!r} is not a placeholder name", "letters, digits and _ (ASCII)")
+    if output is not None and any(c.output == output for c in earlier):
+        raise table.error("output", f"{output!r} is used twice", "one folder per command")
+    command = SetupCommand(name, tuple(args), table.string("cwd"), tuple(table.mapping("env").items()), output)
+    table.done()
+    for text in command.texts():
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(text) if f}
+        except ValueError:
+            continue  # a lone brace: the workload's check of every text says it
+        early = sorted(fields & later_outputs)
+        if early:
+            raise table.error(
+                "args", f"{{{early[0]}}} is the output of a later setup command", "order the commands as they run"
+            )
+    return command
+
+
+@register_resource
+class Command(Resource):
+    """``[[setup.command]]``: a command run once, before the first instance, with the training's environment but its
+    own ``LLVM_PROFILE_FILE`` (a folder nothing merges): it never runs the trained binary, and should it run an
+    instrumented program, nothing it does enters the profile. It
+    fails the training in one line naming it and its log (``<logs>/setup-<name>.log``)."""
+
+    kind = "command"
+
+    def parse(self, table: Table, key: str) -> Any:
+        tables = table.tables(key, required=True)
+        outputs = [t.data.get("output") for t in tables]
+        commands: list[SetupCommand] = []
+        for index, command_table in enumerate(tables):
+            later = {o for o in outputs[index + 1 :] if isinstance(o, str)}
+            commands.append(_parse_setup_command(command_table, commands, later))
+        return tuple(commands)
+
+    def placeholders(self, options: Any) -> set[str]:
+        return {c.output for c in _setup_commands(options) if c.output is not None}
+
+    def texts(self, options: Any) -> list[str]:
+        return [text for c in _setup_commands(options) for text in c.texts()]
+
+    def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
+        commands = _setup_commands(options)
+
+        @contextmanager
+        def ran() -> Iterator[LiveResource]:
+            values = dict(ctx.values)
+            made: dict[str, str] = {}
+            for command in commands:
+                if command.output is not None:
+                    folder = ctx.scratch / "outputs" / command.output
+                    shutil.rmtree(folder, ignore_errors=True)
+                    folder.mkdir(parents=True)
+                    values[command.output] = made[command.output] = str(folder)
+                _run_setup_command(command, values, ctx)
+            yield LiveResource(made)
+
+        return ran()
+
+
+def _run_setup_command(command: SetupCommand, values: dict[str, str], ctx: ResourceContext) -> None:
+    """Run one setup command; a failure is one line naming it and its log."""
+    env = {k: v for k, v in ctx.env.items() if k != "LLVM_PROFILE_FILE"}
+    env.update({k: fill(v, values) for k, v in command.env})
+    # an instrumented program it runs (the trained binary itself, a tool built with profile flags) would write into
+    # the folder its -Cprofile-generate names, the training's: its profiles go where nothing merges them
+    env["LLVM_PROFILE_FILE"] = str(ctx.scratch / "setup-profraw" / f"{command.name}-%m-%p.profraw")
+    project = Path(values.get("project", "."))
+    cwd = project / Path(fill(command.cwd, values)).expanduser() if command.cwd is not None else project
+    log = ctx.logs / f"setup-{command.name}.log"
+    label = f"[setup] command {command.name!r}"
+    if not cwd.is_dir():
+        raise TrainingFailed(f"{label}: cwd {cwd} is not a directory", "create it, or fix cwd in the workload")
+    started = time.monotonic()
+    try:
+        done = run([fill(a, values) for a in command.args], env=env, log=log, cwd=cwd, check=False)
+    except PgoError as exc:
+        raise TrainingFailed(f"{label}: {exc.message}", exc.hint) from exc
+    if done.returncode != 0:
+        last = log_tail(log, 1, joined="")
+        raise TrainingFailed(
+            f"{label} failed with exit code {done.returncode}{f': {last[:200]}' if last else ''}",
+            f"see {log}; the workload's [setup] runs it before any instance starts",
+        )
+    say(f"setup: command {command.name} done in {time.monotonic() - started:.1f} s")

@@ -159,7 +159,12 @@ def _setup(table: Table | None) -> tuple[tuple[tuple[str, Any], ...], set[str], 
         resource = RESOURCES[key]
         options = resource.parse(table, key)
         resources.append((key, options))
-        provided |= resource.placeholders(options)
+        own = resource.placeholders(options)
+        clash = own & (COMMON_PLACEHOLDERS | provided)
+        if clash:
+            raise table.error(key, f"the placeholder {{{sorted(clash)[0]}}} is already given", "give it another name")
+        check_texts(f"{table.where} {key}", resource.texts(options), COMMON_PLACEHOLDERS | provided | own)
+        provided |= own
         files |= resource.files(options)
     table.done()
     return tuple(resources), provided, files

@@ -170,6 +170,11 @@ class Resource(ABC):
         """The files it makes, with placeholders (``{bodies}/attack.txt``), so phases naming others are refused."""
         return set()
 
+    def texts(self, options: Any) -> list[str]:  # noqa: ARG002  (the interface: a resource may use its options)
+        """Its strings that may hold placeholders (a setup command's arguments), checked when the workload loads
+        against the common placeholders and those of the resources before it."""
+        return []
+
     @abstractmethod
     def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
         """Set the resource up, yield its placeholder values (and a handle phases may use), tear it down."""
@@ -182,6 +187,8 @@ class ResourceContext:
     scratch: Path
     logs: Path
     env: dict[str, str]
+    #: the placeholders known when it starts: the common ones and those of the resources started before it
+    values: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -33,3 +33,7 @@ def test_the_coverage_check_counts_the_c_functions(tmp_path: Path) -> None:
     )
     markdown = (pipeline.work / "bench" / "results.md").read_text()
     assert "The C and C++ of build scripts: 3 functions, 2 with counts in the training's profile" in markdown
+    # each build's C compilers named, the same for both: the comparison is of the profile alone
+    assert "- baseline (plain): `" in markdown and "`; its C and C++: csys: " in markdown
+    assert markdown.count("clang version 22") == 2, markdown[:2000]
+    assert "compiled by different compilers" not in markdown
