@@ -13,6 +13,7 @@ from recipes.cargo.metadata import CrateInfo, crate_info
 from recipes.config import Config
 from recipes.runner import run
 from recipes.rustflags import RustflagsPlan, cargo_config_files, plan_rustflags, refuse_global_rustflags, rust_triple
+from recipes.shards import Shard, plan_shards
 from recipes.store import ProfileStore
 from recipes.toolchain import RustcInfo, rustc_info
 from recipes.workdir import WorkDir
@@ -35,6 +36,8 @@ class BuildPlan:
     #: the workload, parsed when the plan was made: the configured one, else ``profiles/<bin>.toml`` when it exists
     #: (for its floors and ceilings), else None
     workload: Workload | None
+    #: the shards (recipes/shards.py) when the workload is several; empty for one workload (then ``workload``)
+    shards: tuple[Shard, ...] = ()
 
     @property
     def triple(self) -> str:
@@ -113,6 +116,8 @@ class BuildPlan:
 def plan_workload(config: Config, bin_name: str) -> Workload | None:
     """The configured workload (a missing file is refused), else ``profiles/<bin>.toml`` when it exists, else
     None; parsed once, so a bad file is refused before anything is built."""
+    if config.shards:
+        return plan_shards(config)[0].workload
     if config.workload is None and not workload_path(config.project_dir, bin_name).is_file():
         return None
     return load_workload(workload_path(config.project_dir, config.workload or bin_name))
@@ -155,7 +160,7 @@ def make_plan(
         clang=config.clang,
         zigbuild=zig.uses_zigbuild(config.cargo),
     )
-    return BuildPlan(config, env, info, target, crate, flags, c_plan, workload)
+    return BuildPlan(config, env, info, target, crate, flags, c_plan, workload, plan_shards(config))
 
 
 def clean_package(plan: BuildPlan, target_dir: Path | None, log: Path) -> None:
