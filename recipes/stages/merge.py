@@ -168,6 +168,16 @@ class MergedShard:
         return {name for name, count in self.counts.items() if count}
 
 
+def refuse_empty_shard(name: str, workload: Path, summary: profdata.ProfileSummary) -> None:
+    """A shard whose profile counts nothing: merged with any weight, it would add nothing to the profile."""
+    if summary.executed_functions == 0 or summary.total_count == 0:
+        raise CheckFailed(
+            f"the shard {name} executed none of its {summary.total_functions} functions ({workload}): nothing of "
+            "it would reach the profile",
+            "its workload does not run the binary's code: fix its phases, or drop the shard from PGO_WORKLOAD",
+        )
+
+
 def _merge_one(plan: BuildPlan, tool: ProfdataTool, shard: Shard, recorded: ShardTrainRecord) -> MergedShard:
     """One shard's raw profiles, exactly those its training recorded, merged alone into its own profile, checked
     as a whole training's is: readable, some function executed, and its workload's floor where it declares one."""
@@ -179,12 +189,7 @@ def _merge_one(plan: BuildPlan, tool: ProfdataTool, shard: Shard, recorded: Shar
         say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
     what = f"the profile of shard {shard.name}"
     summary = profdata.check_usable(tool, profile, env=plan.env, log=log.with_suffix(".show.log"), what=what)
-    if summary.executed_functions == 0 or summary.total_count == 0:
-        raise CheckFailed(
-            f"the shard {shard.name} executed none of its {summary.total_functions} functions "
-            f"({shard.workload.path}): nothing of it would reach the profile",
-            "its workload does not run the binary's code: fix its phases, or drop the shard from PGO_WORKLOAD",
-        )
+    refuse_empty_shard(shard.name, shard.workload.path, summary)
     if shard.workload.min_functions is not None:
         floor = FunctionFloor(
             shard.workload.min_functions, f"{shard.workload.path} min_functions", shard.workload.min_functions_total

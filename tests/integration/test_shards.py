@@ -14,8 +14,12 @@ from typing import Any
 
 import pytest
 
+from recipes import profdata
+from recipes.errors import CheckFailed
 from recipes.shards import TOLERANCE
-from tests.conftest import Pipeline, assert_ok, assert_refused
+from recipes.stages.merge import refuse_empty_shard
+from recipes.toolchain import ProfdataTool
+from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
 
 WORKLOAD = """[workload]
 description = "{name}: a shard of hello's training"
@@ -49,6 +53,7 @@ class Sharded:
     main: Path
     breadth: Path
     output: str
+    tool: ProfdataTool  # the merge's llvm-profdata (rustc's LLVM major)
 
     @property
     def workloads(self) -> str:
@@ -60,10 +65,6 @@ class Sharded:
         return record
 
 
-def _profdata() -> str:
-    return "llvm-profdata-22"
-
-
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory: pytest.TempPathFactory) -> Sharded:
     root = tmp_path_factory.mktemp("shards")
@@ -73,11 +74,13 @@ def sharded(tmp_path_factory: pytest.TempPathFactory) -> Sharded:
     env = {"PGO_WORKLOAD": f"{main},{breadth}", "PGO_WEIGHTS": "main=9,breadth=1"}
     assert_ok(pipeline.nox("instrument", **env))
     assert_ok(pipeline.nox("train", **env))
-    return Sharded(pipeline, main, breadth, assert_ok(pipeline.nox("merge", **env)))
+    output = assert_ok(pipeline.nox("merge", **env))
+    record = json.loads((pipeline.work / "report.json").read_text())["merge"]
+    return Sharded(pipeline, main, breadth, output, ProfdataTool(Path(record["llvm_profdata"]), "22"))
 
 
-def _total_count(profile: Path) -> int:
-    text = subprocess.run([_profdata(), "show", str(profile)], capture_output=True, text=True, check=True).stdout
+def _total_count(tool: ProfdataTool, profile: Path) -> int:
+    text = subprocess.run([str(tool.path), "show", str(profile)], capture_output=True, text=True, check=True).stdout
     return int(next(line for line in text.splitlines() if line.startswith("Total count:")).split(":")[1])
 
 
@@ -89,12 +92,13 @@ def test_each_shard_reaches_its_share_of_the_total_count(sharded: Sharded) -> No
     assert shards["breadth"]["share_asked"] == pytest.approx(0.1)
     for shard in shards.values():
         assert abs(shard["share_reached"] - shard["share_asked"]) <= TOLERANCE
-        assert shard["total_count"] == _total_count(Path(shard["profile"]))  # each shard's own, merged alone
+        # each shard's own total, merged alone
+        assert shard["total_count"] == _total_count(sharded.tool, Path(shard["profile"]))
         assert 0 < shard["overlap_with_rest"] < 100
         assert 0 < shard["only_this_shard"] < shard["executed_functions"] <= shard["total_functions"]
     # the merged profile's total is the weighted sum, and each shard's part of it the share reached
     weighted = {name: s["weight"] * s["total_count"] for name, s in shards.items()}
-    merged = _total_count(Path(record["profile"]))
+    merged = _total_count(sharded.tool, Path(record["profile"]))
     assert merged == sum(weighted.values())
     assert weighted["breadth"] / merged == pytest.approx(shards["breadth"]["share_reached"])
     log = (sharded.pipeline.work / "logs" / "merge.log").read_text()
@@ -134,12 +138,36 @@ def test_one_workload_gives_the_profile_it_gave_before(sharded: Sharded) -> None
     profile = pipeline.work / "hello-pgo.profdata"
     again = pipeline.root / "again.profdata"
     raws = sorted(str(p) for p in (pipeline.work / "profraw").glob("*.profraw"))
-    subprocess.run([_profdata(), "merge", "--failure-mode=all", "-o", str(again), *raws], check=True)
+    subprocess.run([str(sharded.tool.path), "merge", "--failure-mode=all", "-o", str(again), *raws], check=True)
     assert profile.read_bytes() == again.read_bytes()
     assert profile.read_bytes() == (pipeline.work / "shards" / "main" / "main.profdata").read_bytes()
     record = sharded.merge_record()
     assert "shards" not in record
     assert record["unexecuted_main_crate"] > 0
+
+
+@pytest.mark.refuses("shard-executes-nothing")
+def test_a_shard_that_executes_nothing_is_refused(sharded: Sharded, tmp_path: Path) -> None:
+    """A real profile of this build whose every count is 0 (the main shard's, through llvm-profdata's text form):
+    what a shard that runs none of the binary's code would merge into. (Every run of a command workload executes
+    the binary's main, so a training cannot make one.)"""
+    main = sharded.pipeline.work / "shards" / "main" / "main.profdata"
+    text = subprocess.run(
+        [str(sharded.tool.path), "merge", "--text", "-o", "-", str(main)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (tmp_path / "empty.proftext").write_text(_counts_zeroed(text))
+    empty = tmp_path / "empty.profdata"
+    subprocess.run([str(sharded.tool.path), "merge", "-o", str(empty), str(tmp_path / "empty.proftext")], check=True)
+    summary = profdata.check_usable(sharded.tool, empty, env=clean_env(), log=tmp_path / "show.log", what="the profile")
+    assert summary.total_functions > 0
+    with pytest.raises(CheckFailed) as caught:
+        refuse_empty_shard("idle", sharded.main, summary)
+    line = caught.value.line()
+    assert line.startswith(f"the shard idle executed none of its {summary.total_functions} functions ({sharded.main})")
+    assert "fix its phases, or drop the shard from PGO_WORKLOAD" in line
 
 
 @pytest.mark.refuses("shard-below-its-floor")
@@ -163,3 +191,16 @@ def test_merge_refuses_shards_the_last_training_did_not_train(sharded: Sharded) 
     other = _write(pipeline.root / "other", "depth", BREADTH)
     line = assert_refused(pipeline.nox("merge", PGO_WORKLOAD=f"{sharded.main},{other}"))
     assert "are not these (main, depth)" in line
+
+
+def _counts_zeroed(text: str) -> str:
+    """llvm-profdata's text form with every counter value 0 (the lines after ``# Counter Values:``)."""
+    out: list[str] = []
+    counters = False
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            counters = line.startswith("# Counter Values:")
+        elif counters:
+            line = "0"
+        out.append(line)
+    return "\n".join(out) + "\n"
