@@ -204,3 +204,22 @@ def _counts_zeroed(text: str) -> str:
             line = "0"
         out.append(line)
     return "\n".join(out) + "\n"
+
+
+@pytest.mark.refuses("shard-named-twice", "shard-weight-not-positive-number", "shard-weight-names-no-shard")
+@pytest.mark.parametrize(
+    ("weights", "words"),
+    [
+        ("", "the shard main is named twice"),
+        ("main=0", "the weight of 'main': '0' is not above 0"),
+        ("depth=1", "a weight for 'depth', which is not a shard"),
+    ],
+)
+def test_the_shards_are_refused_before_anything_is_built(hello: Pipeline, weights: str, words: str) -> None:
+    main = _write(hello.root / "w", "main", MAIN)
+    breadth = _write(hello.root / "w", "breadth", BREADTH)
+    again = main if not weights else breadth
+    proc = hello.nox("pgo", PGO_WORKLOAD=f"{main},{again}", PGO_WEIGHTS=weights)
+    assert_refused(proc, words)
+    assert not hello.work.exists()
+    assert not (hello.crate_dir / "target").exists()

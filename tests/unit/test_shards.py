@@ -9,6 +9,7 @@ import pytest
 
 from recipes.config import load_config, shard_name
 from recipes.errors import ConfigError
+from recipes.profdata import parse_record_counts, parse_show
 from recipes.shards import (
     MAX_MULTIPLIER,
     TOLERANCE,
@@ -17,6 +18,8 @@ from recipes.shards import (
     reached_shares,
     weighted_inputs,
 )
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _project(tmp_path: Path, table: str = "") -> Path:
@@ -153,3 +156,18 @@ def test_weighted_inputs() -> None:
         "--weighted-input=3,/w/a.profdata",
         "--weighted-input=1,/w/b.profdata",
     ]
+
+
+def test_the_total_count_of_llvm_profdata_show() -> None:
+    summary = parse_show((DATA / "profdata-show.txt").read_text())
+    assert (summary.total_functions, summary.executed_functions, summary.total_count) == (56, 49, 1338279)
+    assert parse_show("Total functions: 3\n").total_count == 0  # an llvm-profdata that prints none
+
+
+def test_record_counts_add_each_records_counters_up() -> None:
+    counts = parse_record_counts((DATA / "profdata-show-counts.txt").read_text())
+    local = "hello_pgo.9e151ce622a56ce3-cgu.3;_ZN3std3sys9backtrace28__rust_begin_short_backtrace17h35817479f1376c01E"
+    assert counts[local] == 40  # a local function keeps its codegen unit: one record per unit
+    assert counts["_ZN5alloc7raw_vec20RawVecInner$LT$A$GT$15try_allocate_in17h49c110631acdfc6bE"] == 80
+    assert len(counts) == 8
+    assert sum(1 for c in counts.values() if c) == 5
