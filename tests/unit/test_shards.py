@@ -10,6 +10,7 @@ import pytest
 from recipes.config import load_config, shard_name
 from recipes.errors import ConfigError
 from recipes.profdata import parse_record_counts, parse_show
+from recipes.results import MergeResult, from_json
 from recipes.shards import (
     MAX_MULTIPLIER,
     TOLERANCE,
@@ -18,6 +19,7 @@ from recipes.shards import (
     reached_shares,
     weighted_inputs,
 )
+from recipes.stages.summary import shard_summary_lines
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -171,3 +173,53 @@ def test_record_counts_add_each_records_counters_up() -> None:
     assert counts["_ZN5alloc7raw_vec20RawVecInner$LT$A$GT$15try_allocate_in17h49c110631acdfc6bE"] == 80
     assert len(counts) == 8
     assert sum(1 for c in counts.values() if c) == 5
+
+
+def _merge_record(**extra: object) -> dict[str, object]:
+    return {
+        "profile": "/w/hello-pgo.profdata",
+        "profraw_merged": 7,
+        "profraw_dropped": {},
+        "min_functions": 1,
+        "min_functions_set": 1,
+        "min_functions_source": "the default",
+        "min_functions_total": None,
+        "llvm_profdata": "/usr/bin/llvm-profdata-22",
+        "llvm_profdata_version": "22.1.8",
+        "profile_sha256": "0" * 64,
+        "executed_functions": 49,
+        "total_functions": 56,
+        "seconds": 0.9,
+        **extra,
+    }
+
+
+def test_a_merge_record_from_before_shards_reads_and_adds_no_line() -> None:
+    record = from_json(MergeResult, _merge_record())
+    assert (record.shards, record.unexecuted_main_crate, record.unexecuted_largest) == (None, None, None)
+    assert shard_summary_lines(record) == []
+
+
+def test_the_summary_of_shards_and_unexecuted_functions() -> None:
+    shard = {
+        "name": "main",
+        "profile": "/w/shards/main/main.profdata",
+        "profile_sha256": "1" * 64,
+        "share_asked": 0.9,
+        "share_reached": 0.8998632766608684,
+        "weight": 9,
+        "executed_functions": 19,
+        "total_functions": 56,
+        "only_this_shard": 3,
+        "total_count": 683832,
+        "overlap_with_rest": 0.024,
+    }
+    largest = [{"name": "hello_pgo::primes_below", "bytes": 845}]
+    record = from_json(MergeResult, _merge_record(shards=[shard], unexecuted_main_crate=4, unexecuted_largest=largest))
+    assert shard_summary_lines(record) == [
+        "shard       main: share 90.0 % asked, 89.99 % reached (weight 9); 19 of 56 functions executed, 3 by no "
+        "other shard; total count 683,832; overlap with the rest 0.02 %",
+        "unexecuted  4 functions of the main crate no training executed; the 1 largest (bytes in the instrumented "
+        "binary):",
+        "                 845  hello_pgo::primes_below",
+    ]
