@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from recipes import train
 from recipes.config import load_config, shard_name
 from recipes.errors import ConfigError
 from recipes.profdata import parse_record_counts, parse_show
@@ -16,11 +17,13 @@ from recipes.shards import (
     TOLERANCE,
     asked_shares,
     integer_weights,
+    plan_shards,
     reached_shares,
     weighted_inputs,
 )
 from recipes.stages.summary import shard_summary_lines
 
+_ = train  # imported for its registrations: the phase kinds a workload file names
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
@@ -223,3 +226,18 @@ def test_the_summary_of_shards_and_unexecuted_functions() -> None:
         "binary):",
         "                 845  hello_pgo::primes_below",
     ]
+
+
+def test_the_shards_of_the_plan_weigh_one_unless_weighed(tmp_path: Path) -> None:
+    workload = '[workload]\ndescription = "d"\n\n[[instance]]\nname = "cli"\nmode = "command"\n\n'
+    phase = '[[instance.phase]]\nname = "p"\nkind = "command"\nargs = ["x"]\n'
+    for name in ("main", "breadth"):
+        (tmp_path / f"{name}.toml").write_text(workload + phase)
+    config = load_config(_project(tmp_path), {"PGO_WORKLOAD": "main.toml,breadth.toml", "PGO_WEIGHTS": "breadth=3"})
+    shards = plan_shards(config)
+    assert [(s.name, s.weight, s.workload.path.name) for s in shards] == [
+        ("main", 1.0, "main.toml"),
+        ("breadth", 3.0, "breadth.toml"),
+    ]
+    assert asked_shares([s.weight for s in shards]) == [0.25, 0.75]
+    assert plan_shards(load_config(_project(tmp_path), {"PGO_WORKLOAD": "main.toml"})) == ()
