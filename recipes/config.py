@@ -114,7 +114,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bin", "PGO_BIN", str, "the binary target (default: the package's only binary)"),
     Setting("features", "PGO_FEATURES", str, "cargo features, comma-separated"),
     Setting("locked", "PGO_LOCKED", _bool, "pass --locked to cargo (Cargo.lock must be up to date)"),
-    Setting("workload", "PGO_WORKLOAD", str, "training workload: a name in profiles/ or a path to a TOML file"),
+    Setting(
+        "workload",
+        "PGO_WORKLOAD",
+        str,
+        "training workload: a name in profiles/ or a path to a TOML file; several, comma-separated: shards",
+    ),
+    Setting("weights", "PGO_WEIGHTS", str, "each shard's share of the profile: name=weight, comma-separated"),
     Setting("target", "PGO_TARGET", str, "target triple, optionally with a glibc suffix (default: rustc's host)"),
     Setting("cargo", "PGO_CARGO", str, "the cargo build command of both builds (default: cargo build)"),
     Setting("generate_linker", "PGO_GENERATE_LINKER", str, "linker of the instrumented build only"),
@@ -140,7 +146,7 @@ SETTINGS: tuple[Setting, ...] = (
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 #: settings of [tool.pgo] that describe its crate, dropped when another manifest is given
-CRATE_KEYS = ("package", "bin", "features", "locked", "workload")
+CRATE_KEYS = ("package", "bin", "features", "locked", "workload", "weights")
 BY_ENV = {s.env: s for s in SETTINGS}
 
 
@@ -154,7 +160,12 @@ class Config:
     bin: str | None = None
     features: tuple[str, ...] = ()
     locked: bool = False
+    #: the first shard's workload (the only one without shards): what the stages that run one workload take
     workload: str | None = None
+    #: every shard's workload, in the order given, when there are two or more (recipes/shards.py); else empty
+    shards: tuple[str, ...] = ()
+    #: the shards' weights as given (``name=weight``), by shard name; a shard not named weighs 1
+    weights: tuple[tuple[str, float], ...] = ()
     target: str | None = None
     cargo: tuple[str, ...] = ("cargo", "build")
     generate_linker: str | None = None
@@ -250,8 +261,10 @@ def load_config(
             raise ConfigError(f"{where}: {value!r} is a boolean: expected {form}", f"for example {key} = {example}")
         if isinstance(value, bool | int | float) and not isinstance(value, str):
             value = str(int(value)) if isinstance(value, bool) else str(value)
-        elif isinstance(value, list) and key == "features":
+        elif isinstance(value, list) and key in ("features", "workload"):
             value = ",".join(str(v) for v in value)
+        elif isinstance(value, dict) and key == "weights":
+            value = ",".join(f"{name}={weight}" for name, weight in value.items())
         elif not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {type(value).__name__}", setting.help)
         raw[key] = value
@@ -321,9 +334,62 @@ def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -
                 'write it as "cargo build" or "cargo zigbuild"',
             )
         kwargs["cargo"] = words
+    if "workload" in parsed:
+        kwargs.update(_shards(parsed.pop("workload"), parsed.pop("weights", None), sources))
+    elif "weights" in parsed:
+        raise ConfigError(
+            f"{sources['weights']}: weights without shards: no workload is given",
+            'name the shards: PGO_WORKLOAD=main,breadth (or workload = ["main", "breadth"] in [tool.pgo])',
+        )
     for key in ("out", "store", "profdata", "bolt_profile"):
         if key in parsed:
             kwargs[key] = _path(project_dir, parsed.pop(key))
     kwargs.setdefault("out", project_dir / "target" / "pgo")
     kwargs.update(parsed)
     return Config(**kwargs)  # a key Config has no field for is a bug: its TypeError names it
+
+
+def shard_name(workload: str) -> str:
+    """A shard's name: its workload file's stem (``profiles/breadth.toml`` and ``breadth`` are ``breadth``)."""
+    return Path(workload).stem if workload.endswith(".toml") else Path(workload).name
+
+
+def _shards(text: str, weights: str | None, sources: dict[str, str]) -> dict[str, Any]:
+    """``workload`` (one, or several comma-separated: the shards) and ``weights`` (``name=weight,…``): a shard
+    named twice (two paths with one stem too), a weight that is not a positive number and a weight for a shard
+    not named are refused here, before anything is built."""
+    workloads = [w.strip() for w in text.split(",") if w.strip()]
+    names = [shard_name(w) for w in workloads]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            first = workloads[names.index(name)]
+            raise ConfigError(
+                f"{sources['workload']}: the shard {name} is named twice ({first} and {workloads[i]})",
+                "a shard is named by its workload file's stem: give each shard once, or rename one file",
+            )
+    parsed: list[tuple[str, float]] = []
+    for item in (w.strip() for w in (weights or "").split(",") if w.strip()):
+        name, equals, number = item.partition("=")
+        name = name.strip()
+        try:
+            if not equals:
+                raise ValueError(f"{item!r} is not name=weight")
+            weight = _positive(number, float(MAX_COUNT))
+        except ValueError as exc:
+            raise ConfigError(
+                f"{sources['weights']}: the weight of {name or item!r}: {exc}: expected a number above 0",
+                "for example PGO_WEIGHTS=main=9,breadth=1 (or weights = { main = 9, breadth = 1 } in [tool.pgo])",
+            ) from exc
+        if name not in names:
+            raise ConfigError(
+                f"{sources['weights']}: a weight for {name!r}, which is not a shard (the shards: {', '.join(names)})",
+                "a shard is named by its workload file's stem: name one of the shards, or add its workload",
+            )
+        if name in (n for n, _ in parsed):
+            raise ConfigError(f"{sources['weights']}: {name!r} is weighed twice", "give each shard one weight")
+        parsed.append((name, weight))
+    return {
+        "workload": workloads[0] if workloads else None,
+        "shards": tuple(workloads) if len(workloads) > 1 else (),
+        "weights": tuple(parsed),
+    }

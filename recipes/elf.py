@@ -126,6 +126,24 @@ def function_symbols(path: Path) -> set[str] | None:
         raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
 
 
+def function_sizes(path: Path) -> dict[str, int]:
+    """The code size in bytes of each of the binary's function symbols (``.symtab``'s ``st_size``, LTO's
+    ``.llvm.N`` suffixes removed; the largest where a name repeats); empty when it has no symbol table."""
+    sizes: dict[str, int] = {}
+    try:
+        with path.open("rb") as stream:
+            table = ELFFile(stream).get_section_by_name(".symtab")
+            if not isinstance(table, SymbolTableSection):
+                return sizes
+            for symbol in table.iter_symbols():
+                if symbol["st_info"]["type"] == "STT_FUNC" and symbol.name:
+                    name = _LTO_SUFFIX.sub("", symbol.name)
+                    sizes[name] = max(sizes.get(name, 0), int(symbol["st_size"]))
+    except ELFError as exc:
+        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    return sizes
+
+
 def is_static(path: Path) -> bool:
     """Whether the binary loads no shared library: no program interpreter and no ``DT_NEEDED`` entry.
 

@@ -13,6 +13,7 @@ from recipes.cargo.metadata import CrateInfo, crate_info
 from recipes.config import Config
 from recipes.runner import run
 from recipes.rustflags import RustflagsPlan, cargo_config_files, plan_rustflags, refuse_global_rustflags, rust_triple
+from recipes.shards import Shard, plan_shards
 from recipes.store import ProfileStore
 from recipes.toolchain import ResolvedRustc, RustcInfo, resolve_rustc, split_toolchain
 from recipes.workdir import WorkDir
@@ -37,6 +38,8 @@ class BuildPlan:
     workload: Workload | None
     #: the rustc cargo builds with in the crate's directory (``env["RUSTC"]``), and how it was chosen
     compiler: ResolvedRustc | None = None
+    #: the shards (recipes/shards.py) when the workload is several; empty for one workload (then ``workload``)
+    shards: tuple[Shard, ...] = ()
 
     @property
     def rustc_path(self) -> Path:
@@ -123,6 +126,8 @@ class BuildPlan:
 def plan_workload(config: Config, bin_name: str) -> Workload | None:
     """The configured workload (a missing file is refused), else ``profiles/<bin>.toml`` when it exists, else
     None; parsed once, so a bad file is refused before anything is built."""
+    if config.shards:
+        return plan_shards(config)[0].workload
     if config.workload is None and not workload_path(config.project_dir, bin_name).is_file():
         return None
     return load_workload(workload_path(config.project_dir, config.workload or bin_name))
@@ -170,7 +175,7 @@ def make_plan(
         cwd=config.manifest.parent,
         cargo_configs=configs,
     )
-    return BuildPlan(config, env, info, target, crate, flags, c_plan, workload, compiler)
+    return BuildPlan(config, env, info, target, crate, flags, c_plan, workload, compiler, plan_shards(config))
 
 
 def plan_rustc(config: Config, cwd: Path, env: Mapping[str, str]) -> tuple[ResolvedRustc, dict[str, str]]:

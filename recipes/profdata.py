@@ -19,8 +19,10 @@ from recipes.toolchain import ProfdataTool
 class ProfileSummary:
     total_functions: int
     executed_functions: int
+    total_count: int = 0  # the sum of every counter (``Total count``), 0 where llvm-profdata prints none
 
 
+_TOTAL_COUNT = re.compile(r"^Total count:\s*(\d+)", re.MULTILINE)
 _TOTAL = re.compile(r"^Total functions:\s*(\d+)", re.MULTILINE)
 _EXECUTED = re.compile(r"^Number of functions with maximum count \(>= 1\):\s*(\d+)", re.MULTILINE)
 
@@ -31,7 +33,10 @@ def parse_show(text: str) -> ProfileSummary:
     executed = _EXECUTED.search(text)
     if not total:
         raise ToolchainError("llvm-profdata show printed no 'Total functions' line", "is the profile empty?")
-    return ProfileSummary(int(total.group(1)), int(executed.group(1)) if executed else 0)
+    count = _TOTAL_COUNT.search(text)
+    return ProfileSummary(
+        int(total.group(1)), int(executed.group(1)) if executed else 0, int(count.group(1)) if count else 0
+    )
 
 
 _OVERLAP = re.compile(r"^\s*Edge profile overlap:\s*([\d.]+)%", re.MULTILINE)
@@ -112,6 +117,55 @@ def bad_inputs(log_text: str) -> dict[str, str]:
 class MergeResult:
     merged: list[Path]
     dropped: dict[str, str]  # file -> llvm-profdata's reason
+
+
+def merge_weighted(
+    tool: ProfdataTool, inputs: Sequence[str], output: Path, *, env: Mapping[str, str], log: Path
+) -> None:
+    """Merge profiles given as ``--weighted-input=W,FILE`` arguments into ``output``, atomically."""
+    try:
+        with atomic_output(output) as tmp:
+            done = run(
+                [str(tool.path), "merge", "--failure-mode=all", "-o", str(tmp), *inputs],
+                env=env,
+                log=log,
+                what="llvm-profdata merge",
+                check=False,
+            )
+            if done.returncode != 0:
+                errors = [line for line in done.output().splitlines() if line.startswith("error:")]
+                raise CommandFailed(
+                    f"llvm-profdata merge of the shards failed with exit code {done.returncode}"
+                    + (f": {errors[-1].removeprefix('error: ')}" if errors else ""),
+                    f"nothing was written; see {log}",
+                )
+    except OSError as exc:
+        raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
+
+
+_COUNTS_RECORD = re.compile(r"^  (?P<name>\S.*):$")
+_COUNTS_LINE = re.compile(r"^    (?:Function count: (?P<entry>\d+)|Block counts: \[(?P<blocks>[\d, ]*)\])$")
+
+
+def parse_record_counts(text: str) -> dict[str, int]:
+    """``llvm-profdata show --all-functions --counts``: each record's counters added up, by the record's name (a
+    local function's is ``<cgu>;<symbol>``; records of one name added together)."""
+    counts: dict[str, int] = {}
+    name: str | None = None
+    for line in text.splitlines():
+        if record := _COUNTS_RECORD.match(line):
+            name = record.group("name")
+            counts.setdefault(name, 0)
+        elif name is not None and (found := _COUNTS_LINE.match(line)):
+            numbers = found.group("entry") or (found.group("blocks") or "").replace(",", " ")
+            counts[name] += sum(int(c) for c in numbers.split())
+    return counts
+
+
+def record_counts(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> dict[str, int]:
+    """Each function record's counters added up (:func:`parse_record_counts`)."""
+    argv = [str(tool.path), "show", "--all-functions", "--counts", str(profile)]
+    return parse_record_counts(run(argv, env=env, log=log, what="llvm-profdata show").output())
 
 
 def merge(

@@ -76,6 +76,39 @@ class RawProfileRecord(TypedDict):
     sha256: str
 
 
+class ShardTrainRecord(TypedDict):
+    """One shard's training (recipes/shards.py): its workload run and the raw profiles it wrote."""
+
+    name: str
+    workload: str
+    seconds: float
+    requests: int
+    profraw: list[RawProfileRecord]
+
+
+class ShardRecord(TypedDict):
+    """One shard of a merged profile: its own profile, what it executed, its share asked and reached."""
+
+    name: str
+    profile: str
+    profile_sha256: str
+    share_asked: float
+    share_reached: float
+    weight: int  # llvm-profdata merge --weighted-input's
+    executed_functions: int
+    total_functions: int
+    only_this_shard: int  # functions no other shard executed
+    total_count: int
+    overlap_with_rest: float  # llvm-profdata overlap's edge profile overlap, in percent
+
+
+class UnexecutedRecord(TypedDict):
+    """A function of the main crate the training never executed, with its code size in the instrumented binary."""
+
+    name: str
+    bytes: int
+
+
 class CLanguageRecord(TypedDict):
     """C or C++ of build scripts (recipes.cflags): the target's compiler when the profile reaches it, else why not."""
 
@@ -156,6 +189,7 @@ class TrainResult(WorkloadRun):
     """The training run (``run_workload``'s run, with the raw profiles it wrote)."""
 
     profraw: list[RawProfileRecord]
+    shards: list[ShardTrainRecord] | None = None  # a sharded training's, each shard's (profraw is then empty)
 
     @classmethod
     def of(cls, run: WorkloadRun, profraw: list[RawProfileRecord]) -> TrainResult:
@@ -188,6 +222,10 @@ class MergeResult:
     profile_sha256: str
     executed_functions: int
     total_functions: int
+    shards: list[ShardRecord] | None = None  # a sharded training's
+    #: the main crate's functions with a record no training executed, and the largest of them by code size
+    unexecuted_main_crate: int | None = None
+    unexecuted_largest: list[UnexecutedRecord] | None = None
     seconds: float
 
 

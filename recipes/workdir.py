@@ -124,6 +124,22 @@ class WorkDir:
         """The merged profile, ``<bin>.profdata``."""
         return self.root / f"{bin_name}.profdata"
 
+    def shard(self, name: str) -> Path:
+        """A shard's folder (``shards/<name>``): its raw profiles and its own merged profile."""
+        return self.root / "shards" / name
+
+    def shard_profraw(self, name: str) -> Path:
+        """A shard's raw profiles."""
+        return self.shard(name) / "profraw"
+
+    def shard_profdata(self, name: str) -> Path:
+        """A shard's profile, merged alone (``shards/<name>/<name>.profdata``)."""
+        return self.shard(name) / f"{name}.profdata"
+
+    def shard_rest(self, name: str) -> Path:
+        """The other shards merged as weighted, for the overlap of ``name`` with the rest."""
+        return self.shard(name) / "rest.profdata"
+
     def scratch(self, name: str) -> Path:
         """The folder a workload run's phases may use (``train``, ``verify``, ``bolt-train``, ``bolt-verify``)."""
         return self.root / name

@@ -3,17 +3,24 @@ executed functions the merged profile must reach."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from recipes import profdata, report
+from recipes import checks, elf, profdata, report
+from recipes.bench.coverage import demangle, demangler
 from recipes.errors import CheckFailed, PgoError
 from recipes.plan import BuildPlan
-from recipes.results import InstrumentResult, MergeResult, from_json
+from recipes.results import InstrumentResult, MergeResult, ShardRecord, ShardTrainRecord, UnexecutedRecord, from_json
 from recipes.runner import say
+from recipes.shards import Shard, asked_shares, integer_weights, reached_shares, weighted_inputs
 from recipes.stages._record import StageFrame, threshold
 from recipes.store import sha256_file
-from recipes.toolchain import find_profdata, rustc_sysroot
+from recipes.toolchain import ProfdataTool, find_profdata, rustc_sysroot
 from recipes.workload import Workload
+
+#: how many of the main crate's unexecuted functions report.json and the summary name, the largest first
+UNEXECUTED_LISTED = 20
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,8 @@ def refuse_other_rustc(plan: BuildPlan) -> None:
 def _merge(plan: BuildPlan, frame: StageFrame) -> MergeResult:
     trained = report.require(plan.work, "train", "merge")
     refuse_other_rustc(plan)
+    if plan.shards:
+        return _merge_shards(plan, frame, trained.shards)
     raws = profdata.check_raw_profiles(plan.profraw_dir, trained.profraw)
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
     say(f"merge: {len(raws)} raw profiles with {tool.path} (LLVM {tool.llvm_version})")
@@ -136,7 +145,176 @@ def _merge(plan: BuildPlan, frame: StageFrame) -> MergeResult:
             )
             if summary.executed_functions < floor.for_total(summary.total_functions):
                 raise floor.refusal(summary.executed_functions, summary.total_functions)
+            known.update(unexecuted(plan, tool, record_counts(plan, tool, plan.merged_profile, "merge-counts")))
         except PgoError:
             plan.merged_profile.unlink(missing_ok=True)
             raise
     return frame.done(from_json(MergeResult, {**known, "seconds": 0.0}))  # the frame's seconds
+
+
+def record_counts(plan: BuildPlan, tool: ProfdataTool, profile: Path, log: str) -> dict[str, int]:
+    return profdata.record_counts(tool, profile, env=plan.env, log=plan.logs / f"{log}.log")
+
+
+def unexecuted(plan: BuildPlan, tool: ProfdataTool, counts: Mapping[str, int]) -> dict[str, object]:
+    """The merge record's coverage the user can act on: how many of the main crate's functions (its records in
+    the profile) no training executed, and the :data:`UNEXECUTED_LISTED` largest by their code size in the
+    instrumented binary (``.symtab``'s sizes; 0 where the binary has no such symbol), demangled."""
+    names = [r for r, count in counts.items() if count == 0 and checks.of_crate(r, plan.crate.crate_names)]
+    binary = plan.instrumented_binary
+    sizes = elf.function_sizes(binary) if binary.is_file() else {}
+    symbols = sorted({r.rsplit(";", 1)[-1] for r in names}, key=lambda n: (-sizes.get(n, 0), n))[:UNEXECUTED_LISTED]
+    shown = demangle(symbols, demangler(tool, plan.env), plan.env)
+    largest: list[UnexecutedRecord] = [
+        {"name": shown_as, "bytes": sizes.get(name, 0)} for name, shown_as in zip(symbols, shown, strict=True)
+    ]
+    return {"unexecuted_main_crate": len(names), "unexecuted_largest": largest}
+
+
+@dataclass(frozen=True)
+class MergedShard:
+    """A shard merged alone and checked: its profile, its figures, its records' counts."""
+
+    shard: Shard
+    profile: Path
+    summary: profdata.ProfileSummary
+    counts: dict[str, int]
+    merged: int
+    dropped: dict[str, str]
+
+    @property
+    def executed(self) -> set[str]:
+        return {name for name, count in self.counts.items() if count}
+
+
+def refuse_empty_shard(name: str, workload: Path, summary: profdata.ProfileSummary) -> None:
+    """A shard whose profile counts nothing: merged with any weight, it would add nothing to the profile."""
+    if summary.executed_functions == 0 or summary.total_count == 0:
+        raise CheckFailed(
+            f"the shard {name} executed none of its {summary.total_functions} functions ({workload}): nothing of "
+            "it would reach the profile",
+            "its workload does not run the binary's code: fix its phases, or drop the shard from PGO_WORKLOAD",
+        )
+
+
+def _merge_one(plan: BuildPlan, tool: ProfdataTool, shard: Shard, recorded: ShardTrainRecord) -> MergedShard:
+    """One shard's raw profiles, exactly those its training recorded, merged alone into its own profile, checked
+    as a whole training's is: readable, some function executed, and its workload's floor where it declares one."""
+    raws = profdata.check_raw_profiles(plan.workdir.shard_profraw(shard.name), recorded["profraw"])
+    profile = plan.workdir.shard_profdata(shard.name)
+    log = plan.logs / f"merge-{shard.name}.log"
+    merged = profdata.merge(tool, raws, profile, env=plan.env, log=log, drop_bad=plan.config.drop_bad_profraw)
+    for name, why in merged.dropped.items():
+        say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
+    what = f"the profile of shard {shard.name}"
+    summary = profdata.check_usable(tool, profile, env=plan.env, log=log.with_suffix(".show.log"), what=what)
+    refuse_empty_shard(shard.name, shard.workload.path, summary)
+    if shard.workload.min_functions is not None:
+        floor = FunctionFloor(
+            shard.workload.min_functions, f"{shard.workload.path} min_functions", shard.workload.min_functions_total
+        )
+        if summary.executed_functions < floor.for_total(summary.total_functions):
+            refusal = floor.refusal(summary.executed_functions, summary.total_functions)
+            raise CheckFailed(f"shard {shard.name}: {refusal.message}", refusal.hint)
+    counts = record_counts(plan, tool, profile, f"merge-{shard.name}-counts")
+    return MergedShard(shard, profile, summary, counts, len(merged.merged), merged.dropped)
+
+
+def _merge_shards(plan: BuildPlan, frame: StageFrame, recorded: list[ShardTrainRecord] | None) -> MergeResult:
+    """Each shard merged alone and checked, then all merged with the integer weights that give each its share of
+    the total count (recipes/shards.py); a failure leaves no merged profile, the shards' nor the whole's."""
+    by_name = {r["name"]: r for r in recorded or []}
+    names = [shard.name for shard in plan.shards]
+    if list(by_name) != names:
+        raise CheckFailed(
+            f"the last training's shards ({', '.join(by_name) or 'none'}) are not these ({', '.join(names)})",
+            "run `nox -s train` again with the same PGO_WORKLOAD",
+        )
+    tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
+    say(f"merge: {len(names)} shards ({', '.join(names)}) with {tool.path} (LLVM {tool.llvm_version})")
+    profiles = [plan.merged_profile, *(plan.workdir.shard_profdata(n) for n in names)]
+    profiles += [plan.workdir.shard_rest(n) for n in names]
+    for path in profiles:
+        path.unlink(missing_ok=True)
+    floor = function_floor(plan, plan.require_workload())
+    known: dict[str, object] = {"profile": str(plan.merged_profile), **floor.as_json(0)}
+    with frame.kept(lambda: known):
+        try:
+            found = _combine(plan, tool, floor, known, by_name)
+            return frame.done(from_json(MergeResult, {**found, "seconds": 0.0}))
+        except PgoError:
+            for path in profiles:
+                path.unlink(missing_ok=True)
+            raise
+
+
+def _combine(
+    plan: BuildPlan,
+    tool: ProfdataTool,
+    floor: FunctionFloor,
+    known: dict[str, object],
+    trained: Mapping[str, ShardTrainRecord],
+) -> dict[str, object]:
+    """The shards merged alone, then together with their weights; the merge record's fields (``known``, updated
+    as they are found, for a failed record)."""
+    shards = [_merge_one(plan, tool, shard, trained[shard.name]) for shard in plan.shards]
+    shares = asked_shares([m.shard.weight for m in shards])
+    totals = [m.summary.total_count for m in shards]
+    weights = integer_weights(shares, totals)
+    inputs = weighted_inputs(weights, [m.profile for m in shards])
+    profdata.merge_weighted(tool, inputs, plan.merged_profile, env=plan.env, log=plan.logs / "merge.log")
+    summary = profdata.check_usable(
+        tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
+    )
+    known.update(
+        {
+            "profraw_merged": sum(m.merged for m in shards),
+            "profraw_dropped": {k: v for m in shards for k, v in m.dropped.items()},
+            "llvm_profdata": str(tool.path),
+            "llvm_profdata_version": tool.llvm_version,
+            "profile_sha256": sha256_file(plan.merged_profile),
+            "executed_functions": summary.executed_functions,
+            "total_functions": summary.total_functions,
+            **floor.as_json(summary.total_functions),
+        }
+    )
+    if summary.executed_functions < floor.for_total(summary.total_functions):
+        raise floor.refusal(summary.executed_functions, summary.total_functions)
+    reached = reached_shares(weights, totals)
+    records: list[ShardRecord] = []
+    for i, m in enumerate(shards):
+        others = set().union(*(o.executed for o in shards if o is not m))
+        records.append(
+            {
+                "name": m.shard.name,
+                "profile": str(m.profile),
+                "profile_sha256": sha256_file(m.profile),
+                "share_asked": shares[i],
+                "share_reached": reached[i],
+                "weight": weights[i],
+                "executed_functions": m.summary.executed_functions,
+                "total_functions": m.summary.total_functions,
+                "only_this_shard": len(m.executed - others),
+                "total_count": m.summary.total_count,
+                "overlap_with_rest": _overlap_with_rest(plan, tool, shards, weights, i),
+            }
+        )
+    known["shards"] = records
+    known.update(unexecuted(plan, tool, record_counts(plan, tool, plan.merged_profile, "merge-counts")))
+    return known
+
+
+def _overlap_with_rest(
+    plan: BuildPlan, tool: ProfdataTool, shards: list[MergedShard], weights: list[int], index: int
+) -> float:
+    """``llvm-profdata overlap`` of shard ``index`` with the others merged as they are weighted in the profile (the
+    other shard itself when there are two)."""
+    name = shards[index].shard.name
+    others = [(w, m.profile) for i, (w, m) in enumerate(zip(weights, shards, strict=True)) if i != index]
+    rest = others[0][1]
+    if len(others) > 1:
+        rest = plan.workdir.shard_rest(name)
+        inputs = weighted_inputs([w for w, _ in others], [p for _, p in others])
+        profdata.merge_weighted(tool, inputs, rest, env=plan.env, log=plan.logs / f"merge-{name}-rest.log")
+    log = plan.logs / f"merge-{name}-overlap.log"
+    return profdata.overlap(tool, shards[index].profile, rest, env=plan.env, log=log)

@@ -20,9 +20,10 @@ def pgo(plan: BuildPlan) -> Report:
     """All four stages in order, every check on (the optimised binary replays the training)."""
     # llvm-profdata, llvm-bolt and merge-fdata (PGO_BOLT=1) were checked when the plan was made (plan.make_plan)
     if plan.config.profdata is None:
-        workload = plan.require_workload()  # what it needs is refused before anything is built
-        check_tools(workload, plan.env.get("PATH", os.defpath))
-        check_environment(workload, plan.env)
+        # what it needs (each shard's) is refused before anything is built
+        for workload in [s.workload for s in plan.shards] or [plan.require_workload()]:
+            check_tools(workload, plan.env.get("PATH", os.defpath))
+            check_environment(workload, plan.env)
         instrument(plan)
         train(plan)
         merge(plan)

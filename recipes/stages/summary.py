@@ -51,6 +51,7 @@ def summary_lines(full: Report) -> list[str]:
             f"functions executed (non-zero counts; floor {m.min_functions}), {plural(m.profraw_merged, 'raw profile')} "
             "merged" + (f", {len(m.profraw_dropped)} dropped" if m.profraw_dropped else "")
         )
+        lines += shard_summary_lines(m)
     if isinstance(o := full.optimise, OptimiseResult):
         lines += optimise_summary_lines(o)
     if isinstance(tested := full.test, TestResult):
@@ -58,6 +59,26 @@ def summary_lines(full: Report) -> list[str]:
         lines.append(f"test        {tested.seconds:8.1f} s  {counts} (the suite built with the profile)")
     if isinstance(b := full.bolt, BoltResult):
         lines += bolt_summary_lines(b)
+    return lines
+
+
+def shard_summary_lines(m: MergeResult) -> list[str]:
+    """Each shard's line (its share asked and reached, what it executed, its count, its overlap with the rest),
+    then the main crate's functions no training executed, the largest first."""
+    lines = [
+        f"shard       {s['name']}: share {100 * s['share_asked']:.1f} % asked, {100 * s['share_reached']:.2f} % "
+        f"reached (weight {s['weight']}); {s['executed_functions']} of {s['total_functions']} functions executed, "
+        f"{s['only_this_shard']} by no other shard; total count {s['total_count']:,}; "
+        f"overlap with the rest {s['overlap_with_rest']:.2f} %"
+        for s in m.shards or []
+    ]
+    if m.unexecuted_main_crate is not None:
+        largest = m.unexecuted_largest or []
+        lines.append(
+            f"unexecuted  {m.unexecuted_main_crate} functions of the main crate no training executed"
+            + (f"; the {len(largest)} largest (bytes in the instrumented binary):" if largest else "")
+        )
+        lines += [f"            {f['bytes']:>8}  {f['name']}" for f in largest]
     return lines
 
 

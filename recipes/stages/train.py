@@ -8,7 +8,8 @@ from pathlib import Path
 from recipes import profdata, report
 from recipes.errors import CheckFailed, MissingInput
 from recipes.plan import BuildPlan
-from recipes.results import TrainResult
+from recipes.results import PhaseRecord, ShardTrainRecord, TrainResult, WorkloadRun
+from recipes.runner import say
 from recipes.stages._record import StageFrame, run_on
 from recipes.store import sha256_file
 from recipes.training import Collect
@@ -40,9 +41,47 @@ def train(plan: BuildPlan) -> TrainResult:
     """Drive the instrumented binary through the workload; each instance writes its .profraw."""
     with StageFrame(plan, "train", timed=False) as frame:  # its seconds: the workload run's
         binary = instrumented_binary(plan)
+        if plan.shards:
+            return frame.done(train_shards(plan, binary))
         workload = plan.require_workload()
         check_tools(workload, plan.env.get("PATH", os.defpath))
         check_environment(workload, plan.env)
         run = run_on(plan, workload, binary, logs=plan.logs, scratch="train", collect=Collect.profraw(plan.profraw_dir))
         raws = [raw.as_json() for raw in profdata.record_raw_profiles(plan.profraw_dir)]
         return frame.done(TrainResult.of(run, raws))
+
+
+def train_shards(plan: BuildPlan, binary: Path) -> TrainResult:
+    """Each shard's workload on ``binary``, one after another, each into its own folder of raw profiles; the
+    record adds their runs up and keeps each shard's (``shards``), its phases named ``<shard>/<phase>``."""
+    path = plan.env.get("PATH", os.defpath)
+    for shard in plan.shards:  # every shard's tools and variables before any runs
+        check_tools(shard.workload, path)
+        check_environment(shard.workload, plan.env)
+    runs: list[tuple[str, WorkloadRun]] = []
+    records: list[ShardTrainRecord] = []
+    for shard in plan.shards:
+        say(f"train: shard {shard.name} ({shard.workload.path})")
+        folder = plan.workdir.shard_profraw(shard.name)
+        run = run_on(plan, shard.workload, binary, logs=plan.logs, scratch="train", collect=Collect.profraw(folder))
+        runs.append((shard.name, run))
+        records.append(
+            {
+                "name": shard.name,
+                "workload": str(shard.workload.path),
+                "seconds": run.seconds,
+                "requests": run.requests,
+                "profraw": [raw.as_json() for raw in profdata.record_raw_profiles(folder)],
+            }
+        )
+    phases: list[PhaseRecord] = [{**p, "name": f"{name}/{p['name']}"} for name, run in runs for p in run.phases]
+    return TrainResult(
+        seconds=round(sum(run.seconds for _, run in runs), 3),
+        requests=sum(run.requests for _, run in runs),
+        phases=phases,
+        scale=runs[0][1].scale,
+        workload=runs[0][1].workload,
+        profraw_files=sum(run.profraw_files or 0 for _, run in runs),
+        profraw=[],
+        shards=records,
+    )

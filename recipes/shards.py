@@ -1,0 +1,93 @@
+"""Shards: one profile from several trainings, each a workload file with a weight (``PGO_WORKLOAD=main,breadth``,
+``PGO_WEIGHTS=main=9,breadth=1``).
+
+A shard is a name (its workload file's stem), a workload, a weight, its own folder of ``.profraw`` under the work
+dir and its own ``.profdata`` (:class:`recipes.workdir.WorkDir`: ``shards/<name>/``). Each shard is merged alone
+first and checked; then the shards are merged with the integer weights :func:`integer_weights` chooses, so that each
+shard's share of the merged profile's total count is the share asked, as closely as integers allow.
+
+``llvm-profdata merge --weighted-input=W,FILE`` multiplies every count of FILE by W. Unweighted, each shard counts in
+proportion to its own total, so a long shard outweighs a short one: the weights are first normalised by each
+shard's total count (``llvm-profdata show``'s ``Total count``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipes.config import Config, shard_name
+from recipes.workload import Workload, load_workload, workload_path
+
+#: the largest multiplier :func:`integer_weights` tries (the smallest weight is then at most this)
+MAX_MULTIPLIER = 1000
+#: the shares reached are good enough when each is within this of the share asked (0.05 percentage points)
+TOLERANCE = 0.0005
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One training of a sharded profile: its name (the workload file's stem), its workload, its weight as given
+    (1 when none is)."""
+
+    name: str
+    workload: Workload
+    weight: float
+
+
+def plan_shards(config: Config) -> tuple[Shard, ...]:
+    """The configured shards, each workload parsed (a missing or bad file is refused before anything is built);
+    empty without shards (one workload)."""
+    weights = dict(config.weights)
+    return tuple(
+        Shard(
+            shard_name(text), load_workload(workload_path(config.project_dir, text)), weights.get(shard_name(text), 1.0)
+        )
+        for text in config.shards
+    )
+
+
+def asked_shares(weights: Sequence[float]) -> list[float]:
+    """Each shard's share of the profile asked: its weight over the sum of the weights."""
+    total = math.fsum(weights)
+    return [w / total for w in weights]
+
+
+def reached_shares(weights: Sequence[int], totals: Sequence[int]) -> list[float]:
+    """Each shard's share of the merged total count with ``weights``: ``W_i·T_i / Σ W_j·T_j`` (merging adds the
+    weighted counts, so the merged total is that sum)."""
+    weighted = [w * t for w, t in zip(weights, totals, strict=True)]
+    return [x / sum(weighted) for x in weighted]
+
+
+def integer_weights(shares: Sequence[float], totals: Sequence[int]) -> list[int]:
+    """The integer weights of ``llvm-profdata merge --weighted-input`` that give each shard (total count ``T_i``)
+    the share ``s_i`` of the merged total.
+
+    The exact weights are proportional to ``q_i = s_i / T_i``, scaled so the smallest is 1. The rounding: for a
+    multiplier ``m`` from 1 to :data:`MAX_MULTIPLIER`, each weight is ``m·q_i`` rounded to the nearest integer
+    (halves up, at least 1); the first ``m`` whose every share reached is within :data:`TOLERANCE` (0.05
+    percentage points) of the share asked is taken, else the ``m`` whose largest error is the smallest (the first
+    of equals). Equal shares of equal totals thus get weights of 1, and one shard alone gets 1."""
+    if not totals or any(t <= 0 for t in totals):
+        raise ValueError("every shard needs a total count above 0")
+    exact = [s / t for s, t in zip(shares, totals, strict=True)]
+    smallest = min(exact)
+    ratios = [q / smallest for q in exact]
+    best: tuple[float, list[int]] | None = None
+    for multiplier in range(1, MAX_MULTIPLIER + 1):
+        weights = [max(1, math.floor(multiplier * r + 0.5)) for r in ratios]
+        error = max(abs(a - b) for a, b in zip(reached_shares(weights, totals), shares, strict=True))
+        if error <= TOLERANCE:
+            return weights
+        if best is None or error < best[0]:
+            best = (error, weights)
+    assert best is not None
+    return best[1]
+
+
+def weighted_inputs(weights: Sequence[int], profiles: Sequence[Path]) -> list[str]:
+    """The ``--weighted-input=W,FILE`` arguments of the merge."""
+    return [f"--weighted-input={w},{p}" for w, p in zip(weights, profiles, strict=True)]
