@@ -253,13 +253,19 @@ def _lock(workdir: WorkDir, session: str) -> int:
     return fd
 
 
+def prepare(workdir: WorkDir) -> None:
+    """Refuse a link inside the work dir and a folder the pipeline did not make, then make and mark it as the
+    pipeline's: before a session writes anything there (its lock, or the plan's install log of cargo-zigbuild)."""
+    check_links(workdir)
+    check_ours(workdir)
+    _mark(workdir)
+
+
 @contextmanager
 def claim(work: Path, session: str) -> Iterator[Held]:
     """Hold the work dir ``work`` for ``session`` (``nox -s <session>``) until the block ends; see the module."""
     workdir = WorkDir(work)
-    check_links(workdir)
-    check_ours(workdir)
-    _mark(workdir)
+    prepare(workdir)
     fd = _lock(workdir, session)
     try:
         check_links(workdir)  # again, under the lock: another session may have been making the folder

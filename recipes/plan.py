@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import cflags, emulation, preflight, train, zig
+from recipes import cflags, claim, emulation, preflight, train, zig
 from recipes.cargo import command as cargo_command
 from recipes.cargo.metadata import CrateInfo, crate_info
 from recipes.config import Config
@@ -159,6 +159,7 @@ def make_plan(
     preflight.check_tools(config, env, info, profdata=profdata, bolt_tools=config.bolt if bolt is None else bolt)
     workload = workload if workload is not None else plan_workload(config, crate.bin)
     if zig.uses_zigbuild(config.cargo):
+        claim.prepare(WorkDir(config.out))  # its install log is the first thing written there
         env = zig.ensure_zigbuild(env, logs=WorkDir(config.out).logs)
     configs = cargo_config_files(config.manifest.parent, env)  # read once: the flags and the cross linker
     flags = plan_rustflags(target, config.manifest.parent, env, configs)

@@ -119,7 +119,9 @@ def session_tag(pid: int | None = None) -> str:
     """``<pid>.<start time>`` of this process (or ``pid``): with the start time, a reused pid names another."""
     pid = os.getpid() if pid is None else pid
     proc = read_process(pid)
-    return f"{pid}.{proc.started if proc else 0}"
+    # fixed width: every child's environment is the same size whatever the pid, start time and serial (valgrind's
+    # counts of one binary move with the size of its environment: the bench's runs must not)
+    return f"{pid:010d}.{proc.started if proc else 0:016d}"
 
 
 def _alive_session(owner: str) -> bool:
@@ -129,7 +131,7 @@ def _alive_session(owner: str) -> bool:
     if not pid.isdigit():
         return False
     proc = read_process(int(pid))
-    return proc is not None and proc.running and str(proc.started) == started
+    return proc is not None and proc.running and started.isdigit() and proc.started == int(started)
 
 
 def _record(pid: int, owner: str) -> None:
@@ -374,7 +376,7 @@ class Ticket:
 def ticket(env: Mapping[str, str]) -> tuple[Ticket, dict[str, str]]:
     """A new ticket, and ``env`` with its owner tag: call it right before starting the child."""
     become_subreaper()
-    owner = f"{session_tag()}-{next(_serial)}"
+    owner = f"{session_tag()}-{next(_serial):08d}"
     return Ticket(owner, frozenset(children_of(os.getpid()))), {**env, OWNER_VARIABLE: owner}
 
 
@@ -489,7 +491,7 @@ def spawn(
     in this process's session, its streams as given: the caller waits for it (:func:`wait_usage`) or kills it. Not
     starting raises the :class:`OSError`."""
     proc = subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd)
-    _record(proc.pid, f"{session_tag()}-0")  # no tag in its environment: 0, which no child of ticket() has
+    _record(proc.pid, f"{session_tag()}-{0:08d}")  # no tag in its environment: 0, which no child of ticket() has
     return proc
 
 

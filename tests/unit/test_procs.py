@@ -348,7 +348,7 @@ def test_a_running_child_is_recorded_and_its_record_goes_when_it_is_reaped(tmp_p
             started = procs.read_process(child.pid)
             assert started is not None
             assert record[:2] == [str(child.pid), str(started.started)]
-            assert record[2].startswith(f"{os.getpid()}.")
+            assert record[2].startswith(f"{os.getpid():010d}.")
     assert not list(folder.iterdir())
 
 
