@@ -200,7 +200,6 @@ def _check_optimised(
     trained_here: bool,
 ) -> None:
     checks.refuse_profile_file_warnings(log_text, store_path, plan.logs / "optimise-build.log")
-    _check_observed(plan, result, store_path)
     if warnings.stale:
         raise CheckFailed(
             f"the optimised build reports {warnings.stale} stale-profile warnings (hash mismatch), first: "
@@ -222,6 +221,8 @@ def _check_optimised(
             f"the optimised build's log has no rustc line of {plan.crate.package}: not compiled with the profile",
             "this is a bug: the package is cleaned before the build",
         )
+    # what cargo asked for (its log, above), then what rustc received (the RUSTC shim's records)
+    _check_observed(plan, result, store_path)
     if trained_here:
         inst = report.require(plan.work, "instrument", "optimise")
         check_same_build(inst, plan, earlier="the instrumented build", now="this one")

@@ -134,9 +134,6 @@ def _check(plan: BuildPlan, tests: CargoTestRun, text: str, returncode: int, sto
             f"cargo test exited with code {returncode} though every test passed ({summary_line(tests)})",
             f"see {log}",
         )
-    _observe.check_profile_flag(
-        plan, "test", "the test build", option="profile-use", value=str(store_path), harnesses=True
-    )
     calls = compiled_crates(text, plan.crate)
     if not calls:
         raise CheckFailed(f"the test log has no rustc line of {plan.crate.package}", f"see {log}")
@@ -147,3 +144,7 @@ def _check(plan: BuildPlan, tests: CargoTestRun, text: str, returncode: int, sto
                 f"the test build compiled {call.crate_name} with profile-use={used!r}, not {store_path}",
                 f"see {log}",
             )
+    # what cargo asked for (its log), then what rustc received (the RUSTC shim's records): a wrapper between them
+    _observe.check_profile_flag(
+        plan, "test", "the test build", option="profile-use", value=str(store_path), harnesses=True
+    )
