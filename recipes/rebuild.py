@@ -392,6 +392,25 @@ def rebuild(
 ) -> list[RebuildResult]:
     """Rebuild the PGO binary of ``tag`` from its published profile and compare it with SHA256SUMS, for each target
     of the folder (or those of ``targets``); every target's files are checked before anything is built."""
+    return rebuild_checked(rebuild_targets(tag, config, environ, artefacts, targets), config, environ)
+
+
+def rebuild_checked(
+    targets: Sequence[RebuildTarget], config: Config, environ: Mapping[str, str]
+) -> list[RebuildResult]:
+    """The rebuild of targets :func:`rebuild_targets` checked (the session holds the work dir meanwhile)."""
+    return [_rebuild_one(target, config, environ) for target in targets]
+
+
+def rebuild_targets(
+    tag: str,
+    config: Config,
+    environ: Mapping[str, str],
+    artefacts: Path | None = None,
+    targets: Sequence[str] = (),
+) -> list[RebuildTarget]:
+    """Every target of the release to rebuild, its files and toolchain checked, before anything is built or the work
+    dir is touched."""
     repo = _repo_of(config, environ)
     commit = tag_commit(repo, tag, environ)
     published = load_release((artefacts or repo / "dist" / tag).absolute(), tag)
@@ -399,11 +418,10 @@ def rebuild(
     checked = [_check_before_rebuild(one, tag, commit, repo, environ) for one in chosen]
     several = len(published) > 1
     work = WorkDir(config.out).rebuild(tag).absolute()  # a folder of several targets: a work dir for each
-    targets_checked = [
+    return [
         RebuildTarget(one, tag, commit, repo, WorkDir(work).for_target(one.names.triple) if several else work, c)
         for one, c in zip(chosen, checked, strict=True)
     ]
-    return [_rebuild_one(target, config, environ) for target in targets_checked]
 
 
 @dataclass(frozen=True)

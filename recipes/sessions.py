@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,7 +25,7 @@ import nox
 
 from recipes import cpu, procs, report, stages
 from recipes.claim import CrateIdentity, claim, identity_of_config
-from recipes.config import load_config
+from recipes.config import Config, load_config
 from recipes.errors import PgoError
 from recipes.plan import BuildPlan, make_plan
 from recipes.procs import Interrupted
@@ -224,17 +224,27 @@ def release(session: nox.Session) -> None:
 def rebuild(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--target T ...]: rebuild a release's PGO binary (of each target in the folder, or
     those given) from its profile and compare with SHA256SUMS."""
-    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
     from recipes.release_args import parse_rebuild  # noqa: PLC0415
 
     try:
         args = parse_rebuild(session.posargs)
         config = load_config(project_dir(session), os.environ, args.config)
-        with claim(config.out, session.name):
-            results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
+        results = _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets)
         _summary(session, _rebuilt_lines(results))
     except PgoError as error:
         session.error(error.line())
+
+
+def _rebuild_held(
+    session: str, tag: str, config: Config, artefacts: Path | None, targets: Sequence[str]
+) -> list[RebuildResult]:
+    """A release's rebuild: its files checked first (a refusal touches no work dir), then built in the work dir it
+    holds (recipes/claim.py)."""
+    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
+
+    checked = rebuild_recipe.rebuild_targets(tag, config, os.environ, artefacts, targets)
+    with claim(config.out, session):
+        return rebuild_recipe.rebuild_checked(checked, config, os.environ)
 
 
 def determinism(session: nox.Session) -> None:
@@ -257,7 +267,6 @@ def verify(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--rebuild [--target T ...]]: check a release's SHA256SUMS, manifest and
     provenance statements; with --rebuild, then rebuild its PGO binary (of the targets given) as ``rebuild`` does."""
     from recipes import provenance  # noqa: PLC0415
-    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
     from recipes.release_args import parse_verify  # noqa: PLC0415
 
     try:
@@ -265,9 +274,9 @@ def verify(session: nox.Session) -> None:
         config = load_config(project_dir(session), os.environ, args.config)
         _summary(session, provenance.verify_release(args.tag, config, os.environ, args.artefacts))
         if args.rebuild:
-            with claim(config.out, session.name):
-                results = rebuild_recipe.rebuild(args.tag, config, os.environ, args.artefacts, args.targets)
-            _summary(session, _rebuilt_lines(results))
+            _summary(
+                session, _rebuilt_lines(_rebuild_held(session.name, args.tag, config, args.artefacts, args.targets))
+            )
     except PgoError as error:
         session.error(error.line())
 

@@ -84,7 +84,7 @@ def test_a_server_bench_speaks_of_requests_and_rotates_three_builds(bare_server:
     for scenario in by_name.values():
         assert [[t["build"] for t in scenario["trials"]][i : i + 3] for i in (0, 3, 6)] == orders
         # the server's CPU per wall second of every trial, judged against the threshold
-        assert len(scenario["server_busy"]) == 9 and all(0 < b <= 1.5 for b in scenario["server_busy"]), scenario
+        assert len(scenario["server_busy"]) == 9 and all(0 <= b <= 1.5 for b in scenario["server_busy"]), scenario
         assert scenario["busy_min"] == design.BUSY_MIN and scenario["min_ticks"] == design.MIN_TICKS
         assert scenario["held_out"]["rule"] == ("declared" if scenario["name"] == "square-declared" else "paths")
     assert by_name["square-declared"]["held_out"]["status"] == "held-out"
