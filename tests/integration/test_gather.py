@@ -106,7 +106,7 @@ def legs(tmp_path_factory: pytest.TempPathFactory) -> Legs:
     made = Legs(pipeline, pristine, {}, {}, env)
     for name in SHARDS:
         made.fresh()
-        assert_ok(made.nox("train", "--shard", name))
+        assert f"; shard {name} alone, for merge -- --gather" in assert_ok(made.nox("train", "--shard", name))
         made.legs[name] = root / "legs" / name
         shutil.copytree(pipeline.work, made.legs[name], symlinks=True)
     made.fresh()  # the one-machine training of both shards, in the same instrumented work dir
@@ -129,8 +129,18 @@ def test_gathered_shards_give_the_one_machine_profile_byte_for_byte(legs: Legs) 
     assert trained["gathered"] == [str(legs.legs["main"]), str(legs.legs["breadth"])]  # the configuration's order
     assert [s["name"] for s in trained["shards"]] == ["main", "breadth"]
     assert "shard       main:" in output
+    assert "; gathered from 2 work dirs" in output
     # the same work dir goes on: optimise takes the gathered profile
     assert_ok(legs.nox("optimise"))
+
+
+def test_a_shard_trained_in_the_gathering_work_dir_itself(legs: Legs) -> None:
+    """The instrument's runner may train a shard too: its own work dir is then one of the DIRs, its shard folder
+    left in place."""
+    work = legs.fresh()
+    assert_ok(legs.nox("train", "--shard", "main"))
+    assert_ok(legs.nox("merge", "--gather", str(work), str(legs.legs["breadth"])))
+    assert _report(work)["merge"]["profile_sha256"] == legs.reference["profile_sha256"]
 
 
 def test_train_shard_records_what_a_gather_checks(legs: Legs, tmp_path: Path) -> None:
