@@ -99,6 +99,27 @@ def test_a_server_that_takes_its_time_to_stop_under_qemu_is_told_about(
     assert re.search(r"instance srv: stopped in [2-9]\.\d\d s \(exit code 0\)", err), err[-3000:]
 
 
+def test_with_exit_on_sigterm_the_tokio_servers_own_stop_runs_under_qemu(
+    trained: tuple[Pipeline, str], tmp_path: Path
+) -> None:
+    """``exit_on_sigterm = true`` on a server with a SIGTERM handler of its own: tokio's (signal-hook-registry)
+    calls the handler it replaced, the shim's, first; the shim does nothing then, and the server's own stop runs,
+    rather than exit(0) from inside the signal handler on whichever emulated thread took it."""
+    pipeline, _ = trained
+    run = train_workload(
+        tmp_path,
+        _workload(tmp_path / "shim.toml", instance="exit_on_sigterm = true"),
+        _instrumented(pipeline),
+        profraw=True,
+        launcher=emulation.launcher(TARGET, clean_env()),
+        env={"QEMU_LD_PREFIX": SYSROOT},
+    )
+    assert run.profraw_files == 1
+    assert list((tmp_path / "work" / "bin").glob("pgo-exit-on-sigterm-*-aarch64.so"))  # the shim was preloaded
+    log = (tmp_path / "work" / "logs" / "train-srv-server.log").read_text()
+    assert "tokio-server: SIGTERM, stopping (linger 0 ms)" in log and "tokio-server: stopped" in log, log
+
+
 @pytest.mark.refuses("server-does-not-exit-after-sigterm-under-emulation")
 def test_a_server_that_does_not_stop_under_qemu_is_refused_saying_what_differs(
     trained: tuple[Pipeline, str], tmp_path: Path
