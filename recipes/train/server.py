@@ -215,7 +215,7 @@ def stop_timed_out(server: RunningServer, options: ServerOptions, ctx: PhaseCont
         f"{what} under {qemu} (stop_timeout {options.stop_timeout:g} s, {ctx.slowdown:g} times longer under emulation)",
         f"its threads are shown above, one per emulated thread; {lost}try it by hand: {by_hand}, then kill -TERM "
         "its pid; a server that drains its connections before it exits may take a shutdown timeout of its own in "
-        "args; on an aarch64 machine the same training runs without qemu",
+        f"args; on an {qemu.removeprefix('qemu-')} machine the same training runs without qemu",
     )
 
 

@@ -2,8 +2,8 @@
 shape of actix-web and axum servers) built instrumented for aarch64 once per module and trained under the real
 ``qemu-aarch64`` (issue 35: an actix-web server that stopped in 0.34 s natively did not exit within 600 s of SIGTERM
 under qemu): it stops promptly and writes its ``.profraw``; a server that takes its time to stop is told about
-while the training waits; one that does not stop within the limit is refused in words that say what differs under
-emulation, and killed."""
+while the training waits; with ``exit_on_sigterm = true`` its own stop runs, not the shim's exit; one that does not
+stop within the limit is refused in words that say what differs under emulation, and killed."""
 
 from __future__ import annotations
 
