@@ -35,10 +35,12 @@ from recipes.store import sha256_file
 from recipes.toolchain import rustc_info
 from recipes.workdir import WorkDir
 
-#: the folders a workload run empties at its start (their content is the workload's) and cargo's target dirs:
-#: what the link check does not look inside
+#: the folders a workload's programs run in (their content is the workload's: a run empties them without following
+#: links), by their path in a work dir, and cargo's target dirs (anywhere): what the link check does not look inside
 _NOT_SCANNED_SUFFIX = "-target"
-_SCRATCH = frozenset({"train", "verify", "bolt-train", "bolt-verify"})
+_SCRATCH = frozenset(
+    {("train",), ("verify",), ("bolt-train",), ("bolt-verify",), ("bench", "runs"), ("bench", "setup")}
+)
 #: the target of an identity that takes the recorded one (:func:`identity_of_config`)
 ANY_TARGET = ""
 #: how many of a foreign folder's files its refusal names
@@ -181,17 +183,30 @@ def check_ours(workdir: WorkDir) -> None:
 
 
 def find_link(root: Path) -> Path | None:
-    """A symbolic link in the work dir or in one of its folders (cargo's target dirs and a workload's scratch,
-    which the workload run empties without following links, aside), or None."""
-    if not root.is_dir():
-        return None
-    for entry in sorted(root.iterdir()):
+    """A symbolic link anywhere in the work dir, at any depth (the first in name order), or None: a log or a control
+    program three folders down is written through a link as surely as one at the top. Not looked inside: cargo's
+    target dirs and the folders a workload's programs run in (:data:`_SCRATCH`, of the work dir and of each work dir
+    inside it: a release of several targets holds theirs)."""
+    return _link_in(root, root) if root.is_dir() else None
+
+
+def _is_work_dir(folder: Path) -> bool:
+    workdir = WorkDir(folder)
+    return workdir.marker.exists() or workdir.report.exists()
+
+
+def _link_in(folder: Path, work: Path) -> Path | None:
+    """The first symbolic link under ``folder``, which is in the work dir ``work``."""
+    for entry in sorted(folder.iterdir()):
         if entry.is_symlink():
             return entry
-        if entry.is_dir() and not entry.name.endswith(_NOT_SCANNED_SUFFIX) and entry.name not in _SCRATCH:
-            inner = next((p for p in sorted(entry.iterdir()) if p.is_symlink()), None)
-            if inner is not None:
-                return inner
+        if not entry.is_dir() or entry.name.endswith(_NOT_SCANNED_SUFFIX):
+            continue
+        if entry.relative_to(work).parts in _SCRATCH:
+            continue
+        found = _link_in(entry, entry if _is_work_dir(entry) else work)
+        if found is not None:
+            return found
     return None
 
 

@@ -191,6 +191,23 @@ def refuse_inside_release_folder(config: Config, out_dir: Path) -> None:
             )
 
 
+def refuse_release_folder_inside(configs: Sequence[Config], out_dir: Path) -> None:
+    """Refuse, before anything is built, a release folder inside the work dir (``PGO_OUT``, which holds every
+    target's) or inside a profile store: the stages write and empty the work dir's folders (``release/<tag>`` is the
+    stripped binaries', ``profraw`` the training's), so the release was built whole and then not written (OSError:
+    Directory not empty), and a store holds the pipeline's profiles alone."""
+    folder = out_dir.resolve()
+    work = configs[0].out.parent if len(configs) > 1 else configs[0].out
+    named = [("PGO_OUT", work), *(("PGO_PROFILE_STORE", c.store) for c in configs if c.store is not None)]
+    for variable, path in named:
+        if path.resolve() in folder.parents:
+            raise EnvironmentRefused(
+                f"the release folder {out_dir} is inside {variable}={path}, whose folders the pipeline writes and "
+                "empties",
+                f"give --artefacts a folder outside it, or give {variable} another folder",
+            )
+
+
 def check_release_checkout(repo: Path, tag: str, env: Mapping[str, str]) -> str:
     """The tag's commit, if HEAD is that commit and nothing is modified or untracked; else a refusal."""
     commit = tag_commit(repo, tag, env)
@@ -286,6 +303,7 @@ def release_targets(
     checkout = check_checkout(tag, configs[0], environ, artefacts)
     for config in configs:
         refuse_inside_release_folder(config, checkout.out_dir)
+    refuse_release_folder_inside(configs, checkout.out_dir)
     say(f"release: {tag} = {checkout.commit[:12]} of {checkout.repo}, SOURCE_DATE_EPOCH={checkout.source_date_epoch}")
     # every target planned (and so checked) before any is built
     rplans = [

@@ -46,8 +46,8 @@ UNSTABLE_PROFILE_OPTIONS = ("profile-sample-use", "profile")
 
 
 def profile_flags_in(flags: Sequence[str]) -> list[str]:
-    """The profile flags among ``flags`` (``-Cprofile-use=…``, ``-C profile-use=…``, ``--codegen …``, and the
-    unstable ``-Zprofile-sample-use=…``, ``-Z profile``)."""
+    """The profile flags among ``flags`` (``-Cprofile-use=…``, ``-C profile-use=…``, ``--codegen …``,
+    ``-Cprofile_use=…``, and the unstable ``-Zprofile-sample-use=…``, ``-Z profile``)."""
     found: list[str] = []
     previous = ""
     for flag in flags:
@@ -62,7 +62,11 @@ def profile_flags_in(flags: Sequence[str]) -> list[str]:
             unstable = flag[2:]
         elif previous == "-Z":
             unstable = flag
-        if option.split("=")[0] in PROFILE_OPTIONS or unstable.split("=")[0] in UNSTABLE_PROFILE_OPTIONS:
+        # rustc reads an option's name with _ for - too (-Cprofile_use=)
+        if (
+            option.split("=")[0].replace("_", "-") in PROFILE_OPTIONS
+            or unstable.split("=")[0].replace("_", "-") in UNSTABLE_PROFILE_OPTIONS
+        ):
             found.append(flag if not previous or flag.startswith("-") else f"{previous} {flag}")
         previous = flag
     return found

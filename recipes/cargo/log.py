@@ -134,13 +134,20 @@ class RustcCall:
     env: tuple[tuple[str, str], ...] = ()
 
     def codegen(self, option: str) -> str | None:
-        """The value of ``-C <option>=…`` (either spelling) on this line, the last one winning."""
+        """The value of ``-C <option>=…`` on this line (``-Cx=``, ``-C x=``, ``--codegen x=``, ``--codegen=x=``, and
+        ``_`` for ``-`` in the option's name: rustc takes them all), the last one winning, as in rustc."""
         value = None
         previous = ""
         for arg in self.argv:
-            text = arg[2:] if arg.startswith("-C") and len(arg) > 2 else (arg if previous == "-C" else "")
-            if text.startswith(option + "="):
-                value = text.split("=", 1)[1]
+            if arg.startswith("-C") and len(arg) > 2:
+                text = arg[2:]
+            elif arg.startswith("--codegen="):
+                text = arg.removeprefix("--codegen=")
+            else:
+                text = arg if previous in ("-C", "--codegen") else ""
+            name, eq, setting = text.partition("=")
+            if eq and name.replace("_", "-") == option:  # rustc reads -Cprofile_use= as -Cprofile-use=
+                value = setting
             previous = arg
         return value
 

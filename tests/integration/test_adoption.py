@@ -115,6 +115,28 @@ def test_nox_f_refuses_a_bad_value_of_the_projects_pyproject(tmp_path: Path) -> 
     assert not (project / "pgo-work").exists()
 
 
+@pytest.mark.refuses("pyproject-toml-nul-character", "pyproject-toml-nested-too-deeply")
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        ('features = "a\\u0000b"\n', ": tool.pgo.features holds a NUL character (\\0), which no argument"),
+        ("[project]\nx = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n", ": nested too deeply to read"),
+    ],
+    ids=["nul-in-tool-pgo", "nested-too-deeply"],
+)
+def test_a_pyproject_no_session_can_read_is_one_line_before_any_build(
+    tmp_path: Path, extra: str, fragment: str
+) -> None:
+    """Issue 34 (item 9): both were tracebacks; tests/unit/test_config.py reads them, this is ``nox -s pgo`` from
+    the project whose pyproject.toml it is."""
+    project = _project(tmp_path)
+    (project / "pyproject.toml").write_text(PYPROJECT + extra)
+    proc = _nox_f(project, "pgo")
+    assert_refused(proc, f"{project / 'pyproject.toml'}{fragment}")
+    assert "Traceback" not in output(proc) and "RecursionError" not in output(proc)
+    assert not (project / "pgo-work").exists() and not (project / "target").exists()
+
+
 @pytest.mark.refuses("value-not-what-setting-takes-not-number")
 @pytest.mark.parametrize(
     ("name", "value", "fragment"),

@@ -219,6 +219,17 @@ def test_a_profile_flag_in_the_users_compiler_refused_before_building(hello: Pip
     _nothing_built(hello)
 
 
+@pytest.mark.refuses("profile-flag-already-user-c-c-flags")
+def test_a_profile_flag_in_a_cargo_configs_env_refused_before_building(hello: Pipeline) -> None:
+    """cargo gives ``[env]`` to every build script, where cc-rs reads ``CC`` as from the environment."""
+    config = hello.crate_dir / ".cargo" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[env]\nCC = { value = "clang-22 -fprofile-generate=/tmp/x", force = true }\n')
+    line = assert_refused(hello.nox("instrument"))
+    assert f"CC in [env] of {config} already holds profile flags (-fprofile-generate=/tmp/x)" in line, line
+    _nothing_built(hello)
+
+
 @pytest.mark.refuses("profile-flag-already-user-c-c-flags", "response-file-c-flags-cannot-read")
 def test_a_profile_flag_in_a_response_file_refused_and_an_unreadable_one_too(hello: Pipeline, tmp_path: Path) -> None:
     """``CFLAGS="-O2 @flags.rsp"``: clang reads the file (and the files it names, relative to it); so does the

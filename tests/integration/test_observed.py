@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from recipes import elf, release
 from recipes.cargo import observed
 from recipes.cargo.metadata import crate_info
-from tests.conftest import Pipeline, assert_ok, assert_refused, run_nox
+from recipes.errors import CheckFailed
+from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env, run_nox
 from tests.integration.test_pgo_test import WORKLOAD as TESTED_WORKLOAD
 from tests.integration.test_release import TAG, Release
 
@@ -127,6 +130,24 @@ def test_an_instrumented_optimised_binary_is_refused_naming_its_sections(trained
         "profiling runtime symbols __llvm_profile_",
     )
     assert not (trained.work / "optimised" / "hello-pgo").exists()
+
+
+@pytest.mark.refuses("optimised-binary-instrumented")
+def test_a_stripped_instrumented_binary_is_refused_as_the_release_ships_it(trained: Pipeline, tmp_path: Path) -> None:
+    """The release checks its PGO binary again as shipped (release.check_binaries): stripped by the release's own
+    strip, an instrumented build keeps its ``__llvm_prf_*`` sections (allocated: strip cannot drop them), though its
+    symbol table is gone; the check reads them. No session can reach it past optimise's check: the functions the
+    release runs, on the training's instrumented hello."""
+    instrumented = Path(_report(trained)["instrument"]["binary"])
+    stripped = release.strip_binary(instrumented, tmp_path / "pgo" / "hello-pgo", clean_env(), tmp_path / "strip.log")
+    assert subprocess.run(["nm", str(stripped)], capture_output=True, text=True, check=False).stderr.strip().endswith(
+        "no symbols"
+    )
+    with pytest.raises(CheckFailed) as caught:
+        elf.check_no_instrumentation(stripped, "the release's PGO binary")
+    line = caught.value.line()
+    assert line.startswith(f"the release's PGO binary {stripped} is instrumented: sections __llvm_prf_cnts"), line
+    assert "__llvm_prf_data" in line and "__llvm_prf_names" in line, line
 
 
 NIGHTLY = Path.home() / ".rustup" / "toolchains" / "nightly-x86_64-unknown-linux-gnu" / "bin" / "rustc"

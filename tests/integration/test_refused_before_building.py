@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Pipeline, assert_refused, run_nox
+from tests.conftest import Pipeline, assert_refused, output, run_nox
 from tests.faults import small_tmpfs
 
 pytestmark = [pytest.mark.slow]
@@ -31,6 +31,34 @@ def test_a_nul_in_a_workload_argument_is_refused_before_the_instrumented_build(t
     hello = Pipeline(tmp_path, "hello", workload=str(workload))
     line = assert_refused(hello.nox("pgo"), f"{workload}: instance[1].phase[1].args[2] holds a NUL character")
     assert "remove it" in line
+    _nothing_built(hello)
+
+
+_PHASE = '[workload]\ndescription = "d"\n\n[[instance]]\nname = "cli"\n\n[[instance.phase]]\nname = "words"\n'
+_DEEP = "[" * 3000 + "]" * 3000
+
+
+@pytest.mark.refuses("workload-file-nested-too-deeply", "expect-exit-not-exit-code", "phase-timeout-below-floor")
+@pytest.mark.parametrize(
+    ("workload", "env", "fragment"),
+    [
+        (f"x = {_DEEP}\n" + _PHASE, {}, ": nested too deeply to read (arrays or inline tables inside each other"),
+        (_PHASE + "expect_exit = 300\n", {}, "expect_exit: 300 is not an exit code: a program exits with 0 to 255"),
+        (_PHASE, {"PGO_PHASE_TIMEOUT": "1e-300"}, "PGO_PHASE_TIMEOUT: '1e-300' is below the floor of 0.1"),
+    ],
+    ids=["deep-workload", "expect-exit-300", "phase-timeout-1e-300"],
+)
+def test_a_workload_or_timeout_no_run_can_meet_is_refused_before_the_instrumented_build(
+    tmp_path: Path, workload: str, env: dict[str, str], fragment: str
+) -> None:
+    """Issue 34 (items 9, 10): a RecursionError traceback, and two values accepted and never met; the unit tests
+    (test_workload.py, test_config.py) read them, this is ``nox -s pgo`` as a user meets them."""
+    path = tmp_path / "w.toml"
+    path.write_text(workload + 'kind = "command"\nargs = ["words", "a b"]\n')
+    hello = Pipeline(tmp_path, "hello", workload=str(path))
+    proc = hello.nox("pgo", **env)
+    assert_refused(proc, fragment)
+    assert "Traceback" not in output(proc)
     _nothing_built(hello)
 
 

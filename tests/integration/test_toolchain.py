@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
+from recipes.reproducible import tar_member
+from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env, run_nox
+from tests.integration.test_release import BASE, TAG, Release
 
 pytestmark = pytest.mark.slow
 
@@ -100,6 +102,44 @@ def test_cargo_build_rustc_and_build_rustc_are_followed_and_recorded(hello: Pipe
     assert_ok(hello.nox("instrument"))
     record = _report(hello.work)["instrument"]
     assert (record["rustc"], record["rustc_source"]) == (PINNED, f"build.rustc in {config}")
+
+
+@pytest.mark.parametrize("source", ["RUSTC", "RUSTUP_TOOLCHAIN"])
+def test_rustc_and_rustup_toolchain_are_followed_and_recorded(hello: Pipeline, source: str) -> None:
+    """Issue 34 (item 2) found these two recorded rightly; kept so: the build's .comment and the record agree."""
+    rustc = _sysroot(PINNED) / "bin" / "rustc"
+    assert_ok(hello.nox("instrument", **{source: str(rustc) if source == "RUSTC" else PINNED}))
+    record = _report(hello.work)["instrument"]
+    assert (record["rustc"], record["rustc_path"], record["rustc_source"]) == (PINNED, str(rustc), source)
+    assert record["rustc_llvm"].startswith("21.")
+    assert f"rustc version {PINNED}" in _comment(Path(record["binary"]))
+
+
+def test_a_release_with_plus_toolchain_records_the_rustc_that_built(tmp_path: Path) -> None:
+    """``PGO_CARGO="cargo +1.94.0 build"`` (issue 34, item 2: the manifest and the provenance named the default
+    rustc): the manifest's toolchain, the llvm-profdata that merged, the provenance's rustc and the shipped binary's
+    .comment are all 1.94.0's, and ``verify --rebuild`` (the same +1.94.0, from the manifest) gives the binary."""
+    release = Release.new(tmp_path).made(PGO_CARGO=f"cargo +{PINNED} build")
+    manifest = release.manifest()
+    sysroot = _sysroot(PINNED)
+    toolchain = manifest["toolchain"]
+    assert toolchain["rustc_vV"] == subprocess.run(
+        [str(sysroot / "bin" / "rustc"), "-vV"], env=clean_env(), capture_output=True, text=True, check=True
+    ).stdout
+    assert toolchain["rustc"].startswith(f"rustc {PINNED} (commit ") and "LLVM 21." in toolchain["rustc"]
+    assert toolchain["cargo"].startswith(f"cargo {PINNED} ")
+    assert toolchain["llvm_profdata"].startswith("LLVM 21.") and str(sysroot) in toolchain["llvm_profdata"]
+    assert manifest["cargo_command"] == ["cargo", f"+{PINNED}", "build"]
+    statement = json.loads((release.dist / f"{BASE}-pgo.tar.gz.intoto.json").read_text())
+    deps = {d["name"]: d for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
+    assert deps["rustc"]["uri"] == f"pkg:generic/rustc@{PINNED}"
+    assert deps["rustc"]["annotations"]["llvm_version"].startswith("21.")
+    assert deps["cargo"]["uri"] == f"pkg:generic/cargo@{PINNED}"
+    binary = tmp_path / "hello-pgo"
+    binary.write_bytes(tar_member(release.dist / f"{BASE}-pgo.tar.gz", f"{BASE}-pgo/hello-pgo"))
+    assert f"rustc version {PINNED}" in _comment(binary)
+    text = assert_ok(run_nox("verify", release.env(PGO_OUT=str(tmp_path / "again")), [TAG, "--rebuild"]))
+    assert f"match     {manifest['artefacts']['pgo']['file']}" in text
 
 
 def _not_built(p: Pipeline) -> None:

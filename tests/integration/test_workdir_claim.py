@@ -174,3 +174,31 @@ def test_a_release_whose_work_dir_or_store_is_its_folder_is_refused_before_build
         assert_refused(proc, fragment, "or give --artefacts another folder")
         assert "Traceback" not in output(proc)
     assert not dist.exists() and not (tmp_path / "out").exists() and not (tmp_path / "work").exists()
+
+
+@pytest.mark.refuses("release-folder-inside-work-dir-or-store")
+def test_a_release_folder_inside_the_work_dir_or_the_store_is_refused_before_building(tmp_path: Path) -> None:
+    """The other way round: ``--artefacts <PGO_OUT>/release/<tag>`` (the folder of the stripped binaries) was built
+    whole, then died with OSError: Directory not empty; one in the store put the release among its profiles."""
+    repo = make_repo(tmp_path)
+    work, store = tmp_path / "work", tmp_path / "store"
+    env = clean_env(
+        {
+            "PGO_MANIFEST": str(repo / "hello" / "Cargo.toml"),
+            "PGO_WORKLOAD": "hello",
+            "PGO_OUT": str(work),
+            "PGO_PROFILE_STORE": str(store),
+        }
+    )
+    for folder, variable, path in (
+        (work / "release" / TAG, "PGO_OUT", work),
+        (store / "dist", "PGO_PROFILE_STORE", store),
+    ):
+        proc = run_nox("release", env, [TAG, "--artefacts", str(folder)])
+        assert_refused(
+            proc,
+            f"the release folder {folder} is inside {variable}={path}, whose folders the pipeline writes and empties",
+            "give --artefacts a folder outside it",
+        )
+        assert "Traceback" not in output(proc)
+    assert not work.exists() and not store.exists()

@@ -66,7 +66,11 @@ def test_a_work_dir_of_the_older_layout_is_adopted(tmp_path: Path) -> None:
 
 
 @pytest.mark.refuses("work-dir-symbolic-link")
-@pytest.mark.parametrize("inside", ["logs", "bin", "profraw", "bench/bin"])
+@pytest.mark.parametrize(
+    "inside",
+    # a file three folders down too: the release's baseline-CPU check wrote its log through such a link
+    ["logs", "bin", "profraw", "bench/bin", "cpu-baseline/pgo/command.log", "x86_64-unknown-linux-gnu/logs/a/b"],
+)
 def test_a_symbolic_link_inside_is_refused_naming_it_and_nothing_is_written_through_it(
     tmp_path: Path, inside: str
 ) -> None:
@@ -86,10 +90,18 @@ def test_a_symbolic_link_inside_is_refused_naming_it_and_nothing_is_written_thro
 
 
 def test_links_inside_target_dirs_and_a_workloads_scratch_are_not_looked_for(tmp_path: Path) -> None:
-    for folder in ("generate-target/x", "train/x"):
-        (tmp_path / folder).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / folder).symlink_to(tmp_path)
+    """Nor in those of a work dir inside it (a release of several targets: one per target, marked)."""
+    inner = "x86_64-unknown-linux-gnu"
+    (tmp_path / inner).mkdir()
+    WorkDir(tmp_path / inner).marker.touch()
+    for folder in ("generate-target/x", "train/x", "bench/runs/s/x", "bench/setup/x", "variant-target/v/x"):
+        for where in (tmp_path, tmp_path / inner):
+            (where / folder).parent.mkdir(parents=True, exist_ok=True)
+            (where / folder).symlink_to(tmp_path)
     assert find_link(tmp_path) is None
+    (tmp_path / "logs" / "train").mkdir(parents=True)  # a folder named as a scratch, elsewhere: looked inside
+    (tmp_path / "logs" / "train" / "x").symlink_to(tmp_path)
+    assert find_link(tmp_path) == tmp_path / "logs" / "train" / "x"
 
 
 @pytest.mark.refuses("work-dir-of-another-crate")

@@ -13,7 +13,7 @@ import pytest
 from recipes import matrix, provenance, rebuild
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError
 from recipes.manifest import MANIFEST_SCHEMA
-from recipes.release import join_files
+from recipes.release import join_files, refuse_release_folder_inside
 from recipes.reproducible import parse_sha256sums, sha256_bytes, sha256sums_text
 from tests.conftest import clean_env
 from tests.unit.test_provenance import BASE, publish
@@ -73,6 +73,22 @@ def test_target_configs_one_work_dir_per_target_of_several(tmp_path: Path) -> No
     ]
     with pytest.raises(ConfigError, match="--target=x86_64-unknown-linux-gun is not a target this rustc knows"):
         matrix.target_configs(tmp_path, env, [], [GNU, "x86_64-unknown-linux-gun"])
+
+
+@pytest.mark.refuses("release-folder-inside-work-dir-or-store")
+def test_a_release_folder_inside_the_work_dir_of_several_targets_refused(tmp_path: Path) -> None:
+    """Several targets: PGO_OUT holds their work dirs; a release folder anywhere in it is refused, one beside it
+    is not (tests/integration/test_workdir_claim.py: one target, by nox)."""
+    env = clean_env({"PGO_OUT": str(tmp_path / "work"), "PGO_PROFILE_STORE": str(tmp_path / "store")})
+    several = matrix.target_configs(tmp_path, env, [], [GNU, MUSL])
+    for folder in (tmp_path / "work" / "dist", tmp_path / "work" / MUSL / "release" / TAG):
+        with pytest.raises(EnvironmentRefused) as caught:
+            refuse_release_folder_inside(several, folder)
+        assert caught.value.message.startswith(f"the release folder {folder} is inside PGO_OUT={tmp_path / 'work'},")
+    with pytest.raises(EnvironmentRefused, match=f"inside PGO_PROFILE_STORE={tmp_path / 'store'}, whose folders"):
+        refuse_release_folder_inside(several, tmp_path / "store" / TAG)
+    refuse_release_folder_inside(several, tmp_path / "dist" / TAG)
+    refuse_release_folder_inside(several, tmp_path / "work-dist")  # a neighbour, not inside
 
 
 @pytest.mark.refuses("release-gather-file-name-two-targets-folders")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,34 @@ def test_the_optimised_compile_of_the_binary_carries_the_store_path() -> None:
     assert call.codegen("profile-use") == str(STORE)
     assert observed.bin_compiles([call], HELLO) == [call]
     assert observed.with_flag([call], "profile-use", str(STORE)) == 1
+
+
+@pytest.mark.refuses("observed-profile-flag-dropped")
+@pytest.mark.parametrize(
+    "added",
+    [
+        ("--codegen", "profile-use=/old.profdata"),
+        ("--codegen=profile-use=/old.profdata",),
+        ("-Cprofile_use=/old.profdata",),
+        ("-C", "profile_use=/old.profdata"),
+    ],
+)
+def test_another_profile_given_after_the_store_path_in_another_spelling_is_refused(added: tuple[str, ...]) -> None:
+    """A wrapper that appends ``--codegen profile-use=<another profile>`` (or ``-Cprofile_use=``): rustc takes the
+    last -C value, in any of its spellings (tried with rustc 1.95), so the store path cargo gave is not what the
+    compiler reads."""
+    call = _read("optimise-hello-bin.rec").call()
+    assert call is not None
+    swapped = replace(call, argv=(*call.argv, *added))
+    assert swapped.codegen("profile-use") == "/old.profdata"
+    with pytest.raises(CheckFailed) as caught:
+        observed.check_profile_flag(
+            [swapped], HELLO, option="profile-use", value=str(STORE), build="the optimised build", found=[]
+        )
+    assert caught.value.message.startswith(
+        f"rustc compiled hello_pgo in the optimised build without -Cprofile-use={STORE} (it got "
+        "-Cprofile-use=/old.profdata)"
+    )
 
 
 def test_an_argfile_is_read_as_rustc_reads_it() -> None:

@@ -50,6 +50,9 @@ def test_glibc_suffix() -> None:
         ["-Zprofile-sample-use=/x.prof"],
         ["-Z", "profile-sample-use=/x.prof"],
         ["-Zprofile"],
+        ["-Cprofile_use=/x.profdata"],  # rustc reads _ for - in an option's name
+        ["--codegen", "profile_generate"],
+        ["-Zprofile_sample_use=/x.prof"],
     ],
 )
 def test_profile_flags_found(flags: list[str]) -> None:
