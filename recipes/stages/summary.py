@@ -44,7 +44,7 @@ def summary_lines(full: Report) -> list[str]:
     if isinstance(t := full.train, TrainResult):
         lines.append(
             f"train       {t.seconds:8.1f} s  {counted(t)} in {plural(len(t.phases), 'phase')}, "
-            f"{plural(t.profraw_files or 0, '.profraw file')}"
+            f"{plural(t.profraw_files or 0, '.profraw file')}" + _tests_run(t)
         )
     if isinstance(m := full.merge, MergeResult):
         lines.append(
@@ -82,6 +82,12 @@ def shard_summary_lines(m: MergeResult) -> list[str]:
         )
         lines += [f"            {f['bytes']:>8}  {f['name']}" for f in largest]
     return lines
+
+
+def _tests_run(t: TrainResult) -> str:
+    """The tests shard's run of the crate's tests."""
+    runs = [s["tests"] for s in t.shards or [] if "tests" in s]
+    return "".join(f"; the crate's tests: {r['passed']} passed, {r['ignored']} ignored" for r in runs)
 
 
 def _binary_only(m: MergeResult) -> str:

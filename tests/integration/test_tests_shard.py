@@ -1,5 +1,6 @@
 """The tests shard on tests/fixtures/tested (``PGO_WORKLOAD=main,tests``): the crate's own test suite built as the
-instrumented build and trained as a shard beside a workload of gcd and digit sums; its records counted against the
+instrumented build and trained as a shard beside a workload of gcd and digit sums (the fixture's
+profiles/main.toml); its records counted against the
 binary's functions, the main crate's functions only the tests reached (fizzbuzz, run by the integration test), the
 merged profile's executed functions counted among the binary's only; a failing test fails the shard by name and
 leaves nothing merged; what is refused before anything is built.
@@ -14,26 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Pipeline, assert_ok, assert_refused
-
-MAIN = """[workload]
-description = "tested-pgo: gcd and digit sums (never fizzbuzz: the tests shard reaches it)"
-
-[[instance]]
-name = "cli"
-mode = "command"
-
-[[instance.phase]]
-name = "gcd"
-kind = "command"
-args = ["gcd", "1071", "462"]
-runs = 2
-
-[[instance.phase]]
-name = "digits"
-kind = "command"
-args = ["digits", "3000"]
-"""
+from tests.conftest import FIXTURES, Pipeline, assert_ok, assert_refused
 
 FAILING = """//! A test that fails only when the tests shard runs it (LLVM_PROFILE_FILE names the shard's folder).
 
@@ -60,10 +42,8 @@ class Trained:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     root = tmp_path_factory.mktemp("tests-shard")
-    main = root / "workloads" / "main.toml"
-    main.parent.mkdir()
-    main.write_text(MAIN)
     pipeline = Pipeline(root, "tested")
+    main = pipeline.crate_dir / "profiles" / "main.toml"  # gcd and digit sums, never fizzbuzz
     env = {"PGO_WORKLOAD": f"{main},tests", "PGO_WEIGHTS": "main=3,tests=1"}
     assert_ok(pipeline.nox("instrument", **env))
     assert_ok(pipeline.nox("train", **env))
@@ -153,7 +133,7 @@ def test_a_tests_shard_built_otherwise_than_the_instrumented_build_is_refused(tr
 )
 def test_the_tests_shard_is_refused_before_anything_is_built(hello: Pipeline, workload: str, words: str) -> None:
     (hello.root / "w").mkdir()
-    (hello.root / "w" / "tests.toml").write_text(MAIN)
+    (hello.root / "w" / "tests.toml").write_text((FIXTURES / "tested" / "profiles" / "main.toml").read_text())
     assert_refused(hello.nox("pgo", PGO_WORKLOAD=workload.format(root=hello.root)), words)
     assert not hello.work.exists()
     assert not (hello.crate_dir / "target").exists()

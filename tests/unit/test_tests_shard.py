@@ -13,10 +13,10 @@ from recipes.cargo.testlog import parse_cargo_test
 from recipes.config import TESTS_SHARD, load_config
 from recipes.errors import CheckFailed, ConfigError, TrainingFailed
 from recipes.profdata import ProfileSummary
-from recipes.results import MergeResult, ShardRecord, from_json
+from recipes.results import MergeResult, Report, ShardRecord, TrainResult, from_json
 from recipes.shards import plan_shards, workload_shards
 from recipes.stages import tests_shard
-from recipes.stages.summary import shard_summary_lines
+from recipes.stages.summary import shard_summary_lines, summary_lines
 from tests.conftest import DATA
 
 _ = train  # imported for its registrations: the phase kinds a workload file names
@@ -182,3 +182,27 @@ def test_the_summary_says_what_the_tests_shard_matched() -> None:
         "other shard (2 of the main crate's); total count 1,234; overlap with the rest 12.50 %; 15 of its 88 "
         "records match the binary's functions, 73 do not"
     ]
+
+
+def test_the_train_line_says_how_the_tests_ran() -> None:
+    tests = {
+        "name": "tests",
+        "workload": None,
+        "seconds": 4.1,
+        "requests": 9,
+        "profraw": [],
+        "tests": {"passed": 9, "failed": 0, "ignored": 1, "log": "/w/logs/train-tests.log"},
+    }
+    record = {
+        "seconds": 4.7,
+        "requests": 12,
+        "phases": [],
+        "scale": 1.0,
+        "workload": "/w/main.toml",
+        "profraw_files": 9,
+        "profraw": [],
+        "shards": [tests],
+    }
+    report = Report(train=from_json(TrainResult, record))
+    line = next(ln for ln in summary_lines(report) if ln.startswith("train"))
+    assert line.endswith("9 .profraw files; the crate's tests: 9 passed, 1 ignored")
