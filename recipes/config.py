@@ -120,7 +120,8 @@ SETTINGS: tuple[Setting, ...] = (
         "workload",
         "PGO_WORKLOAD",
         str,
-        "training workload: a name in profiles/ or a path to a TOML file; several, comma-separated: shards",
+        "training workload: a name in profiles/ or a path to a TOML file; several, comma-separated: shards "
+        "(tests: the crate's own tests)",
     ),
     Setting("weights", "PGO_WEIGHTS", str, "each shard's share of the profile: name=weight, comma-separated"),
     Setting("target", "PGO_TARGET", str, "target triple, optionally with a glibc suffix (default: rustc's host)"),

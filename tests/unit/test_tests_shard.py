@@ -185,7 +185,7 @@ def test_the_summary_says_what_the_tests_shard_matched() -> None:
 
 
 def test_the_train_line_says_how_the_tests_ran() -> None:
-    tests = {
+    tests: dict[str, object] = {
         "name": "tests",
         "workload": None,
         "seconds": 4.1,
