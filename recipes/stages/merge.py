@@ -272,7 +272,7 @@ def _combine(
     if any(m.shard.is_tests for m in shards):  # the executed functions counted among the binary's only
         binary = tests_shard.binary_records(m.counts for m in shards if not m.shard.is_tests)
         for m in (m for m in shards if m.shard.is_tests):
-            tests_shard.refuse_unreaching(m.counts, binary, m.summary.total_functions)
+            tests_shard.refuse_unreaching(m.counts, binary, plan.crate.crate_names)
         merged_counts = tests_shard.binary_only(merged_counts, binary)
         summary = tests_shard.binary_summary(summary, merged_counts)
     known.update(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -137,3 +138,19 @@ def test_the_tests_shard_is_refused_before_anything_is_built(hello: Pipeline, wo
     assert_refused(hello.nox("pgo", PGO_WORKLOAD=workload.format(root=hello.root)), words)
     assert not hello.work.exists()
     assert not (hello.crate_dir / "target").exists()
+
+
+@pytest.mark.refuses("tests-shard-reaches-no-binary-function")
+def test_a_tests_shard_of_only_the_binarys_own_harness_is_refused(tmp_path: Path) -> None:
+    """hello is a binary alone, without tests: `cargo test` compiles it again as a test harness, whose functions are
+    named apart from the binary's (but its entry point, main); the shard runs (its harness executes), and none of the
+    crate's code in the binary."""
+    hello = Pipeline(tmp_path, "hello")
+    env = {"PGO_WORKLOAD": "hello,tests"}
+    assert_ok(hello.nox("instrument", **env))
+    assert_ok(hello.nox("train", **env))
+    line = assert_refused(hello.nox("merge", **env), "the shard tests executed none of the main crate's")
+    # the harness's entry point is named main as the binary's is
+    assert "of its 6 records, 1 are named as the binary's functions and 5 are the test build's own" in line
+    assert not (hello.work / "hello-pgo.profdata").exists()
+    assert not list((hello.work / "shards").glob("*/*.profdata"))

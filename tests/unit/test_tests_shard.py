@@ -130,13 +130,17 @@ def test_the_records_are_counted_against_the_binarys_functions() -> None:
 
 
 @pytest.mark.refuses("tests-shard-reaches-no-binary-function")
-def test_a_tests_shard_that_reaches_none_of_the_binary_is_refused() -> None:
-    binary = {GCD, FIZZBUZZ, MAIN}
-    tests_shard.refuse_unreaching({GCD: 0, TEST_GCD: 4, FIZZBUZZ: 1}, binary, 3)
+def test_a_tests_shard_that_reaches_none_of_the_main_crate_in_the_binary_is_refused() -> None:
+    binary = {GCD, FIZZBUZZ, MAIN, "main"}
+    tests_shard.refuse_unreaching({GCD: 0, TEST_GCD: 4, FIZZBUZZ: 1}, binary, ["tested_pgo"])
+    # the entry point, named main in the binary and in the harness, is not the crate's code
     with pytest.raises(CheckFailed) as caught:
-        tests_shard.refuse_unreaching({GCD: 0, TEST_GCD: 4, HARNESS: 1}, binary, 3)
+        tests_shard.refuse_unreaching({GCD: 0, TEST_GCD: 4, HARNESS: 1, "main": 1}, binary, ["tested_pgo"])
     line = caught.value.line()
-    assert line.startswith("the shard tests executed none of the binary's 3 functions: its 3 records are the test")
+    assert line.startswith(
+        "the shard tests executed none of the main crate's 3 functions in the binary: of its 4 records, 2 are named "
+        "as the binary's functions and 2 are the test build's own"
+    )
     assert "drop tests from PGO_WORKLOAD" in line
 
 
