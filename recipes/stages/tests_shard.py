@@ -19,8 +19,7 @@ import shutil
 import time
 from collections.abc import Iterable, Mapping
 
-from recipes import checks, report, zig
-from recipes.cargo import command as cargo_command
+from recipes import checks, report
 from recipes.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
 from recipes.config import TESTS_SHARD
 from recipes.errors import CheckFailed, TrainingFailed
@@ -31,6 +30,7 @@ from recipes.runner import run as run_command
 from recipes.runner import say
 from recipes.stages import _observe
 from recipes.stages.instrument import instrumented_env
+from recipes.stages.test import suite_argv
 from recipes.training import profraw_pattern
 
 #: the RUSTC shim's records of the tests shard's build (``<work>/observed/tests-shard``)
@@ -86,18 +86,9 @@ def _train(plan: BuildPlan) -> ShardTrainRecord:
     env = _observe.observing(plan, env, OBSERVED)
     say(f"train: shard {TESTS_SHARD} (the test suite of {plan.crate.package}, instrumented, in {target_dir})")
     clean_package(plan, target_dir, plan.logs / "train-tests-clean.log")
-    argv = cargo_command.build_argv(
-        zig.cargo_test_argv(plan.config.cargo),
-        crate=plan.crate,
-        target=plan.target,
-        features=plan.config.features,
-        locked=plan.config.locked,
-        target_dir=target_dir,
-        subcommand="test",
-        message_format=cargo_command.MESSAGE_FORMAT,
-    )
     started = time.monotonic()
-    done = run_command([*argv, "--no-fail-fast"], env=env, log=log, cwd=plan.cwd, check=False, what="cargo test")
+    argv = suite_argv(plan, target_dir)  # pgo-test's cargo test
+    done = run_command(argv, env=env, log=log, cwd=plan.cwd, check=False, what="cargo test")
     seconds = round(time.monotonic() - started, 3)
     tests = parse_cargo_test(done.output())
     say(f"train: shard {TESTS_SHARD}: {summary_line(tests)}")
