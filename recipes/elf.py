@@ -9,7 +9,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
-from elftools.elf.sections import SymbolTableSection
+from elftools.elf.sections import NoteSection, SymbolTableSection
 from packaging.version import Version
 
 from recipes.errors import CheckFailed, ConfigError
@@ -142,6 +142,22 @@ def function_sizes(path: Path) -> dict[str, int]:
     except ELFError as exc:
         raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
     return sizes
+
+
+def build_id(path: Path) -> str | None:
+    """The binary's GNU build id (its ``NT_GNU_BUILD_ID`` note), in hex: what LLVM writes into every raw profile
+    the binary writes (``llvm-profdata show --binary-ids``); None when the binary has none."""
+    try:
+        with path.open("rb") as stream:
+            for section in ELFFile(stream).iter_sections():
+                if not isinstance(section, NoteSection):
+                    continue
+                for note in section.iter_notes():
+                    if note["n_type"] == "NT_GNU_BUILD_ID" and note["n_name"] == "GNU":
+                        return str(note["n_desc"])
+    except (ELFError, OSError) as exc:
+        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    return None
 
 
 def is_static(path: Path) -> bool:

@@ -183,7 +183,9 @@ def parse_task_stat(text: str) -> tuple[str, str]:
 
 
 def thread_states(pid: int) -> str:
-    """One line per thread of ``pid``: tid, name, state (R running, S sleeping, D disk wait, …)."""
+    """One line per thread of ``pid``: tid, state (R running, S sleeping, D disk wait, …), name, and where a
+    sleeping one waits in the kernel (``/proc/…/wchan``: ``do_epoll_wait``, ``futex_wait_queue``; under qemu-user
+    the emulated threads' own waits, as each is a thread of qemu's)."""
     lines = []
     try:
         tasks = sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda p: int(p.name))
@@ -194,7 +196,11 @@ def thread_states(pid: int) -> str:
             name, state = parse_task_stat((task / "stat").read_text())
         except (OSError, ValueError):
             continue
-        lines.append(f"  {task.name:>8} {state} {name}")
+        try:
+            wchan = (task / "wchan").read_text().strip()
+        except OSError:
+            wchan = ""
+        lines.append(f"  {task.name:>8} {state} {name}" + (f"  in {wchan}" if wchan not in {"", "0"} else ""))
     return "\n".join(lines) or "(no threads)"
 
 

@@ -630,19 +630,34 @@ class Child:
             time.sleep(interval)
         return False
 
-    def wait(self, limit: float) -> int | None:
+    def wait(self, limit: float, progress: Callable[[float], None] | None = None, every: float = 10.0) -> int | None:
         """Wait at most ``limit`` seconds for it to exit: its exit status once it has (it and what it left are
-        then reaped), else None."""
-        if self.proc.returncode is None and wait_unreaped(self.pid, time.monotonic() + limit) is None:
-            return None
+        then reaped), else None. ``progress``: called with the seconds waited every ``every`` seconds it still
+        runs (a long wait is not silent)."""
+        if self.proc.returncode is None:
+            started = time.monotonic()
+            deadline = started + limit
+            tick = started + every
+            while wait_unreaped(self.pid, min(deadline, tick) if progress else deadline) is None:
+                if progress is None or time.monotonic() >= deadline:
+                    return None
+                progress(time.monotonic() - started)
+                tick += every
         return self._reap()
 
-    def stop(self, limit: float, sig: signal.Signals = signal.SIGTERM) -> int | None:
+    def stop(
+        self,
+        limit: float,
+        sig: signal.Signals = signal.SIGTERM,
+        progress: Callable[[float], None] | None = None,
+        every: float = 10.0,
+    ) -> int | None:
         """Send ``sig`` (if it still runs) and reap it: its exit status, or None when it did not end within
-        ``limit`` seconds (it is then still running: see :meth:`kill`)."""
+        ``limit`` seconds (it is then still running: see :meth:`kill`); ``progress`` and ``every`` as in
+        :meth:`wait`."""
         if self.alive():
             os.kill(self.pid, sig)  # not Popen.send_signal: its poll() would reap the child before its group
-        return self.wait(limit)
+        return self.wait(limit, progress, every)
 
     def stop_or_kill(self, limit: float, sig: signal.Signals = signal.SIGTERM) -> int:
         """:meth:`stop`, then SIGKILL when it did not end in time: the exit status (negative when killed)."""

@@ -258,3 +258,24 @@ def summarise(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log:
 def overlap(tool: ProfdataTool, first: Path, second: Path, *, env: Mapping[str, str], log: Path) -> float:
     done = run([str(tool.path), "overlap", str(first), str(second)], env=env, log=log, what="llvm-profdata overlap")
     return parse_overlap(done.output())
+
+
+def parse_binary_ids(text: str) -> list[str]:
+    """The build ids under ``Binary IDs:`` in ``llvm-profdata show --binary-ids``'s output, lowercase hex."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "Binary IDs:"), None)
+    if start is None:
+        return []
+    ids: list[str] = []
+    for line in lines[start + 1 :]:
+        word = line.strip()
+        if not re.fullmatch(r"[0-9a-fA-F]+", word):
+            break
+        ids.append(word.lower())
+    return ids
+
+
+def binary_ids(tool: ProfdataTool, raw: Path, *, env: Mapping[str, str], log: Path) -> list[str]:
+    """The build ids LLVM wrote into the raw profile ``raw``: those of the binary (and shared objects) that wrote it."""
+    done = run([str(tool.path), "show", "--binary-ids", str(raw)], env=env, log=log, what="llvm-profdata show")
+    return parse_binary_ids(done.output())

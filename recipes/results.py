@@ -94,6 +94,11 @@ class ShardTrainRecord(TypedDict):
     requests: int
     profraw: list[RawProfileRecord]
     tests: NotRequired[TestCountsRecord]  # the tests shard's
+    # a shard trained alone (``train -- --shard``), for the gather that merges it (recipes/stages/gather.py): the
+    # sha256 of its workload file and of the instrumented binary, and the binary's GNU build id
+    workload_sha256: NotRequired[str]
+    binary_sha256: NotRequired[str]
+    build_id: NotRequired[str]
 
 
 class ShardRecord(TypedDict):
@@ -205,6 +210,8 @@ class TrainResult(WorkloadRun):
 
     profraw: list[RawProfileRecord]
     shards: list[ShardTrainRecord] | None = None  # a sharded training's, each shard's (profraw is then empty)
+    shard: str | None = None  # ``train -- --shard NAME``: the one shard this training ran
+    gathered: list[str] | None = None  # ``merge -- --gather DIR…``: the work dirs its shards were trained in
 
     @classmethod
     def of(cls, run: WorkloadRun, profraw: list[RawProfileRecord]) -> TrainResult:

@@ -31,6 +31,7 @@ from recipes.plan import BuildPlan, make_plan
 from recipes.procs import Interrupted
 from recipes.results import RebuildResult
 from recipes.runner import say
+from recipes.stages import gather
 from recipes.workdir import WorkDir
 
 #: the sessions :func:`register_pgo_sessions` adds, by name
@@ -102,10 +103,17 @@ def _summary(session: nox.Session, lines: Iterable[str]) -> None:
         session.log(line)
 
 
-def _stage(session: nox.Session, action: Callable[[BuildPlan], object]) -> None:
-    """Run one recipe with the session's configuration; a known failure is one line, not a traceback."""
+def _stage(
+    session: nox.Session,
+    action: Callable[[BuildPlan], object],
+    posargs: Sequence[str] | None = None,
+    run: Callable[[BuildPlan], object] | None = None,
+) -> None:
+    """Run one recipe with the session's configuration; a known failure is one line, not a traceback. ``posargs``:
+    the configuration's, when the session took its own options out of them; ``run``: what runs in ``action``'s
+    place (its variant: ``train -- --shard``), with ``action``'s tools and checks."""
     try:
-        config = load_config(project_dir(session), os.environ, session.posargs)
+        config = load_config(project_dir(session), os.environ, session.posargs if posargs is None else posargs)
         instruments = action is stages.instrument or (action is stages.pgo and config.profdata is None)
         # llvm-profdata: the stages that run it, and instrument, whose raw profiles only one of rustc's LLVM reads
         profdata = action in (stages.instrument, stages.merge, stages.optimise, stages.pgo)
@@ -113,7 +121,7 @@ def _stage(session: nox.Session, action: Callable[[BuildPlan], object]) -> None:
         plan = make_plan(config, os.environ, instruments=instruments, profdata=profdata, bolt=bolt)
         with claim(plan.work, session.name) as held, children_recorded(plan.work):  # one session, one crate
             held.identify(identity_of(plan))
-            action(plan)
+            (run or action)(plan)
         _summary(session, stages.summary_lines(report.load(plan.work)))
     except PgoError as error:
         session.error(error.line())
@@ -130,13 +138,30 @@ def instrument(session: nox.Session) -> None:
 
 
 def train(session: nox.Session) -> None:
-    """Run the training workload (profiles/<workload>.toml) on the instrumented binary."""
-    _stage(session, stages.train)
+    """Run the training workload (profiles/<workload>.toml) on the instrumented binary; -- --shard NAME: one of the
+    shards alone, for a later merge -- --gather."""
+    try:
+        shard, rest = gather.take_shard(session.posargs)
+    except PgoError as error:
+        session.error(error.line())
+    if shard is None:
+        _stage(session, stages.train)
+    else:
+        _stage(session, stages.train, rest, functools.partial(gather.train_shard, name=shard))
 
 
 def merge(session: nox.Session) -> None:
-    """Merge the raw profiles with rustc's own LLVM's llvm-profdata; check the executed-function floor."""
-    _stage(session, stages.merge)
+    """Merge the raw profiles with rustc's own LLVM's llvm-profdata; check the executed-function floor; -- --gather
+    DIR…: the shards trained in those work dirs (each a train -- --shard's)."""
+    try:
+        folders, rest = gather.take_gather(session.posargs)
+    except PgoError as error:
+        session.error(error.line())
+    if folders is None:
+        _stage(session, stages.merge)
+    else:
+        dirs = [project_dir(session) / folder for folder in folders]  # relative to where nox was run
+        _stage(session, stages.merge, rest, functools.partial(gather.merge_gathered, folders=dirs))
 
 
 def optimise(session: nox.Session) -> None:

@@ -47,19 +47,23 @@ def train_workload(
     timeout: float | None = None,
     profraw: bool = False,
     fdata_dir: Path | None = None,
+    launcher: tuple[str, ...] = (),
+    env: Mapping[str, str] | None = None,
 ) -> WorkloadRun:
     """The training's workload run on ``binary`` in this test's directory (work and logs under ``work/``, the
-    profiles under ``profraw/`` with ``profraw``), as the train stage calls it."""
+    profiles under ``profraw/`` with ``profraw``), as the train stage calls it; ``launcher`` before the binary
+    (qemu-user: ``recipes.emulation.launcher``), ``env`` added to the clean environment (``QEMU_LD_PREFIX``)."""
     collect = Collect.profraw(tmp_path / "profraw") if profraw else VERIFY
     if fdata_dir is not None:
         collect = Collect.fdata(fdata_dir)
     settings = RunSettings(
-        base_env=clean_env(),
+        base_env=clean_env(env),
         scratch=tmp_path / "work" / ("verify" if collect.verifying else "train"),
         logs=tmp_path / "work" / "logs",
         project_dir=REPO,
         scale=scale,
         timeout=timeout,
+        launcher=launcher,
     )
     return run_workload(load_workload(workload) if isinstance(workload, Path) else workload, binary, settings, collect)
 

@@ -16,7 +16,8 @@ Options (everything else goes to the pipeline's configuration, ``--out`` and fri
     --gate-trained PCT     counts: fail unless every candidate's estimate is at least PCT % below the
                            baseline's on every trained scenario
     --profile-use-args=OPTS  the work dir's profile built again with these LLVM options (-Cllvm-args each), a
-                           candidate beside the PGO build (repeated: several; e.g. =-disable-icp)
+                           candidate after the PGO build or the --candidate builds (repeated: several;
+                           e.g. =-disable-icp)
     --gate-held-out PCT    counts: fail if a candidate's estimate is more than PCT % above the baseline's on a
                            held-out (or partly trained) scenario
     --server-core N        the server's core (default: the last allowed); --load-core N the load's
@@ -155,12 +156,9 @@ def parse_args(posargs: Sequence[str], base: Path | None = None) -> tuple[BenchA
             "--gate-trained and --gate-held-out judge the counts",
             "add --measure counts (CPU time is too noisy to gate)",
         )
+    # beside --candidate too: the work dir's profile built again with the options, after the given candidates
+    # (a knob's build beside PGO builds of other trainings, in one run)
     knobs = tuple(variants.parse_variant(text) for text in namespace.profile_use_args)
-    if knobs and candidates:
-        raise ConfigError(
-            "--profile-use-args builds the work dir's profile again beside its PGO build, not beside --candidate",
-            "drop --candidate (the work dir's PGO build is the first candidate)",
-        )
     default_trials, default_scale = (COUNTS_TRIALS, COUNTS_SCALE) if counts else (DEFAULT_TRIALS, 1.0)
     args = BenchArgs(
         baseline=(where / namespace.baseline.expanduser()).resolve() if namespace.baseline else None,
@@ -368,7 +366,7 @@ def _run(
     else:
         candidates = [(builds.build_pgo(plan()), _labels(args, ["PGO"])[0])]
         c_compilers[candidates[0][0]] = builds.pgo_c_compilers(plan().work)
-        candidates += [(variants.build_variant(plan(), o), variants.label(o)) for o in args.variants]
+    candidates += [(variants.build_variant(plan(), o), variants.label(o)) for o in args.variants]
     if args.baseline is not None:
         baseline_binary, baseline_label = args.baseline, args.baseline_label or "baseline"
     else:

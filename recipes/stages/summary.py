@@ -44,7 +44,10 @@ def summary_lines(full: Report) -> list[str]:
     if isinstance(t := full.train, TrainResult):
         lines.append(
             f"train       {t.seconds:8.1f} s  {counted(t)} in {plural(len(t.phases), 'phase')}, "
-            f"{plural(t.profraw_files or 0, '.profraw file')}" + _tests_run(t)
+            f"{plural(t.profraw_files or 0, '.profraw file')}"
+            + _tests_run(t)
+            + (f"; shard {t.shard} alone, for merge -- --gather" if t.shard else "")
+            + (f"; gathered from {plural(len(t.gathered), 'work dir')}" if t.gathered else "")
         )
     if isinstance(m := full.merge, MergeResult):
         lines.append(

@@ -20,6 +20,7 @@ of writing it. Replaying (verify), it is one ``pgo: … left N processes running
 
 from __future__ import annotations
 
+import shlex
 import signal
 import time
 from collections.abc import Iterator
@@ -39,6 +40,8 @@ from recipes.workdir import WorkDir
 from recipes.workload.registry import InstanceMode, PhaseContext, register_mode
 
 PORT_PLACEHOLDERS = ("http_port", "https_port")
+#: seconds between two lines while a server takes its time to exit after SIGTERM (under qemu it may take minutes)
+STOP_PROGRESS_EVERY = 10.0
 
 
 @dataclass(frozen=True)
@@ -162,7 +165,7 @@ def _serve(options: ServerOptions, ctx: PhaseContext) -> Iterator[PhaseContext]:
         except PgoError:
             server.show_tail()  # whatever failed, the server's side of it
             raise
-        _stop(server, options.stop_timeout * ctx.slowdown)  # leaving the block kills it if it is still there
+        _stop(server, options, ctx)  # leaving the block kills it if it is still there
 
 
 def not_ready(server: RunningServer, url: str, limit: float, readiness: net.Readiness) -> TrainingFailed:
@@ -185,20 +188,51 @@ def not_ready(server: RunningServer, url: str, limit: float, readiness: net.Read
     )
 
 
-def _stop(server: RunningServer, limit: float) -> None:
-    """SIGTERM, then the exit status must be 0."""
+def stop_progress(server: RunningServer, waited: float, limit: float) -> str:
+    """The line said every :data:`STOP_PROGRESS_EVERY` seconds while a server takes its time to exit."""
+    return (
+        f"instance {server.instance}: waiting for the server (pid {server.pid}) to exit after SIGTERM: "
+        f"{waited:.0f} s of {limit:.0f} s"
+    )
+
+
+def stop_timed_out(server: RunningServer, options: ServerOptions, ctx: PhaseContext, limit: float) -> TrainingFailed:
+    """The error for a server still running ``limit`` seconds after SIGTERM (killed since); under emulation it
+    says what differs there: the program that ran it, the stretched limit, what killing it lost, what to try."""
+    what = f"instance {server.instance}: the server did not exit within {limit:.0f} s of SIGTERM"
+    if not ctx.launcher:
+        return TrainingFailed(what, "its threads are shown above; it must stop gracefully so its profile gets written")
+    qemu = Path(ctx.launcher[0]).name
+    lost = (
+        "killing it lost this instance's .profraw, written only at exit, but the instrumented build is kept: "
+        "nox -s train trains it again; "
+        if not ctx.verifying
+        else ""
+    )
+    prefix = ctx.env.get("QEMU_LD_PREFIX")
+    by_hand = " ".join([*([f"QEMU_LD_PREFIX={prefix}"] if prefix else []), *map(shlex.quote, server.child.argv)])
+    return TrainingFailed(
+        f"{what} under {qemu} (stop_timeout {options.stop_timeout:g} s, {ctx.slowdown:g} times longer under emulation)",
+        f"its threads are shown above, one per emulated thread; {lost}try it by hand: {by_hand}, then kill -TERM "
+        "its pid; a server that drains its connections before it exits may take a shutdown timeout of its own in "
+        f"args; on an {qemu.removeprefix('qemu-')} machine the same training runs without qemu",
+    )
+
+
+def _stop(server: RunningServer, options: ServerOptions, ctx: PhaseContext) -> None:
+    """SIGTERM, then the exit status must be 0; a line every :data:`STOP_PROGRESS_EVERY` seconds while it runs."""
+    limit = options.stop_timeout * ctx.slowdown
     child = server.child
     if not child.alive():
         raise server.died("before it was stopped")
     started = time.monotonic()
-    returncode = child.stop(limit)
+    returncode = child.stop(
+        limit, progress=lambda waited: say(stop_progress(server, waited, limit)), every=STOP_PROGRESS_EVERY
+    )
     if returncode is None:
         show(server.dump())
         child.kill()
-        raise TrainingFailed(
-            f"instance {server.instance}: the server did not exit within {limit:.0f} s of SIGTERM",
-            "its threads are shown above; it must stop gracefully so its profile gets written",
-        )
+        raise stop_timed_out(server, options, ctx, limit)
     if returncode != 0:
         server.show_tail()
         killed = returncode == -signal.SIGTERM

@@ -4,7 +4,9 @@ An instrumented binary writes its ``.profraw`` when it exits normally (LLVM's pr
 ``atexit`` handler); a server that installs no handler for SIGTERM is killed by it, and writes nothing. Many
 small servers are like that. For them the training preloads a tiny shared library (``LD_PRELOAD``) whose
 constructor makes SIGTERM call ``exit(0)``: the ``atexit`` handlers run, the profile is written, the exit
-status is 0. A server that installs its own handler later replaces this one, and keeps its own behaviour.
+status is 0. A server that installs its own handler later replaces this one, and keeps its own behaviour; one whose
+handler calls the one it replaced first (signal-hook-registry does: tokio::signal, actix-rt) finds it doing nothing,
+as it checks in the handler that it is still SIGTERM's handler (``sigaction`` is async-signal-safe).
 A static binary (musl) does not load preloads: it must handle SIGTERM itself.
 """
 
@@ -27,7 +29,14 @@ SOURCE = r"""
 #include <string.h>
 
 static void pgo_exit_on_sigterm(int signum) {
-    (void)signum;
+    struct sigaction current;
+    /* A handler the server installed since, which calls this one first (signal-hook-registry chains so: tokio::signal,
+       actix-rt), is the server's own way to stop: then this one does nothing, or it would exit() from inside the
+       signal handler on whichever thread took the signal, while the runtime's threads run, before the server's own
+       stop. */
+    if (sigaction(signum, NULL, &current) == 0 && current.sa_handler != pgo_exit_on_sigterm) {
+        return;
+    }
     exit(0); /* runs the atexit handlers: the instrumented binary writes its profile */
 }
 

@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from recipes import docroot, net
+from tests.conftest import clean_env
 
 # real lines of /proc/<pid>/task/<tid>/stat (the second: a process whose name holds spaces and parentheses)
 TASK_STAT = [
@@ -41,6 +43,23 @@ def test_thread_states_of_this_process_and_of_none() -> None:
     states = net.thread_states(os.getpid())
     assert f" R {own_name}" in states  # this thread is running while it reads its own state
     assert "is gone" in net.thread_states(2**22 + 12345)
+
+
+def test_thread_states_say_where_a_sleeping_thread_waits() -> None:
+    """``/proc/<pid>/task/<tid>/wchan``: a child sleeping in nanosleep waits in the kernel's hrtimer_nanosleep
+    (where the kernel hides it, ``0``, nothing is added)."""
+    with subprocess.Popen(["sleep", "30"], env=clean_env()) as child:
+        try:
+            deadline = time.monotonic() + 10
+            while net.parse_task_stat(Path(f"/proc/{child.pid}/stat").read_text())[1] != "S":
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            states = net.thread_states(child.pid)
+            assert f"{child.pid:>8} S sleep" in states
+            if Path(f"/proc/{child.pid}/wchan").read_text().strip() not in {"", "0"}:
+                assert "  in hrtimer_nanosleep" in states or "  in do_nanosleep" in states, states
+        finally:
+            child.kill()
 
 
 def test_docroot_is_deterministic(tmp_path: Path) -> None:

@@ -87,6 +87,38 @@ def test_a_child_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
         assert procs.describe_exit(-signal.SIGKILL) == "signal 9 (SIGKILL)"
 
 
+#: on SIGTERM, a graceful stop that takes its time (the seconds given as its argument), then exit code 0
+LINGERING = """
+import signal, sys, time
+def linger(*_):
+    time.sleep(float(sys.argv[1]))
+    sys.exit(0)
+signal.signal(signal.SIGTERM, linger)
+print("listening", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_a_long_stop_is_told_every_interval_while_it_runs(tmp_path: Path) -> None:
+    """The progress of a stop: called every ``every`` seconds while the child still runs, with the seconds
+    waited; not once more after it exits; every interval until the limit when it does not."""
+    log = tmp_path / "server.log"
+    with procs.Child.start([sys.executable, "-c", LINGERING, "0.75"], env=clean_env(), log=log) as child:
+        assert child.wait_for(lambda: _listening(log), 20)
+        waited: list[float] = []
+        assert child.stop(20, progress=waited.append, every=0.2) == 0
+    assert 2 <= len(waited) <= 4, waited  # 0.2, 0.4, 0.6 (and 0.8 on a loaded machine) s of a 0.75 s stop
+    assert waited == sorted(waited) and all(w >= 0.2 * (i + 1) for i, w in enumerate(waited)), waited
+    with procs.Child.start([sys.executable, "-c", STUBBORN], env=clean_env(), log=log) as child:
+        assert child.wait_for(lambda: _listening(log), 20)
+        waited = []
+        assert child.stop(0.5, progress=waited.append, every=0.2) is None
+        assert len(waited) == 2 and child.alive()  # 0.2 and 0.4 s; at 0.5 s the limit, not a tick
+        assert child.stop(0.1) is None  # no progress asked for: none told
+    assert child.returncode == -signal.SIGKILL
+
+
 def test_leaving_the_block_kills_a_running_child(tmp_path: Path) -> None:
     with (
         pytest.raises(RuntimeError),

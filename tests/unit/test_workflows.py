@@ -10,13 +10,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from recipes import zig
 from recipes.bench import cli as bench_cli
 from recipes.bench.counts_report import Gate
-from recipes.config import SETTINGS
+from recipes.config import SETTINGS, shard_name
 from recipes.sessions import PGO_SESSIONS
 from recipes.toolchain import parse_rustc_vv
 from tests.conftest import REPO, clean_env
@@ -153,11 +154,13 @@ def test_zig_and_cargo_zigbuild_pinned_as_recipes_zig_installs_them() -> None:
 
 
 def test_llvm_package_is_rustc_s_llvm_major() -> None:
-    """The pinned llvm-NN is the LLVM of the pinned Rust (checked with this machine's rustc when it is that one)."""
+    """The pinned llvm-NN is the LLVM of the pinned Rust (checked with this machine's rustc when it is that one), one
+    pin for every job that installs it (the pipeline's, and the shards' instrument and train jobs)."""
     text = _pgo_crate()
     rust = re.search(r"rust:\n(?:\s+\w+:.*\n)*?\s+default: \"([\d.]+)\"", text)
+    pins = set(re.findall(r"\bllvm-\d+=\S+", text))
     llvm = re.findall(r"\bllvm-(\d+)=", text)
-    assert rust is not None and len(llvm) == 1
+    assert rust is not None and len(pins) == 1 and len(llvm) == 3
     rustc = shutil.which("rustc")
     assert rustc is not None
     info = parse_rustc_vv(subprocess.run([rustc, "-vV"], capture_output=True, text=True, check=True).stdout)
@@ -187,7 +190,8 @@ def _legs(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     script = step[step.index("<<'EOF'\n") + len("<<'EOF'\n") : step.index("\n          EOF\n")]
     code = "\n".join(line.removeprefix(" " * 10) for line in script.splitlines())
     inputs = {"TARGET": "x86_64-unknown-linux-gnu.2.28", "TARGETS": "", "CARGO": "cargo zigbuild"}
-    inputs |= {"GENERATE_LINKER": "cc", "MAX_GLIBC": "2.28", **env}
+    inputs |= {"GENERATE_LINKER": "cc", "MAX_GLIBC": "2.28", "SHARDS": "false", "WORKLOAD": "mytool"}
+    inputs |= {"RELEASE_TAG": "", **env}
     output = tmp_path / "output"
     output.write_text("")
     done = subprocess.run(
@@ -201,14 +205,19 @@ def _legs(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(done.args, done.returncode, output.read_text() + done.stdout, done.stderr)
 
 
+def _outputs(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The step's outputs (``name=<JSON>`` lines of GITHUB_OUTPUT), by name."""
+    return {name: json.loads(value) for name, value in (line.split("=", 1) for line in done.stdout.splitlines())}
+
+
 def test_the_workflow_makes_a_leg_of_each_target(tmp_path: Path) -> None:
     """Without `targets`, one leg: `target` built by `cargo` as before the matrix. With `targets`, a leg each: a glibc
     floor by `cargo` (cargo zigbuild) with the generate linker and the glibc ceiling, musl and aarch64 by cargo build;
     a target twice, or not an x86_64 or aarch64 Linux one, fails the step naming it."""
     done = _legs(tmp_path)
     assert done.returncode == 0, done.stderr
-    (line,) = done.stdout.splitlines()
-    assert json.loads(line.removeprefix("legs=")) == [
+    assert _outputs(done)["shards"] == []
+    assert _outputs(done)["legs"] == [
         {
             "target": "x86_64-unknown-linux-gnu.2.28",
             "triple": "x86_64-unknown-linux-gnu",
@@ -220,7 +229,7 @@ def test_the_workflow_makes_a_leg_of_each_target(tmp_path: Path) -> None:
     ]
     done = _legs(tmp_path, TARGETS="x86_64-unknown-linux-gnu.2.28 x86_64-unknown-linux-musl aarch64-unknown-linux-gnu")
     assert done.returncode == 0, done.stderr
-    legs = json.loads(done.stdout.removeprefix("legs="))
+    legs = _outputs(done)["legs"]
     assert [(leg["triple"], leg["arch"], leg["cargo"], leg["generate-linker"], leg["max-glibc"]) for leg in legs] == [
         ("x86_64-unknown-linux-gnu", "x86_64", "cargo zigbuild", "cc", "2.28"),
         ("x86_64-unknown-linux-musl", "x86_64", "cargo build", "", ""),
@@ -229,7 +238,7 @@ def test_the_workflow_makes_a_leg_of_each_target(tmp_path: Path) -> None:
     # aarch64 with a glibc floor: cargo zigbuild, its instrumented binary linked by the cross gcc, not the given cc
     done = _legs(tmp_path, TARGETS="aarch64-unknown-linux-gnu.2.28")
     assert done.returncode == 0, done.stderr
-    (leg,) = json.loads(done.stdout.removeprefix("legs="))
+    (leg,) = _outputs(done)["legs"]
     assert (leg["cargo"], leg["generate-linker"], leg["max-glibc"]) == (
         "cargo zigbuild",
         "aarch64-linux-gnu-gcc",
@@ -256,3 +265,52 @@ def test_the_release_job_gathers_every_legs_folder_and_verifies_it_once() -> Non
     assert '-s verify -- "$TAG" --artefacts "$dist"' in job
     assert "value: ${{ jobs.release.outputs.artifact }}" in text and "needs: pipeline" in job
     assert "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" in text and 'rustup target add "$TRIPLE"' in text
+
+
+def test_shards_are_legs_of_the_train_job(tmp_path: Path) -> None:
+    """With `shards`, each of `workload`'s shards (named by its file's stem, as recipes.config.shard_name names it) is
+    a leg of the train job; one workload, several targets, a release or a shard named twice fails the step."""
+    done = _legs(tmp_path, SHARDS="true", WORKLOAD="profiles/main.toml, breadth")
+    assert done.returncode == 0, done.stderr
+    assert _outputs(done)["shards"] == [
+        {"name": shard_name("profiles/main.toml"), "workload": "profiles/main.toml"},
+        {"name": shard_name("breadth"), "workload": "breadth"},
+    ]
+    assert [s["name"] for s in _outputs(done)["shards"]] == ["main", "breadth"]
+    for env, words in (
+        ({"WORKLOAD": "main"}, "::error::shards needs two or more workload files"),
+        ({"TARGETS": "x86_64-unknown-linux-gnu x86_64-unknown-linux-musl"}, "::error::shards is for one target"),
+        ({"RELEASE_TAG": "v1.0.0"}, "::error::shards trains the pull-request checks"),
+        ({"WORKLOAD": "a/main.toml,b/main"}, "::error::shards names a shard twice"),
+    ):
+        done = _legs(tmp_path, **{"SHARDS": "true", "WORKLOAD": "main,breadth", **env})
+        assert done.returncode == 1 and words in done.stdout, done.stdout + done.stderr
+
+
+def _job(text: str, name: str) -> str:
+    start = text.index(f"\n  {name}:\n")
+    end = re.search(r"\n  [a-z-]+:\n", text[start + 1 :])
+    return text[start : start + 1 + end.start()] if end else text[start:]
+
+
+def test_the_shards_jobs_instrument_once_train_each_leg_and_gather() -> None:
+    """instrument uploads the work dir with its instrumented binary; each train leg puts it back at the same PGO_OUT,
+    runs `train -- --shard` and uploads its work dir; the pipeline job downloads them all and gathers them with
+    `merge -- --gather` before optimise (and runs `nox -s pgo` only without shards)."""
+    text = _pgo_crate()
+    assert re.search(r"\n      shards:\n        description: .*\n        type: boolean", text)
+    assert "PGO_WEIGHTS: ${{ inputs.weights }}" in _job(text, "pipeline")
+    instrument, train, pipeline = _job(text, "instrument"), _job(text, "train"), _job(text, "pipeline")
+    assert "if: inputs.shards" in instrument and "-s instrument" in instrument
+    assert "name: pgo-instrumented-${{ github.run_id }}-${{ github.run_attempt }}" in instrument
+    assert "needs: [legs, instrument]" in train and "shard: ${{ fromJSON(needs.legs.outputs.shards) }}" in train
+    assert "name: pgo-instrumented-${{ github.run_id }}-${{ github.run_attempt }}" in train
+    assert '-s train -- --shard "$SHARD"' in train
+    assert "name: pgo-shard-${{ github.run_id }}-${{ github.run_attempt }}-${{ matrix.shard.name }}" in train
+    assert "needs: [legs, train]" in pipeline
+    assert "pattern: pgo-shard-${{ github.run_id }}-${{ github.run_attempt }}-*" in pipeline
+    assert '-s merge -- --gather "${legs[@]}"' in pipeline
+    assert pipeline.index("--gather") < pipeline.index("-s optimise")
+    assert "if: inputs.release-tag == '' && !inputs.shards" in pipeline
+    # every runner's PGO_OUT is the same folder: report.json names the instrumented binary by its path there
+    assert text.count('echo "PGO_OUT=$RUNNER_TEMP/pgo" >> "$GITHUB_ENV"') == 3
