@@ -10,6 +10,7 @@ One instrumented build, one training and one merge for the module (``trained``).
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,22 @@ def test_a_tests_shard_of_only_the_binarys_own_harness_is_refused(tmp_path: Path
     assert "of its 6 records, 1 are named as the binary's functions and 5 are the test build's own" in line
     assert not (hello.work / "hello-pgo.profdata").exists()
     assert not list((hello.work / "shards").glob("*/*.profdata"))
+
+
+def test_the_tests_shard_trained_alone_is_gathered(trained: Trained) -> None:
+    """`train -- --shard tests` in the work dir, moved aside as a leg, gathered with the main shard's leg: its raw
+    profiles are the test binaries' (no build id of the instrumented binary's), its record has the binary's."""
+    pipeline, root = trained.pipeline, trained.pipeline.root
+    assert_ok(pipeline.nox("train", **trained.env))  # the work dir as trained, after the tests above
+    legs = {}
+    for name in ("main", "tests"):
+        text = assert_ok(pipeline.nox("train", "--shard", name, **trained.env))
+        assert f"; shard {name} alone, for merge -- --gather" in text
+        legs[name] = root / "legs" / name
+        shutil.copytree(pipeline.work, legs[name], symlinks=True)
+    record = trained.report()["train"]["shards"][0]
+    assert record["name"] == "tests" and "workload_sha256" not in record and record["binary_sha256"]
+    text = assert_ok(pipeline.nox("merge", "--gather", str(legs["main"]), str(legs["tests"]), **trained.env))
+    assert "records match the binary's functions" in text
+    shard = {s["name"]: s for s in trained.report()["merge"]["shards"]}["tests"]
+    assert shard["records_matching_binary"] > 0
