@@ -25,6 +25,8 @@ MAX_SCALE = 10_000.0
 MAX_SECONDS = 7 * 24 * 3600.0
 #: the shortest time a phase may be given: a timeout below it ends the phase before any program has started
 MIN_SECONDS = 0.1
+#: the reserved shard name: the crate's own test suite, built as the instrumented build (recipes/stages/tests_shard.py)
+TESTS_SHARD = "tests"
 
 
 def _bool(text: str) -> bool:
@@ -118,7 +120,8 @@ SETTINGS: tuple[Setting, ...] = (
         "workload",
         "PGO_WORKLOAD",
         str,
-        "training workload: a name in profiles/ or a path to a TOML file; several, comma-separated: shards",
+        "training workload: a name in profiles/ or a path to a TOML file; several, comma-separated: shards "
+        "(tests: the crate's own tests)",
     ),
     Setting("weights", "PGO_WEIGHTS", str, "each shard's share of the profile: name=weight, comma-separated"),
     Setting("target", "PGO_TARGET", str, "target triple, optionally with a glibc suffix (default: rustc's host)"),
@@ -360,6 +363,7 @@ def _shards(text: str, weights: str | None, sources: dict[str, str]) -> dict[str
     not named are refused here, before anything is built."""
     workloads = [w.strip() for w in text.split(",") if w.strip()]
     names = [shard_name(w) for w in workloads]
+    _refuse_tests_shard(workloads, names, sources["workload"])
     for i, name in enumerate(names):
         if name in names[:i]:
             first = workloads[names.index(name)]
@@ -389,7 +393,26 @@ def _shards(text: str, weights: str | None, sources: dict[str, str]) -> dict[str
             raise ConfigError(f"{sources['weights']}: {name!r} is weighed twice", "give each shard one weight")
         parsed.append((name, weight))
     return {
-        "workload": workloads[0] if workloads else None,
+        # the first shard with a workload file: what the stages that run one workload take (the tests shard has none)
+        "workload": next((w for w in workloads if w != TESTS_SHARD), None),
         "shards": tuple(workloads) if len(workloads) > 1 else (),
         "weights": tuple(parsed),
     }
+
+
+def _refuse_tests_shard(workloads: list[str], names: list[str], source: str) -> None:
+    """The reserved shard ``tests`` (the crate's own test suite): never alone, and never a workload file's stem."""
+    for workload, name in zip(workloads, names, strict=True):
+        if name == TESTS_SHARD and workload != TESTS_SHARD:
+            raise ConfigError(
+                f"{source}: the workload file {workload} is named like the reserved shard {TESTS_SHARD} (the crate's "
+                "own test suite, which has no workload file)",
+                f"rename the file; write {TESTS_SHARD} alone among the shards to train on the crate's tests",
+            )
+    if workloads == [TESTS_SHARD]:
+        raise ConfigError(
+            f"{source}: the shard {TESTS_SHARD} (the crate's own test suite) alone: most of its records are of code "
+            "the shipped binary does not have (cfg(test), the test harness), and no workload runs the binary",
+            f"train it beside a workload: PGO_WORKLOAD=main,{TESTS_SHARD} (or workload = "
+            f'["main", "{TESTS_SHARD}"] in [tool.pgo])',
+        )

@@ -126,8 +126,8 @@ class BuildPlan:
 def plan_workload(config: Config, bin_name: str) -> Workload | None:
     """The configured workload (a missing file is refused), else ``profiles/<bin>.toml`` when it exists, else
     None; parsed once, so a bad file is refused before anything is built."""
-    if config.shards:
-        return plan_shards(config)[0].workload
+    if config.shards:  # the first shard with a workload file (the tests shard has none)
+        return next(s.workload for s in plan_shards(config) if s.workload is not None)
     if config.workload is None and not workload_path(config.project_dir, bin_name).is_file():
         return None
     return load_workload(workload_path(config.project_dir, config.workload or bin_name))

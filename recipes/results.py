@@ -76,14 +76,24 @@ class RawProfileRecord(TypedDict):
     sha256: str
 
 
+class TestCountsRecord(TypedDict):
+    """The tests shard's run of the crate's tests (recipes/stages/tests_shard.py)."""
+
+    passed: int
+    failed: int
+    ignored: int
+    log: str
+
+
 class ShardTrainRecord(TypedDict):
     """One shard's training (recipes/shards.py): its workload run and the raw profiles it wrote."""
 
     name: str
-    workload: str
+    workload: str | None  # the tests shard has none
     seconds: float
     requests: int
     profraw: list[RawProfileRecord]
+    tests: NotRequired[TestCountsRecord]  # the tests shard's
     # a shard trained alone (``train -- --shard``), for the gather that merges it (recipes/stages/gather.py): the
     # sha256 of its workload file and of the instrumented binary, and the binary's GNU build id
     workload_sha256: NotRequired[str]
@@ -105,6 +115,11 @@ class ShardRecord(TypedDict):
     only_this_shard: int  # functions no other shard executed
     total_count: int
     overlap_with_rest: float  # llvm-profdata overlap's edge profile overlap, in percent
+    #: the tests shard's: how many of its records are functions of the binary (the other shards' records), how many
+    #: are not (cfg(test) code, the harness), and the main crate's functions it executed that no other shard did
+    records_matching_binary: NotRequired[int]
+    records_not_matching_binary: NotRequired[int]
+    main_crate_only_this_shard: NotRequired[int]
 
 
 class UnexecutedRecord(TypedDict):

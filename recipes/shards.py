@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes.config import Config, shard_name
+from recipes.config import TESTS_SHARD, Config, shard_name
+from recipes.errors import ConfigError
 from recipes.workload import Workload, load_workload, workload_path
 
 #: the largest multiplier :func:`integer_weights` tries (the smallest weight is then at most this)
@@ -30,11 +31,21 @@ TOLERANCE = 0.0005
 @dataclass(frozen=True)
 class Shard:
     """One training of a sharded profile: its name (the workload file's stem), its workload, its weight as given
-    (1 when none is)."""
+    (1 when none is). The reserved shard ``tests`` (:data:`recipes.config.TESTS_SHARD`) has no workload: it runs
+    the crate's own test suite (recipes/stages/tests_shard.py)."""
 
     name: str
-    workload: Workload
+    workload: Workload | None
     weight: float
+
+    @property
+    def is_tests(self) -> bool:
+        return self.workload is None
+
+    @property
+    def source(self) -> str:
+        """What the shard trains on, in words: its workload file, or the crate's own tests."""
+        return str(self.workload.path) if self.workload is not None else "the crate's own tests, cargo test"
 
 
 def plan_shards(config: Config) -> tuple[Shard, ...]:
@@ -42,11 +53,29 @@ def plan_shards(config: Config) -> tuple[Shard, ...]:
     empty without shards (one workload)."""
     weights = dict(config.weights)
     return tuple(
-        Shard(
-            shard_name(text), load_workload(workload_path(config.project_dir, text)), weights.get(shard_name(text), 1.0)
-        )
+        Shard(shard_name(text), _shard_workload(config, text), weights.get(shard_name(text), 1.0))
         for text in config.shards
     )
+
+
+def _shard_workload(config: Config, text: str) -> Workload | None:
+    """A shard's workload, parsed; none for the reserved shard ``tests``, which a workload file of that name in
+    profiles/ would make ambiguous (refused)."""
+    if text != TESTS_SHARD:
+        return load_workload(workload_path(config.project_dir, text))
+    clash = workload_path(config.project_dir, text)
+    if clash.is_file():
+        raise ConfigError(
+            f"{config.source('workload')}: the shard {TESTS_SHARD} is reserved for the crate's "
+            f"own test suite, and {clash} is a workload file of that name",
+            f"rename {clash} (and its shard in PGO_WORKLOAD), so that {TESTS_SHARD} names the crate's tests alone",
+        )
+    return None
+
+
+def workload_shards(shards: Sequence[Shard]) -> list[tuple[Shard, Workload]]:
+    """The shards that run a workload file, with it (every shard but ``tests``)."""
+    return [(shard, shard.workload) for shard in shards if shard.workload is not None]
 
 
 def asked_shares(weights: Sequence[float]) -> list[float]:

@@ -163,6 +163,11 @@ class WorkDir:
         return self.root / "test-target"
 
     @property
+    def tests_shard_target(self) -> Path:
+        """The tests shard's target dir: the crate's tests built as the instrumented build."""
+        return self.root / "tests-shard-target"
+
+    @property
     def plain_target(self) -> Path:
         """The plain build's target dir."""
         return self.root / "plain-target"

@@ -28,11 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes import elf, profdata, report
+from recipes.config import TESTS_SHARD
 from recipes.errors import CheckFailed, ConfigError, MissingInput
 from recipes.plan import BuildPlan
 from recipes.results import InstrumentResult, MergeResult, PhaseRecord, ShardTrainRecord, TrainResult
 from recipes.runner import say
 from recipes.shards import Shard
+from recipes.stages import tests_shard
 from recipes.stages._record import StageFrame, run_on
 from recipes.stages.merge import _merge_shards, refuse_other_rustc
 from recipes.stages.train import instrumented_binary
@@ -122,6 +124,8 @@ def train_shard(plan: BuildPlan, name: str) -> TrainResult:
     with StageFrame(plan, "train", timed=False) as frame:  # its seconds: the workload run's
         binary = instrumented_binary(plan)
         built = report.require(plan.work, "instrument", "train")
+        if shard.workload is None:  # the crate's own tests (recipes/stages/tests_shard.py)
+            return frame.done(_train_tests_shard(plan, built, binary))
         check_tools(shard.workload, plan.env.get("PATH", os.defpath))
         check_environment(shard.workload, plan.env)
         workload_sha256 = sha256_file(shard.workload.path)
@@ -157,6 +161,30 @@ def train_shard(plan: BuildPlan, name: str) -> TrainResult:
         )
 
 
+def _train_tests_shard(plan: BuildPlan, built: InstrumentResult, binary: Path) -> TrainResult:
+    """``train -- --shard tests``: the crate's tests built as the instrumented build and run into the shard's own
+    folder; recorded with the instrumented binary's sha256 and build id (its raw profiles are the test binaries',
+    not the instrumented binary's: the gather checks the recorded ones, and no workload file)."""
+    tests_shard.check_instrumented_build(plan)
+    build_id = elf.build_id(binary)
+    shutil.rmtree(plan.workdir.shard(TESTS_SHARD), ignore_errors=True)
+    record = tests_shard.train(plan)
+    record["binary_sha256"] = built.binary_sha256
+    if build_id is not None:
+        record["build_id"] = build_id
+    return TrainResult(
+        seconds=record["seconds"],
+        requests=record["requests"],
+        phases=[],
+        scale=plan.config.train_scale,
+        workload=plan.workdir.shard(TESTS_SHARD),
+        profraw_files=len(record["profraw"]),
+        profraw=[],
+        shards=[record],
+        shard=TESTS_SHARD,
+    )
+
+
 @dataclass(frozen=True)
 class Leg:
     """A work dir given to ``--gather``: its train record of one shard trained alone."""
@@ -189,7 +217,8 @@ def read_leg(folder: Path) -> Leg:
     record = None
     if isinstance(trained, TrainResult) and trained.shard is not None:
         record = next((r for r in trained.shards or [] if r["name"] == trained.shard), None)
-    if record is None or "workload_sha256" not in record or "binary_sha256" not in record:
+    no_file = record is not None and record["name"] == TESTS_SHARD  # the tests shard has no workload file
+    if record is None or ("workload_sha256" not in record and not no_file) or "binary_sha256" not in record:
         has = "a training of all the shards" if isinstance(trained, TrainResult) else "no training that succeeded"
         raise CheckFailed(
             f"{GATHER} {folder}: its report.json has no record of a `train -- --shard` that succeeded ({has})",
@@ -237,7 +266,7 @@ def check_leg(plan: BuildPlan, built: InstrumentResult, shard: Shard, leg: Leg) 
             "its counts belong to another build: train every shard with this work dir's instrumented binary, "
             "in copies of it made after `nox -s instrument`",
         )
-    if leg.record["workload_sha256"] != sha256_file(shard.workload.path):
+    if shard.workload is not None and leg.record.get("workload_sha256") != sha256_file(shard.workload.path):
         raise CheckFailed(
             f"the shard {leg.name} ({leg.folder}) was trained on another version of its workload file "
             f"{shard.workload.path} (its sha256 is not the recorded one)",
@@ -285,6 +314,8 @@ def check_build_ids(plan: BuildPlan, tool: ProfdataTool, build_id: str | None, l
                 "train every shard with this work dir's instrumented binary, in copies of it made after "
                 "`nox -s instrument`",
             )
+        if leg.name == TESTS_SHARD:  # written by the test binaries: the recorded build id is the instrumented one's
+            continue
         for entry in leg.record["profraw"]:
             raw = leg.profraw / str(entry["name"])
             log = plan.logs / f"gather-{leg.name}-binary-ids.log"

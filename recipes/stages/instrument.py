@@ -20,15 +20,26 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
         return _instrument(plan, frame)
 
 
-def _instrument(plan: BuildPlan, frame: StageFrame) -> InstrumentResult:
-    say(f"instrument: {plan.crate.package} ({plan.crate.bin}) for {plan.target}")
+def generate_c_flag(plan: BuildPlan) -> str:
+    return f"-fprofile-generate={plan.profraw_dir}"
+
+
+def instrumented_env(plan: BuildPlan) -> dict[str, str]:
+    """The instrumented build's environment: the per-target rustflags with ``-Cprofile-generate`` (and the generate
+    linker), the C compilers' ``-fprofile-generate``. The tests shard builds the crate's tests with it too
+    (recipes/stages/tests_shard.py)."""
     # cargo zigbuild's generate linker was checked when the plan was made (preflight.check, instruments=True)
     flags = [f"-Cprofile-generate={plan.profraw_dir}"]
     if plan.config.generate_linker:
         flags.append(f"-Clinker={plan.config.generate_linker}")
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
-    c_flag = f"-fprofile-generate={plan.profraw_dir}"
-    env = cflags.c_env(plan.c, env, [c_flag], plan.workdir.bin, optimise=False)
+    return cflags.c_env(plan.c, env, [generate_c_flag(plan)], plan.workdir.bin, optimise=False)
+
+
+def _instrument(plan: BuildPlan, frame: StageFrame) -> InstrumentResult:
+    say(f"instrument: {plan.crate.package} ({plan.crate.bin}) for {plan.target}")
+    env = instrumented_env(plan)
+    c_flag = generate_c_flag(plan)
     if line := cflags.cross_line(plan.c, plan.rustc):
         say(line)
     clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")

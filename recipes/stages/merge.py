@@ -14,6 +14,7 @@ from recipes.plan import BuildPlan
 from recipes.results import InstrumentResult, MergeResult, ShardRecord, ShardTrainRecord, UnexecutedRecord, from_json
 from recipes.runner import say
 from recipes.shards import Shard, asked_shares, integer_weights, reached_shares, weighted_inputs
+from recipes.stages import tests_shard
 from recipes.stages._record import StageFrame, threshold
 from recipes.store import sha256_file
 from recipes.toolchain import ProfdataTool, find_profdata, rustc_sysroot
@@ -187,7 +188,7 @@ class MergedShard:
         return {name for name, count in self.counts.items() if count}
 
 
-def refuse_empty_shard(name: str, workload: Path, summary: profdata.ProfileSummary) -> None:
+def refuse_empty_shard(name: str, workload: Path | str, summary: profdata.ProfileSummary) -> None:
     """A shard whose profile counts nothing: merged with any weight, it would add nothing to the profile."""
     if summary.executed_functions == 0 or summary.total_count == 0:
         raise CheckFailed(
@@ -208,8 +209,8 @@ def _merge_one(plan: BuildPlan, tool: ProfdataTool, shard: Shard, recorded: Shar
         say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
     what = f"the profile of shard {shard.name}"
     summary = profdata.check_usable(tool, profile, env=plan.env, log=log.with_suffix(".show.log"), what=what)
-    refuse_empty_shard(shard.name, shard.workload.path, summary)
-    if shard.workload.min_functions is not None:
+    refuse_empty_shard(shard.name, shard.source, summary)
+    if shard.workload is not None and shard.workload.min_functions is not None:
         floor = FunctionFloor(
             shard.workload.min_functions, f"{shard.workload.path} min_functions", shard.workload.min_functions_total
         )
@@ -266,6 +267,14 @@ def _combine(
     summary = profdata.check_usable(
         tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
     )
+    merged_counts = record_counts(plan, tool, plan.merged_profile, "merge-counts")
+    binary: set[str] | None = None
+    if any(m.shard.is_tests for m in shards):  # the executed functions counted among the binary's only
+        binary = tests_shard.binary_records(m.counts for m in shards if not m.shard.is_tests)
+        for m in (m for m in shards if m.shard.is_tests):
+            tests_shard.refuse_unreaching(m.counts, binary, plan.crate.crate_names)
+        merged_counts = tests_shard.binary_only(merged_counts, binary)
+        summary = tests_shard.binary_summary(summary, merged_counts)
     known.update(
         {
             "profraw_merged": sum(m.merged for m in shards),
@@ -299,8 +308,10 @@ def _combine(
                 "overlap_with_rest": _overlap_with_rest(plan, tool, shards, weights, i),
             }
         )
+        if binary is not None and m.shard.is_tests:
+            tests_shard.add_fields(records[-1], m.counts, others, binary, plan.crate.crate_names)
     known["shards"] = records
-    known.update(unexecuted(plan, tool, record_counts(plan, tool, plan.merged_profile, "merge-counts")))
+    known.update(unexecuted(plan, tool, merged_counts))
     return known
 
 

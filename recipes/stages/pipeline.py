@@ -7,6 +7,7 @@ import os
 from recipes import report
 from recipes.plan import BuildPlan
 from recipes.results import Report
+from recipes.shards import workload_shards
 from recipes.stages.bolt import bolt
 from recipes.stages.instrument import instrument
 from recipes.stages.merge import merge
@@ -21,7 +22,7 @@ def pgo(plan: BuildPlan) -> Report:
     # llvm-profdata, llvm-bolt and merge-fdata (PGO_BOLT=1) were checked when the plan was made (plan.make_plan)
     if plan.config.profdata is None:
         # what it needs (each shard's) is refused before anything is built
-        for workload in [s.workload for s in plan.shards] or [plan.require_workload()]:
+        for workload in [w for _, w in workload_shards(plan.shards)] or [plan.require_workload()]:
             check_tools(workload, plan.env.get("PATH", os.defpath))
             check_environment(workload, plan.env)
         instrument(plan)

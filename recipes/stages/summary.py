@@ -13,6 +13,7 @@ from recipes.results import (
     MergeResult,
     OptimiseResult,
     Report,
+    ShardRecord,
     TestResult,
     TrainResult,
     WorkloadRun,
@@ -44,13 +45,15 @@ def summary_lines(full: Report) -> list[str]:
         lines.append(
             f"train       {t.seconds:8.1f} s  {counted(t)} in {plural(len(t.phases), 'phase')}, "
             f"{plural(t.profraw_files or 0, '.profraw file')}"
+            + _tests_run(t)
             + (f"; shard {t.shard} alone, for merge -- --gather" if t.shard else "")
             + (f"; gathered from {plural(len(t.gathered), 'work dir')}" if t.gathered else "")
         )
     if isinstance(m := full.merge, MergeResult):
         lines.append(
             f"merge       {m.seconds:8.1f} s  {m.executed_functions} of {m.total_functions} "
-            f"functions executed (non-zero counts; floor {m.min_functions}), {plural(m.profraw_merged, 'raw profile')} "
+            f"functions executed (non-zero counts; floor {m.min_functions}{_binary_only(m)}), "
+            f"{plural(m.profraw_merged, 'raw profile')} "
             "merged" + (f", {len(m.profraw_dropped)} dropped" if m.profraw_dropped else "")
         )
         lines += shard_summary_lines(m)
@@ -70,8 +73,8 @@ def shard_summary_lines(m: MergeResult) -> list[str]:
     lines = [
         f"shard       {s['name']}: share {100 * s['share_asked']:.1f} % asked, {100 * s['share_reached']:.2f} % "
         f"reached (weight {s['weight']}); {s['executed_functions']} of {s['total_functions']} functions executed, "
-        f"{s['only_this_shard']} by no other shard; total count {s['total_count']:,}; "
-        f"overlap with the rest {s['overlap_with_rest']:.2f} %"
+        f"{s['only_this_shard']} by no other shard{_main_crate_only(s)}; total count {s['total_count']:,}; "
+        f"overlap with the rest {s['overlap_with_rest']:.2f} %{_records_matching(s)}"
         for s in m.shards or []
     ]
     if m.unexecuted_main_crate is not None:
@@ -82,6 +85,30 @@ def shard_summary_lines(m: MergeResult) -> list[str]:
         )
         lines += [f"            {f['bytes']:>8}  {f['name']}" for f in largest]
     return lines
+
+
+def _tests_run(t: TrainResult) -> str:
+    """The tests shard's run of the crate's tests."""
+    runs = [s["tests"] for s in t.shards or [] if "tests" in s]
+    return "".join(f"; the crate's tests: {r['passed']} passed, {r['ignored']} ignored" for r in runs)
+
+
+def _binary_only(m: MergeResult) -> str:
+    """With a tests shard, the merged profile's functions are counted among the binary's only."""
+    return "; the binary's functions only" if any("records_matching_binary" in s for s in m.shards or []) else ""
+
+
+def _main_crate_only(s: ShardRecord) -> str:
+    """The tests shard's: how many of the main crate's functions only it executed."""
+    return f" ({s['main_crate_only_this_shard']} of the main crate's)" if "main_crate_only_this_shard" in s else ""
+
+
+def _records_matching(s: ShardRecord) -> str:
+    """The tests shard's: how many of its records are the binary's functions, how many are not."""
+    if "records_matching_binary" not in s:
+        return ""
+    matching, other = s["records_matching_binary"], s["records_not_matching_binary"]
+    return f"; {matching} of its {matching + other} records match the binary's functions, {other} do not"
 
 
 def optimise_summary_lines(o: OptimiseResult) -> list[str]:

@@ -60,17 +60,7 @@ def _test(plan: BuildPlan, frame: StageFrame) -> TestResult:
     env = _observe.observing(plan, env, "test")
     say(f"test: the test suite of {plan.crate.package} with profile {store_path}, in {test_dir}")
     clean_package(plan, test_dir, plan.logs / "test-clean.log")
-    argv = cargo_command.build_argv(
-        zig.cargo_test_argv(plan.config.cargo),
-        crate=plan.crate,
-        target=plan.target,
-        features=plan.config.features,
-        locked=plan.config.locked,
-        target_dir=test_dir,
-        subcommand="test",
-        message_format=cargo_command.MESSAGE_FORMAT,  # the test harnesses, named by cargo (the text stays as it was)
-    )
-    done = run([*argv, "--no-fail-fast"], env=env, log=log, cwd=plan.cwd, check=False, what="cargo test")
+    done = run(suite_argv(plan, test_dir), env=env, log=log, cwd=plan.cwd, check=False, what="cargo test")
     text = done.output()
     tests = parse_cargo_test(text)
     warnings = cargo_log.profile_warnings(text)
@@ -104,6 +94,22 @@ def _test(plan: BuildPlan, frame: StageFrame) -> TestResult:
         plan.store.verify(store_path, "after the test build")
         _check(plan, tests, text, done.returncode, store_path, log)
     return frame.done(result)
+
+
+def suite_argv(plan: BuildPlan, test_dir: Path) -> list[str]:
+    """``cargo test`` of the build's cargo command (``cargo-zigbuild test``), target, features, ``--locked``, in
+    ``test_dir``, ``--no-fail-fast``: pgo-test's, and the tests shard's (recipes/stages/tests_shard.py)."""
+    argv = cargo_command.build_argv(
+        zig.cargo_test_argv(plan.config.cargo),
+        crate=plan.crate,
+        target=plan.target,
+        features=plan.config.features,
+        locked=plan.config.locked,
+        target_dir=test_dir,
+        subcommand="test",
+        message_format=cargo_command.MESSAGE_FORMAT,  # the test harnesses, named by cargo (the text stays as it was)
+    )
+    return [*argv, "--no-fail-fast"]
 
 
 def compiled_crates(text: str, crate: CrateInfo) -> list[cargo_log.RustcCall]:

@@ -10,6 +10,8 @@ from recipes.errors import CheckFailed, MissingInput
 from recipes.plan import BuildPlan
 from recipes.results import PhaseRecord, ShardTrainRecord, TrainResult, WorkloadRun
 from recipes.runner import say
+from recipes.shards import workload_shards
+from recipes.stages import tests_shard
 from recipes.stages._record import StageFrame, run_on
 from recipes.store import sha256_file
 from recipes.training import Collect
@@ -55,12 +57,17 @@ def train_shards(plan: BuildPlan, binary: Path) -> TrainResult:
     """Each shard's workload on ``binary``, one after another, each into its own folder of raw profiles; the
     record adds their runs up and keeps each shard's (``shards``), its phases named ``<shard>/<phase>``."""
     path = plan.env.get("PATH", os.defpath)
-    for shard in plan.shards:  # every shard's tools and variables before any runs
-        check_tools(shard.workload, path)
-        check_environment(shard.workload, plan.env)
+    for _, workload in workload_shards(plan.shards):  # every shard's tools and variables before any runs
+        check_tools(workload, path)
+        check_environment(workload, plan.env)
+    if any(shard.is_tests for shard in plan.shards):
+        tests_shard.check_instrumented_build(plan)
     runs: list[tuple[str, WorkloadRun]] = []
     records: list[ShardTrainRecord] = []
     for shard in plan.shards:
+        if shard.workload is None:  # the crate's own tests (recipes/stages/tests_shard.py)
+            records.append(tests_shard.train(plan))
+            continue
         say(f"train: shard {shard.name} ({shard.workload.path})")
         folder = plan.workdir.shard_profraw(shard.name)
         run = run_on(plan, shard.workload, binary, logs=plan.logs, scratch="train", collect=Collect.profraw(folder))
@@ -76,12 +83,12 @@ def train_shards(plan: BuildPlan, binary: Path) -> TrainResult:
         )
     phases: list[PhaseRecord] = [{**p, "name": f"{name}/{p['name']}"} for name, run in runs for p in run.phases]
     return TrainResult(
-        seconds=round(sum(run.seconds for _, run in runs), 3),
-        requests=sum(run.requests for _, run in runs),
+        seconds=round(sum(r["seconds"] for r in records), 3),
+        requests=sum(r["requests"] for r in records),
         phases=phases,
         scale=runs[0][1].scale,
         workload=runs[0][1].workload,
-        profraw_files=sum(run.profraw_files or 0 for _, run in runs),
+        profraw_files=sum(len(r["profraw"]) for r in records),
         profraw=[],
         shards=records,
     )
