@@ -23,9 +23,9 @@ from tests.conftest import REPO, clean_env, output
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 
-#: crate -> (published version, binary, training scale)
+#: crate -> (published version, binary, training scale); ripgrep's own example (ripgrep.toml) is trained as a shard
+#: beside ripgrep-pcre2.toml in the PCRE2 test below, one build of ripgrep for both
 EXAMPLES = {
-    "ripgrep": ("15.2.0", "rg", "1"),
     "simple-http-server": ("0.8.1", "simple-http-server", "0.5"),
 }
 
@@ -66,13 +66,17 @@ def _pgo(
     *,
     workload_name: str | None = None,
     features: tuple[str, ...] = (),
+    shards: tuple[Path, ...] = (),
     **extra: str,
 ) -> tuple[Path, dict[str, Any], Path]:
     """``nox -s pgo`` from the crate's published source with its example workload (``workload_name``, else the
-    crate's name): the project, its report.json and the workload."""
+    crate's name), and ``shards`` after it as more shards of the training: the project, its report.json and the
+    (first) workload."""
     project = published_source(name, version, tmp_path)
     workload = REPO / "profiles" / "examples" / f"{workload_name or name}.toml"
     table = f'[tool.pgo]\nworkload = "{workload}"\nlocked = true\n'
+    if shards:
+        table = f"[tool.pgo]\nworkload = {json.dumps([str(workload), *map(str, shards)])}\nlocked = true\n"
     if features:
         table += f"features = {json.dumps(list(features))}\n"
     (project / "pyproject.toml").write_text(table)
@@ -178,7 +182,10 @@ def _block_counts(shown: str, function: str) -> list[int]:
 
 
 def test_c_of_a_published_sys_crate_is_profiled_and_bolted(tmp_path: Path) -> None:
+    """ripgrep with PCRE2's C, trained by two shards at equal shares: ripgrep-pcre2.toml (first: the workload BOLT
+    and the replays run) and ripgrep.toml, ripgrep's own example, whose floors its shard must meet."""
     name, version, _, scale, workload_name = PCRE2_EXAMPLE
+    plain_example = REPO / "profiles" / "examples" / "ripgrep.toml"
     project, report, workload = _pgo(
         name,
         version,
@@ -186,9 +193,17 @@ def test_c_of_a_published_sys_crate_is_profiled_and_bolted(tmp_path: Path) -> No
         tmp_path,
         workload_name=workload_name,
         features=("pcre2",),
+        shards=(plain_example,),
         PCRE2_SYS_STATIC="1",
         PGO_BOLT="1",
     )
+    shards = {s["name"]: s for s in report["merge"]["shards"]}
+    assert sorted(shards) == ["ripgrep", "ripgrep-pcre2"]
+    assert all(abs(s["share_reached"] - 0.5) < 0.01 for s in shards.values()), shards
+    floors = load_workload(plain_example)
+    assert shards["ripgrep"]["executed_functions"] >= (floors.min_functions or 1)
+    assert shards["ripgrep-pcre2"]["executed_functions"] >= (load_workload(workload).min_functions or 1)
+    assert shards["ripgrep"]["only_this_shard"] > 0 and shards["ripgrep-pcre2"]["only_this_shard"] > 0
     check_pcre2_run(project, report, workload)
 
 
@@ -217,7 +232,9 @@ def check_pcre2_run(project: Path, report: dict[str, Any], workload: Path) -> No
         check=True,
         env=clean_env(),
     ).stdout
-    runs = report["train"]["requests"]
+    # the runs of the PCRE2 shard (with shards), whose counts the weighted merge multiplies by its weight (at least 1)
+    runs = next((s["requests"] for s in report["train"].get("shards", []) if s["name"] == PCRE2_EXAMPLE[4]), None)
+    runs = report["train"]["requests"] if runs is None else runs
     # pcre2_match_8 is called for every search of every run: far more often than there are runs
     assert max(_block_counts(shown, "pcre2_match_8")) > 100 * runs
     assert all(max(_block_counts(shown, f)) > 0 for f in hot)
