@@ -633,6 +633,7 @@ _SOURCE_ERROR = re.compile(
     r"^warning: (?P<pkg>[^\s@:]+)@\S+: (?P<file>[^\s:]+):\d+:\d+: (?:fatal )?error: (?P<text>.*)$"
 )
 _DRIVER_ERROR = re.compile(r"^warning: (?P<pkg>[^\s@:]+)@\S+: \S+: error: (?P<text>.*)$")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 #: the errors of cc-rs's own probes of the compiler's family (``-?``), in every build script's output
 _PROBE_NOISE = ("unknown argument: '-?'", "no input files")
 
@@ -656,6 +657,8 @@ def refuse_clang_cannot_build(plan: CPlan, log: Path) -> None:
             words = shlex.split(match.group("cmd"))
         except ValueError:
             continue
+        while words and _ASSIGNMENT.fullmatch(words[0]):
+            words = words[1:]  # cc-rs 1.2 says the environment first: LC_ALL="C" "…/cxx-<triple>" …
         name = wrappers.get(Path(words[0]).name) if words else None
         lang = plan.language(name) if name else None
         if lang is None or lang.compiler is None:

@@ -360,6 +360,18 @@ def test_a_build_scripts_cxx_that_clang_cannot_build_refused_in_one_line(tmp_pat
     cflags.refuse_clang_cannot_build(plan, tmp_path / "missing.log")
 
 
+def test_the_published_unrar_ng_sys_refused_alike() -> None:
+    """An excerpt of ouch 0.8.3's instrumented build (unrar-ng-sys 0.7.6, whose build script gives
+    ``flag_if_supported("-stdlib=libc++")``; its cc-rs says ``LC_ALL="C"`` before the compiler)."""
+    plan = cflags.CPlan(HOST, (_lang("C"), _lang("C++")), "auto", env={})
+    with pytest.raises(CommandFailed) as caught:
+        cflags.refuse_clang_cannot_build(plan, DATA / "cargo-instrument-unrar-ng-sys-excerpt.log")
+    assert caught.value.message.startswith(
+        "the C++ of crate unrar-ng-sys's build script does not build with /usr/bin/clang++-22 (clang of rustc's LLVM, "
+        "the profile's compiler): vendor/unrar/os.hpp: 'new' file not found, with -stdlib=libc++,"
+    ), caught.value.message
+
+
 def test_a_list_of_packages_gives_clang_to_those_alone(tmp_path: Path) -> None:
     """PGO_C=plainc: the wrapper runs clang for plainc's target C only (CARGO_PKG_NAME); another package's target C
     goes to the build's own compiler with the release's prefix map but without the profile flags; the host's C
