@@ -885,9 +885,10 @@ def c_crates(
         # names none and has no profile to take: it is counted, not judged. Where cc-rs's commands say each
         # object's language, those of a language left unprofiled by choice are not judged (PGO_CXX=0: its C++ is
         # g++'s; a list that leaves the package out); a user's CC that is gcc is, and makes the crate unprofiled
-        compiled = [o for o in objects if o.compiler != ASSEMBLED]
+        made = [o for o in objects if o.compiler != ASSEMBLED]
+        compiled = made
         if languages:
-            compiled = [o for o in compiled if (lang := language(o)) is None or not plan.left_by_choice(pkg, lang)]
+            compiled = [o for o in made if (lang := language(o)) is None or not plan.left_by_choice(pkg, lang)]
         right = bool(compiled) and all(_clang_major(o.compiler) == rustc.llvm_major for o in compiled)
         if records is None:  # the instrumented build: the objects say it
             # an object that defines no function (a table of constants) has no counters to carry
@@ -904,8 +905,8 @@ def c_crates(
             "compilers": compilers,
             "profile_flags": reached,
         }
-        if not plan.profiles(pkg) and plan.left_out(pkg):
-            entry["chosen"] = False
+        if (not plan.profiles(pkg) and plan.left_out(pkg)) or (made and not compiled):
+            entry["chosen"] = False  # a list leaves it out, or all of its C is of a language left alone (PGO_CXX=0)
         if languages:  # cc-rs's commands are known (the wrapper's CC_ENABLE_DEBUG_OUTPUT): each language's compilers
             entry["languages"] = {
                 lang: sorted({o.compiler for o in objects if language(o) == lang})

@@ -174,8 +174,17 @@ def _why_unprofiled(c_code: CCodeRecord, crate: CCrateRecord | None = None) -> s
     profile flags did not reach a compiler the plan profiles."""
     languages = list(c_code["languages"].values())
     if crate is not None and crate.get("chosen") is False:
-        lists = sorted({p for lang in languages if lang["profiled"] for p in lang.get("crates", [])})
-        return f"not profiled: not among the packages profiled ({', '.join(lists)})"
+        said = crate.get("languages") or {name: [] for name in c_code["languages"]}
+        why = []
+        for name in said:
+            record = c_code["languages"].get(name)
+            if record is None:
+                continue  # assembly
+            if not record["profiled"] and record["off"]:
+                why.append(record["off"])
+            elif crate["crate"] not in record.get("crates", [crate["crate"]]):
+                why.append(f"not among the packages profiled ({', '.join(record.get('crates', []))})")
+        return f"not profiled: {'; '.join(dict.fromkeys(why)) or 'by choice'}"
     if any(lang["profiled"] for lang in languages):
         return "the profile flags did not reach it"
     off = next((lang["off"] for lang in languages if lang["off"]), None)

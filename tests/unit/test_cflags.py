@@ -460,3 +460,22 @@ def test_a_crate_a_list_leaves_out_is_not_counted_as_unprofiled() -> None:
     ]
     assert cflags.unprofiled(crates) == []
     cflags.check_c(crates, 0, Path("log"))
+
+
+def test_a_crate_of_cxx_alone_under_pgo_cxx_off_is_unprofiled_by_choice(tmp_path: Path) -> None:
+    """ouch's unrar-ng-sys compiles C++ only: under PGO_CXX=0 all of it is g++'s by choice, not C the profile
+    flags failed to reach (cc-rs's command read from the build script's ``output``, as cargo keeps it)."""
+    build = tmp_path / "target" / HOST / "release" / "build" / "unrar-ng-sys-0123456789abcdef"
+    (build / "out").mkdir(parents=True)
+    source = tmp_path / "dll.cpp"
+    source.write_text("int unrar_f(int x) { return x * 5; }\n")
+    obj = build / "out" / "0abc-dll.o"
+    subprocess.run(["g++", "-O2", "-c", str(source), "-o", str(obj)], check=True)
+    (build / "output").write_text(f'running: "c++" "-O2" "-o" "{obj}" "-c" "{source}"\ncargo:rustc-link-lib=x\n')
+    plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, cxx=False, clang=None, zigbuild=False)
+    for records in (None, ["unrar_f"]):
+        (crate,) = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text="", flag="-fprofile-use", records=records)
+        assert crate["crate"] == "unrar-ng-sys" and crate["chosen"] is False and not crate["profile_flags"], crate
+        assert set(crate["languages"]) == {"C++"} and cflags.unprofiled([crate]) == [], crate
+    assert crate["functions_with_profile"] == [] and crate["functions_without_profile"] == ["_Z7unrar_fi"], crate
+    assert cflags.unprofiled_warning([crate], plan) is None
