@@ -34,7 +34,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, EnvironmentRefused, PgoError, ToolchainError
 from recipes.files import atomic_output
-from recipes.results import CCodeRecord, CCrateRecord
+from recipes.results import CCodeRecord, CCrateRecord, CLanguageRecord
 from recipes.runner import capture, query
 from recipes.rustflags import CargoConfigFile
 from recipes.toolchain import RustcInfo
@@ -75,6 +75,21 @@ class Language:
     host: tuple[str, ...]  # what the build would use without the pipeline (the user's or cc-rs's default)
     version: str | None  # clang's version when profiled
     off: str | None  # why this language is not profiled
+    #: the packages whose target C of this language gets clang and the profile (``PGO_C=a,b``); None: every one
+    crates: tuple[str, ...] | None = None
+    #: the setting that chose ``crates``, as given (``PGO_C=a,b``, ``PGO_CXX=a``), for the lines that name it
+    chosen_by: str = ""
+
+    def profiles(self, package: str) -> bool:
+        """Whether this language's C of ``package``'s target build script gets clang and the profile."""
+        return self.compiler is not None and (self.crates is None or package in self.crates)
+
+    def left_by_choice(self, package: str) -> bool:
+        """Whether this language's C of ``package`` is unprofiled by the user's choice (``PGO_CXX=0``, a list that
+        leaves it out), not for a reason to warn of (a user's ``CC`` that is gcc, no clang++)."""
+        if self.compiler is None:
+            return self.off is not None and self.off.startswith(("PGO_C=", "PGO_CXX=")) and self.off.endswith("=0")
+        return self.crates is not None and package not in self.crates
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,25 @@ class CPlan:
     def enabled(self) -> bool:
         return any(lang.compiler is not None for lang in self.languages)
 
+    def language(self, name: str) -> Language | None:
+        return next((lang for lang in self.languages if lang.name == name), None)
+
+    def profiles(self, package: str, name: str | None = None) -> bool:
+        """Whether ``package``'s target C of language ``name`` (any language: None) gets clang and the profile."""
+        return any(lang.profiles(package) for lang in self.languages if name is None or lang.name == name)
+
+    def left_by_choice(self, package: str, name: str) -> bool:
+        """Whether ``package``'s C of language ``name`` is unprofiled by choice (:meth:`Language.left_by_choice`)."""
+        return any(lang.left_by_choice(package) for lang in self.languages if lang.name == name)
+
+    def left_out(self, package: str) -> list[str]:
+        """Why ``package``'s C is not profiled though its language is: not among the packages a list names."""
+        return [
+            f"{lang.name}: not in {lang.chosen_by}"
+            for lang in self.languages
+            if lang.compiler is not None and lang.crates is not None and package not in lang.crates
+        ]
+
     def clang_line(self) -> str | None:
         """The first line of ``--version`` of the clang that compiles the profiled C (None: none is profiled)."""
         for lang in self.languages:
@@ -102,19 +136,17 @@ class CPlan:
 
     def record(self, crates: list[CCrateRecord]) -> CCodeRecord:
         """The ``c_code`` record of a build, with the crates that compiled C."""
-        return {
-            "setting": self.setting,
-            "crates": crates,
-            "languages": {
-                lang.name: {
-                    "compiler": list(lang.compiler) if lang.compiler else None,
-                    "version": lang.version,
-                    "profiled": lang.compiler is not None,
-                    "off": lang.off,
-                }
-                for lang in self.languages
-            },
-        }
+        languages: dict[str, CLanguageRecord] = {}
+        for lang in self.languages:
+            languages[lang.name] = {
+                "compiler": list(lang.compiler) if lang.compiler else None,
+                "version": lang.version,
+                "profiled": lang.compiler is not None,
+                "off": lang.off,
+            }
+            if lang.crates is not None:
+                languages[lang.name]["crates"] = list(lang.crates)
+        return {"setting": self.setting, "crates": crates, "languages": languages}
 
 
 def env_names(var: str, triple: str, *, cross: bool) -> list[str]:
@@ -274,50 +306,87 @@ def _response_file(path: Path, name: str, depth: int) -> list[str]:
     return profile_flags_in(words, path.parent, name, depth + 1, path)
 
 
+def _choice_words(var: str, *, choice: tuple[str, ...] | bool | None) -> str:
+    """How a choice was given, for the lines that name it: ``PGO_C=1``, ``PGO_CXX=0``, ``PGO_C=zstd-sys,brotli``."""
+    if isinstance(choice, tuple):
+        return f"{var}={','.join(choice)}"
+    return f"{var}={'1' if choice else '0'}"
+
+
 def plan_c(
     rustc: RustcInfo,
     env: Mapping[str, str],
     triple: str,
     *,
-    setting: bool | None,
+    setting: bool | tuple[str, ...] | None,
     clang: str | None,
     zigbuild: bool,
     cwd: Path | None = None,
     cargo_configs: Sequence[CargoConfigFile] = (),
+    cxx: bool | tuple[str, ...] | None = None,
 ) -> CPlan:
     """Whether and how the C and C++ of build scripts get the profile.
 
     Default (``PGO_C`` unset): on when the target is the host and a clang of rustc's LLVM major is there; a
     user's ``CC``/``CXX`` (any of the variables cc-rs reads) is kept, and profiled when it is such a clang.
-    ``PGO_C=1`` (or ``PGO_CLANG``) refuses what stops it; ``PGO_C=0`` leaves the C as the plain build has it.
+    ``PGO_C=1`` (or ``PGO_CLANG``) refuses what stops it; ``PGO_C=0`` leaves the C as the plain build has it;
+    ``PGO_C=a,b`` profiles the C of those packages' build scripts only (the others' goes to the compiler the build
+    would use, without the profile). ``PGO_CXX`` (1, 0 or a list) decides the C++ alone (unset: as ``PGO_C``).
     Each profiled compiler compiles a tiny file first (:func:`probe`): one whose object is not clang's is refused,
     one that cannot compile for the target (no C++ headers) leaves that language alone, or is refused when asked
     for."""
     cross = triple != rustc.host
     refuse_profile_flags(env, triple, cross=cross, cwd=cwd)
     refuse_config_env_profile_flags(cargo_configs, triple, cross=cross, cwd=cwd)
-    explicit = setting is True or (setting is None and bool(clang))
-    mode = "off" if setting is False else ("on" if explicit else "auto")
+    choices = {"C": ("PGO_C", setting), "C++": ("PGO_C", setting) if cxx is None else ("PGO_CXX", cxx)}
+    modes = {
+        name: "off" if choice is False else ("on" if choice is True or isinstance(choice, tuple) or clang else "auto")
+        for name, (_, choice) in choices.items()
+    }
+    for var, choice in choices.values():
+        if isinstance(choice, tuple) and cross:
+            raise ConfigError(
+                f"{_choice_words(var, choice=choice)} names packages for {triple}, which is not the host "
+                f"{rustc.host}: the C of the packages it leaves out would go to the host's compiler",
+                f"give {var}=1 (every package's C by clang --target) or {var}=0 for another target",
+            )
     found: Path | None = None
-    if mode != "off" and not zigbuild:
+    if any(mode != "off" for mode in modes.values()) and not zigbuild:
         found = find_clang(rustc, env, clang)
     languages = []
     for name, var, flags_var, default in (("C", "CC", "CFLAGS", "cc"), ("C++", "CXX", "CXXFLAGS", "c++")):
+        chosen_var, choice = choices[name]
+        mode = modes[name]
+        asked = _choice_words(chosen_var, choice=choice) if mode == "on" and choice is not None else "PGO_C=1"
         user_name = next((n for n in env_names(var, triple, cross=cross) if env.get(n, "").strip()), None)
         host = tuple(env[user_name].split()) if user_name else (default,)
         compiler, version, off = language_compiler(
-            name, rustc, env, triple, mode=mode, zigbuild=zigbuild, user=user_name, found=found, clang=clang
+            name,
+            rustc,
+            env,
+            triple,
+            mode=mode,
+            zigbuild=zigbuild,
+            user=user_name,
+            found=found,
+            clang=clang,
+            off_words=f"{chosen_var}=0",
+            asked=asked,
         )
         if compiler is not None:
             own = f"{'PGO_CLANG' if clang else 'clang'} {' '.join(compiler)}"
             what = f"{user_name}={env[user_name]} (yours)" if user_name else own
-            off = probe(name, compiler, triple, cross=cross, env=env, rustc=rustc, what=what, strict=mode == "on")
+            off = probe(
+                name, compiler, triple, cross=cross, env=env, rustc=rustc, what=what, strict=mode == "on", asked=asked
+            )
             if off is not None:
                 compiler, version = None, None
         if off is not None and mode == "on":
-            raise ToolchainError(f"PGO_C=1 but the {name} of build scripts cannot get the profile: {off}", "")
-        languages.append(Language(name, var, flags_var, compiler, host, version, off))
-    return CPlan(triple, tuple(languages), mode, env=env)
+            raise ToolchainError(f"{asked} but the {name} of build scripts cannot get the profile: {off}", "")
+        crates = choice if isinstance(choice, tuple) else None
+        chosen_by = asked if crates is not None else ""
+        languages.append(Language(name, var, flags_var, compiler, host, version, off, crates, chosen_by))
+    return CPlan(triple, tuple(languages), modes["C"], env=env)
 
 
 def language_compiler(
@@ -331,10 +400,13 @@ def language_compiler(
     user: str | None,
     found: Path | None,
     clang: str | None,
+    off_words: str = "PGO_C=0",
+    asked: str = "PGO_C=1",
 ) -> tuple[tuple[str, ...] | None, str | None, str | None]:
-    """The compiler of one language's target C when the profile can reach it, its clang version, else why not."""
+    """The compiler of one language's target C when the profile can reach it, its clang version, else why not
+    (``off_words``: the setting that turned it off; ``asked``: the one that asked for it, in refusals)."""
     if mode == "off":
-        return None, None, "PGO_C=0"
+        return None, None, off_words
     if zigbuild:
         return (
             None,
@@ -360,7 +432,7 @@ def language_compiler(
     if found is None:
         if mode == "on":
             raise ToolchainError(
-                f"PGO_C=1 but no clang of LLVM {rustc.llvm_major} (rustc {rustc.release}) is found",
+                f"{asked} but no clang of LLVM {rustc.llvm_major} (rustc {rustc.release}) is found",
                 f"`{package(rustc.llvm_major)}`, or PGO_C=0 to leave the C unprofiled",
             )
         return None, None, f"no clang-{rustc.llvm_major} ({package(rustc.llvm_major)})"
@@ -397,6 +469,7 @@ def probe(
     rustc: RustcInfo,
     what: str,
     strict: bool,
+    asked: str = "PGO_C=1",
 ) -> str | None:
     """Compile a tiny file of language ``name`` with ``compiler`` for ``triple`` (``--target`` when ``cross``, as
     cc-rs gives clang) before anything is built: None when it compiles with clang of rustc's major; why not when it
@@ -415,7 +488,7 @@ def probe(
             return f"{shown} cannot be run ({exc.strerror or exc})"
         seen = read_object(obj) if done.returncode == 0 else None
     if done.returncode != 0:
-        return cannot_compile(name, shown, triple, done.stderr, env, cross=cross, strict=strict)
+        return cannot_compile(name, shown, triple, done.stderr, env, cross=cross, strict=strict, asked=asked)
     said = seen.compiler if seen is not None else "no ELF object"
     if seen is None or _clang_major(said) != rustc.llvm_major:
         raise ToolchainError(
@@ -427,7 +500,15 @@ def probe(
 
 
 def cannot_compile(
-    name: str, shown: str, triple: str, stderr: str, env: Mapping[str, str], *, cross: bool, strict: bool
+    name: str,
+    shown: str,
+    triple: str,
+    stderr: str,
+    env: Mapping[str, str],
+    *,
+    cross: bool,
+    strict: bool,
+    asked: str = "PGO_C=1",
 ) -> str:
     """Why ``shown`` cannot compile ``name`` for ``triple`` (its first error); refused when ``strict``, with the
     package of the C++ headers when those are missing."""
@@ -441,7 +522,7 @@ def cannot_compile(
     )
     if strict:
         raise ToolchainError(
-            f"PGO_C=1 but {why}",
+            f"{asked} but {why}",
             (f"`apt-get install {install}`, " if headers else "")
             + f"or give {'CXX' if name == 'C++' else 'CC'}=<a compiler of clang's major that can>, or PGO_C=0 "
             "to leave the C unprofiled",
@@ -462,24 +543,45 @@ def _cxx_headers_package(triple: str, env: Mapping[str, str], *, cross: bool) ->
     return f"libstdc++-{major}-dev-{_DEBIAN_ARCH.get(arch, arch)}-cross"
 
 
-def wrapper_script(lang: Language, triple: str, drop: Sequence[str], warn: Sequence[str]) -> str:
-    """The ``CC_<triple>`` of a build: the target's C to clang with the flags, the host's to its own compiler."""
+def wrapper_script(
+    lang: Language, triple: str, drop: Sequence[str], warn: Sequence[str], base: Sequence[str] = ()
+) -> str:
+    """The ``CC_<triple>`` of a build: the target's C to clang with the flags (``drop``: the profile's, ``base``:
+    every build's), the host's to its own compiler without either. With a list of packages (``lang.crates``), the
+    target C of a package it does not name goes to the compiler the build would use, with ``base`` and without the
+    profile flags (cargo gives the build script, and so cc-rs's compiler, ``CARGO_PKG_NAME``)."""
     if lang.compiler is None:
         raise ValueError(f"no {lang.name} compiler to wrap")  # c_env wraps only the languages that have one
     target_cmd = " ".join(shlex.quote(w) for w in lang.compiler)
     host_cmd = " ".join(shlex.quote(w) for w in lang.host)
     drops = " | ".join(shlex.quote(f) for f in drop) or "''"
+    bases = " | ".join(shlex.quote(f) for f in base) or "''"
     extra = " ".join(shlex.quote(w) for w in warn)
+    if lang.crates is None:
+        target = f'exec {target_cmd} "$@" {extra} ;;'
+        listed = ""
+    else:
+        names = " | ".join(shlex.quote(c) for c in lang.crates)
+        target = (
+            f'case "${{CARGO_PKG_NAME:-}}" in\n'
+            f'      {names}) exec {target_cmd} "$@" {extra} ;;\n'
+            "    esac\n"
+            "    keep_base=1 ;;"
+        )
+        listed = f" ({lang.chosen_by}: the others' to the build's own compiler, unprofiled)"
     return f"""#!/bin/sh
 # Written by pgo-recipes: the {lang.name} compiler of build scripts. cc-rs reads {lang.var}_<triple> for the host's
-# build scripts too when the target is the host: only the target's {lang.name} gets clang and the profile flags.
+# build scripts too when the target is the host: only the target's {lang.name} gets clang and the profile flags{listed}.
+keep_base=
 case "${{OUT_DIR:-}}" in
-  */{triple}/release/build/*) exec {target_cmd} "$@" {extra} ;;
+  */{triple}/release/build/*)
+    {target}
 esac
 for arg do
   shift
   case "$arg" in
     {drops}) ;;
+    {bases}) [ -z "$keep_base" ] || set -- "$@" "$arg" ;;
     *) set -- "$@" "$arg" ;;
   esac
 done
@@ -491,15 +593,15 @@ def c_env(
     plan: CPlan, base_env: Mapping[str, str], flags: Sequence[str], bin_dir: Path, *, optimise: bool
 ) -> dict[str, str]:
     """A new environment whose target C and C++ get ``flags`` (appended to the user's ``CFLAGS_<triple>``, which
-    cc-rs joins with ``CFLAGS``, ``HOST_CFLAGS`` and the rest), through :func:`wrapper_script`."""
+    cc-rs joins with ``CFLAGS``, ``HOST_CFLAGS`` and the rest), through :func:`wrapper_script`; a language the plan
+    does not profile keeps the build's own compiler, with the plan's ``base_flags`` alone."""
     env = dict(base_env)
     if not plan.enabled:
         for flags_var in ("CFLAGS", "CXXFLAGS") if plan.base_flags else ():
             name = target_var(flags_var, plan.triple)
             env[name] = " ".join([*env.get(name, "").split(), *plan.base_flags])
         return env
-    flags = [*plan.base_flags, *flags]
-    for flag in flags:
+    for flag in [*plan.base_flags, *flags]:
         if any(ch.isspace() for ch in flag):
             raise ConfigError(
                 f"{flag!r} contains white space, which CFLAGS cannot carry (cc-rs splits it on white space)",
@@ -507,19 +609,103 @@ def c_env(
             )
     bin_dir.mkdir(parents=True, exist_ok=True)
     for lang in plan.languages:
-        if lang.compiler is None:
+        flags_name = target_var(lang.flags_var, plan.triple)
+        if lang.compiler is None:  # PGO_CXX=0 beside a profiled C: the system's C++, with every build's flags
+            if plan.base_flags:
+                env[flags_name] = " ".join([*env.get(flags_name, "").split(), *plan.base_flags])
             continue
         script = bin_dir / f"{lang.var.lower()}-{plan.triple}"
-        text = wrapper_script(lang, plan.triple, flags, WARN_FLAGS if optimise else ())
+        text = wrapper_script(lang, plan.triple, flags, WARN_FLAGS if optimise else (), plan.base_flags)
         with atomic_output(script) as tmp:
             tmp.write_text(text, encoding="utf-8")
             tmp.chmod(0o755)
         env.pop(f"{lang.var}_{plan.triple}", None)  # the user's, if any, is the wrapper's compiler now
         env[target_var(lang.var, plan.triple)] = str(script)
-        flags_name = target_var(lang.flags_var, plan.triple)
-        env[flags_name] = " ".join([*env.get(flags_name, "").split(), *flags])
+        env[flags_name] = " ".join([*env.get(flags_name, "").split(), *plan.base_flags, *flags])
     env["CC_ENABLE_DEBUG_OUTPUT"] = "1"  # cc-rs logs its commands: which flags reached which compiler
     return env
+
+
+# --- a build script's C that the profile's clang cannot build ------------------------------------------------
+
+_CC_RS_FAILED = re.compile(r"error occurred in cc-rs: command did not execute successfully \([^)]*\)\)?: (?P<cmd>.*)$")
+_SOURCE_ERROR = re.compile(
+    r"^warning: (?P<pkg>[^\s@:]+)@\S+: (?P<file>[^\s:]+):\d+:\d+: (?:fatal )?error: (?P<text>.*)$"
+)
+_DRIVER_ERROR = re.compile(r"^warning: (?P<pkg>[^\s@:]+)@\S+: \S+: error: (?P<text>.*)$")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+#: the errors of cc-rs's own probes of the compiler's family (``-?``), in every build script's output
+_PROBE_NOISE = ("unknown argument: '-?'", "no input files")
+
+
+def refuse_clang_cannot_build(plan: CPlan, log: Path) -> None:
+    """A failed build whose build script's C or C++ the pipeline's clang wrapper could not compile (a published -sys
+    crate adds ``-stdlib=libc++`` when the compiler takes it: clang++ does, g++ does not, and without libc++'s
+    headers ``#include <new>`` is not found) is refused in one line naming the crate, the compiler, the error and
+    the flag, with the ways out; any other failure is left to the caller (cargo's own line)."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    wrappers = {f"cc-{plan.triple}": "C", f"cxx-{plan.triple}": "C++"}
+    out_of = re.compile(re.escape(f"/{plan.triple}/release/build/") + r"(?P<pkg>[^/]+)-[0-9a-f]{16}/out/")
+    for line in text.splitlines():
+        match = _CC_RS_FAILED.search(line)
+        if not match:
+            continue
+        try:
+            words = shlex.split(match.group("cmd"))
+        except ValueError:
+            continue
+        while words and _ASSIGNMENT.fullmatch(words[0]):
+            words = words[1:]  # cc-rs 1.2 says the environment first: LC_ALL="C" "…/cxx-<triple>" …
+        name = wrappers.get(Path(words[0]).name) if words else None
+        lang = plan.language(name) if name else None
+        if lang is None or lang.compiler is None:
+            continue  # not the pipeline's wrapper: cargo's own line says it
+        # the object's OUT_DIR: the target's (the host's C of build-dependencies goes to the host's compiler)
+        dirs = [m.group("pkg") for w in words if (m := out_of.search(w))]
+        if not dirs or not lang.profiles(dirs[0]):
+            continue  # the wrapper ran the build's own compiler for it
+        pkg = dirs[0]
+        raise CommandFailed(_cannot_build_line(lang, pkg, words, text), _cannot_build_hint(lang, pkg, log))
+
+
+def _cannot_build_line(lang: Language, pkg: str, words: Sequence[str], text: str) -> str:
+    errors = [m for line in text.splitlines() if (m := _SOURCE_ERROR.match(line)) and m.group("pkg") == pkg]
+    if errors:
+        error = f"{errors[0].group('file')}: {errors[0].group('text').strip()}"
+    else:
+        driver = [
+            m.group("text").strip()
+            for line in text.splitlines()
+            if (m := _DRIVER_ERROR.match(line))
+            and m.group("pkg") == pkg
+            and m.group("text").strip() not in _PROBE_NOISE
+        ]
+        error = driver[0] if driver else "see the log"
+    stdlib = [w for w in words if w.startswith("-stdlib=")]
+    said = f"{' '.join(lang.compiler or ())} (clang of rustc's LLVM, the profile's compiler)"
+    line = f"the {lang.name} of crate {pkg}'s build script does not build with {said}: {error}"
+    if stdlib:
+        line += (
+            f", with {stdlib[0]}, which its build script gives when the compiler accepts it (clang++ does, g++ does "
+            "not)"
+        )
+        if "file not found" in error and stdlib[0] == "-stdlib=libc++":
+            line += f" and this clang has no {stdlib[0][len('-stdlib=') :]} headers"
+    return line
+
+
+def _cannot_build_hint(lang: Language, pkg: str, log: Path) -> str:
+    others = f"PGO_C=<the packages but {pkg}> profiles only theirs"
+    if lang.name == "C++":
+        major = (lang.version or "").split(".")[0] or "<major>"
+        return (
+            f"PGO_CXX=0 leaves the C++ to the system's c++, unprofiled, and the C profiled; or {others}; or "
+            f"`apt-get install libc++-{major}-dev libc++abi-{major}-dev` if the crate is to link libc++; see {log}"
+        )
+    return f"{others}; or PGO_C=0; see {log}"
 
 
 # --- what the builds did -------------------------------------------------------------------------------------
@@ -570,6 +756,24 @@ def out_dirs_named(log_text: str, build: Path) -> set[str]:
     return {m.group("dir") for m in pattern.finditer(log_text)}
 
 
+def _out_dirs(target_dir: Path, triple: str, log_text: str) -> list[tuple[str, Path]]:
+    """Each target build script's ``OUT_DIR`` of this build, with its package (see :func:`c_objects`)."""
+    build = target_dir / triple / "release" / "build"
+    if not build.is_dir():
+        return []
+    named = out_dirs_named(log_text, build)
+    named_pkgs = {m.group("pkg") for d in named if (m := _BUILD_DIR.match(d))}
+    found = []
+    for out in sorted(build.glob("*/out")):
+        match = _BUILD_DIR.match(out.parent.name)
+        if not match:
+            continue
+        if match.group("pkg") in named_pkgs and out.parent.name not in named:
+            continue  # another build's OUT_DIR of this package
+        found.append((match.group("pkg"), out))
+    return found
+
+
 def c_objects(target_dir: Path, triple: str, *, log_text: str = "") -> dict[str, list[CObject]]:
     """The objects each target build script left in its ``OUT_DIR``, by package (build-dependencies and
     proc-macros, built for the host, are elsewhere: ``<target dir>/release/build/``).
@@ -578,20 +782,25 @@ def c_objects(target_dir: Path, triple: str, *, log_text: str = "") -> dict[str,
     a plain build or another ``PGO_OUT``) holds an ``OUT_DIR`` of each: of a package whose ``OUT_DIR``s the build's
     log names (``log_text``), only those are read, the others being another build's."""
     found: dict[str, list[CObject]] = {}
-    build = target_dir / triple / "release" / "build"
-    if not build.is_dir():
-        return found
-    named = out_dirs_named(log_text, build)
-    named_pkgs = {m.group("pkg") for d in named if (m := _BUILD_DIR.match(d))}
-    for out in sorted(build.glob("*/out")):
-        match = _BUILD_DIR.match(out.parent.name)
-        if not match:
-            continue
-        if match.group("pkg") in named_pkgs and out.parent.name not in named:
-            continue  # another build's OUT_DIR of this package
+    for pkg, out in _out_dirs(target_dir, triple, log_text):
         objects = [o for p in sorted(out.rglob("*.o")) if p.is_file() and (o := read_object(p)) is not None]
         if objects:
-            found.setdefault(match.group("pkg"), []).extend(objects)
+            found.setdefault(pkg, []).extend(objects)
+    return found
+
+
+def script_commands(target_dir: Path, triple: str, *, log_text: str = "") -> dict[str, list[list[str]]]:
+    """cc-rs's compile commands of each target build script, from what cargo kept of its output (``output`` beside
+    its ``OUT_DIR``: cc-rs's ``running:`` lines under ``CC_ENABLE_DEBUG_OUTPUT``), whatever the build's verbosity."""
+    found: dict[str, list[list[str]]] = {}
+    for pkg, out in _out_dirs(target_dir, triple, log_text):
+        try:
+            text = (out.parent / "output").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        lines = "\n".join(f"[{pkg} 0] {line}" for line in text.splitlines() if line.startswith("running: "))
+        for words in compile_commands(lines).get(pkg, []):
+            found.setdefault(pkg, []).append(words)
     return found
 
 
@@ -653,40 +862,58 @@ def c_crates(
     flag: str,
     records: Sequence[str] | None = None,
 ) -> list[CCrateRecord]:
-    """Each package whose target build script compiled C or C++: its compilers, whether the profile flag ``flag``
-    reached every object, and (the optimised build: ``records``, the profile's function names) its functions
-    with and without profile data, the stale and missing ones clang named."""
+    """Each package whose target build script compiled C or C++: its compilers (by language where cc-rs's commands
+    say which object is of which), whether the profile flag ``flag`` reached every object of the languages the plan
+    profiles for it, and (the optimised build: ``records``, the profile's function names) its functions with and
+    without profile data, the stale and missing ones clang named. A package a ``PGO_C``/``PGO_CXX`` list leaves
+    out is ``chosen: false``: its C is unprofiled by choice."""
     warnings = c_warnings(log_text)
     commands = compile_commands(log_text)
+    for pkg, cmds in script_commands(target_dir, plan.triple, log_text=log_text).items():
+        commands.setdefault(pkg, cmds)
     profile = set(records or ())
     profile_tails = {r.rsplit(";", 1)[-1] for r in profile if ";" in r}
     crates = []
     for pkg, objects in sorted(c_objects(target_dir, plan.triple, log_text=log_text).items()):
         compilers = sorted({o.compiler for o in objects})
+        languages = object_languages(commands.get(pkg, []), plan.triple)
+
+        def language(o: CObject, languages: dict[str, tuple[str, bool]] = languages) -> str | None:
+            return languages[str(o.path)][0] if str(o.path) in languages else None
+
         # what a compiler made (it names itself in .comment); an assembled object (ring's .S, a pregenerated one)
-        # names none and has no profile to take: it is counted, not judged
-        compiled = [o for o in objects if o.compiler != ASSEMBLED]
+        # names none and has no profile to take: it is counted, not judged. Where cc-rs's commands say each
+        # object's language, those of a language left unprofiled by choice are not judged (PGO_CXX=0: its C++ is
+        # g++'s; a list that leaves the package out); a user's CC that is gcc is, and makes the crate unprofiled
+        made = [o for o in objects if o.compiler != ASSEMBLED]
+        compiled = made
+        if languages:
+            compiled = [o for o in made if (lang := language(o)) is None or not plan.left_by_choice(pkg, lang)]
         right = bool(compiled) and all(_clang_major(o.compiler) == rustc.llvm_major for o in compiled)
         if records is None:  # the instrumented build: the objects say it
             # an object that defines no function (a table of constants) has no counters to carry
             with_code = [o for o in compiled if o.functions]
             reached = bool(with_code) and all(o.instrumented for o in with_code)
         else:
-            cmds = commands.get(pkg, [])
-            reached = right and plan.enabled and all(flag in cmd for cmd in cmds)
+            by_object = {cmd[cmd.index("-o") + 1]: cmd for cmd in commands.get(pkg, []) if "-o" in cmd[:-1]}
+            judged = {str(o.path) for o in compiled}
+            cmds = [c for obj, c in by_object.items() if obj in judged] if languages else commands.get(pkg, [])
+            reached = right and plan.profiles(pkg) and all(flag in cmd for cmd in cmds)
         entry: CCrateRecord = {
             "crate": pkg,
             "objects": len(objects),
             "compilers": compilers,
             "profile_flags": reached,
         }
-        languages = object_languages(commands.get(pkg, []), plan.triple)
-        if languages:  # cc-rs's commands are in the log (the optimised build's -vv): each language's compilers
+        if (not plan.profiles(pkg) and plan.left_out(pkg)) or (made and not compiled):
+            entry["chosen"] = False  # a list leaves it out, or all of its C is of a language left alone (PGO_CXX=0)
+        if languages:  # cc-rs's commands are known (the wrapper's CC_ENABLE_DEBUG_OUTPUT): each language's compilers
             entry["languages"] = {
-                lang: sorted({o.compiler for o in objects if languages.get(str(o.path), ("", False))[0] == lang})
+                lang: sorted({o.compiler for o in objects if language(o) == lang})
                 for lang in sorted({lang for lang, _ in languages.values()})
             }
-            # an object the pipeline's clang wrapper compiled must say clang of rustc's major in .comment
+            # an object the pipeline's clang wrapper compiled for a package it profiles must say clang of rustc's
+            # major in .comment (one of a package a list leaves out is the build's own compiler's)
             entry["not_clang"] = [
                 f"{o.path}: {o.compiler}"
                 for o in compiled
@@ -696,8 +923,10 @@ def c_crates(
             functions = sorted({f for o in compiled for f in o.functions})
             # profile data counts only where the profile flag reached the C (PGO_C=0, gcc's C: none of it)
             with_profile = [f for f in functions if reached and (f in profile or f in profile_tails)]
+            # the objects of a language the plan leaves to the build's own compiler (PGO_CXX=0): without profile
+            others = {f for o in objects if o.compiler != ASSEMBLED and o not in compiled for f in o.functions}
             entry["functions_with_profile"] = with_profile
-            entry["functions_without_profile"] = [f for f in functions if f not in with_profile]
+            entry["functions_without_profile"] = sorted({*(f for f in functions if f not in with_profile), *others})
             entry["stale"] = warnings.stale.get(pkg, [])
             entry["missing"] = warnings.missing.get(pkg, [])
         crates.append(entry)
@@ -741,14 +970,41 @@ def cross_line(plan: CPlan, rustc: RustcInfo) -> str | None:
     )
 
 
+def choice_line(plan: CPlan) -> str | None:
+    """The line of a language or packages left to the build's own compiler by choice, while the rest of the C is
+    profiled: ``PGO_CXX=0`` (the C++ on the system's c++), ``PGO_C=a,b`` (only those packages' C)."""
+    if not plan.enabled:
+        return None
+    parts = [
+        f"the {lang.name} of build scripts is compiled by the system's {' '.join(lang.host)}, unprofiled ({lang.off})"
+        for lang in plan.languages
+        if lang.compiler is None and lang.off and lang.off.endswith("=0")
+    ]
+    listed: dict[tuple[tuple[str, ...], str], list[Language]] = {}
+    for lang in plan.languages:
+        if lang.compiler is not None and lang.crates is not None:
+            listed.setdefault((lang.crates, lang.chosen_by), []).append(lang)
+    for (crates, chosen_by), langs in listed.items():
+        names = " and ".join(lang.name for lang in langs)
+        hosts = " and ".join(" ".join(lang.host) for lang in langs)
+        parts.append(
+            f"the {names} of {', '.join(crates)} only {'is' if len(crates) == 1 and len(langs) == 1 else 'are'} "
+            f"profiled ({chosen_by}), the other packages' compiled by {hosts}, unprofiled"
+        )
+    if not parts:
+        return None
+    profiled = [f"{lang.name} by {' '.join(lang.compiler)}" for lang in plan.languages if lang.compiler is not None]
+    return f"warning: {'; '.join(parts)}; the profiled: {', '.join(profiled)}"
+
+
 def unprofiled(crates: Sequence[CCrateRecord]) -> list[str]:
-    """The packages whose C the profile flags did not reach."""
-    return [c["crate"] for c in crates if not c["profile_flags"]]
+    """The packages whose C the profile flags did not reach (not those a ``PGO_C`` list leaves out)."""
+    return [c["crate"] for c in crates if not c["profile_flags"] and c.get("chosen", True)]
 
 
 def unprofiled_warning(crates: Sequence[CCrateRecord], plan: CPlan) -> str | None:
     """The warning line of the packages whose C is unprofiled (None: none is)."""
-    missed = [c for c in crates if not c["profile_flags"]]
+    missed = [c for c in crates if not c["profile_flags"] and c.get("chosen", True)]
     if not missed:
         return None
     why = "; ".join(f"{lang.name}: {lang.off}" for lang in plan.languages if lang.off)

@@ -38,6 +38,28 @@ def _bool(text: str) -> bool:
     raise ValueError(f"{text!r} is not a boolean")
 
 
+#: a Cargo package name (cargo's own rule: ASCII letters, digits, ``-`` and ``_``)
+_PACKAGE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _c_choice(text: str) -> bool | tuple[str, ...]:
+    """``PGO_C`` / ``PGO_CXX``: 1 or 0 (every crate's build-script C, or none), or the packages whose C is profiled,
+    comma-separated (``zstd-sys,libz-sys``: the others' C is compiled by the system's compiler, unprofiled)."""
+    stripped = text.strip()
+    if stripped.lower() in {"1", "true", "yes", "on", "0", "false", "no", "off", ""}:
+        return _bool(stripped)
+    names = [n.strip() for n in stripped.split(",")]
+    for name in names:
+        if not name:
+            raise ValueError(f"{text!r} names an empty package")
+        if not _PACKAGE.fullmatch(name) or not name.isascii():
+            raise ValueError(f"{text!r}: {name!r} is not a package name")
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise ValueError(f"{text!r} names {twice} twice")
+    return tuple(names)
+
+
 def _int(text: str) -> int:
     """A count: ASCII digits only (no sign, exponent, underscore or other script's digits), at most MAX_COUNT."""
     stripped = text.strip()
@@ -93,6 +115,7 @@ FORMS: dict[Callable[[str], Any], tuple[str, str]] = {
     _scale: (f"a number above 0 and at most {MAX_SCALE:g}", "0.5"),
     _seconds: (f"a number of seconds from {MIN_SECONDS:g} to {MAX_SECONDS:g}", "600"),
     _glibc: ("a glibc release as GLIBC_x.y names it", "2.28"),
+    _c_choice: ("1, 0 or the packages whose C is profiled, comma-separated", "1"),
 }
 
 
@@ -143,7 +166,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bolt_args", "PGO_BOLT_ARGS", str, "llvm-bolt's optimisation flags (default: rustc opt-dist's)"),
     Setting("llvm_bolt", "PGO_LLVM_BOLT", str, "the llvm-bolt to use (must be rustc's LLVM major; merge-fdata beside)"),
     Setting("bolt_profile", "PGO_BOLT_PROFILE", str, "BOLT from this .fdata: no BOLT instrumentation, no training"),
-    Setting("c", "PGO_C", _bool, "profile the C/C++ of build scripts (default: when clang of rustc's LLVM is there)"),
+    Setting(
+        "c",
+        "PGO_C",
+        _c_choice,
+        "profile the C/C++ of build scripts: 1, 0 or a list of packages (default: when clang of rustc's LLVM is there)",
+    ),
+    Setting(
+        "cxx", "PGO_CXX", _c_choice, "the C++ alone: 1, 0 (the system's c++, unprofiled) or a list (default: PGO_C)"
+    ),
     Setting("clang", "PGO_CLANG", str, "the clang of the C profile (must be rustc's LLVM major; clang++ beside)"),
     Setting("max_unprofiled_c", "PGO_MAX_UNPROFILED_C", _int, "most crates whose C the profile flags may miss"),
 )
@@ -188,7 +219,10 @@ class Config:
     bolt_args: str | None = None
     llvm_bolt: str | None = None
     bolt_profile: Path | None = None
-    c: bool | None = None
+    #: PGO_C: every crate's build-script C and C++ (True), none (False), these packages' only, or the default (None)
+    c: bool | tuple[str, ...] | None = None
+    #: PGO_CXX: the same for the C++ alone; None: as PGO_C
+    cxx: bool | tuple[str, ...] | None = None
     clang: str | None = None
     max_unprofiled_c: int | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)
@@ -259,12 +293,12 @@ def load_config(
             raise ConfigError(f"{pyproject} [tool.pgo]: unknown key {key!r}", _suggest(key, list(BY_KEY)))
         setting = BY_KEY[key]
         where = f"{pyproject} [tool.pgo] {key}"
-        if isinstance(value, bool) and setting.parse is not _bool:
+        if isinstance(value, bool) and setting.parse not in (_bool, _c_choice):
             form, example = FORMS.get(setting.parse, ("a string", '"…"'))
             raise ConfigError(f"{where}: {value!r} is a boolean: expected {form}", f"for example {key} = {example}")
         if isinstance(value, bool | int | float) and not isinstance(value, str):
             value = str(int(value)) if isinstance(value, bool) else str(value)
-        elif isinstance(value, list) and key in ("features", "workload"):
+        elif isinstance(value, list) and key in ("features", "workload", "c", "cxx"):
             value = ",".join(str(v) for v in value)
         elif isinstance(value, dict) and key == "weights":
             value = ",".join(f"{name}={weight}" for name, weight in value.items())
@@ -290,7 +324,7 @@ def load_config(
     parsed: dict[str, Any] = {}
     for key, text in raw.items():
         setting = BY_KEY[key]
-        if text == "" and setting.parse is not _bool:
+        if text == "" and setting.parse not in (_bool, _c_choice):
             continue  # an empty variable means "not set"
         if setting.parse is str:
             parsed[key] = text
@@ -313,7 +347,7 @@ def _example(source: str, setting: Setting, example: str) -> str:
         return f"for example {setting.env}={example}"
     if source == setting.option:
         return f"for example {setting.option} {example}"
-    if setting.parse is _bool:
+    if setting.parse in (_bool, _c_choice):
         example = "true"
     return f"for example {setting.key} = {example} in [tool.pgo]"
 

@@ -171,6 +171,7 @@ def make_plan(
         env,
         rust_triple(target),
         setting=config.c,
+        cxx=config.cxx,
         clang=config.clang,
         zigbuild=zig.uses_zigbuild(config.cargo),
         cwd=config.manifest.parent,

@@ -495,6 +495,7 @@ def as_released(config: Config, manifest: Manifest, checked: _Checked) -> Config
         cargo=manifest.cargo_command,
         bolt_args=" ".join(manifest.bolt.bolt_args) if manifest.bolt is not None else None,
         c=checked.c_on,
+        cxx=None,  # the release profiled its C and C++ alike (nox -s release refuses PGO_CXX and PGO_C lists)
         clang=checked.clang,
     )
 

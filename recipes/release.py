@@ -173,6 +173,23 @@ def check_new_folder(out_dir: Path) -> None:
             return
 
 
+def refuse_c_choice(config: Config) -> None:
+    """A ``PGO_C`` list of packages or a ``PGO_CXX`` setting is refused before anything is built: the manifest
+    records whether the C was profiled, not for which packages or languages, and the rebuild could not compile the
+    C as the release did."""
+    chosen = [
+        f"{config.source(key)}={','.join(value) if isinstance(value, tuple) else int(value)}"
+        for key, value in (("c", config.c), ("cxx", config.cxx))
+        if isinstance(value, tuple) or (key == "cxx" and value is not None)
+    ]
+    if chosen:
+        raise ConfigError(
+            f"{' and '.join(chosen)}: a release profiles the C and C++ of build scripts all alike or not at all "
+            "(its manifest and rebuild know no list of packages and no C++ apart)",
+            "release with PGO_C=1 or PGO_C=0 and without PGO_CXX",
+        )
+
+
 def refuse_inside_release_folder(config: Config, out_dir: Path) -> None:
     """Refuse, before anything is built, a work dir or a profile store that is the release folder or inside it:
     the release folder is made new, of the release's files alone."""
@@ -300,6 +317,8 @@ def release_targets(
 ) -> list[tuple[Manifest, Path]]:
     """The release of ``tag`` for each configuration's target (its own pipeline, checks, manifest and statements),
     all their files and one SHA256SUMS written at once, or nothing; returns the manifests and the folder."""
+    for config in configs:
+        refuse_c_choice(config)
     checkout = check_checkout(tag, configs[0], environ, artefacts)
     for config in configs:
         refuse_inside_release_folder(config, checkout.out_dir)

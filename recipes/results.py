@@ -136,6 +136,7 @@ class CLanguageRecord(TypedDict):
     version: str | None
     profiled: bool
     off: str | None
+    crates: NotRequired[list[str]]  # the packages profiled (PGO_C=a,b / PGO_CXX=a); absent: every one
 
 
 class CCrateRecord(TypedDict):
@@ -152,6 +153,7 @@ class CCrateRecord(TypedDict):
     #: each language's compilers ("C", "C++", "assembly"), where cc-rs's commands are in the log (optimise)
     languages: NotRequired[dict[str, list[str]]]
     not_clang: NotRequired[list[str]]  # "object: .comment" of objects the pipeline's clang wrapper made
+    chosen: NotRequired[bool]  # false: a PGO_C / PGO_CXX list leaves the package out (its C unprofiled by choice)
 
 
 class CCodeRecord(TypedDict):
@@ -367,6 +369,7 @@ class PlainResult:
     cargo_command: list[str]
     rustflags: str
     seconds: float
+    c_code: CCodeRecord | None = None  # the C and C++ of its build scripts: each crate's compilers
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,11 @@ def plain(session: nox.Session) -> None:
         session.error(error.line())
     _summary(
         session,
-        [f"plain       {result.seconds:8.1f} s  {result.binary}", f"sha256      {result.binary_sha256}"],
+        [
+            f"plain       {result.seconds:8.1f} s  {result.binary}",
+            f"sha256      {result.binary_sha256}",
+            *stages.c_code_lines(result.c_code, profiled=False),
+        ],
     )
 
 

@@ -100,6 +100,14 @@ def c_compilers_differ(recorded: CCodeRecord | None, plan_c: cflags.CPlan) -> st
             what = " ".join(then) if then else f"the system's {lang.var} (PGO_C={recorded['setting']})"
             would = " ".join(now) if now else f"the system's {lang.var} ({lang.off})"
             return f"the PGO binary's {lang.name} was compiled by {what} and the plain build's would be by {would}"
+        listed = language.get("crates") if language is not None else None
+        if now is not None and listed != (list(lang.crates) if lang.crates is not None else None):
+            said = ", ".join(listed) if listed else "every package"
+            would = ", ".join(lang.crates) if lang.crates else "every package"
+            return (
+                f"the PGO binary's {lang.name} was compiled by {' '.join(now)} for {said} and the plain build's "
+                f"would be for {would} ({lang.chosen_by or 'no list of packages'})"
+            )
     return None
 
 

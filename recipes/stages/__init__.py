@@ -30,8 +30,8 @@ from recipes.stages.merge import merge
 from recipes.stages.optimise import optimise
 from recipes.stages.pipeline import pgo
 from recipes.stages.plain import plain
-from recipes.stages.summary import summary_lines
+from recipes.stages.summary import c_code_lines, summary_lines
 from recipes.stages.test import test
 from recipes.stages.train import train
 
-__all__ = ["bolt", "instrument", "merge", "optimise", "pgo", "plain", "summary_lines", "test", "train"]
+__all__ = ["bolt", "c_code_lines", "instrument", "merge", "optimise", "pgo", "plain", "summary_lines", "test", "train"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from recipes import cflags, zig
 from recipes.cargo import log as cargo_log
-from recipes.errors import MissingInput
+from recipes.errors import CommandFailed, MissingInput
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import InstrumentResult
 from recipes.runner import run, say
@@ -40,12 +40,18 @@ def _instrument(plan: BuildPlan, frame: StageFrame) -> InstrumentResult:
     say(f"instrument: {plan.crate.package} ({plan.crate.bin}) for {plan.target}")
     env = instrumented_env(plan)
     c_flag = generate_c_flag(plan)
-    if line := cflags.cross_line(plan.c, plan.rustc):
-        say(line)
+    for line in (cflags.cross_line(plan.c, plan.rustc), cflags.choice_line(plan.c)):
+        if line:
+            say(line)
     clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")
     argv = plan.build_argv(plan.generate_dir)
     env = _observe.observing(plan, env, "instrument")
-    done = run(argv, env=env, log=plan.logs / "instrument-build.log", cwd=plan.cwd, what="the instrumented build")
+    log = plan.logs / "instrument-build.log"
+    try:
+        done = run(argv, env=env, log=log, cwd=plan.cwd, what="the instrumented build")
+    except CommandFailed:
+        cflags.refuse_clang_cannot_build(plan.c, log)
+        raise
     _observe.check_profile_flag(
         plan, "instrument", "the instrumented build", option="profile-generate", value=str(plan.profraw_dir)
     )

@@ -100,6 +100,8 @@ def _build_and_check(
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
     c_flag = f"-fprofile-use={store_path}"
     env = cflags.c_env(plan.c, env, [c_flag], plan.workdir.bin, optimise=True)
+    if not trained_here and (line := cflags.choice_line(plan.c)):
+        say(line)  # the instrumented build of this run said it already
     env = _observe.observing(plan, env, "optimise")
     clean_package(plan, None, plan.logs / "optimise-clean.log")
     built = plan.optimised_binary
@@ -115,6 +117,7 @@ def _build_and_check(
     except CommandFailed:
         if plan.config.bolt:
             boltlib.refuse_stripping_link(plan.logs / "optimise-build.log")
+        cflags.refuse_clang_cannot_build(plan.c, plan.logs / "optimise-build.log")
         raise
     log_text = done.output()
     if not built.is_file():

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from recipes import cflags
 from recipes.cargo import log as cargo_log
-from recipes.errors import MissingInput
+from recipes.errors import CommandFailed, MissingInput
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import PlainResult
+from recipes.results import CCrateRecord, PlainResult
 from recipes.runner import run, say
 from recipes.rustflags import env_with_rustflags, plain_env
 from recipes.stages import _observe
@@ -27,6 +27,7 @@ class PlainBuild:
 
     binary: Path
     crate_metadata: dict[str, str]
+    c_crates: list[CCrateRecord]  # each crate whose build script compiled C for the target, and its compilers
 
 
 def build(
@@ -49,12 +50,17 @@ def build(
     say(announce)
     if clean_log is not None:
         clean_package(plan, target_dir, clean_log)
-    done = run(plan.build_argv(target_dir), env=env, log=log, cwd=plan.cwd, what="the plain build")
+    try:
+        done = run(plan.build_argv(target_dir), env=env, log=log, cwd=plan.cwd, what="the plain build")
+    except CommandFailed:
+        cflags.refuse_clang_cannot_build(plan.c, log)
+        raise
     _observe.compiles(plan, log.stem, "the plain build")  # run by the plan's compiler
     binary = plan.binary(target_dir)
     if not binary.is_file():
         raise MissingInput(f"the plain build left no binary at {binary}", f"see {done.log}")
-    return PlainBuild(binary, cargo_log.crate_identities(done.output(), plan.crate))
+    crates = cflags.c_crates(plan.c, plan.rustc, target_dir, log_text=done.output(), flag="-fprofile-use")
+    return PlainBuild(binary, cargo_log.crate_identities(done.output(), plan.crate), crates)
 
 
 def plain(
@@ -71,5 +77,6 @@ def plain(
             cargo_command=list(plan.config.cargo),
             rustflags=" ".join([*plan.rustflags.base, *link]),
             seconds=0.0,  # the frame's
+            c_code=plan.c.record(built.c_crates),
         )
         return frame.done(result), built

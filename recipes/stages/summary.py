@@ -41,6 +41,7 @@ def summary_lines(full: Report) -> list[str]:
             lines.append(f"{stage:<11} failed: {record.reason}")
     if isinstance(i := full.instrument, InstrumentResult):
         lines.append(f"instrument  {i.seconds:8.1f} s  {i.binary}")
+        lines += c_code_lines(i.c_code, profiled=True)
     if isinstance(t := full.train, TrainResult):
         lines.append(
             f"train       {t.seconds:8.1f} s  {counted(t)} in {plural(len(t.phases), 'phase')}, "
@@ -130,8 +131,7 @@ def optimise_summary_lines(o: OptimiseResult) -> list[str]:
             with_profile, without = [], sorted({*with_profile, *without})
         lines.append(
             f"c code      {crate['crate']}: {len(with_profile)} C/C++ functions with profile data, {len(without)} "
-            f"without ({_compilers_said(crate)})"
-            + ("" if crate["profile_flags"] or not c_code else f"; {_why_unprofiled(c_code)}")
+            f"without ({_compilers_said(crate)})" + _status(c_code, crate, profiled_word=False)
         )
     lines.append(f"binary      {o.binary}")
     lines.append(f"            sha256 {o.binary_sha256}")
@@ -169,10 +169,51 @@ def bolt_summary_lines(b: BoltResult) -> list[str]:
     return lines
 
 
-def _why_unprofiled(c_code: CCodeRecord) -> str:
+def c_code_lines(c_code: CCodeRecord | None, *, profiled: bool) -> list[str]:
+    """A build's ``c code`` line of each crate whose build script compiled C or C++ for the target: which compilers
+    built its C and its C++, and (``profiled``: a build that gives the profile) whether the profile reached it."""
+    if not c_code:
+        return []
+    return [
+        f"c code      {crate['crate']}: {_compilers_said(crate)}"
+        + (_status(c_code, crate, profiled_word=True) if profiled else "")
+        for crate in c_code["crates"]
+    ]
+
+
+def _status(c_code: CCodeRecord | None, crate: CCrateRecord, *, profiled_word: bool) -> str:
+    """``; profiled``, or why not; and the languages of the crate the plan left to the build's own compiler."""
+    if not c_code:
+        return ""
+    if not crate["profile_flags"]:
+        return f"; {_why_unprofiled(c_code, crate)}"
+    left = [
+        f"{name} not profiled: {record['off']}"
+        if not record["profiled"]
+        else f"{name} not profiled: not among the packages of its list"
+        for name, record in c_code["languages"].items()
+        if name in crate.get("languages", {})
+        and (not record["profiled"] or crate["crate"] not in record.get("crates", [crate["crate"]]))
+    ]
+    return ("; profiled" if profiled_word else "") + "".join(f"; {why}" for why in left)
+
+
+def _why_unprofiled(c_code: CCodeRecord, crate: CCrateRecord | None = None) -> str:
     """Why a crate's C has no profile: the plan left the C alone (``PGO_C=0``, a cross target: its reason), or the
     profile flags did not reach a compiler the plan profiles."""
     languages = list(c_code["languages"].values())
+    if crate is not None and crate.get("chosen") is False:
+        said = crate.get("languages") or {name: [] for name in c_code["languages"]}
+        why = []
+        for name in said:
+            record = c_code["languages"].get(name)
+            if record is None:
+                continue  # assembly
+            if not record["profiled"] and record["off"]:
+                why.append(record["off"])
+            elif crate["crate"] not in record.get("crates", [crate["crate"]]):
+                why.append(f"not among the packages profiled ({', '.join(record.get('crates', []))})")
+        return f"not profiled: {'; '.join(dict.fromkeys(why)) or 'by choice'}"
     if any(lang["profiled"] for lang in languages):
         return "the profile flags did not reach it"
     off = next((lang["off"] for lang in languages if lang["off"]), None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from recipes.bench import report
 from recipes.bench.builds import c_compilers_differ, c_compilers_text
 from recipes.cflags import CPlan, Language
@@ -55,6 +57,21 @@ def test_the_same_compilers_or_no_c_pass() -> None:
     assert c_compilers_differ(_record(_plan(None, "off"), [CRATE]), _plan(None, "off")) is None
     assert c_compilers_differ(_record(_plan(None, "off"), []), _plan(CLANG)) is None  # no crate compiled C
     assert c_compilers_differ(None, _plan(CLANG)) is None  # a record from before c_code
+
+
+def test_another_list_of_packages_than_the_pgo_builds_is_refused() -> None:
+    """PGO_C=plainc compiled the PGO build's cxxsys C with gcc; a plain build with PGO_C unset would give it clang."""
+    listed = CPlan(
+        "x86_64-unknown-linux-gnu",
+        tuple(replace(lang, crates=("plainc",), chosen_by="PGO_C=plainc") for lang in _plan(CLANG).languages),
+        "on",
+        env={},
+    )
+    assert c_compilers_differ(_record(listed, [CRATE]), _plan(CLANG)) == (
+        "the PGO binary's C was compiled by /usr/bin/clang-22 for plainc and the plain build's would be for every "
+        "package (no list of packages)"
+    )
+    assert c_compilers_differ(_record(listed, [CRATE]), listed) is None
 
 
 def test_the_table_names_each_builds_c_compilers() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from recipes import cflags
 from recipes.cargo.log import profile_warnings
-from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, ToolchainError
+from recipes.errors import CheckFailed, CommandFailed, ConfigError, EnvironmentRefused, ToolchainError
 from recipes.results import CCrateRecord
 from recipes.rustflags import cargo_config_files
 from recipes.toolchain import RustcInfo
@@ -323,3 +323,159 @@ def test_a_profile_flag_in_a_cargo_configs_env_table_refused(tmp_path: Path) -> 
     config.write_text('[env]\nCFLAGS = "-O2"\nCC = "clang-22"\n')
     (file,) = cargo_config_files(tmp_path, {"HOME": str(tmp_path / "home")})
     cflags.refuse_config_env_profile_flags([file], HOST, cross=False, cwd=tmp_path)
+
+
+def _lang(name: str, crates: tuple[str, ...] | None = None, chosen_by: str = "PGO_C=1") -> cflags.Language:
+    var, flags_var, compiler, host = (
+        ("CC", "CFLAGS", "/usr/bin/clang-22", "cc")
+        if name == "C"
+        else ("CXX", "CXXFLAGS", "/usr/bin/clang++-22", "c++")
+    )
+    return cflags.Language(name, var, flags_var, (compiler,), (host,), "22.1.8", None, crates, chosen_by)
+
+
+@pytest.mark.refuses("build-script-c-profile-clang-cannot-build")
+def test_a_build_scripts_cxx_that_clang_cannot_build_refused_in_one_line(tmp_path: Path) -> None:
+    """cargo's log of fixture cxxsys's instrumented build (cc-rs 1.11.3, clang++-22 without libc++'s headers): its
+    build script added -stdlib=libc++, which clang++ accepts, and `#include <new>` was not found."""
+    log = DATA / "cargo-instrument-cxx-libcxx.log"
+    plan = cflags.CPlan(HOST, (_lang("C"), _lang("C++")), "auto", env={})
+    with pytest.raises(CommandFailed) as caught:
+        cflags.refuse_clang_cannot_build(plan, log)
+    assert caught.value.message == (
+        "the C++ of crate cxxsys's build script does not build with /usr/bin/clang++-22 (clang of rustc's LLVM, the "
+        "profile's compiler): csrc/table.cpp: 'new' file not found, with -stdlib=libc++, which its build script gives "
+        "when the compiler accepts it (clang++ does, g++ does not) and this clang has no libc++ headers"
+    )
+    assert caught.value.hint.startswith("PGO_CXX=0 leaves the C++ to the system's c++, unprofiled, and the C profiled")
+    assert "PGO_C=<the packages but cxxsys>" in caught.value.hint and "libc++-22-dev" in caught.value.hint
+    assert "\n" not in caught.value.line()
+    # the wrapper gave cxxsys's C++ to the build's own compiler (a list without it): not the profile's clang's doing
+    listed = cflags.CPlan(HOST, (_lang("C", ("plainc",)), _lang("C++", ("plainc",))), "on", env={})
+    cflags.refuse_clang_cannot_build(listed, log)
+    # another failure (no cc-rs command of the wrapper in the log), or no log: cargo's own line stands
+    other = tmp_path / "other.log"
+    other.write_text('error: could not compile `x` (bin "x") due to 1 previous error\n')
+    cflags.refuse_clang_cannot_build(plan, other)
+    cflags.refuse_clang_cannot_build(plan, tmp_path / "missing.log")
+
+
+def test_the_published_unrar_ng_sys_refused_alike() -> None:
+    """An excerpt of ouch 0.8.3's instrumented build (unrar-ng-sys 0.7.6, whose build script gives
+    ``flag_if_supported("-stdlib=libc++")``; its cc-rs says ``LC_ALL="C"`` before the compiler)."""
+    plan = cflags.CPlan(HOST, (_lang("C"), _lang("C++")), "auto", env={})
+    with pytest.raises(CommandFailed) as caught:
+        cflags.refuse_clang_cannot_build(plan, DATA / "cargo-instrument-unrar-ng-sys-excerpt.log")
+    assert caught.value.message.startswith(
+        "the C++ of crate unrar-ng-sys's build script does not build with /usr/bin/clang++-22 (clang of rustc's LLVM, "
+        "the profile's compiler): vendor/unrar/os.hpp: 'new' file not found, with -stdlib=libc++,"
+    ), caught.value.message
+
+
+def test_a_list_of_packages_gives_clang_to_those_alone(tmp_path: Path) -> None:
+    """PGO_C=plainc: the wrapper runs clang for plainc's target C only (CARGO_PKG_NAME); another package's target C
+    goes to the build's own compiler with the release's prefix map but without the profile flags; the host's C
+    without either."""
+    out = tmp_path / "bin"
+    out.mkdir()
+    seen = tmp_path / "seen"
+    for name in ("fakeclang", "fakecc"):
+        (out / name).write_text(f'#!/bin/sh\necho {name} "$@" >> {seen}\n')
+        (out / name).chmod(0o755)
+    compilers = (str(out / "fakeclang"),), (str(out / "fakecc"),)
+    lang = cflags.Language("C", "CC", "CFLAGS", *compilers, "22", None, ("plainc",), "PGO_C=plainc")
+    plan = cflags.CPlan(HOST, (lang,), "on", base_flags=("-ffile-prefix-map=/a=/b",), env={})
+    env = cflags.c_env(plan, {"PATH": os.defpath}, ["-fprofile-use=/s/p"], tmp_path / "w", optimise=True)
+    wrapper = env["CC_x86_64_unknown_linux_gnu"]
+    flags = env["CFLAGS_x86_64_unknown_linux_gnu"].split()
+    assert flags == ["-ffile-prefix-map=/a=/b", "-fprofile-use=/s/p"]
+    target_out = f"/t/{HOST}/release/build/x-0123456789abcdef/out"
+    for pkg, out_dir in (("plainc", target_out), ("cxxsys", target_out), ("plainc", "/t/release/build/y/out")):
+        subprocess.run(
+            [wrapper, *flags, "-c", "f.c"],
+            env={"PATH": os.defpath, "OUT_DIR": out_dir, "CARGO_PKG_NAME": pkg},
+            check=True,
+        )
+    assert seen.read_text().splitlines() == [
+        "fakeclang -ffile-prefix-map=/a=/b -fprofile-use=/s/p -c f.c -mllvm -pgo-warn-missing-function",
+        "fakecc -ffile-prefix-map=/a=/b -c f.c",
+        "fakecc -c f.c",
+    ]
+
+
+def test_pgo_cxx_off_leaves_the_cxx_to_the_system_and_says_so() -> None:
+    plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, cxx=False, clang=None, zigbuild=False)
+    c, cxx = plan.languages
+    assert c.compiler is not None and cxx.compiler is None and cxx.off == "PGO_CXX=0"
+    assert cflags.choice_line(plan) == (
+        "warning: the C++ of build scripts is compiled by the system's c++, unprofiled (PGO_CXX=0); the profiled: C by "
+        f"{c.compiler[0]}"
+    )
+    assert plan.record([])["languages"]["C++"] == {
+        "compiler": None,
+        "version": None,
+        "profiled": False,
+        "off": "PGO_CXX=0",
+    }
+    listed = cflags.plan_c(
+        RUSTC, {"PATH": "/usr/bin"}, HOST, setting=("plainc", "zstd-sys"), clang=None, zigbuild=False
+    )
+    assert [lang.crates for lang in listed.languages] == [("plainc", "zstd-sys")] * 2
+    assert listed.profiles("plainc") and not listed.profiles("cxxsys") and listed.setting == "on"
+    assert listed.left_out("cxxsys") == ["C: not in PGO_C=plainc,zstd-sys", "C++: not in PGO_C=plainc,zstd-sys"]
+    assert listed.record([])["languages"]["C"]["crates"] == ["plainc", "zstd-sys"]
+    assert cflags.choice_line(listed) == (
+        "warning: the C and C++ of plainc, zstd-sys only are profiled (PGO_C=plainc,zstd-sys), the other packages' "
+        f"compiled by cc and c++, unprofiled; the profiled: C by {listed.languages[0].compiler[0]}, C++ by "  # type: ignore[index]
+        f"{listed.languages[1].compiler[0]}"  # type: ignore[index]
+    )
+    assert (
+        cflags.choice_line(cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, clang=None, zigbuild=False))
+        is None
+    )
+
+
+@pytest.mark.refuses("pgo-c-list-another-target")
+def test_a_list_of_packages_for_another_target_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        cflags.plan_c(
+            RUSTC,
+            {"PATH": "/usr/bin"},
+            "aarch64-unknown-linux-gnu",
+            setting=None,
+            cxx=("zstd-sys",),
+            clang=None,
+            zigbuild=False,
+        )
+    assert caught.value.message.startswith(
+        "PGO_CXX=zstd-sys names packages for aarch64-unknown-linux-gnu, which is not the host x86_64-unknown-linux-gnu"
+    )
+    assert "PGO_CXX=1" in caught.value.hint
+
+
+def test_a_crate_a_list_leaves_out_is_not_counted_as_unprofiled() -> None:
+    crates: list[CCrateRecord] = [
+        {"crate": "cxxsys", "objects": 2, "compilers": ["GCC: x"], "profile_flags": False, "chosen": False},
+        {"crate": "plainc", "objects": 1, "compilers": ["clang version 22.1.8"], "profile_flags": True},
+    ]
+    assert cflags.unprofiled(crates) == []
+    cflags.check_c(crates, 0, Path("log"))
+
+
+def test_a_crate_of_cxx_alone_under_pgo_cxx_off_is_unprofiled_by_choice(tmp_path: Path) -> None:
+    """ouch's unrar-ng-sys compiles C++ only: under PGO_CXX=0 all of it is g++'s by choice, not C the profile
+    flags failed to reach (cc-rs's command read from the build script's ``output``, as cargo keeps it)."""
+    build = tmp_path / "target" / HOST / "release" / "build" / "unrar-ng-sys-0123456789abcdef"
+    (build / "out").mkdir(parents=True)
+    source = tmp_path / "dll.cpp"
+    source.write_text("int unrar_f(int x) { return x * 5; }\n")
+    obj = build / "out" / "0abc-dll.o"
+    subprocess.run(["g++", "-O2", "-c", str(source), "-o", str(obj)], check=True)
+    (build / "output").write_text(f'running: "c++" "-O2" "-o" "{obj}" "-c" "{source}"\ncargo:rustc-link-lib=x\n')
+    plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, cxx=False, clang=None, zigbuild=False)
+    for records in (None, ["unrar_f"]):
+        (crate,) = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text="", flag="-fprofile-use", records=records)
+        assert crate["crate"] == "unrar-ng-sys" and crate["chosen"] is False and not crate["profile_flags"], crate
+        assert set(crate["languages"]) == {"C++"} and cflags.unprofiled([crate]) == [], crate
+    assert crate["functions_with_profile"] == [] and crate["functions_without_profile"] == ["_Z7unrar_fi"], crate
+    assert cflags.unprofiled_warning([crate], plan) is None

@@ -303,3 +303,35 @@ def test_a_max_glibc_that_is_not_a_version_is_refused_with_the_configuration(tmp
 @pytest.mark.parametrize(("value", "kept"), [("2.28", "2.28"), (" 2.3.4 ", "2.3.4")])
 def test_a_max_glibc_version_is_taken(tmp_path: Path, value: str, kept: str) -> None:
     assert load_config(_project(tmp_path), {"PGO_MAX_GLIBC": value}).max_glibc == kept
+
+
+def test_pgo_c_and_pgo_cxx_take_1_0_or_packages(tmp_path: Path) -> None:
+    assert load_config(_project(tmp_path), {"PGO_C": "1"}).c is True
+    assert load_config(_project(tmp_path), {"PGO_C": "0", "PGO_CXX": "1"}).cxx is True
+    assert load_config(_project(tmp_path), {"PGO_C": ""}).c is False  # an empty PGO_C is 0, as before
+    listed = load_config(_project(tmp_path), {"PGO_C": " zstd-sys, libz_sys ", "PGO_CXX": "0"})
+    assert listed.c == ("zstd-sys", "libz_sys") and listed.cxx is False
+    assert load_config(_project(tmp_path), {}).c is None and load_config(_project(tmp_path), {}).cxx is None
+    table = load_config(_project(tmp_path, 'c = ["zstd-sys", "brotli"]\ncxx = false'), {})
+    assert table.c == ("zstd-sys", "brotli") and table.cxx is False
+    assert load_config(_project(tmp_path, "c = true"), {}).c is True
+    assert load_config(_project(tmp_path, 'c = "plainc"'), {}).c == ("plainc",)
+
+
+@pytest.mark.refuses("pgo-c-list-not-package-names")
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("zstd-sys,,brotli", "'zstd-sys,,brotli' names an empty package"),
+        ("zstd sys", "'zstd sys': 'zstd sys' is not a package name"),
+        ("a,b,a", "'a,b,a' names a twice"),
+        ("zstd-sys,", "'zstd-sys,' names an empty package"),
+    ],
+)
+def test_a_pgo_c_that_is_no_list_of_packages_refused(tmp_path: Path, value: str, said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(_project(tmp_path), {"PGO_CXX": value})
+    assert caught.value.message == (
+        f"PGO_CXX: {said}: expected 1, 0 or the packages whose C is profiled, comma-separated"
+    ), caught.value.message
+    assert caught.value.hint == "for example PGO_CXX=1"

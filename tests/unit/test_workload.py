@@ -164,7 +164,9 @@ def test_a_name_is_the_projects_workload_first_then_pgo_recipes_own(tmp_path: Pa
     assert workload_path(tmp_path, "hello") == tmp_path / "profiles" / "hello.toml"
     assert workload_path(tmp_path, "nonesuch") == tmp_path / "profiles" / "nonesuch.toml"
     assert workload_path(tmp_path, "w/x.toml") == tmp_path / "w" / "x.toml"
-    listed = r"no workload file .*nonesuch.toml.*one of: bare-server, csys, demo-server, hello, longnames, multi"
+    listed = (
+        r"no workload file .*nonesuch.toml.*one of: bare-server, csys, cxxsys, demo-server, hello, longnames, multi"
+    )
     with pytest.raises(ConfigError, match=listed):
         load_workload(workload_path(tmp_path, "nonesuch"))
 
