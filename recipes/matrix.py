@@ -26,13 +26,13 @@ from recipes.provenance import (
 )
 from recipes.release import check_new_folder, join_files, write_dir
 from recipes.reproducible import SUMS, sha256_bytes, sha256sums_text
+from recipes.reproducible.tags import GATHER
 from recipes.runner import say
 from recipes.rustflags import rust_triple
 from recipes.store import sha256_file
 from recipes.workdir import WorkDir
 
 TARGET = "--target"
-GATHER = "--gather"
 
 
 def take_all(posargs: Sequence[str], option: str) -> tuple[list[str], list[str]]:
@@ -55,24 +55,6 @@ def take_all(posargs: Sequence[str], option: str) -> tuple[list[str], list[str]]
             rest.append(item)
         index += 1
     return values, rest
-
-
-def take_gather(posargs: Sequence[str]) -> tuple[list[str] | None, list[str]]:
-    """``--gather DIR [DIR ...]``: the folders up to the next option (None without ``--gather``), and the rest."""
-    items = list(posargs)
-    if GATHER not in items:
-        return None, items
-    start = items.index(GATHER)
-    end = start + 1
-    while end < len(items) and not items[end].startswith("-"):
-        end += 1
-    folders = items[start + 1 : end]
-    rest = items[:start] + items[end:]
-    if not folders:
-        raise ConfigError(f"{GATHER} needs at least one folder", f"write {GATHER} DIR [DIR ...]")
-    if GATHER in rest:
-        raise ConfigError(f"{GATHER} is given twice", f"name every folder after one {GATHER}")
-    return folders, rest
 
 
 def refuse_twice(targets: Sequence[str]) -> list[str]:

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import ConfigError
-from recipes.matrix import TARGET, take_all, take_gather
+from recipes.matrix import TARGET, take_all
 from recipes.reproducible import split_tag, take_option
+from recipes.reproducible.tags import take_gather
 
 ARTEFACTS = "--artefacts"
 REBUILD = "--rebuild"

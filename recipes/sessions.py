@@ -29,6 +29,7 @@ from recipes.config import Config, load_config
 from recipes.errors import PgoError
 from recipes.plan import BuildPlan, make_plan
 from recipes.procs import Interrupted
+from recipes.reproducible.tags import take_gather
 from recipes.results import RebuildResult
 from recipes.runner import say
 from recipes.stages import gather
@@ -154,7 +155,7 @@ def merge(session: nox.Session) -> None:
     """Merge the raw profiles with rustc's own LLVM's llvm-profdata; check the executed-function floor; -- --gather
     DIR…: the shards trained in those work dirs (each a train -- --shard's)."""
     try:
-        folders, rest = gather.take_gather(session.posargs)
+        folders, rest = take_gather(session.posargs)
     except PgoError as error:
         session.error(error.line())
     if folders is None:

@@ -44,3 +44,25 @@ def take_option(posargs: Sequence[str], option: str) -> tuple[str | None, list[s
             rest.append(item)
         index += 1
     return value, rest
+
+
+GATHER = "--gather"
+
+
+def take_gather(posargs: Sequence[str]) -> tuple[list[str] | None, list[str]]:
+    """``--gather DIR [DIR ...]`` (of ``nox -s release --`` and ``nox -s merge --``): the folders up to the next
+    option (None without ``--gather``), and the rest."""
+    items = list(posargs)
+    if GATHER not in items:
+        return None, items
+    start = items.index(GATHER)
+    end = start + 1
+    while end < len(items) and not items[end].startswith("-"):
+        end += 1
+    folders = items[start + 1 : end]
+    rest = items[:start] + items[end:]
+    if not folders:
+        raise ConfigError(f"{GATHER} needs at least one folder", f"write {GATHER} DIR [DIR ...]")
+    if GATHER in rest:
+        raise ConfigError(f"{GATHER} is given twice", f"name every folder after one {GATHER}")
+    return folders, rest

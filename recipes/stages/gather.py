@@ -31,6 +31,7 @@ from recipes import elf, profdata, report
 from recipes.config import TESTS_SHARD
 from recipes.errors import CheckFailed, ConfigError, MissingInput
 from recipes.plan import BuildPlan
+from recipes.reproducible.tags import GATHER
 from recipes.results import InstrumentResult, MergeResult, PhaseRecord, ShardTrainRecord, TrainResult
 from recipes.runner import say
 from recipes.shards import Shard
@@ -45,7 +46,6 @@ from recipes.workdir import WorkDir
 from recipes.workload import check_environment, check_tools
 
 SHARD = "--shard"
-GATHER = "--gather"
 #: what to give --gather, the hint of every refusal of a DIR
 LEG_HINT = (
     "give --gather the work dirs (PGO_OUT) in which `nox -s train -- --shard NAME` ran, each whole: a copy of this "
@@ -80,25 +80,6 @@ def take_shard(posargs: Sequence[str]) -> tuple[str | None, list[str]]:
             "train each shard in its own copy of the work dir, then gather them: `nox -s merge -- --gather DIR…`",
         )
     return (names[0] if names else None), rest
-
-
-def take_gather(posargs: Sequence[str]) -> tuple[list[str] | None, list[str]]:
-    """``--gather DIR [DIR ...]`` of ``nox -s merge --``: the folders up to the next option (None without
-    ``--gather``), and the rest."""
-    items = list(posargs)
-    if GATHER not in items:
-        return None, items
-    start = items.index(GATHER)
-    end = start + 1
-    while end < len(items) and not items[end].startswith("-"):
-        end += 1
-    folders = items[start + 1 : end]
-    rest = items[:start] + items[end:]
-    if not folders:
-        raise ConfigError(f"{GATHER} needs at least one folder", f"write {GATHER} DIR [DIR ...]")
-    if GATHER in rest:
-        raise ConfigError(f"{GATHER} is given twice", f"name every folder after one {GATHER}")
-    return folders, rest
 
 
 def configured_shard(plan: BuildPlan, name: str) -> Shard:

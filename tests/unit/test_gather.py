@@ -13,7 +13,8 @@ import pytest
 
 from recipes import elf, profdata
 from recipes.errors import ConfigError
-from recipes.stages.gather import take_gather, take_shard
+from recipes.reproducible.tags import take_gather
+from recipes.stages.gather import take_shard
 
 DATA = Path(__file__).parent.parent / "data"
 

@@ -15,6 +15,7 @@ from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, Missing
 from recipes.manifest import MANIFEST_SCHEMA
 from recipes.release import join_files, refuse_release_folder_inside
 from recipes.reproducible import parse_sha256sums, sha256_bytes, sha256sums_text
+from recipes.reproducible.tags import take_gather
 from tests.conftest import clean_env
 from tests.unit.test_provenance import BASE, publish
 
@@ -36,14 +37,14 @@ def test_take_all_takes_every_value_of_a_repeated_option() -> None:
 
 @pytest.mark.refuses("gather-gather-without-folder-given-twice")
 def test_take_gather_takes_the_folders_up_to_the_next_option() -> None:
-    assert matrix.take_gather(["--artefacts", "out"]) == (None, ["--artefacts", "out"])
+    assert take_gather(["--artefacts", "out"]) == (None, ["--artefacts", "out"])
     argv = ["--gather", "a", "b", "--artefacts", "out"]
-    assert matrix.take_gather(argv) == (["a", "b"], ["--artefacts", "out"])
-    assert matrix.take_gather(["--artefacts", "out", "--gather", "a"]) == (["a"], ["--artefacts", "out"])
+    assert take_gather(argv) == (["a", "b"], ["--artefacts", "out"])
+    assert take_gather(["--artefacts", "out", "--gather", "a"]) == (["a"], ["--artefacts", "out"])
     with pytest.raises(ConfigError, match=r"--gather needs at least one folder \(write --gather DIR"):
-        matrix.take_gather(["--gather", "--artefacts", "out"])
+        take_gather(["--gather", "--artefacts", "out"])
     with pytest.raises(ConfigError, match="--gather is given twice"):
-        matrix.take_gather(["--gather", "a", "--artefacts", "o", "--gather", "b"])
+        take_gather(["--gather", "a", "--artefacts", "o", "--gather", "b"])
 
 
 @pytest.mark.refuses("release-target-given-twice-without-glibc-suffix")
