@@ -219,11 +219,17 @@ def test_a_leftover_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Pat
 
 
 def test_held_leftovers_are_the_callers_to_tell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    log, pid_file = tmp_path / "server.log", tmp_path / "daemon.pid"
-    argv = _daemon_server(tmp_path, "sleep 300 & sleep 301 & echo $! > {pid}")
+    log, pid_file, first = tmp_path / "server.log", tmp_path / "daemon.pid", tmp_path / "first.pid"
+    argv = _daemon_server(tmp_path, f"sleep 300 & echo $! > {first}; sleep 301 & echo $! > {{pid}}")
+
+    def both_started() -> bool:  # both forks have exec'd sleep (a loaded machine: one may still be sh)
+        text = first.read_text().strip() if first.is_file() else ""
+        daemon = procs.read_process(int(text)) if text.isdigit() else None
+        return _started(log, pid_file) and daemon is not None and daemon.name == "sleep"
+
     with procs.Child.start(argv, env=clean_env(), log=log) as child:
         child.hold_leftovers = True
-        assert child.wait_for(lambda: _started(log, pid_file), 20)
+        assert child.wait_for(both_started, 20)
         assert child.stop(20) == 0
         line = child.take_leftovers()
         assert line is not None and line.startswith("left 2 processes running (pid ")
