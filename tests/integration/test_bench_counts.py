@@ -34,6 +34,7 @@ def _medians(results: dict[str, Any]) -> dict[tuple[str, str], dict[str, float]]
 @pytest.mark.refuses("counted-trial-under-1-000-000-instructions", "counts-gate-candidate-not-better-baseline-margin")
 def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> None:
     cheap = ("--measure", "counts", "--trials", "2", "--scale", "0.05")  # one run per trial
+    once = ("--measure", "counts", "--trials", "1", "--scale", "0.05")  # counts repeat exactly: one trial will do
     text = assert_ok(hello.nox("bench", *cheap))
     results = _results(hello)
     assert results["measure"] == "counts" and results["valgrind"]["version"].startswith("valgrind-3.")
@@ -69,7 +70,7 @@ def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> Non
     # the same builds again, given by path (no build): the same figures within 0.1 %
     plain, pgo = results["baseline_origin"], results["candidate_origin"]
     given = ("--baseline", plain, "--candidate", pgo, "--baseline-label", "plain", "--candidate-label", "PGO")
-    assert_ok(hello.nox("bench", *cheap, *given))
+    assert_ok(hello.nox("bench", *once, *given))
     again = _medians(_results(hello))
     for key, figures in medians.items():
         for figure in FIGURES:
@@ -95,9 +96,9 @@ def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> Non
     assert "Gate (by the estimate):" in (hello.work / "bench" / "results.md").read_text()  # written before it failed
     assert line.count("counts gate:") == 1
     held = ("--scenarios", "primes-held-out,collatz-held-out")
-    assert_ok(hello.nox("bench", *cheap, *given, *held, "--gate-held-out", f"{max(worst_held, 0) + 0.5:.2f}"))
+    assert_ok(hello.nox("bench", *once, *given, *held, "--gate-held-out", f"{max(worst_held, 0) + 0.5:.2f}"))
     if worst_held > 0.5:
-        proc = hello.nox("bench", *cheap, *given, *held, "--gate-held-out", f"{worst_held - 0.5:.2f}")
+        proc = hello.nox("bench", *once, *given, *held, "--gate-held-out", f"{worst_held - 0.5:.2f}")
         assert_refused(proc, "counts gate:", "held-out scenario", "worse by more than")
 
     # a profile-use knob measured: the work dir's profile built again with -disable-icp, a third build
@@ -117,7 +118,7 @@ def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> Non
         (BUILTIN_PROFILES / "hello.toml").read_text()
         + '\n[[bench.scenario]]\nname = "tiny"\ninstance = "cli"\nkind = "command"\nargs = ["words", "a"]\nruns = 1\n'
     )
-    proc = hello.nox("bench", *cheap, *given, "--scenarios", "tiny", PGO_WORKLOAD=str(workload))
+    proc = hello.nox("bench", *once, *given, "--scenarios", "tiny", PGO_WORKLOAD=str(workload))
     assert_refused(proc, "scenarios invalid, first tiny:", "too short for a figure", "under 1,000,000")
 
 
