@@ -35,28 +35,6 @@ from recipes.workdir import WorkDir
 TARGET = "--target"
 
 
-def take_all(posargs: Sequence[str], option: str) -> tuple[list[str], list[str]]:
-    """Every value of a repeatable ``--option value`` (or ``--option=value``) in ``posargs``, and the rest."""
-    values: list[str] = []
-    rest: list[str] = []
-    items = list(posargs)
-    index = 0
-    while index < len(items):
-        item = items[index]
-        if item == option:
-            if index + 1 >= len(items) or items[index + 1].startswith("-"):
-                raise ConfigError(f"{option} needs a value", f"write {option} VALUE")
-            values.append(items[index + 1])
-            index += 2
-            continue
-        if item.startswith(option + "="):
-            values.append(item.split("=", 1)[1])
-        else:
-            rest.append(item)
-        index += 1
-    return values, rest
-
-
 def refuse_twice(targets: Sequence[str]) -> list[str]:
     """The triples of ``targets`` (a glibc suffix dropped), each once; a triple given twice is refused."""
     seen: dict[str, str] = {}

@@ -66,3 +66,28 @@ def take_gather(posargs: Sequence[str]) -> tuple[list[str] | None, list[str]]:
     if GATHER in rest:
         raise ConfigError(f"{GATHER} is given twice", f"name every folder after one {GATHER}")
     return folders, rest
+
+
+def take_all(
+    posargs: Sequence[str], option: str, value: str = "a value", hint: str | None = None
+) -> tuple[list[str], list[str]]:
+    """Every value of a repeatable ``--option value`` (or ``--option=value``) in ``posargs``, and the rest; an
+    option without its value (none, an empty one, or the next option) is refused: ``<option> needs <value>``."""
+    values: list[str] = []
+    rest: list[str] = []
+    items = list(posargs)
+    index = 0
+    while index < len(items):
+        item = items[index]
+        if item == option or item == option + "=":
+            if item == option + "=" or index + 1 >= len(items) or items[index + 1].startswith("-"):
+                raise ConfigError(f"{option} needs {value}", hint or f"write {option} VALUE")
+            values.append(items[index + 1])
+            index += 2
+            continue
+        if item.startswith(option + "="):
+            values.append(item.split("=", 1)[1])
+        else:
+            rest.append(item)
+        index += 1
+    return values, rest

@@ -31,7 +31,7 @@ from recipes import elf, profdata, report
 from recipes.config import TESTS_SHARD
 from recipes.errors import CheckFailed, ConfigError, MissingInput
 from recipes.plan import BuildPlan
-from recipes.reproducible.tags import GATHER
+from recipes.reproducible.tags import GATHER, take_all
 from recipes.results import InstrumentResult, MergeResult, PhaseRecord, ShardTrainRecord, TrainResult
 from recipes.runner import say
 from recipes.shards import Shard
@@ -55,25 +55,9 @@ LEG_HINT = (
 
 def take_shard(posargs: Sequence[str]) -> tuple[str | None, list[str]]:
     """``--shard NAME`` (or ``--shard=NAME``) of ``nox -s train --``: the name (None without it), and the rest."""
-    names: list[str] = []
-    rest: list[str] = []
-    items = list(posargs)
-    index = 0
-    while index < len(items):
-        item = items[index]
-        if item == SHARD or item == SHARD + "=":
-            if item == SHARD + "=" or index + 1 >= len(items) or items[index + 1].startswith("-"):
-                raise ConfigError(
-                    f"{SHARD} needs a shard's name", f"write {SHARD} NAME (a shard of PGO_WORKLOAD: its file's stem)"
-                )
-            names.append(items[index + 1])
-            index += 2
-            continue
-        if item.startswith(SHARD + "="):
-            names.append(item.split("=", 1)[1])
-        else:
-            rest.append(item)
-        index += 1
+    names, rest = take_all(
+        posargs, SHARD, "a shard's name", f"write {SHARD} NAME (a shard of PGO_WORKLOAD: its file's stem)"
+    )
     if len(names) > 1:
         raise ConfigError(
             f"{SHARD} is given {len(names)} times ({', '.join(names)}): a leg trains one shard",

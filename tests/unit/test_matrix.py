@@ -15,7 +15,7 @@ from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, Missing
 from recipes.manifest import MANIFEST_SCHEMA
 from recipes.release import join_files, refuse_release_folder_inside
 from recipes.reproducible import parse_sha256sums, sha256_bytes, sha256sums_text
-from recipes.reproducible.tags import take_gather
+from recipes.reproducible.tags import take_all, take_gather
 from tests.conftest import clean_env
 from tests.unit.test_provenance import BASE, publish
 
@@ -28,11 +28,11 @@ MUSL = "x86_64-unknown-linux-musl"
 @pytest.mark.refuses("release-rebuild-target-without-value")
 def test_take_all_takes_every_value_of_a_repeated_option() -> None:
     argv = ["--target", GNU, "--min-functions", "3", f"--target={MUSL}", "--artefacts", "d"]
-    assert matrix.take_all(argv, "--target") == ([GNU, MUSL], ["--min-functions", "3", "--artefacts", "d"])
-    assert matrix.take_all(["--artefacts", "d"], "--target") == ([], ["--artefacts", "d"])
+    assert take_all(argv, "--target") == ([GNU, MUSL], ["--min-functions", "3", "--artefacts", "d"])
+    assert take_all(["--artefacts", "d"], "--target") == ([], ["--artefacts", "d"])
     for argv in (["--target"], ["--target", "--artefacts", "d"]):
         with pytest.raises(ConfigError, match="--target needs a value"):
-            matrix.take_all(argv, "--target")
+            take_all(argv, "--target")
 
 
 @pytest.mark.refuses("gather-gather-without-folder-given-twice")
