@@ -83,6 +83,7 @@ class TestCountsRecord(TypedDict):
     failed: int
     ignored: int
     log: str
+    binary_replaced: NotRequired[str]  # the test build's binary, overwritten by the instrumented one before the run
 
 
 class ShardTrainRecord(TypedDict):

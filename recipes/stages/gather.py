@@ -133,7 +133,7 @@ def _train_tests_shard(plan: BuildPlan, built: InstrumentResult, binary: Path) -
     tests_shard.check_instrumented_build(plan)
     build_id = elf.build_id(binary)
     shutil.rmtree(plan.workdir.shard(TESTS_SHARD), ignore_errors=True)
-    record = tests_shard.train(plan)
+    record = tests_shard.train(plan, binary)
     record["binary_sha256"] = built.binary_sha256
     if build_id is not None:
         record["build_id"] = build_id

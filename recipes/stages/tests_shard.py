@@ -7,6 +7,12 @@ rustflags, in its own target dir ``<work>/tests-shard-target``), with the instru
 ``LLVM_PROFILE_FILE`` in the shard's own folder of raw profiles, and records them as any shard's. A test that fails
 fails the shard, naming it.
 
+Between the build (``cargo test --no-run``) and the run, the binary the test build made (what
+``CARGO_BIN_EXE_<bin>`` names) is overwritten by the instrumented binary, its mtime kept so that cargo sees nothing
+to rebuild: integration tests that run the binary then train the build that ships. Without it, a dev-dependency
+that turns on a feature of a dependency (grex 1.4.6: aho-corasick) changes the crate identity of the test build's
+binary, and none of its records would be the shipped binary's functions.
+
 Code a test build compiles differently (``cfg(test)``, the test harness, the library compiled again as a test crate)
 gives records under other names than the shipped binary's: the merge (recipes/stages/merge.py) counts how many of
 the shard's records are the binary's functions (the records of the shards that ran the instrumented binary) and how
@@ -15,22 +21,26 @@ many are not, and counts the merged profile's executed functions among the binar
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from recipes import checks, report
+from recipes.cargo.log import built_executable
 from recipes.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
 from recipes.config import TESTS_SHARD
 from recipes.errors import CheckFailed, TrainingFailed
 from recipes.plan import BuildPlan, clean_package
 from recipes.profdata import ProfileSummary, record_raw_profiles
-from recipes.results import ShardRecord, ShardTrainRecord
+from recipes.results import ShardRecord, ShardTrainRecord, TestCountsRecord
 from recipes.runner import run as run_command
 from recipes.runner import say
 from recipes.stages import _observe
 from recipes.stages.instrument import instrumented_env
 from recipes.stages.test import suite_argv
+from recipes.store import sha256_file
 from recipes.training import profraw_pattern
 
 #: the RUSTC shim's records of the tests shard's build (``<work>/observed/tests-shard``)
@@ -57,11 +67,12 @@ def check_instrumented_build(plan: BuildPlan) -> None:
         )
 
 
-def train(plan: BuildPlan) -> ShardTrainRecord:
-    """Build and run the crate's tests instrumented, their raw profiles into the shard's folder; a failing test, a
-    crashed test binary or a suite that does not compile fails the shard, and leaves no merged profile behind."""
+def train(plan: BuildPlan, binary: Path) -> ShardTrainRecord:
+    """Build and run the crate's tests instrumented, their raw profiles into the shard's folder, with ``binary`` (the
+    instrumented binary) in place of the test build's; a failing test, a crashed test binary or a suite that does
+    not compile fails the shard, and leaves no merged profile behind."""
     try:
-        return _train(plan)
+        return _train(plan, binary)
     except TrainingFailed:
         forget_merged(plan)
         raise
@@ -75,7 +86,7 @@ def forget_merged(plan: BuildPlan) -> None:
         plan.workdir.shard_rest(shard.name).unlink(missing_ok=True)
 
 
-def _train(plan: BuildPlan) -> ShardTrainRecord:
+def _train(plan: BuildPlan, binary: Path) -> ShardTrainRecord:
     folder = plan.workdir.shard_profraw(TESTS_SHARD)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -88,6 +99,10 @@ def _train(plan: BuildPlan) -> ShardTrainRecord:
     clean_package(plan, target_dir, plan.logs / "train-tests-clean.log")
     started = time.monotonic()
     argv = suite_argv(plan, target_dir)  # pgo-test's cargo test
+    build_log = plan.logs / "train-tests-build.log"
+    built = run_command([*argv, "--no-run"], env=env, log=build_log, cwd=plan.cwd, check=False, what="cargo test")
+    refuse_unbuilt(parse_cargo_test(built.output()), built.returncode, str(build_log))
+    replaced = run_the_instrumented_binary(plan, binary, built.output())
     done = run_command(argv, env=env, log=log, cwd=plan.cwd, check=False, what="cargo test")
     seconds = round(time.monotonic() - started, 3)
     tests = parse_cargo_test(done.output())
@@ -101,22 +116,83 @@ def _train(plan: BuildPlan) -> ShardTrainRecord:
         value=str(plan.profraw_dir),
         harnesses=True,
     )
+    if replaced is not None:
+        check_still_replaced(replaced, binary, str(log))
+    counts: TestCountsRecord = {
+        "passed": tests.passed,
+        "failed": tests.failed,
+        "ignored": tests.ignored,
+        "log": str(log),
+    }
+    if replaced is not None:
+        counts["binary_replaced"] = str(replaced)
     return {
         "name": TESTS_SHARD,
         "workload": None,
         "seconds": seconds,
         "requests": tests.passed,
         "profraw": [raw.as_json() for raw in record_raw_profiles(folder)],
-        "tests": {"passed": tests.passed, "failed": tests.failed, "ignored": tests.ignored, "log": str(log)},
+        "tests": counts,
     }
 
 
-def refuse_failed(tests: CargoTestRun, returncode: int, log: str) -> None:
-    """A suite that did not compile, a failed test or a crashed test binary (named), or cargo's failure."""
+def refuse_unbuilt(tests: CargoTestRun, returncode: int, log: str) -> None:
+    """``cargo test --no-run``: a suite that did not compile, or cargo's failure."""
+    refuse_uncompiled(tests, log)
+    if returncode != 0:
+        raise TrainingFailed(f"the tests shard: cargo test --no-run exited with code {returncode}", f"see {log}")
+
+
+def run_the_instrumented_binary(plan: BuildPlan, binary: Path, build_log: str) -> Path | None:
+    """Overwrite the test build's ``<bin>`` (where cargo put it, and the file in ``deps/`` it is a link or copy of,
+    which cargo links it from again on the next run) with ``binary``, keeping each file's mtime, so that the tests
+    that run ``CARGO_BIN_EXE_<bin>`` run the instrumented build. ``None`` when the test build made no such binary."""
+    built = built_executable(build_log, plan.crate)
+    if built is None or not built.is_file():
+        return None
+    own = sha256_file(built)
+    size = built.stat().st_size
+    deps = built.parent / "deps"
+    copies = [built]
+    if deps.is_dir():
+        copies += [
+            p for p in sorted(deps.iterdir()) if p.is_file() and p.stat().st_size == size and sha256_file(p) == own
+        ]
+    for path in copies:
+        stat = path.stat()
+        staged = path.with_name(f".{path.name}.pgo-instrumented")
+        shutil.copyfile(binary, staged)
+        staged.chmod(stat.st_mode & 0o7777)
+        os.utime(staged, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        staged.replace(path)
+    say(
+        f"train: shard {TESTS_SHARD}: the test build's {built.name} replaced by the instrumented binary, so the tests "
+        f"that run it (CARGO_BIN_EXE_{plan.crate.bin}) train the build that ships"
+    )
+    return built
+
+
+def check_still_replaced(replaced: Path, binary: Path, log: str) -> None:
+    """The tests ran the instrumented binary only if cargo did not build its own again between the two runs."""
+    if not replaced.is_file() or sha256_file(replaced) != sha256_file(binary):
+        raise TrainingFailed(
+            f"the tests shard: cargo built {replaced} again for the test run, so the tests did not run the "
+            "instrumented binary",
+            f"see {log}: cargo's fingerprint of the binary changed between the build and the run; drop "
+            f"{TESTS_SHARD} from PGO_WORKLOAD to train without the crate's tests",
+        )
+
+
+def refuse_uncompiled(tests: CargoTestRun, log: str) -> None:
     if tests.compile_error is not None:
         raise TrainingFailed(
             f"the tests shard: the crate's tests did not compile instrumented: {tests.compile_error}", f"see {log}"
         )
+
+
+def refuse_failed(tests: CargoTestRun, returncode: int, log: str) -> None:
+    """A suite that did not compile, a failed test or a crashed test binary (named), or cargo's failure."""
+    refuse_uncompiled(tests, log)
     if not tests.ok:
         shown = "; ".join(tests.failed_tests[:NAMED]) + (" …" if len(tests.failed_tests) > NAMED else "")
         raise TrainingFailed(

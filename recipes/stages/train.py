@@ -66,7 +66,7 @@ def train_shards(plan: BuildPlan, binary: Path) -> TrainResult:
     records: list[ShardTrainRecord] = []
     for shard in plan.shards:
         if shard.workload is None:  # the crate's own tests (recipes/stages/tests_shard.py)
-            records.append(tests_shard.train(plan))
+            records.append(tests_shard.train(plan, binary))
             continue
         say(f"train: shard {shard.name} ({shard.workload.path})")
         folder = plan.workdir.shard_profraw(shard.name)

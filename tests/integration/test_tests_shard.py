@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ fn passes_unless_instrumented() {
 class Trained:
     pipeline: Pipeline
     env: dict[str, str]
+    train_output: str
     output: str  # merge's
 
     def report(self) -> dict[str, Any]:
@@ -41,15 +43,46 @@ class Trained:
         return data
 
 
+TALLY = """[package]
+name = "tally"
+version = "0.1.0"
+edition = "2021"
+publish = false
+
+[features]
+extra = []
+"""
+
+#: a normal dependency whose feature only the tests turn on (grex 1.4.6's aho-corasick): the test build's crates,
+#: the binary among them, get other crate identities than the instrumented build's
+DEPENDENCIES = """tally = { path = "../tally" }
+
+[dev-dependencies]
+tally = { path = "../tally", features = ["extra"] }
+"""
+
+
+def with_a_test_only_feature(pipeline: Pipeline) -> None:
+    tally = pipeline.root / "tally"
+    (tally / "src").mkdir(parents=True)
+    (tally / "Cargo.toml").write_text(TALLY)
+    (tally / "src" / "lib.rs").write_text('pub fn extra() -> bool {\n    cfg!(feature = "extra")\n}\n')
+    manifest = pipeline.manifest.read_text()
+    pipeline.manifest.write_text(manifest.replace("[dependencies]\n", f"[dependencies]\n{DEPENDENCIES}"))
+    lock = ["cargo", "generate-lockfile", "--offline", "--manifest-path", str(pipeline.manifest)]
+    subprocess.run(lock, check=True, capture_output=True)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     root = tmp_path_factory.mktemp("tests-shard")
     pipeline = Pipeline(root, "tested")
+    with_a_test_only_feature(pipeline)
     main = pipeline.crate_dir / "profiles" / "main.toml"  # gcd and digit sums, never fizzbuzz
     env = {"PGO_WORKLOAD": f"{main},tests", "PGO_WEIGHTS": "main=3,tests=1"}
     assert_ok(pipeline.nox("instrument", **env))
-    assert_ok(pipeline.nox("train", **env))
-    return Trained(pipeline, env, assert_ok(pipeline.nox("merge", **env)))
+    trained = assert_ok(pipeline.nox("train", **env))
+    return Trained(pipeline, env, trained, assert_ok(pipeline.nox("merge", **env)))
 
 
 def test_the_tests_shard_is_merged_as_a_shard_and_its_records_counted(trained: Trained) -> None:
@@ -64,8 +97,9 @@ def test_the_tests_shard_is_merged_as_a_shard_and_its_records_counted(trained: T
     assert len(tests["profraw"]) >= 3
     assert {p.name for p in (work / "shards" / "tests" / "profraw").iterdir()} == {p["name"] for p in tests["profraw"]}
     # built as the instrumented build: its flags, its own target dir, the raw profiles into the shard's folder
-    log = (work / "logs" / "train-tests.log").read_text()
+    log = (work / "logs" / "train-tests-build.log").read_text()  # cargo test --no-run; then the run, nothing built
     assert f"-Cprofile-generate={work / 'profraw'}" in log
+    assert "Compiling" in log and "Compiling" not in (work / "logs" / "train-tests.log").read_text()
     assert str(work / "tests-shard-target") in log
     assert not list((work / "profraw").glob("tests-*"))
 
@@ -80,8 +114,13 @@ def test_the_tests_shard_is_merged_as_a_shard_and_its_records_counted(trained: T
     assert 0 < matching <= main["total_functions"]
     assert other > 0  # cfg(test) code and the harness: the library compiled again as a test crate
     assert "records_matching_binary" not in main
-    # the workload never runs fizzbuzz; the integration test runs the binary's
+    # the workload never runs fizzbuzz; the integration test runs the binary's: the instrumented binary put in the
+    # place of the test build's, whose crate identity the dev-dependency's feature changed
     assert shard["main_crate_only_this_shard"] >= 1
+    replaced = Path(tests["tests"]["binary_replaced"])
+    assert replaced.parent.parent.parent == work / "tests-shard-target" and replaced.name == "tested-pgo"
+    assert replaced.read_bytes() == Path(report["instrument"]["binary"]).read_bytes()
+    assert "the test build's tested-pgo replaced by the instrumented binary" in trained.train_output
     # the merged profile's functions are the binary's: the test build's own records are not counted
     assert merge["total_functions"] == main["total_functions"]
     assert merge["executed_functions"] >= main["executed_functions"]
