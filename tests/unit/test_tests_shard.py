@@ -210,3 +210,19 @@ def test_the_train_line_says_how_the_tests_ran() -> None:
     report = Report(train=from_json(TrainResult, record))
     line = next(ln for ln in summary_lines(report) if ln.startswith("train"))
     assert line.endswith("9 .profraw files; the crate's tests: 9 passed, 1 ignored")
+
+
+def test_a_binary_cargo_built_again_between_the_runs_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tests ran the instrumented binary only if the file is still its copy after the run."""
+    instrumented, replaced = tmp_path / "instrumented", tmp_path / "release" / "tested-pgo"
+    replaced.parent.mkdir()
+    instrumented.write_bytes(b"\x7fELF instrumented")
+    replaced.write_bytes(b"\x7fELF instrumented")
+    assert tests_shard.still_replaced(replaced, instrumented)
+    assert capsys.readouterr().err == ""
+    replaced.write_bytes(b"\x7fELF built again by cargo")
+    assert not tests_shard.still_replaced(replaced, instrumented)
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("pgo: warning: train: shard tests: cargo built ") and "not the instrumented one" in line
