@@ -275,8 +275,8 @@ class ProfileStore:
     def put(self, profile: Path, suffix: str = SUFFIX) -> Path:
         """Copy ``profile`` into the store under its hash (and ``suffix``, one of :data:`SUFFIXES`); returns the
         store path."""
-        if suffix not in SUFFIXES:
-            raise StoreError(f"the profile store holds {' and '.join(SUFFIXES)} files, not {suffix}", "this is a bug")
+        if suffix not in SUFFIXES:  # the callers pass the module's own constants: anything else is a programming error
+            raise ValueError(f"ProfileStore.put: suffix {suffix!r} is not one of {', '.join(SUFFIXES)}")
         self.ensure()
         digest = sha256_file(profile)
         target = self.path_for(digest, suffix)

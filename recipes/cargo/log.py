@@ -255,7 +255,9 @@ def main_bin_call(log_text: str, crate: CrateInfo) -> RustcCall:
     if not calls:
         raise MissingInput(
             f"the cargo log has no rustc line for the binary {crate.bin}",
-            "the package was not recompiled: the pipeline cleans it first, so this is a bug",
+            "cargo did not compile it in this build though the pipeline cleans the package first: something built "
+            "it in the same target dir in between (a cargo wrapper, another build); run again with nothing else "
+            "building there",
         )
     return calls[-1]
 

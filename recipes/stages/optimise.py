@@ -222,7 +222,9 @@ def _check_optimised(
     if not cargo_log.main_crate_calls(log_text, plan.crate):
         raise CheckFailed(
             f"the optimised build's log has no rustc line of {plan.crate.package}: not compiled with the profile",
-            "this is a bug: the package is cleaned before the build",
+            "cargo found it Fresh though the pipeline cleans the package before the build: something built it in "
+            f"{plan.crate.target_directory} in between (a cargo wrapper, another build); run again with nothing "
+            "else building there",
         )
     # what cargo asked for (its log, above), then what rustc received (the RUSTC shim's records)
     _check_observed(plan, result, store_path)

@@ -140,8 +140,10 @@ def test_a_stripped_instrumented_binary_is_refused_as_the_release_ships_it(train
     release runs, on the training's instrumented hello."""
     instrumented = Path(_report(trained)["instrument"]["binary"])
     stripped = release.strip_binary(instrumented, tmp_path / "pgo" / "hello-pgo", clean_env(), tmp_path / "strip.log")
-    assert subprocess.run(["nm", str(stripped)], capture_output=True, text=True, check=False).stderr.strip().endswith(
-        "no symbols"
+    assert (
+        subprocess.run(["nm", str(stripped)], capture_output=True, text=True, check=False)
+        .stderr.strip()
+        .endswith("no symbols")
     )
     with pytest.raises(CheckFailed) as caught:
         elf.check_no_instrumentation(stripped, "the release's PGO binary")

@@ -123,9 +123,12 @@ def test_a_release_with_plus_toolchain_records_the_rustc_that_built(tmp_path: Pa
     manifest = release.manifest()
     sysroot = _sysroot(PINNED)
     toolchain = manifest["toolchain"]
-    assert toolchain["rustc_vV"] == subprocess.run(
-        [str(sysroot / "bin" / "rustc"), "-vV"], env=clean_env(), capture_output=True, text=True, check=True
-    ).stdout
+    assert (
+        toolchain["rustc_vV"]
+        == subprocess.run(
+            [str(sysroot / "bin" / "rustc"), "-vV"], env=clean_env(), capture_output=True, text=True, check=True
+        ).stdout
+    )
     assert toolchain["rustc"].startswith(f"rustc {PINNED} (commit ") and "LLVM 21." in toolchain["rustc"]
     assert toolchain["cargo"].startswith(f"cargo {PINNED} ")
     assert toolchain["llvm_profdata"].startswith("LLVM 21.") and str(sysroot) in toolchain["llvm_profdata"]

@@ -459,10 +459,11 @@ def test_a_store_in_a_read_only_directory_is_refused(tmp_path: Path) -> None:
         assert not store.root.exists()
 
 
-@pytest.mark.refuses("file-another-suffix-put-into-store-bug")
-def test_a_file_of_another_suffix_is_refused(tmp_path: Path) -> None:
+def test_a_file_of_another_suffix_is_a_programming_error(tmp_path: Path) -> None:
+    """The callers pass the store's own suffixes: another is an error of the code (a ValueError, with its
+    traceback), not a refusal of the user's input."""
     store = ProfileStore(tmp_path / "store")
-    with pytest.raises(StoreError, match=r"holds \.profdata and \.fdata files, not \.profraw \(this is a bug\)"):
+    with pytest.raises(ValueError, match=r"suffix '\.profraw' is not one of \.profdata, \.fdata"):
         store.put(_profile(tmp_path, b"raw", "p.profraw"), ".profraw")
     assert not store.root.exists()
 
