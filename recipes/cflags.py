@@ -313,6 +313,28 @@ def _choice_words(var: str, *, choice: tuple[str, ...] | bool | None) -> str:
     return f"{var}={'1' if choice else '0'}"
 
 
+def refuse_unknown_packages(
+    choices: Mapping[str, bool | tuple[str, ...] | None], packages: frozenset[str], scripts: frozenset[str]
+) -> None:
+    """A ``PGO_C``/``PGO_CXX`` list naming a package that is not in the build (a typo), or one without a build
+    script (it compiles no C): refused before anything is built, with the packages that have one."""
+    for var, choice in choices.items():
+        if not isinstance(choice, tuple):
+            continue
+        for name in choice:
+            if name in scripts:
+                continue
+            why = (
+                "has no build script: it compiles no C or C++" if name in packages else "is not a package of this build"
+            )
+            raise ConfigError(
+                f"{_choice_words(var, choice=choice)}: {name} {why}",
+                f"the packages with a build script (the C and C++ there is to profile): {', '.join(sorted(scripts))}"
+                if scripts
+                else f"no package of this build has a build script: unset {var}",
+            )
+
+
 def plan_c(
     rustc: RustcInfo,
     env: Mapping[str, str],

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from recipes import cflags, claim, emulation, preflight, train, zig
 from recipes.cargo import command as cargo_command
-from recipes.cargo.metadata import CrateInfo, crate_info
+from recipes.cargo.metadata import CrateInfo, build_script_packages, crate_info
 from recipes.config import Config
 from recipes.runner import run
 from recipes.rustflags import RustflagsPlan, cargo_config_files, plan_rustflags, refuse_global_rustflags, rust_triple
@@ -177,6 +177,9 @@ def make_plan(
         cwd=config.manifest.parent,
         cargo_configs=configs,
     )
+    if isinstance(config.c, tuple) or isinstance(config.cxx, tuple):
+        packages, scripts = build_script_packages(config.manifest, rust_triple(target), env, locked=config.locked)
+        cflags.refuse_unknown_packages({"PGO_C": config.c, "PGO_CXX": config.cxx}, packages, scripts)
     return BuildPlan(config, env, info, target, crate, flags, c_plan, workload, compiler, plan_shards(config))
 
 

@@ -75,3 +75,15 @@ def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: M
         sources=tuple(Path(t["src_path"]) for t in own_targets),
         workspace_root=Path(meta["workspace_root"]),
     )
+
+
+def build_script_packages(
+    manifest: Path, triple: str, env: Mapping[str, str], *, locked: bool
+) -> tuple[frozenset[str], frozenset[str]]:
+    """The names of the packages of ``manifest``'s dependency graph for ``triple`` (``cargo metadata`` with its
+    dependencies), and of those among them with a build script: the only ones with C or C++ to profile."""
+    argv = ["cargo", "metadata", "--format-version", "1", "--filter-platform", triple, "--manifest-path", str(manifest)]
+    meta = json.loads(capture([*argv, "--locked"] if locked else argv, env=env, cwd=manifest.parent))
+    packages = meta["packages"]
+    scripts = (p["name"] for p in packages if any("custom-build" in t["kind"] for t in p["targets"]))
+    return frozenset(p["name"] for p in packages), frozenset(scripts)

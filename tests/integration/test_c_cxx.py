@@ -121,3 +121,20 @@ def test_a_release_with_a_list_or_pgo_cxx_refused_before_anything(tmp_path: Path
     assert f"{name}={value}: a release profiles the C and C++ of build scripts all alike or not at all" in line, line
     assert "release with PGO_C=1 or PGO_C=0 and without PGO_CXX" in line, line
     assert not pipeline.work.exists()
+
+
+@pytest.mark.refuses("pgo-c-list-package-not-build-script")
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("PGO_C", "plainc,plainsc", "PGO_C=plainc,plainsc: plainsc is not a package of this build"),
+        ("PGO_CXX", "cc", "PGO_CXX=cc: cc has no build script: it compiles no C or C++"),
+    ],
+)
+def test_a_list_naming_a_package_without_c_refused_before_anything(
+    tmp_path: Path, name: str, value: str, words: str
+) -> None:
+    pipeline = Pipeline(tmp_path, "cxxsys")
+    line = assert_refused(pipeline.nox("instrument", **{name: value}), words)
+    assert "the packages with a build script (the C and C++ there is to profile): cxxsys, plainc" in line, line
+    assert not (pipeline.work / "generate-target").exists()
