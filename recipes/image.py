@@ -25,8 +25,16 @@ from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, Missing
 from recipes.files import write_atomically
 from recipes.manifest import Manifest
 from recipes.provenance import image_folder, read_manifest, read_sums, release_location, verify
-from recipes.reproducible import release_binary, sha256_bytes
-from recipes.reproducible.oci import Image, Layout, Platform, image_layout, platform_of, rfc3339
+from recipes.reproducible import (
+    Image,
+    Layout,
+    Platform,
+    image_layout,
+    platform_of,
+    release_binary,
+    rfc3339,
+    sha256_bytes,
+)
 from recipes.runner import say
 
 #: what the manifest's ``libc`` says of a static binary (recipes/elf.py)
