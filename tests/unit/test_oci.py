@@ -11,6 +11,7 @@ import json
 import os
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ def _images(labels: dict[str, str] | None = None) -> list[Image]:
     ]
 
 
-def _json(data: bytes) -> dict[str, object]:
+def _json(data: bytes) -> dict[str, Any]:
     loaded = json.loads(data)
     assert isinstance(loaded, dict)
     return loaded
@@ -121,15 +122,15 @@ def test_the_layout_its_blobs_and_one_digest_for_the_same_images() -> None:
     assert len(files) == 2 + 1 + 2 * 3  # oci-layout, index.json, the image index, each image's three blobs
     top = _json(files["index.json"])
     assert top["mediaType"] == MEDIA_INDEX
-    (entry,) = top["manifests"]  # type: ignore[misc]
+    (entry,) = top["manifests"]
     assert entry["digest"] == layout.index_digest and entry["mediaType"] == MEDIA_INDEX
     assert entry["annotations"] == {REF_NAME: "v1.0.0"}
     index = _json(files[f"blobs/sha256/{layout.index_digest.removeprefix('sha256:')}"])
     assert entry["size"] == len(files[f"blobs/sha256/{layout.index_digest.removeprefix('sha256:')}"])
     assert index["annotations"] == {"org.opencontainers.image.version": "1.0.0"}
-    platforms = [m["platform"] for m in index["manifests"]]  # type: ignore[attr-defined]
+    platforms = [m["platform"] for m in index["manifests"]]
     assert platforms == [AMD64.fields(), ARM64.fields()]
-    for descriptor, (platform, blobs) in zip(index["manifests"], layout.images, strict=True):  # type: ignore[call-overload]
+    for descriptor, (platform, blobs) in zip(index["manifests"], layout.images, strict=True):
         assert descriptor["digest"] == blobs.manifest.digest and descriptor["mediaType"] == MEDIA_MANIFEST
         manifest = _json(blobs.manifest.data)
         assert manifest["config"] == {
