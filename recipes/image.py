@@ -12,20 +12,26 @@ a release of glibc targets only is refused, one with a static target too leaves 
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import shutil
+import tarfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from recipes import manifest as release_manifest
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
 from recipes.files import write_atomically
+from recipes.inputs import read_json
 from recipes.manifest import Manifest
-from recipes.provenance import image_folder, read_manifest, read_sums, release_location, verify
+from recipes.provenance import image_folder, is_image_layout, read_manifest, read_sums, release_location, verify
 from recipes.reproducible import (
+    REF_NAME,
     Image,
     Layout,
     Platform,
@@ -213,3 +219,149 @@ def make_image(
     lines += list(chosen.notes)
     lines.append(f"  inspect: skopeo inspect oci:{out}:{tag}")
     return lines
+
+
+# --- nox -s verify: the image layout in a release's folder --------------------------------------------------------
+
+_LAYOUT_HINT = "remove the layout and make it again: nox -s image"
+
+
+def _layout_json(path: Path, what: str) -> dict[str, Any]:
+    data = read_json(path, what, CheckFailed, _LAYOUT_HINT)
+    if not isinstance(data, dict):
+        raise CheckFailed(f"{path.name} of the image layout is not a JSON object", _LAYOUT_HINT)
+    return data
+
+
+def _blobs(layout: Path) -> dict[str, bytes]:
+    """The layout's blobs by digest, each one's sha256 checked against its name (a tampered blob is refused)."""
+    folder = layout / "blobs" / "sha256"
+    blobs: dict[str, bytes] = {}
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if path.is_symlink() or not path.is_file():
+            raise CheckFailed(f"blobs/sha256/{path.name} of the image layout is not a regular file", _LAYOUT_HINT)
+        data = path.read_bytes()
+        if sha256_bytes(data) != path.name:
+            raise CheckFailed(
+                f"the image layout's blob {path.name[:12]} has sha256 {sha256_bytes(data)[:12]}: it is not the blob "
+                "its name says",
+                _LAYOUT_HINT,
+            )
+        blobs[f"sha256:{path.name}"] = data
+    return blobs
+
+
+def _blob_json(blobs: Mapping[str, bytes], descriptor: Any, what: str) -> dict[str, Any]:
+    digest = descriptor.get("digest") if isinstance(descriptor, dict) else None
+    if not isinstance(digest, str) or digest not in blobs:
+        raise CheckFailed(f"the image layout has no blob of {what} ({digest})", _LAYOUT_HINT)
+    try:
+        data = json.loads(blobs[digest])
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckFailed(f"the blob of {what} in the image layout is not JSON", _LAYOUT_HINT) from exc
+    if not isinstance(data, dict):
+        raise CheckFailed(f"the blob of {what} in the image layout is not a JSON object", _LAYOUT_HINT)
+    return data
+
+
+def _annotations(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = data.get("annotations")
+    return found if isinstance(found, dict) else {}
+
+
+def _layer_problem(layer: bytes, name: str, binary_sha256: str) -> str | None:
+    """What makes an image's layer other than the one file ``name`` of sha256 ``binary_sha256``, or None."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(layer), mode="r:") as tar:
+            members = tar.getmembers()
+            others = [m.name for m in members if m.name != name]
+            if others:
+                return f"holds {others[0]!r}, not only /{name}"
+            if len(members) != 1 or not members[0].isreg():
+                return f"holds no regular file /{name}"
+            stream = tar.extractfile(members[0])
+            found = sha256_bytes(stream.read()) if stream is not None else ""
+    except tarfile.TarError as exc:
+        return f"is not a whole tar ({exc})"
+    if found != binary_sha256:
+        return f"holds a /{name} of sha256 {found}, not the release's PGO binary ({binary_sha256})"
+    return None
+
+
+def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -> list[str]:
+    """The image layout ``nox -s image`` wrote into a verified release's folder, if there is one: every blob is the
+    blob its name says, the index lists exactly the release's static Linux targets, each image's layer holds exactly
+    that target's PGO binary, and the whole layout is the one ``image`` writes from this release (its source label
+    read from the layout). Every difference is one line; the result is one line per check (none without a layout)."""
+    first = next(iter(manifests.values()))
+    layout = directory / image_folder(first.bin, tag)
+    if not is_image_layout(layout):
+        return []
+    name = layout.name
+    blobs = _blobs(layout)
+    top = _layout_json(layout / "index.json", "the image layout's index.json")
+    listing = top.get("manifests")
+    refs = [m for m in listing if isinstance(m, dict)] if isinstance(listing, list) else []
+    named = [m for m in refs if _annotations(m).get(REF_NAME) == tag]
+    if len(named) != 1:
+        raise CheckFailed(f"{name}/index.json names {len(named)} images {tag}, not one", _LAYOUT_HINT)
+    index = _blob_json(blobs, named[0], "the image index")
+    chosen = choose_targets(manifests, tag, directory)
+    expected = {str(platform): manifest for manifest, platform in chosen.images}
+    listed: dict[str, Any] = {}
+    descriptors = index.get("manifests")
+    for descriptor in descriptors if isinstance(descriptors, list) else []:
+        fields = descriptor.get("platform") if isinstance(descriptor, dict) else None
+        platform = (
+            "/".join(str(fields.get(k)) for k in ("os", "architecture", "variant") if fields.get(k))
+            if isinstance(fields, dict)
+            else "no platform"
+        )
+        if platform not in expected:
+            raise CheckFailed(
+                f"{name}'s image index lists an image of {platform}, which the release {tag} has no static Linux "
+                f"target of (it has {', '.join(expected)})",
+                _LAYOUT_HINT,
+            )
+        if platform in listed:
+            raise CheckFailed(f"{name}'s image index lists {platform} twice", _LAYOUT_HINT)
+        listed[platform] = descriptor
+    missing = [p for p in expected if p not in listed]
+    if missing:
+        raise CheckFailed(
+            f"{name}'s image index has no image of {missing[0]} ({expected[missing[0]].triple})", _LAYOUT_HINT
+        )
+    lines = []
+    for platform, manifest in expected.items():
+        image = _blob_json(blobs, listed[platform], f"the {platform} image's manifest")
+        layers = image.get("layers")
+        if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict):
+            raise CheckFailed(f"the {platform} image of {name} has not one layer", _LAYOUT_HINT)
+        layer = blobs.get(str(layers[0].get("digest")))
+        if layer is None:
+            raise CheckFailed(f"the image layout has no blob of the {platform} image's layer", _LAYOUT_HINT)
+        problem = _layer_problem(layer, manifest.bin, manifest.artefacts.pgo.binary_sha256 or "")
+        if problem:
+            raise CheckFailed(f"the {platform} image's layer in {name} {problem}", _LAYOUT_HINT)
+        lines.append(f"ok  {name}: the {platform} image holds {manifest.triple}'s PGO binary alone")
+    source = _annotations(index).get("org.opencontainers.image.source")
+    if not isinstance(source, str) or not source:
+        raise CheckFailed(f"{name}'s image index has no org.opencontainers.image.source annotation", _LAYOUT_HINT)
+    made, _ = build_layout(tag, directory, manifests, source)
+    found = {str(p.relative_to(layout)) for p in layout.rglob("*") if not p.is_dir()}
+    for path in sorted(found | set(made.files)):
+        if path not in made.files:
+            raise CheckFailed(f"{name}/{path} is not a file nox -s image writes for this release", _LAYOUT_HINT)
+        if path not in found or (layout / path).read_bytes() != made.files[path]:
+            raise CheckFailed(
+                f"{name}/{path} is not what nox -s image writes from this release (index {made.index_digest})",
+                _LAYOUT_HINT,
+            )
+    lines.append(f"ok  {name}: index {made.index_digest}, as nox -s image writes it from this release")
+    return lines
+
+
+def verify_image(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None) -> list[str]:
+    """``nox -s verify``'s check of the release's image layout (after :func:`recipes.provenance.verify_release`)."""
+    _, _, directory = release_location(tag, config, environ, artefacts)
+    return check_layout(tag, directory, read_manifests(tag, directory))

@@ -296,14 +296,18 @@ def determinism(session: nox.Session) -> None:
 
 def verify(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--rebuild [--target T ...]]: check a release's SHA256SUMS, manifest and
-    provenance statements; with --rebuild, then rebuild its PGO binary (of the targets given) as ``rebuild`` does."""
+    provenance statements, and its image layout when ``nox -s image`` wrote one; with --rebuild, then rebuild its
+    PGO binary (of the targets given) as ``rebuild`` does."""
+    from recipes import image as image_recipe  # noqa: PLC0415
     from recipes import provenance  # noqa: PLC0415
     from recipes.release_args import parse_verify  # noqa: PLC0415
 
     try:
         args = parse_verify(session.posargs)
         config = load_config(project_dir(session), os.environ, args.config)
-        _summary(session, provenance.verify_release(args.tag, config, os.environ, args.artefacts))
+        lines = provenance.verify_release(args.tag, config, os.environ, args.artefacts)
+        lines[-1:-1] = image_recipe.verify_image(args.tag, config, os.environ, args.artefacts)
+        _summary(session, lines)
         if args.rebuild:
             _summary(
                 session, _rebuilt_lines(_rebuild_held(session.name, args.tag, config, args.artefacts, args.targets))

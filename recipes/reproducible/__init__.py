@@ -32,7 +32,17 @@ from recipes.reproducible.environment import (
     without_remap,
 )
 from recipes.reproducible.names import Names
-from recipes.reproducible.oci import Image, ImageBlobs, Layout, Platform, image_layout, layer_tar, platform_of, rfc3339
+from recipes.reproducible.oci import (
+    REF_NAME,
+    Image,
+    ImageBlobs,
+    Layout,
+    Platform,
+    image_layout,
+    layer_tar,
+    platform_of,
+    rfc3339,
+)
 from recipes.reproducible.repo import commit_time, dirty_paths, git, make_repo_commands, repo_root, tag_commit
 from recipes.reproducible.sums import SUMS, parse_sha256sums, sha256sums_text, sum_name_problem
 from recipes.reproducible.tags import check_tag, split_tag, take_option
@@ -48,6 +58,7 @@ from recipes.reproducible.tarballs import (
 
 __all__ = [
     "CARGO_HOME_PREFIX",
+    "REF_NAME",
     "SOURCE_PREFIX",
     "SUMS",
     "SYSROOT_PREFIX",

@@ -20,9 +20,18 @@ import pytest
 from recipes import emulation
 from recipes import manifest as release_manifest
 from recipes.errors import PgoError
-from recipes.image import choose_targets
+from recipes.image import (
+    annotations_of,
+    check_layout,
+    choose_targets,
+    labels_of,
+    pgo_binary,
+    read_manifests,
+    write_layout,
+)
 from recipes.provenance import read_manifest
-from recipes.reproducible import parse_sha256sums, sha256_bytes
+from recipes.reproducible import Image, Platform, image_layout, parse_sha256sums, sha256_bytes, tar_bytes
+from recipes.reproducible.oci import canonical_json
 from tests.conftest import REPO, assert_ok, assert_refused, clean_env, run_nox, train_workload
 from tests.integration import test_aarch64
 from tests.integration.test_musl import NEEDS_MUSL
@@ -152,7 +161,9 @@ def test_one_image_per_platform_with_the_pgo_binary_alone_and_its_labels(imaged:
         p.name for p in imaged.dist.iterdir() if p.name not in ("SHA256SUMS", LAYOUT)
     }
     verified = assert_ok(run_nox("verify", released.env(), [TAG, "--artefacts", str(imaged.dist)]))
-    assert f"note: {LAYOUT}/ is the release's image layout (nox -s image): verify does not check it yet" in verified
+    for platform, triple in (("linux/amd64", X86), ("linux/arm64/v8", ARM)):
+        assert f"ok  {LAYOUT}: the {platform} image holds {triple}'s PGO binary alone" in verified
+    assert f"ok  {LAYOUT}: index {imaged.index_digest}, as nox -s image writes it from this release" in verified
 
 
 def test_the_same_release_at_another_path_gives_the_same_index_digest(
@@ -264,3 +275,117 @@ def test_no_linux_target_glibc_only_or_one_platform_twice_refused(imaged: Imaged
     assert refused.value.line().startswith(
         f"{X86} and x86_64-unknown-linux-gnu are both linux/amd64: an image index holds one image per platform"
     )
+
+
+# --- verify: the layout checked against the release ----------------------------------------------------------------
+
+ANOTHER = b"\x7fELF another binary"
+
+
+def _forge(imaged: Imaged, root: Path, files: dict[str, bytes]) -> Path:
+    """A copy of the release whose layout is ``files`` (consistent: every blob named by its digest)."""
+    dist = Path(shutil.copytree(imaged.dist, root / TAG, ignore=shutil.ignore_patterns(LAYOUT)))
+    write_layout(dist / LAYOUT, files)
+    return dist
+
+
+def _release_images(imaged: Imaged) -> list[Image]:
+    """The release's two images, amd64 first."""
+    manifests = read_manifests(TAG, imaged.dist)
+    images = [
+        Image(platform, m.bin, pgo_binary(imaged.dist, m), labels_of(m, SOURCE), m.source_date_epoch)
+        for m, platform in choose_targets(manifests, TAG, imaged.dist).images
+    ]
+    return sorted(images, key=lambda image: image.platform.architecture)
+
+
+def _layout_of(imaged: Imaged, images: list[Image]) -> dict[str, bytes]:
+    first = next(iter(read_manifests(TAG, imaged.dist).values()))
+    return image_layout(images, TAG, annotations_of(first, SOURCE)).files
+
+
+def _check(dist: Path) -> list[str]:
+    return check_layout(TAG, dist, read_manifests(TAG, dist))
+
+
+def _refused(dist: Path, *words: str) -> str:
+    with pytest.raises(PgoError) as refused:
+        _check(dist)
+    line = refused.value.line()
+    assert all(w in line for w in words), line
+    assert line.endswith("(remove the layout and make it again: nox -s image)"), line
+    return line
+
+
+@pytest.mark.refuses(
+    "verify-image-blob-not-its-digest",
+    "verify-image-layer-not-the-release-binary",
+    "verify-image-index-not-the-release-targets",
+    "verify-image-layout-not-what-image-writes",
+)
+def test_verify_refuses_a_layout_that_is_not_the_release_s(imaged: Imaged, tmp_path: Path) -> None:
+    """check_layout, which ``nox -s verify`` runs after its checks (its nox run is the first test's), on copies of the
+    release whose layout was changed, each consistently (every blob named by its digest) but for the tampered one."""
+    assert _check(imaged.dist)[-1] == (
+        f"ok  {LAYOUT}: index {imaged.index_digest}, as nox -s image writes it from this release"
+    )
+    amd64, arm64 = _release_images(imaged)
+    same = _forge(imaged, tmp_path / "same", _layout_of(imaged, [amd64, arm64]))
+    assert _check(same) == _check(imaged.dist)  # the forger's tools make the release's layout from its images
+
+    tampered = _forge(imaged, tmp_path / "tampered", _layout_of(imaged, [amd64, arm64]))
+    blob = sorted((tampered / LAYOUT / "blobs" / "sha256").iterdir())[0]
+    blob.write_bytes(blob.read_bytes() + b" ")
+    _refused(tampered, f"the image layout's blob {blob.name[:12]} has sha256 ", "it is not the blob its name says")
+
+    other = _forge(imaged, tmp_path / "other", _layout_of(imaged, [dataclasses.replace(amd64, binary=ANOTHER), arm64]))
+    _refused(
+        other,
+        f"the linux/amd64 image's layer in {LAYOUT} holds a /hello-pgo of sha256 {sha256_bytes(ANOTHER)}",
+        "not the release's PGO binary",
+    )
+    riscv = dataclasses.replace(amd64, platform=Platform("linux", "riscv64"))
+    extra = _forge(imaged, tmp_path / "extra", _layout_of(imaged, [amd64, arm64, riscv]))
+    _refused(extra, f"{LAYOUT}'s image index lists an image of linux/riscv64, which the release {TAG} has no static")
+    fewer = _forge(imaged, tmp_path / "fewer", _layout_of(imaged, [amd64]))
+    _refused(fewer, f"{LAYOUT}'s image index has no image of linux/arm64/v8 ({ARM})")
+    relabelled = dataclasses.replace(arm64, labels={**arm64.labels, "pgo-recipes.profile.sha256": "0" * 64})
+    labels = _forge(imaged, tmp_path / "labels", _layout_of(imaged, [amd64, relabelled]))
+    _refused(labels, f"{LAYOUT}/blobs/sha256/", "is not what nox -s image writes from this release (index sha256:")
+
+    # a second file in the amd64 layer, beside the binary, and every document made again around that layer
+    passwd = (b"root:x:0:0::/:/bin/sh\n", 0o644)
+    two = tar_bytes({"hello-pgo": (amd64.binary, 0o755), "etc/passwd": passwd}, amd64.created)
+    bigger = _forge(imaged, tmp_path / "bigger", _with_layer(_layout_of(imaged, [amd64, arm64]), "amd64", two))
+    _refused(bigger, f"the linux/amd64 image's layer in {LAYOUT} holds 'etc', not only /hello-pgo")
+
+
+def _with_layer(files: dict[str, bytes], architecture: str, layer: bytes) -> dict[str, bytes]:
+    """The layout ``files`` with the layer of ``architecture``'s image replaced, and every document that names it
+    (config, manifest, image index, index.json) made again around it."""
+
+    def load(digest: str) -> dict[str, Any]:
+        data = json.loads(files[f"blobs/sha256/{digest.removeprefix('sha256:')}"])
+        assert isinstance(data, dict)
+        return data
+
+    out = {k: v for k, v in files.items() if not k.startswith("blobs/")}
+
+    def put(data: bytes, descriptor: dict[str, Any]) -> None:
+        out[f"blobs/sha256/{sha256_bytes(data)}"] = data
+        descriptor.update(digest=f"sha256:{sha256_bytes(data)}", size=len(data))
+
+    top = json.loads(files["index.json"])
+    index = load(top["manifests"][0]["digest"])
+    for descriptor in index["manifests"]:
+        manifest = load(descriptor["digest"])
+        config = load(manifest["config"]["digest"])
+        old = files[f"blobs/sha256/{manifest['layers'][0]['digest'].removeprefix('sha256:')}"]
+        new = layer if descriptor["platform"]["architecture"] == architecture else old
+        put(new, manifest["layers"][0])
+        config["rootfs"]["diff_ids"] = [f"sha256:{sha256_bytes(new)}"]
+        put(canonical_json(config), manifest["config"])
+        put(canonical_json(manifest), descriptor)
+    put(canonical_json(index), top["manifests"][0])
+    out["index.json"] = canonical_json(top)
+    return out
