@@ -496,7 +496,12 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
         digest = sha256_file(release_file(directory, name))
         if digest != want:
             raise CheckFailed(f"{name} has sha256 {digest}, SHA256SUMS says {want}", "download it again")
-    unlisted = sorted(p.name for p in directory.iterdir() if p.name != SUMS and p.name not in sums)
+    layouts = {image_folder(m.bin, tag) for m in manifests.values()}  # checked by recipes/image.py:check_layout
+    unlisted = sorted(
+        p.name
+        for p in directory.iterdir()
+        if p.name != SUMS and p.name not in sums and not (p.name in layouts and is_image_layout(p))
+    )
     if unlisted:
         raise CheckFailed(f"{unlisted[0]} is in {directory} but not in SHA256SUMS", "remove it, or download again")
     lines.append(f"ok  SHA256SUMS: {len(sums)} files, every one there and as listed")
@@ -552,6 +557,18 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
 def verify_release(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None = None) -> list[str]:
     """``nox -s verify -- vX.Y.Z [--artefacts DIR]``: :func:`verify` on ``dist/<tag>/`` of the crate's repository
     (or DIR); outside a git repository, with DIR, the tag's commit and Cargo.lock are not checked."""
+    start, repo, directory = release_location(tag, config, environ, artefacts)
+    lines = verify(tag, directory, repo, environ)
+    if repo is None:
+        lines.insert(-1, f"note: {start} is not in a git repository: the tag's commit and Cargo.lock are not checked")
+    return lines
+
+
+def release_location(
+    tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None
+) -> tuple[Path, Path | None, Path]:
+    """Where a release is read from: the crate's folder, its git repository (None outside one, allowed with
+    ``--artefacts DIR``) and the release's folder (DIR, or ``dist/<tag>/`` of the repository)."""
     start = config.manifest.parent if config.manifest.parent.is_dir() else config.project_dir
     try:
         repo: Path | None = repo_root(start, environ)
@@ -559,8 +576,14 @@ def verify_release(tag: str, config: Config, environ: Mapping[str, str], artefac
         if artefacts is None:
             raise
         repo = None
-    directory = (artefacts or (repo or start) / "dist" / tag).absolute()
-    lines = verify(tag, directory, repo, environ)
-    if repo is None:
-        lines.insert(-1, f"note: {start} is not in a git repository: the tag's commit and Cargo.lock are not checked")
-    return lines
+    return start, repo, (artefacts or (repo or start) / "dist" / tag).absolute()
+
+
+def image_folder(bin_name: str, tag: str) -> str:
+    """The name of the image layout ``nox -s image`` writes into a release's folder."""
+    return f"{bin_name}-{tag}-image"
+
+
+def is_image_layout(path: Path) -> bool:
+    """``path`` is a directory (not a link) holding an ``oci-layout`` file."""
+    return path.is_dir() and not path.is_symlink() and (path / "oci-layout").is_file()

@@ -4,7 +4,8 @@
 ``nox -s release -- vX.Y.Z --gather DIR [DIR ...] [--artefacts OUT]``,
 ``nox -s rebuild -- vX.Y.Z [--artefacts DIR] [--target T ...] [config options]``,
 ``nox -s verify -- vX.Y.Z [--artefacts DIR] [--rebuild [--target T ...]] [config options]``,
-``nox -s determinism -- [config options]``.
+``nox -s determinism -- [config options]``,
+``nox -s image -- vX.Y.Z [--artefacts DIR] [--source URL] [config options]``.
 
 The options of the session are taken out first, in that order (the tag, --artefacts, --gather, --target,
 --rebuild); what is left is the configuration's (:func:`recipes.config.load_config` refuses what it does not know,
@@ -24,6 +25,7 @@ from recipes.reproducible.tags import take_all, take_gather
 
 ARTEFACTS = "--artefacts"
 REBUILD = "--rebuild"
+SOURCE = "--source"
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,17 @@ class VerifyArgs:
     artefacts: Path | None
     rebuild: bool
     targets: tuple[str, ...]
+    config: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ImageArgs:
+    """``image``: the tag, the release's folder (None: dist/<tag>/), the repository's URL for the image's source
+    label (None: the crate's Cargo.toml ``repository``), config options."""
+
+    tag: str
+    artefacts: Path | None
+    source: str | None
     config: tuple[str, ...]
 
 
@@ -113,3 +126,12 @@ def parse_verify(posargs: Sequence[str]) -> VerifyArgs:
 def parse_determinism(posargs: Sequence[str]) -> DeterminismArgs:
     """``determinism``'s posargs: all of them the configuration's (``--target`` included)."""
     return DeterminismArgs(tuple(posargs))
+
+
+def parse_image(posargs: Sequence[str]) -> ImageArgs:
+    """``image``'s posargs; an empty ``--source`` is refused."""
+    tag, artefacts, rest = _tag_and_artefacts(posargs, "image")
+    source, rest = take_option(rest, SOURCE)
+    if source is not None and not source.strip():
+        raise ConfigError(f"{SOURCE} needs the repository's URL", f"write {SOURCE} https://github.com/OWNER/REPO")
+    return ImageArgs(tag, artefacts, source, tuple(rest))

@@ -7,7 +7,7 @@ A project that installed pgo-recipes with pip needs a noxfile of three lines::
     recipes.sessions.register_pgo_sessions()
 
 and runs ``nox -s pgo`` (or instrument, train, merge, optimise, pgo-test, plain, cpu-baseline, release, rebuild,
-determinism) from its root. Every session reads the configuration of the project nox was *invoked from*
+determinism, verify, image) from its root. Every session reads the configuration of the project nox was *invoked from*
 (``session.invoked_from``): its ``pyproject.toml`` ``[tool.pgo]``, ``PGO_*`` variables and posargs, with relative
 paths taken from that directory. ``nox -f path/to/pgo-recipes/noxfile.py -s pgo`` from the project's root is the
 same thing without installing anything.
@@ -50,6 +50,7 @@ PGO_SESSIONS = (
     "rebuild",
     "determinism",
     "verify",
+    "image",
 )
 
 
@@ -295,18 +296,36 @@ def determinism(session: nox.Session) -> None:
 
 def verify(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--rebuild [--target T ...]]: check a release's SHA256SUMS, manifest and
-    provenance statements; with --rebuild, then rebuild its PGO binary (of the targets given) as ``rebuild`` does."""
+    provenance statements, and its image layout when ``nox -s image`` wrote one; with --rebuild, then rebuild its
+    PGO binary (of the targets given) as ``rebuild`` does."""
+    from recipes import image as image_recipe  # noqa: PLC0415
     from recipes import provenance  # noqa: PLC0415
     from recipes.release_args import parse_verify  # noqa: PLC0415
 
     try:
         args = parse_verify(session.posargs)
         config = load_config(project_dir(session), os.environ, args.config)
-        _summary(session, provenance.verify_release(args.tag, config, os.environ, args.artefacts))
+        lines = provenance.verify_release(args.tag, config, os.environ, args.artefacts)
+        lines[-1:-1] = image_recipe.verify_image(args.tag, config, os.environ, args.artefacts)
+        _summary(session, lines)
         if args.rebuild:
             _summary(
                 session, _rebuilt_lines(_rebuild_held(session.name, args.tag, config, args.artefacts, args.targets))
             )
+    except PgoError as error:
+        session.error(error.line())
+
+
+def image(session: nox.Session) -> None:
+    """-- vX.Y.Z [--artefacts DIR] [--source URL]: an OCI image layout of a release's static Linux PGO binaries (one
+    image per platform, FROM scratch, in one image index), written into the release's folder after verify's checks."""
+    from recipes import image as image_recipe  # noqa: PLC0415
+    from recipes.release_args import parse_image  # noqa: PLC0415
+
+    try:
+        args = parse_image(session.posargs)
+        config = load_config(project_dir(session), os.environ, args.config)
+        _summary(session, image_recipe.make_image(args.tag, config, os.environ, args.artefacts, args.source))
     except PgoError as error:
         session.error(error.line())
 
@@ -331,6 +350,7 @@ def register_pgo_sessions() -> None:
         rebuild,
         determinism,
         verify,
+        image,
     )
     for function in sessions:
         name = function.__name__.replace("_", "-")

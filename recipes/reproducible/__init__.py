@@ -8,6 +8,7 @@ recipes/release.py and recipes/rebuild.py. One module per responsibility:
 - :mod:`.environment`: the fixed environment and the path remapping (reproducible_env, remap_pairs, ...)
 - :mod:`.names`: the file names of a release (Names)
 - :mod:`.tarballs`: deterministic tarballs, written and read back checked (binary_tarball, release_binary, ...)
+- :mod:`.oci`: OCI image layouts of binaries, byte for byte the same anywhere (image_layout, platform_of, ...)
 - :mod:`.sums`: SHA256SUMS (sha256sums_text, parse_sha256sums, sum_name_problem)
 - :mod:`.cargo`: cargo metadata and cargo's ``-v`` log (outside_workspace, unit_states)
 - :mod:`.diffs`: where two binaries differ (binary_diff, differing_sections, ...)
@@ -31,6 +32,17 @@ from recipes.reproducible.environment import (
     without_remap,
 )
 from recipes.reproducible.names import Names
+from recipes.reproducible.oci import (
+    REF_NAME,
+    Image,
+    ImageBlobs,
+    Layout,
+    Platform,
+    image_layout,
+    layer_tar,
+    platform_of,
+    rfc3339,
+)
 from recipes.reproducible.repo import commit_time, dirty_paths, git, make_repo_commands, repo_root, tag_commit
 from recipes.reproducible.sums import SUMS, parse_sha256sums, sha256sums_text, sum_name_problem
 from recipes.reproducible.tags import check_tag, split_tag, take_option
@@ -39,19 +51,25 @@ from recipes.reproducible.tarballs import (
     binary_tarball,
     release_binary,
     sha256_bytes,
+    tar_bytes,
     tar_member,
     tarball_bytes,
 )
 
 __all__ = [
     "CARGO_HOME_PREFIX",
+    "REF_NAME",
     "SOURCE_PREFIX",
     "SUMS",
     "SYSROOT_PREFIX",
     "TARBALL_MODE",
     "WORK_PREFIX",
     "BinaryDiff",
+    "Image",
+    "ImageBlobs",
+    "Layout",
     "Names",
+    "Platform",
     "binary_diff",
     "binary_tarball",
     "cargo_home",
@@ -61,21 +79,26 @@ __all__ = [
     "differing_sections",
     "dirty_paths",
     "git",
+    "image_layout",
     "is_remap_flag",
+    "layer_tar",
     "make_repo_commands",
     "outside_workspace",
     "parse_sha256sums",
+    "platform_of",
     "release_binary",
     "remap_flags",
     "remap_pairs",
     "repo_root",
     "reproducible_env",
+    "rfc3339",
     "sha256_bytes",
     "sha256sums_text",
     "split_tag",
     "sum_name_problem",
     "tag_commit",
     "take_option",
+    "tar_bytes",
     "tar_member",
     "tarball_bytes",
     "unit_states",

@@ -17,11 +17,11 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def tarball_bytes(files: Mapping[str, tuple[bytes, int]], mtime: int) -> bytes:
-    """A .tar.gz of ``{name: (content, mode)}``: names sorted, owner 0, mtime ``mtime``, gzip mtime 0.
+def tar_bytes(files: Mapping[str, tuple[bytes, int]], mtime: int, tar_format: int = tarfile.PAX_FORMAT) -> bytes:
+    """An uncompressed tar of ``{name: (content, mode)}``: names sorted, owner 0 without names, mtime ``mtime``.
 
-    The directories of the names get their own entries (mode 0755). Nothing of the machine (user,
-    umask, time, file name) gets in, so the same files give the same bytes anywhere.
+    The directories of the names get their own entries (mode 0755). Nothing of the machine (user, umask, time)
+    gets in, so the same files give the same bytes anywhere (an image's layer is this, recipes/reproducible/oci.py).
     """
     dirs: set[str] = set()
     for name in files:
@@ -30,7 +30,7 @@ def tarball_bytes(files: Mapping[str, tuple[bytes, int]], mtime: int) -> bytes:
     entries: list[tuple[str, bytes | None, int]] = [(d, None, 0o755) for d in dirs]
     entries += [(n, content, mode) for n, (content, mode) in files.items()]
     raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    with tarfile.open(fileobj=raw, mode="w", format=tar_format) as tar:
         for name, content, mode in sorted(entries, key=lambda e: e[0]):
             info = tarfile.TarInfo(name)
             info.mtime = mtime
@@ -43,9 +43,17 @@ def tarball_bytes(files: Mapping[str, tuple[bytes, int]], mtime: int) -> bytes:
             else:
                 info.size = len(content)
                 tar.addfile(info, io.BytesIO(content))
+    return raw.getvalue()
+
+
+def tarball_bytes(files: Mapping[str, tuple[bytes, int]], mtime: int) -> bytes:
+    """A .tar.gz of ``{name: (content, mode)}``: :func:`tar_bytes` in gzip of mtime 0 and no file name.
+
+    Nothing of the machine (user, umask, time, file name) gets in, so the same files give the same bytes anywhere.
+    """
     packed = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=packed, compresslevel=9, mtime=0) as gz:
-        gz.write(raw.getvalue())
+        gz.write(tar_bytes(files, mtime))
     return packed.getvalue()
 
 

@@ -342,6 +342,25 @@ def test_verify_a_file_not_in_sha256sums_refused(tmp_path: Path) -> None:
     refused(published, "extra.bin is in", "but not in SHA256SUMS")
 
 
+@pytest.mark.refuses("verify-file-not-listed-sha256sums")
+def test_verify_leaves_the_image_layout_to_its_check_and_refuses_what_only_looks_like_it(tmp_path: Path) -> None:
+    """The one folder ``nox -s image`` writes (``<bin>-<tag>-image/`` with its ``oci-layout`` file) is left to
+    recipes/image.py's check_layout (tests/integration/test_image.py), not refused as unlisted; a folder of that name
+    without the file, a link of that name, or another tag's name is refused."""
+    published = publish(tmp_path)
+    layout = published.dist / "hello-pgo-v1.0.0-image"
+    layout.mkdir()
+    refused(published, "hello-pgo-v1.0.0-image is in", "but not in SHA256SUMS")
+    (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+    assert published.verify()[-1] == "verified v1.0.0: 7 files, 3 provenance statements"  # image.check_layout's
+    layout.rename(tmp_path / "elsewhere")
+    layout.symlink_to(tmp_path / "elsewhere")
+    refused(published, "hello-pgo-v1.0.0-image is in", "but not in SHA256SUMS")
+    layout.unlink()
+    (tmp_path / "elsewhere").rename(published.dist / "hello-pgo-v1.0.1-image")
+    refused(published, "hello-pgo-v1.0.1-image is in", "but not in SHA256SUMS")
+
+
 @pytest.mark.refuses("verify-cargo-zigbuild-release-statement-records-no")
 def test_verify_zig_versions_dropped_from_a_zigbuild_release_refused(tmp_path: Path) -> None:
     published = publish(tmp_path, zigbuild=None)

@@ -1,0 +1,391 @@
+"""``nox -s image`` on a release of hello for x86_64 and aarch64 musl: the OCI image layout in the release's folder
+(one image per platform, FROM scratch, the PGO binary alone in its layer, the labels), the same index digest from the
+release copied to another path, the layout validated by skopeo, unpacked by umoci and its binaries run through the
+workload's verify replay (x86_64 here, aarch64 under qemu-aarch64); and every refusal, none leaving a layout."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import re
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes import emulation
+from recipes import manifest as release_manifest
+from recipes.errors import PgoError
+from recipes.image import (
+    annotations_of,
+    check_layout,
+    choose_targets,
+    labels_of,
+    pgo_binary,
+    read_manifests,
+    write_layout,
+)
+from recipes.provenance import read_manifest
+from recipes.reproducible import Image, Platform, image_layout, parse_sha256sums, sha256_bytes, tar_bytes
+from recipes.reproducible.oci import canonical_json
+from tests.conftest import REPO, assert_ok, assert_refused, clean_env, run_nox, train_workload
+from tests.integration import test_aarch64
+from tests.integration.test_musl import NEEDS_MUSL
+from tests.integration.test_release import TAG, Release
+
+X86 = "x86_64-unknown-linux-musl"
+ARM = "aarch64-unknown-linux-musl"
+SOURCE = "https://example.org/hello-pgo"
+LAYOUT = f"hello-pgo-{TAG}-image"
+
+
+def _arm_musl_installed() -> bool:
+    done = subprocess.run(["rustup", "target", "list", "--installed"], capture_output=True, text=True, check=False)
+    return ARM in done.stdout.split()
+
+
+pytestmark = [
+    pytest.mark.slow,
+    NEEDS_MUSL,
+    pytest.mark.skipif(
+        not _arm_musl_installed() or shutil.which("qemu-aarch64") is None or not test_aarch64._target_installed(),
+        reason=f"needs `rustup target add {ARM}` and qemu-user",
+    ),
+    pytest.mark.skipif(
+        shutil.which("skopeo") is None or shutil.which("umoci") is None, reason="needs skopeo and umoci (apt)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """One release of hello for both musl targets (about 30 s), left as written: each test copies its folder."""
+    return Release.new(tmp_path_factory.mktemp("image")).made("--target", X86, "--target", ARM)
+
+
+@dataclasses.dataclass(frozen=True)
+class Imaged:
+    dist: Path
+    text: str
+
+    @property
+    def layout(self) -> Path:
+        return self.dist / LAYOUT
+
+    @property
+    def index_digest(self) -> str:
+        found = re.search(r"index (sha256:[0-9a-f]{64}) \(2 platforms\)", self.text)
+        assert found, self.text[-3000:]
+        return found.group(1)
+
+    def blob(self, digest: str) -> bytes:
+        return (self.layout / "blobs" / "sha256" / digest.removeprefix("sha256:")).read_bytes()
+
+    def json_blob(self, digest: str) -> dict[str, Any]:
+        data = json.loads(self.blob(digest))
+        assert isinstance(data, dict)
+        return data
+
+
+def _image(released: Release, dist: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    return run_nox("image", released.env(), [TAG, "--artefacts", str(dist), "--source", SOURCE, *more])
+
+
+@pytest.fixture(scope="module")
+def imaged(released: Release, tmp_path_factory: pytest.TempPathFactory) -> Imaged:
+    dist = released.download(tmp_path_factory.mktemp("imaged") / TAG)
+    return Imaged(dist, assert_ok(_image(released, dist)))
+
+
+def _manifests(dist: Path) -> dict[str, dict[str, Any]]:
+    found = {}
+    for triple in (X86, ARM):
+        data = json.loads((dist / f"hello-pgo-{TAG}-{triple}-manifest.json").read_text())
+        assert isinstance(data, dict)
+        found[triple] = data
+    return found
+
+
+def _no_layout_left(dist: Path) -> None:
+    assert not (dist / LAYOUT).exists()
+    assert not [p.name for p in dist.iterdir() if p.name.startswith(f".{LAYOUT}")], "no staging folder left"
+
+
+def test_one_image_per_platform_with_the_pgo_binary_alone_and_its_labels(imaged: Imaged, released: Release) -> None:
+    manifests = _manifests(imaged.dist)
+    top = json.loads((imaged.layout / "index.json").read_text())
+    assert top["manifests"][0]["digest"] == imaged.index_digest
+    assert top["manifests"][0]["annotations"] == {"org.opencontainers.image.ref.name": TAG}
+    assert json.loads((imaged.layout / "oci-layout").read_text()) == {"imageLayoutVersion": "1.0.0"}
+    index = imaged.json_blob(imaged.index_digest)
+    assert [m["platform"] for m in index["manifests"]] == [
+        {"os": "linux", "architecture": "amd64"},
+        {"os": "linux", "architecture": "arm64", "variant": "v8"},
+    ]
+    for descriptor, triple in zip(index["manifests"], (X86, ARM), strict=True):
+        release = manifests[triple]
+        image = imaged.json_blob(descriptor["digest"])
+        config = imaged.json_blob(image["config"]["digest"])
+        assert config["created"] == "2026-03-04T05:06:07Z"  # the commit's time, SOURCE_DATE_EPOCH
+        assert config["config"]["Entrypoint"] == ["/hello-pgo"]
+        assert config["config"]["Labels"] == {
+            "org.opencontainers.image.source": SOURCE,
+            "org.opencontainers.image.revision": release["commit"],
+            "org.opencontainers.image.version": "1.0.0",
+            "org.opencontainers.image.created": "2026-03-04T05:06:07Z",
+            "org.opencontainers.image.title": "hello-pgo",
+            "pgo-recipes.profile.sha256": release["profile_sha256"],
+            "pgo-recipes.target": triple,
+        }
+        (layer,) = image["layers"]
+        assert layer["mediaType"] == "application/vnd.oci.image.layer.v1.tar"
+        assert config["rootfs"]["diff_ids"] == [layer["digest"]]
+        with tarfile.open(fileobj=io.BytesIO(imaged.blob(layer["digest"])), mode="r:") as tar:
+            (member,) = tar.getmembers()  # the binary, nothing else
+            assert (member.name, member.mode, member.uid, member.gid) == ("hello-pgo", 0o755, 0, 0)
+            assert member.mtime == release["source_date_epoch"]
+            stream = tar.extractfile(member)
+            assert stream is not None
+            assert sha256_bytes(stream.read()) == release["artefacts"]["pgo"]["binary_sha256"]
+        assert f"  {descriptor['platform']['os']}/{descriptor['platform']['architecture']}" in imaged.text
+    assert f"nox >   inspect: skopeo inspect oci:{imaged.layout}:{TAG}" in imaged.text
+    # every blob named by its digest; the release's own files untouched, and verify still passes with the layout there
+    for blob in (imaged.layout / "blobs" / "sha256").iterdir():
+        assert sha256_bytes(blob.read_bytes()) == blob.name
+    subprocess.run(["sha256sum", "--check", "--strict", "SHA256SUMS"], cwd=imaged.dist, check=True, capture_output=True)
+    assert set(parse_sha256sums((imaged.dist / "SHA256SUMS").read_text())) == {
+        p.name for p in imaged.dist.iterdir() if p.name not in ("SHA256SUMS", LAYOUT)
+    }
+    verified = assert_ok(run_nox("verify", released.env(), [TAG, "--artefacts", str(imaged.dist)]))
+    for platform, triple in (("linux/amd64", X86), ("linux/arm64/v8", ARM)):
+        assert f"ok  {LAYOUT}: the {platform} image holds {triple}'s PGO binary alone" in verified
+    assert f"ok  {LAYOUT}: index {imaged.index_digest}, as nox -s image writes it from this release" in verified
+
+
+def test_the_same_release_at_another_path_gives_the_same_index_digest(
+    imaged: Imaged, released: Release, tmp_path: Path
+) -> None:
+    other = released.download(tmp_path / "elsewhere" / "deeper" / TAG)
+    again = Imaged(other, assert_ok(_image(released, other)))
+    assert again.index_digest == imaged.index_digest
+    files = {str(p.relative_to(imaged.layout)): p.read_bytes() for p in imaged.layout.rglob("*") if p.is_file()}
+    assert files == {str(p.relative_to(again.layout)): p.read_bytes() for p in again.layout.rglob("*") if p.is_file()}
+
+
+def _skopeo(*args: str) -> str:
+    return subprocess.run(["skopeo", *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_layout_validated_unpacked_and_its_binaries_run(imaged: Imaged, tmp_path: Path) -> None:
+    """skopeo reads the layout as a registry client would; umoci (which takes one image, not an index) unpacks each
+    platform's image after skopeo copied it out; the unpacked binaries get through the workload's verify replay."""
+    manifests = _manifests(imaged.dist)
+    for arch, triple in (("amd64", X86), ("arm64", ARM)):
+        seen = json.loads(_skopeo("inspect", "--override-arch", arch, f"oci:{imaged.layout}:{TAG}"))
+        assert seen["Digest"] == imaged.index_digest
+        assert (seen["Architecture"], seen["Os"]) == (arch, "linux")
+        assert seen["Labels"]["pgo-recipes.target"] == triple
+        one = tmp_path / f"oci-{arch}"
+        _skopeo("copy", "--override-arch", arch, f"oci:{imaged.layout}:{TAG}", f"oci:{one}:{TAG}")
+        bundle = tmp_path / f"bundle-{arch}"
+        subprocess.run(
+            ["umoci", "unpack", "--rootless", "--image", f"{one}:{TAG}", str(bundle)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        runtime = json.loads((bundle / "config.json").read_text())
+        assert runtime["process"]["args"] == ["/hello-pgo"]  # the entrypoint, as a runtime would start it
+        binary = bundle / "rootfs" / "hello-pgo"
+        assert sorted(p.name for p in (bundle / "rootfs").iterdir()) == ["hello-pgo"]
+        assert sha256_bytes(binary.read_bytes()) == manifests[triple]["artefacts"]["pgo"]["binary_sha256"]
+        launcher = emulation.launcher(triple, clean_env()) if triple == ARM else ()
+        done = train_workload(tmp_path / arch, REPO / "profiles" / "hello.toml", binary, launcher=launcher)
+        assert [phase["name"] for phase in done.phases] == ["collatz", "words", "primes", "checksum"], done
+        assert done.profraw_files is None  # a verify replay: the PGO binary writes no profile
+
+
+@pytest.mark.refuses("image-release-fails-verify", "image-layout-already-exists", "image-no-source-url")
+def test_a_release_missing_changed_or_imaged_twice_refused_without_a_layout(
+    imaged: Imaged, released: Release, tmp_path: Path
+) -> None:
+    missing = tmp_path / "nowhere" / TAG
+    assert_refused(_image(released, missing), f"no artefacts of {TAG} at {missing}")
+    pgo_tar = f"hello-pgo-{TAG}-{ARM}-pgo.tar.gz"
+    gone = released.download(tmp_path / "gone" / TAG)
+    (gone / pgo_tar).unlink()
+    assert_refused(_image(released, gone), f"{pgo_tar} is in SHA256SUMS but not in {gone}")
+    _no_layout_left(gone)
+    changed = released.download(tmp_path / "changed" / TAG)
+    data = bytearray((changed / pgo_tar).read_bytes())
+    data[-20] ^= 1
+    (changed / pgo_tar).write_bytes(bytes(data))
+    assert_refused(_image(released, changed), f"{pgo_tar} has sha256 ", "SHA256SUMS says")
+    _no_layout_left(changed)
+    assert_refused(
+        _image(released, imaged.dist), f"{imaged.layout} already exists", "an image is written once: remove it"
+    )
+    plain = released.download(tmp_path / "nosource" / TAG)
+    assert_refused(
+        run_nox("image", released.env(), [TAG, "--artefacts", str(plain)]),
+        "the image's org.opencontainers.image.source label needs the repository's URL",
+        "or give --source URL",
+    )
+    _no_layout_left(plain)
+
+
+@pytest.mark.refuses("image-no-linux-target", "image-glibc-targets-only", "image-one-platform-twice")
+def test_no_linux_target_glibc_only_or_one_platform_twice_refused(imaged: Imaged) -> None:
+    """The choice of targets on the release's own manifests, their triple or libc changed (a release of another
+    operating system or of glibc only is not made here for this)."""
+    name = f"hello-pgo-{TAG}-{X86}-manifest.json"
+    x86 = release_manifest.parse(read_manifest(imaged.dist / name), name)
+    arm_name = name.replace(X86, ARM)
+    arm = release_manifest.parse(read_manifest(imaged.dist / arm_name), arm_name)
+    chosen = choose_targets({name: x86, arm_name: arm}, TAG, imaged.dist)
+    assert [str(p) for _, p in chosen.images] == ["linux/amd64", "linux/arm64/v8"] and chosen.notes == ()
+
+    windows = dataclasses.replace(x86, triple="x86_64-pc-windows-gnu")
+    with pytest.raises(PgoError) as refused:
+        choose_targets({name: windows}, TAG, imaged.dist)
+    assert refused.value.line().startswith(f"the release {TAG} in {imaged.dist} has no Linux target")
+
+    glibc = dataclasses.replace(x86, triple="x86_64-unknown-linux-gnu", libc="glibc 2.17")
+    with pytest.raises(PgoError) as refused:
+        choose_targets({name: glibc}, TAG, imaged.dist)
+    assert refused.value.line().startswith(
+        "x86_64-unknown-linux-gnu's binary is linked against glibc 2.17: the image is FROM scratch, which has no C "
+        "library, so it would not start (release a static target for the image"
+    )
+    beside = choose_targets({name: glibc, arm_name: arm, "w": windows}, TAG, imaged.dist)
+    assert [m.triple for m, _ in beside.images] == [ARM]
+    assert beside.notes == (
+        "note: x86_64-pc-windows-gnu is not in the image: an OCI image of this kind runs Linux binaries",
+        "note: x86_64-unknown-linux-gnu is not in the image: its binary needs glibc 2.17, which a scratch image "
+        "has not",
+    )
+
+    static_gnu = dataclasses.replace(x86, triple="x86_64-unknown-linux-gnu")
+    with pytest.raises(PgoError) as refused:
+        choose_targets({name: x86, "g": static_gnu}, TAG, imaged.dist)
+    assert refused.value.line().startswith(
+        f"{X86} and x86_64-unknown-linux-gnu are both linux/amd64: an image index holds one image per platform"
+    )
+
+
+# --- verify: the layout checked against the release ----------------------------------------------------------------
+
+ANOTHER = b"\x7fELF another binary"
+
+
+def _forge(imaged: Imaged, root: Path, files: dict[str, bytes]) -> Path:
+    """A copy of the release whose layout is ``files`` (consistent: every blob named by its digest)."""
+    dist = Path(shutil.copytree(imaged.dist, root / TAG, ignore=shutil.ignore_patterns(LAYOUT)))
+    write_layout(dist / LAYOUT, files)
+    return dist
+
+
+def _release_images(imaged: Imaged) -> list[Image]:
+    """The release's two images, amd64 first."""
+    manifests = read_manifests(TAG, imaged.dist)
+    images = [
+        Image(platform, m.bin, pgo_binary(imaged.dist, m), labels_of(m, SOURCE), m.source_date_epoch)
+        for m, platform in choose_targets(manifests, TAG, imaged.dist).images
+    ]
+    return sorted(images, key=lambda image: image.platform.architecture)
+
+
+def _layout_of(imaged: Imaged, images: list[Image]) -> dict[str, bytes]:
+    first = next(iter(read_manifests(TAG, imaged.dist).values()))
+    return image_layout(images, TAG, annotations_of(first, SOURCE)).files
+
+
+def _check(dist: Path) -> list[str]:
+    return check_layout(TAG, dist, read_manifests(TAG, dist))
+
+
+def _refused(dist: Path, *words: str) -> str:
+    with pytest.raises(PgoError) as refused:
+        _check(dist)
+    line = refused.value.line()
+    assert all(w in line for w in words), line
+    assert line.endswith("(remove the layout and make it again: nox -s image)"), line
+    return line
+
+
+@pytest.mark.refuses(
+    "verify-image-blob-not-its-digest",
+    "verify-image-layer-not-the-release-binary",
+    "verify-image-index-not-the-release-targets",
+    "verify-image-layout-not-what-image-writes",
+)
+def test_verify_refuses_a_layout_that_is_not_the_release_s(imaged: Imaged, tmp_path: Path) -> None:
+    """check_layout, which ``nox -s verify`` runs after its checks (its nox run is the first test's), on copies of the
+    release whose layout was changed, each consistently (every blob named by its digest) but for the tampered one."""
+    assert _check(imaged.dist)[-1] == (
+        f"ok  {LAYOUT}: index {imaged.index_digest}, as nox -s image writes it from this release"
+    )
+    amd64, arm64 = _release_images(imaged)
+    same = _forge(imaged, tmp_path / "same", _layout_of(imaged, [amd64, arm64]))
+    assert _check(same) == _check(imaged.dist)  # the forger's tools make the release's layout from its images
+
+    tampered = _forge(imaged, tmp_path / "tampered", _layout_of(imaged, [amd64, arm64]))
+    blob = sorted((tampered / LAYOUT / "blobs" / "sha256").iterdir())[0]
+    blob.write_bytes(blob.read_bytes() + b" ")
+    _refused(tampered, f"the image layout's blob {blob.name[:12]} has sha256 ", "it is not the blob its name says")
+
+    other = _forge(imaged, tmp_path / "other", _layout_of(imaged, [dataclasses.replace(amd64, binary=ANOTHER), arm64]))
+    _refused(
+        other,
+        f"the linux/amd64 image's layer in {LAYOUT} holds a /hello-pgo of sha256 {sha256_bytes(ANOTHER)}",
+        "not the release's PGO binary",
+    )
+    riscv = dataclasses.replace(amd64, platform=Platform("linux", "riscv64"))
+    extra = _forge(imaged, tmp_path / "extra", _layout_of(imaged, [amd64, arm64, riscv]))
+    _refused(extra, f"{LAYOUT}'s image index lists an image of linux/riscv64, which the release {TAG} has no static")
+    fewer = _forge(imaged, tmp_path / "fewer", _layout_of(imaged, [amd64]))
+    _refused(fewer, f"{LAYOUT}'s image index has no image of linux/arm64/v8 ({ARM})")
+    relabelled = dataclasses.replace(arm64, labels={**arm64.labels, "pgo-recipes.profile.sha256": "0" * 64})
+    labels = _forge(imaged, tmp_path / "labels", _layout_of(imaged, [amd64, relabelled]))
+    _refused(labels, f"{LAYOUT}/blobs/sha256/", "is not what nox -s image writes from this release (index sha256:")
+
+    # a second file in the amd64 layer, beside the binary, and every document made again around that layer
+    passwd = (b"root:x:0:0::/:/bin/sh\n", 0o644)
+    two = tar_bytes({"hello-pgo": (amd64.binary, 0o755), "etc/passwd": passwd}, amd64.created)
+    bigger = _forge(imaged, tmp_path / "bigger", _with_layer(_layout_of(imaged, [amd64, arm64]), "amd64", two))
+    _refused(bigger, f"the linux/amd64 image's layer in {LAYOUT} holds 'etc', not only /hello-pgo")
+
+
+def _with_layer(files: dict[str, bytes], architecture: str, layer: bytes) -> dict[str, bytes]:
+    """The layout ``files`` with the layer of ``architecture``'s image replaced, and every document that names it
+    (config, manifest, image index, index.json) made again around it."""
+
+    def load(digest: str) -> dict[str, Any]:
+        data = json.loads(files[f"blobs/sha256/{digest.removeprefix('sha256:')}"])
+        assert isinstance(data, dict)
+        return data
+
+    out = {k: v for k, v in files.items() if not k.startswith("blobs/")}
+
+    def put(data: bytes, descriptor: dict[str, Any]) -> None:
+        out[f"blobs/sha256/{sha256_bytes(data)}"] = data
+        descriptor.update(digest=f"sha256:{sha256_bytes(data)}", size=len(data))
+
+    top = json.loads(files["index.json"])
+    index = load(top["manifests"][0]["digest"])
+    for descriptor in index["manifests"]:
+        manifest = load(descriptor["digest"])
+        config = load(manifest["config"]["digest"])
+        old = files[f"blobs/sha256/{manifest['layers'][0]['digest'].removeprefix('sha256:')}"]
+        new = layer if descriptor["platform"]["architecture"] == architecture else old
+        put(new, manifest["layers"][0])
+        config["rootfs"]["diff_ids"] = [f"sha256:{sha256_bytes(new)}"]
+        put(canonical_json(config), manifest["config"])
+        put(canonical_json(manifest), descriptor)
+    put(canonical_json(index), top["manifests"][0])
+    out["index.json"] = canonical_json(top)
+    return out
