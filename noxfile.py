@@ -69,6 +69,8 @@ TEST_PROGRAMS = {
     "curl": "curl",
     "ss": "iproute2",
     "gcc": "gcc",
+    "skopeo": "skopeo",
+    "umoci": "umoci",
 }
 
 

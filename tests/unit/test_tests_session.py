@@ -64,6 +64,8 @@ def test_only_missing_programs_are_named() -> None:
         "valgrind",
         "qemu-aarch64",
         "aarch64-linux-gnu-gcc",
+        "skopeo",
+        "umoci",
     }
     missing = noxfile.missing_test_programs([], which=lambda p: f"/usr/bin/{p}" if p in found else None)
     assert missing == {"llvm-profdata-14": "llvm-14", "h2load": "nghttp2-client", "qemu-x86_64": "qemu-user"}
