@@ -366,7 +366,10 @@ def _run(
     else:
         candidates = [(builds.build_pgo(plan()), _labels(args, ["PGO"])[0])]
         c_compilers[candidates[0][0]] = builds.pgo_c_compilers(plan().work)
-    candidates += [(variants.build_variant(plan(), o), variants.label(o)) for o in args.variants]
+    for options in args.variants:
+        variant = variants.build_variant(plan(), options)
+        c_compilers[variant] = variants.variant_c_compilers(plan(), options)
+        candidates.append((variant, variants.label(options)))
     if args.baseline is not None:
         baseline_binary, baseline_label = args.baseline, args.baseline_label or "baseline"
     else:

@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from recipes import report
-from recipes.bench.builds import link_flags
+from recipes import cflags, report
+from recipes.bench.builds import c_compilers_text, link_flags
 from recipes.errors import ConfigError, MissingInput
 from recipes.plan import BuildPlan
 from recipes.results import OptimiseResult
@@ -54,6 +54,19 @@ def pgo_profile(work: Path) -> Path:
     return optimised.store_path
 
 
+def _log(plan: BuildPlan, options: Sequence[str]) -> Path:
+    return plan.logs / f"bench-variant-{_slug(options)}-build.log"
+
+
+def variant_c_compilers(plan: BuildPlan, options: Sequence[str]) -> str:
+    """What compiled a variant's C and C++ (:func:`build_variant`'s target dir and log), for the bench table: the
+    bench built it, so it is known, not a binary given by path."""
+    log = _log(plan, options)
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    target_dir = plan.workdir.variant_target(_slug(options))
+    return c_compilers_text(cflags.c_crates(plan.c, plan.rustc, target_dir, log_text=text, flag="-fprofile-use"))
+
+
 def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:
     """The work dir's PGO build again with ``-Cllvm-args=<option>`` for each of ``options``."""
     store_path = pgo_profile(plan.work)
@@ -68,7 +81,7 @@ def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:
     run(
         plan.build_argv(target_dir),
         env=env_with_rustflags(plan.env, plan.rustflags, flags),
-        log=plan.logs / f"bench-variant-{_slug(options)}-build.log",
+        log=_log(plan, options),
         cwd=plan.cwd,
         what=f"the PGO build with {' '.join(options)}",
     )

@@ -109,6 +109,9 @@ def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> Non
     assert knob["builds"][1]["origin"] == pgo and "/variant-target/disable-icp/" in knob["builds"][2]["origin"]
     variant_log = (hello.work / "logs" / "bench-variant-disable-icp-build.log").read_text()
     assert "-Cllvm-args=-disable-icp" in variant_log and "-Cprofile-use=" in variant_log
+    # the bench built it: what compiled its C is known (hello has none), as for the plain and the PGO build
+    assert [b["c_compilers"] for b in knob["builds"]] == ["no C", "no C", "no C"]
+    assert "not known (a binary given by path)" not in (hello.work / "bench" / "results.md").read_text()
     assert "best by the estimate on the 2 held-out scenarios: " in text
     assert "held-out scenarios: " in (hello.work / "bench" / "results.md").read_text()
 
