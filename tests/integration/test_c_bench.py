@@ -20,7 +20,7 @@ def test_the_coverage_check_counts_the_c_functions(tmp_path: Path) -> None:
     # the plain build's C by the clang the PGO build uses, without the profile: the builds differ by it only
     plain_objects = cflags.c_objects(pipeline.work / "plain-target", "x86_64-unknown-linux-gnu")["csys"]
     assert plain_objects and all("clang version 22" in o.compiler and not o.instrumented for o in plain_objects)
-    text = assert_ok(pipeline.nox("bench", "--trials", "1", "--scale", "0.2"))
+    text = assert_ok(pipeline.nox("bench", "--trials", "1", "--scale", "0.2", "--profile-use-args=-disable-icp"))
     c_code = json.loads((pipeline.work / "bench" / "results.json").read_text())["coverage"]["c_code"]
     # csys_checksum and csys_cpp_sum trained, csys_cold not (mix_step is inlined: no function of its own)
     assert c_code["functions"] == 3 and c_code["with_training_counts"] == 2, c_code
@@ -35,5 +35,8 @@ def test_the_coverage_check_counts_the_c_functions(tmp_path: Path) -> None:
     assert "The C and C++ of build scripts: 3 functions, 2 with counts in the training's profile" in markdown
     # each build's C compilers named, the same for both: the comparison is of the profile alone
     assert "- baseline (plain): `" in markdown and "`; its C and C++: csys: " in markdown
-    assert markdown.count("clang version 22") == 2, markdown[:2000]
+    # a --profile-use-args build compiles the C as the PGO build does, by the pipeline's clang wrapper (without it,
+    # cc-rs's default cc: gcc)
+    assert markdown.count("clang version 22") == 3, markdown[:2000]
+    assert "- candidate (PGO -disable-icp): `" in markdown
     assert "compiled by different compilers" not in markdown
