@@ -80,11 +80,18 @@ def shard_summary_lines(m: MergeResult) -> list[str]:
     ]
     if m.unexecuted_main_crate is not None:
         largest = m.unexecuted_largest or []
+        sized = any(f["bytes"] for f in largest)
+        heading = (
+            f"; the {len(largest)} largest (bytes in the instrumented binary):"
+            if sized
+            else f"; {len(largest)} of them by name (the instrumented binary's symbol table gives none of them a "
+            "size: stripped by the profile's strip, or inlined everywhere):"
+        )
         lines.append(
             f"unexecuted  {m.unexecuted_main_crate} functions of the main crate no training executed"
-            + (f"; the {len(largest)} largest (bytes in the instrumented binary):" if largest else "")
+            + (heading if largest else "")
         )
-        lines += [f"            {f['bytes']:>8}  {f['name']}" for f in largest]
+        lines += [f"            {f['bytes']:>8}  {f['name']}" if sized else f"            {f['name']}" for f in largest]
     return lines
 
 
