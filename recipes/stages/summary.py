@@ -232,7 +232,14 @@ def _compilers_said(crate: CCrateRecord) -> str:
     by_language = crate.get("languages")
     if not by_language:
         return ", ".join(_compiler_words(crate["compilers"]))
-    return "; ".join(f"{lang} by {', '.join(_compiler_words(found))}" for lang, found in by_language.items() if found)
+    return "; ".join(_language_said(lang, found) for lang, found in by_language.items() if found)
+
+
+def _language_said(lang: str, found: list[str]) -> str:
+    """One language's compilers; assembled objects alone are "assembly, not judged" (not "assembly by assembly")."""
+    if lang == "assembly" and set(found) == {ASSEMBLED}:
+        return "assembly, not judged"
+    return f"{lang} by {', '.join(_compiler_words(found))}"
 
 
 def _compiler_words(compilers: list[str]) -> list[str]:
