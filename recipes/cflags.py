@@ -449,7 +449,7 @@ def language_compiler(
         return (
             None,
             None,
-            f"{triple} is not the host: set PGO_C=1 to compile its C with clang {rustc.llvm_major} --target",
+            f"{triple} is not the host: set PGO_C=1 to compile its {name} with clang {rustc.llvm_major} --target",
         )
     if found is None:
         if mode == "on":

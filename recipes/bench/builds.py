@@ -62,12 +62,16 @@ def shared_flags(rustflags: str) -> list[str]:
 
 def c_compilers_text(crates: list[CCrateRecord] | None) -> str:
     """What compiled a build's C and C++, for the bench table: each crate with C and its compilers (as they name
-    themselves in the objects' ``.comment``); ``no C`` when no build script compiled any; ``""``: not known."""
+    themselves in the objects' ``.comment``; ``assembly`` for an assembled object, which names none); ``no C`` when
+    no build script compiled any; ``""``: not known."""
     if crates is None:
         return ""
     if not crates:
         return "no C"
-    return "; ".join(f"{c['crate']}: {', '.join(c['compilers'])}" for c in crates)
+    return "; ".join(
+        f"{c['crate']}: {', '.join('assembly' if name == cflags.ASSEMBLED else name for name in c['compilers'])}"
+        for c in crates
+    )
 
 
 def plain_c_compilers(plan: BuildPlan) -> str:

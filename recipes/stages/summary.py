@@ -80,11 +80,18 @@ def shard_summary_lines(m: MergeResult) -> list[str]:
     ]
     if m.unexecuted_main_crate is not None:
         largest = m.unexecuted_largest or []
+        sized = any(f["bytes"] for f in largest)
+        heading = (
+            f"; the {len(largest)} largest (bytes in the instrumented binary):"
+            if sized
+            else f"; {len(largest)} of them by name (the instrumented binary's symbol table gives none of them a "
+            "size: stripped by the profile's strip, or inlined everywhere):"
+        )
         lines.append(
             f"unexecuted  {m.unexecuted_main_crate} functions of the main crate no training executed"
-            + (f"; the {len(largest)} largest (bytes in the instrumented binary):" if largest else "")
+            + (heading if largest else "")
         )
-        lines += [f"            {f['bytes']:>8}  {f['name']}" for f in largest]
+        lines += [f"            {f['bytes']:>8}  {f['name']}" if sized else f"            {f['name']}" for f in largest]
     return lines
 
 
@@ -225,7 +232,14 @@ def _compilers_said(crate: CCrateRecord) -> str:
     by_language = crate.get("languages")
     if not by_language:
         return ", ".join(_compiler_words(crate["compilers"]))
-    return "; ".join(f"{lang} by {', '.join(_compiler_words(found))}" for lang, found in by_language.items() if found)
+    return "; ".join(_language_said(lang, found) for lang, found in by_language.items() if found)
+
+
+def _language_said(lang: str, found: list[str]) -> str:
+    """One language's compilers; assembled objects alone are "assembly, not judged" (not "assembly by assembly")."""
+    if lang == "assembly" and set(found) == {ASSEMBLED}:
+        return "assembly, not judged"
+    return f"{lang} by {', '.join(_compiler_words(found))}"
 
 
 def _compiler_words(compilers: list[str]) -> list[str]:

@@ -78,6 +78,9 @@ def test_the_table_names_each_builds_c_compilers() -> None:
     assert c_compilers_text(None) == ""
     assert c_compilers_text([]) == "no C"
     assert c_compilers_text([CRATE]) == f"csys: {GCC_COMMENT}"
+    # ring's .S objects name no compiler ("unknown" in report.json): the table said "ring: Debian clang …, unknown"
+    ring: CCrateRecord = {"crate": "ring", "objects": 3, "compilers": [CLANG_COMMENT, "unknown"], "profile_flags": True}
+    assert c_compilers_text([ring]) == f"ring: {CLANG_COMMENT}, assembly"
     meta = {
         "builds": [
             {"key": "baseline", "label": "plain", "binary": "/b", "c_compilers": f"csys: {CLANG_COMMENT}"},

@@ -91,6 +91,11 @@ def test_the_users_compiler_kept_and_profiled_only_when_it_is_rustcs_clang(tmp_p
         RUSTC, {"PATH": "/usr/bin"}, "aarch64-unknown-linux-gnu", setting=None, clang=None, zigbuild=False
     )
     assert not cross.enabled and "is not the host" in (cross.languages[0].off or "")
+    # each language's line names its own language (the C++ one said "its C" too: miniserve's aarch64 summary)
+    assert [language.off for language in cross.languages] == [
+        f"aarch64-unknown-linux-gnu is not the host: set PGO_C=1 to compile its {name} with clang 22 --target"
+        for name in ("C", "C++")
+    ]
 
 
 def test_the_wrapper_gives_the_target_clang_and_the_host_its_own_compiler(tmp_path: Path) -> None:

@@ -280,6 +280,14 @@ def test_the_summary_says_assembled_c_objects_are_not_judged(tmp_path: Path) -> 
         "c code      ring: 2 C/C++ functions with profile data, 1 without "
         "(Debian clang version 22.1.8 (1~deb12u1), assembly, not judged)"
     )
+    # by language (the build's log said which compiled what): the assembled objects are not "assembly by assembly"
+    optimise["c_code"]["crates"][0]["languages"] = {
+        "C": ["Debian clang version 22.1.8 (1~deb12u1)"],
+        "assembly": ["unknown"],
+    }
+    _write(tmp_path, {"optimise": optimise})
+    line = next(x for x in summary_lines(report.load(tmp_path)) if x.startswith("c code"))
+    assert line.endswith("(C by Debian clang version 22.1.8 (1~deb12u1); assembly, not judged)"), line
 
 
 def test_the_summary_counts_runs_and_requests_in_their_own_words() -> None:

@@ -228,6 +228,19 @@ def test_the_summary_of_shards_and_unexecuted_functions() -> None:
     ]
 
 
+def test_unexecuted_functions_without_sizes_are_listed_by_name_not_as_the_largest() -> None:
+    """A binary with no symbol table (a release profile with ``strip = true``, as miniserve's) sizes nothing:
+    its unexecuted functions are not said to be the largest, nor shown with a size of 0."""
+    largest = [{"name": "<std::io::error::Error>::kind", "bytes": 0}, {"name": "miniserve::main", "bytes": 0}]
+    record = from_json(MergeResult, _merge_record(unexecuted_main_crate=1533, unexecuted_largest=largest))
+    assert shard_summary_lines(record) == [
+        "unexecuted  1533 functions of the main crate no training executed; 2 of them by name (the instrumented "
+        "binary's symbol table gives none of them a size: stripped by the profile's strip, or inlined everywhere):",
+        "            <std::io::error::Error>::kind",
+        "            miniserve::main",
+    ]
+
+
 def test_the_shards_of_the_plan_weigh_one_unless_weighed(tmp_path: Path) -> None:
     workload = '[workload]\ndescription = "d"\n\n[[instance]]\nname = "cli"\nmode = "command"\n\n'
     phase = '[[instance.phase]]\nname = "p"\nkind = "command"\nargs = ["x"]\n'

@@ -56,6 +56,13 @@ def test_shipped_workloads_load() -> None:
         assert load_workload(path).instances
 
 
+def test_example_workloads_load() -> None:
+    examples = sorted((REPO / "profiles" / "examples").glob("*.toml"))
+    assert len(examples) >= 8
+    for path in examples:
+        assert load_workload(path).instances, path
+
+
 @pytest.mark.refuses(
     "min-functions-total-without-min-functions",
     "unknown-key-nearest-known-one",
