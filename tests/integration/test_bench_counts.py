@@ -84,14 +84,14 @@ def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> Non
     gain = 100 * (-trained if trained < 0 else 1 - 1 / (1 + trained))  # the loser against the winner, or not
     assert gain > 0.5, "the two builds count alike on collatz: the gate has nothing to decide"
     passed = assert_ok(
-        hello.nox("bench", *cheap, *order, "--scenarios", "collatz", "--gate-trained", f"{gain - 0.5:.2f}")
+        hello.nox("bench", *once, *order, "--scenarios", "collatz", "--gate-trained", f"{gain - 0.5:.2f}")
     )
     assert "gate passed:" in passed
     gate = _results(hello)["gate"]
     assert gate["trained_percent"] == pytest.approx(gain - 0.5, abs=0.01) and gate["verdicts"][0].startswith(
         "gate passed"
     )
-    proc = hello.nox("bench", *cheap, *order, "--scenarios", "collatz", "--gate-trained", f"{gain + 0.5:.2f}")
+    proc = hello.nox("bench", *once, *order, "--scenarios", "collatz", "--gate-trained", f"{gain + 0.5:.2f}")
     line = assert_refused(proc, "counts gate:", "on trained scenario collatz", "not at least")
     assert "Gate (by the estimate):" in (hello.work / "bench" / "results.md").read_text()  # written before it failed
     assert line.count("counts gate:") == 1
