@@ -357,8 +357,9 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
                 f"{name}/{path} is not what nox -s image writes from this release (index {made.index_digest})",
                 _LAYOUT_HINT,
             )
-    for path in sorted(found - set(made.files)):
-        raise CheckFailed(f"{name}/{path} is not a file nox -s image writes for this release", _LAYOUT_HINT)
+    extra = sorted(found - set(made.files))
+    if extra:
+        raise CheckFailed(f"{name}/{extra[0]} is not a file nox -s image writes for this release", _LAYOUT_HINT)
     lines.append(f"ok  {name}: index {made.index_digest}, as nox -s image writes it from this release")
     return lines
 

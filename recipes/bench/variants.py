@@ -80,8 +80,8 @@ def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:
     say(f"bench: the PGO build with {' '.join(options)} in {target_dir}")
     # the C and C++ of build scripts as the optimised build compiles them (the same compilers, the C profile):
     # the variant differs from the PGO binary by its options alone
-    env = cflags.c_env(plan.c, env_with_rustflags(plan.env, plan.rustflags, flags), [f"-fprofile-use={store_path}"],
-                       plan.workdir.bin, optimise=True)  # fmt: skip
+    rust_env = env_with_rustflags(plan.env, plan.rustflags, flags)
+    env = cflags.c_env(plan.c, rust_env, [f"-fprofile-use={store_path}"], plan.workdir.bin, optimise=True)
     run(
         plan.build_argv(target_dir),
         env=env,

@@ -18,6 +18,7 @@ import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from recipes.reproducible.tarballs import sha256_bytes, tar_bytes
@@ -50,7 +51,7 @@ class Blob:
     media_type: str
     data: bytes
 
-    @property
+    @cached_property  # a layer is the binary: hashed once, though the config, descriptors and file names need it
     def digest(self) -> str:
         return f"sha256:{sha256_bytes(self.data)}"
 
