@@ -23,13 +23,14 @@ from pathlib import Path
 
 import nox
 
-from recipes import cpu, procs, report, stages
+from recipes import procs, report, stages
 from recipes.claim import CrateIdentity, claim, identity_of_config
 from recipes.config import Config, load_config
 from recipes.errors import PgoError
 from recipes.plan import BuildPlan, make_plan
 from recipes.procs import Interrupted
-from recipes.reproducible.tags import take_gather
+from recipes.release import cpu
+from recipes.release.reproducible.tags import take_gather
 from recipes.results import RebuildResult
 from recipes.runner import say
 from recipes.stages import gather
@@ -224,7 +225,7 @@ def _rebuilt_lines(results: Iterable[RebuildResult]) -> list[str]:
     return [line for result in results for line in result.lines]
 
 
-# The release sessions: each parses its posargs with its own parser of recipes/release_args.py (a tag first,
+# The release sessions: each parses its posargs with its own parser of recipes/release/args.py (a tag first,
 # ``-- v1.2.3``, then its options; the rest are config options), and imports the recipes only it needs.
 
 
@@ -235,9 +236,9 @@ def release(session: nox.Session) -> None:
 
     Tarballs, the profile, a manifest and SHA256SUMS, all reproducible (SOURCE_DATE_EPOCH, remapped paths).
     """
-    from recipes import matrix  # noqa: PLC0415  (only the release sessions need them)
-    from recipes import release as release_recipe  # noqa: PLC0415
-    from recipes.release_args import parse_release  # noqa: PLC0415
+    from recipes.release import make as release_recipe  # noqa: PLC0415
+    from recipes.release import matrix  # noqa: PLC0415  (only the release sessions need them)
+    from recipes.release.args import parse_release  # noqa: PLC0415
 
     try:
         args = parse_release(session.posargs)
@@ -255,7 +256,7 @@ def release(session: nox.Session) -> None:
 def rebuild(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--target T ...]: rebuild a release's PGO binary (of each target in the folder, or
     those given) from its profile and compare with SHA256SUMS."""
-    from recipes.release_args import parse_rebuild  # noqa: PLC0415
+    from recipes.release.args import parse_rebuild  # noqa: PLC0415
 
     try:
         args = parse_rebuild(session.posargs)
@@ -271,7 +272,7 @@ def _rebuild_held(
 ) -> list[RebuildResult]:
     """A release's rebuild: its files checked first (a refusal touches no work dir), then built in the work dir it
     holds (recipes/claim.py)."""
-    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
+    from recipes.release import rebuild as rebuild_recipe  # noqa: PLC0415
 
     checked = rebuild_recipe.rebuild_targets(tag, config, os.environ, artefacts, targets)
     with claim(config.out, session):
@@ -280,8 +281,8 @@ def _rebuild_held(
 
 def determinism(session: nox.Session) -> None:
     """Build HEAD twice from the profile alone (PGO_PROFDATA or the last merge) in two work dirs; compare."""
-    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
-    from recipes.release_args import parse_determinism  # noqa: PLC0415
+    from recipes.release import rebuild as rebuild_recipe  # noqa: PLC0415
+    from recipes.release.args import parse_determinism  # noqa: PLC0415
 
     try:
         args = parse_determinism(session.posargs)
@@ -298,9 +299,9 @@ def verify(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--rebuild [--target T ...]]: check a release's SHA256SUMS, manifest and
     provenance statements, and its image layout when ``nox -s image`` wrote one; with --rebuild, then rebuild its
     PGO binary (of the targets given) as ``rebuild`` does."""
-    from recipes import image as image_recipe  # noqa: PLC0415
-    from recipes import provenance  # noqa: PLC0415
-    from recipes.release_args import parse_verify  # noqa: PLC0415
+    from recipes.release import image as image_recipe  # noqa: PLC0415
+    from recipes.release import provenance  # noqa: PLC0415
+    from recipes.release.args import parse_verify  # noqa: PLC0415
 
     try:
         args = parse_verify(session.posargs)
@@ -319,8 +320,8 @@ def verify(session: nox.Session) -> None:
 def image(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--source URL]: an OCI image layout of a release's static Linux PGO binaries (one
     image per platform, FROM scratch, in one image index), written into the release's folder after verify's checks."""
-    from recipes import image as image_recipe  # noqa: PLC0415
-    from recipes.release_args import parse_image  # noqa: PLC0415
+    from recipes.release import image as image_recipe  # noqa: PLC0415
+    from recipes.release.args import parse_image  # noqa: PLC0415
 
     try:
         args = parse_image(session.posargs)

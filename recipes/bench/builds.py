@@ -12,17 +12,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from recipes import bolt as boltlib
-from recipes import cflags, elf, emulation, report, stages
+from recipes import report, stages
 from recipes.bench.settings import Build
 from recipes.claim import check_own_optimised
 from recipes.errors import BenchError, CheckFailed, MissingInput
 from recipes.files import copy_atomically
+from recipes.llvm import boltlib, elf
 from recipes.plan import BuildPlan
 from recipes.results import CCodeRecord, CCrateRecord, OptimiseResult, PlainResult
 from recipes.runner import say
-from recipes.rustflags import profile_flags_in
 from recipes.store import sha256_file
+from recipes.toolchain import cflags, emulation
+from recipes.toolchain.rustflags import profile_flags_in
 from recipes.workdir import WorkDir
 
 

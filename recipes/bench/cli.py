@@ -37,7 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recipes.bench import builds, counting, counts_report, coverage, design, report, variants
+from recipes.bench import builds, counting, counts_report, coverage, design, variants
+from recipes.bench import cpu_report as report
 from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_gate
 from recipes.bench.harness import run_bench
 from recipes.bench.scenarios import held_out, require_scenarios, select

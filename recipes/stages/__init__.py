@@ -9,7 +9,7 @@ keeps its own record in report.json.
     merge.py       llvm-profdata merge of those raw profiles; the floor of executed functions
     optimise.py    the build with -Cprofile-use, every check of it, verify, the checked copy
     test.py        pgo-test: the crate's test suite built with the same profile and flags
-    bolt.py        llvm-bolt on the optimised binary (the tool itself: recipes/bolt.py)
+    bolt.py        llvm-bolt on the optimised binary (the tool itself: recipes/llvm/boltlib.py)
     plain.py       the plain build: the same build without a profile, in its frame, recorded as "plain" (the
                    release and the bench run it)
     pipeline.py    pgo: all of them in order, what they need refused before anything is built

@@ -9,16 +9,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import cflags
-from recipes.cargo import log as cargo_log
 from recipes.errors import CommandFailed, MissingInput
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import CCrateRecord, PlainResult
 from recipes.runner import run, say
-from recipes.rustflags import env_with_rustflags, plain_env
 from recipes.stages import _observe
 from recipes.stages._record import StageFrame
 from recipes.store import sha256_file
+from recipes.toolchain import cflags
+from recipes.toolchain.cargo import log as cargo_log
+from recipes.toolchain.rustflags import env_with_rustflags, plain_env
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from recipes import elf, stages
+from recipes import stages
 from recipes.errors import CheckFailed
+from recipes.llvm import elf
 from recipes.report import load as load_report
 from recipes.store import sha256_file
 from tests.conftest import assert_ok, run_nox
