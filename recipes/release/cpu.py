@@ -39,7 +39,7 @@ from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput
 from recipes.llvm import elf
 from recipes.results import CommandCheck, CpuBaselineResult, Failed, Report, ServerCheck
 from recipes.runner import capture, query, quote, run, say
-from recipes.stages._record import StageFrame
+from recipes.stages.frame import StageFrame
 from recipes.store import sha256_file
 from recipes.toolchain import emulation
 from recipes.toolchain.rustflags import rust_triple

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from recipes import report, stages
+from recipes import report
 from recipes.claim import CrateIdentity, claim_each
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
@@ -60,6 +60,8 @@ from recipes.release.reproducible import (
 )
 from recipes.results import BoltResult, MergeResult, OptimiseResult, Report
 from recipes.runner import capture, run, say
+from recipes.stages.pipeline import pgo
+from recipes.stages.plain import plain
 from recipes.store import sha256_file
 from recipes.toolchain import cflags
 from recipes.toolchain.rustc import RustcInfo, cargo_version, find_profdata, rustc_sysroot
@@ -250,7 +252,7 @@ def plain_build(rplan: ReproduciblePlan) -> tuple[Path, dict[str, str]]:
     rustflags and C flags remapped as the PGO build's, the package cleaned first; the binary and its crate
     identities."""
     plan = rplan.plan
-    _, built = stages.plain(
+    _, built = plain(
         plan,
         log=plan.logs / "plain-build.log",
         announce=f"release: the plain build of {plan.crate.bin} in {plan.workdir.plain_target}",
@@ -440,7 +442,7 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
 def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
     """The PGO pipeline, then the plain build; refused when the two disagree on the crate identity."""
     plan = rplan.plan
-    stages.pgo(plan)
+    pgo(plan)
     full = report.load(plan.work)
     optimised = report.require(plan.work, "optimise", "the release")
     store_path = optimised.store_path

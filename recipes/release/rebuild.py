@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recipes import report, stages
+from recipes import report
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
 from recipes.files import write_atomically
@@ -58,7 +58,9 @@ from recipes.release.reproducible import (
 )
 from recipes.results import DeterminismResult, DiffoscopeRecord, OptimiseResult, RebuildResult
 from recipes.runner import capture, say
-from recipes.stages._record import StageFrame
+from recipes.stages.bolt import bolt
+from recipes.stages.frame import StageFrame
+from recipes.stages.optimise import optimise
 from recipes.store import sha256_file
 from recipes.toolchain import cflags
 from recipes.toolchain.rustc import cargo_version, parse_rustc_vv, resolve_rustc, split_toolchain
@@ -322,7 +324,7 @@ def refuse_other_rustflags(rplan: ReproduciblePlan, expected: Sequence[str] | No
 
 def build_from_profile(rplan: ReproduciblePlan, work: Path) -> Built:
     """The optimise stage from the plan's profile, its binary stripped under ``work/stripped``."""
-    result = stages.optimise(rplan.plan, verify=False)
+    result = optimise(rplan.plan, verify=False)
     stripped = strip_binary(
         result.binary,
         WorkDir(work).stripped(rplan.plan.crate.bin),
@@ -336,7 +338,7 @@ def bolt_from_profile(rplan: ReproduciblePlan, work: Path, built: Built) -> Buil
     """The bolt stage from the release's own BOLT profile (its sha256 checked against the manifest): what it gives
     is compared with the release's PGO+BOLT binary, so it is not refused for want of a record of its training
     here; stripped by llvm-strip under ``work/stripped-bolt``."""
-    bolted = stages.bolt(rplan.plan, vouched="the release's BOLT profile, its result compared with SHA256SUMS")
+    bolted = bolt(rplan.plan, vouched="the release's BOLT profile, its result compared with SHA256SUMS")
     bolted_stripped = strip_binary(
         bolted.binary,
         WorkDir(work).stripped_bolt(rplan.plan.crate.bin),

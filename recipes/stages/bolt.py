@@ -18,7 +18,7 @@ from recipes.llvm import boltlib, elf
 from recipes.plan import BuildPlan
 from recipes.results import BoltResult, WorkloadRun, as_json, from_json
 from recipes.runner import capture, run, say
-from recipes.stages._record import StageFrame, checked_copy, run_on
+from recipes.stages.frame import StageFrame, checked_copy, run_on
 from recipes.store import sha256_file
 from recipes.train.trainer import Collect
 from recipes.workload import Workload

@@ -37,7 +37,7 @@ from recipes.results import InstrumentResult, MergeResult, PhaseRecord, ShardTra
 from recipes.runner import say
 from recipes.shards import Shard
 from recipes.stages import tests_shard
-from recipes.stages._record import StageFrame, run_on
+from recipes.stages.frame import StageFrame, run_on
 from recipes.stages.merge import _merge_shards, refuse_other_rustc
 from recipes.stages.train import instrumented_binary
 from recipes.store import sha256_file

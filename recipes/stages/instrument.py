@@ -7,7 +7,7 @@ from recipes.plan import BuildPlan, clean_package
 from recipes.results import InstrumentResult
 from recipes.runner import run, say
 from recipes.stages import _observe
-from recipes.stages._record import StageFrame
+from recipes.stages.frame import StageFrame
 from recipes.store import sha256_file
 from recipes.toolchain import cflags, zig
 from recipes.toolchain.cargo import log as cargo_log

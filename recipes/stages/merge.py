@@ -16,7 +16,7 @@ from recipes.results import InstrumentResult, MergeResult, ShardRecord, ShardTra
 from recipes.runner import say
 from recipes.shards import Shard, asked_shares, integer_weights, reached_shares, weighted_inputs
 from recipes.stages import tests_shard
-from recipes.stages._record import StageFrame, threshold
+from recipes.stages.frame import StageFrame, threshold
 from recipes.store import sha256_file
 from recipes.toolchain.rustc import ProfdataTool, find_profdata, rustc_sysroot
 from recipes.workload import Workload
@@ -69,7 +69,7 @@ class FunctionFloor:
 
 
 def function_floor(plan: BuildPlan, workload: Workload | None) -> FunctionFloor:
-    """The floor :func:`recipes.stages._record.threshold` chooses (the workload's scales with its
+    """The floor :func:`recipes.stages.frame.threshold` chooses (the workload's scales with its
     ``min_functions_total``), else 1."""
     chosen = threshold(plan, workload, "min_functions")
     if chosen is None:

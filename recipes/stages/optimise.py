@@ -16,7 +16,7 @@ from recipes.plan import BuildPlan, clean_package
 from recipes.results import InstrumentResult, OptimiseResult, PlainResult
 from recipes.runner import run, say
 from recipes.stages import _observe
-from recipes.stages._record import StageFrame, checked_copy, run_on, threshold
+from recipes.stages.frame import StageFrame, checked_copy, run_on, threshold
 from recipes.store import sha256_file
 from recipes.toolchain import cflags, zig
 from recipes.toolchain.cargo import invocation as cargo_command
@@ -187,7 +187,7 @@ def check_same_build(recorded: InstrumentResult, plan: BuildPlan, *, earlier: st
 
 
 def max_missing(plan: BuildPlan, workload: Workload | None) -> int | None:
-    """The ceiling of functions without profile :func:`recipes.stages._record.threshold` chooses, else None."""
+    """The ceiling of functions without profile :func:`recipes.stages.frame.threshold` chooses, else None."""
     chosen = threshold(plan, workload, "max_missing")
     return chosen.value if chosen is not None else None
 

@@ -21,7 +21,7 @@ from recipes.plan import BuildPlan, clean_package
 from recipes.results import OptimiseResult, TestResult
 from recipes.runner import run, say
 from recipes.stages import _observe
-from recipes.stages._record import StageFrame
+from recipes.stages.frame import StageFrame
 from recipes.toolchain import zig
 from recipes.toolchain.cargo import invocation as cargo_command
 from recipes.toolchain.cargo import log as cargo_log

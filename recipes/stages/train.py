@@ -13,7 +13,7 @@ from recipes.results import PhaseRecord, ShardTrainRecord, TrainResult, Workload
 from recipes.runner import say
 from recipes.shards import workload_shards
 from recipes.stages import tests_shard
-from recipes.stages._record import StageFrame, run_on
+from recipes.stages.frame import StageFrame, run_on
 from recipes.store import sha256_file
 from recipes.train.trainer import Collect
 from recipes.workload import check_environment, check_tools
