@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS, Counts, estimate
-from recipes.bench.report import (
+from recipes.bench.cpu_report import (
     BASELINE,
     CANDIDATE,
     c_compilers_note,

@@ -1,6 +1,6 @@
 """The harness: builds run in turn, CPU time per request (or per run), in rounds of one trial of each build.
 
-For each scenario (declared in the workload file, :mod:`recipes.workload.scenarios`): the canary on the server's
+For each scenario (declared in the workload file, :mod:`recipes.workload.scenario_format`): the canary on the server's
 core; then, for a server scenario, one server per build started from the scenario's instance (its args and
 config template, pinned to the server's core by ``taskset``, every thread checked), each warmed up; then the
 trials in rounds, one trial of each build a round, the builds' order rotated each round
@@ -31,8 +31,8 @@ from typing import Any
 
 from recipes.bench import canary, design, procstat
 from recipes.bench.commands import run_command, stdin_file
+from recipes.bench.cpu_report import ScenarioResult, Trial, build_keys, write_json, write_markdown
 from recipes.bench.load import load_argvs, run_loads, trial_problem
-from recipes.bench.report import ScenarioResult, Trial, build_keys, write_json, write_markdown
 from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server, stop_server, tail_line
 from recipes.bench.settings import Build, Settings, Setup, instance_env, raise_open_files_limit, started_setup

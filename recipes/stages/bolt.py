@@ -2,7 +2,7 @@
 
 Its own instrumentation and training (or ``PGO_BOLT_PROFILE``), the profile from the store, every check, the
 training replayed on the BOLTed binary, then a checked copy in ``<work>/bolted/``. The tools, the input checks
-and the parsers of llvm-bolt's files are ``recipes/bolt.py`` (``boltlib`` here)."""
+and the parsers of llvm-bolt's files are ``recipes/llvm/boltlib.py`` (``boltlib`` here)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import bolt as boltlib
-from recipes import elf, report
+from recipes import report
 from recipes.errors import CheckFailed, MissingInput, TrainingFailed
 from recipes.files import atomic_output, copy_atomically
 from recipes.inputs import read_bytes
+from recipes.llvm import boltlib, elf
 from recipes.plan import BuildPlan
 from recipes.results import BoltResult, WorkloadRun, as_json, from_json
 from recipes.runner import capture, run, say
-from recipes.stages._record import StageFrame, checked_copy, run_on
+from recipes.stages.frame import StageFrame, checked_copy, run_on
 from recipes.store import sha256_file
-from recipes.training import Collect
+from recipes.train.trainer import Collect
 from recipes.workload import Workload
 
 
@@ -79,7 +79,7 @@ def _bolt_input(plan: BuildPlan) -> tuple[Path, str, dict[str, int]]:
 
 @dataclass(frozen=True)
 class LeftOut:
-    """The functions whose names BOLT's instrumentation runtime could not write (recipes.bolt.name_budget): the
+    """The functions whose names BOLT's instrumentation runtime could not write (recipes.llvm.boltlib.name_budget): the
     longest name, how many were left out, their symbols (the first 50, each cut at 120 characters) and
     llvm-bolt's ``-skip-funcs-file`` argument (none when every name fits)."""
 
@@ -169,7 +169,7 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
     """llvm-bolt on the optimised binary: its own instrumentation and training (or PGO_BOLT_PROFILE), the profile
     from the store, opt-dist's flags (or PGO_BOLT_ARGS), every check, then a checked copy in <work>/bolted/.
 
-    A given profile must have been recorded on this very binary (:func:`recipes.bolt.check_trained_on`), unless
+    A given profile must have been recorded on this very binary (:func:`recipes.llvm.boltlib.check_trained_on`), unless
     the caller ``vouched`` for it (rebuild: a release's own profile, its result compared with the release's)."""
     with StageFrame(plan, "bolt") as frame:
         return _bolt(plan, frame, vouched)

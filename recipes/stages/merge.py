@@ -7,17 +7,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import checks, elf, profdata, report
+from recipes import report
 from recipes.bench.coverage import demangle, demangler
 from recipes.errors import CheckFailed, PgoError
+from recipes.llvm import checks, elf, profdata
 from recipes.plan import BuildPlan
 from recipes.results import InstrumentResult, MergeResult, ShardRecord, ShardTrainRecord, UnexecutedRecord, from_json
 from recipes.runner import say
 from recipes.shards import Shard, asked_shares, integer_weights, reached_shares, weighted_inputs
 from recipes.stages import tests_shard
-from recipes.stages._record import StageFrame, threshold
+from recipes.stages.frame import StageFrame, threshold
 from recipes.store import sha256_file
-from recipes.toolchain import ProfdataTool, find_profdata, rustc_sysroot
+from recipes.toolchain.rustc import ProfdataTool, find_profdata, rustc_sysroot
 from recipes.workload import Workload
 
 #: how many of the main crate's unexecuted functions report.json and the summary name, the largest first
@@ -68,7 +69,7 @@ class FunctionFloor:
 
 
 def function_floor(plan: BuildPlan, workload: Workload | None) -> FunctionFloor:
-    """The floor :func:`recipes.stages._record.threshold` chooses (the workload's scales with its
+    """The floor :func:`recipes.stages.frame.threshold` chooses (the workload's scales with its
     ``min_functions_total``), else 1."""
     chosen = threshold(plan, workload, "min_functions")
     if chosen is None:

@@ -9,20 +9,21 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from recipes import bolt as boltlib
-from recipes import cflags, checks, elf, profdata, report, zig
-from recipes.cargo import command as cargo_command
-from recipes.cargo import log as cargo_log
-from recipes.cargo import observed
+from recipes import report
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, StoreError
+from recipes.llvm import boltlib, checks, elf, profdata
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import InstrumentResult, OptimiseResult, PlainResult
 from recipes.runner import run, say
-from recipes.rustflags import env_with_rustflags, target_cpu_warning
 from recipes.stages import _observe
-from recipes.stages._record import StageFrame, checked_copy, run_on, threshold
+from recipes.stages.frame import StageFrame, checked_copy, run_on, threshold
 from recipes.store import sha256_file
-from recipes.toolchain import find_profdata, rustc_sysroot
+from recipes.toolchain import cflags, zig
+from recipes.toolchain.cargo import invocation as cargo_command
+from recipes.toolchain.cargo import log as cargo_log
+from recipes.toolchain.cargo import observed
+from recipes.toolchain.rustc import find_profdata, rustc_sysroot
+from recipes.toolchain.rustflags import env_with_rustflags, target_cpu_warning
 from recipes.workload import Workload
 
 
@@ -186,7 +187,7 @@ def check_same_build(recorded: InstrumentResult, plan: BuildPlan, *, earlier: st
 
 
 def max_missing(plan: BuildPlan, workload: Workload | None) -> int | None:
-    """The ceiling of functions without profile :func:`recipes.stages._record.threshold` chooses, else None."""
+    """The ceiling of functions without profile :func:`recipes.stages.frame.threshold` chooses, else None."""
     chosen = threshold(plan, workload, "max_missing")
     return chosen.value if chosen is not None else None
 

@@ -7,24 +7,26 @@ A failing test, a crashed test binary or a suite that does not compile fails the
 failed. The optimised binary, already checked by ``optimise``, stays where ``report.json`` says it is: the
 stage's failure is recorded under ``test`` for whoever ships it to see.
 
-Its log is read by ``recipes/cargo/testlog.py``.
+Its log is read by ``recipes/toolchain/cargo/testlog.py``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from recipes import checks, report, zig
-from recipes.cargo import command as cargo_command
-from recipes.cargo import log as cargo_log
-from recipes.cargo.metadata import CrateInfo
-from recipes.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
+from recipes import report
 from recipes.errors import CheckFailed
+from recipes.llvm import checks
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import OptimiseResult, TestResult
 from recipes.runner import run, say
 from recipes.stages import _observe
-from recipes.stages._record import StageFrame
+from recipes.stages.frame import StageFrame
+from recipes.toolchain import zig
+from recipes.toolchain.cargo import invocation as cargo_command
+from recipes.toolchain.cargo import log as cargo_log
+from recipes.toolchain.cargo.metadata import CrateInfo
+from recipes.toolchain.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
 
 
 def _optimised(plan: BuildPlan) -> OptimiseResult:

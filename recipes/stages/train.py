@@ -5,16 +5,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from recipes import profdata, report
+from recipes import report
 from recipes.errors import CheckFailed, MissingInput
+from recipes.llvm import profdata
 from recipes.plan import BuildPlan
 from recipes.results import PhaseRecord, ShardTrainRecord, TrainResult, WorkloadRun
 from recipes.runner import say
 from recipes.shards import workload_shards
 from recipes.stages import tests_shard
-from recipes.stages._record import StageFrame, run_on
+from recipes.stages.frame import StageFrame, run_on
 from recipes.store import sha256_file
-from recipes.training import Collect
+from recipes.train.trainer import Collect
 from recipes.workload import check_environment, check_tools
 
 

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from recipes import h2load, procs
+from recipes import procs
 from recipes.errors import TrainingFailed
 from recipes.runner import plural, quote, say, show
 from recipes.schema import Table, fill
+from recipes.web import h2load
 from recipes.workload.fields import iter_paths, parse_expect
 from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
 

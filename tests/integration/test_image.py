@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 
-from recipes import emulation
-from recipes import manifest as release_manifest
 from recipes.errors import PgoError
-from recipes.image import (
+from recipes.release import manifest as release_manifest
+from recipes.release.image import (
     annotations_of,
     check_layout,
     choose_targets,
@@ -29,9 +28,10 @@ from recipes.image import (
     read_manifests,
     write_layout,
 )
-from recipes.provenance import read_manifest
-from recipes.reproducible import Image, Platform, image_layout, parse_sha256sums, sha256_bytes, tar_bytes
-from recipes.reproducible.oci import canonical_json
+from recipes.release.provenance import read_manifest
+from recipes.release.reproducible import Image, Platform, image_layout, parse_sha256sums, sha256_bytes, tar_bytes
+from recipes.release.reproducible.oci import canonical_json
+from recipes.toolchain import emulation
 from tests.conftest import REPO, assert_ok, assert_refused, clean_env, run_nox, train_workload
 from tests.integration import test_aarch64
 from tests.integration.test_musl import NEEDS_MUSL

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from recipes import cpu, report
+from recipes import report
 from recipes.errors import MissingInput, PgoError, WorkDirError
 from recipes.files import copy_atomically
+from recipes.release import cpu
 from recipes.results import (
     Failed,
     InstrumentResult,

@@ -17,7 +17,7 @@ from typing import Any
 
 from recipes.errors import CheckFailed
 from recipes.inputs import Fields
-from recipes.reproducible import Names, sum_name_problem
+from recipes.release.reproducible import Names, sum_name_problem
 
 #: the release manifest's layout (its "schema"): rebuild and verify read only this one
 MANIFEST_SCHEMA = 1

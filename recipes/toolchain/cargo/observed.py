@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes.cargo.log import RustcCall, is_own_crate
-from recipes.cargo.metadata import CrateInfo
 from recipes.errors import CheckFailed
 from recipes.files import atomic_output
+from recipes.toolchain.cargo.log import RustcCall, is_own_crate
+from recipes.toolchain.cargo.metadata import CrateInfo
 
 MAGIC = "pgo-rustc-shim-1"
 

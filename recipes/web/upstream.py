@@ -1,6 +1,6 @@
 """The training's upstream backend: a small, fast HTTP/1.1 keep-alive server (asyncio, raw protocol).
 
-Run as ``python3 -m recipes.upstream [--port N]``; it prints ``listening PORT`` once bound, and stops on
+Run as ``python3 -m recipes.web.upstream [--port N]``; it prints ``listening PORT`` once bound, and stops on
 SIGTERM. Paths (anything after the prefix is free, so the proxy's cache sees many keys):
 
 - ``/page/…``  200, a 5 KB HTML page, ``Cache-Control: public, max-age=300`` (the server may cache it)

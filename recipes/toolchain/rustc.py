@@ -16,7 +16,7 @@ from pathlib import Path
 
 from recipes.errors import CommandFailed, ToolchainError
 from recipes.runner import capture, query
-from recipes.rustflags import CargoConfigFile
+from recipes.toolchain.rustflags import CargoConfigFile
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,14 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from recipes import bolt, emulation, zig
 from recipes.config import Config
 from recipes.errors import ConfigError
+from recipes.llvm import boltlib as bolt
 from recipes.runner import capture
-from recipes.rustflags import rust_triple
 from recipes.store import ProfileStore
-from recipes.toolchain import RustcInfo, find_profdata, rustc_sysroot
+from recipes.toolchain import emulation, zig
+from recipes.toolchain.rustc import RustcInfo, find_profdata, rustc_sysroot
+from recipes.toolchain.rustflags import rust_triple
 
 
 def check(

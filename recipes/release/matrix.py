@@ -13,23 +13,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from recipes import preflight
 from recipes.config import Config, load_config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
-from recipes.manifest import Identity, check_schema, identity, peek
-from recipes.provenance import (
+from recipes.release.make import check_new_folder, join_files, write_dir
+from recipes.release.manifest import Identity, check_schema, identity, peek
+from recipes.release.provenance import (
     check_artefacts_folder,
     read_manifest,
     read_sums,
     refuse_one_target_twice,
     release_file,
 )
-from recipes.release import check_new_folder, join_files, write_dir
-from recipes.reproducible import SUMS, sha256_bytes, sha256sums_text
-from recipes.reproducible.tags import GATHER
+from recipes.release.reproducible import SUMS, sha256_bytes, sha256sums_text
+from recipes.release.reproducible.tags import GATHER
 from recipes.runner import say
-from recipes.rustflags import rust_triple
 from recipes.store import sha256_file
+from recipes.toolchain import preflight
+from recipes.toolchain.rustflags import rust_triple
 from recipes.workdir import WorkDir
 
 TARGET = "--target"
@@ -97,7 +97,8 @@ def read_folder(directory: Path, tag: str) -> dict[str, bytes]:
 
 def commit_of(files: Mapping[str, bytes], directory: Path, tag: str) -> str:
     """The commit of a folder's manifests (every manifest named for ``tag`` must be of one commit). Only their tag
-    and commit are read (:func:`recipes.manifest.identity`): the verify of the gathered folder reads the rest."""
+    and commit are read (:func:`recipes.release.manifest.identity`): the verify of the gathered folder reads the
+    rest."""
     found: dict[str, Identity] = {}
     for name in sorted(files):
         if not name.endswith("-manifest.json"):

@@ -36,8 +36,8 @@ from recipes.errors import CheckFailed, CommandFailed, ConfigError, EnvironmentR
 from recipes.files import atomic_output
 from recipes.results import CCodeRecord, CCrateRecord, CLanguageRecord
 from recipes.runner import capture, query
-from recipes.rustflags import CargoConfigFile
-from recipes.toolchain import RustcInfo
+from recipes.toolchain.rustc import RustcInfo
+from recipes.toolchain.rustflags import CargoConfigFile
 
 #: the flags of clang's profile, which the pipeline adds itself and refuses in the user's flags
 PROFILE_PREFIXES = (

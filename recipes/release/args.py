@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import ConfigError
-from recipes.matrix import TARGET
-from recipes.reproducible import split_tag, take_option
-from recipes.reproducible.tags import take_all, take_gather
+from recipes.release.matrix import TARGET
+from recipes.release.reproducible import split_tag, take_option
+from recipes.release.reproducible.tags import take_all, take_gather
 
 ARTEFACTS = "--artefacts"
 REBUILD = "--rebuild"

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
-from recipes.reproducible.tarballs import sha256_bytes, tar_bytes
+from recipes.release.reproducible.tarballs import sha256_bytes, tar_bytes
 
 MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
 MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"

@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes import manifest as release_manifest
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, MissingInput, PgoError
 from recipes.inputs import read_json, read_text
-from recipes.manifest import Artefact, CCode, Manifest
-from recipes.reproducible import (
+from recipes.release import manifest as release_manifest
+from recipes.release.manifest import Artefact, CCode, Manifest
+from recipes.release.reproducible import (
     SUMS,
     git,
     parse_sha256sums,
@@ -33,7 +33,7 @@ from recipes.reproducible import (
     tag_commit,
 )
 from recipes.store import sha256_file
-from recipes.toolchain import parse_rustc_vv
+from recipes.toolchain.rustc import parse_rustc_vv
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -496,7 +496,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
         digest = sha256_file(release_file(directory, name))
         if digest != want:
             raise CheckFailed(f"{name} has sha256 {digest}, SHA256SUMS says {want}", "download it again")
-    layouts = {image_folder(m.bin, tag) for m in manifests.values()}  # checked by recipes/image.py:check_layout
+    layouts = {image_folder(m.bin, tag) for m in manifests.values()}  # checked by recipes/release/image.py:check_layout
     unlisted = sorted(
         p.name
         for p in directory.iterdir()

@@ -4,7 +4,7 @@ The release's folder (the one ``nox -s release`` wrote, as ``verify`` reads it) 
 target's PGO binary, read back from its tarball, becomes one image FROM scratch (the binary alone at ``/<bin>``, its
 entrypoint), all of them in one image index by platform. The layout goes into the release's folder as
 ``<bin>-<tag>-image/``, written in a temp folder and renamed, or not at all. Its bytes come from the release's files
-and SOURCE_DATE_EPOCH only (recipes/reproducible/oci.py): the same release gives the same index digest anywhere.
+and SOURCE_DATE_EPOCH only (recipes/release/reproducible/oci.py): the same release gives the same index digest anywhere.
 
 A binary linked against glibc is not put in a scratch image (it would not start: there is no C library in it);
 a release of glibc targets only is refused, one with a static target too leaves the glibc ones out, saying so.
@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recipes import manifest as release_manifest
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
 from recipes.files import write_atomically
 from recipes.inputs import read_json
-from recipes.manifest import Manifest
-from recipes.provenance import image_folder, is_image_layout, read_manifest, read_sums, release_location, verify
-from recipes.reproducible import (
+from recipes.release import manifest as release_manifest
+from recipes.release.manifest import Manifest
+from recipes.release.provenance import image_folder, is_image_layout, read_manifest, read_sums, release_location, verify
+from recipes.release.reproducible import (
     REF_NAME,
     Image,
     Layout,
@@ -43,7 +43,7 @@ from recipes.reproducible import (
 )
 from recipes.runner import say
 
-#: what the manifest's ``libc`` says of a static binary (recipes/elf.py)
+#: what the manifest's ``libc`` says of a static binary (recipes/llvm/elf.py)
 STATIC = "static, needs no glibc"
 #: the labels of the profile a binary was built with and of its target (the project's name as their namespace)
 PROFILE_LABEL = "pgo-recipes.profile.sha256"
@@ -365,6 +365,7 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
 
 
 def verify_image(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None) -> list[str]:
-    """``nox -s verify``'s check of the release's image layout (after :func:`recipes.provenance.verify_release`)."""
+    """``nox -s verify``'s check of the release's image layout (after
+    :func:`recipes.release.provenance.verify_release`)."""
     _, _, directory = release_location(tag, config, environ, artefacts)
     return check_layout(tag, directory, read_manifests(tag, directory))

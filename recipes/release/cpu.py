@@ -32,15 +32,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
-from recipes import certs, elf, emulation, net, procs, report
+from recipes import procs, report
 from recipes.claim import claim, identity_of_config, own_optimised_binary
 from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
+from recipes.llvm import elf
 from recipes.results import CommandCheck, CpuBaselineResult, Failed, Report, ServerCheck
 from recipes.runner import capture, query, quote, run, say
-from recipes.rustflags import rust_triple
-from recipes.stages._record import StageFrame
+from recipes.stages.frame import StageFrame
 from recipes.store import sha256_file
+from recipes.toolchain import emulation
+from recipes.toolchain.rustflags import rust_triple
+from recipes.web import certs, net
 from recipes.workdir import WorkDir
 
 QEMU = "qemu-x86_64"
@@ -296,7 +299,7 @@ def rustc_default_features(target: str, env: Mapping[str, str]) -> tuple[str, ..
 #: target features that say how the binary is linked, not which instructions it may use: ``crt-static`` is in
 #: ``rustc --print cfg`` for x86_64-unknown-linux-musl, but cargo leaves it out of a build script's
 #: ``CARGO_CFG_TARGET_FEATURE`` (the demo server for musl stamps ``fxsr,sse,sse2``); the static link itself is
-#: checked on the ELF file (recipes/elf.py)
+#: checked on the ELF file (recipes/llvm/elf.py)
 NOT_INSTRUCTION_FEATURES = frozenset({"crt-static"})
 
 

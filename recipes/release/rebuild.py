@@ -16,25 +16,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recipes import cflags, report, stages
-from recipes import diff as diffoscope
-from recipes import manifest as release_manifest
-from recipes.bolt import find_llvm_strip
+from recipes import report
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
 from recipes.files import write_atomically
-from recipes.manifest import Artefact, CCode, Manifest, Toolchain
-from recipes.matrix import refuse_twice
-from recipes.provenance import (
-    check_artefacts_folder,
-    check_listing,
-    check_one_commit,
-    read_manifest,
-    read_sums,
-    refuse_one_target_twice,
-    release_file,
-)
-from recipes.release import (
+from recipes.llvm.boltlib import find_llvm_strip
+from recipes.release import diff as diffoscope
+from recipes.release import manifest as release_manifest
+from recipes.release.make import (
     ReproduciblePlan,
     describe_rustc,
     relative_to_repo,
@@ -43,7 +32,18 @@ from recipes.release import (
     strip_version,
     workload_of_tree,
 )
-from recipes.reproducible import (
+from recipes.release.manifest import Artefact, CCode, Manifest, Toolchain
+from recipes.release.matrix import refuse_twice
+from recipes.release.provenance import (
+    check_artefacts_folder,
+    check_listing,
+    check_one_commit,
+    read_manifest,
+    read_sums,
+    refuse_one_target_twice,
+    release_file,
+)
+from recipes.release.reproducible import (
     SUMS,
     Names,
     binary_diff,
@@ -58,10 +58,13 @@ from recipes.reproducible import (
 )
 from recipes.results import DeterminismResult, DiffoscopeRecord, OptimiseResult, RebuildResult
 from recipes.runner import capture, say
-from recipes.rustflags import cargo_config_files
-from recipes.stages._record import StageFrame
+from recipes.stages.bolt import bolt
+from recipes.stages.frame import StageFrame
+from recipes.stages.optimise import optimise
 from recipes.store import sha256_file
-from recipes.toolchain import cargo_version, parse_rustc_vv, resolve_rustc, split_toolchain
+from recipes.toolchain import cflags
+from recipes.toolchain.rustc import cargo_version, parse_rustc_vv, resolve_rustc, split_toolchain
+from recipes.toolchain.rustflags import cargo_config_files
 from recipes.workdir import WorkDir
 from recipes.workload import workload_path
 
@@ -127,7 +130,7 @@ def load_release(directory: Path, tag: str) -> list[Published]:
 
 def _load_manifest(path: Path, sums: Mapping[str, str], tag: str) -> Manifest:
     """One manifest of the folder: listed in SHA256SUMS with its sha256, of ``tag``, every key typed
-    (:func:`recipes.manifest.parse`), named as its release names it."""
+    (:func:`recipes.release.manifest.parse`), named as its release names it."""
     if path.name not in sums:
         raise CheckFailed(f"{SUMS} has no line for {path.name}", "download SHA256SUMS again")
     manifest_sha = sha256_file(_require_file(path, "the manifest"))
@@ -321,7 +324,7 @@ def refuse_other_rustflags(rplan: ReproduciblePlan, expected: Sequence[str] | No
 
 def build_from_profile(rplan: ReproduciblePlan, work: Path) -> Built:
     """The optimise stage from the plan's profile, its binary stripped under ``work/stripped``."""
-    result = stages.optimise(rplan.plan, verify=False)
+    result = optimise(rplan.plan, verify=False)
     stripped = strip_binary(
         result.binary,
         WorkDir(work).stripped(rplan.plan.crate.bin),
@@ -335,7 +338,7 @@ def bolt_from_profile(rplan: ReproduciblePlan, work: Path, built: Built) -> Buil
     """The bolt stage from the release's own BOLT profile (its sha256 checked against the manifest): what it gives
     is compared with the release's PGO+BOLT binary, so it is not refused for want of a record of its training
     here; stripped by llvm-strip under ``work/stripped-bolt``."""
-    bolted = stages.bolt(rplan.plan, vouched="the release's BOLT profile, its result compared with SHA256SUMS")
+    bolted = bolt(rplan.plan, vouched="the release's BOLT profile, its result compared with SHA256SUMS")
     bolted_stripped = strip_binary(
         bolted.binary,
         WorkDir(work).stripped_bolt(rplan.plan.crate.bin),

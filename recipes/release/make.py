@@ -4,7 +4,8 @@ On a clean checkout of the tag: the PGO pipeline (instrument, train, merge, opti
 with the same cargo command, target and base flags, both with SOURCE_DATE_EPOCH of the commit and the build
 machine's paths remapped; both stripped and packed in deterministic tarballs; the profile, a manifest of
 everything the rebuild must match, and SHA256SUMS. All of it goes to ``dist/<tag>/`` at once (a temp dir,
-then a rename), or nothing does. A release of several targets (``--target A --target B``, recipes/matrix.py) makes
+then a rename), or nothing does. A release of several targets (``--target A --target B``, recipes/release/matrix.py)
+makes
 each target's files so, and writes them all with one SHA256SUMS at the end.
 """
 
@@ -17,14 +18,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from recipes import bolt as boltlib
-from recipes import cflags, checks, cpu, elf, provenance, report, stages
-from recipes import manifest as release_manifest
+from recipes import report
 from recipes.claim import CrateIdentity, claim_each
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
 from recipes.files import atomic_output, write_atomically
-from recipes.manifest import (
+from recipes.llvm import boltlib, checks, elf
+from recipes.plan import BuildPlan, make_plan
+from recipes.release import cpu, provenance
+from recipes.release import manifest as release_manifest
+from recipes.release.manifest import (
     Artefact,
     Artefacts,
     BoltInfo,
@@ -37,8 +40,7 @@ from recipes.manifest import (
     Toolchain,
     Training,
 )
-from recipes.plan import BuildPlan, make_plan
-from recipes.reproducible import (
+from recipes.release.reproducible import (
     SUMS,
     Names,
     binary_tarball,
@@ -58,8 +60,11 @@ from recipes.reproducible import (
 )
 from recipes.results import BoltResult, MergeResult, OptimiseResult, Report
 from recipes.runner import capture, run, say
+from recipes.stages.pipeline import pgo
+from recipes.stages.plain import plain
 from recipes.store import sha256_file
-from recipes.toolchain import RustcInfo, cargo_version, find_profdata, rustc_sysroot
+from recipes.toolchain import cflags
+from recipes.toolchain.rustc import RustcInfo, cargo_version, find_profdata, rustc_sysroot
 from recipes.workload import Workload, workload_path
 
 MANIFEST_SCHEMA = release_manifest.MANIFEST_SCHEMA
@@ -247,7 +252,7 @@ def plain_build(rplan: ReproduciblePlan) -> tuple[Path, dict[str, str]]:
     rustflags and C flags remapped as the PGO build's, the package cleaned first; the binary and its crate
     identities."""
     plan = rplan.plan
-    _, built = stages.plain(
+    _, built = plain(
         plan,
         log=plan.logs / "plain-build.log",
         announce=f"release: the plain build of {plan.crate.bin} in {plan.workdir.plain_target}",
@@ -437,7 +442,7 @@ def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> Targe
 def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
     """The PGO pipeline, then the plain build; refused when the two disagree on the crate identity."""
     plan = rplan.plan
-    stages.pgo(plan)
+    pgo(plan)
     full = report.load(plan.work)
     optimised = report.require(plan.work, "optimise", "the release")
     store_path = optimised.store_path

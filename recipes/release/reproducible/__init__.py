@@ -2,7 +2,7 @@
 deterministic tarballs, SHA256SUMS, release tags, git queries, and where two binaries differ.
 
 Everything here is small and pure (or a thin query of git); the sessions put it together in
-recipes/release.py and recipes/rebuild.py. One module per responsibility:
+recipes/release/make.py and recipes/release/rebuild.py. One module per responsibility:
 
 - :mod:`.tags`: the release tag and the release sessions' posargs (check_tag, split_tag, take_option)
 - :mod:`.environment`: the fixed environment and the path remapping (reproducible_env, remap_pairs, ...)
@@ -14,12 +14,12 @@ recipes/release.py and recipes/rebuild.py. One module per responsibility:
 - :mod:`.diffs`: where two binaries differ (binary_diff, differing_sections, ...)
 - :mod:`.repo`: thin queries of git (git, repo_root, tag_commit, commit_time, dirty_paths, ...)
 
-Every name is re-exported here: ``from recipes.reproducible import X`` is the way to import it.
+Every name is re-exported here: ``from recipes.release.reproducible import X`` is the way to import it.
 """
 
-from recipes.reproducible.cargo import outside_workspace, unit_states
-from recipes.reproducible.diffs import BinaryDiff, binary_diff, differing_bytes, differing_sections
-from recipes.reproducible.environment import (
+from recipes.release.reproducible.cargo import outside_workspace, unit_states
+from recipes.release.reproducible.diffs import BinaryDiff, binary_diff, differing_bytes, differing_sections
+from recipes.release.reproducible.environment import (
     CARGO_HOME_PREFIX,
     SOURCE_PREFIX,
     SYSROOT_PREFIX,
@@ -31,8 +31,8 @@ from recipes.reproducible.environment import (
     reproducible_env,
     without_remap,
 )
-from recipes.reproducible.names import Names
-from recipes.reproducible.oci import (
+from recipes.release.reproducible.names import Names
+from recipes.release.reproducible.oci import (
     REF_NAME,
     Image,
     ImageBlobs,
@@ -43,10 +43,10 @@ from recipes.reproducible.oci import (
     platform_of,
     rfc3339,
 )
-from recipes.reproducible.repo import commit_time, dirty_paths, git, make_repo_commands, repo_root, tag_commit
-from recipes.reproducible.sums import SUMS, parse_sha256sums, sha256sums_text, sum_name_problem
-from recipes.reproducible.tags import check_tag, split_tag, take_option
-from recipes.reproducible.tarballs import (
+from recipes.release.reproducible.repo import commit_time, dirty_paths, git, make_repo_commands, repo_root, tag_commit
+from recipes.release.reproducible.sums import SUMS, parse_sha256sums, sha256sums_text, sum_name_problem
+from recipes.release.reproducible.tags import check_tag, split_tag, take_option
+from recipes.release.reproducible.tarballs import (
     TARBALL_MODE,
     binary_tarball,
     release_binary,

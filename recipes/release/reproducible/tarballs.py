@@ -21,7 +21,8 @@ def tar_bytes(files: Mapping[str, tuple[bytes, int]], mtime: int, tar_format: in
     """An uncompressed tar of ``{name: (content, mode)}``: names sorted, owner 0 without names, mtime ``mtime``.
 
     The directories of the names get their own entries (mode 0755). Nothing of the machine (user, umask, time)
-    gets in, so the same files give the same bytes anywhere (an image's layer is this, recipes/reproducible/oci.py).
+    gets in, so the same files give the same bytes anywhere (an image's layer is this,
+    recipes/release/reproducible/oci.py).
     """
     dirs: set[str] = set()
     for name in files:

@@ -22,7 +22,7 @@ from recipes.procs import Interrupted
 from recipes.results import Failed, StageName, StageResult, WorkloadRun, as_json
 from recipes.runner import say
 from recipes.store import sha256_file
-from recipes.training import VERIFY, Collect, RunSettings, run_workload
+from recipes.train.trainer import VERIFY, Collect, RunSettings, run_workload
 from recipes.workdir import CHECKED_COPIES
 from recipes.workload import Workload
 
@@ -231,7 +231,7 @@ def run_on(
 ) -> WorkloadRun:
     """``workload`` on ``binary`` with the plan's environment, project, crate, scale, phase timeout and launcher,
     its phases' folder ``<work>/<scratch>`` (train, verify, the BOLT training and the BOLTed binary's replay:
-    :func:`recipes.training.run_workload`)."""
+    :func:`recipes.train.trainer.run_workload`)."""
     settings = RunSettings(
         base_env=plan.env,
         scratch=plan.workdir.scratch(scratch),

@@ -12,7 +12,7 @@ from recipes.files import atomic_output
 from recipes.results import RawProfileRecord
 from recipes.runner import run
 from recipes.store import sha256_file
-from recipes.toolchain import ProfdataTool
+from recipes.toolchain.rustc import ProfdataTool
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,13 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 from elftools.elf.sections import SymbolTableSection
 
-from recipes import checks, runner, toolchain
+from recipes import runner
 from recipes.errors import CheckFailed, ConfigError, ToolchainError
 from recipes.files import atomic_output
 from recipes.inputs import Fields, read_bytes, read_json
-from recipes.toolchain import RustcInfo
+from recipes.llvm import checks
+from recipes.toolchain import rustc as toolchain
+from recipes.toolchain.rustc import RustcInfo
 
 #: the link argument that keeps the relocations in the binary, for llvm-bolt's relocation mode
 EMIT_RELOCS = "-Clink-arg=-Wl,--emit-relocs"

@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from recipes import (
-    emulation,
-    train,  # noqa: F401  (registers the instance modes, phase kinds and resources it drives)
-)
+from recipes import train  # noqa: F401  (registers the instance modes, phase kinds and resources it drives)
 from recipes.errors import TrainingFailed
 from recipes.results import WorkloadRun
 from recipes.runner import plural, say
+from recipes.toolchain import emulation
 from recipes.workload import Instance, Workload
 from recipes.workload.registry import INSTANCE_MODES, RESOURCES, PhaseContext, PhaseResult, ResourceContext
 
@@ -102,7 +100,7 @@ class RunSettings:
     """Where and how a workload runs: ``base_env`` (the plan's), ``scratch`` (the folder the phases may use, made
     afresh), ``logs``, the project and the crate's package dir (``{project}``, ``{crate}``), the scale, a phase
     timeout that overrides the workload's, and ``launcher`` (qemu-user for another architecture:
-    ``recipes.emulation``), whose slowdown multiplies the workload's own time limits."""
+    ``recipes.toolchain.emulation``), whose slowdown multiplies the workload's own time limits."""
 
     base_env: Mapping[str, str]
     scratch: Path

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recipes.cargo.metadata import CrateInfo
 from recipes.errors import MissingInput
+from recipes.toolchain.cargo.metadata import CrateInfo
 
 
 @dataclass(frozen=True)
@@ -349,7 +349,8 @@ class ProfileWarnings:
     stale_examples: tuple[str, ...]
 
 
-#: a CGU name has no ``@``: ``warning: <pkg>@<version>: …`` is a build script's (clang's, read by recipes.cflags)
+#: a CGU name has no ``@``: ``warning: <pkg>@<version>: …`` is a build script's (clang's, read by
+#: recipes.toolchain.cflags)
 _WARNING = re.compile(r"^warning: (?P<cgu>[^\s:@]+): (?P<text>.*)$")
 MISSING_TEXT = "no profile data available for function"
 STALE_TEXTS = (

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from recipes.cargo.metadata import CrateInfo
 from recipes.files import atomic_output
+from recipes.toolchain.cargo.metadata import CrateInfo
 
 
 def build_argv(
@@ -25,7 +25,7 @@ def build_argv(
 
     ``-v`` puts every rustc line in the log; ``-vv`` also replays the warnings of dependencies that are Fresh.
     ``message_format`` (say :data:`MESSAGE_FORMAT`) adds cargo's JSON messages to the log, one a line
-    (:func:`recipes.cargo.log.compiler_artifacts`); every parser of the log reads it with or without them.
+    (:func:`recipes.toolchain.cargo.log.compiler_artifacts`); every parser of the log reads it with or without them.
     """
     words = list(cargo)
     if subcommand is not None:  # the word after cargo and its +toolchain

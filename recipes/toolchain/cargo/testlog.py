@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recipes.cargo.log import Invocation, harness_executables, running_invocations
+from recipes.toolchain.cargo.log import Invocation, harness_executables, running_invocations
 
 
 @dataclass

@@ -10,7 +10,7 @@
   (``profile_warnings``).
 - ``testlog``: the log of ``cargo test`` parsed: suites, counts, failed tests, crashes (``parse_cargo_test``).
 
-Nothing is re-exported here: callers import the submodule they use (``from recipes.cargo import log as
-cargo_log``, ``from recipes.cargo.metadata import CrateInfo``), so the import graph shows which part of cargo
+Nothing is re-exported here: callers import the submodule they use (``from recipes.toolchain.cargo import log as
+cargo_log``, ``from recipes.toolchain.cargo.metadata import CrateInfo``), so the import graph shows which part of cargo
 each module depends on. Within the package: ``metadata`` <- ``command``, ``metadata`` <- ``log`` <- ``testlog``.
 """

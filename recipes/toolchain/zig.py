@@ -15,11 +15,11 @@ import sysconfig
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from recipes import emulation
 from recipes.errors import CommandFailed, ConfigError, ToolchainError
 from recipes.runner import capture, run, say
-from recipes.rustflags import glibc_suffix
-from recipes.toolchain import split_toolchain
+from recipes.toolchain import emulation
+from recipes.toolchain.rustc import split_toolchain
+from recipes.toolchain.rustflags import glibc_suffix
 
 #: what ``pip install`` gets when cargo-zigbuild or zig is missing (the versions this project was tested with)
 REQUIREMENTS = ("cargo-zigbuild==0.24.1", "ziglang==0.17.1")
