@@ -478,6 +478,10 @@ class Reaped(NamedTuple):
     leftovers: list[Leftover]
 
 
+#: a child :func:`spawn` started, for the type of a parameter outside this module (which may not import subprocess)
+Spawned: TypeAlias = "subprocess.Popen[bytes]"
+
+
 def spawn(
     argv: Sequence[str],
     *,

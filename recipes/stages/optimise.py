@@ -4,7 +4,7 @@ fails a check goes to ``<work>/rejected/``."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -13,7 +13,7 @@ from recipes import report
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, StoreError
 from recipes.llvm import boltlib, checks, elf, profdata
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import InstrumentResult, OptimiseResult, PlainResult
+from recipes.results import CCrateRecord, InstrumentResult, OptimiseResult, PlainResult
 from recipes.runner import run, say
 from recipes.stages import _observe
 from recipes.stages.frame import StageFrame, checked_copy, run_on, threshold
@@ -84,26 +84,27 @@ def _target_dir_lock(plan: BuildPlan) -> FileLock:
     return lock
 
 
-def _build_and_check(
-    plan: BuildPlan,
-    frame: StageFrame,
-    store_path: Path,
-    sha: str,
-    records: list[str],
-    *,
-    trained_here: bool,
-    verify: bool | None,
-) -> OptimiseResult:
+def _optimised_env(plan: BuildPlan, store_path: Path, *, trained_here: bool) -> dict[str, str]:
+    """The optimised build's environment: the profile in the Rust flags (and BOLT's link), in the C compilers'
+    flags, and the RUSTC shim that records what rustc received."""
     say(f"optimise: profile {store_path}")
     flags = [f"-Cprofile-use={store_path}", "-Cllvm-args=-pgo-warn-missing-function"]
     if plan.config.bolt:  # the PGO binary is BOLT's input: one build, linked with the relocations BOLT needs
         flags.append(boltlib.EMIT_RELOCS)
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
-    c_flag = f"-fprofile-use={store_path}"
-    env = cflags.c_env(plan.c, env, [c_flag], plan.workdir.bin, optimise=True)
+    env = cflags.c_env(plan.c, env, [_c_flag(store_path)], plan.workdir.bin, optimise=True)
     if not trained_here and (line := cflags.choice_line(plan.c)):
         say(line)  # the instrumented build of this run said it already
-    env = _observe.observing(plan, env, "optimise")
+    return _observe.observing(plan, env, "optimise")
+
+
+def _c_flag(store_path: Path) -> str:
+    return f"-fprofile-use={store_path}"
+
+
+def _run_build(plan: BuildPlan, env: dict[str, str]) -> str:
+    """The package cleaned, then the optimised build; its log's text (a known failure of the link or of clang
+    refused in one line)."""
     clean_package(plan, None, plan.logs / "optimise-clean.log")
     built = plan.optimised_binary
     built.unlink(missing_ok=True)
@@ -120,9 +121,25 @@ def _build_and_check(
             boltlib.refuse_stripping_link(plan.logs / "optimise-build.log")
         cflags.refuse_clang_cannot_build(plan.c, plan.logs / "optimise-build.log")
         raise
-    log_text = done.output()
     if not built.is_file():
         raise MissingInput(f"the optimised build left no binary at {built}", f"see {done.log}")
+    return done.output()
+
+
+def _build_and_check(
+    plan: BuildPlan,
+    frame: StageFrame,
+    store_path: Path,
+    sha: str,
+    records: list[str],
+    *,
+    trained_here: bool,
+    verify: bool | None,
+) -> OptimiseResult:
+    env = _optimised_env(plan, store_path, trained_here=trained_here)
+    log_text = _run_build(plan, env)
+    built = plan.optimised_binary
+    c_flag = _c_flag(store_path)
     compiled = observed.compiles(observed.read_records(plan.workdir.observed("optimise")))
     warnings = cargo_log.profile_warnings(log_text)
     found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
@@ -131,38 +148,7 @@ def _build_and_check(
     )
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
-    result = OptimiseResult(
-        store_path=store_path,
-        profile_sha256=sha,
-        profile_functions=len(records),
-        missing_profile_functions=warnings.missing,
-        missing_by_crate=dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),
-        stale_profile_warnings=warnings.stale,
-        main_crate_functions_with_profile=found.main_crate_with_profile,
-        main_crate_functions_without_profile=found.main_crate_without_profile,
-        functions_with_profile_in_binary=found.functions_with_profile,
-        coverage_from_symbols=found.symbols_known,
-        crate_metadata=cargo_log.crate_identities(log_text, plan.crate),
-        cargo_command=list(plan.config.cargo),
-        target=plan.target,
-        rustflags=env[plan.rustflags.var],
-        built_binary=built,
-        binary=built,  # the checked copy once the checks pass
-        binary_sha256=sha256_file(built),
-        max_glibc=elf.max_glibc(built),
-        libc=elf.libc_needs(built),
-        emit_relocs=plan.config.bolt,
-        target_cpu=target_cpu_warning(plan.rustflags),
-        zigbuild=zig.versions(plan.env) if zig.uses_zigbuild(plan.config.cargo) else None,
-        c_code=plan.c.record(crates),
-        crates_compiled=len(compiled),
-        crates_with_profile=observed.with_flag(compiled, "profile-use", str(store_path)),
-        rustc=plan.rustc.release,
-        rustc_llvm=plan.rustc.llvm_version,
-        rustc_path=str(plan.rustc_path),
-        rustc_source=plan.rustc_source,
-        seconds=0.0,  # the frame's
-    )
+    result = _result(plan, Built(store_path, sha, records, log_text, env, warnings, found, crates, compiled))
     # a failure: recorded with what the stage found, the binary rejected, under the lock
     with frame.kept(lambda: result, reject=("the optimised binary", built)):
         plan.store.verify(store_path, "after the build")
@@ -174,6 +160,59 @@ def _build_and_check(
             say(f"verify: the optimised binary runs the workload {workload.path.name}")
             result = replace(result, verify=run_on(plan, workload, copy, logs=plan.logs / "verify", scratch="verify"))
     return frame.done(result)
+
+
+@dataclass(frozen=True)
+class Built:
+    """What the optimised build left and what was read from it, before the checks."""
+
+    store_path: Path
+    sha: str
+    records: list[str]
+    log_text: str
+    env: dict[str, str]
+    warnings: cargo_log.ProfileWarnings
+    found: checks.Coverage
+    crates: list[CCrateRecord]
+    compiled: list[cargo_log.RustcCall]
+
+
+def _result(plan: BuildPlan, b: Built) -> OptimiseResult:
+    """The stage's record of the build, its binary not yet copied (``binary`` is the built one until the checks
+    pass)."""
+    built, store_path, warnings, found = plan.optimised_binary, b.store_path, b.warnings, b.found
+    return OptimiseResult(
+        store_path=store_path,
+        profile_sha256=b.sha,
+        profile_functions=len(b.records),
+        missing_profile_functions=warnings.missing,
+        missing_by_crate=dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),
+        stale_profile_warnings=warnings.stale,
+        main_crate_functions_with_profile=found.main_crate_with_profile,
+        main_crate_functions_without_profile=found.main_crate_without_profile,
+        functions_with_profile_in_binary=found.functions_with_profile,
+        coverage_from_symbols=found.symbols_known,
+        crate_metadata=cargo_log.crate_identities(b.log_text, plan.crate),
+        cargo_command=list(plan.config.cargo),
+        target=plan.target,
+        rustflags=b.env[plan.rustflags.var],
+        built_binary=built,
+        binary=built,  # the checked copy once the checks pass
+        binary_sha256=sha256_file(built),
+        max_glibc=elf.max_glibc(built),
+        libc=elf.libc_needs(built),
+        emit_relocs=plan.config.bolt,
+        target_cpu=target_cpu_warning(plan.rustflags),
+        zigbuild=zig.versions(plan.env) if zig.uses_zigbuild(plan.config.cargo) else None,
+        c_code=plan.c.record(b.crates),
+        crates_compiled=len(b.compiled),
+        crates_with_profile=observed.with_flag(b.compiled, "profile-use", str(store_path)),
+        rustc=plan.rustc.release,
+        rustc_llvm=plan.rustc.llvm_version,
+        rustc_path=str(plan.rustc_path),
+        rustc_source=plan.rustc_source,
+        seconds=0.0,  # the frame's
+    )
 
 
 def optimised_copy(plan: BuildPlan) -> Path:

@@ -19,6 +19,7 @@ clang's own warnings (``-pgo-warn-missing-function``, hash mismatch) from the op
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -889,70 +890,100 @@ def c_crates(
     profiles for it, and (the optimised build: ``records``, the profile's function names) its functions with and
     without profile data, the stale and missing ones clang named. A package a ``PGO_C``/``PGO_CXX`` list leaves
     out is ``chosen: false``: its C is unprofiled by choice."""
-    warnings = c_warnings(log_text)
     commands = compile_commands(log_text)
     for pkg, cmds in script_commands(target_dir, plan.triple, log_text=log_text).items():
         commands.setdefault(pkg, cmds)
-    profile = set(records or ())
-    profile_tails = {r.rsplit(";", 1)[-1] for r in profile if ";" in r}
-    crates = []
-    for pkg, objects in sorted(c_objects(target_dir, plan.triple, log_text=log_text).items()):
-        compilers = sorted({o.compiler for o in objects})
-        languages = object_languages(commands.get(pkg, []), plan.triple)
+    reading = _Reading(plan, rustc, flag, records, commands, c_warnings(log_text))
+    objects = c_objects(target_dir, plan.triple, log_text=log_text)
+    return [_crate_entry(reading, pkg, found) for pkg, found in sorted(objects.items())]
 
-        def language(o: CObject, languages: dict[str, tuple[str, bool]] = languages) -> str | None:
-            return languages[str(o.path)][0] if str(o.path) in languages else None
 
-        # what a compiler made (it names itself in .comment); an assembled object (ring's .S, a pregenerated one)
-        # names none and has no profile to take: it is counted, not judged. Where cc-rs's commands say each
-        # object's language, those of a language left unprofiled by choice are not judged (PGO_CXX=0: its C++ is
-        # g++'s; a list that leaves the package out); a user's CC that is gcc is, and makes the crate unprofiled
-        made = [o for o in objects if o.compiler != ASSEMBLED]
-        compiled = made
-        if languages:
-            compiled = [o for o in made if (lang := language(o)) is None or not plan.left_by_choice(pkg, lang)]
-        right = bool(compiled) and all(_clang_major(o.compiler) == rustc.llvm_major for o in compiled)
-        if records is None:  # the instrumented build: the objects say it
-            # an object that defines no function (a table of constants) has no counters to carry
-            with_code = [o for o in compiled if o.functions]
-            reached = bool(with_code) and all(o.instrumented for o in with_code)
-        else:
-            by_object = {cmd[cmd.index("-o") + 1]: cmd for cmd in commands.get(pkg, []) if "-o" in cmd[:-1]}
-            judged = {str(o.path) for o in compiled}
-            cmds = [c for obj, c in by_object.items() if obj in judged] if languages else commands.get(pkg, [])
-            reached = right and plan.profiles(pkg) and all(flag in cmd for cmd in cmds)
-        entry: CCrateRecord = {
-            "crate": pkg,
-            "objects": len(objects),
-            "compilers": compilers,
-            "profile_flags": reached,
+@dataclass(frozen=True)
+class _Reading:
+    """What :func:`c_crates` reads every package's objects with."""
+
+    plan: CPlan
+    rustc: RustcInfo
+    flag: str
+    records: Sequence[str] | None
+    commands: dict[str, list[list[str]]]
+    warnings: CWarnings
+
+    @functools.cached_property
+    def profile(self) -> set[str]:
+        return set(self.records or ())
+
+    @functools.cached_property
+    def profile_tails(self) -> set[str]:
+        return {r.rsplit(";", 1)[-1] for r in self.profile if ";" in r}
+
+
+def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateRecord:
+    """One package's record of :func:`c_crates`."""
+    plan, rustc, records = reading.plan, reading.rustc, reading.records
+    languages = object_languages(reading.commands.get(pkg, []), plan.triple)
+
+    def language(o: CObject) -> str | None:
+        return languages[str(o.path)][0] if str(o.path) in languages else None
+
+    # what a compiler made (it names itself in .comment); an assembled object (ring's .S, a pregenerated one)
+    # names none and has no profile to take: it is counted, not judged. Where cc-rs's commands say each
+    # object's language, those of a language left unprofiled by choice are not judged (PGO_CXX=0: its C++ is
+    # g++'s; a list that leaves the package out); a user's CC that is gcc is, and makes the crate unprofiled
+    made = [o for o in objects if o.compiler != ASSEMBLED]
+    compiled = made
+    if languages:
+        compiled = [o for o in made if (lang := language(o)) is None or not plan.left_by_choice(pkg, lang)]
+    right = bool(compiled) and all(_clang_major(o.compiler) == rustc.llvm_major for o in compiled)
+    if records is None:  # the instrumented build: the objects say it
+        # an object that defines no function (a table of constants) has no counters to carry
+        with_code = [o for o in compiled if o.functions]
+        reached = bool(with_code) and all(o.instrumented for o in with_code)
+    else:
+        commands = reading.commands.get(pkg, [])
+        by_object = {cmd[cmd.index("-o") + 1]: cmd for cmd in commands if "-o" in cmd[:-1]}
+        judged = {str(o.path) for o in compiled}
+        cmds = [c for obj, c in by_object.items() if obj in judged] if languages else commands
+        reached = right and plan.profiles(pkg) and all(reading.flag in cmd for cmd in cmds)
+    entry: CCrateRecord = {
+        "crate": pkg,
+        "objects": len(objects),
+        "compilers": sorted({o.compiler for o in objects}),
+        "profile_flags": reached,
+    }
+    if (not plan.profiles(pkg) and plan.left_out(pkg)) or (made and not compiled):
+        entry["chosen"] = False  # a list leaves it out, or all of its C is of a language left alone (PGO_CXX=0)
+    if languages:  # cc-rs's commands are known (the wrapper's CC_ENABLE_DEBUG_OUTPUT): each language's compilers
+        entry["languages"] = {
+            lang: sorted({o.compiler for o in objects if language(o) == lang})
+            for lang in sorted({lang for lang, _ in languages.values()})
         }
-        if (not plan.profiles(pkg) and plan.left_out(pkg)) or (made and not compiled):
-            entry["chosen"] = False  # a list leaves it out, or all of its C is of a language left alone (PGO_CXX=0)
-        if languages:  # cc-rs's commands are known (the wrapper's CC_ENABLE_DEBUG_OUTPUT): each language's compilers
-            entry["languages"] = {
-                lang: sorted({o.compiler for o in objects if language(o) == lang})
-                for lang in sorted({lang for lang, _ in languages.values()})
-            }
-            # an object the pipeline's clang wrapper compiled for a package it profiles must say clang of rustc's
-            # major in .comment (one of a package a list leaves out is the build's own compiler's)
-            entry["not_clang"] = [
-                f"{o.path}: {o.compiler}"
-                for o in compiled
-                if languages.get(str(o.path), ("", False))[1] and _clang_major(o.compiler) != rustc.llvm_major
-            ]
-        if records is not None:
-            functions = sorted({f for o in compiled for f in o.functions})
-            # profile data counts only where the profile flag reached the C (PGO_C=0, gcc's C: none of it)
-            with_profile = [f for f in functions if reached and (f in profile or f in profile_tails)]
-            # the objects of a language the plan leaves to the build's own compiler (PGO_CXX=0): without profile
-            others = {f for o in objects if o.compiler != ASSEMBLED and o not in compiled for f in o.functions}
-            entry["functions_with_profile"] = with_profile
-            entry["functions_without_profile"] = sorted({*(f for f in functions if f not in with_profile), *others})
-            entry["stale"] = warnings.stale.get(pkg, [])
-            entry["missing"] = warnings.missing.get(pkg, [])
-        crates.append(entry)
-    return crates
+        # an object the pipeline's clang wrapper compiled for a package it profiles must say clang of rustc's
+        # major in .comment (one of a package a list leaves out is the build's own compiler's)
+        entry["not_clang"] = [
+            f"{o.path}: {o.compiler}"
+            for o in compiled
+            if languages.get(str(o.path), ("", False))[1] and _clang_major(o.compiler) != rustc.llvm_major
+        ]
+    if records is not None:
+        _add_functions(entry, reading, pkg, objects, compiled, reached=reached)
+    return entry
+
+
+def _add_functions(
+    entry: CCrateRecord, reading: _Reading, pkg: str, objects: list[CObject], compiled: list[CObject], *, reached: bool
+) -> None:
+    """The optimised build's part of a package's record: its functions with and without profile data, and the
+    stale and missing ones clang named."""
+    functions = sorted({f for o in compiled for f in o.functions})
+    # profile data counts only where the profile flag reached the C (PGO_C=0, gcc's C: none of it)
+    with_profile = [f for f in functions if reached and (f in reading.profile or f in reading.profile_tails)]
+    # the objects of a language the plan leaves to the build's own compiler (PGO_CXX=0): without profile
+    others = {f for o in objects if o.compiler != ASSEMBLED and o not in compiled for f in o.functions}
+    entry["functions_with_profile"] = with_profile
+    entry["functions_without_profile"] = sorted({*(f for f in functions if f not in with_profile), *others})
+    entry["stale"] = reading.warnings.stale.get(pkg, [])
+    entry["missing"] = reading.warnings.missing.get(pkg, [])
 
 
 _CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C", ".CPP")
