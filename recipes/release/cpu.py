@@ -380,6 +380,24 @@ def _last_line(log: Path) -> str:
     return next((line for line in reversed(lines) if line), "")[:200]
 
 
+def _ask(
+    child: procs.Child, what: str, options: list[str], url: str, version: str, *, env: Mapping[str, str], log: Path,
+    cpu: str,
+) -> None:  # fmt: skip
+    """One request of the check by curl: 200 over ``version`` expected, else one line (with the server's state)."""
+    try:
+        got = capture(
+            ["curl", "-sS", "--max-time", "30", *options, "-o", "/dev/null", "-w", "%{http_code} %{http_version}", url],
+            env=env,
+        ).strip()
+    except CommandFailed as exc:
+        code = child.returncode
+        state = f" (the server: {describe_exit(code)})" if code is not None else ""
+        raise CheckFailed(f"{what} request {url} failed under -cpu {cpu}{state}: {exc.message}", f"see {log}") from exc
+    if got != f"200 {version}":
+        raise CheckFailed(f"{what} {url}: got {got!r}, expected '200 {version}'", f"see {log}")
+
+
 def check_server(
     binary: Path, folder: Path, env: Mapping[str, str], *, timeout: float = 120.0, baseline: Baseline = X86_64
 ) -> ServerCheck:
@@ -413,32 +431,7 @@ def check_server(
         for what, options, scheme, path, version in REQUESTS:
             url = f"{scheme}://{addresses[scheme]}{path}"
             for _ in range(3):
-                try:
-                    got = capture(
-                        [
-                            "curl",
-                            "-sS",
-                            "--max-time",
-                            "30",
-                            "--cacert",
-                            str(cert),
-                            *options,
-                            "-o",
-                            "/dev/null",
-                            "-w",
-                            "%{http_code} %{http_version}",
-                            url,
-                        ],
-                        env=env,
-                    ).strip()
-                except CommandFailed as exc:
-                    code = child.returncode
-                    state = f" (the server: {describe_exit(code)})" if code is not None else ""
-                    raise CheckFailed(
-                        f"{what} request {url} failed under -cpu {baseline.cpu}{state}: {exc.message}", f"see {log}"
-                    ) from exc
-                if got != f"200 {version}":
-                    raise CheckFailed(f"{what} {url}: got {got!r}, expected '200 {version}'", f"see {log}")
+                _ask(child, what, [*options, "--cacert", str(cert)], url, version, env=env, log=log, cpu=baseline.cpu)
             answered.append(what)
         returncode = child.stop(timeout)
         if returncode is None:

@@ -290,7 +290,22 @@ def _combine(
     )
     if summary.executed_functions < floor.for_total(summary.total_functions):
         raise floor.refusal(summary.executed_functions, summary.total_functions)
-    reached = reached_shares(weights, totals)
+    known["shards"] = _shard_records(plan, tool, shards, shares, weights, binary)
+    known.update(unexecuted(plan, tool, merged_counts))
+    return known
+
+
+def _shard_records(
+    plan: BuildPlan,
+    tool: ProfdataTool,
+    shards: list[MergedShard],
+    shares: list[float],
+    weights: list[int],
+    binary: set[str] | None,
+) -> list[ShardRecord]:
+    """Each shard's part of the merge record: its profile, the share asked and reached, what only it executed,
+    its overlap with the rest (and, for the tests shard, what of it the binary has)."""
+    reached = reached_shares(weights, [m.summary.total_count for m in shards])
     records: list[ShardRecord] = []
     for i, m in enumerate(shards):
         others = set().union(*(o.executed for o in shards if o is not m))
@@ -311,9 +326,7 @@ def _combine(
         )
         if binary is not None and m.shard.is_tests:
             tests_shard.add_fields(records[-1], m.counts, others, binary, plan.crate.crate_names)
-    known["shards"] = records
-    known.update(unexecuted(plan, tool, merged_counts))
-    return known
+    return records
 
 
 def _overlap_with_rest(

@@ -376,40 +376,71 @@ def plan_c(
     found: Path | None = None
     if any(mode != "off" for mode in modes.values()) and not zigbuild:
         found = find_clang(rustc, env, clang)
-    languages = []
-    for name, var, flags_var, default in (("C", "CC", "CFLAGS", "cc"), ("C++", "CXX", "CXXFLAGS", "c++")):
-        chosen_var, choice = choices[name]
-        mode = modes[name]
-        asked = _choice_words(chosen_var, choice=choice) if mode == "on" and choice is not None else "PGO_C=1"
-        user_name = next((n for n in env_names(var, triple, cross=cross) if env.get(n, "").strip()), None)
-        host = tuple(env[user_name].split()) if user_name else (default,)
-        compiler, version, off = language_compiler(
-            name,
-            rustc,
-            env,
-            triple,
-            mode=mode,
-            zigbuild=zigbuild,
-            user=user_name,
-            found=found,
-            clang=clang,
-            off_words=f"{chosen_var}=0",
-            asked=asked,
-        )
-        if compiler is not None:
-            own = f"{'PGO_CLANG' if clang else 'clang'} {' '.join(compiler)}"
-            what = f"{user_name}={env[user_name]} (yours)" if user_name else own
-            off = probe(
-                name, compiler, triple, cross=cross, env=env, rustc=rustc, what=what, strict=mode == "on", asked=asked
-            )
-            if off is not None:
-                compiler, version = None, None
-        if off is not None and mode == "on":
-            raise ToolchainError(f"{asked} but the {name} of build scripts cannot get the profile: {off}", "")
-        crates = choice if isinstance(choice, tuple) else None
-        chosen_by = asked if crates is not None else ""
-        languages.append(Language(name, var, flags_var, compiler, host, version, off, crates, chosen_by))
+    where = _Where(rustc, env, triple, zigbuild, found, clang)
+    languages = [
+        _plan_language(where, name, var, flags_var, default, choices[name], modes[name])
+        for name, var, flags_var, default in (("C", "CC", "CFLAGS", "cc"), ("C++", "CXX", "CXXFLAGS", "c++"))
+    ]
     return CPlan(triple, tuple(languages), modes["C"], env=env)
+
+
+@dataclass(frozen=True)
+class _Where:
+    """What :func:`plan_c` plans each language for: the toolchain, environment and target, and the clang found."""
+
+    rustc: RustcInfo
+    env: Mapping[str, str]
+    triple: str
+    zigbuild: bool
+    found: Path | None
+    clang: str | None
+
+    @property
+    def cross(self) -> bool:
+        return self.triple != self.rustc.host
+
+
+def _plan_language(
+    where: _Where,
+    name: str,
+    var: str,
+    flags_var: str,
+    default: str,
+    chosen: tuple[str, bool | tuple[str, ...] | None],
+    mode: str,
+) -> Language:
+    """One language's part of the plan: its compiler (probed), or why it stays unprofiled (refused if asked)."""
+    rustc, env, triple, clang = where.rustc, where.env, where.triple, where.clang
+    chosen_var, choice = chosen
+    asked = _choice_words(chosen_var, choice=choice) if mode == "on" and choice is not None else "PGO_C=1"
+    user_name = next((n for n in env_names(var, triple, cross=where.cross) if env.get(n, "").strip()), None)
+    host = tuple(env[user_name].split()) if user_name else (default,)
+    compiler, version, off = language_compiler(
+        name,
+        rustc,
+        env,
+        triple,
+        mode=mode,
+        zigbuild=where.zigbuild,
+        user=user_name,
+        found=where.found,
+        clang=clang,
+        off_words=f"{chosen_var}=0",
+        asked=asked,
+    )
+    if compiler is not None:
+        own = f"{'PGO_CLANG' if clang else 'clang'} {' '.join(compiler)}"
+        what = f"{user_name}={env[user_name]} (yours)" if user_name else own
+        off = probe(
+            name, compiler, triple, cross=where.cross, env=env, rustc=rustc, what=what, strict=mode == "on", asked=asked
+        )
+        if off is not None:
+            compiler, version = None, None
+    if off is not None and mode == "on":
+        raise ToolchainError(f"{asked} but the {name} of build scripts cannot get the profile: {off}", "")
+    crates = choice if isinstance(choice, tuple) else None
+    chosen_by = asked if crates is not None else ""
+    return Language(name, var, flags_var, compiler, host, version, off, crates, chosen_by)
 
 
 def language_compiler(

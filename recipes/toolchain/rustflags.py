@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +148,42 @@ class RustflagsPlan:
         return (*self.base, *profile_flags)
 
 
+@dataclass
+class _ConfigFlags:
+    """The rustflags cargo's config files give a target: [build]'s (with where each flag comes from), the
+    target's own table's and the ``cfg(...)`` tables' (cargo joins those whose cfg matches to the target's)."""
+
+    build_flags: list[str] = field(default_factory=list)
+    build_sources: list[str] = field(default_factory=list)
+    flag_sources: list[str] = field(default_factory=list)  # where each of build_flags comes from
+    target_flags: list[str] = field(default_factory=list)
+    cfg_flags: list[tuple[str, list[str]]] = field(default_factory=list)  # (source, flags)
+
+
+def _read_configs(configs: Sequence[CargoConfigFile], triple: str) -> _ConfigFlags:
+    read = _ConfigFlags()
+    for config in configs:
+        build = config.data.get("build", {})
+        if isinstance(build, dict) and "rustflags" in build:
+            source = f"{config.path} [build] rustflags"
+            flags = _flag_list(build["rustflags"], source)
+            read.build_flags += flags
+            read.build_sources.append(source)
+            read.flag_sources += [source] * len(flags)
+        targets = config.data.get("target", {})
+        if not isinstance(targets, dict):
+            continue
+        for name, table in targets.items():
+            if not isinstance(table, dict) or "rustflags" not in table:
+                continue
+            if name == triple:
+                read.target_flags += _flag_list(table["rustflags"], f"{config.path} [target.{name}] rustflags")
+            elif name.startswith("cfg("):
+                source = f"{config.path} [target.'{name}'] rustflags"
+                read.cfg_flags.append((source, _flag_list(table["rustflags"], source)))
+    return read
+
+
 def plan_rustflags(
     target: str, cwd: Path, env: Mapping[str, str], configs: Sequence[CargoConfigFile] | None = None
 ) -> RustflagsPlan:
@@ -157,29 +193,9 @@ def plan_rustflags(
     var = target_rustflags_var(target)
     triple = rust_triple(target)
     existing = env.get(var, "").split()
-    build_flags: list[str] = []
-    build_sources: list[str] = []
-    target_flags: list[str] = []
-    cfg_flags: list[tuple[str, list[str]]] = []  # (source, flags): cargo joins those whose cfg matches to the target's
-    flag_sources: list[str] = []  # where each of build_flags comes from
-    for config in cargo_config_files(cwd, env) if configs is None else configs:
-        build = config.data.get("build", {})
-        if isinstance(build, dict) and "rustflags" in build:
-            source = f"{config.path} [build] rustflags"
-            flags = _flag_list(build["rustflags"], source)
-            build_flags += flags
-            build_sources.append(source)
-            flag_sources += [source] * len(flags)
-        targets = config.data.get("target", {})
-        if isinstance(targets, dict):
-            for name, table in targets.items():
-                if not isinstance(table, dict) or "rustflags" not in table:
-                    continue
-                if name == triple:
-                    target_flags += _flag_list(table["rustflags"], f"{config.path} [target.{name}] rustflags")
-                elif name.startswith("cfg("):
-                    source = f"{config.path} [target.'{name}'] rustflags"
-                    cfg_flags.append((source, _flag_list(table["rustflags"], source)))
+    read = _read_configs(cargo_config_files(cwd, env) if configs is None else configs, triple)
+    build_flags, build_sources, flag_sources = read.build_flags, read.build_sources, read.flag_sources
+    target_flags, cfg_flags = read.target_flags, read.cfg_flags
     if "CARGO_BUILD_RUSTFLAGS" in env:
         flags = env["CARGO_BUILD_RUSTFLAGS"].split()
         build_flags += flags

@@ -62,24 +62,32 @@ def _parse_kind(table: Table, name: str, title: str, kind: str, instance: Instan
     if not expect.endswith("xx") and expect not in {"ok", "any"}:
         raise table.error("expect", f"{expect!r}: the bench checks classes of status", 'say "ok", "any" or "2xx"')
     if kind == "handshakes":
-        path = table.string("path", "/health")
-        if not path.startswith("/"):
-            raise table.error("path", f"{path!r} must start with /")
-        batch = table.integer("batch", 50, minimum=1)
-        return Scenario(
-            name,
-            title,
-            kind,
-            instance,
-            table.integer("handshakes", required=True, minimum=1),
-            warmup,
-            paths=(path,),
-            protocol=table.string("protocol", "h1", choices=("h1", "h2")),
-            scheme="https",
-            connections=batch,
-            one_per_connection=True,
-            expect=expect,
-        )
+        return _handshakes(table, name, title, instance, warmup, expect)
+    return _http(table, name, title, instance, warmup, expect)
+
+
+def _handshakes(table: Table, name: str, title: str, instance: Instance, warmup: int | None, expect: str) -> Scenario:
+    path = table.string("path", "/health")
+    if not path.startswith("/"):
+        raise table.error("path", f"{path!r} must start with /")
+    batch = table.integer("batch", 50, minimum=1)
+    return Scenario(
+        name,
+        title,
+        "handshakes",
+        instance,
+        table.integer("handshakes", required=True, minimum=1),
+        warmup,
+        paths=(path,),
+        protocol=table.string("protocol", "h1", choices=("h1", "h2")),
+        scheme="https",
+        connections=batch,
+        one_per_connection=True,
+        expect=expect,
+    )
+
+
+def _http(table: Table, name: str, title: str, instance: Instance, warmup: int | None, expect: str) -> Scenario:
     paths = tuple(iter_paths(table))
     if not paths:
         raise table.error("path", "missing", 'add path = "/…" or paths = ["/…", …]')
@@ -94,7 +102,7 @@ def _parse_kind(table: Table, name: str, title: str, kind: str, instance: Instan
     return Scenario(
         name,
         title,
-        kind,
+        "http",
         instance,
         table.integer("requests", required=True, minimum=1),
         warmup,
