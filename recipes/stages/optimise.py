@@ -17,7 +17,7 @@ from recipes.results import CCrateRecord, InstrumentResult, OptimiseResult, Plai
 from recipes.runner import run, say
 from recipes.stages import _observe
 from recipes.stages.frame import StageFrame, checked_copy, run_on, threshold
-from recipes.store import sha256_file
+from recipes.store import SUFFIX, sha256_file
 from recipes.toolchain import cflags, zig
 from recipes.toolchain.cargo import invocation as cargo_command
 from recipes.toolchain.cargo import log as cargo_log
@@ -27,12 +27,13 @@ from recipes.toolchain.rustflags import env_with_rustflags, target_cpu_warning
 from recipes.workload import Workload
 
 
-def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
-    """The profile of the optimised build, and whether it came from this work dir's training."""
+def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool, str | None]:
+    """The profile of the optimised build, whether it came from this work dir's training, and its sha256 when the
+    check of the training's profile computed it."""
     if plan.config.profdata is not None:
         if not plan.config.profdata.is_file():
             raise MissingInput(f"PGO_PROFDATA={plan.config.profdata}: no such file", "give the path of a .profdata")
-        return plan.config.profdata, False
+        return plan.config.profdata, False, None
     merged = report.require(plan.work, "merge", "optimise")
     path = merged.profile
     if path != plan.merged_profile:  # report.json may be hand-edited: only this work dir's merge is used
@@ -44,7 +45,7 @@ def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
         raise MissingInput(f"the merged profile {path} is gone", "run `nox -s merge` again")
     if sha256_file(path) != merged.profile_sha256:
         raise StoreError(f"{path} changed since merge wrote it", "run `nox -s merge` again")
-    return path, True
+    return path, True, merged.profile_sha256
 
 
 def optimise(plan: BuildPlan, *, verify: bool | None = None) -> OptimiseResult:
@@ -57,15 +58,15 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None) -> OptimiseResult:
 
 
 def _optimise(plan: BuildPlan, frame: StageFrame, *, verify: bool | None) -> OptimiseResult:
-    profile, trained_here = _profile_to_use(plan)
+    profile, trained_here, digest = _profile_to_use(plan)
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
     if not trained_here:  # a given profile is checked before anything is built
         profdata.check_usable(
             tool, profile, env=plan.env, log=plan.logs / "optimise-profile-show.log", what="PGO_PROFDATA"
         )
     store = plan.store
-    store_path = store.put(profile)
-    sha = store.verify(store_path, "before the build")
+    store_path = store.put(profile, digest=digest)  # checked against its name, the copy or the file already there
+    sha = store_path.name.removesuffix(SUFFIX)
     records = profdata.function_names(tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
     with _target_dir_lock(plan):
         return _build_and_check(plan, frame, store_path, sha, records, trained_here=trained_here, verify=verify)
