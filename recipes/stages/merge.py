@@ -12,7 +12,15 @@ from recipes.bench.coverage import demangle, demangler
 from recipes.errors import CheckFailed, PgoError
 from recipes.llvm import checks, elf, profdata
 from recipes.plan import BuildPlan
-from recipes.results import InstrumentResult, MergeResult, ShardRecord, ShardTrainRecord, UnexecutedRecord, from_json
+from recipes.results import (
+    InstrumentResult,
+    MergeResult,
+    Report,
+    ShardRecord,
+    ShardTrainRecord,
+    UnexecutedRecord,
+    from_json,
+)
 from recipes.runner import say
 from recipes.shards import Shard, asked_shares, integer_weights, reached_shares, weighted_inputs
 from recipes.stages import tests_shard
@@ -79,16 +87,17 @@ def function_floor(plan: BuildPlan, workload: Workload | None) -> FunctionFloor:
     )
 
 
-def merge(plan: BuildPlan) -> MergeResult:
+def merge(plan: BuildPlan, *, handed: Report | None = None) -> MergeResult:
     """Merge exactly this training's raw profiles with rustc's own LLVM's llvm-profdata; count what ran."""
     with StageFrame(plan, "merge") as frame:
-        return _merge(plan, frame)
+        return _merge(plan, frame, handed)
 
 
-def refuse_other_rustc(plan: BuildPlan) -> None:
+def refuse_other_rustc(plan: BuildPlan, handed: Report | None = None) -> None:
     """The raw profiles are in the format of the instrumented build's rustc: a merge that resolves another rustc
     (another toolchain chosen since) would merge them with another LLVM's llvm-profdata."""
-    built = report.load(plan.work).instrument
+    built = handed.instrument if handed is not None and handed.instrument is not None else None
+    built = built or report.load(plan.work).instrument
     if not isinstance(built, InstrumentResult):
         return
     here = (plan.rustc.release, plan.rustc.llvm_version)
@@ -103,9 +112,9 @@ def refuse_other_rustc(plan: BuildPlan) -> None:
         )
 
 
-def _merge(plan: BuildPlan, frame: StageFrame) -> MergeResult:
-    trained = report.require(plan.work, "train", "merge")
-    refuse_other_rustc(plan)
+def _merge(plan: BuildPlan, frame: StageFrame, handed: Report | None) -> MergeResult:
+    trained = report.require(plan.work, "train", "merge", handed)
+    refuse_other_rustc(plan, handed)
     if plan.shards:
         return _merge_shards(plan, frame, trained.shards)
     raws = profdata.check_raw_profiles(plan.profraw_dir, trained.profraw)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from filelock import FileLock, Timeout
 
@@ -13,7 +14,7 @@ from recipes import report
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, StoreError
 from recipes.llvm import boltlib, checks, elf, profdata
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import CCrateRecord, InstrumentResult, OptimiseResult, PlainResult
+from recipes.results import CCrateRecord, InstrumentResult, OptimiseResult, PlainResult, Report
 from recipes.runner import run, say
 from recipes.stages import _observe
 from recipes.stages.frame import StageFrame, checked_copy, run_on, threshold
@@ -27,14 +28,14 @@ from recipes.toolchain.rustflags import env_with_rustflags, target_cpu_warning
 from recipes.workload import Workload
 
 
-def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool, str | None]:
+def _profile_to_use(plan: BuildPlan, handed: Report | None) -> tuple[Path, bool, str | None]:
     """The profile of the optimised build, whether it came from this work dir's training, and its sha256 when the
     check of the training's profile computed it."""
     if plan.config.profdata is not None:
         if not plan.config.profdata.is_file():
             raise MissingInput(f"PGO_PROFDATA={plan.config.profdata}: no such file", "give the path of a .profdata")
         return plan.config.profdata, False, None
-    merged = report.require(plan.work, "merge", "optimise")
+    merged = report.require(plan.work, "merge", "optimise", handed)
     path = merged.profile
     if path != plan.merged_profile:  # report.json may be hand-edited: only this work dir's merge is used
         raise CheckFailed(
@@ -48,17 +49,17 @@ def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool, str | None]:
     return path, True, merged.profile_sha256
 
 
-def optimise(plan: BuildPlan, *, verify: bool | None = None) -> OptimiseResult:
+def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | None = None) -> OptimiseResult:
     """The optimised build from the store, then every check of the result, then a checked copy in the work dir.
 
     Clean, build, checks and copy hold a lock on the crate's target dir: several pipelines on one crate take
     turns, and the copy is the binary the checks saw."""
     with StageFrame(plan, "optimise") as frame:
-        return _optimise(plan, frame, verify=verify)
+        return _optimise(plan, frame, verify=verify, handed=handed)
 
 
-def _optimise(plan: BuildPlan, frame: StageFrame, *, verify: bool | None) -> OptimiseResult:
-    profile, trained_here, digest = _profile_to_use(plan)
+def _optimise(plan: BuildPlan, frame: StageFrame, *, verify: bool | None, handed: Report | None) -> OptimiseResult:
+    profile, trained_here, digest = _profile_to_use(plan, handed)
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
     if not trained_here:  # a given profile is checked before anything is built
         profdata.check_usable(
@@ -69,7 +70,8 @@ def _optimise(plan: BuildPlan, frame: StageFrame, *, verify: bool | None) -> Opt
     sha = store_path.name.removesuffix(SUFFIX)
     records = profdata.function_names(tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
     with _target_dir_lock(plan):
-        return _build_and_check(plan, frame, store_path, sha, records, trained_here=trained_here, verify=verify)
+        built = Profile(store_path, sha, records)
+        return _build_and_check(plan, frame, built, trained_here=trained_here, verify=verify, handed=handed)
 
 
 def _target_dir_lock(plan: BuildPlan) -> FileLock:
@@ -83,6 +85,14 @@ def _target_dir_lock(plan: BuildPlan) -> FileLock:
         say(f"optimise: waiting for another pipeline's optimised build in {target_dir}")
         lock.acquire()
     return lock
+
+
+class Profile(NamedTuple):
+    """The profile the optimised build uses: its store path, sha256 and function names (llvm-profdata's)."""
+
+    store_path: Path
+    sha: str
+    records: list[str]
 
 
 def _optimised_env(plan: BuildPlan, store_path: Path, *, trained_here: bool) -> dict[str, str]:
@@ -130,13 +140,13 @@ def _run_build(plan: BuildPlan, env: dict[str, str]) -> str:
 def _build_and_check(
     plan: BuildPlan,
     frame: StageFrame,
-    store_path: Path,
-    sha: str,
-    records: list[str],
+    profile: Profile,
     *,
     trained_here: bool,
     verify: bool | None,
+    handed: Report | None,
 ) -> OptimiseResult:
+    store_path, sha, records = profile
     env = _optimised_env(plan, store_path, trained_here=trained_here)
     log_text = _run_build(plan, env)
     built = plan.optimised_binary
@@ -153,7 +163,9 @@ def _build_and_check(
     # a failure: recorded with what the stage found, the binary rejected, under the lock
     with frame.kept(lambda: result, reject=("the optimised binary", built)):
         plan.store.verify(store_path, "after the build")
-        _check_optimised(plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here)
+        _check_optimised(
+            plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here, handed=handed
+        )
         copy = frame.copy_checked(built, result.binary_sha256, hint="is another build writing to this target dir?")
         result = replace(result, binary=copy)
         if verify if verify is not None else plan.config.verify_wanted(trained=False):
@@ -242,6 +254,7 @@ def _check_optimised(
     workload: Workload | None,
     *,
     trained_here: bool,
+    handed: Report | None = None,
 ) -> None:
     checks.refuse_profile_file_warnings(log_text, store_path, plan.logs / "optimise-build.log")
     if warnings.stale:
@@ -270,7 +283,7 @@ def _check_optimised(
     # what cargo asked for (its log, above), then what rustc received (the RUSTC shim's records)
     _check_observed(plan, result, store_path)
     if trained_here:
-        inst = report.require(plan.work, "instrument", "optimise")
+        inst = report.require(plan.work, "instrument", "optimise", handed)
         check_same_build(inst, plan, earlier="the instrumented build", now="this one")
         if inst.crate_metadata != result.crate_metadata:
             raise CheckFailed(

@@ -18,7 +18,7 @@ from recipes import report
 from recipes.errors import CheckFailed
 from recipes.llvm import checks
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import OptimiseResult, TestResult
+from recipes.results import OptimiseResult, Report, TestResult
 from recipes.runner import run, say
 from recipes.stages import _observe
 from recipes.stages.frame import StageFrame
@@ -29,8 +29,8 @@ from recipes.toolchain.cargo.metadata import CrateInfo
 from recipes.toolchain.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
 
 
-def _optimised(plan: BuildPlan) -> OptimiseResult:
-    optimised = report.require(plan.work, "optimise", "test")  # refuses a failed optimise record too
+def _optimised(plan: BuildPlan, handed: Report | None = None) -> OptimiseResult:
+    optimised = report.require(plan.work, "optimise", "test", handed)  # refuses a failed optimise record too
     checks.refuse_other_build(
         optimised,
         cargo=plan.config.cargo,
@@ -41,18 +41,18 @@ def _optimised(plan: BuildPlan) -> OptimiseResult:
     return optimised
 
 
-def test(plan: BuildPlan) -> TestResult:
+def test(plan: BuildPlan, *, handed: Report | None = None) -> TestResult:
     """Build and run the test suite with the optimised build's profile and flags; fail on any failure.
 
     A failing suite never moves the optimised binary, which passed its own checks: the failure is in
     ``report.json``'s ``test`` and in the stage's error.
     """
     with StageFrame(plan, "test") as frame:
-        return _test(plan, frame)
+        return _test(plan, frame, handed)
 
 
-def _test(plan: BuildPlan, frame: StageFrame) -> TestResult:
-    optimised = _optimised(plan)
+def _test(plan: BuildPlan, frame: StageFrame, handed: Report | None) -> TestResult:
+    optimised = _optimised(plan, handed)
     store_path = optimised.store_path
     sha = plan.store.verify(store_path, "before the test build")
     test_dir = plan.workdir.test_target
