@@ -294,20 +294,23 @@ def rebuild(session: nox.Session) -> None:
 
     args = parse_rebuild(session.posargs)
     config = load_config(project_dir(session), os.environ, args.config)
-    results = _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets)
-    _summary(session, _rebuilt_lines(results))
+    _summary(session, _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets))
 
 
-def _rebuild_held(
-    session: str, tag: str, config: Config, artefacts: Path | None, targets: Sequence[str]
-) -> list[RebuildResult]:
+def _rebuild_held(session: str, tag: str, config: Config, artefacts: Path | None, targets: Sequence[str]) -> list[str]:
     """A release's rebuild: its files checked first (a refusal touches no work dir), then built in the work dir it
-    holds (recipes/claim.py)."""
+    holds (recipes/claim.py); then its image, when the release records one, made again from the rebuilt binaries.
+    The lines of the summary."""
+    from recipes.release import image as image_recipe  # noqa: PLC0415
     from recipes.release import rebuild as rebuild_recipe  # noqa: PLC0415
 
     checked = rebuild_recipe.rebuild_targets(tag, config, os.environ, artefacts, targets)
     with claim(config.out, session):
-        return rebuild_recipe.rebuild_checked(checked, config, os.environ)
+        results = rebuild_recipe.rebuild_checked(checked, config, os.environ)
+        rebuilt = {target.published.manifest.triple: r.binary for target, r in zip(checked, results, strict=True)}
+        work = WorkDir(config.out).rebuild(tag).absolute() / "image"
+        directory = checked[0].published.directory
+        return _rebuilt_lines(results) + image_recipe.rebuild_image(tag, directory, rebuilt, work, os.environ)
 
 
 def determinism(session: nox.Session) -> None:
@@ -337,7 +340,7 @@ def verify(session: nox.Session) -> None:
     lines[-1:-1] = image_recipe.verify_image(args.tag, config, os.environ, args.artefacts)
     _summary(session, lines)
     if args.rebuild:
-        _summary(session, _rebuilt_lines(_rebuild_held(session.name, args.tag, config, args.artefacts, args.targets)))
+        _summary(session, _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets))
 
 
 def image(session: nox.Session) -> None:

@@ -27,11 +27,26 @@ from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
 from recipes.files import write_atomically
 from recipes.inputs import read_json
+from recipes.release import diff as diffoscope
 from recipes.release import manifest as release_manifest
 from recipes.release.manifest import Manifest
-from recipes.release.provenance import image_folder, is_image_layout, read_manifest, read_sums, release_location, verify
+from recipes.release.provenance import (
+    PREDICATE_TYPE,
+    STATEMENT_TYPE,
+    encode,
+    image_folder,
+    image_index_name,
+    is_image_layout,
+    read_manifest,
+    read_sums,
+    release_location,
+    statement,
+    statement_name,
+    verify,
+)
 from recipes.release.reproducible import (
     REF_NAME,
+    SUMS,
     Image,
     Layout,
     Platform,
@@ -40,6 +55,7 @@ from recipes.release.reproducible import (
     release_binary,
     rfc3339,
     sha256_bytes,
+    sha256sums_text,
 )
 from recipes.runner import say
 
@@ -48,6 +64,9 @@ STATIC = "static, needs no glibc"
 #: the labels of the profile a binary was built with and of its target (the project's name as their namespace)
 PROFILE_LABEL = "pgo-recipes.profile.sha256"
 TARGET_LABEL = "pgo-recipes.target"
+#: the build type and builder of the image's provenance statement (``nox -s image``, version 1 of its parameters)
+IMAGE_BUILD_TYPE = "urn:pgo-recipes:buildtype:image:v1"
+IMAGE_BUILDER_ID = "urn:pgo-recipes:builder:nox-image"
 
 
 @dataclass(frozen=True)
@@ -173,6 +192,61 @@ def build_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest], s
     return image_layout(images, tag, annotations_of(first, source)), chosen
 
 
+def image_predicate(tag: str, chosen: Chosen, source: str) -> dict[str, Any]:
+    """The SLSA v1 provenance predicate of a release's image: made by ``nox -s image`` from the release's PGO
+    tarballs (by sha256), the tag, the source URL of its labels and SOURCE_DATE_EPOCH; no time, no path."""
+    first = chosen.images[0][0]
+    ordered = sorted(chosen.images, key=lambda one: (one[1].architecture, one[1].variant or ""))  # as the index
+    return {
+        "buildDefinition": {
+            "buildType": IMAGE_BUILD_TYPE,
+            "externalParameters": {"tag": tag, "source": source, "platforms": [str(p) for _, p in ordered]},
+            "internalParameters": {"source_date_epoch": first.source_date_epoch},
+            "resolvedDependencies": [
+                {
+                    "name": m.artefacts.pgo.file,
+                    "digest": {"sha256": m.artefacts.pgo.sha256},
+                    "annotations": {
+                        "target": m.triple,
+                        "binary": m.bin,
+                        "binary_sha256": m.artefacts.pgo.binary_sha256,
+                    },
+                }
+                for m, _ in ordered
+            ],
+        },
+        "runDetails": {"builder": {"id": IMAGE_BUILDER_ID}},
+    }
+
+
+def image_statement(tag: str, bin_name: str, index_digest: str, chosen: Chosen, source: str) -> dict[str, Any]:
+    """The in-toto statement of the image: its subject the image index by digest (what a registry pulls by)."""
+    subject = {"name": image_folder(bin_name, tag), "digest": {"sha256": index_digest.removeprefix("sha256:")}}
+    return statement([subject], image_predicate(tag, chosen, source))
+
+
+def record_image(
+    directory: Path, tag: str, bin_name: str, files: Mapping[str, bytes], chosen: Chosen, source: str
+) -> list[str]:
+    """The image index (a copy of its blob) and its statement beside the release's files, and both in SHA256SUMS
+    (rewritten at once, last): the index digest checkable from the release's own files. Returns their names."""
+    index_name = image_index_name(bin_name, tag)
+    top = json.loads(files["index.json"])
+    index_digest = str(top["manifests"][0]["digest"])
+    index = files[f"blobs/sha256/{index_digest.removeprefix('sha256:')}"]
+    stated = encode(image_statement(tag, bin_name, index_digest, chosen, source))
+    sums = read_sums(directory)
+    for name, data in ((index_name, index), (statement_name(index_name), stated)):
+        write_atomically(directory / name, data)
+        sums[name] = sha256_bytes(data)
+    write_atomically(directory / SUMS, sums_text(sums))
+    return [index_name, statement_name(index_name)]
+
+
+def sums_text(sums: Mapping[str, str]) -> bytes:
+    return sha256sums_text(sums).encode()
+
+
 def write_layout(out: Path, files: Mapping[str, bytes]) -> None:
     """The layout's files in a new folder at once: written in a temp folder beside it, then renamed."""
     staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
@@ -208,7 +282,9 @@ def make_image(
         )
     layout, chosen = build_layout(tag, directory, manifests, url)
     write_layout(out, layout.files)
+    recorded = record_image(directory, tag, first.bin, layout.files, chosen, url)
     lines = [f"image {tag} in {out}: index {layout.index_digest} ({len(layout.images)} platforms)"]
+    lines.append(f"  recorded: {' and '.join(recorded)}, both in SHA256SUMS")
     by_platform = {str(platform): manifest for manifest, platform in chosen.images}
     for platform, blobs in layout.images:
         manifest = by_platform[str(platform)]
@@ -295,8 +371,11 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
     read from the layout). Every difference is one line; the result is one line per check (none without a layout)."""
     first = next(iter(manifests.values()))
     layout = directory / image_folder(first.bin, tag)
+    recorded, lines = check_recorded(tag, directory, manifests)
     if not is_image_layout(layout):
-        return []
+        if recorded:
+            lines.append(f"note: the layout {layout.name} is not here: pull the image by {recorded} to check it")
+        return lines
     name = layout.name
     blobs = _blobs(layout)
     top = _layout_json(layout / "index.json", "the image layout's index.json")
@@ -306,6 +385,13 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
     if len(named) != 1:
         raise CheckFailed(f"{name}/index.json names {len(named)} images {tag}, not one", _LAYOUT_HINT)
     index = _blob_json(blobs, named[0], "the image index")
+    if recorded is None:
+        lines.append(f"note: {name} is not recorded in SHA256SUMS (no {image_index_name(first.bin, tag)})")
+    elif named[0].get("digest") != recorded:
+        raise CheckFailed(
+            f"{name}/index.json names the image index {named[0].get('digest')}, SHA256SUMS records {recorded}",
+            _LAYOUT_HINT,
+        )
     chosen = choose_targets(manifests, tag, directory)
     expected = {str(platform): manifest for manifest, platform in chosen.images}
     listed: dict[str, Any] = {}
@@ -331,7 +417,6 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
         raise CheckFailed(
             f"{name}'s image index has no image of {missing[0]} ({expected[missing[0]].triple})", _LAYOUT_HINT
         )
-    lines = []
     for platform, manifest in expected.items():
         image = _blob_json(blobs, listed[platform], f"the {platform} image's manifest")
         layers = image.get("layers")
@@ -362,6 +447,141 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
         raise CheckFailed(f"{name}/{extra[0]} is not a file nox -s image writes for this release", _LAYOUT_HINT)
     lines.append(f"ok  {name}: index {made.index_digest}, as nox -s image writes it from this release")
     return lines
+
+
+_RECORD_HINT = "download the release's SHA256SUMS and image files again"
+
+
+def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -> tuple[str | None, list[str]]:
+    """The image index SHA256SUMS records (verify has checked every listed file's sha256) and its statement: the
+    statement's subject is that index's digest and its predicate the one ``nox -s image`` writes from this release.
+    Returns the recorded index digest (None when the release has no image) and the lines of the checks."""
+    first = next(iter(manifests.values()))
+    index_name = image_index_name(first.bin, tag)
+    sums = read_sums(directory)
+    if index_name not in sums:
+        return None, []
+    digest = f"sha256:{sums[index_name]}"
+    stated_name = statement_name(index_name)
+    data = read_json(directory / stated_name, "the image's provenance statement", CheckFailed, _RECORD_HINT)
+    if not isinstance(data, dict):
+        raise CheckFailed(f"{stated_name} is not an in-toto statement", _RECORD_HINT)
+    for key, want in (("_type", STATEMENT_TYPE), ("predicateType", PREDICATE_TYPE)):
+        if data.get(key) != want:
+            raise CheckFailed(f"{stated_name}: {key} is {data.get(key)!r}, not {want}", _RECORD_HINT)
+    subject = data.get("subject")
+    want_subject = [{"name": image_folder(first.bin, tag), "digest": {"sha256": sums[index_name]}}]
+    if subject != want_subject:
+        found = (
+            subject[0].get("digest")
+            if isinstance(subject, list) and subject and isinstance(subject[0], dict)
+            else subject
+        )
+        raise CheckFailed(
+            f"{stated_name}'s subject is {json.dumps(found)[:90]}, not the image index SHA256SUMS records ({digest})",
+            _RECORD_HINT,
+        )
+    pred = data.get("predicate")
+    source = _stated_source(pred)
+    if not isinstance(source, str) or not source:
+        raise CheckFailed(f"{stated_name} records no source URL of the image", _RECORD_HINT)
+    if pred != image_predicate(tag, choose_targets(manifests, tag, directory), source):
+        raise CheckFailed(
+            f"{stated_name}'s predicate is not the one nox -s image writes from this release", _RECORD_HINT
+        )
+    return digest, [f"ok  {index_name}: the image index {digest}, SHA256SUMS and {stated_name} name it"]
+
+
+def _stated_source(pred: Any) -> str | None:
+    """The source URL an image statement's predicate records (its labels' ``org.opencontainers.image.source``)."""
+    definition = pred.get("buildDefinition") if isinstance(pred, dict) else None
+    params = definition.get("externalParameters") if isinstance(definition, dict) else None
+    source = params.get("source") if isinstance(params, dict) else None
+    return source if isinstance(source, str) and source else None
+
+
+# --- nox -s rebuild: the image made again from the rebuilt binaries ------------------------------------------------
+
+
+def rebuild_image(
+    tag: str,
+    directory: Path,
+    rebuilt: Mapping[str, Path],
+    work: Path,
+    environ: Mapping[str, str],
+) -> list[str]:
+    """The image a release records (SHA256SUMS' image index and its statement, checked as verify checks them) made
+    again from the rebuilt PGO binaries (``{triple: binary}``) with the same labels, and its index digest compared
+    with the recorded one. A mismatch is refused in one line naming the first differing blob (index, manifest,
+    config, layer), diffoscope's report of a layer (the published one from the layout in the folder, the rebuilt
+    one written in ``work``). No image recorded: no lines."""
+    manifests = read_manifests(tag, directory)
+    recorded, _ = check_recorded(tag, directory, manifests)
+    if recorded is None:
+        return []
+    chosen = choose_targets(manifests, tag, directory)
+    missing = [m.triple for m, _ in chosen.images if m.triple not in rebuilt]
+    if missing:
+        return [f"note: the image is not rebuilt: it holds {missing[0]}, which was not rebuilt (rebuild every target)"]
+    first = chosen.images[0][0]
+    stated = read_json(directory / statement_name(image_index_name(first.bin, tag)), "the statement", CheckFailed, "")
+    source = _stated_source(stated.get("predicate") if isinstance(stated, dict) else None) or ""
+    images = [
+        Image(platform, m.bin, rebuilt[m.triple].read_bytes(), labels_of(m, source), m.source_date_epoch)
+        for m, platform in chosen.images
+    ]
+    made = image_layout(images, tag, annotations_of(first, source))
+    if made.index_digest == recorded:
+        return [f"match     image index {made.index_digest}, made again from the rebuilt binaries"]
+    published = (directory / image_index_name(first.bin, tag)).read_bytes()
+    write_layout(work / "image-rebuilt", made.files)
+    where = _differing_blob(json.loads(published), made, directory / image_folder(first.bin, tag), work, environ)
+    raise CheckFailed(
+        f"the image of {tag} made again from the rebuilt binaries has index {made.index_digest}, the release "
+        f"records {recorded}: {where[0]}",
+        f"{where[1]}the rebuilt layout is {work / 'image-rebuilt'}",
+    )
+
+
+def _differing_blob(index: Any, made: Layout, layout: Path, work: Path, environ: Mapping[str, str]) -> tuple[str, str]:
+    """Which blob of the rebuilt image differs first from the published one, and the hint's first words (diffoscope's
+    report of a layer). Blobs below the index are read from the release's layout when it is in the folder."""
+    published_blobs = _blobs(layout) if is_image_layout(layout) else {}
+    listed = {
+        "/".join(str(d["platform"].get(k)) for k in ("os", "architecture", "variant") if d["platform"].get(k)): d
+        for d in (index.get("manifests") or [] if isinstance(index, dict) else [])
+        if isinstance(d, dict) and isinstance(d.get("platform"), dict)
+    }
+    for platform, blobs in made.images:
+        theirs = listed.get(str(platform))
+        if theirs is None:
+            return f"the published image index has no {platform} image", ""
+        if theirs.get("digest") == blobs.manifest.digest:
+            continue
+        if theirs.get("digest") not in published_blobs:
+            return (
+                f"the {platform} manifest differs ({theirs.get('digest')} published, {blobs.manifest.digest} rebuilt)",
+                f"put the layout {layout.name} in the release's folder to see which of its blobs differs; ",
+            )
+        manifest = _blob_json(published_blobs, theirs, f"the {platform} image's manifest")
+        config = manifest.get("config")
+        if not isinstance(config, dict) or config.get("digest") != blobs.config.digest:
+            digest = config.get("digest") if isinstance(config, dict) else None
+            return f"the {platform} config differs ({digest} published, {blobs.config.digest} rebuilt)", ""
+        layers = manifest.get("layers")
+        digest = layers[0].get("digest") if isinstance(layers, list) and layers and isinstance(layers[0], dict) else ""
+        if digest != blobs.layer.digest and digest in published_blobs:
+            theirs_tar = work / f"image-layer-{platform.architecture}-published.tar"
+            ours_tar = work / f"image-layer-{platform.architecture}-rebuilt.tar"
+            write_atomically(theirs_tar, published_blobs[digest])
+            write_atomically(ours_tar, blobs.layer.data)
+            explained = diffoscope.explain(theirs_tar, ours_tar, work, environ)
+            for line in explained.lines:
+                say(line)
+            report = f"diffoscope's report: {explained.report}; " if explained.report else ""
+            return f"the {platform} layer differs ({digest} published, {blobs.layer.digest} rebuilt)", report
+        return f"the {platform} manifest differs ({theirs.get('digest')} published, {blobs.manifest.digest})", ""
+    return "the image index differs (its annotations)", ""
 
 
 def verify_image(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None) -> list[str]:

@@ -316,12 +316,35 @@ def release_files(manifest: Manifest) -> dict[str, str]:
     return files
 
 
+def image_files(bin_name: str, tag: str) -> dict[str, str]:
+    """``{file name: what it is}`` of the files ``nox -s image`` adds to a release's SHA256SUMS: the image index
+    (the blob whose sha256 is the index digest) and its provenance statement."""
+    index = image_index_name(bin_name, tag)
+    return {index: "the image index", statement_name(index): f"the provenance statement of {index}"}
+
+
+def image_index_name(bin_name: str, tag: str) -> str:
+    """The copy of the image index beside the release's files: its sha256 is the digest the image is pulled by."""
+    return f"{image_folder(bin_name, tag)}-index.json"
+
+
 def check_listing(sums: Mapping[str, str], releases: Sequence[Manifest], tag: str) -> None:
-    """SHA256SUMS lists exactly the files the release makes (of every target's manifest in ``releases``): a line for
-    anything else is refused (before anything is hashed), and the line of each artefact and statement is there."""
+    """SHA256SUMS lists exactly the files the release makes (of every target's manifest in ``releases``), and
+    those of its image when ``nox -s image`` added them (both or neither): a line for anything else is refused
+    (before anything is hashed), and the line of each artefact and statement is there."""
     made: dict[str, str] = {}
     for manifest in releases:
         made.update(release_files(manifest))
+    image = image_files(releases[0].bin, tag) if releases else {}
+    listed = [name for name in image if name in sums]
+    if listed:
+        made.update(image)
+        unlisted = [name for name in image if name not in sums]
+        if unlisted:
+            raise CheckFailed(
+                f"SHA256SUMS lists {listed[0]} but not {unlisted[0]}: nox -s image adds both",
+                "download SHA256SUMS and the image's files again",
+            )
     extra = sorted(set(sums) - set(made))
     if extra:
         what = (
