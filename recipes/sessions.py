@@ -289,7 +289,8 @@ def release(session: nox.Session) -> None:
 
 def rebuild(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--target T ...]: rebuild a release's PGO binary (of each target in the folder, or
-    those given) from its profile and compare with SHA256SUMS."""
+    those given) from its profile and compare with SHA256SUMS; then its image, when the release records one, from the
+    rebuilt binaries (the index digest compared)."""
     from recipes.release.args import parse_rebuild  # noqa: PLC0415
 
     args = parse_rebuild(session.posargs)

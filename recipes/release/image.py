@@ -545,7 +545,8 @@ def rebuild_image(
 
 def _differing_blob(index: Any, made: Layout, layout: Path, work: Path, environ: Mapping[str, str]) -> tuple[str, str]:
     """Which blob of the rebuilt image differs first from the published one, and the hint's first words (diffoscope's
-    report of a layer). Blobs below the index are read from the release's layout when it is in the folder."""
+    report of a layer). Blobs below the index are read from the release's layout when it is in the folder. The
+    layer is compared first: its digest is in the config (the diff id), which differs with it."""
     published_blobs = _blobs(layout) if is_image_layout(layout) else {}
     listed = {
         "/".join(str(d["platform"].get(k)) for k in ("os", "architecture", "variant") if d["platform"].get(k)): d
@@ -564,13 +565,11 @@ def _differing_blob(index: Any, made: Layout, layout: Path, work: Path, environ:
                 f"put the layout {layout.name} in the release's folder to see which of its blobs differs; ",
             )
         manifest = _blob_json(published_blobs, theirs, f"the {platform} image's manifest")
-        config = manifest.get("config")
-        if not isinstance(config, dict) or config.get("digest") != blobs.config.digest:
-            digest = config.get("digest") if isinstance(config, dict) else None
-            return f"the {platform} config differs ({digest} published, {blobs.config.digest} rebuilt)", ""
         layers = manifest.get("layers")
         digest = layers[0].get("digest") if isinstance(layers, list) and layers and isinstance(layers[0], dict) else ""
-        if digest != blobs.layer.digest and digest in published_blobs:
+        if digest != blobs.layer.digest and digest not in published_blobs:
+            return f"the {platform} layer differs ({digest} published, not in the layout; {blobs.layer.digest})", ""
+        if digest != blobs.layer.digest:
             theirs_tar = work / f"image-layer-{platform.architecture}-published.tar"
             ours_tar = work / f"image-layer-{platform.architecture}-rebuilt.tar"
             write_atomically(theirs_tar, published_blobs[digest])
@@ -580,6 +579,10 @@ def _differing_blob(index: Any, made: Layout, layout: Path, work: Path, environ:
                 say(line)
             report = f"diffoscope's report: {explained.report}; " if explained.report else ""
             return f"the {platform} layer differs ({digest} published, {blobs.layer.digest} rebuilt)", report
+        config = manifest.get("config")
+        if not isinstance(config, dict) or config.get("digest") != blobs.config.digest:
+            digest = config.get("digest") if isinstance(config, dict) else None
+            return f"the {platform} config differs ({digest} published, {blobs.config.digest} rebuilt)", ""
         return f"the {platform} manifest differs ({theirs.get('digest')} published, {blobs.manifest.digest})", ""
     return "the image index differs (its annotations)", ""
 
