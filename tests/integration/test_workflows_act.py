@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, clean_env
-from tests.integration.test_release import TAG, git, make_repo
 from tests.integration.test_musl import NEEDS_MUSL
+from tests.integration.test_release import TAG, git, make_repo
 
 pytestmark = [pytest.mark.slow, NEEDS_MUSL]
 
@@ -183,7 +183,7 @@ def run_act(repo: Path, workflow: str, event: str, work: Path, *, variables: dic
 
 def assert_act_ok(run: ActRun) -> ActRun:
     assert run.returncode == 0, f"act failed ({run.seconds:.0f} s):\n{run.failure_tail()}"
-    print(f"act ran in {run.seconds:.0f} s:", *run.steps(), sep="\n")  # noqa: T201  (what ran, for -s and the report)
+    print(f"act ran in {run.seconds:.0f} s:", *run.steps(), sep="\n")  # what ran, shown with -s
     return run
 
 
