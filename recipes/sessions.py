@@ -309,7 +309,7 @@ def _rebuild_held(session: str, tag: str, config: Config, artefacts: Path | None
     with claim(config.out, session):
         results = rebuild_recipe.rebuild_checked(checked, config, os.environ)
         rebuilt = {target.published.manifest.triple: r.binary for target, r in zip(checked, results, strict=True)}
-        work = WorkDir(config.out).rebuild(tag).absolute() / "image"
+        work = WorkDir(WorkDir(config.out).rebuild(tag).absolute())
         directory = checked[0].published.directory
         return _rebuilt_lines(results) + image_recipe.rebuild_image(tag, directory, rebuilt, work, os.environ)
 

@@ -226,3 +226,19 @@ class WorkDir:
     def published_bolt(self, bin_name: str) -> Path:
         """The binary of the published PGO+BOLT artefact, unpacked."""
         return self.root / "published-bolt" / bin_name
+
+    # -- a rebuild's image, made again from its rebuilt binaries (``nox -s rebuild`` of a release with an image)
+
+    @property
+    def image(self) -> Path:
+        """The folder of the image made again (diffoscope's work dir too)."""
+        return self.root / "image"
+
+    @property
+    def image_rebuilt(self) -> Path:
+        """The OCI layout made again from the rebuilt binaries, written when its digest differs."""
+        return self.image / "image-rebuilt"
+
+    def image_layer(self, architecture: str, side: str) -> Path:
+        """One platform's layer tarball, ``published`` or ``rebuilt``, for diffoscope."""
+        return self.image / f"image-layer-{architecture}-{side}.tar"

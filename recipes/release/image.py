@@ -58,6 +58,7 @@ from recipes.release.reproducible import (
     sha256sums_text,
 )
 from recipes.runner import say
+from recipes.workdir import WorkDir
 
 #: what the manifest's ``libc`` says of a static binary (recipes/llvm/elf.py)
 STATIC = "static, needs no glibc"
@@ -507,14 +508,14 @@ def rebuild_image(
     tag: str,
     directory: Path,
     rebuilt: Mapping[str, Path],
-    work: Path,
+    work: WorkDir,
     environ: Mapping[str, str],
 ) -> list[str]:
     """The image a release records (SHA256SUMS' image index and its statement, checked as verify checks them) made
     again from the rebuilt PGO binaries (``{triple: binary}``) with the same labels, and its index digest compared
     with the recorded one. A mismatch is refused in one line naming the first differing blob (index, manifest,
     config, layer), diffoscope's report of a layer (the published one from the layout in the folder, the rebuilt
-    one written in ``work``). No image recorded: no lines."""
+    one written in ``work``, a rebuild's work dir). No image recorded: no lines."""
     manifests = read_manifests(tag, directory)
     recorded, _ = check_recorded(tag, directory, manifests)
     if recorded is None:
@@ -534,16 +535,18 @@ def rebuild_image(
     if made.index_digest == recorded:
         return [f"match     image index {made.index_digest}, made again from the rebuilt binaries"]
     published = (directory / image_index_name(first.bin, tag)).read_bytes()
-    write_layout(work / "image-rebuilt", made.files)
+    write_layout(work.image_rebuilt, made.files)
     where = _differing_blob(json.loads(published), made, directory / image_folder(first.bin, tag), work, environ)
     raise CheckFailed(
         f"the image of {tag} made again from the rebuilt binaries has index {made.index_digest}, the release "
         f"records {recorded}: {where[0]}",
-        f"{where[1]}the rebuilt layout is {work / 'image-rebuilt'}",
+        f"{where[1]}the rebuilt layout is {work.image_rebuilt}",
     )
 
 
-def _differing_blob(index: Any, made: Layout, layout: Path, work: Path, environ: Mapping[str, str]) -> tuple[str, str]:
+def _differing_blob(
+    index: Any, made: Layout, layout: Path, work: WorkDir, environ: Mapping[str, str]
+) -> tuple[str, str]:
     """Which blob of the rebuilt image differs first from the published one, and the hint's first words (diffoscope's
     report of a layer). Blobs below the index are read from the release's layout when it is in the folder. The
     layer is compared first: its digest is in the config (the diff id), which differs with it."""
@@ -570,11 +573,11 @@ def _differing_blob(index: Any, made: Layout, layout: Path, work: Path, environ:
         if digest != blobs.layer.digest and digest not in published_blobs:
             return f"the {platform} layer differs ({digest} published, not in the layout; {blobs.layer.digest})", ""
         if digest != blobs.layer.digest:
-            theirs_tar = work / f"image-layer-{platform.architecture}-published.tar"
-            ours_tar = work / f"image-layer-{platform.architecture}-rebuilt.tar"
+            theirs_tar = work.image_layer(platform.architecture, "published")
+            ours_tar = work.image_layer(platform.architecture, "rebuilt")
             write_atomically(theirs_tar, published_blobs[digest])
             write_atomically(ours_tar, blobs.layer.data)
-            explained = diffoscope.explain(theirs_tar, ours_tar, work, environ)
+            explained = diffoscope.explain(theirs_tar, ours_tar, work.image, environ)
             for line in explained.lines:
                 say(line)
             report = f"diffoscope's report: {explained.report}; " if explained.report else ""

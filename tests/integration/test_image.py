@@ -42,6 +42,7 @@ from recipes.release.reproducible import (
 )
 from recipes.release.reproducible.oci import canonical_json
 from recipes.toolchain import emulation
+from recipes.workdir import WorkDir
 from tests.conftest import REPO, assert_ok, assert_refused, clean_env, run_nox, train_workload
 from tests.integration import test_aarch64
 from tests.integration.test_musl import NEEDS_MUSL
@@ -502,11 +503,11 @@ def test_rebuild_makes_the_image_again_and_names_the_blob_that_differs(
     assert "image-layer-amd64-published.tar" in report and "hello-pgo" in report, report[:2000]
 
     rebuilt = {t: work / "rebuild" / TAG / t / "stripped" / "hello-pgo" for t in (X86, ARM)}
-    assert rebuild_image(TAG, imaged.dist, rebuilt, tmp_path / "w1", clean_env()) == [
+    assert rebuild_image(TAG, imaged.dist, rebuilt, WorkDir(tmp_path / "w1"), clean_env()) == [
         f"match     image index {imaged.index_digest}, made again from the rebuilt binaries"
     ]
     relabelled = dataclasses.replace(arm64, labels={**arm64.labels, "pgo-recipes.target": "elsewhere"})
     labels = _forge(imaged, tmp_path / "labels", _layout_of(imaged, [amd64, relabelled]))
     with pytest.raises(PgoError) as refused:
-        rebuild_image(TAG, labels, rebuilt, tmp_path / "w2", clean_env())
+        rebuild_image(TAG, labels, rebuilt, WorkDir(tmp_path / "w2"), clean_env())
     assert "the linux/arm64/v8 config differs (sha256:" in refused.value.line(), refused.value.line()
