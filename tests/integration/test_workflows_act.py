@@ -259,6 +259,12 @@ def test_release_path_gathers_both_targets_and_makes_the_image(repo: Path, tmp_p
     assert outputs["digest"] == [index["manifests"][0]["digest"]], outputs
     assert "Success - Main nox -s image, nox -s verify" in "\n".join(run.steps())
     assert not any(name.endswith("-image") for name in files), files
+    # the image recorded in the release before its files were uploaded and attested: the index's copy, whose
+    # SHA256SUMS line is the digest pulled by, and its in-toto statement
+    recorded = f"hello-pgo-{TAG}-image-index.json"
+    assert {recorded, f"{recorded}.intoto.json"} <= set(files_output), files_output
+    sha = subprocess.check_output(["sha256sum", gathered / recorded], text=True).split()[0]
+    assert outputs["digest"] == [f"sha256:{sha}"], outputs
 
 
 def test_a_failing_step_fails_the_run_with_its_log_tail(repo: Path, tmp_path: Path) -> None:
