@@ -42,6 +42,7 @@ from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_ga
 from recipes.bench.harness import run_bench
 from recipes.bench.scenarios import held_out, require_scenarios, select
 from recipes.bench.settings import Settings, choose_cores
+from recipes.bench.timing import CpuTime
 from recipes.claim import CrateIdentity, Held, claim
 from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
@@ -402,12 +403,12 @@ def _run(
         command=shlex.join(["nox", "-s", "bench", *(["--", *posargs] if posargs else [])]),
     )
     if args.measure == "counts":
-        results, meta = counting.run_counts(settings, counting.find_tools(environ, scenarios), args.gate)
+        counted = counting.ValgrindCounts(counting.find_tools(environ, scenarios), args.gate)
+        results, meta = run_bench(settings, counted)
         verdicts = check_gate(args.gate, results, report.labels(meta, results[0].builds)) if args.gate.on else []
         if verdicts:
             meta["gate"] = {**args.gate.as_json(), "verdicts": verdicts}
-            counts_report.write_json(out.results_json, results, meta)
-            counts_report.write_markdown(out.results_md, results, meta)
+            report.write_results(out, results, meta, counted.markdown, counted.heading)
         return CountsOutcome(out, results, meta, verdicts)
     check_coverage = None
     if args.coverage:
@@ -415,4 +416,4 @@ def _run(
             check_coverage = coverage.checker_for_given(config, [binary for binary, _ in candidates], plan)
         else:
             check_coverage = coverage.checker(plan())
-    return Outcome(out, run_bench(settings, check_coverage), settings.meta())
+    return Outcome(out, run_bench(settings, CpuTime(), check_coverage)[0], settings.meta())

@@ -9,7 +9,6 @@ build's trials: what repeating the same measurement moves.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -29,8 +28,9 @@ from recipes.bench.report import (
     percent,
     pyplot,
 )
+from recipes.bench.report import to_json as report_to_json
 from recipes.errors import BenchError, ConfigError
-from recipes.files import atomic_output, write_atomically
+from recipes.files import atomic_output
 
 #: the figures of a build, in the table's order, and their headings
 FIGURES = {
@@ -41,6 +41,8 @@ FIGURES = {
     "ind_mispredicts": "ind. mispredicts",
     "estimate": "est. cycles",
 }
+#: what a counts run's results.json says before its scenarios, after the run's meta
+HEADING = {"measure": "counts", "weights": WEIGHTS, "formula": FORMULA}
 #: a server's figures in its own binary (callgrind's objects): what the profile changes, without the C library
 BINARY_FIGURES = {"binary_instructions": "in the binary: instructions", "binary_estimate": "in the binary: est. cycles"}
 
@@ -422,21 +424,8 @@ def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
 
 
 def to_json(results: Sequence[CountsResult], meta: dict[str, Any]) -> dict[str, Any]:
-    return {
-        **meta,
-        "measure": "counts",
-        "weights": WEIGHTS,
-        "formula": FORMULA,
-        "scenarios": [r.as_json() for r in results],
-    }
-
-
-def write_markdown(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]) -> None:
-    write_atomically(path, markdown(results, meta))
-
-
-def write_json(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]) -> None:
-    write_atomically(path, json.dumps(to_json(results, meta), indent=2, ensure_ascii=False) + "\n")
+    """results.json of a counts run (:func:`recipes.bench.report.to_json` with :data:`HEADING`)."""
+    return report_to_json(results, meta, HEADING)
 
 
 def write_chart(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]) -> None:

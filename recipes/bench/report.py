@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 from recipes.bench import canary, design, procstat
 from recipes.errors import MissingInput
 from recipes.files import atomic_output, write_atomically
+from recipes.workdir import BenchDir
 
 BASELINE = "baseline"
 CANDIDATE = "candidate"
@@ -711,8 +712,21 @@ def coverage_markdown(coverage: dict[str, Any]) -> list[str]:
     return lines
 
 
-def to_json(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> dict[str, Any]:
-    return {**meta, "scenarios": [r.as_json() for r in results]}
+class Written(Protocol):
+    """A scenario's result, of either measure, as results.json has it."""
+
+    def as_json(self) -> dict[str, Any]: ...
+
+
+WrittenT = TypeVar("WrittenT", bound=Written)
+
+
+def to_json(
+    results: Sequence[Written], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
+) -> dict[str, Any]:
+    """results.json: the run's meta, the measure's ``heading`` (the counts': :data:`counts_report.HEADING`), the
+    scenarios."""
+    return {**meta, **(heading or {}), "scenarios": [r.as_json() for r in results]}
 
 
 def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], dict[str, Any]]:
@@ -720,12 +734,23 @@ def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], dict[str, Any
     return [scenario_from_json(s) for s in data["scenarios"]], meta
 
 
-def write_markdown(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
-    write_atomically(path, markdown(results, meta))
+def write_results(
+    out: BenchDir,
+    results: Sequence[WrittenT],
+    meta: dict[str, Any],
+    markdown: Callable[[Sequence[WrittenT], dict[str, Any]], str],
+    heading: Mapping[str, object] | None = None,
+) -> None:
+    """results.json (:func:`write_json`) and results.md (``markdown``: the measure's table), of either measure."""
+    write_json(out.results_json, results, meta, heading)
+    write_atomically(out.results_md, markdown(results, meta))
 
 
-def write_json(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
-    write_atomically(path, json.dumps(to_json(results, meta), indent=2, ensure_ascii=False) + "\n")
+def write_json(
+    path: Path, results: Sequence[Written], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
+) -> None:
+    """The one results.json writer (:func:`to_json`), of either measure."""
+    write_atomically(path, json.dumps(to_json(results, meta, heading), indent=2, ensure_ascii=False) + "\n")
 
 
 class Charted(Protocol):

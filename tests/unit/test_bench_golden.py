@@ -29,12 +29,10 @@ def _write(captured: dict[str, object], out: BenchDir) -> None:
     """The run's results, read back, written as the bench writes them after each scenario."""
     if captured.get("measure") == "counts":
         counts, meta = counts_report.from_json(captured)
-        counts_report.write_json(out.results_json, counts, meta)
-        counts_report.write_markdown(out.results_md, counts, meta)
+        report.write_results(out, counts, meta, counts_report.markdown, counts_report.HEADING)
     else:
         cpu, meta = report.from_json(captured)
-        report.write_json(out.results_json, cpu, meta)
-        report.write_markdown(out.results_md, cpu, meta)
+        report.write_results(out, cpu, meta, report.markdown)
 
 
 def test_every_measure_and_kind_is_captured() -> None:
