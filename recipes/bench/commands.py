@@ -12,6 +12,7 @@ from pathlib import Path
 
 from recipes import procs
 from recipes.bench import canary
+from recipes.bench.settings import Build, Settings, Setup, instance_env
 from recipes.errors import ConfigError
 from recipes.procs import describe_exit
 from recipes.runner import say
@@ -130,6 +131,34 @@ def run_command(
     if leftovers:
         say(f"scenario {scenario.name}: its runs {procs.leftovers_line(leftovers)}")
     return CommandRuns(done, user, system, time.perf_counter() - start, problem)
+
+
+def build_runs(
+    build: Build,
+    scenario: Scenario,
+    count: int,
+    log: Path,
+    *,
+    settings: Settings,
+    setup: Setup,
+    stdin: Path | None,
+    factor: float = 1.0,
+    runs: Runs | None = None,
+) -> CommandRuns:
+    """``count`` runs of a build as a bench trial (or warm-up) runs them: on the server's core, in the
+    instance's environment, within ``factor`` times --trial-timeout, logged to ``log``."""
+    return run_command(
+        build.binary,
+        scenario,
+        count,
+        core=settings.server_core,
+        values=setup.values,
+        env=instance_env(scenario.instance, settings.env, setup.values),
+        log=log,
+        stdin=stdin,
+        timeout=settings.trial_timeout * factor,
+        runs=runs,
+    )
 
 
 def stdin_file(scenario: Scenario, values: Mapping[str, str], env: Mapping[str, str], workdir: Path) -> Path | None:

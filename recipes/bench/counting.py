@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.bench import counts_report, procstat
-from recipes.bench.commands import Runs, run_command
+from recipes.bench.commands import Runs, build_runs
 from recipes.bench.counts import (
     CACHEGRIND,
     CALLGRIND,
@@ -48,7 +48,7 @@ from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.report import build_keys
 from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server, tail_line
-from recipes.bench.settings import Build, Settings, Setup, instance_env
+from recipes.bench.settings import Build, Settings, Setup
 from recipes.errors import BenchError, PgoError
 from recipes.inputs import read_text
 from recipes.runner import TimedOut, log_tail, query, say
@@ -137,18 +137,10 @@ def count_command(
 ) -> CountTrial:
     """One trial of a command scenario: its runs, each under cachegrind, their totals added."""
     counted = Cachegrind(tools, build, workdir / f"{key}-trial-{index}")
-    runs = run_command(
-        build.binary,
-        scenario,
-        scenario.count,
-        core=settings.server_core,
-        values=setup.values,
-        env=instance_env(scenario.instance, settings.env, setup.values),
-        log=workdir / f"{key}-trial-{index}.log",
-        stdin=stdin,
-        timeout=settings.trial_timeout * TRIAL_FACTOR,
-        runs=counted,
-    )
+    runs = build_runs(
+        build, scenario, scenario.count, workdir / f"{key}-trial-{index}.log", settings=settings, setup=setup,
+        stdin=stdin, factor=TRIAL_FACTOR, runs=counted,
+    )  # fmt: skip
     problem = runs.problem or too_short(counted.total, f"a trial of {runs.done} runs", "run")
     trial = CountTrial(
         key, index, scenario.count, runs.done, dict(counted.total.events), counted.files, runs.wall, problem

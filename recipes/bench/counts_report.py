@@ -20,9 +20,11 @@ from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS
 from recipes.bench.report import (
     BASELINE,
     CANDIDATE,
+    Result,
     c_compilers_note,
     c_compilers_warning,
     chart_rows,
+    from_fields,
     held_out_status,
     labels,
     percent,
@@ -92,7 +94,7 @@ def too_short(counts: Counts, what: str, unit: str) -> str:
 
 
 @dataclass
-class CountsResult:
+class CountsResult(Result[CountTrial]):
     """Every counted trial of one scenario, every build."""
 
     name: str
@@ -102,28 +104,6 @@ class CountsResult:
     unit: str = "run"
     held_out: dict[str, Any] | None = None
     builds: list[str] = field(default_factory=lambda: [BASELINE, CANDIDATE])
-
-    @property
-    def candidates(self) -> list[str]:
-        return self.builds[1:]
-
-    def of(self, build: str) -> list[CountTrial]:
-        return [t for t in self.trials if t.build == build]
-
-    @property
-    def valid(self) -> bool:
-        return not self.problem and all(t.valid for t in self.trials) and all(self.of(b) for b in self.builds)
-
-    @property
-    def why_invalid(self) -> str:
-        if self.problem:
-            return self.problem
-        bad = [t for t in self.trials if not t.valid]
-        if bad:
-            return f"{len(bad)} of {len(self.trials)} trials invalid; first ({bad[0].build} #{bad[0].index}): " + (
-                bad[0].problem
-            )
-        return "" if self.valid else "no trials"
 
     @property
     def status(self) -> str:
@@ -165,14 +145,8 @@ class CountsResult:
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "name": self.name,
-            "title": self.title,
-            "unit": self.unit,
-            "held_out": self.held_out,
-            "builds": self.builds,
-            "valid": self.valid,
-            "problem": self.why_invalid,
-            "scenario_problem": self.problem,
+            **self.head_json(),
+            **self.verdict_json(),
             "trials": [t.as_json() for t in self.trials],
         }
         if self.valid:
@@ -195,8 +169,7 @@ def _round(value: float) -> float | None:
 
 
 def trial_from_json(data: dict[str, Any]) -> CountTrial:
-    keys = set(CountTrial.__dataclass_fields__)
-    return CountTrial(**{k: v for k, v in data.items() if k in keys})
+    return from_fields(CountTrial, data)
 
 
 def scenario_from_json(data: dict[str, Any]) -> CountsResult:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from recipes.bench import canary
-from recipes.bench.commands import run_command, stdin_file
+from recipes.bench.commands import build_runs, stdin_file
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.report import Written, write_results
 from recipes.bench.servers import Server, stop_server
@@ -174,17 +174,10 @@ def _command_trials(
     env = instance_env(scenario.instance, settings.env, setup.values)
     stdin = stdin_file(scenario, setup.values, env, workdir)
     for key, build in settings.keyed if measure.warms_commands else ():
-        warm = run_command(
-            build.binary,
-            scenario,
-            scenario.warmup_requests,
-            core=settings.server_core,
-            values=setup.values,
-            env=env,
-            log=workdir / f"{key}-warmup.log",
+        warm = build_runs(
+            build, scenario, scenario.warmup_requests, workdir / f"{key}-warmup.log", settings=settings, setup=setup,
             stdin=stdin,
-            timeout=settings.trial_timeout,
-        )
+        )  # fmt: skip
         if warm.problem:
             say(f"  {scenario.name}: the warm-up of {build.label} did not pass: {warm.problem}")
     for index, order in settings.rounds:

@@ -17,12 +17,12 @@ from types import MappingProxyType
 from typing import Any
 
 from recipes.bench import canary, design, procstat, report
-from recipes.bench.commands import run_command
+from recipes.bench.commands import build_runs
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.report import ScenarioResult, Trial, build_keys
 from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server, tail_line
-from recipes.bench.settings import Build, Settings, Setup, instance_env
+from recipes.bench.settings import Build, Settings, Setup
 from recipes.errors import PgoError
 from recipes.runner import say
 from recipes.workload import Scenario
@@ -121,19 +121,11 @@ def measure_command(
     stdin: Path | None,
 ) -> Trial:
     """One trial of a command scenario: the runs' CPU time (user and system, from ``wait4``) per run."""
-    env = instance_env(scenario.instance, settings.env, setup.values)
     harness0 = _self_cpu()
-    runs = run_command(
-        build.binary,
-        scenario,
-        scenario.count,
-        core=settings.server_core,
-        values=setup.values,
-        env=env,
-        log=workdir / f"{key}-trial-{index}.log",
+    runs = build_runs(
+        build, scenario, scenario.count, workdir / f"{key}-trial-{index}.log", settings=settings, setup=setup,
         stdin=stdin,
-        timeout=settings.trial_timeout,
-    )
+    )  # fmt: skip
     trial = Trial(
         build=key,
         index=index,
