@@ -12,7 +12,7 @@ from pathlib import Path
 
 from recipes import procs
 from recipes.bench import canary
-from recipes.bench.settings import Build, Settings, Setup, instance_env
+from recipes.bench.settings import Build, Place, instance_env
 from recipes.errors import ConfigError
 from recipes.procs import describe_exit
 from recipes.runner import say
@@ -134,19 +134,11 @@ def run_command(
 
 
 def build_runs(
-    build: Build,
-    scenario: Scenario,
-    count: int,
-    log: Path,
-    *,
-    settings: Settings,
-    setup: Setup,
-    stdin: Path | None,
-    factor: float = 1.0,
-    runs: Runs | None = None,
+    build: Build, count: int, log: Path, at: Place, stdin: Path | None, factor: float = 1.0, runs: Runs | None = None
 ) -> CommandRuns:
     """``count`` runs of a build as a bench trial (or warm-up) runs them: on the server's core, in the
     instance's environment, within ``factor`` times --trial-timeout, logged to ``log``."""
+    scenario, settings, setup, _workdir = at
     return run_command(
         build.binary,
         scenario,

@@ -44,11 +44,12 @@ from recipes.bench.counts import (
     version,
 )
 from recipes.bench.counts_report import CountsResult, CountTrial, Gate, too_short
+from recipes.bench.harness import Measure
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.report import build_keys
 from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server, tail_line
-from recipes.bench.settings import Build, Settings, Setup
+from recipes.bench.settings import Build, Place, Settings
 from recipes.errors import BenchError, PgoError
 from recipes.inputs import read_text
 from recipes.runner import TimedOut, log_tail, query, say
@@ -123,32 +124,6 @@ class Cachegrind(Runs):
         return self._files(number)[1]
 
 
-def count_command(
-    build: Build,
-    scenario: Scenario,
-    key: str,
-    index: int,
-    *,
-    settings: Settings,
-    setup: Setup,
-    workdir: Path,
-    stdin: Path | None,
-    tools: Tools,
-) -> CountTrial:
-    """One trial of a command scenario: its runs, each under cachegrind, their totals added."""
-    counted = Cachegrind(tools, build, workdir / f"{key}-trial-{index}")
-    runs = build_runs(
-        build, scenario, scenario.count, workdir / f"{key}-trial-{index}.log", settings=settings, setup=setup,
-        stdin=stdin, factor=TRIAL_FACTOR, runs=counted,
-    )  # fmt: skip
-    problem = runs.problem or too_short(counted.total, f"a trial of {runs.done} runs", "run")
-    trial = CountTrial(
-        key, index, scenario.count, runs.done, dict(counted.total.events), counted.files, runs.wall, problem
-    )
-    _say(scenario, build.label, trial)
-    return trial
-
-
 def _say(scenario: Scenario, label: str, trial: CountTrial) -> None:
     if trial.valid:
         figures = trial.per_unit()
@@ -204,77 +179,10 @@ def _dump_file(server_out: Path, trigger: str) -> Path:
     raise BenchError(f"callgrind wrote no dump {trigger!r} beside {server_out}", "see the valgrind log beside it")
 
 
-def count_server(
-    server: Server, scenario: Scenario, key: str, index: int, *, settings: Settings, setup: Setup, workdir: Path,
-    tools: Tools,
-) -> CountTrial:  # fmt: skip
-    """One trial: zero, the requests, quiet, dump; the dump's totals over the requests answered."""
-    argvs = load_argvs(scenario, server, scenario.count, workdir / f"{key}-uris.txt", setup.values)
-    start = time.perf_counter()
-    _control(tools, server, "--zero", env=settings.env)
-    run = run_loads(
-        argvs,
-        core=settings.load_core,
-        env=settings.env,
-        log=workdir / f"{key}-trial-{index}.log",
-        timeout=settings.trial_timeout * TRIAL_FACTOR,
-    )
-    problem = trial_problem(run, scenario.count, scenario.expect)
-    events: dict[str, int] = {}
-    files: list[str] = []
-    binary_events: dict[str, int] | None = None
-    answered = run.result.succeeded if run.result else 0
-    if not server.alive():
-        problem = problem or f"the server exited with {server.child.returncode} during the trial"
-    else:
-        wait_quiet(server.pid)
-        trigger = f"{key}-trial-{index}"
-        _control(tools, server, "--dump", trigger, env=settings.env)
-        dump = _dump_file(workdir / f"{key}.callgrind.out", f"dump {trigger}")
-        text = read_text(dump, "callgrind's dump", BenchError, "see the valgrind log beside it")
-        counts = parse_totals(text, str(dump))
-        events, files = dict(counts.events), [str(dump)]
-        own = own_object(parse_objects(text, str(dump)), server.build.binary)
-        binary_events = dict(own.events) if own is not None else None
-        problem = problem or too_short(counts, f"a trial of {answered} requests", "request")
-    trial = CountTrial(
-        key, index, scenario.count, answered, events, files, time.perf_counter() - start, problem, binary_events
-    )
-    _say(scenario, server.build.label, trial)
-    return trial
-
-
-def _start_counted(build: Build, scenario: Scenario, key: str, settings: Settings, setup: Setup, workdir: Path,
-                   tools: Tools) -> Server:  # fmt: skip
-    vlog = workdir / f"{key}.valgrind.log"
-    wrapper = [
-        str(tools.valgrind), *CALLGRIND, f"--callgrind-out-file={workdir / f'{key}.callgrind.out'}",
-        f"--log-file={vlog}",
-    ]  # fmt: skip
-    try:
-        return start_server(
-            build,
-            scenario,
-            core=settings.server_core,
-            values=setup.values,
-            env=settings.env,
-            workdir=workdir,
-            shims=settings.out.sigterm,
-            name=key,
-            wrapper=wrapper,
-            ready_timeout=scenario.instance.options.ready_timeout * SLOWDOWN,
-        )
-    except BenchError:
-        if vlog.is_file():
-            log = read_text(vlog, "valgrind's log", BenchError, "see the server's log")
-            refuse_unknown_instruction(build.label, build.binary, log, vlog, tools.version)
-        raise
-
-
-class ValgrindCounts:
-    """The counts measure (:class:`recipes.bench.harness.Measure`): the builds under valgrind, no canary (the
-    counts do not move with the machine's load), no warm-up of a command (every run starts with cold simulated
-    caches), an instruction valgrind does not know stopping the whole run."""
+class ValgrindCounts(Measure[CountTrial, CountsResult]):
+    """The counts measure: the builds under valgrind, no canary (the counts do not move with the machine's load),
+    no warm-up of a command (every run starts with cold simulated caches), an instruction valgrind does not know
+    stopping the whole run."""
 
     under = " under valgrind"
     slowdown = float(TRIAL_FACTOR)
@@ -297,47 +205,98 @@ class ValgrindCounts:
         meta.pop("canary_iterations", None)  # no canary: the counts do not move with the machine's load
         return meta
 
-    def canary(self, core: int) -> float | None:  # noqa: ARG002  (the interface: no canary)
-        return None
+    def start(self, build: Build, key: str, at: Place) -> Server:
+        scenario, settings, setup, workdir = at
+        vlog = workdir / f"{key}.valgrind.log"
+        wrapper = [
+            str(self.tools.valgrind), *CALLGRIND, f"--callgrind-out-file={workdir / f'{key}.callgrind.out'}",
+            f"--log-file={vlog}",
+        ]  # fmt: skip
+        try:
+            return start_server(
+                build,
+                scenario,
+                core=settings.server_core,
+                values=setup.values,
+                env=settings.env,
+                workdir=workdir,
+                shims=settings.out.sigterm,
+                name=key,
+                wrapper=wrapper,
+                ready_timeout=scenario.instance.options.ready_timeout * SLOWDOWN,
+            )
+        except BenchError:
+            if vlog.is_file():
+                log = read_text(vlog, "valgrind's log", BenchError, "see the server's log")
+                refuse_unknown_instruction(build.label, build.binary, log, vlog, self.tools.version)
+            raise
 
-    def start(
-        self, build: Build, scenario: Scenario, key: str, settings: Settings, setup: Setup, workdir: Path
-    ) -> Server:
-        return _start_counted(build, scenario, key, settings, setup, workdir, self.tools)
-
-    def server_trial(
-        self, server: Server, scenario: Scenario, key: str, index: int, *, settings: Settings, setup: Setup,
-        workdir: Path,
-    ) -> CountTrial:  # fmt: skip
-        return count_server(
-            server, scenario, key, index, settings=settings, setup=setup, workdir=workdir, tools=self.tools
+    def server_trial(self, server: Server, key: str, index: int, at: Place) -> CountTrial:
+        """One trial: zero, the requests, quiet, dump; the dump's totals over the requests answered."""
+        scenario, settings, setup, workdir = at
+        argvs = load_argvs(scenario, server, scenario.count, workdir / f"{key}-uris.txt", setup.values)
+        start = time.perf_counter()
+        _control(self.tools, server, "--zero", env=settings.env)
+        run = run_loads(
+            argvs,
+            core=settings.load_core,
+            env=settings.env,
+            log=workdir / f"{key}-trial-{index}.log",
+            timeout=settings.trial_timeout * TRIAL_FACTOR,
         )
-
-    def command_trial(
-        self, build: Build, scenario: Scenario, key: str, index: int, *, settings: Settings, setup: Setup,
-        workdir: Path, stdin: Path | None,
-    ) -> CountTrial:  # fmt: skip
-        return count_command(
-            build, scenario, key, index, settings=settings, setup=setup, workdir=workdir, stdin=stdin, tools=self.tools
+        problem = trial_problem(run, scenario.count, scenario.expect)
+        events: dict[str, int] = {}
+        files: list[str] = []
+        binary_events: dict[str, int] | None = None
+        answered = run.result.succeeded if run.result else 0
+        if not server.alive():
+            problem = problem or f"the server exited with {server.child.returncode} during the trial"
+        else:
+            wait_quiet(server.pid)
+            trigger = f"{key}-trial-{index}"
+            _control(self.tools, server, "--dump", trigger, env=settings.env)
+            dump = _dump_file(workdir / f"{key}.callgrind.out", f"dump {trigger}")
+            text = read_text(dump, "callgrind's dump", BenchError, "see the valgrind log beside it")
+            counts = parse_totals(text, str(dump))
+            events, files = dict(counts.events), [str(dump)]
+            own = own_object(parse_objects(text, str(dump)), server.build.binary)
+            binary_events = dict(own.events) if own is not None else None
+            problem = problem or too_short(counts, f"a trial of {answered} requests", "request")
+        trial = CountTrial(
+            key, index, scenario.count, answered, events, files, time.perf_counter() - start, problem, binary_events
         )
+        _say(scenario, server.build.label, trial)
+        return trial
+
+    def command_trial(self, build: Build, key: str, index: int, at: Place, stdin: Path | None) -> CountTrial:
+        """One trial of a command scenario: its runs, each under cachegrind, their totals added."""
+        scenario, _settings, _setup, workdir = at
+        counted = Cachegrind(self.tools, build, workdir / f"{key}-trial-{index}")
+        runs = build_runs(build, scenario.count, workdir / f"{key}-trial-{index}.log", at, stdin, TRIAL_FACTOR, counted)
+        problem = runs.problem or too_short(counted.total, f"a trial of {runs.done} runs", "run")
+        trial = CountTrial(
+            key, index, scenario.count, runs.done, dict(counted.total.events), counted.files, runs.wall, problem
+        )
+        _say(scenario, build.label, trial)
+        return trial
 
     def stop_timeout(self, scenario: Scenario) -> float:
         return float(max(STOP_LIMIT, scenario.instance.options.stop_timeout))
 
-    def last_words(self, server: Server, workdir: Path, key: str) -> str:
-        return tail_line(server.log) or log_tail(workdir / f"{key}.valgrind.log", 3, joined=" | ")
+    def last_words(self, server: Server, at: Place, key: str) -> str:
+        return tail_line(server.log) or log_tail(at.workdir / f"{key}.valgrind.log", 3, joined=" | ")
 
     def fatal(self, error: PgoError) -> bool:
         return "does not know an instruction" in error.message
 
     def result(
         self,
-        scenario: Scenario,
-        settings: Settings,
+        at: Place,
         trials: list[CountTrial],
         problem: str,
-        canaries: tuple[float | None, float | None],  # noqa: ARG002  (the interface: no canary)
+        canaries: tuple[float | None, float | None],  # noqa: ARG002  (no canary)
     ) -> CountsResult:
+        scenario, settings, _setup, _workdir = at
         return CountsResult(
             scenario.name,
             scenario.title,

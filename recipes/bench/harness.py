@@ -24,16 +24,18 @@ Its parts: :mod:`recipes.bench.settings` (the builds, the settings, the cores, t
 from __future__ import annotations
 
 import shutil
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
 
 from recipes.bench import canary
 from recipes.bench.commands import build_runs, stdin_file
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.report import Written, write_results
-from recipes.bench.servers import Server, stop_server
-from recipes.bench.settings import Build, Settings, Setup, instance_env, raise_open_files_limit, started_setup
+from recipes.bench.servers import Server, stop_server, tail_line
+from recipes.bench.settings import Build, Place, Settings, Setup, instance_env, raise_open_files_limit, started_setup
 from recipes.errors import PgoError
 from recipes.procs import describe_exit
 from recipes.runner import say
@@ -43,98 +45,62 @@ TrialT = TypeVar("TrialT")
 ResultT = TypeVar("ResultT", bound=Written)
 
 
-class Measure(Protocol[TrialT, ResultT]):
-    """What one measure does in the scenario runner: its trials, its servers, its result and its table."""
+class Measure(ABC, Generic[TrialT, ResultT]):
+    """What one measure does in the scenario runner: its trials, its servers, its result and its table. What is
+    not overridden is CPU time's: no canary, the servers stopped in their own time, no refusal that stops the run."""
 
-    @property
-    def under(self) -> str:
-        """Said after what a server or a run did under the measure (`` under valgrind``)."""
-        ...
+    under = ""  # said after what a server or a run did under the measure (" under valgrind")
+    slowdown = 1.0  # the factor on --trial-timeout of a trial and of a server's warm-up
+    warms_commands = True  # each build of a command scenario runs its warm-up before the trials
+    heading: Mapping[str, object] = MappingProxyType({})  # results.json's keys after the run's, before its scenarios
 
-    @property
-    def slowdown(self) -> float:
-        """The factor on --trial-timeout of a trial and of a server's warm-up."""
-        ...
-
-    @property
-    def warms_commands(self) -> bool:
-        """Whether each build of a command scenario runs its warm-up before the trials."""
-        ...
-
-    @property
-    def heading(self) -> Mapping[str, object]:
-        """The keys results.json has before its scenarios, after the run's."""
-        ...
-
+    @abstractmethod
     def describe(self, scenario: Scenario, settings: Settings) -> str:
         """The scenario's line's parenthesis: the trials and builds."""
-        ...
 
     def meta(self, settings: Settings) -> dict[str, Any]:
         """The run's part of results.json."""
-        ...
+        return settings.meta()
 
-    def canary(self, core: int) -> float | None:
+    def canary(self, core: int) -> float | None:  # noqa: ARG002  (a measure's canary runs on the server's core)
         """The canary's time on ``core``, around a scenario, or None."""
-        ...
+        return None
 
-    def start(
-        self, build: Build, scenario: Scenario, key: str, settings: Settings, setup: Setup, workdir: Path
-    ) -> Server: ...
+    @abstractmethod
+    def start(self, build: Build, key: str, at: Place) -> Server: ...
 
-    def server_trial(
-        self,
-        server: Server,
-        scenario: Scenario,
-        key: str,
-        index: int,
-        *,
-        settings: Settings,
-        setup: Setup,
-        workdir: Path,
-    ) -> TrialT: ...
+    @abstractmethod
+    def server_trial(self, server: Server, key: str, index: int, at: Place) -> TrialT: ...
 
-    def command_trial(
-        self,
-        build: Build,
-        scenario: Scenario,
-        key: str,
-        index: int,
-        *,
-        settings: Settings,
-        setup: Setup,
-        workdir: Path,
-        stdin: Path | None,
-    ) -> TrialT: ...
+    @abstractmethod
+    def command_trial(self, build: Build, key: str, index: int, at: Place, stdin: Path | None) -> TrialT: ...
 
-    def stop_timeout(self, scenario: Scenario) -> float: ...
+    def stop_timeout(self, scenario: Scenario) -> float:
+        return float(scenario.instance.options.stop_timeout)
 
-    def last_words(self, server: Server, workdir: Path, key: str) -> str:
+    def last_words(self, server: Server, at: Place, key: str) -> str:  # noqa: ARG002  (the counts': valgrind's log)
         """What a server that exited otherwise than expected said last."""
-        ...
+        return tail_line(server.log)
 
-    def fatal(self, error: PgoError) -> bool:
+    def fatal(self, error: PgoError) -> bool:  # noqa: ARG002  (the counts' refuse a binary valgrind cannot run)
         """Whether ``error`` stops the whole run rather than invalidating its scenario."""
-        ...
+        return False
 
+    @abstractmethod
     def result(
-        self,
-        scenario: Scenario,
-        settings: Settings,
-        trials: list[TrialT],
-        problem: str,
-        canaries: tuple[float | None, float | None],
+        self, at: Place, trials: list[TrialT], problem: str, canaries: tuple[float | None, float | None]
     ) -> ResultT: ...
 
+    @abstractmethod
     def markdown(self, results: Sequence[ResultT], meta: dict[str, Any]) -> str: ...
 
 
 def run_scenario(measure: Measure[TrialT, ResultT], scenario: Scenario, settings: Settings, setup: Setup) -> ResultT:
     """One scenario's trials, every build; its servers stopped whatever happened. A refusal invalidates the
     scenario (the trials measured before it are kept), unless the measure says it stops the run."""
-    workdir = settings.out.run(scenario.name)
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
+    at = Place(scenario, settings, setup, settings.out.run(scenario.name))
+    shutil.rmtree(at.workdir, ignore_errors=True)
+    at.workdir.mkdir(parents=True)
     say(f"bench: {scenario.name}: {scenario.title} ({measure.describe(scenario, settings)})")
     before = measure.canary(settings.server_core)
     trials: list[TrialT] = []
@@ -142,9 +108,9 @@ def run_scenario(measure: Measure[TrialT, ResultT], scenario: Scenario, settings
     servers: dict[str, Server] = {}
     try:
         if scenario.kind == "command":
-            _command_trials(measure, scenario, settings, setup, workdir, trials)
+            _command_trials(measure, at, trials)
         else:
-            _server_trials(measure, scenario, settings, setup, workdir, trials, servers)
+            _server_trials(measure, at, trials, servers)
     except PgoError as error:
         if measure.fatal(error):
             raise
@@ -156,50 +122,31 @@ def run_scenario(measure: Measure[TrialT, ResultT], scenario: Scenario, settings
             if code != 0 and not problem:
                 problem = (
                     f"{server.build.label} exited with {describe_exit(code)} on SIGTERM{measure.under} (expected 0): "
-                    f"{measure.last_words(server, workdir, key)}"
+                    f"{measure.last_words(server, at, key)}"
                 )
             shutil.rmtree(server.instance_dir, ignore_errors=True)  # access logs and the like: not kept
     after = measure.canary(settings.server_core)
-    return measure.result(scenario, settings, trials, problem, (before, after))
+    return measure.result(at, trials, problem, (before, after))
 
 
-def _command_trials(
-    measure: Measure[TrialT, ResultT],
-    scenario: Scenario,
-    settings: Settings,
-    setup: Setup,
-    workdir: Path,
-    trials: list[TrialT],
-) -> None:
-    env = instance_env(scenario.instance, settings.env, setup.values)
-    stdin = stdin_file(scenario, setup.values, env, workdir)
+def _command_trials(measure: Measure[TrialT, ResultT], at: Place, trials: list[TrialT]) -> None:
+    scenario, settings, setup, workdir = at
+    stdin = stdin_file(scenario, setup.values, instance_env(scenario.instance, settings.env, setup.values), workdir)
     for key, build in settings.keyed if measure.warms_commands else ():
-        warm = build_runs(
-            build, scenario, scenario.warmup_requests, workdir / f"{key}-warmup.log", settings=settings, setup=setup,
-            stdin=stdin,
-        )  # fmt: skip
+        warm = build_runs(build, scenario.warmup_requests, workdir / f"{key}-warmup.log", at, stdin)
         if warm.problem:
             say(f"  {scenario.name}: the warm-up of {build.label} did not pass: {warm.problem}")
     for index, order in settings.rounds:
         for key, build in order:
-            trials.append(
-                measure.command_trial(
-                    build, scenario, key, index, settings=settings, setup=setup, workdir=workdir, stdin=stdin
-                )
-            )
+            trials.append(measure.command_trial(build, key, index, at, stdin))
 
 
 def _server_trials(
-    measure: Measure[TrialT, ResultT],
-    scenario: Scenario,
-    settings: Settings,
-    setup: Setup,
-    workdir: Path,
-    trials: list[TrialT],
-    servers: dict[str, Server],
+    measure: Measure[TrialT, ResultT], at: Place, trials: list[TrialT], servers: dict[str, Server]
 ) -> None:
+    scenario, settings, setup, workdir = at
     for key, build in settings.keyed:
-        servers[key] = measure.start(build, scenario, key, settings, setup, workdir)
+        servers[key] = measure.start(build, key, at)
     for key, server in servers.items():
         warm = run_loads(
             load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{key}-uris.txt", setup.values),
@@ -213,11 +160,7 @@ def _server_trials(
             say(f"  {scenario.name}: the warm-up of {server.build.label} did not pass: {why}")
     for index, order in settings.rounds:
         for key, _ in order:
-            trials.append(
-                measure.server_trial(
-                    servers[key], scenario, key, index, settings=settings, setup=setup, workdir=workdir
-                )
-            )
+            trials.append(measure.server_trial(servers[key], key, index, at))
 
 
 def run_bench(

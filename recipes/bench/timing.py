@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import resource
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from recipes.bench import canary, design, procstat, report
 from recipes.bench.commands import build_runs
+from recipes.bench.harness import Measure
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.report import ScenarioResult, Trial, build_keys
 from recipes.bench.scenarios import held_out
-from recipes.bench.servers import Server, start_server, tail_line
-from recipes.bench.settings import Build, Settings, Setup
-from recipes.errors import PgoError
+from recipes.bench.servers import Server, start_server
+from recipes.bench.settings import Build, Place, Settings
 from recipes.runner import say
 from recipes.workload import Scenario
 
@@ -46,61 +45,6 @@ def _self_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(
-    server: Server,
-    scenario: Scenario,
-    key: str,
-    index: int,
-    *,
-    settings: Settings,
-    setup: Setup,
-    workdir: Path,
-) -> Trial:
-    """One trial: the server's CPU time around one h2load run of the scenario's request count."""
-    argvs = load_argvs(scenario, server, scenario.count, workdir / f"{key}-uris.txt", setup.values)
-    upstream_pid = setup.upstream_pid
-    upstream0 = procstat.cpu_seconds(upstream_pid) if upstream_pid else None
-    server0 = procstat.read_stat(server.pid)
-    idle0 = procstat.core_idle(settings.server_core)
-    harness0 = _self_cpu()
-    run = run_loads(
-        argvs,
-        core=settings.load_core,
-        env=settings.env,
-        log=workdir / f"{key}-trial-{index}.log",
-        timeout=settings.trial_timeout,
-    )
-    harness1 = _self_cpu()
-    core_idle = (procstat.core_idle(settings.server_core) - idle0) / procstat.CLOCK_TICKS
-    time.sleep(SETTLE_SECONDS)
-    problem = trial_problem(run, scenario.count, scenario.expect)
-    if not server.alive():
-        problem = problem or f"the server exited with {server.child.returncode} during the trial"
-        user_ticks = system_ticks = 0
-    else:
-        server1 = procstat.read_stat(server.pid)
-        user_ticks, system_ticks = server1.utime - server0.utime, server1.stime - server0.stime
-        problem = problem or no_cpu_measured(user_ticks + system_ticks, "the server", "requests")
-    upstream_cpu = procstat.cpu_seconds(upstream_pid) - upstream0 if upstream_pid and upstream0 is not None else None
-    trial = Trial(
-        build=key,
-        index=index,
-        requests=scenario.count,
-        answered=run.result.succeeded if run.result else 0,
-        server_cpu=(user_ticks + system_ticks) / procstat.CLOCK_TICKS,
-        server_user=user_ticks / procstat.CLOCK_TICKS,
-        wall=run.wall,
-        core_idle=core_idle,
-        load_cpu=run.cpu,
-        harness_cpu=harness1 - harness0,
-        upstream_cpu=upstream_cpu,
-        status=dict(run.result.status) if run.result else {},
-        problem=problem,
-    )
-    _say_trial(scenario, server.build.label, trial)
-    return trial
-
-
 def _say_trial(scenario: Scenario, label: str, trial: Trial) -> None:
     if trial.valid:
         verdict = f"{design.duration(trial.us_per_request):>11}/{scenario.unit} ({trial.user_share * 100:.0f} % user)"
@@ -109,90 +53,99 @@ def _say_trial(scenario: Scenario, label: str, trial: Trial) -> None:
     say(f"  {scenario.name} {label:>9} #{trial.index}: {verdict} ({trial.wall:.2f} s)")
 
 
-def measure_command(
-    build: Build,
-    scenario: Scenario,
-    key: str,
-    index: int,
-    *,
-    settings: Settings,
-    setup: Setup,
-    workdir: Path,
-    stdin: Path | None,
-) -> Trial:
-    """One trial of a command scenario: the runs' CPU time (user and system, from ``wait4``) per run."""
-    harness0 = _self_cpu()
-    runs = build_runs(
-        build, scenario, scenario.count, workdir / f"{key}-trial-{index}.log", settings=settings, setup=setup,
-        stdin=stdin,
-    )  # fmt: skip
-    trial = Trial(
-        build=key,
-        index=index,
-        requests=scenario.count,
-        answered=runs.done,
-        server_cpu=runs.user + runs.system,
-        server_user=runs.user,
-        wall=runs.wall,
-        harness_cpu=_self_cpu() - harness0,
-        problem=runs.problem or no_cpu_measured(runs.user + runs.system, "the runs", "runs"),
-    )
-    _say_trial(scenario, build.label, trial)
-    return trial
-
-
-class CpuTime:
-    """The CPU time measure (:class:`recipes.bench.harness.Measure`): the canary around each scenario, the
-    servers as they are, the command scenarios warmed up first."""
-
-    under = ""
-    slowdown = 1.0
-    warms_commands = True
-    heading: Mapping[str, object] = MappingProxyType({})
+class CpuTime(Measure[Trial, ScenarioResult]):
+    """The CPU time measure: the canary around each scenario, the servers as they are, the command scenarios
+    warmed up first."""
 
     def describe(self, scenario: Scenario, settings: Settings) -> str:
         return f"{settings.trials} trials of {scenario.count} {scenario.unit}s, {len(settings.builds)} builds"
 
-    def meta(self, settings: Settings) -> dict[str, Any]:
-        return settings.meta()
-
     def canary(self, core: int) -> float | None:
         return canary.time_canary(core).wall
 
-    def start(
-        self, build: Build, scenario: Scenario, key: str, settings: Settings, setup: Setup, workdir: Path
-    ) -> Server:
+    def start(self, build: Build, key: str, at: Place) -> Server:
         return start_server(
             build,
-            scenario,
-            core=settings.server_core,
-            values=setup.values,
-            env=settings.env,
-            workdir=workdir,
-            shims=settings.out.sigterm,
+            at.scenario,
+            core=at.settings.server_core,
+            values=at.setup.values,
+            env=at.settings.env,
+            workdir=at.workdir,
+            shims=at.settings.out.sigterm,
             name=key,
         )
 
-    server_trial = staticmethod(measure)
-    command_trial = staticmethod(measure_command)
+    def server_trial(self, server: Server, key: str, index: int, at: Place) -> Trial:
+        """One trial: the server's CPU time around one h2load run of the scenario's request count."""
+        scenario, settings, setup, workdir = at
+        argvs = load_argvs(scenario, server, scenario.count, workdir / f"{key}-uris.txt", setup.values)
+        upstream_pid = setup.upstream_pid
+        upstream0 = procstat.cpu_seconds(upstream_pid) if upstream_pid else None
+        server0 = procstat.read_stat(server.pid)
+        idle0 = procstat.core_idle(settings.server_core)
+        harness0 = _self_cpu()
+        run = run_loads(
+            argvs,
+            core=settings.load_core,
+            env=settings.env,
+            log=workdir / f"{key}-trial-{index}.log",
+            timeout=settings.trial_timeout,
+        )
+        harness1 = _self_cpu()
+        core_idle = (procstat.core_idle(settings.server_core) - idle0) / procstat.CLOCK_TICKS
+        time.sleep(SETTLE_SECONDS)
+        problem = trial_problem(run, scenario.count, scenario.expect)
+        if not server.alive():
+            problem = problem or f"the server exited with {server.child.returncode} during the trial"
+            user_ticks = system_ticks = 0
+        else:
+            server1 = procstat.read_stat(server.pid)
+            user_ticks, system_ticks = server1.utime - server0.utime, server1.stime - server0.stime
+            problem = problem or no_cpu_measured(user_ticks + system_ticks, "the server", "requests")
+        upstream_cpu = (
+            procstat.cpu_seconds(upstream_pid) - upstream0 if upstream_pid and upstream0 is not None else None
+        )
+        trial = Trial(
+            build=key,
+            index=index,
+            requests=scenario.count,
+            answered=run.result.succeeded if run.result else 0,
+            server_cpu=(user_ticks + system_ticks) / procstat.CLOCK_TICKS,
+            server_user=user_ticks / procstat.CLOCK_TICKS,
+            wall=run.wall,
+            core_idle=core_idle,
+            load_cpu=run.cpu,
+            harness_cpu=harness1 - harness0,
+            upstream_cpu=upstream_cpu,
+            status=dict(run.result.status) if run.result else {},
+            problem=problem,
+        )
+        _say_trial(scenario, server.build.label, trial)
+        return trial
 
-    def stop_timeout(self, scenario: Scenario) -> float:
-        return float(scenario.instance.options.stop_timeout)
-
-    def last_words(self, server: Server, workdir: Path, key: str) -> str:  # noqa: ARG002  (the interface)
-        return tail_line(server.log)
-
-    def fatal(self, error: PgoError) -> bool:  # noqa: ARG002  (the interface: no refusal stops the run)
-        return False
+    def command_trial(self, build: Build, key: str, index: int, at: Place, stdin: Path | None) -> Trial:
+        """One trial of a command scenario: the runs' CPU time (user and system, from ``wait4``) per run."""
+        scenario, _settings, _setup, workdir = at
+        harness0 = _self_cpu()
+        runs = build_runs(build, scenario.count, workdir / f"{key}-trial-{index}.log", at, stdin)
+        trial = Trial(
+            build=key,
+            index=index,
+            requests=scenario.count,
+            answered=runs.done,
+            server_cpu=runs.user + runs.system,
+            server_user=runs.user,
+            wall=runs.wall,
+            harness_cpu=_self_cpu() - harness0,
+            problem=runs.problem or no_cpu_measured(runs.user + runs.system, "the runs", "runs"),
+        )
+        _say_trial(scenario, build.label, trial)
+        return trial
 
     def result(
-        self,
-        scenario: Scenario,
-        settings: Settings,
-        trials: list[Trial],
-        problem: str,
-        canaries: tuple[float | None, float | None],
+        self, at: Place, trials: list[Trial], problem: str, canaries: tuple[float | None, float | None]
     ) -> ScenarioResult:
+        scenario, settings, _setup, _workdir = at
         before, after = canaries
         assert before is not None and after is not None
         return ScenarioResult(
