@@ -36,6 +36,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from recipes.bench import builds, counting, counts_report, coverage, design, report, variants
 from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_gate
@@ -199,6 +200,15 @@ class ResultFiles:
     def chart(self) -> Path:
         return self.out.chart
 
+    def refuse_invalid(self, results: Sequence[report.Result[Any]]) -> None:
+        """A run with an invalid scenario fails (after everything is written), of either measure."""
+        bad = [r for r in results if not r.valid]
+        if bad:
+            raise BenchError(
+                f"{len(bad)} of {len(results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
+                f"see {self.markdown} and the logs in {self.out.runs}",
+            )
+
 
 @dataclass(frozen=True)
 class Outcome(ResultFiles):
@@ -232,12 +242,7 @@ class Outcome(ResultFiles):
 
     def check(self) -> None:
         """A run with an invalid scenario fails (after everything is written)."""
-        bad = [r for r in self.results if not r.valid]
-        if bad:
-            raise BenchError(
-                f"{len(bad)} of {len(self.results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
-                f"see {self.markdown} and the logs in {self.out.runs}",
-            )
+        self.refuse_invalid(self.results)
 
 
 @dataclass(frozen=True)
@@ -279,12 +284,7 @@ class CountsOutcome(ResultFiles):
 
     def check(self) -> None:
         """An invalid scenario fails the run, then a gate that failed (after everything is written)."""
-        bad = [r for r in self.results if not r.valid]
-        if bad:
-            raise BenchError(
-                f"{len(bad)} of {len(self.results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
-                f"see {self.markdown} and the logs in {self.out.runs}",
-            )
+        self.refuse_invalid(self.results)
         raise_gate(self.verdicts, self.markdown)
 
 

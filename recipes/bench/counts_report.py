@@ -21,8 +21,7 @@ from recipes.bench.report import (
     BASELINE,
     CANDIDATE,
     Result,
-    c_compilers_note,
-    c_compilers_warning,
+    build_lines,
     chart_rows,
     from_fields,
     held_out_status,
@@ -320,13 +319,7 @@ def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
     cands = ", ".join(named[b] for b in builds[1:])
     valgrind = meta.get("valgrind", {})
     lines = [f"# Counts per run or request: {cands} vs {named[BASELINE]} ({valgrind.get('version', 'valgrind')})", ""]
-    for entry in meta.get("builds", []):
-        role = "baseline" if entry.get("key") == BASELINE else "candidate"
-        lines.append(
-            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
-            + c_compilers_note(entry)
-        )
-    lines += c_compilers_warning(meta)
+    lines += build_lines(meta.get("builds", []), named, meta)
     lines += [
         f"- {meta.get('trials', '?')} trials per scenario and build, in rounds, "
         f"{(meta.get('design') or {}).get('description', 'interleaved')}; commands: "

@@ -469,6 +469,19 @@ def c_compilers_warning(meta: dict[str, Any]) -> list[str]:
     ]
 
 
+def build_lines(entries: Sequence[dict[str, Any]], named: dict[str, str], meta: dict[str, Any]) -> list[str]:
+    """The table's lines on the builds, of either measure: each one's role, label and binary (and its C
+    compilers), and a warning when their C compilers differ."""
+    lines = []
+    for entry in entries:
+        role = "baseline" if entry.get("key") == BASELINE else "candidate"
+        lines.append(
+            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
+            + c_compilers_note(entry)
+        )
+    return lines + c_compilers_warning(meta)
+
+
 def held_out_status(held_out: dict[str, Any] | None) -> str:
     """``trained``, ``held-out`` or ``partly trained``: a scenario's status in a line (``""`` when unknown)."""
     status = str((held_out or {}).get("status", ""))
@@ -546,16 +559,15 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     cands = ", ".join(named[b] for b in builds[1:])
     per = per_what(results)
     lines = [f"# CPU time per {per}: {cands} vs {base}", ""]
-    for entry in meta.get("builds", []) or [
-        {"key": BASELINE, "binary": meta.get("baseline", "?")},
-        {"key": CANDIDATE, "binary": meta.get("candidate", "?")},
-    ]:
-        role = "baseline" if entry.get("key") == BASELINE else "candidate"
-        lines.append(
-            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
-            + c_compilers_note(entry)
-        )
-    lines += c_compilers_warning(meta)
+    lines += build_lines(
+        meta.get("builds", [])
+        or [
+            {"key": BASELINE, "binary": meta.get("baseline", "?")},
+            {"key": CANDIDATE, "binary": meta.get("candidate", "?")},
+        ],
+        named,
+        meta,
+    )
     lines += [
         f"- {_trials(meta)} per scenario and build, in rounds of one trial of each build, "
         f"{design.DESIGN_TEXT}{_orders_text(meta, named)}; {_where(results, meta)}",
