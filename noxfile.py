@@ -216,7 +216,9 @@ def docs(session: nox.Session) -> None:
     session.log(f"the site: {HERE / 'site' / 'index.html'}")
 
 
-@nox.session(default=False)
+# its virtualenv (matplotlib, for the chart) is made once and reused: made afresh, it cost 15-30 s of every run,
+# a third of a quick counts run and some 13 minutes of this project's test suite; the install still runs (3 s)
+@nox.session(default=False, reuse_venv=True)
 @guarded  # SIGTERM, SIGHUP: forwarded to the servers, commands and load it runs, then one line
 def bench(session: nox.Session) -> None:
     """CPU time per request (or run) of the plain and the PGO build (or --baseline/--candidate PATH…), rotated rounds.

@@ -26,13 +26,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from recipes import report
-from recipes.cargo.command import cargo_env
-from recipes.cargo.metadata import CrateInfo, crate_info
 from recipes.config import Config
 from recipes.errors import CheckFailed, MissingInput, WorkDirError
 from recipes.results import OptimiseResult
 from recipes.store import sha256_file
-from recipes.toolchain import rustc_info
+from recipes.toolchain.cargo.invocation import cargo_env
+from recipes.toolchain.cargo.metadata import CrateInfo, crate_info
+from recipes.toolchain.rustc import rustc_info
 from recipes.workdir import WorkDir
 
 #: the folders a workload's programs run in (their content is the workload's: a run empties them without following

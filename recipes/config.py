@@ -278,13 +278,8 @@ def parse_posargs(posargs: Sequence[str]) -> dict[str, str]:
     return {k: v for k, v in vars(namespace).items() if v is not None}
 
 
-def load_config(
-    project_dir: Path,
-    environ: Mapping[str, str],
-    posargs: Sequence[str] = (),
-    overrides: Mapping[str, Any] | None = None,
-) -> Config:
-    """Merge the three sources into one :class:`Config`."""
+def _from_pyproject(project_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """``[tool.pgo]``'s settings as the text a variable would hold, and where each came from."""
     raw: dict[str, Any] = {}
     sources: dict[str, str] = {}
     pyproject = project_dir / "pyproject.toml"
@@ -306,6 +301,17 @@ def load_config(
             raise ConfigError(f"{where}: expected a string, got {type(value).__name__}", setting.help)
         raw[key] = value
         sources[key] = where
+    return raw, sources
+
+
+def load_config(
+    project_dir: Path,
+    environ: Mapping[str, str],
+    posargs: Sequence[str] = (),
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Merge the three sources into one :class:`Config`."""
+    raw, sources = _from_pyproject(project_dir)
     if "PGO_MANIFEST" in environ or "manifest" in parse_posargs(posargs):
         # [tool.pgo] describes its own crate: another manifest drops what it says of that crate.
         for key in CRATE_KEYS:

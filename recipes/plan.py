@@ -7,15 +7,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import cflags, claim, emulation, preflight, train, zig
-from recipes.cargo import command as cargo_command
-from recipes.cargo.metadata import CrateInfo, build_script_packages, crate_info
+from recipes import claim, train
 from recipes.config import Config
 from recipes.runner import run
-from recipes.rustflags import RustflagsPlan, cargo_config_files, plan_rustflags, refuse_global_rustflags, rust_triple
 from recipes.shards import Shard, plan_shards
 from recipes.store import ProfileStore
-from recipes.toolchain import ResolvedRustc, RustcInfo, resolve_rustc, split_toolchain
+from recipes.toolchain import cflags, emulation, preflight, zig
+from recipes.toolchain.cargo import invocation as cargo_command
+from recipes.toolchain.cargo.metadata import CrateInfo, build_script_packages, crate_info
+from recipes.toolchain.rustc import ResolvedRustc, RustcInfo, resolve_rustc, split_toolchain
+from recipes.toolchain.rustflags import (
+    RustflagsPlan,
+    cargo_config_files,
+    plan_rustflags,
+    refuse_global_rustflags,
+    rust_triple,
+)
 from recipes.workdir import WorkDir
 from recipes.workload import Workload, load_workload, no_workload_file, workload_path
 

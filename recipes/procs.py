@@ -3,8 +3,8 @@ it, reap it, describe its exit, show the tail of its log, and kill whatever it l
 
 The training's server instances (``recipes/train/server.py``) and command runs (``recipes/train/command.py``), the
 bench's servers (``recipes/bench/servers.py``) and command runs (``recipes/bench/commands.py``), the baseline-CPU
-check's server under emulation (``recipes/cpu.py``) and the training's upstream backend
-(``recipes/train/resources.py``, running ``recipes/upstream.py``) all run through this module; each says in its
+check's server under emulation (``recipes/release/cpu.py``) and the training's upstream backend
+(``recipes/train/resources.py``, running ``recipes/web/upstream.py``) all run through this module; each says in its
 own words what a failure means for it. The short-lived helpers that the caller waits for or kills itself (h2load in
 an HTTP phase, ``recipes/train/http.py``, and the bench's load, ``recipes/bench/load.py``) start through
 :func:`spawn`, in this process's session. Every child gets exactly the environment its caller gives.
@@ -49,10 +49,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, NamedTuple, TypeAlias
 
-from recipes import net
 from recipes.errors import PgoError
 from recipes.files import write_atomically
 from recipes.runner import log_tail, say
+from recipes.web import net
 
 #: the environment variable that names the child a process was started under (inherited by what it starts)
 OWNER_VARIABLE = "PGO_PROCS_OWNER"
@@ -476,6 +476,10 @@ class Reaped(NamedTuple):
     returncode: int
     usage: resource.struct_rusage
     leftovers: list[Leftover]
+
+
+#: a child :func:`spawn` started, for the type of a parameter outside this module (which may not import subprocess)
+Spawned: TypeAlias = "subprocess.Popen[bytes]"
 
 
 def spawn(

@@ -131,7 +131,8 @@ class UnexecutedRecord(TypedDict):
 
 
 class CLanguageRecord(TypedDict):
-    """C or C++ of build scripts (recipes.cflags): the target's compiler when the profile reaches it, else why not."""
+    """C or C++ of build scripts (recipes.toolchain.cflags): the target's compiler when the profile reaches it, else
+    why not."""
 
     compiler: list[str] | None
     version: str | None
@@ -141,7 +142,7 @@ class CLanguageRecord(TypedDict):
 
 
 class CCrateRecord(TypedDict):
-    """A package whose target build script compiled C or C++ (recipes.cflags.c_crates)."""
+    """A package whose target build script compiled C or C++ (recipes.toolchain.cflags.c_crates)."""
 
     crate: str
     objects: int

@@ -19,20 +19,31 @@ import functools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import nox
 
-from recipes import cpu, procs, report, stages
+from recipes import procs, report
 from recipes.claim import CrateIdentity, claim, identity_of_config
 from recipes.config import Config, load_config
 from recipes.errors import PgoError
 from recipes.plan import BuildPlan, make_plan
 from recipes.procs import Interrupted
-from recipes.reproducible.tags import take_gather
+from recipes.release import cpu
+from recipes.release.reproducible.tags import take_gather
 from recipes.results import RebuildResult
 from recipes.runner import say
 from recipes.stages import gather
+from recipes.stages.bolt import bolt as bolt_stage
+from recipes.stages.instrument import instrument as instrument_stage
+from recipes.stages.merge import merge as merge_stage
+from recipes.stages.optimise import optimise as optimise_stage
+from recipes.stages.pipeline import pgo as pgo_stage
+from recipes.stages.plain import compared
+from recipes.stages.summary import c_code_lines, summary_lines
+from recipes.stages.test import test as test_stage
+from recipes.stages.train import train as train_stage
 from recipes.workdir import WorkDir
 
 #: the sessions :func:`register_pgo_sessions` adds, by name
@@ -81,9 +92,11 @@ _interrupted: list[str] = []
 
 
 def guarded(function: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]:
-    """``function`` as a session that SIGTERM or SIGHUP ends in one line (``procs.forwarding_signals``: forwarded
-    to its children, which are stopped and reaped), not a traceback nor a child left running; the sessions named
-    after it on nox's command line (``nox -s train merge``) are then skipped, as nox would go on to them."""
+    """``function`` as a session: the one place a known failure (:class:`~recipes.errors.PgoError`) becomes nox's,
+    in one line and no traceback, and where SIGTERM or SIGHUP ends it in one line (``procs.forwarding_signals``:
+    forwarded to its children, which are stopped and reaped), not a traceback nor a child left running; the
+    sessions named after it on nox's command line (``nox -s train merge``) are then skipped, as nox would go on to
+    them."""
 
     @functools.wraps(function)
     def session_of(session: nox.Session) -> None:
@@ -95,6 +108,8 @@ def guarded(function: Callable[[nox.Session], None]) -> Callable[[nox.Session], 
         except Interrupted as stop:
             _interrupted.append(stop.signal_name)
             session.error(stop.line())
+        except PgoError as error:
+            session.error(error.line())
 
     return session_of
 
@@ -105,28 +120,90 @@ def _summary(session: nox.Session, lines: Iterable[str]) -> None:
         session.log(line)
 
 
+def _never(_config: Config) -> bool:
+    return False
+
+
+def _always(_config: Config) -> bool:
+    return True
+
+
+def _bolt_asked(config: Config) -> bool:
+    return config.bolt
+
+
+@dataclass(frozen=True)
+class PlanStage:
+    """A session that runs one stage of the pipeline (or all of them) on the plan, and what its plan must find
+    before anything is built, each a rule of the configuration: ``instruments``, an instrumented build (rustc's
+    LLVM must be one an llvm-profdata here reads); ``profdata``, llvm-profdata run (of rustc's LLVM); ``bolt``,
+    llvm-bolt run. ``doc`` is the session's line in ``nox -l``."""
+
+    run: Callable[[BuildPlan], object]
+    doc: str
+    instruments: Callable[[Config], bool] = _never
+    profdata: bool = False
+    bolt: Callable[[Config], bool] = _never
+
+
+#: the sessions of one stage each, and pgo, by name: what each runs and what its plan must find
+PLAN_STAGES: dict[str, PlanStage] = {
+    "instrument": PlanStage(
+        instrument_stage, "Build the instrumented binary (-Cprofile-generate) in its own target dir.",
+        instruments=_always, profdata=True,  # its raw profiles are read by an llvm-profdata of rustc's LLVM alone
+    ),
+    "train": PlanStage(train_stage, "Run the training workload (profiles/<workload>.toml) on the instrumented binary."),
+    "merge": PlanStage(
+        merge_stage, "Merge the raw profiles with rustc's own LLVM's llvm-profdata; check the executed-function floor.",
+        profdata=True,
+    ),
+    "optimise": PlanStage(
+        optimise_stage, "Build with -Cprofile-use from the profile store, and check the result.",
+        profdata=True, bolt=_bolt_asked,
+    ),
+    "bolt": PlanStage(
+        bolt_stage,
+        "BOLT the optimised binary (PGO_BOLT=1 optimise): its own instrumentation and training, llvm-bolt, checks.",
+        bolt=_always,
+    ),
+    "pgo": PlanStage(
+        pgo_stage, "All four stages in order, every check on (PGO_BOLT=1: then the bolt stage).",
+        instruments=lambda config: config.profdata is None, profdata=True, bolt=_bolt_asked,
+    ),
+    "pgo-test": PlanStage(
+        test_stage, "The test suite compiled with the optimised build's profile, flags and target (<work>/test-target)."
+    ),
+}  # fmt: skip
+
+
 def _stage(
     session: nox.Session,
-    action: Callable[[BuildPlan], object],
+    stage: PlanStage,
     posargs: Sequence[str] | None = None,
     run: Callable[[BuildPlan], object] | None = None,
 ) -> None:
-    """Run one recipe with the session's configuration; a known failure is one line, not a traceback. ``posargs``:
-    the configuration's, when the session took its own options out of them; ``run``: what runs in ``action``'s
-    place (its variant: ``train -- --shard``), with ``action``'s tools and checks."""
-    try:
-        config = load_config(project_dir(session), os.environ, session.posargs if posargs is None else posargs)
-        instruments = action is stages.instrument or (action is stages.pgo and config.profdata is None)
-        # llvm-profdata: the stages that run it, and instrument, whose raw profiles only one of rustc's LLVM reads
-        profdata = action in (stages.instrument, stages.merge, stages.optimise, stages.pgo)
-        bolt = action is stages.bolt or (config.bolt and action in (stages.optimise, stages.pgo))
-        plan = make_plan(config, os.environ, instruments=instruments, profdata=profdata, bolt=bolt)
-        with claim(plan.work, session.name) as held, children_recorded(plan.work):  # one session, one crate
-            held.identify(identity_of(plan))
-            (run or action)(plan)
-        _summary(session, stages.summary_lines(report.load(plan.work)))
-    except PgoError as error:
-        session.error(error.line())
+    """Run one stage with the session's configuration. ``posargs``: the configuration's, when the session took its
+    own options out of them; ``run``: what runs in the stage's place (its variant: ``train -- --shard``), with the
+    stage's tools and checks."""
+    config = load_config(project_dir(session), os.environ, session.posargs if posargs is None else posargs)
+    plan = make_plan(
+        config, os.environ, instruments=stage.instruments(config), profdata=stage.profdata, bolt=stage.bolt(config)
+    )
+    with claim(plan.work, session.name) as held, children_recorded(plan.work):  # one session, one crate
+        held.identify(identity_of(plan))
+        (run or stage.run)(plan)
+    _summary(session, summary_lines(report.load(plan.work)))
+
+
+def _plan_session(name: str) -> Callable[[nox.Session], None]:
+    """The session of :data:`PLAN_STAGES`'s ``name``, which takes no options of its own."""
+
+    def session_of(session: nox.Session) -> None:
+        _stage(session, PLAN_STAGES[name])
+
+    session_of.__name__ = name.replace("-", "_")
+    session_of.__doc__ = PLAN_STAGES[name].doc
+    return session_of
 
 
 def identity_of(plan: BuildPlan) -> CrateIdentity:
@@ -134,88 +211,49 @@ def identity_of(plan: BuildPlan) -> CrateIdentity:
     return CrateIdentity.of(plan.crate, plan.target, plan.config.features)
 
 
-def instrument(session: nox.Session) -> None:
-    """Build the instrumented binary (-Cprofile-generate) in its own target dir."""
-    _stage(session, stages.instrument)
-
-
 def train(session: nox.Session) -> None:
     """Run the training workload (profiles/<workload>.toml) on the instrumented binary; -- --shard NAME: one of the
     shards alone, for a later merge -- --gather."""
-    try:
-        shard, rest = gather.take_shard(session.posargs)
-    except PgoError as error:
-        session.error(error.line())
+    shard, rest = gather.take_shard(session.posargs)
     if shard is None:
-        _stage(session, stages.train)
+        _stage(session, PLAN_STAGES["train"])
     else:
-        _stage(session, stages.train, rest, functools.partial(gather.train_shard, name=shard))
+        _stage(session, PLAN_STAGES["train"], rest, functools.partial(gather.train_shard, name=shard))
 
 
 def merge(session: nox.Session) -> None:
     """Merge the raw profiles with rustc's own LLVM's llvm-profdata; check the executed-function floor; -- --gather
     DIR…: the shards trained in those work dirs (each a train -- --shard's)."""
-    try:
-        folders, rest = take_gather(session.posargs)
-    except PgoError as error:
-        session.error(error.line())
+    folders, rest = take_gather(session.posargs)
     if folders is None:
-        _stage(session, stages.merge)
+        _stage(session, PLAN_STAGES["merge"])
     else:
         dirs = [project_dir(session) / folder for folder in folders]  # relative to where nox was run
-        _stage(session, stages.merge, rest, functools.partial(gather.merge_gathered, folders=dirs))
-
-
-def optimise(session: nox.Session) -> None:
-    """Build with -Cprofile-use from the profile store, and check the result."""
-    _stage(session, stages.optimise)
-
-
-def bolt(session: nox.Session) -> None:
-    """BOLT the optimised binary (PGO_BOLT=1 optimise): its own instrumentation and training, llvm-bolt, checks."""
-    _stage(session, stages.bolt)
-
-
-def pgo(session: nox.Session) -> None:
-    """All four stages in order, every check on (PGO_BOLT=1: then the bolt stage)."""
-    _stage(session, stages.pgo)
-
-
-def pgo_test(session: nox.Session) -> None:
-    """The test suite compiled with the optimised build's profile, flags and target (<work>/test-target)."""
-    _stage(session, stages.test)
+        _stage(session, PLAN_STAGES["merge"], rest, functools.partial(gather.merge_gathered, folders=dirs))
 
 
 def plain(session: nox.Session) -> None:
     """The plain release build (no profile): the same cargo command, target, features and base rustflags as the PGO
     build, in <work>/plain-target; what bench compares with by default."""
-    from recipes.bench import builds  # noqa: PLC0415  (only this session needs it)
-
-    try:
-        config = load_config(project_dir(session), os.environ, session.posargs)
-        plan = make_plan(config, os.environ, instruments=False, profdata=False, bolt=False)
-        with claim(plan.work, session.name) as held, children_recorded(plan.work):
-            held.identify(identity_of(plan))
-            result = builds.plain(plan, prefix="")
-    except PgoError as error:
-        session.error(error.line())
+    config = load_config(project_dir(session), os.environ, session.posargs)
+    plan = make_plan(config, os.environ, instruments=False, profdata=False, bolt=False)
+    with claim(plan.work, session.name) as held, children_recorded(plan.work):
+        held.identify(identity_of(plan))
+        result = compared(plan, prefix="")
     _summary(
         session,
         [
             f"plain       {result.seconds:8.1f} s  {result.binary}",
             f"sha256      {result.binary_sha256}",
-            *stages.c_code_lines(result.c_code, profiled=False),
+            *c_code_lines(result.c_code, profiled=False),
         ],
     )
 
 
 def cpu_baseline(session: nox.Session) -> None:
     """The binary under an emulated SSE2-only CPU (qemu-user); posargs: [--binary PATH] [--run ARG...]."""
-    try:
-        with children_recorded(load_config(project_dir(session), os.environ).out):
-            result = cpu.cpu_baseline(project_dir(session), os.environ, session.posargs)
-    except PgoError as error:
-        session.error(error.line())
+    with children_recorded(load_config(project_dir(session), os.environ).out):
+        result = cpu.cpu_baseline(project_dir(session), os.environ, session.posargs)
     _summary(session, cpu.summary_lines(result))
 
 
@@ -224,7 +262,7 @@ def _rebuilt_lines(results: Iterable[RebuildResult]) -> list[str]:
     return [line for result in results for line in result.lines]
 
 
-# The release sessions: each parses its posargs with its own parser of recipes/release_args.py (a tag first,
+# The release sessions: each parses its posargs with its own parser of recipes/release/args.py (a tag first,
 # ``-- v1.2.3``, then its options; the rest are config options), and imports the recipes only it needs.
 
 
@@ -235,99 +273,86 @@ def release(session: nox.Session) -> None:
 
     Tarballs, the profile, a manifest and SHA256SUMS, all reproducible (SOURCE_DATE_EPOCH, remapped paths).
     """
-    from recipes import matrix  # noqa: PLC0415  (only the release sessions need them)
-    from recipes import release as release_recipe  # noqa: PLC0415
-    from recipes.release_args import parse_release  # noqa: PLC0415
+    from recipes.release import make as release_recipe  # noqa: PLC0415
+    from recipes.release import matrix  # noqa: PLC0415  (only the release sessions need them)
+    from recipes.release.args import parse_release  # noqa: PLC0415
 
-    try:
-        args = parse_release(session.posargs)
-        if args.gather is not None:
-            out_dir = args.artefacts or project_dir(session) / "dist" / args.tag
-            _summary(session, matrix.gather(args.tag, args.gather, out_dir))
-            return
-        configs = matrix.target_configs(project_dir(session), os.environ, args.config, args.targets)
-        for manifest, out_dir in release_recipe.release_targets(args.tag, configs, os.environ, args.artefacts):
-            _summary(session, release_recipe.summary_lines(manifest, out_dir))
-    except PgoError as error:
-        session.error(error.line())
+    args = parse_release(session.posargs)
+    if args.gather is not None:
+        out_dir = args.artefacts or project_dir(session) / "dist" / args.tag
+        _summary(session, matrix.gather(args.tag, args.gather, out_dir))
+        return
+    configs = matrix.target_configs(project_dir(session), os.environ, args.config, args.targets)
+    for manifest, out_dir in release_recipe.release_targets(args.tag, configs, os.environ, args.artefacts):
+        _summary(session, release_recipe.summary_lines(manifest, out_dir))
 
 
 def rebuild(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--target T ...]: rebuild a release's PGO binary (of each target in the folder, or
-    those given) from its profile and compare with SHA256SUMS."""
-    from recipes.release_args import parse_rebuild  # noqa: PLC0415
+    those given) from its profile and compare with SHA256SUMS; then its image, when the release records one, from the
+    rebuilt binaries (the index digest compared)."""
+    from recipes.release.args import parse_rebuild  # noqa: PLC0415
 
-    try:
-        args = parse_rebuild(session.posargs)
-        config = load_config(project_dir(session), os.environ, args.config)
-        results = _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets)
-        _summary(session, _rebuilt_lines(results))
-    except PgoError as error:
-        session.error(error.line())
+    args = parse_rebuild(session.posargs)
+    config = load_config(project_dir(session), os.environ, args.config)
+    _summary(session, _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets))
 
 
-def _rebuild_held(
-    session: str, tag: str, config: Config, artefacts: Path | None, targets: Sequence[str]
-) -> list[RebuildResult]:
+def _rebuild_held(session: str, tag: str, config: Config, artefacts: Path | None, targets: Sequence[str]) -> list[str]:
     """A release's rebuild: its files checked first (a refusal touches no work dir), then built in the work dir it
-    holds (recipes/claim.py)."""
-    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
+    holds (recipes/claim.py); then its image, when the release records one, made again from the rebuilt binaries.
+    The lines of the summary."""
+    from recipes.release import image as image_recipe  # noqa: PLC0415
+    from recipes.release import rebuild as rebuild_recipe  # noqa: PLC0415
 
     checked = rebuild_recipe.rebuild_targets(tag, config, os.environ, artefacts, targets)
     with claim(config.out, session):
-        return rebuild_recipe.rebuild_checked(checked, config, os.environ)
+        results = rebuild_recipe.rebuild_checked(checked, config, os.environ)
+        rebuilt = {target.published.manifest.triple: r.binary for target, r in zip(checked, results, strict=True)}
+        work = WorkDir(config.out).rebuild(tag).absolute() / "image"
+        directory = checked[0].published.directory
+        return _rebuilt_lines(results) + image_recipe.rebuild_image(tag, directory, rebuilt, work, os.environ)
 
 
 def determinism(session: nox.Session) -> None:
     """Build HEAD twice from the profile alone (PGO_PROFDATA or the last merge) in two work dirs; compare."""
-    from recipes import rebuild as rebuild_recipe  # noqa: PLC0415
-    from recipes.release_args import parse_determinism  # noqa: PLC0415
+    from recipes.release import rebuild as rebuild_recipe  # noqa: PLC0415
+    from recipes.release.args import parse_determinism  # noqa: PLC0415
 
-    try:
-        args = parse_determinism(session.posargs)
-        config = load_config(project_dir(session), os.environ, args.config)
-        with claim(config.out, session.name) as held:
-            held.identify(identity_of_config(config, os.environ))
-            result = rebuild_recipe.determinism(config, os.environ)
-        _summary(session, [f"identical: {result.binary_sha256[0]} ({' and '.join(result.binaries)})"])
-    except PgoError as error:
-        session.error(error.line())
+    args = parse_determinism(session.posargs)
+    config = load_config(project_dir(session), os.environ, args.config)
+    with claim(config.out, session.name) as held:
+        held.identify(identity_of_config(config, os.environ))
+        result = rebuild_recipe.determinism(config, os.environ)
+    _summary(session, [f"identical: {result.binary_sha256[0]} ({' and '.join(result.binaries)})"])
 
 
 def verify(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--rebuild [--target T ...]]: check a release's SHA256SUMS, manifest and
     provenance statements, and its image layout when ``nox -s image`` wrote one; with --rebuild, then rebuild its
     PGO binary (of the targets given) as ``rebuild`` does."""
-    from recipes import image as image_recipe  # noqa: PLC0415
-    from recipes import provenance  # noqa: PLC0415
-    from recipes.release_args import parse_verify  # noqa: PLC0415
+    from recipes.release import image as image_recipe  # noqa: PLC0415
+    from recipes.release import provenance  # noqa: PLC0415
+    from recipes.release.args import parse_verify  # noqa: PLC0415
 
-    try:
-        args = parse_verify(session.posargs)
-        config = load_config(project_dir(session), os.environ, args.config)
-        lines = provenance.verify_release(args.tag, config, os.environ, args.artefacts)
-        lines[-1:-1] = image_recipe.verify_image(args.tag, config, os.environ, args.artefacts)
-        _summary(session, lines)
-        if args.rebuild:
-            _summary(
-                session, _rebuilt_lines(_rebuild_held(session.name, args.tag, config, args.artefacts, args.targets))
-            )
-    except PgoError as error:
-        session.error(error.line())
+    args = parse_verify(session.posargs)
+    config = load_config(project_dir(session), os.environ, args.config)
+    lines = provenance.verify_release(args.tag, config, os.environ, args.artefacts)
+    lines[-1:-1] = image_recipe.verify_image(args.tag, config, os.environ, args.artefacts)
+    _summary(session, lines)
+    if args.rebuild:
+        _summary(session, _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets))
 
 
 def image(session: nox.Session) -> None:
     """-- vX.Y.Z [--artefacts DIR] [--source URL]: an OCI image layout of a release's static Linux PGO binaries (one
     image per platform, FROM scratch, in one image index), written into the release's folder after verify's checks."""
-    from recipes import image as image_recipe  # noqa: PLC0415
-    from recipes.release_args import parse_image  # noqa: PLC0415
+    from recipes.release import image as image_recipe  # noqa: PLC0415
+    from recipes.release.args import parse_image  # noqa: PLC0415
 
-    try:
-        args = parse_image(session.posargs)
-        config = load_config(project_dir(session), os.environ, args.config)
-        _summary(session, image_recipe.make_image(args.tag, config, os.environ, args.artefacts, args.source))
-    except PgoError as error:
-        session.error(error.line())
+    args = parse_image(session.posargs)
+    config = load_config(project_dir(session), os.environ, args.config)
+    _summary(session, image_recipe.make_image(args.tag, config, os.environ, args.artefacts, args.source))
 
 
 def register_pgo_sessions() -> None:
@@ -336,22 +361,17 @@ def register_pgo_sessions() -> None:
     None of them needs a virtualenv: they run in nox's own interpreter, where pgo-recipes is installed. ``pgo``
     is the only default session (``nox`` alone runs it, unless the noxfile sets ``nox.options.sessions``).
     """
-    sessions = (
-        instrument,
-        train,
-        merge,
-        optimise,
-        bolt,
-        pgo,
-        pgo_test,
-        plain,
-        cpu_baseline,
-        release,
-        rebuild,
-        determinism,
-        verify,
-        image,
-    )
-    for function in sessions:
-        name = function.__name__.replace("_", "-")
+    own = {
+        "train": train,
+        "merge": merge,
+        "plain": plain,
+        "cpu-baseline": cpu_baseline,
+        "release": release,
+        "rebuild": rebuild,
+        "determinism": determinism,
+        "verify": verify,
+        "image": image,
+    }
+    for name in PGO_SESSIONS:
+        function = own.get(name) or _plan_session(name)
         nox.session(name=name, venv_backend="none", default=name == "pgo")(guarded(function))

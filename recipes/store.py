@@ -272,13 +272,15 @@ class ProfileStore:
     def _lock(self) -> FileLock:
         return FileLock(str(self.root / LOCK_NAME), timeout=LOCK_TIMEOUT, mode=0o600)
 
-    def put(self, profile: Path, suffix: str = SUFFIX) -> Path:
+    def put(self, profile: Path, suffix: str = SUFFIX, *, digest: str | None = None) -> Path:
         """Copy ``profile`` into the store under its hash (and ``suffix``, one of :data:`SUFFIXES`); returns the
-        store path."""
+        store path, whose file is checked against its name (the copy, or the file already there). ``digest``: the
+        profile's sha256 when the caller has just computed it for a check of its own (the copy is checked
+        against it all the same)."""
         if suffix not in SUFFIXES:  # the callers pass the module's own constants: anything else is a programming error
             raise ValueError(f"ProfileStore.put: suffix {suffix!r} is not one of {', '.join(SUFFIXES)}")
         self.ensure()
-        digest = sha256_file(profile)
+        digest = digest or sha256_file(profile)
         target = self.path_for(digest, suffix)
         try:
             with self._lock():

@@ -96,12 +96,12 @@ class WorkDir:
 
     @property
     def bin(self) -> Path:
-        """The C compiler and lint wrappers the builds put on their PATH (recipes/cflags.py)."""
+        """The C compiler and lint wrappers the builds put on their PATH (recipes/toolchain/cflags.py)."""
         return self.root / "bin"
 
     def observed(self, build: str) -> Path:
         """What rustc received in one build (``instrument``, ``optimise``, ``plain``, ``test``): the records of
-        the pipeline's RUSTC shim (recipes/cargo/observed.py)."""
+        the pipeline's RUSTC shim (recipes/toolchain/cargo/observed.py)."""
         return self.root / "observed" / build
 
     @property

@@ -15,7 +15,7 @@ import pytest
 
 from recipes import report
 from recipes.results import WorkloadRun
-from recipes.training import VERIFY, Collect, RunSettings, run_workload
+from recipes.train.trainer import VERIFY, Collect, RunSettings, run_workload
 from recipes.workload import Workload, load_workload
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,7 +52,8 @@ def train_workload(
 ) -> WorkloadRun:
     """The training's workload run on ``binary`` in this test's directory (work and logs under ``work/``, the
     profiles under ``profraw/`` with ``profraw``), as the train stage calls it; ``launcher`` before the binary
-    (qemu-user: ``recipes.emulation.launcher``), ``env`` added to the clean environment (``QEMU_LD_PREFIX``)."""
+    (qemu-user: ``recipes.toolchain.emulation.launcher``), ``env`` added to the clean environment
+    (``QEMU_LD_PREFIX``)."""
     collect = Collect.profraw(tmp_path / "profraw") if profraw else VERIFY
     if fdata_dir is not None:
         collect = Collect.fdata(fdata_dir)

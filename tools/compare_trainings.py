@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from recipes.bench import coverage
 from recipes.errors import PgoError
 from recipes.runner import run
-from recipes.toolchain import find_profdata, rustc_info, rustc_sysroot
+from recipes.toolchain.rustc import find_profdata, rustc_info, rustc_sysroot
 
 
 def _report(work: Path) -> dict[str, Any]:

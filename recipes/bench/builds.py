@@ -12,42 +12,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from recipes import bolt as boltlib
-from recipes import cflags, elf, emulation, report, stages
+from recipes import report
 from recipes.bench.settings import Build
 from recipes.claim import check_own_optimised
 from recipes.errors import BenchError, CheckFailed, MissingInput
 from recipes.files import copy_atomically
+from recipes.llvm import elf
 from recipes.plan import BuildPlan
-from recipes.results import CCodeRecord, CCrateRecord, OptimiseResult, PlainResult
+from recipes.results import CCodeRecord, CCrateRecord, OptimiseResult
 from recipes.runner import say
-from recipes.rustflags import profile_flags_in
+from recipes.stages.pipeline import pgo
+from recipes.stages.plain import link_flags
 from recipes.store import sha256_file
+from recipes.toolchain import cflags, emulation
+from recipes.toolchain.rustflags import profile_flags_in
 from recipes.workdir import WorkDir
-
-
-def link_flags(plan: BuildPlan) -> list[str]:
-    """What the plain build adds to the base flags the PGO build shares: its link for BOLT (``--emit-relocs``)
-    when the work dir's PGO binary was linked so, or PGO_BOLT=1 asks for it, so that the two binaries differ
-    in the profile alone."""
-    optimised = report.load(plan.work).optimise
-    relocs = plan.config.bolt or (isinstance(optimised, OptimiseResult) and optimised.emit_relocs)
-    return [boltlib.EMIT_RELOCS] if relocs else []
-
-
-def plain(plan: BuildPlan, prefix: str = "bench: ") -> PlainResult:
-    """``nox -s plain``: the plain stage (:func:`recipes.stages.plain.plain`), recorded in report.json as
-    ``plain`` (what bench compares the PGO binary with by default, and a binary to ship or compare), with the link
-    of :func:`link_flags`; ``prefix``: the session's, on its progress line (``""`` in ``nox -s plain``)."""
-    link = link_flags(plan)
-    result, _ = stages.plain(
-        plan,
-        log=plan.logs / "bench-plain-build.log",
-        announce=f"{prefix}the plain build of {plan.crate.package} in {plan.workdir.plain_target}",
-        link=link,
-    )
-    return result
-
 
 #: flags of the optimised build that are its profile, not flags both builds share
 PROFILE_ONLY_FLAGS = ("-Cllvm-args=-pgo-warn-missing-function",)
@@ -170,7 +149,7 @@ def build_pgo(plan: BuildPlan) -> Path:
         check_same_build(plan, optimised)
         return optimised.binary
     say(f"bench: no checked PGO binary in {plan.work}: running the pipeline")
-    stages.pgo(plan)
+    pgo(plan)
     optimised = usable_pgo_optimised(plan.work)
     if optimised is None:
         raise MissingInput(f"the pipeline left no checked optimised binary in {plan.work}", "see report.json")

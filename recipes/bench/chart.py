@@ -1,5 +1,6 @@
 """``python -m recipes.bench.chart RESULTS.json CHART.png``: the chart of a bench run, CPU time's
-(:func:`recipes.bench.report.write_chart`) or the counts' (:func:`recipes.bench.counts_report.write_chart`), drawn in
+(:func:`recipes.bench.cpu_report.write_chart`) or the counts' (:func:`recipes.bench.counts_report.write_chart`), drawn
+in
 the bench session's venv, which has matplotlib."""
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from recipes.bench import counts_report, report
+from recipes.bench import counts_report
+from recipes.bench import cpu_report as report
 from recipes.errors import BenchError, PgoError
 from recipes.inputs import read_json
 from recipes.runner import show

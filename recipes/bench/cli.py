@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recipes.bench import builds, counting, counts_report, coverage, design, report, variants
+from recipes.bench import builds, counting, counts_report, coverage, design, variants
+from recipes.bench import cpu_report as report
 from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_gate
 from recipes.bench.harness import run_bench
 from recipes.bench.scenarios import held_out, require_scenarios, select
@@ -48,6 +49,7 @@ from recipes.claim import CrateIdentity, Held, claim
 from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
 from recipes.plan import BuildPlan, make_plan
+from recipes.stages import plain as plain_stage
 from recipes.workdir import BenchDir, WorkDir
 from recipes.workload import Scenario, Workload, load_workload, workload_path
 
@@ -374,7 +376,7 @@ def _run(
     if args.baseline is not None:
         baseline_binary, baseline_label = args.baseline, args.baseline_label or "baseline"
     else:
-        baseline_binary, baseline_label = builds.plain(plan()).binary, args.baseline_label or "plain"
+        baseline_binary, baseline_label = plain_stage.compared(plan()).binary, args.baseline_label or "plain"
         c_compilers[baseline_binary] = builds.plain_c_compilers(plan())
     every = [baseline_label, *(label for _, label in candidates)]
     twice = next((label for label in every if every.count(label) > 1), None)

@@ -44,9 +44,9 @@ from recipes.bench.counts import (
     version,
 )
 from recipes.bench.counts_report import CountsResult, CountTrial, Gate, too_short
+from recipes.bench.cpu_report import build_keys
 from recipes.bench.harness import Measure
 from recipes.bench.load import load_argvs, run_loads, trial_problem
-from recipes.bench.report import build_keys
 from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server, tail_line
 from recipes.bench.settings import Build, Place, Settings

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS, Counts, estimate
-from recipes.bench.report import (
+from recipes.bench.cpu_report import (
     BASELINE,
     CANDIDATE,
     Result,
@@ -29,7 +29,7 @@ from recipes.bench.report import (
     percent,
     pyplot,
 )
-from recipes.bench.report import to_json as report_to_json
+from recipes.bench.cpu_report import to_json as report_to_json
 from recipes.errors import BenchError, ConfigError
 from recipes.files import atomic_output
 

@@ -21,19 +21,21 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes import cflags, profdata, report
+from recipes import report
 from recipes.bench.commands import run_command, stdin_file
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.servers import start_server, stop_server
 from recipes.bench.settings import Build, Settings, Setup, instance_env
 from recipes.config import Config
 from recipes.errors import PgoError
+from recipes.llvm import profdata
 from recipes.plan import BuildPlan
 from recipes.procs import describe_exit
 from recipes.results import OptimiseResult
 from recipes.runner import capture, run, say
 from recipes.store import sha256_file
-from recipes.toolchain import ProfdataTool, find_profdata, rustc_sysroot
+from recipes.toolchain import cflags
+from recipes.toolchain.rustc import ProfdataTool, find_profdata, rustc_sysroot
 
 TOP = 10
 

@@ -1,9 +1,9 @@
 """The harness: builds run in turn, in rounds of one trial of each build, by a measure (CPU time or counts).
 
-For each scenario (declared in the workload file, :mod:`recipes.workload.scenarios`): the measure's canary, when it
-has one; then, for a server scenario, one server per build started from the scenario's instance (its args and
-config template, pinned to the server's core by ``taskset``, every thread checked), each warmed up; then the
-trials in rounds, one trial of each build a round, the builds' order rotated each round
+For each scenario (declared in the workload file, :mod:`recipes.workload.scenario_format`): the measure's
+canary, when it has one; then, for a server scenario, one server per build started from the scenario's instance
+(its args and config template, pinned to the server's core by ``taskset``, every thread checked), each warmed up;
+then the trials in rounds, one trial of each build a round, the builds' order rotated each round
 (:mod:`recipes.bench.design`: baseline, A, B; A, B, baseline; B, baseline, A …), each a fixed request count sent
 by h2load pinned to the other core; the servers stopped (SIGTERM, exit 0 expected); the canary again. A command
 scenario runs the binary instead, pinned to the server's core, a fixed number of runs per trial
@@ -32,8 +32,8 @@ from typing import Any, Generic, TypeVar
 
 from recipes.bench import canary
 from recipes.bench.commands import build_runs, stdin_file
+from recipes.bench.cpu_report import Written, write_results
 from recipes.bench.load import load_argvs, run_loads, trial_problem
-from recipes.bench.report import Written, write_results
 from recipes.bench.servers import Server, stop_server, tail_line
 from recipes.bench.settings import Build, Place, Settings, Setup, instance_env, raise_open_files_limit, started_setup
 from recipes.errors import PgoError

@@ -8,10 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import h2load, procs
+from recipes import procs
 from recipes.bench.servers import Server
 from recipes.errors import BenchError
 from recipes.schema import fill
+from recipes.web import h2load
 from recipes.workload import Scenario
 
 

@@ -1,4 +1,4 @@
-"""What the benchmark does with the workload's scenarios (their format: :mod:`recipes.workload.scenarios`): none
+"""What the benchmark does with the workload's scenarios (their format: :mod:`recipes.workload.scenario_format`): none
 is refused, some are chosen (``--scenarios``), each is compared with the training (held out or trained)."""
 
 from __future__ import annotations

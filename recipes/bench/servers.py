@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import net
 from recipes.bench import procstat
 from recipes.bench.settings import Build, instance_env
 from recipes.errors import BenchError
@@ -15,6 +14,7 @@ from recipes.procs import Child, describe_exit
 from recipes.runner import log_tail, quote, say
 from recipes.schema import fill
 from recipes.train import sigterm
+from recipes.web import net
 from recipes.workload import Scenario
 
 STOP_TIMEOUT = 15.0

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from recipes.bench import canary, design, procstat
-from recipes.bench.report import build_keys
+from recipes.bench.cpu_report import build_keys
 from recipes.errors import BenchError, ConfigError
 from recipes.schema import fill
 from recipes.train.resources import UpstreamBackend

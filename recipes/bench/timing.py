@@ -4,7 +4,7 @@ A server trial's figure is the server's user and system time (``/proc/<pid>/stat
 included), read before and after the trial, over the requests h2load saw answered. A command trial's figure is
 the runs' user and system time from ``wait4`` over the runs (:func:`recipes.bench.commands.run_command`). The
 canary (:mod:`recipes.bench.canary`) runs on the server's core before and after each scenario.
-:mod:`recipes.bench.harness` runs the scenarios; :mod:`recipes.bench.report` says what the trials say.
+:mod:`recipes.bench.harness` runs the scenarios; :mod:`recipes.bench.cpu_report` says what the trials say.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes.bench import canary, design, procstat, report
+from recipes.bench import canary, design, procstat
+from recipes.bench import cpu_report as report
 from recipes.bench.commands import build_runs
+from recipes.bench.cpu_report import ScenarioResult, Trial, build_keys
 from recipes.bench.harness import Measure
 from recipes.bench.load import load_argvs, run_loads, trial_problem
-from recipes.bench.report import ScenarioResult, Trial, build_keys
 from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server
 from recipes.bench.settings import Build, Place, Settings

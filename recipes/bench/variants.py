@@ -14,13 +14,15 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from recipes import cflags, report
-from recipes.bench.builds import c_compilers_text, link_flags
+from recipes import report
+from recipes.bench.builds import c_compilers_text
 from recipes.errors import ConfigError, MissingInput
 from recipes.plan import BuildPlan
 from recipes.results import OptimiseResult
 from recipes.runner import run, say
-from recipes.rustflags import env_with_rustflags
+from recipes.stages.plain import link_flags
+from recipes.toolchain import cflags
+from recipes.toolchain.rustflags import env_with_rustflags
 
 
 def parse_variant(text: str) -> tuple[str, ...]:

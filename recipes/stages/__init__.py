@@ -9,29 +9,15 @@ keeps its own record in report.json.
     merge.py       llvm-profdata merge of those raw profiles; the floor of executed functions
     optimise.py    the build with -Cprofile-use, every check of it, verify, the checked copy
     test.py        pgo-test: the crate's test suite built with the same profile and flags
-    bolt.py        llvm-bolt on the optimised binary (the tool itself: recipes/bolt.py)
+    bolt.py        llvm-bolt on the optimised binary (the tool itself: recipes/llvm/boltlib.py)
     plain.py       the plain build: the same build without a profile, in its frame, recorded as "plain" (the
                    release and the bench run it)
     pipeline.py    pgo: all of them in order, what they need refused before anything is built
     summary.py     the lines printed at the end of a session
-    _record.py     what every stage shares: its frame (StageFrame: its record kept true through a failure, a full
+    frame.py           what every stage shares: its frame (StageFrame: its record kept true through a failure, a full
                    disk or an interruption, its time, its checked copy and the rejection of what fails a check)
 
-Here only the entry points the sessions (and release, rebuild, bench) call: ``stages.optimise(plan)``. Each of
-them shadows its module's name in this package: import anything else from its module,
-``from recipes.stages.optimise import optimised_copy``.
+Nothing is imported here, so no name of this package is both a module and a function: a caller imports the
+function of the module it needs, ``from recipes.stages.optimise import optimise``. The sessions that run one
+stage are declared in one table, :data:`recipes.sessions.PLAN_STAGES`.
 """
-
-from __future__ import annotations
-
-from recipes.stages.bolt import bolt
-from recipes.stages.instrument import instrument
-from recipes.stages.merge import merge
-from recipes.stages.optimise import optimise
-from recipes.stages.pipeline import pgo
-from recipes.stages.plain import plain
-from recipes.stages.summary import c_code_lines, summary_lines
-from recipes.stages.test import test
-from recipes.stages.train import train
-
-__all__ = ["bolt", "c_code_lines", "instrument", "merge", "optimise", "pgo", "plain", "summary_lines", "test", "train"]

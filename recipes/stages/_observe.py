@@ -1,4 +1,4 @@
-"""Every build of the pipeline runs rustc through the RUSTC shim (recipes/cargo/observed.py); these are the
+"""Every build of the pipeline runs rustc through the RUSTC shim (recipes/toolchain/cargo/observed.py); these are the
 stages' side of it: the environment of an observed build, and its records and checks afterwards."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from recipes import elf
-from recipes.cargo import observed
-from recipes.cargo.log import RustcCall
+from recipes.llvm import elf
 from recipes.plan import BuildPlan
-from recipes.rustflags import cargo_config_files
+from recipes.toolchain.cargo import observed
+from recipes.toolchain.cargo.log import RustcCall
+from recipes.toolchain.rustflags import cargo_config_files
 
 
 def observing(plan: BuildPlan, env: Mapping[str, str], build: str) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 Its own instrumentation and training (or ``PGO_BOLT_PROFILE``), the profile from the store, every check, the
 training replayed on the BOLTed binary, then a checked copy in ``<work>/bolted/``. The tools, the input checks
-and the parsers of llvm-bolt's files are ``recipes/bolt.py`` (``boltlib`` here)."""
+and the parsers of llvm-bolt's files are ``recipes/llvm/boltlib.py`` (``boltlib`` here)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import bolt as boltlib
-from recipes import elf, report
+from recipes import report
 from recipes.errors import CheckFailed, MissingInput, TrainingFailed
 from recipes.files import atomic_output, copy_atomically
 from recipes.inputs import read_bytes
+from recipes.llvm import boltlib, elf
 from recipes.plan import BuildPlan
-from recipes.results import BoltResult, WorkloadRun, as_json, from_json
+from recipes.results import BoltResult, Report, WorkloadRun, as_json, from_json
 from recipes.runner import capture, run, say
-from recipes.stages._record import StageFrame, checked_copy, run_on
+from recipes.stages.frame import StageFrame, checked_copy, run_on
 from recipes.store import sha256_file
-from recipes.training import Collect
+from recipes.train.trainer import Collect
 from recipes.workload import Workload
 
 
@@ -65,9 +65,9 @@ def bolted_copy(plan: BuildPlan) -> Path:
     return checked_copy(plan, "bolt")
 
 
-def _bolt_input(plan: BuildPlan) -> tuple[Path, str, dict[str, int]]:
+def _bolt_input(plan: BuildPlan, handed: Report | None = None) -> tuple[Path, str, dict[str, int]]:
     """The optimise stage's checked binary, unchanged since, and fit for llvm-bolt."""
-    optimised = report.require(plan.work, "optimise", "bolt")
+    optimised = report.require(plan.work, "optimise", "bolt", handed)
     binary = optimised.binary
     if not binary.is_file():
         raise MissingInput(f"the optimised binary {binary} is gone", "run `nox -s optimise` again")
@@ -79,7 +79,7 @@ def _bolt_input(plan: BuildPlan) -> tuple[Path, str, dict[str, int]]:
 
 @dataclass(frozen=True)
 class LeftOut:
-    """The functions whose names BOLT's instrumentation runtime could not write (recipes.bolt.name_budget): the
+    """The functions whose names BOLT's instrumentation runtime could not write (recipes.llvm.boltlib.name_budget): the
     longest name, how many were left out, their symbols (the first 50, each cut at 120 characters) and
     llvm-bolt's ``-skip-funcs-file`` argument (none when every name fits)."""
 
@@ -165,19 +165,19 @@ def _bolt_train(
     return paths.merged, trained
 
 
-def bolt(plan: BuildPlan, *, vouched: str | None = None) -> BoltResult:
+def bolt(plan: BuildPlan, *, vouched: str | None = None, handed: Report | None = None) -> BoltResult:
     """llvm-bolt on the optimised binary: its own instrumentation and training (or PGO_BOLT_PROFILE), the profile
     from the store, opt-dist's flags (or PGO_BOLT_ARGS), every check, then a checked copy in <work>/bolted/.
 
-    A given profile must have been recorded on this very binary (:func:`recipes.bolt.check_trained_on`), unless
+    A given profile must have been recorded on this very binary (:func:`recipes.llvm.boltlib.check_trained_on`), unless
     the caller ``vouched`` for it (rebuild: a release's own profile, its result compared with the release's)."""
     with StageFrame(plan, "bolt") as frame:
-        return _bolt(plan, frame, vouched)
+        return _bolt(plan, frame, vouched, handed)
 
 
-def _bolt(plan: BuildPlan, frame: StageFrame, vouched: str | None) -> BoltResult:
+def _bolt(plan: BuildPlan, frame: StageFrame, vouched: str | None, handed: Report | None) -> BoltResult:
     paths = BoltPaths(plan)
-    binary, input_sha, relocations = _bolt_input(plan)
+    binary, input_sha, relocations = _bolt_input(plan, handed)
     tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
     args = boltlib.bolt_args(plan.config.bolt_args)
     say(f"bolt: {binary} with {tools.llvm_bolt} (LLVM {tools.llvm_version})")

@@ -27,21 +27,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import elf, profdata, report
+from recipes import report
 from recipes.config import TESTS_SHARD
 from recipes.errors import CheckFailed, ConfigError, MissingInput
+from recipes.llvm import elf, profdata
 from recipes.plan import BuildPlan
-from recipes.reproducible.tags import GATHER, take_all
+from recipes.release.reproducible.tags import GATHER, take_all
 from recipes.results import InstrumentResult, MergeResult, PhaseRecord, ShardTrainRecord, TrainResult
 from recipes.runner import say
 from recipes.shards import Shard
 from recipes.stages import tests_shard
-from recipes.stages._record import StageFrame, run_on
+from recipes.stages.frame import StageFrame, run_on
 from recipes.stages.merge import _merge_shards, refuse_other_rustc
 from recipes.stages.train import instrumented_binary
 from recipes.store import sha256_file
-from recipes.toolchain import ProfdataTool, find_profdata, rustc_sysroot
-from recipes.training import Collect
+from recipes.toolchain.rustc import ProfdataTool, find_profdata, rustc_sysroot
+from recipes.train.trainer import Collect
 from recipes.workdir import WorkDir
 from recipes.workload import check_environment, check_tools
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from recipes import cflags, zig
-from recipes.cargo import log as cargo_log
 from recipes.errors import CommandFailed, MissingInput
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import InstrumentResult
 from recipes.runner import run, say
-from recipes.rustflags import env_with_rustflags
 from recipes.stages import _observe
-from recipes.stages._record import StageFrame
+from recipes.stages.frame import StageFrame
 from recipes.store import sha256_file
+from recipes.toolchain import cflags, zig
+from recipes.toolchain.cargo import log as cargo_log
+from recipes.toolchain.rustflags import env_with_rustflags
 
 
 def instrument(plan: BuildPlan) -> InstrumentResult:

@@ -7,17 +7,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import checks, elf, profdata, report
+from recipes import report
 from recipes.bench.coverage import demangle, demangler
 from recipes.errors import CheckFailed, PgoError
+from recipes.llvm import checks, elf, profdata
 from recipes.plan import BuildPlan
-from recipes.results import InstrumentResult, MergeResult, ShardRecord, ShardTrainRecord, UnexecutedRecord, from_json
+from recipes.results import (
+    InstrumentResult,
+    MergeResult,
+    Report,
+    ShardRecord,
+    ShardTrainRecord,
+    UnexecutedRecord,
+    from_json,
+)
 from recipes.runner import say
 from recipes.shards import Shard, asked_shares, integer_weights, reached_shares, weighted_inputs
 from recipes.stages import tests_shard
-from recipes.stages._record import StageFrame, threshold
+from recipes.stages.frame import StageFrame, threshold
 from recipes.store import sha256_file
-from recipes.toolchain import ProfdataTool, find_profdata, rustc_sysroot
+from recipes.toolchain.rustc import ProfdataTool, find_profdata, rustc_sysroot
 from recipes.workload import Workload
 
 #: how many of the main crate's unexecuted functions report.json and the summary name, the largest first
@@ -68,7 +77,7 @@ class FunctionFloor:
 
 
 def function_floor(plan: BuildPlan, workload: Workload | None) -> FunctionFloor:
-    """The floor :func:`recipes.stages._record.threshold` chooses (the workload's scales with its
+    """The floor :func:`recipes.stages.frame.threshold` chooses (the workload's scales with its
     ``min_functions_total``), else 1."""
     chosen = threshold(plan, workload, "min_functions")
     if chosen is None:
@@ -78,16 +87,17 @@ def function_floor(plan: BuildPlan, workload: Workload | None) -> FunctionFloor:
     )
 
 
-def merge(plan: BuildPlan) -> MergeResult:
+def merge(plan: BuildPlan, *, handed: Report | None = None) -> MergeResult:
     """Merge exactly this training's raw profiles with rustc's own LLVM's llvm-profdata; count what ran."""
     with StageFrame(plan, "merge") as frame:
-        return _merge(plan, frame)
+        return _merge(plan, frame, handed)
 
 
-def refuse_other_rustc(plan: BuildPlan) -> None:
+def refuse_other_rustc(plan: BuildPlan, handed: Report | None = None) -> None:
     """The raw profiles are in the format of the instrumented build's rustc: a merge that resolves another rustc
     (another toolchain chosen since) would merge them with another LLVM's llvm-profdata."""
-    built = report.load(plan.work).instrument
+    built = handed.instrument if handed is not None and handed.instrument is not None else None
+    built = built or report.load(plan.work).instrument
     if not isinstance(built, InstrumentResult):
         return
     here = (plan.rustc.release, plan.rustc.llvm_version)
@@ -102,9 +112,9 @@ def refuse_other_rustc(plan: BuildPlan) -> None:
         )
 
 
-def _merge(plan: BuildPlan, frame: StageFrame) -> MergeResult:
-    trained = report.require(plan.work, "train", "merge")
-    refuse_other_rustc(plan)
+def _merge(plan: BuildPlan, frame: StageFrame, handed: Report | None) -> MergeResult:
+    trained = report.require(plan.work, "train", "merge", handed)
+    refuse_other_rustc(plan, handed)
     if plan.shards:
         return _merge_shards(plan, frame, trained.shards)
     raws = profdata.check_raw_profiles(plan.profraw_dir, trained.profraw)
@@ -289,7 +299,22 @@ def _combine(
     )
     if summary.executed_functions < floor.for_total(summary.total_functions):
         raise floor.refusal(summary.executed_functions, summary.total_functions)
-    reached = reached_shares(weights, totals)
+    known["shards"] = _shard_records(plan, tool, shards, shares, weights, binary)
+    known.update(unexecuted(plan, tool, merged_counts))
+    return known
+
+
+def _shard_records(
+    plan: BuildPlan,
+    tool: ProfdataTool,
+    shards: list[MergedShard],
+    shares: list[float],
+    weights: list[int],
+    binary: set[str] | None,
+) -> list[ShardRecord]:
+    """Each shard's part of the merge record: its profile, the share asked and reached, what only it executed,
+    its overlap with the rest (and, for the tests shard, what of it the binary has)."""
+    reached = reached_shares(weights, [m.summary.total_count for m in shards])
     records: list[ShardRecord] = []
     for i, m in enumerate(shards):
         others = set().union(*(o.executed for o in shards if o is not m))
@@ -310,9 +335,7 @@ def _combine(
         )
         if binary is not None and m.shard.is_tests:
             tests_shard.add_fields(records[-1], m.counts, others, binary, plan.crate.crate_names)
-    known["shards"] = records
-    known.update(unexecuted(plan, tool, merged_counts))
-    return known
+    return records
 
 
 def _overlap_with_rest(

@@ -4,35 +4,38 @@ fails a check goes to ``<work>/rejected/``."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from filelock import FileLock, Timeout
 
-from recipes import bolt as boltlib
-from recipes import cflags, checks, elf, profdata, report, zig
-from recipes.cargo import command as cargo_command
-from recipes.cargo import log as cargo_log
-from recipes.cargo import observed
+from recipes import report
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, StoreError
+from recipes.llvm import boltlib, checks, elf, profdata
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import InstrumentResult, OptimiseResult, PlainResult
+from recipes.results import CCrateRecord, InstrumentResult, OptimiseResult, PlainResult, Report
 from recipes.runner import run, say
-from recipes.rustflags import env_with_rustflags, target_cpu_warning
 from recipes.stages import _observe
-from recipes.stages._record import StageFrame, checked_copy, run_on, threshold
-from recipes.store import sha256_file
-from recipes.toolchain import find_profdata, rustc_sysroot
+from recipes.stages.frame import StageFrame, checked_copy, run_on, threshold
+from recipes.store import SUFFIX, sha256_file
+from recipes.toolchain import cflags, zig
+from recipes.toolchain.cargo import invocation as cargo_command
+from recipes.toolchain.cargo import log as cargo_log
+from recipes.toolchain.cargo import observed
+from recipes.toolchain.rustc import find_profdata, rustc_sysroot
+from recipes.toolchain.rustflags import env_with_rustflags, target_cpu_warning
 from recipes.workload import Workload
 
 
-def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
-    """The profile of the optimised build, and whether it came from this work dir's training."""
+def _profile_to_use(plan: BuildPlan, handed: Report | None) -> tuple[Path, bool, str | None]:
+    """The profile of the optimised build, whether it came from this work dir's training, and its sha256 when the
+    check of the training's profile computed it."""
     if plan.config.profdata is not None:
         if not plan.config.profdata.is_file():
             raise MissingInput(f"PGO_PROFDATA={plan.config.profdata}: no such file", "give the path of a .profdata")
-        return plan.config.profdata, False
-    merged = report.require(plan.work, "merge", "optimise")
+        return plan.config.profdata, False, None
+    merged = report.require(plan.work, "merge", "optimise", handed)
     path = merged.profile
     if path != plan.merged_profile:  # report.json may be hand-edited: only this work dir's merge is used
         raise CheckFailed(
@@ -43,31 +46,32 @@ def _profile_to_use(plan: BuildPlan) -> tuple[Path, bool]:
         raise MissingInput(f"the merged profile {path} is gone", "run `nox -s merge` again")
     if sha256_file(path) != merged.profile_sha256:
         raise StoreError(f"{path} changed since merge wrote it", "run `nox -s merge` again")
-    return path, True
+    return path, True, merged.profile_sha256
 
 
-def optimise(plan: BuildPlan, *, verify: bool | None = None) -> OptimiseResult:
+def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | None = None) -> OptimiseResult:
     """The optimised build from the store, then every check of the result, then a checked copy in the work dir.
 
     Clean, build, checks and copy hold a lock on the crate's target dir: several pipelines on one crate take
     turns, and the copy is the binary the checks saw."""
     with StageFrame(plan, "optimise") as frame:
-        return _optimise(plan, frame, verify=verify)
+        return _optimise(plan, frame, verify=verify, handed=handed)
 
 
-def _optimise(plan: BuildPlan, frame: StageFrame, *, verify: bool | None) -> OptimiseResult:
-    profile, trained_here = _profile_to_use(plan)
+def _optimise(plan: BuildPlan, frame: StageFrame, *, verify: bool | None, handed: Report | None) -> OptimiseResult:
+    profile, trained_here, digest = _profile_to_use(plan, handed)
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
     if not trained_here:  # a given profile is checked before anything is built
         profdata.check_usable(
             tool, profile, env=plan.env, log=plan.logs / "optimise-profile-show.log", what="PGO_PROFDATA"
         )
     store = plan.store
-    store_path = store.put(profile)
-    sha = store.verify(store_path, "before the build")
+    store_path = store.put(profile, digest=digest)  # checked against its name, the copy or the file already there
+    sha = store_path.name.removesuffix(SUFFIX)
     records = profdata.function_names(tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
     with _target_dir_lock(plan):
-        return _build_and_check(plan, frame, store_path, sha, records, trained_here=trained_here, verify=verify)
+        built = Profile(store_path, sha, records)
+        return _build_and_check(plan, frame, built, trained_here=trained_here, verify=verify, handed=handed)
 
 
 def _target_dir_lock(plan: BuildPlan) -> FileLock:
@@ -83,26 +87,35 @@ def _target_dir_lock(plan: BuildPlan) -> FileLock:
     return lock
 
 
-def _build_and_check(
-    plan: BuildPlan,
-    frame: StageFrame,
-    store_path: Path,
-    sha: str,
-    records: list[str],
-    *,
-    trained_here: bool,
-    verify: bool | None,
-) -> OptimiseResult:
+class Profile(NamedTuple):
+    """The profile the optimised build uses: its store path, sha256 and function names (llvm-profdata's)."""
+
+    store_path: Path
+    sha: str
+    records: list[str]
+
+
+def _optimised_env(plan: BuildPlan, store_path: Path, *, trained_here: bool) -> dict[str, str]:
+    """The optimised build's environment: the profile in the Rust flags (and BOLT's link), in the C compilers'
+    flags, and the RUSTC shim that records what rustc received."""
     say(f"optimise: profile {store_path}")
     flags = [f"-Cprofile-use={store_path}", "-Cllvm-args=-pgo-warn-missing-function"]
     if plan.config.bolt:  # the PGO binary is BOLT's input: one build, linked with the relocations BOLT needs
         flags.append(boltlib.EMIT_RELOCS)
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
-    c_flag = f"-fprofile-use={store_path}"
-    env = cflags.c_env(plan.c, env, [c_flag], plan.workdir.bin, optimise=True)
+    env = cflags.c_env(plan.c, env, [_c_flag(store_path)], plan.workdir.bin, optimise=True)
     if not trained_here and (line := cflags.choice_line(plan.c)):
         say(line)  # the instrumented build of this run said it already
-    env = _observe.observing(plan, env, "optimise")
+    return _observe.observing(plan, env, "optimise")
+
+
+def _c_flag(store_path: Path) -> str:
+    return f"-fprofile-use={store_path}"
+
+
+def _run_build(plan: BuildPlan, env: dict[str, str]) -> str:
+    """The package cleaned, then the optimised build; its log's text (a known failure of the link or of clang
+    refused in one line)."""
     clean_package(plan, None, plan.logs / "optimise-clean.log")
     built = plan.optimised_binary
     built.unlink(missing_ok=True)
@@ -119,9 +132,25 @@ def _build_and_check(
             boltlib.refuse_stripping_link(plan.logs / "optimise-build.log")
         cflags.refuse_clang_cannot_build(plan.c, plan.logs / "optimise-build.log")
         raise
-    log_text = done.output()
     if not built.is_file():
         raise MissingInput(f"the optimised build left no binary at {built}", f"see {done.log}")
+    return done.output()
+
+
+def _build_and_check(
+    plan: BuildPlan,
+    frame: StageFrame,
+    profile: Profile,
+    *,
+    trained_here: bool,
+    verify: bool | None,
+    handed: Report | None,
+) -> OptimiseResult:
+    store_path, sha, records = profile
+    env = _optimised_env(plan, store_path, trained_here=trained_here)
+    log_text = _run_build(plan, env)
+    built = plan.optimised_binary
+    c_flag = _c_flag(store_path)
     compiled = observed.compiles(observed.read_records(plan.workdir.observed("optimise")))
     warnings = cargo_log.profile_warnings(log_text)
     found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
@@ -130,10 +159,45 @@ def _build_and_check(
     )
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
-    result = OptimiseResult(
+    result = _result(plan, Built(store_path, sha, records, log_text, env, warnings, found, crates, compiled))
+    # a failure: recorded with what the stage found, the binary rejected, under the lock
+    with frame.kept(lambda: result, reject=("the optimised binary", built)):
+        plan.store.verify(store_path, "after the build")
+        _check_optimised(
+            plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here, handed=handed
+        )
+        copy = frame.copy_checked(built, result.binary_sha256, hint="is another build writing to this target dir?")
+        result = replace(result, binary=copy)
+        if verify if verify is not None else plan.config.verify_wanted(trained=False):
+            workload = plan.require_workload()
+            say(f"verify: the optimised binary runs the workload {workload.path.name}")
+            result = replace(result, verify=run_on(plan, workload, copy, logs=plan.logs / "verify", scratch="verify"))
+    return frame.done(result)
+
+
+@dataclass(frozen=True)
+class Built:
+    """What the optimised build left and what was read from it, before the checks."""
+
+    store_path: Path
+    sha: str
+    records: list[str]
+    log_text: str
+    env: dict[str, str]
+    warnings: cargo_log.ProfileWarnings
+    found: checks.Coverage
+    crates: list[CCrateRecord]
+    compiled: list[cargo_log.RustcCall]
+
+
+def _result(plan: BuildPlan, b: Built) -> OptimiseResult:
+    """The stage's record of the build, its binary not yet copied (``binary`` is the built one until the checks
+    pass)."""
+    built, store_path, warnings, found = plan.optimised_binary, b.store_path, b.warnings, b.found
+    return OptimiseResult(
         store_path=store_path,
-        profile_sha256=sha,
-        profile_functions=len(records),
+        profile_sha256=b.sha,
+        profile_functions=len(b.records),
         missing_profile_functions=warnings.missing,
         missing_by_crate=dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),
         stale_profile_warnings=warnings.stale,
@@ -141,10 +205,10 @@ def _build_and_check(
         main_crate_functions_without_profile=found.main_crate_without_profile,
         functions_with_profile_in_binary=found.functions_with_profile,
         coverage_from_symbols=found.symbols_known,
-        crate_metadata=cargo_log.crate_identities(log_text, plan.crate),
+        crate_metadata=cargo_log.crate_identities(b.log_text, plan.crate),
         cargo_command=list(plan.config.cargo),
         target=plan.target,
-        rustflags=env[plan.rustflags.var],
+        rustflags=b.env[plan.rustflags.var],
         built_binary=built,
         binary=built,  # the checked copy once the checks pass
         binary_sha256=sha256_file(built),
@@ -153,26 +217,15 @@ def _build_and_check(
         emit_relocs=plan.config.bolt,
         target_cpu=target_cpu_warning(plan.rustflags),
         zigbuild=zig.versions(plan.env) if zig.uses_zigbuild(plan.config.cargo) else None,
-        c_code=plan.c.record(crates),
-        crates_compiled=len(compiled),
-        crates_with_profile=observed.with_flag(compiled, "profile-use", str(store_path)),
+        c_code=plan.c.record(b.crates),
+        crates_compiled=len(b.compiled),
+        crates_with_profile=observed.with_flag(b.compiled, "profile-use", str(store_path)),
         rustc=plan.rustc.release,
         rustc_llvm=plan.rustc.llvm_version,
         rustc_path=str(plan.rustc_path),
         rustc_source=plan.rustc_source,
         seconds=0.0,  # the frame's
     )
-    # a failure: recorded with what the stage found, the binary rejected, under the lock
-    with frame.kept(lambda: result, reject=("the optimised binary", built)):
-        plan.store.verify(store_path, "after the build")
-        _check_optimised(plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here)
-        copy = frame.copy_checked(built, result.binary_sha256, hint="is another build writing to this target dir?")
-        result = replace(result, binary=copy)
-        if verify if verify is not None else plan.config.verify_wanted(trained=False):
-            workload = plan.require_workload()
-            say(f"verify: the optimised binary runs the workload {workload.path.name}")
-            result = replace(result, verify=run_on(plan, workload, copy, logs=plan.logs / "verify", scratch="verify"))
-    return frame.done(result)
 
 
 def optimised_copy(plan: BuildPlan) -> Path:
@@ -186,7 +239,7 @@ def check_same_build(recorded: InstrumentResult, plan: BuildPlan, *, earlier: st
 
 
 def max_missing(plan: BuildPlan, workload: Workload | None) -> int | None:
-    """The ceiling of functions without profile :func:`recipes.stages._record.threshold` chooses, else None."""
+    """The ceiling of functions without profile :func:`recipes.stages.frame.threshold` chooses, else None."""
     chosen = threshold(plan, workload, "max_missing")
     return chosen.value if chosen is not None else None
 
@@ -201,6 +254,7 @@ def _check_optimised(
     workload: Workload | None,
     *,
     trained_here: bool,
+    handed: Report | None = None,
 ) -> None:
     checks.refuse_profile_file_warnings(log_text, store_path, plan.logs / "optimise-build.log")
     if warnings.stale:
@@ -229,7 +283,7 @@ def _check_optimised(
     # what cargo asked for (its log, above), then what rustc received (the RUSTC shim's records)
     _check_observed(plan, result, store_path)
     if trained_here:
-        inst = report.require(plan.work, "instrument", "optimise")
+        inst = report.require(plan.work, "instrument", "optimise", handed)
         check_same_build(inst, plan, earlier="the instrumented build", now="this one")
         if inst.crate_metadata != result.crate_metadata:
             raise CheckFailed(

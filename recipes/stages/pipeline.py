@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from recipes import report
 from recipes.plan import BuildPlan
@@ -20,17 +21,21 @@ from recipes.workload import check_environment, check_tools
 def pgo(plan: BuildPlan) -> Report:
     """All four stages in order, every check on (the optimised binary replays the training)."""
     # llvm-profdata, llvm-bolt and merge-fdata (PGO_BOLT=1) were checked when the plan was made (plan.make_plan)
+    handed = Report()
     if plan.config.profdata is None:
         # what it needs (each shard's) is refused before anything is built
         for workload in [w for _, w in workload_shards(plan.shards)] or [plan.require_workload()]:
             check_tools(workload, plan.env.get("PATH", os.defpath))
             check_environment(workload, plan.env)
-        instrument(plan)
-        train(plan)
-        merge(plan)
-    optimise(plan, verify=plan.config.verify_wanted(trained=plan.config.profdata is None))
+        # each stage hands its result to the next in memory; report.json records them (and is what a stage run
+        # alone reads)
+        handed = replace(handed, instrument=instrument(plan))
+        handed = replace(handed, train=train(plan, handed=handed))
+        handed = replace(handed, merge=merge(plan, handed=handed))
+    verify = plan.config.verify_wanted(trained=plan.config.profdata is None)
+    handed = replace(handed, optimise=optimise(plan, verify=verify, handed=handed))
     if plan.config.test:
-        test(plan)
+        test(plan, handed=handed)
     if plan.config.bolt:
-        bolt(plan)
+        bolt(plan, handed=handed)
     return report.load(plan.work)

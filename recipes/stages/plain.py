@@ -1,6 +1,6 @@
 """The plain build: the release build without a profile, by the same cargo command, for the same target, with the
 same features and base rustflags as the PGO build, in a target dir of its own. ``nox -s bench`` / ``nox -s plain``
-(recipes/bench/builds.py) and ``nox -s release`` (in its reproducible plan) run it as a stage (:func:`plain`, in
+(:func:`compared`) and ``nox -s release`` (in its reproducible plan) run it as a stage (:func:`plain`, in
 its frame: recorded in report.json as ``plain``); :func:`build` is the build itself."""
 
 from __future__ import annotations
@@ -9,16 +9,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipes import cflags
-from recipes.cargo import log as cargo_log
+from recipes import report
 from recipes.errors import CommandFailed, MissingInput
+from recipes.llvm import boltlib
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import CCrateRecord, PlainResult
+from recipes.results import CCrateRecord, OptimiseResult, PlainResult
 from recipes.runner import run, say
-from recipes.rustflags import env_with_rustflags, plain_env
 from recipes.stages import _observe
-from recipes.stages._record import StageFrame
+from recipes.stages.frame import StageFrame
 from recipes.store import sha256_file
+from recipes.toolchain import cflags
+from recipes.toolchain.cargo import log as cargo_log
+from recipes.toolchain.rustflags import env_with_rustflags, plain_env
 
 
 @dataclass(frozen=True)
@@ -80,3 +82,25 @@ def plain(
             c_code=plan.c.record(built.c_crates),
         )
         return frame.done(result), built
+
+
+def link_flags(plan: BuildPlan) -> list[str]:
+    """What the plain build adds to the base flags the PGO build shares: its link for BOLT (``--emit-relocs``)
+    when the work dir's PGO binary was linked so, or PGO_BOLT=1 asks for it, so that the two binaries differ
+    in the profile alone."""
+    optimised = report.load(plan.work).optimise
+    relocs = plan.config.bolt or (isinstance(optimised, OptimiseResult) and optimised.emit_relocs)
+    return [boltlib.EMIT_RELOCS] if relocs else []
+
+
+def compared(plan: BuildPlan, prefix: str = "bench: ") -> PlainResult:
+    """``nox -s plain`` and the bench's baseline: the plain stage recorded in report.json as ``plain`` (what bench
+    compares the PGO binary with by default, and a binary to ship or compare), with the link of :func:`link_flags`;
+    ``prefix``: the session's, on its progress line (``""`` in ``nox -s plain``)."""
+    result, _ = plain(
+        plan,
+        log=plan.logs / "bench-plain-build.log",
+        announce=f"{prefix}the plain build of {plan.crate.package} in {plan.workdir.plain_target}",
+        link=link_flags(plan),
+    )
+    return result

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from recipes import report
-from recipes.cflags import ASSEMBLED
 from recipes.results import (
     BoltResult,
     CCodeRecord,
@@ -19,6 +18,7 @@ from recipes.results import (
     WorkloadRun,
 )
 from recipes.runner import plural
+from recipes.toolchain.cflags import ASSEMBLED
 
 
 def counted(run: WorkloadRun) -> str:

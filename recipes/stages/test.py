@@ -7,28 +7,30 @@ A failing test, a crashed test binary or a suite that does not compile fails the
 failed. The optimised binary, already checked by ``optimise``, stays where ``report.json`` says it is: the
 stage's failure is recorded under ``test`` for whoever ships it to see.
 
-Its log is read by ``recipes/cargo/testlog.py``.
+Its log is read by ``recipes/toolchain/cargo/testlog.py``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from recipes import checks, report, zig
-from recipes.cargo import command as cargo_command
-from recipes.cargo import log as cargo_log
-from recipes.cargo.metadata import CrateInfo
-from recipes.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
+from recipes import report
 from recipes.errors import CheckFailed
+from recipes.llvm import checks
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import OptimiseResult, TestResult
+from recipes.results import OptimiseResult, Report, TestResult
 from recipes.runner import run, say
 from recipes.stages import _observe
-from recipes.stages._record import StageFrame
+from recipes.stages.frame import StageFrame
+from recipes.toolchain import zig
+from recipes.toolchain.cargo import invocation as cargo_command
+from recipes.toolchain.cargo import log as cargo_log
+from recipes.toolchain.cargo.metadata import CrateInfo
+from recipes.toolchain.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
 
 
-def _optimised(plan: BuildPlan) -> OptimiseResult:
-    optimised = report.require(plan.work, "optimise", "test")  # refuses a failed optimise record too
+def _optimised(plan: BuildPlan, handed: Report | None = None) -> OptimiseResult:
+    optimised = report.require(plan.work, "optimise", "test", handed)  # refuses a failed optimise record too
     checks.refuse_other_build(
         optimised,
         cargo=plan.config.cargo,
@@ -39,18 +41,18 @@ def _optimised(plan: BuildPlan) -> OptimiseResult:
     return optimised
 
 
-def test(plan: BuildPlan) -> TestResult:
+def test(plan: BuildPlan, *, handed: Report | None = None) -> TestResult:
     """Build and run the test suite with the optimised build's profile and flags; fail on any failure.
 
     A failing suite never moves the optimised binary, which passed its own checks: the failure is in
     ``report.json``'s ``test`` and in the stage's error.
     """
     with StageFrame(plan, "test") as frame:
-        return _test(plan, frame)
+        return _test(plan, frame, handed)
 
 
-def _test(plan: BuildPlan, frame: StageFrame) -> TestResult:
-    optimised = _optimised(plan)
+def _test(plan: BuildPlan, frame: StageFrame, handed: Report | None) -> TestResult:
+    optimised = _optimised(plan, handed)
     store_path = optimised.store_path
     sha = plan.store.verify(store_path, "before the test build")
     test_dir = plan.workdir.test_target

@@ -27,13 +27,12 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from recipes import checks, report
-from recipes.cargo.log import built_executable
-from recipes.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
+from recipes import report
 from recipes.config import TESTS_SHARD
 from recipes.errors import CheckFailed, TrainingFailed
+from recipes.llvm import checks
+from recipes.llvm.profdata import ProfileSummary, record_raw_profiles
 from recipes.plan import BuildPlan, clean_package
-from recipes.profdata import ProfileSummary, record_raw_profiles
 from recipes.results import ShardRecord, ShardTrainRecord, TestCountsRecord
 from recipes.runner import run as run_command
 from recipes.runner import say
@@ -41,7 +40,9 @@ from recipes.stages import _observe
 from recipes.stages.instrument import instrumented_env
 from recipes.stages.test import suite_argv
 from recipes.store import sha256_file
-from recipes.training import profraw_pattern
+from recipes.toolchain.cargo.log import built_executable
+from recipes.toolchain.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
+from recipes.train.trainer import profraw_pattern
 
 #: the RUSTC shim's records of the tests shard's build (``<work>/observed/tests-shard``)
 OBSERVED = "tests-shard"

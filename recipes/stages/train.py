@@ -5,23 +5,24 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from recipes import profdata, report
+from recipes import report
 from recipes.errors import CheckFailed, MissingInput
+from recipes.llvm import profdata
 from recipes.plan import BuildPlan
-from recipes.results import PhaseRecord, ShardTrainRecord, TrainResult, WorkloadRun
+from recipes.results import PhaseRecord, Report, ShardTrainRecord, TrainResult, WorkloadRun
 from recipes.runner import say
 from recipes.shards import workload_shards
 from recipes.stages import tests_shard
-from recipes.stages._record import StageFrame, run_on
+from recipes.stages.frame import StageFrame, run_on
 from recipes.store import sha256_file
-from recipes.training import Collect
+from recipes.train.trainer import Collect
 from recipes.workload import check_environment, check_tools
 
 
-def instrumented_binary(plan: BuildPlan) -> Path:
+def instrumented_binary(plan: BuildPlan, handed: Report | None = None) -> Path:
     """The binary the instrument stage built and recorded: at the instrumented build's path in this work dir, and
     unchanged since (its sha256). Anything else report.json may name is not run."""
-    inst = report.require(plan.work, "instrument", "train")
+    inst = report.require(plan.work, "instrument", "train", handed)
     binary = inst.binary
     expected = plan.instrumented_binary
     if binary != expected:
@@ -39,10 +40,10 @@ def instrumented_binary(plan: BuildPlan) -> Path:
     return binary
 
 
-def train(plan: BuildPlan) -> TrainResult:
+def train(plan: BuildPlan, *, handed: Report | None = None) -> TrainResult:
     """Drive the instrumented binary through the workload; each instance writes its .profraw."""
     with StageFrame(plan, "train", timed=False) as frame:  # its seconds: the workload run's
-        binary = instrumented_binary(plan)
+        binary = instrumented_binary(plan, handed)
         if plan.shards:
             return frame.done(train_shards(plan, binary))
         workload = plan.require_workload()

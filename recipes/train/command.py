@@ -248,13 +248,17 @@ class CommandPhase(Phase):
     def texts(self) -> list[str]:
         return [*self.args, *([self.stdin] if self.stdin is not None else []), *([self.cwd] if self.cwd else [])]
 
-    def run(self, ctx: PhaseContext) -> PhaseResult:
-        where = f"phase {ctx.instance}/{self.name}"
-        runs = ctx.scaled(self.runs)
+    def _filled(self, ctx: PhaseContext, where: str) -> tuple[list[str], bytes | None, Path]:
+        """The run's command line, stdin and working directory, placeholders filled."""
         argv = ctx.argv([filled(a, ctx, where) for a in self.args])
         stdin = filled(self.stdin, ctx, where).encode() if self.stdin is not None else None
         default_cwd = ctx.cwd or Path(ctx.values["project"])
-        cwd = working_dir(self.cwd, ctx, where) if self.cwd is not None else default_cwd
+        return argv, stdin, working_dir(self.cwd, ctx, where) if self.cwd is not None else default_cwd
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        where = f"phase {ctx.instance}/{self.name}"
+        runs = ctx.scaled(self.runs)
+        argv, stdin, cwd = self._filled(ctx, where)
         limit = ctx.limit(self.timeout)
         start = time.monotonic()
         deadline = start + limit

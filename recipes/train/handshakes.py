@@ -19,10 +19,10 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
-from recipes import h2load
 from recipes.runner import say
 from recipes.schema import Table, fill
 from recipes.train.http import codes_log_for, phase_label, run_batches, target
+from recipes.web import h2load
 from recipes.workload.fields import parse_expect
 from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
 

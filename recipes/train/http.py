@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from recipes import h2load, procs
+from recipes import procs
 from recipes.errors import TrainingFailed
 from recipes.runner import plural, quote, say, show
 from recipes.schema import Table, fill
+from recipes.web import h2load
 from recipes.workload.fields import iter_paths, parse_expect
 from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
 
@@ -98,7 +99,6 @@ def run_h2load(
         out.write(f"$ {quote(argv)}\n")
     if not quiet:
         say(f"  $ {quote(argv)}")
-    started = time.monotonic()
     try:
         proc = procs.spawn(argv, env=ctx.env, stdout=procs.PIPE, stderr=procs.STDOUT)
     except FileNotFoundError as exc:
@@ -107,29 +107,8 @@ def run_h2load(
         ) from exc
     reader = _Reader(proc.stdout, log)
     reader.start()
-    shown, last_line = 0, started
     try:
-        while proc.poll() is None:
-            time.sleep(POLL_SECONDS)
-            now = time.monotonic()
-            server = ctx.server
-            if server is not None and server.exit_status() is not None:
-                raise server.died(f"during {label} ({reader.percent}% of {requests} requests done)")
-            if now > deadline:
-                if server is not None:
-                    upstream = ctx.resources.get("upstream")
-                    show(server.dump([upstream.port] if upstream is not None else []))
-                raise TrainingFailed(
-                    f"{label}: not finished within its time limit of {limit:.0f} s "
-                    f"(h2load at {reader.percent}% of {requests} requests); sockets and threads are shown above",
-                    "a hung connection (see the ss output) or a slow machine: raise the phase's timeout or "
-                    "PGO_PHASE_TIMEOUT, or lower PGO_TRAIN_SCALE",
-                )
-            if not quiet and (reader.percent >= shown + 10 or now - last_line > HEARTBEAT_SECONDS):
-                shown, last_line = reader.percent, now
-                done = requests * reader.percent // 100
-                rate = done / max(now - started, 1e-6)
-                say(f"  {label}: {reader.percent}% ({done}/{requests}), {rate:,.0f} req/s")
+        _watch(ctx, proc, reader, label=label, requests=requests, deadline=deadline, limit=limit, quiet=quiet)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -148,6 +127,44 @@ def run_h2load(
         raise TrainingFailed(
             f"{label}: h2load exited with code {proc.returncode} without a summary: {last[0]}", f"see {log}"
         ) from None
+
+
+def _watch(
+    ctx: PhaseContext,
+    proc: procs.Spawned,
+    reader: _Reader,
+    *,
+    label: str,
+    requests: int,
+    deadline: float,
+    limit: float,
+    quiet: bool,
+) -> None:
+    """Until h2load exits: the server must stay up and the deadline hold (else the sockets and threads are shown
+    and the phase fails); done/total and the rate said every 10 % or :data:`HEARTBEAT_SECONDS`."""
+    started = shown_at = time.monotonic()
+    shown = 0
+    while proc.poll() is None:
+        time.sleep(POLL_SECONDS)
+        now = time.monotonic()
+        server = ctx.server
+        if server is not None and server.exit_status() is not None:
+            raise server.died(f"during {label} ({reader.percent}% of {requests} requests done)")
+        if now > deadline:
+            if server is not None:
+                upstream = ctx.resources.get("upstream")
+                show(server.dump([upstream.port] if upstream is not None else []))
+            raise TrainingFailed(
+                f"{label}: not finished within its time limit of {limit:.0f} s "
+                f"(h2load at {reader.percent}% of {requests} requests); sockets and threads are shown above",
+                "a hung connection (see the ss output) or a slow machine: raise the phase's timeout or "
+                "PGO_PHASE_TIMEOUT, or lower PGO_TRAIN_SCALE",
+            )
+        if not quiet and (reader.percent >= shown + 10 or now - shown_at > HEARTBEAT_SECONDS):
+            shown, shown_at = reader.percent, now
+            done = requests * reader.percent // 100
+            rate = done / max(now - started, 1e-6)
+            say(f"  {label}: {reader.percent}% ({done}/{requests}), {rate:,.0f} req/s")
 
 
 @dataclass
@@ -328,18 +345,9 @@ class HttpPhase(Phase):
     def needs(self) -> set[str]:
         return {"upstream"} if self.upstream == "down" else set()
 
-    def run(self, ctx: PhaseContext) -> PhaseResult:
-        requests = ctx.scaled(self.requests)
-        label = phase_label(ctx, self.name)
-        limit = ctx.limit(self.timeout)
+    def _urls(self, ctx: PhaseContext, label: str, requests: int) -> list[str]:
+        """The phase's URLs, filled; a warning when its connections reach only the first few."""
         where = target(ctx, self.scheme)
-        log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
-        log.write_text("")
-        codes_log = codes_log_for(ctx, self.name, self.expect)
-        headers = [fill(h, ctx.values) for h in self.headers]
-        if self.method == "PUT":
-            headers.append(":method: PUT")
-        body = Path(fill(self.body, ctx.values)) if self.body else None  # checked by the runner (files())
         urls = [where.url(fill(p, ctx.values)) for p in self.paths]
         if not self.one_per_connection and len(urls) > requests // self.connections:
             say(
@@ -347,21 +355,36 @@ class HttpPhase(Phase):
                 f"{max(requests // self.connections, 1)} of its {len(urls)} paths (h2load gives each connection the "
                 "paths in order, from the first): raise requests, or lower connections"
             )
+        return urls
 
-        def argv_for(count: int, connections: int, log_file: Path | None, first: int = 0) -> list[str]:
-            """``first``: the path the run's connections start at (a connection with one request asks only
-            for the first path h2load is given, so one-request runs take turns at being first)."""
-            return h2load.h2load_argv(
-                h2load.rotated(urls, first),
-                requests=count,
-                connections=connections,
-                streams=self.streams,
-                http1=self.protocol == "h1",
-                body=body,
-                headers=headers,
-                log_file=log_file,
-            )
+    def _argv(
+        self, ctx: PhaseContext, urls: list[str], count: int, connections: int, log_file: Path | None, first: int = 0
+    ) -> list[str]:
+        """h2load's command line; ``first``: the path the run's connections start at (a connection with one request
+        asks only for the first path h2load is given, so one-request runs take turns at being first)."""
+        headers = [fill(h, ctx.values) for h in self.headers]
+        if self.method == "PUT":
+            headers.append(":method: PUT")
+        body = Path(fill(self.body, ctx.values)) if self.body else None  # checked by the runner (files())
+        return h2load.h2load_argv(
+            h2load.rotated(urls, first),
+            requests=count,
+            connections=connections,
+            streams=self.streams,
+            http1=self.protocol == "h1",
+            body=body,
+            headers=headers,
+            log_file=log_file,
+        )
 
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        requests = ctx.scaled(self.requests)
+        label = phase_label(ctx, self.name)
+        limit = ctx.limit(self.timeout)
+        log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
+        log.write_text("")
+        codes_log = codes_log_for(ctx, self.name, self.expect)
+        urls = self._urls(ctx, label, requests)
         say(
             f"{label}: {plural(requests, self.method + ' request')}, {self.protocol} over {self.scheme}, "
             f"{plural(len(self.paths), 'path')}, {plural(self.connections, 'connection')}"
@@ -373,7 +396,7 @@ class HttpPhase(Phase):
             if self.one_per_connection:
                 done, status = run_batches(
                     ctx,
-                    lambda count, log_file, run: argv_for(count, count, log_file, run),
+                    lambda count, log_file, run: self._argv(ctx, urls, count, count, log_file, run),
                     label=label,
                     total=requests,
                     batch=self.connections,
@@ -387,14 +410,9 @@ class HttpPhase(Phase):
                 )
                 detail = f"{self.protocol}, one request per connection"
             else:
+                argv = self._argv(ctx, urls, requests, self.connections, codes_log)
                 summary = run_h2load(
-                    ctx,
-                    argv_for(requests, self.connections, codes_log),
-                    label=label,
-                    requests=requests,
-                    deadline=start + limit,
-                    limit=limit,
-                    log=log,
+                    ctx, argv, label=label, requests=requests, deadline=start + limit, limit=limit, log=log
                 )
                 codes = h2load.parse_log_codes(codes_log.read_text()) if codes_log is not None else None
                 problem = h2load.check(summary, requests, self.expect, codes)

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recipes import certs, docroot, net
 from recipes.errors import PgoError, TrainingFailed
 from recipes.procs import Child
 from recipes.runner import log_tail, run, say
 from recipes.schema import Table, fill
+from recipes.web import certs, docroot, net
 from recipes.workload.registry import LiveResource, Resource, ResourceContext, register_resource
 
 PROJECT = Path(__file__).resolve().parent.parent.parent
@@ -79,7 +79,7 @@ def _workload_dir(table: Table) -> Path:
 
 @register_resource
 class Docroot(Resource):
-    """``docroot = true``: deterministic files (recipes/docroot.py); ``docroot = "site"``: the user's own folder
+    """``docroot = true``: deterministic files (recipes/web/docroot.py); ``docroot = "site"``: the user's own folder
     (absolute, or relative to the workload file's folder; ``{workload_dir}`` may start it). ``{bodies}`` is made
     either way."""
 
@@ -138,7 +138,7 @@ class Docroot(Resource):
 
 
 class UpstreamBackend:
-    """The Python upstream (recipes/upstream.py) in its own process, on a fixed port, restartable."""
+    """The Python upstream (recipes/web/upstream.py) in its own process, on a fixed port, restartable."""
 
     def __init__(self, port: int, log: Path, env: dict[str, str]) -> None:
         self.port = port
@@ -148,7 +148,7 @@ class UpstreamBackend:
 
     def start(self, limit: float = 30.0) -> None:
         offset = self.log.stat().st_size if self.log.exists() else 0
-        argv = [sys.executable, "-m", "recipes.upstream", "--port", str(self.port)]
+        argv = [sys.executable, "-m", "recipes.web.upstream", "--port", str(self.port)]
         self.child = child = Child.start(
             argv, env=self.env, log=self.log, cwd=PROJECT, append=True, label="the upstream backend"
         )

@@ -28,7 +28,6 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from recipes import net
 from recipes.errors import PgoError, TrainingFailed
 from recipes.files import write_atomically
 from recipes.procs import Child, describe_exit
@@ -36,6 +35,7 @@ from recipes.runner import say, show
 from recipes.schema import Table, fill
 from recipes.train import sigterm
 from recipes.train.command import LEFTOVER_HINT
+from recipes.web import net
 from recipes.workdir import WorkDir
 from recipes.workload.registry import InstanceMode, PhaseContext, register_mode
 

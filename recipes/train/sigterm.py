@@ -17,11 +17,11 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from recipes.elf import elf_arch
-from recipes.emulation import ARCHES, Arch
 from recipes.errors import ToolchainError
 from recipes.files import atomic_output
+from recipes.llvm.elf import elf_arch
 from recipes.runner import run
+from recipes.toolchain.emulation import ARCHES, Arch
 
 SOURCE = r"""
 #include <signal.h>

@@ -25,7 +25,7 @@ from recipes.workload.file import (
     workload_path,
 )
 from recipes.workload.model import Instance, Scenario, Workload
-from recipes.workload.scenarios import HOW_TO_ADD, KINDS, parse_scenario
+from recipes.workload.scenario_format import HOW_TO_ADD, KINDS, parse_scenario
 
 __all__ = [
     "BUILTIN_PROFILES",

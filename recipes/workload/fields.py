@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from recipes import h2load
 from recipes.schema import Table
+from recipes.web import h2load
 
 #: the most runs a phase (or a command scenario) may ask for (times PGO_TRAIN_SCALE, it is still a count, never a
 #: duration)

@@ -17,7 +17,7 @@ from recipes.inputs import parse_toml, read_text
 from recipes.schema import Table
 from recipes.workload.model import Instance, Scenario, Workload
 from recipes.workload.registry import INSTANCE_MODES, PHASE_KINDS, RESOURCES
-from recipes.workload.scenarios import HOW_TO_ADD, parse_scenario
+from recipes.workload.scenario_format import HOW_TO_ADD, parse_scenario
 
 #: placeholders every instance has
 COMMON_PLACEHOLDERS = {"work", "workload_dir", "project", "crate"}

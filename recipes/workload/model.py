@@ -22,7 +22,7 @@ class Instance:
 @dataclass(frozen=True)
 class Scenario:
     """One row of the bench's table: what runs against which instance, and how much of it makes a trial
-    (``[[bench.scenario]]``: :mod:`recipes.workload.scenarios`)."""
+    (``[[bench.scenario]]``: :mod:`recipes.workload.scenario_format`)."""
 
     UNITS: ClassVar[dict[str, str]] = {"http": "request", "handshakes": "request", "command": "run"}
 

@@ -67,9 +67,10 @@ class PhaseContext:
     timeout_override: float | None = None
     #: the working directory of the instance's processes (a command instance's ``cwd``; None: the project)
     cwd: Path | None = None
-    #: what runs the binary: qemu-user for a target of another architecture (``recipes.emulation``), else nothing
+    #: what runs the binary: qemu-user for a target of another architecture (``recipes.toolchain.emulation``), else
+    #: nothing
     launcher: tuple[str, ...] = ()
-    #: the factor of the workload's own time limits (``recipes.emulation.SLOWDOWN`` under emulation)
+    #: the factor of the workload's own time limits (``recipes.toolchain.emulation.SLOWDOWN`` under emulation)
     slowdown: float = 1.0
 
     def scaled(self, count: int) -> int:

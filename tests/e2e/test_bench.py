@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import net
+from recipes.web import net
 from tests.conftest import assert_ok, assert_refused, clean_env, run_nox
 from tests.e2e.conftest import DemoPgo
 

@@ -17,7 +17,7 @@ import pytest
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
-from recipes.bolt import OVERFLOW_ASSERTION
+from recipes.llvm.boltlib import OVERFLOW_ASSERTION
 from recipes.workload import load_workload
 from tests.conftest import REPO, clean_env, output
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from recipes import cpu, emulation
+from recipes.release import cpu
+from recipes.toolchain import emulation
 from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
 
 TARGET = "aarch64-unknown-linux-gnu"

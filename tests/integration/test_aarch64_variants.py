@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from recipes import elf, emulation
+from recipes.llvm import elf
+from recipes.toolchain import emulation
 from tests.conftest import Pipeline, assert_ok, assert_refused, run_nox
 from tests.integration.test_release import TAG, Release
 

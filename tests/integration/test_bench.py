@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.bench import report as report_lib
+from recipes.bench import cpu_report as report_lib
 from recipes.workload import BUILTIN_PROFILES
 from tests.conftest import Pipeline, assert_ok, assert_refused
 

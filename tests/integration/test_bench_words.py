@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from recipes.bench import cpu_report as report_lib
 from recipes.bench import design
-from recipes.bench import report as report_lib
 from tests.conftest import Pipeline, assert_ok, assert_refused
 from tests.integration.test_rare_bench_refusals import _bench
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from recipes import bolt
 from recipes.errors import CheckFailed, TrainingFailed
-from recipes.reproducible import sha256_bytes, tar_member
+from recipes.llvm import boltlib as bolt
+from recipes.release.reproducible import sha256_bytes, tar_member
 from recipes.store import sha256_file
 from tests.conftest import REPO, Pipeline, assert_ok, assert_refused, run_nox, train_workload, written_records
 from tests.integration.test_release import BASE, TAG, Release, make_repo

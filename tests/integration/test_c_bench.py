@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import cflags
+from recipes.toolchain import cflags
 from tests.conftest import Pipeline, assert_ok
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from recipes.cflags import read_object
+from recipes.toolchain.cflags import read_object
 from tests.conftest import Pipeline, assert_ok, assert_refused, written_records
 
 pytestmark = pytest.mark.slow

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from recipes import report
-from recipes.cflags import read_object
 from recipes.results import as_json
-from recipes.toolchain import rustc_info
+from recipes.toolchain.cflags import read_object
+from recipes.toolchain.rustc import rustc_info
 from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env, written_records
 
 pytestmark = pytest.mark.slow

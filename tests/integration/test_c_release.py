@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from recipes import report
-from recipes.cflags import read_object
-from recipes.reproducible import sha256sums_text, tar_member
+from recipes.release.reproducible import sha256sums_text, tar_member
 from recipes.store import sha256_file
+from recipes.toolchain.cflags import read_object
 from tests.conftest import FIXTURES, REPO, assert_ok, assert_refused, clean_env, run_nox
 from tests.integration.test_release import git
 

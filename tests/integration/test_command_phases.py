@@ -12,7 +12,7 @@ import pytest
 from recipes.errors import ConfigError, TrainingFailed
 from recipes.results import WorkloadRun
 from recipes.train.command import TAIL_BYTES
-from recipes.training import Collect, RunSettings, run_workload
+from recipes.train.trainer import Collect, RunSettings, run_workload
 from recipes.workload import load_workload
 
 SH = Path("/bin/sh")

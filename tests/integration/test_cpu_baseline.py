@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from recipes import cpu
+from recipes.release import cpu
 from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
 
 pytestmark = pytest.mark.slow

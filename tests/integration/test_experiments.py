@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from recipes.reproducible import unit_states
+from recipes.release.reproducible import unit_states
 from recipes.store import sha256_file
 from tests.conftest import FIXTURES, assert_ok, assert_refused, clean_env, run_nox
 from tests.integration.test_release import git

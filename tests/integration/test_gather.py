@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from recipes import elf, profdata
 from recipes.config import load_config
 from recipes.errors import PgoError
+from recipes.llvm import elf, profdata
 from recipes.plan import BuildPlan, make_plan
 from recipes.stages import gather
-from recipes.toolchain import ProfdataTool
+from recipes.toolchain.rustc import ProfdataTool
 from tests.conftest import Pipeline, assert_ok, assert_refused
 
 WORKLOAD = """[workload]

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from recipes import net
-from recipes.certs import make_certs
 from recipes.errors import ConfigError, TrainingFailed
 from recipes.train.resources import UpstreamBackend
+from recipes.web import net
+from recipes.web.certs import make_certs
 from recipes.workload import load_workload
 from tests.conftest import REPO, assert_refused, clean_env, run_nox, train_workload
 
@@ -314,7 +314,7 @@ expect = "413"
 @pytest.mark.refuses("mean-body-size-out-min-mean-body")
 def test_mean_body_of_the_demo_servers_files_over_h2_and_h1(tmp_path: Path, demo_release: Path) -> None:
     """h2load's traffic data is the bodies' bytes over HTTP/2 (TLS) and HTTP/1.1 alike: /static/index.html is
-    5,120 bytes, /static/style.css 1,800 (recipes/docroot.py); the demo server does not compress. 96 requests
+    5,120 bytes, /static/style.css 1,800 (recipes/web/docroot.py); the demo server does not compress. 96 requests
     over 4 connections: each cycles through the two paths 12 times."""
     phases = """
 [[instance.phase]]

@@ -17,21 +17,31 @@ from typing import Any
 
 import pytest
 
-from recipes import emulation
-from recipes import manifest as release_manifest
 from recipes.errors import PgoError
-from recipes.image import (
+from recipes.release import manifest as release_manifest
+from recipes.release.image import (
     annotations_of,
     check_layout,
     choose_targets,
     labels_of,
     pgo_binary,
     read_manifests,
+    rebuild_image,
+    record_image,
     write_layout,
 )
-from recipes.provenance import read_manifest
-from recipes.reproducible import Image, Platform, image_layout, parse_sha256sums, sha256_bytes, tar_bytes
-from recipes.reproducible.oci import canonical_json
+from recipes.release.provenance import read_manifest
+from recipes.release.reproducible import (
+    Image,
+    Platform,
+    image_layout,
+    parse_sha256sums,
+    sha256_bytes,
+    sha256sums_text,
+    tar_bytes,
+)
+from recipes.release.reproducible.oci import canonical_json
+from recipes.toolchain import emulation
 from tests.conftest import REPO, assert_ok, assert_refused, clean_env, run_nox, train_workload
 from tests.integration import test_aarch64
 from tests.integration.test_musl import NEEDS_MUSL
@@ -41,6 +51,7 @@ X86 = "x86_64-unknown-linux-musl"
 ARM = "aarch64-unknown-linux-musl"
 SOURCE = "https://example.org/hello-pgo"
 LAYOUT = f"hello-pgo-{TAG}-image"
+INDEX = f"{LAYOUT}-index.json"
 
 
 def _arm_musl_installed() -> bool:
@@ -160,7 +171,26 @@ def test_one_image_per_platform_with_the_pgo_binary_alone_and_its_labels(imaged:
     assert set(parse_sha256sums((imaged.dist / "SHA256SUMS").read_text())) == {
         p.name for p in imaged.dist.iterdir() if p.name not in ("SHA256SUMS", LAYOUT)
     }
+    # the image recorded in the release: SHA256SUMS' line of the index's copy is the index digest, and the
+    # statement's subject that digest
+    sums = parse_sha256sums((imaged.dist / "SHA256SUMS").read_text())
+    assert f"sha256:{sums[INDEX]}" == imaged.index_digest
+    assert (imaged.dist / INDEX).read_bytes() == imaged.blob(imaged.index_digest)
+    stated = json.loads((imaged.dist / f"{INDEX}.intoto.json").read_text())
+    assert stated["subject"] == [{"name": LAYOUT, "digest": {"sha256": sums[INDEX]}}]
+    assert stated["predicate"]["buildDefinition"]["externalParameters"] == {
+        "tag": TAG,
+        "source": SOURCE,
+        "platforms": ["linux/amd64", "linux/arm64/v8"],
+    }
+    assert [d["name"] for d in stated["predicate"]["buildDefinition"]["resolvedDependencies"]] == [
+        f"hello-pgo-{TAG}-{X86}-pgo.tar.gz",
+        f"hello-pgo-{TAG}-{ARM}-pgo.tar.gz",
+    ]
     verified = assert_ok(run_nox("verify", released.env(), [TAG, "--artefacts", str(imaged.dist)]))
+    assert f"ok  {INDEX}: the image index {imaged.index_digest}, SHA256SUMS and {INDEX}.intoto.json name it" in (
+        verified
+    )
     for platform, triple in (("linux/amd64", X86), ("linux/arm64/v8", ARM)):
         assert f"ok  {LAYOUT}: the {platform} image holds {triple}'s PGO binary alone" in verified
     assert f"ok  {LAYOUT}: index {imaged.index_digest}, as nox -s image writes it from this release" in verified
@@ -283,9 +313,12 @@ ANOTHER = b"\x7fELF another binary"
 
 
 def _forge(imaged: Imaged, root: Path, files: dict[str, bytes]) -> Path:
-    """A copy of the release whose layout is ``files`` (consistent: every blob named by its digest)."""
+    """A copy of the release whose layout is ``files`` (consistent: every blob named by its digest), recorded in
+    its SHA256SUMS and statement as nox -s image records it (a forger who rewrote every file)."""
     dist = Path(shutil.copytree(imaged.dist, root / TAG, ignore=shutil.ignore_patterns(LAYOUT)))
     write_layout(dist / LAYOUT, files)
+    manifests = read_manifests(TAG, dist)
+    record_image(dist, TAG, "hello-pgo", files, choose_targets(manifests, TAG, dist), SOURCE)
     return dist
 
 
@@ -362,6 +395,57 @@ def test_verify_refuses_a_layout_that_is_not_the_release_s(imaged: Imaged, tmp_p
     _refused(bigger, f"the linux/amd64 image's layer in {LAYOUT} holds 'etc', not only /hello-pgo")
 
 
+@pytest.mark.refuses(
+    "verify-image-index-not-the-recorded-one",
+    "verify-image-statement-subject-not-the-index",
+    "verify-image-recorded-half",
+)
+def test_verify_refuses_an_image_that_is_not_the_one_the_release_records(
+    imaged: Imaged, released: Release, tmp_path: Path
+) -> None:
+    """The layout changed after the fact (made again with another label) but SHA256SUMS left as it was; the image's
+    statement naming another digest; SHA256SUMS listing the index but not its statement. The first and last through
+    nox -s verify, as a user runs it."""
+    amd64, arm64 = _release_images(imaged)
+    relabelled = dataclasses.replace(arm64, labels={**arm64.labels, "pgo-recipes.target": "elsewhere"})
+    other = Path(shutil.copytree(imaged.dist, tmp_path / "changed" / TAG, ignore=shutil.ignore_patterns(LAYOUT)))
+    files = _layout_of(imaged, [amd64, relabelled])
+    write_layout(other / LAYOUT, files)
+    new_digest = json.loads(files["index.json"])["manifests"][0]["digest"]
+    assert_refused(
+        run_nox("verify", released.env(), [TAG, "--artefacts", str(other)]),
+        f"{LAYOUT}/index.json names the image index {new_digest}, SHA256SUMS records {imaged.index_digest}",
+    )
+
+    subject = Path(shutil.copytree(imaged.dist, tmp_path / "subject" / TAG))
+    stated_path = subject / f"{INDEX}.intoto.json"
+    stated = json.loads(stated_path.read_text())
+    stated["subject"][0]["digest"]["sha256"] = new_digest.removeprefix("sha256:")
+    stated_path.write_text(json.dumps(stated))
+    sums = parse_sha256sums((subject / "SHA256SUMS").read_text())
+    sums[stated_path.name] = sha256_bytes(stated_path.read_bytes())
+    (subject / "SHA256SUMS").write_text(sha256sums_text(sums))
+    line = _refused_recorded(subject)
+    assert line.startswith(f"{INDEX}.intoto.json's subject is ") and new_digest.removeprefix("sha256:") in line, line
+    assert f"not the image index SHA256SUMS records ({imaged.index_digest})" in line, line
+
+    half = Path(shutil.copytree(imaged.dist, tmp_path / "half" / TAG))
+    (half / f"{INDEX}.intoto.json").unlink()
+    sums = parse_sha256sums((half / "SHA256SUMS").read_text())
+    del sums[f"{INDEX}.intoto.json"]
+    (half / "SHA256SUMS").write_text(sha256sums_text(sums))
+    assert_refused(
+        run_nox("verify", released.env(), [TAG, "--artefacts", str(half)]),
+        f"SHA256SUMS lists {INDEX} but not {INDEX}.intoto.json: nox -s image adds both",
+    )
+
+
+def _refused_recorded(dist: Path) -> str:
+    with pytest.raises(PgoError) as refused:
+        _check(dist)
+    return refused.value.line()
+
+
 def _with_layer(files: dict[str, bytes], architecture: str, layer: bytes) -> dict[str, bytes]:
     """The layout ``files`` with the layer of ``architecture``'s image replaced, and every document that names it
     (config, manifest, image index, index.json) made again around it."""
@@ -391,3 +475,38 @@ def _with_layer(files: dict[str, bytes], architecture: str, layer: bytes) -> dic
     put(canonical_json(index), top["manifests"][0])
     out["index.json"] = canonical_json(top)
     return out
+
+
+# --- rebuild: the image made again from the rebuilt binaries -------------------------------------------------------
+
+
+@pytest.mark.refuses("rebuild-image-not-the-recorded-one")
+def test_rebuild_makes_the_image_again_and_names_the_blob_that_differs(
+    imaged: Imaged, released: Release, tmp_path: Path
+) -> None:
+    """One real ``nox -s rebuild`` of both targets (about 40 s) of a copy whose recorded image was made from another
+    amd64 binary: the binaries match, the image does not, and the layer is named with diffoscope's report of the two
+    layer tars. Then, with those rebuilt binaries, the function the session calls matches the release's own image and
+    names the config of an image whose label was changed."""
+    amd64, arm64 = _release_images(imaged)
+    forged = _forge(
+        imaged, tmp_path / "forged", _layout_of(imaged, [dataclasses.replace(amd64, binary=ANOTHER), arm64])
+    )
+    work = tmp_path / "work"
+    proc = run_nox("rebuild", released.env(PGO_OUT=str(work)), [TAG, "--artefacts", str(forged)])
+    line = assert_refused(proc, f"the image of {TAG} made again from the rebuilt binaries has index ")
+    assert "the linux/amd64 layer differs (sha256:" in line and "diffoscope's report: " in line, line
+    for triple in (X86, ARM):
+        assert f"match     hello-pgo-{TAG}-{triple}-pgo.tar.gz" in proc.stdout + proc.stderr
+    report = (work / "rebuild" / TAG / "image" / "diffoscope.txt").read_text()
+    assert "image-layer-amd64-published.tar" in report and "hello-pgo" in report, report[:2000]
+
+    rebuilt = {t: work / "rebuild" / TAG / t / "stripped" / "hello-pgo" for t in (X86, ARM)}
+    assert rebuild_image(TAG, imaged.dist, rebuilt, tmp_path / "w1", clean_env()) == [
+        f"match     image index {imaged.index_digest}, made again from the rebuilt binaries"
+    ]
+    relabelled = dataclasses.replace(arm64, labels={**arm64.labels, "pgo-recipes.target": "elsewhere"})
+    labels = _forge(imaged, tmp_path / "labels", _layout_of(imaged, [amd64, relabelled]))
+    with pytest.raises(PgoError) as refused:
+        rebuild_image(TAG, labels, rebuilt, tmp_path / "w2", clean_env())
+    assert "the linux/arm64/v8 config differs (sha256:" in refused.value.line(), refused.value.line()

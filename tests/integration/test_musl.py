@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from recipes import elf, stages
 from recipes.errors import CheckFailed
+from recipes.llvm import elf
 from recipes.report import load as load_report
+from recipes.stages.summary import summary_lines
 from recipes.store import sha256_file
 from tests.conftest import assert_ok, run_nox
 from tests.integration.test_release import TAG, Release, _binary
@@ -62,9 +63,7 @@ def test_musl_release_writes_static_artefacts(released: Release, tmp_path: Path)
     report = json.loads((released.work / "report.json").read_text())
     assert report["merge"]["executed_functions"] >= 5
     assert report["optimise"]["libc"] == "static, needs no glibc"
-    optimise_line = next(
-        line for line in stages.summary_lines(load_report(released.work)) if line.startswith("optimise ")
-    )
+    optimise_line = next(line for line in summary_lines(load_report(released.work)) if line.startswith("optimise "))
     assert optimise_line.endswith("stale; static, needs no glibc"), optimise_line  # not "glibc none"
     assert manifest["pgo_build"]["stale_profile_warnings"] == 0
     optimise_log = (released.work / "logs" / "optimise-build.log").read_text()

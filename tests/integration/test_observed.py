@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from recipes import elf, release
-from recipes.cargo import observed
-from recipes.cargo.metadata import crate_info
 from recipes.errors import CheckFailed
+from recipes.llvm import elf
+from recipes.release import make as release
+from recipes.toolchain.cargo import observed
+from recipes.toolchain.cargo.metadata import crate_info
 from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env, run_nox
 from tests.integration.test_pgo_test import WORKLOAD as TESTED_WORKLOAD
 from tests.integration.test_release import TAG, Release

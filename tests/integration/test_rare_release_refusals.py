@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from recipes import report
-from recipes.reproducible import sha256sums_text
+from recipes.release.reproducible import sha256sums_text
 from recipes.results import OptimiseResult
 from recipes.store import sha256_file
 from tests.conftest import assert_ok, assert_refused, run_nox

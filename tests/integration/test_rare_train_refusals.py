@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from recipes import net
 from recipes.errors import TrainingFailed
 from recipes.train.resources import UpstreamBackend
+from recipes.web import net
 from recipes.workload import load_workload
 from tests.conftest import clean_env, train_workload
 

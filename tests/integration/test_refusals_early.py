@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from recipes.toolchain import find_profdata, rustc_info, rustc_sysroot
+from recipes.toolchain.rustc import find_profdata, rustc_info, rustc_sysroot
 from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
 from tests.faults import fill_up, small_tmpfs
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from recipes.reproducible import (
+from recipes.release.reproducible import (
     binary_diff,
     binary_tarball,
     parse_sha256sums,

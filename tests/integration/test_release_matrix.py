@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from recipes.reproducible import parse_sha256sums, sha256sums_text
+from recipes.release.reproducible import parse_sha256sums, sha256sums_text
 from recipes.store import sha256_file
 from tests.conftest import assert_ok, assert_refused, run_nox
 from tests.integration import test_aarch64

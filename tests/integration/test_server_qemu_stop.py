@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes import emulation
 from recipes.errors import TrainingFailed
+from recipes.toolchain import emulation
 from recipes.train import server
 from tests.conftest import Pipeline, assert_ok, clean_env, train_workload
 from tests.integration.test_aarch64 import SYSROOT, TARGET, _target_installed

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.training import RunSettings, run_workload
+from recipes.train.trainer import RunSettings, run_workload
 from recipes.workload import load_workload
 from tests.conftest import Pipeline, assert_ok, assert_refused, written_records
 

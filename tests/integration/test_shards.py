@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from recipes import profdata
 from recipes.errors import CheckFailed
+from recipes.llvm import profdata
 from recipes.shards import TOLERANCE
 from recipes.stages.merge import refuse_empty_shard
-from recipes.toolchain import ProfdataTool
+from recipes.toolchain.rustc import ProfdataTool
 from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
 
 WORKLOAD = """[workload]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from recipes.reproducible import tar_member
+from recipes.release.reproducible import tar_member
 from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env, run_nox
 from tests.integration.test_release import BASE, TAG, Release
 

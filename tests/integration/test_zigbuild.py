@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from recipes import elf, zig
+from recipes.llvm import elf
+from recipes.toolchain import zig
 from tests.conftest import Pipeline, assert_ok, assert_refused
 
 pytestmark = pytest.mark.slow

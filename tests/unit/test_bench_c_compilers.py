@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from recipes.bench import report
+from recipes.bench import cpu_report as report
 from recipes.bench.builds import c_compilers_differ, c_compilers_text
-from recipes.cflags import CPlan, Language
 from recipes.results import CCodeRecord, CCrateRecord
+from recipes.toolchain.cflags import CPlan, Language
 
 CLANG = "/usr/bin/clang-22"
 CLANG_COMMENT = "clang version 22.1.0 (++20251021014811+f4e5ca4d9b3c-1~exp1~20251021134830.1254)"

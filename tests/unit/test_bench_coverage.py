@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from recipes.bench import coverage
-from recipes.toolchain import ProfdataTool
+from recipes.toolchain.rustc import ProfdataTool
 from tests.conftest import DATA
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from recipes.bench import design, procstat, report
+from recipes.bench import cpu_report as report
+from recipes.bench import design, procstat
 from recipes.bench.cli import Outcome
-from recipes.bench.report import BASELINE, CANDIDATE, ScenarioResult, Trial
+from recipes.bench.cpu_report import BASELINE, CANDIDATE, ScenarioResult, Trial
 from recipes.errors import ProcStatError
 from recipes.workdir import BenchDir
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes.bench import counts_report, report
+from recipes.bench import counts_report
+from recipes.bench import cpu_report as report
 from recipes.workdir import BenchDir
 from tests.conftest import DATA
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from recipes import h2load
 from recipes.bench import cli
 from recipes.bench.commands import command_parts
 from recipes.bench.load import LoadRun, add_summaries, load_argvs, trial_problem
 from recipes.bench.servers import Server
 from recipes.bench.settings import Build, choose_cores
 from recipes.errors import BenchError, ConfigError
+from recipes.web import h2load
 from recipes.workload import BUILTIN_PROFILES, load_workload
 from tests.conftest import DATA
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from recipes.bench import counts_report, report
+from recipes.bench import counts_report
+from recipes.bench import cpu_report as report
 from recipes.bench.cli import CountsOutcome, Outcome
 from recipes.bench.counts_report import Gate, check_gate
 from recipes.workdir import BenchDir

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from recipes.bench import chart, report
-from recipes.bench.report import BASELINE, CANDIDATE, ScenarioResult, Trial
+from recipes.bench import chart
+from recipes.bench import cpu_report as report
+from recipes.bench.cpu_report import BASELINE, CANDIDATE, ScenarioResult, Trial
 
 
 def trial(build: str, index: int, us: float, *, problem: str = "", answered: int = 1000) -> Trial:

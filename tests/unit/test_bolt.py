@@ -1,4 +1,5 @@
-"""recipes.bolt: llvm-bolt's log and profile parsed from real captures (tests/data/bolt/, llvm-bolt-22 on the hello
+"""recipes.llvm.boltlib: llvm-bolt's log and profile parsed from real captures (tests/data/bolt/, llvm-bolt-22 on the
+hello
 fixture), the input checks on binaries gcc links here (readelf's view of them as the witness), the tools found or
 refused, and PGO_BOLT_ARGS."""
 
@@ -14,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from recipes import bolt
 from recipes.errors import CheckFailed, ConfigError, ToolchainError
-from recipes.toolchain import RustcInfo
+from recipes.llvm import boltlib as bolt
+from recipes.toolchain.rustc import RustcInfo
 from tests.hostile import garbage
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "bolt"

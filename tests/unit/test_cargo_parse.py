@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from recipes.cargo.command import MESSAGE_FORMAT, build_argv
-from recipes.cargo.log import (
+from recipes.errors import ConfigError, MissingInput
+from recipes.toolchain.cargo.invocation import MESSAGE_FORMAT, build_argv
+from recipes.toolchain.cargo.log import (
     built_executable,
     compiler_artifacts,
     crate_identities,
@@ -18,8 +19,7 @@ from recipes.cargo.log import (
     running_invocations,
     rustc_calls,
 )
-from recipes.cargo.metadata import CrateInfo, crate_info
-from recipes.errors import ConfigError, MissingInput
+from recipes.toolchain.cargo.metadata import CrateInfo, crate_info
 from tests.conftest import DATA, FIXTURES
 
 MULTI = CrateInfo(

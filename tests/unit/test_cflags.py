@@ -1,4 +1,5 @@
-"""The pure parts of recipes/cflags.py: the variables cc-rs reads, the refusals made before a build, clang found or
+"""The pure parts of recipes/toolchain/cflags.py: the variables cc-rs reads, the refusals made before a build, clang
+found or
 refused, and the C warnings of a real optimised build's log (``tests/data/cflags/``: cc-rs 1.11.3, clang 22)."""
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from recipes import cflags
-from recipes.cargo.log import profile_warnings
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, EnvironmentRefused, ToolchainError
 from recipes.results import CCrateRecord
-from recipes.rustflags import cargo_config_files
-from recipes.toolchain import RustcInfo
+from recipes.toolchain import cflags
+from recipes.toolchain.cargo.log import profile_warnings
+from recipes.toolchain.rustc import RustcInfo
+from recipes.toolchain.rustflags import cargo_config_files
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cflags"
 RUSTC = RustcInfo(release="1.95.0", host="x86_64-unknown-linux-gnu", commit_hash="x", llvm_version="22.1.2")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from recipes import checks
 from recipes.errors import CheckFailed
-from recipes.profdata import parse_function_names
+from recipes.llvm import checks
+from recipes.llvm.profdata import parse_function_names
 from recipes.results import InstrumentResult, from_json
 from tests.conftest import DATA
 

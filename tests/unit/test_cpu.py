@@ -1,4 +1,4 @@
-"""recipes.cpu: the parsers and decisions of the baseline-CPU check (the emulation itself: integration)."""
+"""recipes.release.cpu: the parsers and decisions of the baseline-CPU check (the emulation itself: integration)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from recipes import cpu, emulation, report
+from recipes import report
 from recipes.errors import CheckFailed, ConfigError, MissingInput, ToolchainError
+from recipes.release import cpu
 from recipes.results import CpuBaselineResult
-from recipes.rustflags import RustflagsPlan, target_cpu_warning
 from recipes.store import sha256_file
+from recipes.toolchain import emulation
+from recipes.toolchain.rustflags import RustflagsPlan, target_cpu_warning
 from tests.conftest import DATA
 
 

@@ -1,4 +1,4 @@
-"""recipes/diff.py: the summary of diffoscope's text report, on real captures in tests/data/diffoscope/
+"""recipes/release/diff.py: the summary of diffoscope's text report, on real captures in tests/data/diffoscope/
 (two small gcc-built programs, the same two in tarballs, the hello fixture's rebuild mismatch cut by
 --max-text-report-size), and diffoscope run on two binaries, missing, out of time and failing."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes import diff
-from recipes.rebuild import explain as rebuild_explain
+from recipes.release import diff
+from recipes.release.rebuild import explain as rebuild_explain
 from tests.conftest import DATA
 
 CAPTURES = DATA / "diffoscope"

@@ -1,4 +1,4 @@
-"""recipes.elf on real binaries compiled here by gcc, with readelf as the independent witness."""
+"""recipes.llvm.elf on real binaries compiled here by gcc, with readelf as the independent witness."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from recipes import elf
 from recipes.errors import CheckFailed, ConfigError
+from recipes.llvm import elf
 
 PLAIN = '#include <stdio.h>\nint main(int c, char **v) { printf("%d %s\\n", c, v[0]); return 0; }\n'
 # arc4random is new in glibc 2.36, timespec_get in 2.16, __printf_chk (fortified printf) in 2.3.4

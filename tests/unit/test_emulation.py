@@ -1,4 +1,5 @@
-"""recipes/emulation.py: which targets run under qemu-user on this machine, the plan's environment for them (the
+"""recipes/toolchain/emulation.py: which targets run under qemu-user on this machine, the plan's environment for them
+(the
 linker found, or one line naming its package; a linker or runner the user or a cargo config gives is kept), the
 launcher and the slowdown of the phase limits; and the architecture of real ELF files (gcc and aarch64-linux-gnu-gcc
 builds)."""
@@ -12,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from recipes import cflags, elf, emulation
 from recipes.errors import CheckFailed, ToolchainError
-from recipes.toolchain import RustcInfo
+from recipes.llvm import elf
+from recipes.toolchain import cflags, emulation
+from recipes.toolchain.rustc import RustcInfo
 from recipes.train import sigterm
 from recipes.workload.registry import PhaseContext
 

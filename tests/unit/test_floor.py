@@ -1,6 +1,6 @@
 """The executed-function floor (recipes.stages.merge.FunctionFloor): what it is for a build's total, and its refusal,
 which says what total the floor was set against; where the floor and the ceiling come from
-(recipes.stages._record.threshold: the configuration, else the workload file)."""
+(recipes.stages.frame.threshold: the configuration, else the workload file)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import cast
 import pytest
 
 from recipes.plan import BuildPlan
-from recipes.stages._record import Chosen, threshold
+from recipes.stages.frame import Chosen, threshold
 from recipes.stages.merge import FunctionFloor, function_floor
 from recipes.stages.optimise import max_missing
 from recipes.workload import Workload

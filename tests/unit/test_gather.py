@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from recipes import elf, profdata
 from recipes.errors import ConfigError
-from recipes.reproducible.tags import take_gather
+from recipes.llvm import elf, profdata
+from recipes.release.reproducible.tags import take_gather
 from recipes.stages.gather import take_shard
 
 DATA = Path(__file__).parent.parent / "data"

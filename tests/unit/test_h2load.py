@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import h2load
+from recipes.web import h2load
 from tests.conftest import DATA
 
 H2LOAD = DATA / "h2load"

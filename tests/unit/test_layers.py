@@ -1,6 +1,6 @@
 """The layers of recipes/: the workload (``recipes.workload``: the file, its format, the registry of instance modes
 and phase kinds) is the bottom every other layer shares, and imports nothing above it; the plugins
-(``recipes.train``) register into it; the runner (``recipes.training``), the plan, the stages and the bench are
+(``recipes.train``) register into it; the runner (``recipes.train.trainer``), the plan, the stages and the bench are
 above. No import for type checking only runs the other way (``if TYPE_CHECKING:`` of a module that imports the
 one it is in, or one of the layers above the workload)."""
 
@@ -13,13 +13,14 @@ import sys
 from tests.unit.test_imports import RECIPES, _module_name, import_graph
 
 #: the layers above the workload: none of them may be loaded by importing it
-ABOVE_THE_WORKLOAD = ("recipes.bench", "recipes.train", "recipes.training", "recipes.stages", "recipes.plan")
+ABOVE_THE_WORKLOAD = ("recipes.bench", "recipes.train", "recipes.stages", "recipes.plan")
 #: what the workload may import besides itself: the modules every layer shares, which import no layer
 WORKLOAD_MAY_IMPORT = {
     "recipes",
     "recipes.config",
     "recipes.errors",
-    "recipes.h2load",
+    "recipes.web",  # the package: its __init__ imports nothing
+    "recipes.web.h2load",
     "recipes.inputs",
     "recipes.results",
     "recipes.schema",
@@ -28,6 +29,55 @@ WORKLOAD_MAY_IMPORT = {
 
 def _is_under(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
+
+
+#: the floors of the house, bottom first: the wings (folders) and the top floor's modules. A module imports only
+#: from its own floor or below (CONTRIBUTING.md, "Layout"); within a floor anything goes, so the tools of the
+#: toolchain and of LLVM, and the three wings the sessions drive, may import each other.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("recipes", "recipes.errors", "recipes.inputs", "recipes.files", "recipes.runner", "recipes.schema",
+     "recipes.store", "recipes.results", "recipes.config", "recipes.report", "recipes.workdir"),
+    ("recipes.web",),
+    ("recipes.procs",),
+    ("recipes.toolchain", "recipes.llvm"),
+    ("recipes.workload", "recipes.shards"),
+    ("recipes.train",),
+    ("recipes.claim", "recipes.plan"),
+    ("recipes.stages", "recipes.bench", "recipes.release"),
+    ("recipes.sessions",),
+)  # fmt: skip
+
+
+def floor_of(module: str) -> int:
+    """The floor a module is on: that of the longest name in :data:`FLOORS` it is, or is under."""
+    found = [(len(name), floor) for floor, names in enumerate(FLOORS) for name in names if _is_under(module, name)]
+    assert found, f"{module} is on no floor of FLOORS: put it on one"
+    return max(found)[1]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> imported`` for each import of a module on a floor above the importer's."""
+    return sorted(f"{a} -> {b}" for a, names in graph.items() for b in names if floor_of(b) > floor_of(a))
+
+
+def test_every_module_is_on_a_floor_and_imports_nothing_above_it() -> None:
+    graph = import_graph()
+    assert {"recipes.release.make", "recipes.toolchain.rustc", "recipes.llvm.profdata", "recipes.web.net"} <= set(graph)
+    assert upward_imports(graph) == []
+
+
+def test_an_import_from_a_floor_above_is_found() -> None:
+    """The check itself: the web wing importing the release wing, or the workload the plan, is upward."""
+    graph = {"recipes.web.net": {"recipes.release.make"}, "recipes.workload.file": {"recipes.plan", "recipes.errors"}}
+    assert upward_imports(graph) == ["recipes.web.net -> recipes.release.make", "recipes.workload.file -> recipes.plan"]
+
+
+def test_the_top_floor_holds_few_modules_and_no_file_name_is_used_twice() -> None:
+    top = sorted(p.stem for p in RECIPES.glob("*.py") if p.stem != "__init__")
+    assert len(top) <= 15, top
+    names = [p.name for p in RECIPES.rglob("*.py") if p.name != "__init__.py"]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    assert twice == []
 
 
 def _loaded_by_importing(module: str) -> set[str]:

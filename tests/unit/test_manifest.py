@@ -1,4 +1,4 @@
-"""recipes/manifest.py: a release's manifest read into typed records and written back byte for byte.
+"""recipes/release/manifest.py: a release's manifest read into typed records and written back byte for byte.
 
 ``tests/data/release/hello-pgo-bolt-manifest.json`` is a real one: ``nox -s release -- v1.0.0`` of the hello fixture
 with ``PGO_BOLT=1`` (tests/integration/test_release.py's ``Release``), written by release.py before the manifest was
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from recipes import manifest as release_manifest
-from recipes import release
 from recipes.errors import CheckFailed
-from recipes.manifest import CCode, Manifest
+from recipes.release import make as release
+from recipes.release import manifest as release_manifest
+from recipes.release.manifest import CCode, Manifest
 from tests.conftest import DATA
 from tests.unit.test_provenance import manifest as fixture_manifest
 

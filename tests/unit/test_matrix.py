@@ -1,4 +1,4 @@
-"""The release matrix's pure parts (recipes/matrix.py, and what verify and rebuild read of a folder of several
+"""The release matrix's pure parts (recipes/release/matrix.py, and what verify and rebuild read of a folder of several
 targets): the posargs, the targets checked before anything is built, the files of several targets joined, the gather
 of per-target folders and each of its refusals, on small folders written here."""
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from recipes import matrix, provenance, rebuild
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError
-from recipes.manifest import MANIFEST_SCHEMA
-from recipes.release import join_files, refuse_release_folder_inside
-from recipes.reproducible import parse_sha256sums, sha256_bytes, sha256sums_text
-from recipes.reproducible.tags import take_all, take_gather
+from recipes.release import matrix, provenance, rebuild
+from recipes.release.make import join_files, refuse_release_folder_inside
+from recipes.release.manifest import MANIFEST_SCHEMA
+from recipes.release.reproducible import parse_sha256sums, sha256_bytes, sha256sums_text
+from recipes.release.reproducible.tags import take_all, take_gather
 from tests.conftest import clean_env
 from tests.unit.test_provenance import BASE, publish
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import docroot, net
+from recipes.web import docroot, net
 from tests.conftest import clean_env
 
 # real lines of /proc/<pid>/task/<tid>/stat (the second: a process whose name holds spaces and parentheses)

@@ -1,4 +1,5 @@
-"""The RUSTC shim's records (recipes/cargo/observed.py), parsed from real captures in tests/data/observed/: the
+"""The RUSTC shim's records (recipes/toolchain/cargo/observed.py), parsed from real captures in tests/data/observed/:
+the
 shim's records of a ``nox -s pgo`` of hello (cargo's two queries, the instrumented and the optimised compile of its
 binary) and of that compile with its arguments in an ``@file``; the shim itself run on a stand-in compiler."""
 
@@ -12,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from recipes.cargo import observed
-from recipes.cargo.metadata import CrateInfo
 from recipes.errors import CheckFailed
+from recipes.toolchain.cargo import observed
+from recipes.toolchain.cargo.metadata import CrateInfo
 from tests.conftest import DATA
 
 CAPTURES = DATA / "observed"

@@ -1,4 +1,5 @@
-"""The OCI image layout writer (recipes/reproducible/oci.py) and what ``nox -s image`` writes with it: the layer's tar
+"""The OCI image layout writer (recipes/release/reproducible/oci.py) and what ``nox -s image`` writes with it: the
+layer's tar
 byte for byte (sorted, owner 0, one mtime, modes), canonical JSON, the blobs named by their digests, one digest for
 the same images in any order, the platforms of Rust's triples, the image session's posargs, and a layout that
 fails while it is written leaving nothing behind."""
@@ -16,10 +17,10 @@ from typing import Any
 import pytest
 
 from recipes.errors import ConfigError
-from recipes.image import write_layout
-from recipes.release_args import parse_image
-from recipes.reproducible import sha256_bytes
-from recipes.reproducible.oci import (
+from recipes.release.args import parse_image
+from recipes.release.image import write_layout
+from recipes.release.reproducible import sha256_bytes
+from recipes.release.reproducible.oci import (
     MEDIA_CONFIG,
     MEDIA_INDEX,
     MEDIA_LAYER,
@@ -33,7 +34,7 @@ from recipes.reproducible.oci import (
     platform_of,
     rfc3339,
 )
-from recipes.reproducible.tarballs import tar_bytes, tarball_bytes
+from recipes.release.reproducible.tarballs import tar_bytes, tarball_bytes
 
 SDE = 1772600767  # 2026-03-04T05:06:07Z, the test repositories' commit time
 AMD64 = Platform("linux", "amd64")

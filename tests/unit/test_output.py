@@ -11,7 +11,7 @@ RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
 #: the prints that are not output for a person: the two in runner.py are say and show themselves; upstream's
 #: is the port it listens on, read by the process that started it
-ALLOWED = {("runner.py", "say"), ("runner.py", "show"), ("upstream.py", "serve")}
+ALLOWED = {("runner.py", "say"), ("runner.py", "show"), ("web/upstream.py", "serve")}
 
 
 def _writes(tree: ast.AST) -> list[tuple[str, int]]:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from recipes import preflight
 from recipes.config import Config, load_config
 from recipes.errors import ConfigError, StoreError
+from recipes.toolchain import preflight
 from tests.conftest import clean_env
 
 HOST = "x86_64-unknown-linux-gnu"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, PgoError, ToolchainError, WorkDirError
-from recipes.profdata import bad_inputs, check_raw_profiles, check_usable, merge, parse_overlap, parse_show
+from recipes.llvm.profdata import bad_inputs, check_raw_profiles, check_usable, merge, parse_overlap, parse_show
 from recipes.results import RawProfileRecord
-from recipes.toolchain import ProfdataTool
+from recipes.toolchain.rustc import ProfdataTool
 from tests.conftest import DATA
 from tests.faults import small_tmpfs
 

@@ -1,4 +1,5 @@
-"""The in-toto statements of a release (recipes/provenance.py) on a manifest shaped as ``nox -s release`` writes it."""
+"""The in-toto statements of a release (recipes/release/provenance.py) on a manifest shaped as ``nox -s release``
+writes it."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from recipes import provenance, rebuild
 from recipes.errors import CheckFailed, ConfigError, MissingInput, PgoError
-from recipes.manifest import Manifest, parse
-from recipes.reproducible import binary_tarball, parse_sha256sums, sha256_bytes, sha256sums_text
+from recipes.release import provenance, rebuild
+from recipes.release.manifest import Manifest, parse
+from recipes.release.reproducible import binary_tarball, parse_sha256sums, sha256_bytes, sha256sums_text
 from recipes.store import sha256_file
 from tests import hostile
 from tests.conftest import DATA, clean_env
@@ -36,7 +37,7 @@ MACHINE_PATHS = ("/home/someone/src/hello-repo", "/home/someone/.cargo", "/home/
 
 
 def manifest(**changes: Any) -> dict[str, Any]:
-    """A release manifest with the keys and value shapes recipes/release.py writes."""
+    """A release manifest with the keys and value shapes recipes/release/make.py writes."""
     sha = {name: sha256_bytes(data) for name, data in FILES.items()}
     data: dict[str, Any] = {
         "schema": 1,
@@ -93,7 +94,7 @@ def manifest(**changes: Any) -> dict[str, Any]:
 
 
 def typed(data: dict[str, Any]) -> Manifest:
-    """A manifest's JSON as verify reads it (:func:`recipes.manifest.parse`)."""
+    """A manifest's JSON as verify reads it (:func:`recipes.release.manifest.parse`)."""
     return parse(data, "m.json")
 
 
@@ -345,7 +346,8 @@ def test_verify_a_file_not_in_sha256sums_refused(tmp_path: Path) -> None:
 @pytest.mark.refuses("verify-file-not-listed-sha256sums")
 def test_verify_leaves_the_image_layout_to_its_check_and_refuses_what_only_looks_like_it(tmp_path: Path) -> None:
     """The one folder ``nox -s image`` writes (``<bin>-<tag>-image/`` with its ``oci-layout`` file) is left to
-    recipes/image.py's check_layout (tests/integration/test_image.py), not refused as unlisted; a folder of that name
+    recipes/release/image.py's check_layout (tests/integration/test_image.py), not refused as unlisted; a folder of
+    that name
     without the file, a link of that name, or another tag's name is refused."""
     published = publish(tmp_path)
     layout = published.dist / "hello-pgo-v1.0.0-image"
@@ -855,7 +857,7 @@ def test_verify_and_rebuild_of_a_folder_that_is_a_dangling_link_or_a_file_refuse
 
 
 def _bolt_manifest() -> dict[str, Any]:
-    """The manifest of a release with PGO_BOLT=1, as recipes/release.py's _bolt_artefact adds to it."""
+    """The manifest of a release with PGO_BOLT=1, as recipes/release/make.py's _bolt_artefact adds to it."""
     data = manifest()
     data["bolt"] = {
         "profile_store_path": "/tmp/hello-pgo-pgo/" + "ef" * 32 + ".fdata",

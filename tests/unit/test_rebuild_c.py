@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from recipes import provenance
 from recipes.errors import CheckFailed, ToolchainError
-from recipes.manifest import CCode, parse
-from recipes.rebuild import c_setting
+from recipes.release import provenance
+from recipes.release.manifest import CCode, parse
+from recipes.release.rebuild import c_setting
 from tests.unit.test_provenance import manifest
 
 ENV = {"PATH": "/usr/bin:/bin"}

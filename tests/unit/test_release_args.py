@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import ConfigError
-from recipes.release_args import (
+from recipes.release.args import (
     DeterminismArgs,
     RebuildArgs,
     ReleaseArgs,

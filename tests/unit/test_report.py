@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from recipes import cpu, report
+from recipes import report
 from recipes.errors import MissingInput, PgoError, WorkDirError
 from recipes.files import copy_atomically
+from recipes.release import cpu
 from recipes.results import (
     Failed,
     InstrumentResult,
@@ -61,6 +62,20 @@ def test_require_refuses_a_failed_stage(tmp_path: Path) -> None:
     report.record_failure(tmp_path, "merge", Failed("the training executed 0 of 56 functions"))
     with pytest.raises(MissingInput, match="the last merge failed: the training executed 0 of 56"):
         report.require(tmp_path, "merge", "optimise")
+
+
+def test_a_result_handed_on_in_memory_is_taken_as_it_is_and_report_json_read_without_one(tmp_path: Path) -> None:
+    """``nox -s pgo`` hands each stage's result to the next (require's ``handed``); a stage run alone, or handed a
+    failure or nothing of that stage, reads report.json."""
+    real = from_json(MergeResult, _captured()["merge"])
+    on_disk = replace(real, executed_functions=1)
+    report.record(tmp_path, "merge", on_disk)
+    assert report.require(tmp_path, "merge", "optimise", Report(merge=real)) is real
+    assert report.require(tmp_path, "merge", "optimise").executed_functions == 1
+    failed = Report(merge=Failed("it failed"))
+    assert report.require(tmp_path, "merge", "optimise", failed).executed_functions == 1
+    with pytest.raises(MissingInput, match="optimise needs the result of instrument"):
+        report.require(tmp_path, "instrument", "optimise", Report(merge=real))
 
 
 @pytest.mark.refuses("report-json-not-valid-json")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
-from recipes.release import check_new_folder, leaked_paths, relative_to_repo
-from recipes.reproducible import (
+from recipes.release.make import check_new_folder, leaked_paths, relative_to_repo
+from recipes.release.reproducible import (
     Names,
     binary_tarball,
     check_tag,

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import ConfigError, EnvironmentRefused
-from recipes.rustflags import (
+from recipes.toolchain.rustflags import (
     env_with_rustflags,
     glibc_suffix,
     plan_rustflags,

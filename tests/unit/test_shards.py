@@ -10,7 +10,7 @@ import pytest
 from recipes import train
 from recipes.config import load_config, shard_name
 from recipes.errors import ConfigError
-from recipes.profdata import parse_record_counts, parse_show
+from recipes.llvm.profdata import parse_record_counts, parse_show
 from recipes.results import MergeResult, from_json
 from recipes.shards import (
     MAX_MULTIPLIER,

@@ -1,4 +1,4 @@
-"""The frame every stage runs in (recipes.stages._record.StageFrame), driven without cargo: a stage body that
+"""The frame every stage runs in (recipes.stages.frame.StageFrame), driven without cargo: a stage body that
 succeeds, fails, fills a disk, is interrupted or keeps a partial record; the checked copy and the rejection; the
 records and checked copies a stage's start makes stale."""
 
@@ -12,17 +12,17 @@ from typing import Any, cast
 
 import pytest
 
-from recipes import cpu
-from recipes.cargo.metadata import CrateInfo
-from recipes.cflags import CPlan
 from recipes.config import Config
 from recipes.errors import CheckFailed, MissingInput, StoreError, WorkDirError
 from recipes.plan import BuildPlan
+from recipes.release import cpu
 from recipes.results import PlainResult, TestResult, as_json
-from recipes.rustflags import RustflagsPlan
-from recipes.stages._record import StageFrame
+from recipes.stages.frame import StageFrame
 from recipes.store import sha256_file
-from recipes.toolchain import RustcInfo
+from recipes.toolchain.cargo.metadata import CrateInfo
+from recipes.toolchain.cflags import CPlan
+from recipes.toolchain.rustc import RustcInfo
+from recipes.toolchain.rustflags import RustflagsPlan
 from tests.conftest import copy_fixture
 
 BIN = "hello-pgo"

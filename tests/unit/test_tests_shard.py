@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from recipes import train
-from recipes.cargo.testlog import parse_cargo_test
 from recipes.config import TESTS_SHARD, load_config
 from recipes.errors import CheckFailed, ConfigError, TrainingFailed
-from recipes.profdata import ProfileSummary
+from recipes.llvm.profdata import ProfileSummary
 from recipes.results import MergeResult, Report, ShardRecord, TrainResult, from_json
 from recipes.shards import plan_shards, workload_shards
 from recipes.stages import tests_shard
 from recipes.stages.summary import shard_summary_lines, summary_lines
+from recipes.toolchain.cargo.testlog import parse_cargo_test
 from tests.conftest import DATA
 
 _ = train  # imported for its registrations: the phase kinds a workload file names

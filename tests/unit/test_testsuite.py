@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from recipes.cargo.log import Invocation, harness_executables, running_invocations
-from recipes.cargo.testlog import binary_under_test, parse_cargo_test, summary_line
+from recipes.toolchain.cargo.log import Invocation, harness_executables, running_invocations
+from recipes.toolchain.cargo.testlog import binary_under_test, parse_cargo_test, summary_line
 from tests.conftest import DATA
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from recipes import zig
-from recipes.cargo.command import build_argv
-from recipes.cargo.metadata import CrateInfo
 from recipes.errors import ToolchainError
-from recipes.toolchain import RustcInfo, find_profdata, parse_llvm_version, parse_rustc_vv, split_toolchain
+from recipes.toolchain import zig
+from recipes.toolchain.cargo.invocation import build_argv
+from recipes.toolchain.cargo.metadata import CrateInfo
+from recipes.toolchain.rustc import RustcInfo, find_profdata, parse_llvm_version, parse_rustc_vv, split_toolchain
 from tests.conftest import DATA
 
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from recipes import zig
 from recipes.bench import cli as bench_cli
 from recipes.bench.counts_report import Gate
 from recipes.config import SETTINGS, shard_name
 from recipes.sessions import PGO_SESSIONS
-from recipes.toolchain import parse_rustc_vv
+from recipes.toolchain import zig
+from recipes.toolchain.rustc import parse_rustc_vv
 from tests.conftest import REPO, clean_env
 
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -149,7 +149,7 @@ def _pgo_crate() -> str:
 
 
 def test_zig_and_cargo_zigbuild_pinned_as_recipes_zig_installs_them() -> None:
-    pinned = set(re.findall(r"\b(cargo-zigbuild==\S+|ziglang==\S+)", _pgo_crate()))
+    pinned = set(re.findall(r"\b(cargo-zigbuild==[\w.]+|ziglang==[\w.]+)", _pgo_crate()))
     assert pinned == set(zig.REQUIREMENTS)
 
 

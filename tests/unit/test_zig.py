@@ -1,4 +1,4 @@
-"""recipes.zig: what cargo zigbuild needs, and the refusals that come before any build."""
+"""recipes.toolchain.zig: what cargo zigbuild needs, and the refusals that come before any build."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes import zig
 from recipes.errors import ConfigError, ToolchainError
+from recipes.toolchain import zig
 
 ZIGBUILD = ("cargo", "zigbuild")
 PLAIN = ("cargo", "build")

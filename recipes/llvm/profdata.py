@@ -1,0 +1,281 @@
+"""llvm-profdata: merge raw profiles, count what the training executed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipes.errors import CheckFailed, CommandFailed, MissingInput, ToolchainError, WorkDirError
+from recipes.files import atomic_output
+from recipes.results import RawProfileRecord
+from recipes.runner import run
+from recipes.store import sha256_file
+from recipes.toolchain.rustc import ProfdataTool
+
+
+@dataclass(frozen=True)
+class ProfileSummary:
+    total_functions: int
+    executed_functions: int
+    total_count: int = 0  # the sum of every counter (``Total count``), 0 where llvm-profdata prints none
+
+
+_TOTAL_COUNT = re.compile(r"^Total count:\s*(\d+)", re.MULTILINE)
+_TOTAL = re.compile(r"^Total functions:\s*(\d+)", re.MULTILINE)
+_EXECUTED = re.compile(r"^Number of functions with maximum count \(>= 1\):\s*(\d+)", re.MULTILINE)
+
+
+def parse_show(text: str) -> ProfileSummary:
+    """Parse ``llvm-profdata show --value-cutoff=1``: total functions and those executed at least once."""
+    total = _TOTAL.search(text)
+    executed = _EXECUTED.search(text)
+    if not total:
+        raise ToolchainError("llvm-profdata show printed no 'Total functions' line", "is the profile empty?")
+    count = _TOTAL_COUNT.search(text)
+    return ProfileSummary(
+        int(total.group(1)), int(executed.group(1)) if executed else 0, int(count.group(1)) if count else 0
+    )
+
+
+_OVERLAP = re.compile(r"^\s*Edge profile overlap:\s*([\d.]+)%", re.MULTILINE)
+
+
+def parse_overlap(text: str) -> float:
+    """The edge-count overlap, in percent, of ``llvm-profdata overlap``."""
+    match = _OVERLAP.search(text)
+    if not match:
+        raise ToolchainError("llvm-profdata overlap printed no 'Edge profile overlap' line", "see its log")
+    return float(match.group(1))
+
+
+@dataclass(frozen=True)
+class RawProfile:
+    """One ``.profraw`` the training wrote, as train recorded it."""
+
+    name: str
+    size: int
+    sha256: str
+
+    def as_json(self) -> RawProfileRecord:
+        return {"name": self.name, "size": self.size, "sha256": self.sha256}
+
+
+def record_raw_profiles(profraw_dir: Path) -> list[RawProfile]:
+    """What the training left in ``profraw_dir``: every ``.profraw``'s name, size and sha256."""
+    return [
+        RawProfile(path.name, path.stat().st_size, sha256_file(path)) for path in sorted(profraw_dir.glob("*.profraw"))
+    ]
+
+
+def check_raw_profiles(profraw_dir: Path, recorded: Sequence[RawProfileRecord]) -> list[Path]:
+    """The raw profiles to merge: exactly those train recorded, unchanged; anything else is refused by name."""
+    expected = {str(entry["name"]): entry for entry in recorded}
+    present = {path.name: path for path in profraw_dir.glob("*.profraw")} if profraw_dir.is_dir() else {}
+    if not expected:
+        raise MissingInput("the training recorded no .profraw files", "run `nox -s train` again")
+    if extra := sorted(set(present) - set(expected)):
+        raise CheckFailed(
+            f"{profraw_dir / extra[0]} was not written by the last training"
+            + (f" ({len(extra)} such files)" if len(extra) > 1 else ""),
+            "only this training's raw profiles are merged: remove it, or run `nox -s train` again",
+        )
+    if missing := sorted(set(expected) - set(present)):
+        raise MissingInput(
+            f"{profraw_dir / missing[0]}, written by the last training, is gone"
+            + (f" ({len(missing)} such files)" if len(missing) > 1 else ""),
+            "run `nox -s train` again",
+        )
+    paths = []
+    for name, entry in sorted(expected.items()):
+        path = present[name]
+        size = path.stat().st_size
+        if size == 0:
+            raise CheckFailed(
+                f"{path} is empty: the process that wrote it did not finish writing its profile",
+                "did it exit by a signal or abort? run `nox -s train` again",
+            )
+        if size != entry["size"] or sha256_file(path) != entry["sha256"]:
+            raise CheckFailed(
+                f"{path} changed since the training wrote it",
+                "only this training's raw profiles are merged: run `nox -s train` again",
+            )
+        paths.append(path)
+    return paths
+
+
+_BAD_INPUT = re.compile(r"^(?:warning|error): (?P<file>\S+\.profraw): (?P<why>.*)$", re.MULTILINE)
+
+
+def bad_inputs(log_text: str) -> dict[str, str]:
+    """The raw profiles llvm-profdata merge warned about (``file header is corrupt``, …), with the reason."""
+    return {match.group("file"): match.group("why").strip() for match in _BAD_INPUT.finditer(log_text)}
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    merged: list[Path]
+    dropped: dict[str, str]  # file -> llvm-profdata's reason
+
+
+def merge_weighted(
+    tool: ProfdataTool, inputs: Sequence[str], output: Path, *, env: Mapping[str, str], log: Path
+) -> None:
+    """Merge profiles given as ``--weighted-input=W,FILE`` arguments into ``output``, atomically."""
+    try:
+        with atomic_output(output) as tmp:
+            done = run(
+                [str(tool.path), "merge", "--failure-mode=all", "-o", str(tmp), *inputs],
+                env=env,
+                log=log,
+                what="llvm-profdata merge",
+                check=False,
+            )
+            if done.returncode != 0:
+                errors = [line for line in done.output().splitlines() if line.startswith("error:")]
+                raise CommandFailed(
+                    f"llvm-profdata merge of the shards failed with exit code {done.returncode}"
+                    + (f": {errors[-1].removeprefix('error: ')}" if errors else ""),
+                    f"nothing was written; see {log}",
+                )
+    except OSError as exc:
+        raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
+
+
+_COUNTS_RECORD = re.compile(r"^  (?P<name>\S.*):$")
+_COUNTS_LINE = re.compile(r"^    (?:Function count: (?P<entry>\d+)|Block counts: \[(?P<blocks>[\d, ]*)\])$")
+
+
+def parse_record_counts(text: str) -> dict[str, int]:
+    """``llvm-profdata show --all-functions --counts``: each record's counters added up, by the record's name (a
+    local function's is ``<cgu>;<symbol>``; records of one name added together)."""
+    counts: dict[str, int] = {}
+    name: str | None = None
+    for line in text.splitlines():
+        if record := _COUNTS_RECORD.match(line):
+            name = record.group("name")
+            counts.setdefault(name, 0)
+        elif name is not None and (found := _COUNTS_LINE.match(line)):
+            numbers = found.group("entry") or (found.group("blocks") or "").replace(",", " ")
+            counts[name] += sum(int(c) for c in numbers.split())
+    return counts
+
+
+def record_counts(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> dict[str, int]:
+    """Each function record's counters added up (:func:`parse_record_counts`)."""
+    argv = [str(tool.path), "show", "--all-functions", "--counts", str(profile)]
+    return parse_record_counts(run(argv, env=env, log=log, what="llvm-profdata show").output())
+
+
+def merge(
+    tool: ProfdataTool, raws: list[Path], output: Path, *, env: Mapping[str, str], log: Path, drop_bad: bool = False
+) -> MergeResult:
+    """Merge exactly ``raws`` into ``output``, atomically. llvm-profdata's ``--failure-mode=all`` only fails
+    when every input is bad, so its warnings are read: a corrupt input is refused by name, or with ``drop_bad``
+    left out with its reason (and refused when none is left)."""
+    if not raws:
+        raise MissingInput("no .profraw files to merge", "run `nox -s train` first")
+    inputs = log.with_name(log.stem + "-inputs.txt")  # one per line: the command line stays short
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        inputs.write_text("".join(f"{path}\n" for path in raws), encoding="utf-8")
+        with atomic_output(output) as tmp:
+            done = run(
+                [str(tool.path), "merge", "--failure-mode=all", "-o", str(tmp), f"--input-files={inputs}"],
+                env=env,
+                log=log,
+                what="llvm-profdata merge",
+                check=False,
+            )
+            bad = bad_inputs(done.output())
+            if bad and not drop_bad:
+                first, why = next(iter(bad.items()))
+                raise CheckFailed(
+                    f"llvm-profdata cannot read {first}: {why}" + (f" ({len(bad)} such files)" if len(bad) > 1 else ""),
+                    "train again; or set PGO_DROP_BAD_PROFRAW=1 to merge the others without it",
+                )
+            if len(bad) >= len(raws):
+                raise CheckFailed(f"llvm-profdata merge could merge none of the {len(raws)} raw profiles", f"see {log}")
+            if done.returncode != 0:
+                errors = [line for line in done.output().splitlines() if line.startswith("error:")]
+                raise CommandFailed(
+                    f"llvm-profdata merge failed with exit code {done.returncode}"
+                    + (f": {errors[-1].removeprefix('error: ')}" if errors else ""),
+                    f"nothing was written; see {log}",
+                )
+    except OSError as exc:
+        raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
+    dropped = {str(Path(name)): why for name, why in bad.items()}
+    return MergeResult([p for p in raws if str(p) not in dropped], dropped)
+
+
+_LEVEL = re.compile(r"^Instrumentation level:\s*(?P<level>\S+)", re.MULTILINE)
+
+
+def check_usable(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path, what: str) -> ProfileSummary:
+    """Refuse a profile this LLVM cannot use: unreadable, not an IR-level profile (rustc's), or without functions."""
+    argv = [str(tool.path), "show", "--value-cutoff=1", str(profile)]
+    done = run(argv, env=env, log=log, what="llvm-profdata show", check=False)
+    text = done.output()
+    if done.returncode != 0:
+        reason = next((ln.split(": ", 2)[-1] for ln in text.splitlines() if ln.startswith(("error:", "warning:"))), "")
+        raise CheckFailed(
+            f"{what} {profile} is not a profile LLVM {tool.llvm_version} can read: {reason or 'see ' + str(log)}",
+            "give the .profdata that llvm-profdata merge of rustc's LLVM wrote",
+        )
+    level = _LEVEL.search(text)
+    if not level or level.group("level") != "IR":
+        raise CheckFailed(
+            f"{what} {profile} is not an IR-level instrumentation profile "
+            f"(level {level.group('level') if level else 'unknown'}): rustc would ignore it",
+            "empty raw profiles merge into such a file: check the training wrote whole .profraw files",
+        )
+    summary = parse_show(text)
+    if summary.total_functions == 0:
+        raise CheckFailed(f"{what} {profile} has no functions", "train again: the profile is empty")
+    return summary
+
+
+def function_names(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> list[str]:
+    """The names of the profile's function records (``cgu;symbol`` for local ones, as LLVM keeps them)."""
+    done = run([str(tool.path), "show", "--all-functions", str(profile)], env=env, log=log, what="llvm-profdata show")
+    return parse_function_names(done.output())
+
+
+_FUNCTION = re.compile(r"^  (?P<name>\S.*):$")
+
+
+def parse_function_names(text: str) -> list[str]:
+    return [match.group("name") for match in map(_FUNCTION.match, text.splitlines()) if match]
+
+
+def summarise(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> ProfileSummary:
+    done = run([str(tool.path), "show", "--value-cutoff=1", str(profile)], env=env, log=log, what="llvm-profdata show")
+    return parse_show(done.output())
+
+
+def overlap(tool: ProfdataTool, first: Path, second: Path, *, env: Mapping[str, str], log: Path) -> float:
+    done = run([str(tool.path), "overlap", str(first), str(second)], env=env, log=log, what="llvm-profdata overlap")
+    return parse_overlap(done.output())
+
+
+def parse_binary_ids(text: str) -> list[str]:
+    """The build ids under ``Binary IDs:`` in ``llvm-profdata show --binary-ids``'s output, lowercase hex."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "Binary IDs:"), None)
+    if start is None:
+        return []
+    ids: list[str] = []
+    for line in lines[start + 1 :]:
+        word = line.strip()
+        if not re.fullmatch(r"[0-9a-fA-F]+", word):
+            break
+        ids.append(word.lower())
+    return ids
+
+
+def binary_ids(tool: ProfdataTool, raw: Path, *, env: Mapping[str, str], log: Path) -> list[str]:
+    """The build ids LLVM wrote into the raw profile ``raw``: those of the binary (and shared objects) that wrote it."""
+    done = run([str(tool.path), "show", "--binary-ids", str(raw)], env=env, log=log, what="llvm-profdata show")
+    return parse_binary_ids(done.output())

@@ -1,0 +1,594 @@
+"""``nox -s image -- vX.Y.Z [--artefacts DIR] [--source URL]``: an OCI image layout of a release's PGO binaries.
+
+The release's folder (the one ``nox -s release`` wrote, as ``verify`` reads it) is verified first; then each Linux
+target's PGO binary, read back from its tarball, becomes one image FROM scratch (the binary alone at ``/<bin>``, its
+entrypoint), all of them in one image index by platform. The layout goes into the release's folder as
+``<bin>-<tag>-image/``, written in a temp folder and renamed, or not at all. Its bytes come from the release's files
+and SOURCE_DATE_EPOCH only (recipes/release/reproducible/oci.py): the same release gives the same index digest anywhere.
+
+A binary linked against glibc is not put in a scratch image (it would not start: there is no C library in it);
+a release of glibc targets only is refused, one with a static target too leaves the glibc ones out, saying so.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tarfile
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recipes.config import Config
+from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
+from recipes.files import write_atomically
+from recipes.inputs import read_json
+from recipes.release import diff as diffoscope
+from recipes.release import manifest as release_manifest
+from recipes.release.manifest import Manifest
+from recipes.release.provenance import (
+    PREDICATE_TYPE,
+    STATEMENT_TYPE,
+    encode,
+    image_folder,
+    image_index_name,
+    is_image_layout,
+    read_manifest,
+    read_sums,
+    release_location,
+    statement,
+    statement_name,
+    verify,
+)
+from recipes.release.reproducible import (
+    REF_NAME,
+    SUMS,
+    Image,
+    Layout,
+    Platform,
+    image_layout,
+    platform_of,
+    release_binary,
+    rfc3339,
+    sha256_bytes,
+    sha256sums_text,
+)
+from recipes.runner import say
+
+#: what the manifest's ``libc`` says of a static binary (recipes/llvm/elf.py)
+STATIC = "static, needs no glibc"
+#: the labels of the profile a binary was built with and of its target (the project's name as their namespace)
+PROFILE_LABEL = "pgo-recipes.profile.sha256"
+TARGET_LABEL = "pgo-recipes.target"
+#: the build type and builder of the image's provenance statement (``nox -s image``, version 1 of its parameters)
+IMAGE_BUILD_TYPE = "urn:pgo-recipes:buildtype:image:v1"
+IMAGE_BUILDER_ID = "urn:pgo-recipes:builder:nox-image"
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The targets of a release that go into its image, and the notes on those that do not."""
+
+    images: tuple[tuple[Manifest, Platform], ...]
+    notes: tuple[str, ...]
+
+
+def choose_targets(manifests: Mapping[str, Manifest], tag: str, directory: Path) -> Chosen:
+    """The release's Linux targets with a static binary, each with its platform; no Linux target, only glibc ones,
+    or two of one platform refused in one line."""
+    chosen: list[tuple[Manifest, Platform]] = []
+    notes: list[str] = []
+    glibc: list[Manifest] = []
+    triples = ", ".join(m.triple for m in manifests.values())
+    for manifest in manifests.values():
+        platform = platform_of(manifest.triple)
+        if platform is None:
+            notes.append(f"note: {manifest.triple} is not in the image: an OCI image of this kind runs Linux binaries")
+        elif manifest.libc != STATIC:
+            glibc.append(manifest)
+        else:
+            chosen.append((manifest, platform))
+    if not chosen and not glibc:
+        raise MissingInput(
+            f"the release {tag} in {directory} has no Linux target (it holds {triples})",
+            "an image runs a Linux binary: release a Linux target, e.g. --target x86_64-unknown-linux-musl",
+        )
+    if not chosen:
+        first = glibc[0]
+        raise EnvironmentRefused(
+            f"{first.triple}'s binary is linked against {first.libc}: the image is FROM scratch, which has no C "
+            "library, so it would not start",
+            "release a static target for the image (--target x86_64-unknown-linux-musl, aarch64-unknown-linux-musl)",
+        )
+    notes += [
+        f"note: {m.triple} is not in the image: its binary needs {m.libc}, which a scratch image has not" for m in glibc
+    ]
+    seen: dict[str, str] = {}
+    for manifest, platform in chosen:
+        if str(platform) in seen:
+            raise ConfigError(
+                f"{seen[str(platform)]} and {manifest.triple} are both {platform}: an image index holds one image "
+                "per platform",
+                "release one static target per architecture",
+            )
+        seen[str(platform)] = manifest.triple
+    return Chosen(tuple(chosen), tuple(notes))
+
+
+def repository_url(config: Config, package: str) -> str | None:
+    """The ``repository`` of ``package``'s Cargo.toml (the configuration's manifest), when it is written there."""
+    try:
+        data = tomllib.loads(config.manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    fields = data.get("package")
+    if not isinstance(fields, dict) or fields.get("name") != package:
+        return None
+    url = fields.get("repository")
+    return url if isinstance(url, str) and url.strip() else None
+
+
+def labels_of(manifest: Manifest, source: str) -> dict[str, str]:
+    """The labels of one target's image: the OCI's (source, revision, version, created, title) and its profile's."""
+    return {
+        **annotations_of(manifest, source),
+        PROFILE_LABEL: manifest.profile_sha256,
+        TARGET_LABEL: manifest.triple,
+    }
+
+
+def annotations_of(manifest: Manifest, source: str) -> dict[str, str]:
+    """The OCI's annotations of a release: the image index's, and every image's labels."""
+    return {
+        "org.opencontainers.image.source": source,
+        "org.opencontainers.image.revision": manifest.commit,
+        "org.opencontainers.image.version": manifest.tag.removeprefix("v"),
+        "org.opencontainers.image.created": rfc3339(manifest.source_date_epoch),
+        "org.opencontainers.image.title": manifest.bin,
+    }
+
+
+def read_manifests(tag: str, directory: Path) -> dict[str, Manifest]:
+    """The manifests of ``tag`` that the release's SHA256SUMS lists (verify has checked them)."""
+    return {
+        name: release_manifest.parse(read_manifest(directory / name), name)
+        for name in sorted(read_sums(directory))
+        if name.endswith("-manifest.json") and f"-{tag}-" in name
+    }
+
+
+def pgo_binary(directory: Path, manifest: Manifest) -> bytes:
+    """The PGO binary of a target, read from its tarball with every member checked, its sha256 the manifest's."""
+    pgo = manifest.artefacts.pgo
+    if pgo.binary is None:  # not reached: the manifest's parser requires it
+        raise CheckFailed(f"{manifest.names.manifest} names no binary in {pgo.file}", "download the release again")
+    data = release_binary(directory / pgo.file, pgo.binary, manifest.source_date_epoch)
+    if sha256_bytes(data) != pgo.binary_sha256:
+        raise CheckFailed(
+            f"{pgo.binary} in {pgo.file} has sha256 {sha256_bytes(data)}, the manifest records {pgo.binary_sha256}",
+            "download it again",
+        )
+    return data
+
+
+def build_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest], source: str) -> tuple[Layout, Chosen]:
+    """The layout of a verified release's static Linux PGO binaries."""
+    chosen = choose_targets(manifests, tag, directory)
+    first = chosen.images[0][0]
+    images = [
+        Image(
+            platform,
+            manifest.bin,
+            pgo_binary(directory, manifest),
+            labels_of(manifest, source),
+            manifest.source_date_epoch,
+        )
+        for manifest, platform in chosen.images
+    ]
+    return image_layout(images, tag, annotations_of(first, source)), chosen
+
+
+def image_predicate(tag: str, chosen: Chosen, source: str) -> dict[str, Any]:
+    """The SLSA v1 provenance predicate of a release's image: made by ``nox -s image`` from the release's PGO
+    tarballs (by sha256), the tag, the source URL of its labels and SOURCE_DATE_EPOCH; no time, no path."""
+    first = chosen.images[0][0]
+    ordered = sorted(chosen.images, key=lambda one: (one[1].architecture, one[1].variant or ""))  # as the index
+    return {
+        "buildDefinition": {
+            "buildType": IMAGE_BUILD_TYPE,
+            "externalParameters": {"tag": tag, "source": source, "platforms": [str(p) for _, p in ordered]},
+            "internalParameters": {"source_date_epoch": first.source_date_epoch},
+            "resolvedDependencies": [
+                {
+                    "name": m.artefacts.pgo.file,
+                    "digest": {"sha256": m.artefacts.pgo.sha256},
+                    "annotations": {
+                        "target": m.triple,
+                        "binary": m.bin,
+                        "binary_sha256": m.artefacts.pgo.binary_sha256,
+                    },
+                }
+                for m, _ in ordered
+            ],
+        },
+        "runDetails": {"builder": {"id": IMAGE_BUILDER_ID}},
+    }
+
+
+def image_statement(tag: str, bin_name: str, index_digest: str, chosen: Chosen, source: str) -> dict[str, Any]:
+    """The in-toto statement of the image: its subject the image index by digest (what a registry pulls by)."""
+    subject = {"name": image_folder(bin_name, tag), "digest": {"sha256": index_digest.removeprefix("sha256:")}}
+    return statement([subject], image_predicate(tag, chosen, source))
+
+
+def record_image(
+    directory: Path, tag: str, bin_name: str, files: Mapping[str, bytes], chosen: Chosen, source: str
+) -> list[str]:
+    """The image index (a copy of its blob) and its statement beside the release's files, and both in SHA256SUMS
+    (rewritten at once, last): the index digest checkable from the release's own files. Returns their names."""
+    index_name = image_index_name(bin_name, tag)
+    top = json.loads(files["index.json"])
+    index_digest = str(top["manifests"][0]["digest"])
+    index = files[f"blobs/sha256/{index_digest.removeprefix('sha256:')}"]
+    stated = encode(image_statement(tag, bin_name, index_digest, chosen, source))
+    sums = read_sums(directory)
+    for name, data in ((index_name, index), (statement_name(index_name), stated)):
+        write_atomically(directory / name, data)
+        sums[name] = sha256_bytes(data)
+    write_atomically(directory / SUMS, sums_text(sums))
+    return [index_name, statement_name(index_name)]
+
+
+def sums_text(sums: Mapping[str, str]) -> bytes:
+    return sha256sums_text(sums).encode()
+
+
+def write_layout(out: Path, files: Mapping[str, bytes]) -> None:
+    """The layout's files in a new folder at once: written in a temp folder beside it, then renamed."""
+    staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        for name, data in sorted(files.items()):
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, data)
+        os.replace(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def make_image(
+    tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None, source: str | None
+) -> list[str]:
+    """``nox -s image``: the release verified, its image layout written into its folder; the summary's lines."""
+    _, repo, directory = release_location(tag, config, environ, artefacts)
+    verified = verify(tag, directory, repo, environ)
+    say(f"image: {verified[-1]}")
+    manifests = read_manifests(tag, directory)
+    first = next(iter(manifests.values()))
+    out = directory / image_folder(first.bin, tag)
+    if out.exists() or out.is_symlink():
+        raise EnvironmentRefused(f"{out} already exists", "an image is written once: remove it to build it again")
+    url = source or repository_url(config, first.package)
+    if url is None:
+        raise ConfigError(
+            f"the image's org.opencontainers.image.source label needs the repository's URL: {config.manifest} has "
+            f"no repository for {first.package}",
+            'add repository = "https://..." to its [package], or give --source URL',
+        )
+    layout, chosen = build_layout(tag, directory, manifests, url)
+    write_layout(out, layout.files)
+    recorded = record_image(directory, tag, first.bin, layout.files, chosen, url)
+    lines = [f"image {tag} in {out}: index {layout.index_digest} ({len(layout.images)} platforms)"]
+    lines.append(f"  recorded: {' and '.join(recorded)}, both in SHA256SUMS")
+    by_platform = {str(platform): manifest for manifest, platform in chosen.images}
+    for platform, blobs in layout.images:
+        manifest = by_platform[str(platform)]
+        lines.append(
+            f"  {platform}  {manifest.triple}  manifest {blobs.manifest.digest}  binary sha256 "
+            f"{manifest.artefacts.pgo.binary_sha256}"
+        )
+    lines += list(chosen.notes)
+    lines.append(f"  inspect: skopeo inspect oci:{out}:{tag}")
+    return lines
+
+
+# --- nox -s verify: the image layout in a release's folder --------------------------------------------------------
+
+_LAYOUT_HINT = "remove the layout and make it again: nox -s image"
+
+
+def _layout_json(path: Path, what: str) -> dict[str, Any]:
+    data = read_json(path, what, CheckFailed, _LAYOUT_HINT)
+    if not isinstance(data, dict):
+        raise CheckFailed(f"{path.name} of the image layout is not a JSON object", _LAYOUT_HINT)
+    return data
+
+
+def _blobs(layout: Path) -> dict[str, bytes]:
+    """The layout's blobs by digest, each one's sha256 checked against its name (a tampered blob is refused)."""
+    folder = layout / "blobs" / "sha256"
+    blobs: dict[str, bytes] = {}
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if path.is_symlink() or not path.is_file():
+            raise CheckFailed(f"blobs/sha256/{path.name} of the image layout is not a regular file", _LAYOUT_HINT)
+        data = path.read_bytes()
+        if sha256_bytes(data) != path.name:
+            raise CheckFailed(
+                f"the image layout's blob {path.name[:12]} has sha256 {sha256_bytes(data)[:12]}: it is not the blob "
+                "its name says",
+                _LAYOUT_HINT,
+            )
+        blobs[f"sha256:{path.name}"] = data
+    return blobs
+
+
+def _blob_json(blobs: Mapping[str, bytes], descriptor: Any, what: str) -> dict[str, Any]:
+    digest = descriptor.get("digest") if isinstance(descriptor, dict) else None
+    if not isinstance(digest, str) or digest not in blobs:
+        raise CheckFailed(f"the image layout has no blob of {what} ({digest})", _LAYOUT_HINT)
+    try:
+        data = json.loads(blobs[digest])
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckFailed(f"the blob of {what} in the image layout is not JSON", _LAYOUT_HINT) from exc
+    if not isinstance(data, dict):
+        raise CheckFailed(f"the blob of {what} in the image layout is not a JSON object", _LAYOUT_HINT)
+    return data
+
+
+def _annotations(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = data.get("annotations")
+    return found if isinstance(found, dict) else {}
+
+
+def _layer_problem(layer: bytes, name: str, binary_sha256: str) -> str | None:
+    """What makes an image's layer other than the one file ``name`` of sha256 ``binary_sha256``, or None."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(layer), mode="r:") as tar:
+            members = tar.getmembers()
+            others = [m.name for m in members if m.name != name]
+            if others:
+                return f"holds {others[0]!r}, not only /{name}"
+            if len(members) != 1 or not members[0].isreg():
+                return f"holds no regular file /{name}"
+            stream = tar.extractfile(members[0])
+            found = sha256_bytes(stream.read()) if stream is not None else ""
+    except tarfile.TarError as exc:
+        return f"is not a whole tar ({exc})"
+    if found != binary_sha256:
+        return f"holds a /{name} of sha256 {found}, not the release's PGO binary ({binary_sha256})"
+    return None
+
+
+def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -> list[str]:
+    """The image layout ``nox -s image`` wrote into a verified release's folder, if there is one: every blob is the
+    blob its name says, the index lists exactly the release's static Linux targets, each image's layer holds exactly
+    that target's PGO binary, and the whole layout is the one ``image`` writes from this release (its source label
+    read from the layout). Every difference is one line; the result is one line per check (none without a layout)."""
+    first = next(iter(manifests.values()))
+    layout = directory / image_folder(first.bin, tag)
+    recorded, lines = check_recorded(tag, directory, manifests)
+    if not is_image_layout(layout):
+        if recorded:
+            lines.append(f"note: the layout {layout.name} is not here: pull the image by {recorded} to check it")
+        return lines
+    name = layout.name
+    blobs = _blobs(layout)
+    top = _layout_json(layout / "index.json", "the image layout's index.json")
+    listing = top.get("manifests")
+    refs = [m for m in listing if isinstance(m, dict)] if isinstance(listing, list) else []
+    named = [m for m in refs if _annotations(m).get(REF_NAME) == tag]
+    if len(named) != 1:
+        raise CheckFailed(f"{name}/index.json names {len(named)} images {tag}, not one", _LAYOUT_HINT)
+    index = _blob_json(blobs, named[0], "the image index")
+    if recorded is None:
+        lines.append(f"note: {name} is not recorded in SHA256SUMS (no {image_index_name(first.bin, tag)})")
+    elif named[0].get("digest") != recorded:
+        raise CheckFailed(
+            f"{name}/index.json names the image index {named[0].get('digest')}, SHA256SUMS records {recorded}",
+            _LAYOUT_HINT,
+        )
+    chosen = choose_targets(manifests, tag, directory)
+    expected = {str(platform): manifest for manifest, platform in chosen.images}
+    listed: dict[str, Any] = {}
+    descriptors = index.get("manifests")
+    for descriptor in descriptors if isinstance(descriptors, list) else []:
+        fields = descriptor.get("platform") if isinstance(descriptor, dict) else None
+        platform = (
+            "/".join(str(fields.get(k)) for k in ("os", "architecture", "variant") if fields.get(k))
+            if isinstance(fields, dict)
+            else "no platform"
+        )
+        if platform not in expected:
+            raise CheckFailed(
+                f"{name}'s image index lists an image of {platform}, which the release {tag} has no static Linux "
+                f"target of (it has {', '.join(expected)})",
+                _LAYOUT_HINT,
+            )
+        if platform in listed:
+            raise CheckFailed(f"{name}'s image index lists {platform} twice", _LAYOUT_HINT)
+        listed[platform] = descriptor
+    missing = [p for p in expected if p not in listed]
+    if missing:
+        raise CheckFailed(
+            f"{name}'s image index has no image of {missing[0]} ({expected[missing[0]].triple})", _LAYOUT_HINT
+        )
+    for platform, manifest in expected.items():
+        image = _blob_json(blobs, listed[platform], f"the {platform} image's manifest")
+        layers = image.get("layers")
+        if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict):
+            raise CheckFailed(f"the {platform} image of {name} has not one layer", _LAYOUT_HINT)
+        layer = blobs.get(str(layers[0].get("digest")))
+        if layer is None:
+            raise CheckFailed(f"the image layout has no blob of the {platform} image's layer", _LAYOUT_HINT)
+        problem = _layer_problem(layer, manifest.bin, manifest.artefacts.pgo.binary_sha256 or "")
+        if problem:
+            raise CheckFailed(f"the {platform} image's layer in {name} {problem}", _LAYOUT_HINT)
+        lines.append(f"ok  {name}: the {platform} image holds {manifest.triple}'s PGO binary alone")
+    source = _annotations(index).get("org.opencontainers.image.source")
+    if not isinstance(source, str) or not source:
+        raise CheckFailed(f"{name}'s image index has no org.opencontainers.image.source annotation", _LAYOUT_HINT)
+    made, _ = build_layout(tag, directory, manifests, source)
+    found = {str(p.relative_to(layout)) for p in layout.rglob("*") if not p.is_dir()}
+    # the documents that name the rest first (oci-layout, index.json), so that one change is always named by the
+    # same file whatever the digests' order: blob names are digests, and a release's digests sort as they come
+    for path in sorted(made.files, key=lambda p: (p.startswith("blobs/"), p)):
+        if path not in found or (layout / path).read_bytes() != made.files[path]:
+            raise CheckFailed(
+                f"{name}/{path} is not what nox -s image writes from this release (index {made.index_digest})",
+                _LAYOUT_HINT,
+            )
+    extra = sorted(found - set(made.files))
+    if extra:
+        raise CheckFailed(f"{name}/{extra[0]} is not a file nox -s image writes for this release", _LAYOUT_HINT)
+    lines.append(f"ok  {name}: index {made.index_digest}, as nox -s image writes it from this release")
+    return lines
+
+
+_RECORD_HINT = "download the release's SHA256SUMS and image files again"
+
+
+def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -> tuple[str | None, list[str]]:
+    """The image index SHA256SUMS records (verify has checked every listed file's sha256) and its statement: the
+    statement's subject is that index's digest and its predicate the one ``nox -s image`` writes from this release.
+    Returns the recorded index digest (None when the release has no image) and the lines of the checks."""
+    first = next(iter(manifests.values()))
+    index_name = image_index_name(first.bin, tag)
+    sums = read_sums(directory)
+    if index_name not in sums:
+        return None, []
+    digest = f"sha256:{sums[index_name]}"
+    stated_name = statement_name(index_name)
+    data = read_json(directory / stated_name, "the image's provenance statement", CheckFailed, _RECORD_HINT)
+    if not isinstance(data, dict):
+        raise CheckFailed(f"{stated_name} is not an in-toto statement", _RECORD_HINT)
+    for key, want in (("_type", STATEMENT_TYPE), ("predicateType", PREDICATE_TYPE)):
+        if data.get(key) != want:
+            raise CheckFailed(f"{stated_name}: {key} is {data.get(key)!r}, not {want}", _RECORD_HINT)
+    subject = data.get("subject")
+    want_subject = [{"name": image_folder(first.bin, tag), "digest": {"sha256": sums[index_name]}}]
+    if subject != want_subject:
+        found = (
+            subject[0].get("digest")
+            if isinstance(subject, list) and subject and isinstance(subject[0], dict)
+            else subject
+        )
+        raise CheckFailed(
+            f"{stated_name}'s subject is {json.dumps(found)[:90]}, not the image index SHA256SUMS records ({digest})",
+            _RECORD_HINT,
+        )
+    pred = data.get("predicate")
+    source = _stated_source(pred)
+    if not isinstance(source, str) or not source:
+        raise CheckFailed(f"{stated_name} records no source URL of the image", _RECORD_HINT)
+    if pred != image_predicate(tag, choose_targets(manifests, tag, directory), source):
+        raise CheckFailed(
+            f"{stated_name}'s predicate is not the one nox -s image writes from this release", _RECORD_HINT
+        )
+    return digest, [f"ok  {index_name}: the image index {digest}, SHA256SUMS and {stated_name} name it"]
+
+
+def _stated_source(pred: Any) -> str | None:
+    """The source URL an image statement's predicate records (its labels' ``org.opencontainers.image.source``)."""
+    definition = pred.get("buildDefinition") if isinstance(pred, dict) else None
+    params = definition.get("externalParameters") if isinstance(definition, dict) else None
+    source = params.get("source") if isinstance(params, dict) else None
+    return source if isinstance(source, str) and source else None
+
+
+# --- nox -s rebuild: the image made again from the rebuilt binaries ------------------------------------------------
+
+
+def rebuild_image(
+    tag: str,
+    directory: Path,
+    rebuilt: Mapping[str, Path],
+    work: Path,
+    environ: Mapping[str, str],
+) -> list[str]:
+    """The image a release records (SHA256SUMS' image index and its statement, checked as verify checks them) made
+    again from the rebuilt PGO binaries (``{triple: binary}``) with the same labels, and its index digest compared
+    with the recorded one. A mismatch is refused in one line naming the first differing blob (index, manifest,
+    config, layer), diffoscope's report of a layer (the published one from the layout in the folder, the rebuilt
+    one written in ``work``). No image recorded: no lines."""
+    manifests = read_manifests(tag, directory)
+    recorded, _ = check_recorded(tag, directory, manifests)
+    if recorded is None:
+        return []
+    chosen = choose_targets(manifests, tag, directory)
+    missing = [m.triple for m, _ in chosen.images if m.triple not in rebuilt]
+    if missing:
+        return [f"note: the image is not rebuilt: it holds {missing[0]}, which was not rebuilt (rebuild every target)"]
+    first = chosen.images[0][0]
+    stated = read_json(directory / statement_name(image_index_name(first.bin, tag)), "the statement", CheckFailed, "")
+    source = _stated_source(stated.get("predicate") if isinstance(stated, dict) else None) or ""
+    images = [
+        Image(platform, m.bin, rebuilt[m.triple].read_bytes(), labels_of(m, source), m.source_date_epoch)
+        for m, platform in chosen.images
+    ]
+    made = image_layout(images, tag, annotations_of(first, source))
+    if made.index_digest == recorded:
+        return [f"match     image index {made.index_digest}, made again from the rebuilt binaries"]
+    published = (directory / image_index_name(first.bin, tag)).read_bytes()
+    write_layout(work / "image-rebuilt", made.files)
+    where = _differing_blob(json.loads(published), made, directory / image_folder(first.bin, tag), work, environ)
+    raise CheckFailed(
+        f"the image of {tag} made again from the rebuilt binaries has index {made.index_digest}, the release "
+        f"records {recorded}: {where[0]}",
+        f"{where[1]}the rebuilt layout is {work / 'image-rebuilt'}",
+    )
+
+
+def _differing_blob(index: Any, made: Layout, layout: Path, work: Path, environ: Mapping[str, str]) -> tuple[str, str]:
+    """Which blob of the rebuilt image differs first from the published one, and the hint's first words (diffoscope's
+    report of a layer). Blobs below the index are read from the release's layout when it is in the folder. The
+    layer is compared first: its digest is in the config (the diff id), which differs with it."""
+    published_blobs = _blobs(layout) if is_image_layout(layout) else {}
+    listed = {
+        "/".join(str(d["platform"].get(k)) for k in ("os", "architecture", "variant") if d["platform"].get(k)): d
+        for d in (index.get("manifests") or [] if isinstance(index, dict) else [])
+        if isinstance(d, dict) and isinstance(d.get("platform"), dict)
+    }
+    for platform, blobs in made.images:
+        theirs = listed.get(str(platform))
+        if theirs is None:
+            return f"the published image index has no {platform} image", ""
+        if theirs.get("digest") == blobs.manifest.digest:
+            continue
+        if theirs.get("digest") not in published_blobs:
+            return (
+                f"the {platform} manifest differs ({theirs.get('digest')} published, {blobs.manifest.digest} rebuilt)",
+                f"put the layout {layout.name} in the release's folder to see which of its blobs differs; ",
+            )
+        manifest = _blob_json(published_blobs, theirs, f"the {platform} image's manifest")
+        layers = manifest.get("layers")
+        digest = layers[0].get("digest") if isinstance(layers, list) and layers and isinstance(layers[0], dict) else ""
+        if digest != blobs.layer.digest and digest not in published_blobs:
+            return f"the {platform} layer differs ({digest} published, not in the layout; {blobs.layer.digest})", ""
+        if digest != blobs.layer.digest:
+            theirs_tar = work / f"image-layer-{platform.architecture}-published.tar"
+            ours_tar = work / f"image-layer-{platform.architecture}-rebuilt.tar"
+            write_atomically(theirs_tar, published_blobs[digest])
+            write_atomically(ours_tar, blobs.layer.data)
+            explained = diffoscope.explain(theirs_tar, ours_tar, work, environ)
+            for line in explained.lines:
+                say(line)
+            report = f"diffoscope's report: {explained.report}; " if explained.report else ""
+            return f"the {platform} layer differs ({digest} published, {blobs.layer.digest} rebuilt)", report
+        config = manifest.get("config")
+        if not isinstance(config, dict) or config.get("digest") != blobs.config.digest:
+            digest = config.get("digest") if isinstance(config, dict) else None
+            return f"the {platform} config differs ({digest} published, {blobs.config.digest} rebuilt)", ""
+        return f"the {platform} manifest differs ({theirs.get('digest')} published, {blobs.manifest.digest})", ""
+    return "the image index differs (its annotations)", ""
+
+
+def verify_image(tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None) -> list[str]:
+    """``nox -s verify``'s check of the release's image layout (after
+    :func:`recipes.release.provenance.verify_release`)."""
+    _, _, directory = release_location(tag, config, environ, artefacts)
+    return check_layout(tag, directory, read_manifests(tag, directory))

@@ -1,0 +1,395 @@
+"""What cargo's ``-v``/``-vv`` log says: the commands it ran (rustc, rustdoc, build scripts, tests), the
+package's own rustc lines, the artefacts of its JSON messages, LLVM's warnings about the profile.
+
+The log is parsed as whole commands: a ``Running `…` `` span ends at cargo's closing backtick, not at the end
+of a line, so a quoted value that holds newlines or backticks (``-vv`` prints ``CARGO_PKG_DESCRIPTION=…`` before
+the compiler) is one word of one command.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recipes.errors import MissingInput
+from recipes.toolchain.cargo.metadata import CrateInfo
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One ``Running `…` `` command of a cargo log, read as a whole: it may cover several lines."""
+
+    env: tuple[tuple[str, str], ...]  # the ``NAME=value`` words before the program (``-vv``)
+    argv: tuple[str, ...]  # the program and its arguments, unquoted
+    first_line: int  # 0-based index of the log line it starts on
+    last_line: int  # of the line its closing backtick is on
+
+    @property
+    def program(self) -> str:
+        return self.argv[0] if self.argv else ""
+
+    def env_var(self, name: str) -> str | None:
+        return dict(self.env).get(name)
+
+
+_RUNNING_START = re.compile(r"^[ \t]*Running `", re.MULTILINE)
+_ENV_WORD = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
+_BLANKS = re.compile(r"[ \t\r\n]+")
+# One piece of a shell word: single-quoted (cargo's quoting), double-quoted, a backslash escape, or plain text.
+_PIECE = re.compile(
+    r"""'(?P<single>[^']*)'|"(?P<double>(?:[^"\\]|\\.)*)"|\\(?P<escaped>.)|(?P<plain>[^\s'"\\`]+)""", re.DOTALL
+)
+_DOUBLE_ESCAPE = re.compile(r"""\\([\\"$`\n])""")
+
+
+def _words_until_backtick(text: str, pos: int) -> tuple[list[str], int] | None:
+    """The shell words from ``pos`` to the first unquoted backtick, and the index after it.
+
+    ``None`` when there is no such backtick, or a newline that is not quoted comes first: cargo quotes every
+    word that holds one, so that is a truncated or foreign line, not a command.
+    """
+    words: list[str] = []
+    word: list[str] | None = None
+    while pos < len(text):
+        char = text[pos]
+        if char == "`":
+            if word is not None:
+                words.append("".join(word))
+            return words, pos + 1
+        if blanks := _BLANKS.match(text, pos):
+            if "\n" in blanks.group(0):
+                return None
+            if word is not None:
+                words.append("".join(word))
+                word = None
+            pos = blanks.end()
+            continue
+        piece = _PIECE.match(text, pos)
+        if piece is None:  # an unbalanced quote
+            return None
+        if word is None:
+            word = []
+        if piece.group("single") is not None:
+            word.append(piece.group("single"))
+        elif piece.group("double") is not None:
+            word.append(_DOUBLE_ESCAPE.sub(r"\1", piece.group("double")))
+        elif piece.group("escaped") is not None:
+            word.append(piece.group("escaped"))
+        else:
+            word.append(piece.group("plain"))
+        pos = piece.end()
+    return None
+
+
+def running_invocations(log_text: str) -> list[Invocation]:
+    """Every ``Running `…` `` command of a cargo log (``-v`` or ``-vv``): rustc, rustdoc, build scripts, tests."""
+    return list(_parse_invocations(log_text))
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_invocations(log_text: str) -> tuple[Invocation, ...]:
+    """(The stages ask several questions of one log: it is parsed once.)"""
+    found: list[Invocation] = []
+    pos = 0
+    counted, line = 0, 0  # line: the number of newlines before index counted
+    while match := _RUNNING_START.search(log_text, pos):
+        parsed = _words_until_backtick(log_text, match.end())
+        if parsed is None:
+            pos = match.end()
+            continue
+        words, end = parsed
+        env: list[tuple[str, str]] = []
+        while words and (assignment := _ENV_WORD.match(words[0])):
+            env.append((assignment.group("name"), assignment.group("value")))
+            words.pop(0)
+        line += log_text.count("\n", counted, match.start())
+        counted = match.start()
+        first = line
+        last = first + log_text.count("\n", match.start(), end)
+        found.append(Invocation(tuple(env), tuple(words), first, last))
+        pos = end
+    return tuple(found)
+
+
+def invocation_lines(log_text: str) -> set[int]:
+    """The 0-based indexes of every log line that is part of a ``Running `…` `` command."""
+    return {n for inv in running_invocations(log_text) for n in range(inv.first_line, inv.last_line + 1)}
+
+
+_COMPILERS = ("rustc", "rustdoc")
+
+
+@dataclass(frozen=True)
+class RustcCall:
+    """One rustc (or rustdoc) command of a cargo log: its argv starts at the program (a wrapper, if any)."""
+
+    crate_name: str
+    crate_types: tuple[str, ...]
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+    def codegen(self, option: str) -> str | None:
+        """The value of ``-C <option>=…`` on this line (``-Cx=``, ``-C x=``, ``--codegen x=``, ``--codegen=x=``, and
+        ``_`` for ``-`` in the option's name: rustc takes them all), the last one winning, as in rustc."""
+        value = None
+        previous = ""
+        for arg in self.argv:
+            if arg.startswith("-C") and len(arg) > 2:
+                text = arg[2:]
+            elif arg.startswith("--codegen="):
+                text = arg.removeprefix("--codegen=")
+            else:
+                text = arg if previous in ("-C", "--codegen") else ""
+            name, eq, setting = text.partition("=")
+            if eq and name.replace("_", "-") == option:  # rustc reads -Cprofile_use= as -Cprofile-use=
+                value = setting
+            previous = arg
+        return value
+
+    def _option(self, name: str) -> str | None:
+        value = None
+        for index, arg in enumerate(self.argv):
+            if arg == name and index + 1 < len(self.argv):
+                value = self.argv[index + 1]
+            elif arg.startswith(name + "="):
+                value = arg.split("=", 1)[1]
+        return value
+
+    @property
+    def metadata(self) -> str | None:
+        return self.codegen("metadata")
+
+    @property
+    def target(self) -> str | None:
+        return self._option("--target")
+
+    @property
+    def compiler(self) -> str:
+        """``rustc`` or ``rustdoc`` (the first word named so, after any wrapper), else the program's name."""
+        names = [Path(arg).name for arg in self.argv[:3]]
+        return next((name for name in names if name in _COMPILERS), names[0] if names else "")
+
+    @property
+    def source(self) -> str | None:
+        """The crate's root source file, as cargo gave it (relative to the workspace root, or absolute)."""
+        return next(
+            (arg for arg in self.argv[1:] if arg.endswith(".rs") and not arg.startswith("-") and "=" not in arg),
+            None,
+        )
+
+
+def rustc_calls(log_text: str) -> list[RustcCall]:
+    """Every rustc (and rustdoc) command in a cargo ``-v``/``-vv`` log, however many lines each covers."""
+    calls = []
+    for inv in running_invocations(log_text):
+        argv = inv.argv
+        if "--crate-name" not in argv:
+            continue
+        index = argv.index("--crate-name")
+        if index + 1 >= len(argv):
+            continue
+        types = tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--crate-type")
+        types += tuple(a.split("=", 1)[1] for a in argv if a.startswith("--crate-type="))
+        calls.append(RustcCall(argv[index + 1], types, argv, inv.env))
+    return calls
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if os.path.normpath(a) == os.path.normpath(b):
+        return True
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def is_own_crate(call: RustcCall, crate: CrateInfo) -> bool:
+    """Whether ``call`` compiles the package's lib or bin: by crate name, and by source file when known.
+
+    A dependency (another workspace member, a registry crate) may have a crate of the same name; its source
+    file tells them apart. Build scripts (``build_script_build``) and proc-macros have other names or files.
+    """
+    if call.crate_name not in crate.crate_names:
+        return False
+    if not crate.sources or call.source is None:
+        return True
+    source = Path(call.source)
+    if not source.is_absolute():
+        if crate.workspace_root is None:
+            return True
+        source = crate.workspace_root / source
+    return any(_same_file(source, own) for own in crate.sources)
+
+
+def main_crate_calls(log_text: str, crate: CrateInfo) -> list[RustcCall]:
+    """The rustc lines of the package's own lib and bin for the target (not its build script)."""
+    own_types = {"bin", "lib", "rlib"}
+    return [
+        call
+        for call in rustc_calls(log_text)
+        if call.target is not None and own_types & set(call.crate_types) and is_own_crate(call, crate)
+    ]
+
+
+def crate_identities(log_text: str, crate: CrateInfo) -> dict[str, str]:
+    """``{"<crate name> (<type>)": <-C metadata>}`` of the package's own crates in a build log."""
+    return {
+        f"{call.crate_name} ({','.join(call.crate_types)})": call.metadata or "none"
+        for call in main_crate_calls(log_text, crate)
+    }
+
+
+def main_bin_call(log_text: str, crate: CrateInfo) -> RustcCall:
+    """The rustc line that compiled the binary; its absence means the package was not rebuilt."""
+    bin_crate = crate.bin.replace("-", "_")
+    calls = [
+        c
+        for c in rustc_calls(log_text)
+        if c.crate_name == bin_crate and "bin" in c.crate_types and is_own_crate(c, crate)
+    ]
+    if not calls:
+        raise MissingInput(
+            f"the cargo log has no rustc line for the binary {crate.bin}",
+            "cargo did not compile it in this build though the pipeline cleans the package first: something built "
+            "it in the same target dir in between (a cargo wrapper, another build); run again with nothing else "
+            "building there",
+        )
+    return calls[-1]
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One ``compiler-artifact`` message of ``--message-format=json…``: a target cargo built (or found Fresh)."""
+
+    package_id: str
+    target_name: str
+    kinds: tuple[str, ...]
+    src_path: Path
+    filenames: tuple[Path, ...]
+    executable: Path | None
+    test: bool  # a test harness (``cargo test``'s unit and integration test binaries)
+    fresh: bool
+
+
+def _json_messages(log_text: str, reason: str) -> list[dict[str, Any]]:
+    """The JSON messages of one ``reason`` in a log that also holds text (stdout and stderr in one file)."""
+    prefix = f'{{"reason":"{reason}"'
+    messages = []
+    for line in log_text.split("\n"):
+        if not line.startswith(prefix):
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue  # a line cut short
+        if isinstance(message, dict):
+            messages.append(message)
+    return messages
+
+
+def compiler_artifacts(log_text: str) -> list[Artifact]:
+    """Every ``compiler-artifact`` message of a log, in order."""
+    artifacts = []
+    for message in _json_messages(log_text, "compiler-artifact"):
+        target = message.get("target", {})
+        executable = message.get("executable")
+        artifacts.append(
+            Artifact(
+                package_id=str(message.get("package_id", "")),
+                target_name=str(target.get("name", "")),
+                kinds=tuple(target.get("kind", ())),
+                src_path=Path(target.get("src_path", "")),
+                filenames=tuple(Path(name) for name in message.get("filenames", ())),
+                executable=Path(executable) if executable else None,
+                test=bool(message.get("profile", {}).get("test", False)),
+                fresh=bool(message.get("fresh", False)),
+            )
+        )
+    return artifacts
+
+
+def _own_artifact(artifact: Artifact, crate: CrateInfo) -> bool:
+    if crate.sources:
+        return any(_same_file(artifact.src_path, own) for own in crate.sources)
+    return artifact.target_name.replace("-", "_") in crate.crate_names
+
+
+def built_executable(log_text: str, crate: CrateInfo) -> Path | None:
+    """Where cargo says it put the package's binary (``None`` without JSON messages or that artefact)."""
+    found = [
+        a.executable
+        for a in compiler_artifacts(log_text)
+        if a.executable is not None
+        and not a.test
+        and "bin" in a.kinds
+        and a.target_name == crate.bin
+        and _own_artifact(a, crate)
+    ]
+    return found[-1] if found else None
+
+
+def harness_executables(log_text: str) -> list[tuple[str, Path]]:
+    """``(target name, executable)`` of every test harness cargo built (``cargo test --message-format=json…``)."""
+    return [(a.target_name, a.executable) for a in compiler_artifacts(log_text) if a.test and a.executable]
+
+
+@dataclass(frozen=True)
+class ProfileWarnings:
+    """What the optimised build's LLVM said about the profile."""
+
+    missing: int
+    stale: int
+    missing_by_crate: dict[str, int]
+    stale_by_crate: dict[str, int]
+    stale_examples: tuple[str, ...]
+
+
+#: a CGU name has no ``@``: ``warning: <pkg>@<version>: …`` is a build script's (clang's, read by
+#: recipes.toolchain.cflags)
+_WARNING = re.compile(r"^warning: (?P<cgu>[^\s:@]+): (?P<text>.*)$")
+MISSING_TEXT = "no profile data available for function"
+STALE_TEXTS = (
+    "function control flow change detected (hash mismatch)",
+    "hash mismatch",
+    "profile data may be out of date",
+)
+
+
+def profile_warnings(log_text: str) -> ProfileWarnings:
+    """Count ``-pgo-warn-missing-function`` and stale-profile warnings, per crate (from the CGU name).
+
+    Lines inside a ``Running `…` `` command (a multi-line value of ``-vv``) are not warnings. The warnings are
+    read as cargo renders them (text, and ``--message-format=json-render-diagnostics``) or from its
+    ``compiler-message`` JSON (``--message-format=json``, where no text of them is printed).
+    """
+    skip = invocation_lines(log_text)
+    missing = 0
+    stale = 0
+    missing_by: dict[str, int] = {}
+    stale_by: dict[str, int] = {}
+    examples: list[str] = []
+    lines = [line for number, line in enumerate(log_text.split("\n")) if number not in skip]
+    for message in _json_messages(log_text, "compiler-message"):
+        diagnostic = message.get("message", {})
+        if isinstance(diagnostic, dict) and diagnostic.get("level") == "warning":
+            lines.append(f"warning: {diagnostic.get('message', '')}")
+    for line in lines:
+        match = _WARNING.match(line)
+        if not match:
+            continue
+        text = match.group("text")
+        crate = match.group("cgu").split(".")[0]
+        if MISSING_TEXT in text:
+            missing += 1
+            missing_by[crate] = missing_by.get(crate, 0) + 1
+        elif any(s in text.lower() for s in STALE_TEXTS):
+            stale += 1
+            stale_by[crate] = stale_by.get(crate, 0) + 1
+            if len(examples) < 3:
+                examples.append(line.strip())
+    return ProfileWarnings(missing, stale, missing_by, stale_by, tuple(examples))

@@ -1,0 +1,138 @@
+"""Checks made when the plan is made, before anything is built or installed."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from recipes.config import Config
+from recipes.errors import ConfigError
+from recipes.llvm import boltlib as bolt
+from recipes.runner import capture
+from recipes.store import ProfileStore
+from recipes.toolchain import emulation, zig
+from recipes.toolchain.rustc import RustcInfo, find_profdata, rustc_sysroot
+from recipes.toolchain.rustflags import rust_triple
+
+
+def check(
+    config: Config, env: Mapping[str, str], target: str, bin_name: str | None = None, *, instruments: bool = True
+) -> None:
+    """Refuse, before any build or install, what can be known to fail from the configuration alone.
+
+    ``instruments``: the session builds the instrumented binary (cargo zigbuild then needs a generate linker).
+    ``bin_name`` is the crate's binary, for the default store ``/tmp/<bin>-pgo``; without it (and without
+    ``PGO_BIN``) only a configured ``PGO_PROFILE_STORE`` is checked here.
+    """
+    zig.check_target(config.cargo, target)
+    if instruments:
+        zig.check_generate_linker(config.cargo, config.generate_linker, rust_triple(target))
+    check_target_triple(target, env)
+    root = store_root(config, bin_name or config.bin)
+    if root is not None:
+        check_store(root)
+        check_apart(config.out, root)
+
+
+def check_tools(config: Config, env: Mapping[str, str], rustc: RustcInfo, *, profdata: bool, bolt_tools: bool) -> None:
+    """The LLVM tools the session will run, found and of rustc's LLVM major, before anything is built: an
+    llvm-profdata of another major or a program that is none (``PGO_LLVM_PROFDATA``) would otherwise be refused
+    only after the instrumented build and the training; llvm-bolt and merge-fdata (``PGO_LLVM_BOLT``) and
+    ``PGO_BOLT_ARGS`` only after the optimised build."""
+    if profdata:
+        find_profdata(rustc, rustc_sysroot(env), env, config.llvm_profdata)
+    if bolt_tools:
+        bolt.find_bolt(rustc, env, config.llvm_bolt)
+        bolt.bolt_args(config.bolt_args)
+
+
+def check_bolt_target(target: str, *, bolt: bool) -> None:
+    """``PGO_BOLT=1`` only for x86_64: the stage's checks and its runtime are tried on x86_64 binaries only."""
+    arch = emulation.triple_arch(rust_triple(target))
+    if bolt and arch != "x86_64":
+        # llvm-bolt reads and writes AArch64, but BOLT's profile comes from its instrumentation runtime, which an
+        # x86_64 machine's bolt-22 has for x86_64 only ("linking object with arch x86_64 into context with arch
+        # aarch64", tried on hello), and perf's branch records need an arm machine
+        runtime = (
+            f"; llvm-bolt's instrumentation runtime on this {emulation.host_arch()} machine is of its own architecture"
+            if emulation.foreign(rust_triple(target))
+            else ""
+        )
+        raise ConfigError(
+            f"PGO_BOLT=1 is not supported for {arch} (PGO_TARGET={target}): the BOLT stage is checked on x86_64 only"
+            + runtime,
+            "unset PGO_BOLT for this target",
+        )
+
+
+def store_root(config: Config, bin_name: str | None) -> Path | None:
+    """The profile store the plan will use: ``PGO_PROFILE_STORE``, else ``/tmp/<bin>-pgo`` (None: not known yet)."""
+    if config.store is not None:
+        return config.store
+    return Path("/tmp") / f"{bin_name}-pgo" if bin_name else None
+
+
+def check_store(root: Path) -> None:
+    """The store's owner, mode, not-a-symlink and parents, checked without creating anything."""
+    ProfileStore(root).check()
+
+
+def check_apart(work: Path, store: Path) -> None:
+    """The work dir and the profile store must not hold one another (as written, nor as symlinks resolve them):
+    every stage rewrites the work dir, and the store must hold only the profiles whose names it checks."""
+    for out, root in ((work, store), (Path(os.path.realpath(work)), Path(os.path.realpath(store)))):
+        if out == root:
+            where = f"the work dir PGO_OUT={work} is the profile store {store}"
+        elif out.is_relative_to(root):
+            where = f"the work dir PGO_OUT={work} is inside the profile store {store}"
+        elif root.is_relative_to(out):
+            where = f"the profile store {store} is inside the work dir PGO_OUT={work}"
+        else:
+            continue
+        raise ConfigError(
+            where + ("" if (out, root) == (work, store) else f" (as symlinks resolve them: {out} and {root})"),
+            "give PGO_OUT and PGO_PROFILE_STORE paths outside one another",
+        )
+
+
+def target_list(env: Mapping[str, str]) -> list[str]:
+    """The triples this rustc knows (``rustc --print target-list``)."""
+    return capture([env.get("RUSTC", "rustc"), "--print", "target-list"], env=env).split()
+
+
+def _custom_target(triple: str, env: Mapping[str, str]) -> bool:
+    """A target spec file: a path ending in .json, or ``<triple>.json`` in a directory of RUST_TARGET_PATH."""
+    if triple.endswith(".json"):
+        return True
+    return any(
+        (Path(directory) / f"{triple}.json").is_file()
+        for directory in env.get("RUST_TARGET_PATH", "").split(os.pathsep)
+        if directory
+    )
+
+
+def check_target_triple(target: str, env: Mapping[str, str], *, source: str = "PGO_TARGET") -> None:
+    """The target (without a zigbuild glibc suffix) must be one this rustc knows; ``source``: where it was given
+    (``--target`` of a release of several targets)."""
+    triple = rust_triple(target)
+    if _custom_target(triple, env):
+        return
+    known = target_list(env)
+    if triple in known:
+        return
+    # a misspelt triple with a glibc suffix (x86_64-unknown-linux-gun.2.28): suggest the triple with the suffix
+    suffix = re.search(r"\.\d+\.\d+$", triple)
+    bare = triple[: suffix.start()] if suffix else triple
+    nearest = difflib.get_close_matches(bare, known, n=1, cutoff=0.0)
+    suggestion = ""
+    if nearest:
+        with_suffix = nearest[0] + suffix.group() if suffix else nearest[0]
+        suggestion = f"did you mean {with_suffix if rust_triple(with_suffix) == nearest[0] else nearest[0]}? "
+    what = f"{source}={target}" + (f" ({triple} without its glibc suffix)" if triple != target else "")
+    raise ConfigError(
+        f"{what} is not a target this rustc knows",
+        f"{suggestion}see `rustc --print target-list` for the valid triples",
+    )

@@ -1,0 +1,288 @@
+"""The Rust toolchain and the llvm-profdata that matches it.
+
+rustc writes raw profiles in the format of its own LLVM; only an llvm-profdata of the same LLVM
+major version reads them correctly. An older one refuses, a newer one may half-merge. So the
+llvm-profdata is found by rustc's LLVM major and any other is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipes.errors import CommandFailed, ToolchainError
+from recipes.runner import capture, query
+from recipes.toolchain.rustflags import CargoConfigFile
+
+
+@dataclass(frozen=True)
+class RustcInfo:
+    """What ``rustc -vV`` says."""
+
+    release: str
+    host: str
+    commit_hash: str
+    llvm_version: str
+
+    @property
+    def llvm_major(self) -> int:
+        return int(self.llvm_version.split(".")[0])
+
+
+def parse_rustc_vv(text: str) -> RustcInfo:
+    """Parse the output of ``rustc -vV``."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    missing = [k for k in ("release", "host", "LLVM version") if k not in fields]
+    if missing:
+        raise ToolchainError(
+            f"rustc -vV output lacks {', '.join(missing)}", "is `rustc` a real rustc? check `rustc -vV`"
+        )
+    return RustcInfo(
+        release=fields["release"],
+        host=fields["host"],
+        commit_hash=fields.get("commit-hash", "unknown"),
+        llvm_version=fields["LLVM version"],
+    )
+
+
+_LLVM_VERSION = re.compile(r"LLVM version (\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_llvm_version(text: str, tool: str = "llvm-profdata") -> str:
+    """The LLVM version an LLVM tool's ``--version`` prints (``Debian LLVM version 22.1.8``)."""
+    match = _LLVM_VERSION.search(text)
+    if not match:
+        raise ToolchainError(f"cannot read an LLVM version from {tool} --version", f"is it {tool}?")
+    return ".".join(g for g in match.groups() if g is not None)
+
+
+def rustc_info(env: Mapping[str, str]) -> RustcInfo:
+    rustc = env.get("RUSTC", "rustc")
+    return parse_rustc_vv(capture([rustc, "-vV"], env=env))
+
+
+def rustc_sysroot(env: Mapping[str, str]) -> Path:
+    rustc = env.get("RUSTC", "rustc")
+    return Path(capture([rustc, "--print", "sysroot"], env=env).strip())
+
+
+def cargo_version(env: Mapping[str, str], cwd: Path | None = None) -> str:
+    return capture(["cargo", "--version"], env=env, cwd=cwd).strip()
+
+
+@dataclass(frozen=True)
+class ResolvedRustc:
+    """The rustc cargo builds with where it runs: its absolute path (a rustup proxy's toolchain's own rustc), how it
+    was chosen (``source``), the rustup toolchain (None when rustup did not choose it) and what ``-vV`` says."""
+
+    path: Path
+    source: str
+    toolchain: str | None
+    info: RustcInfo
+
+
+def split_toolchain(cargo: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The ``+toolchain`` of a cargo command (``cargo +1.94.0 build``) and the command without it."""
+    words = list(cargo)
+    if len(words) > 1 and words[1].startswith("+"):
+        return words[1][1:], [words[0], *words[2:]]
+    return None, words
+
+
+def _quiet(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a question to rustup: its errors one line, without a backtrace."""
+    return {**env, "RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0"}
+
+
+def _program(cwd: Path, env: Mapping[str, str], configs: Sequence[CargoConfigFile]) -> tuple[str, str, Path]:
+    """The rustc program cargo runs (RUSTC > CARGO_BUILD_RUSTC > ``build.rustc`` > rustc), where that was said,
+    and the directory a relative path in it is relative to."""
+    for var in ("RUSTC", "CARGO_BUILD_RUSTC"):
+        if env.get(var, "").strip():
+            return env[var].strip(), var, cwd
+    for config in configs:
+        build = config.data.get("build")
+        value = build.get("rustc") if isinstance(build, dict) else None
+        if isinstance(value, str) and value.strip():
+            return value.strip(), f"build.rustc in {config.path}", config.path.parent.parent
+    return "rustc", "default", cwd
+
+
+def _which(program: str, where: str, base: Path, env: Mapping[str, str]) -> Path:
+    if "/" in program:
+        path = Path(program).expanduser()
+        path = path if path.is_absolute() else base / path
+        if path.is_file() and os.access(path, os.X_OK):
+            return path.absolute()
+    elif found := shutil.which(program, path=env.get("PATH", os.defpath)):
+        return Path(found).absolute()
+    raise ToolchainError(
+        f"{where} names rustc {program}, which is no program here (looked for from {base})",
+        "give the path of a rustc, or unset it",
+    )
+
+
+_REASON = re.compile(r"^(\S+) \((.*)\)")
+
+
+def _rustup_source(reason: str, plus: str | None) -> str:
+    """How rustup chose the toolchain, from the reason ``rustup show active-toolchain`` gives."""
+    if plus is not None:
+        return f"+{plus} in PGO_CARGO"
+    if "RUSTUP_TOOLCHAIN" in reason:
+        return "RUSTUP_TOOLCHAIN"
+    if file := re.search(r"overridden by '([^']+)'", reason):
+        return f"{Path(file.group(1)).name} at {file.group(1)}"
+    if override := re.search(r"directory override for '([^']+)'", reason):
+        return f"rustup override of {override.group(1)}"
+    return "default"
+
+
+def _not_chosen(message: str, cwd: Path, env: Mapping[str, str], plus: str | None) -> ToolchainError:
+    """rustup's refusal to choose a toolchain in ``cwd`` in one line: a toolchain that is not installed named with who
+    pins it, where, and the command that installs it; anything else (a toolchain file it cannot parse) as rustup
+    says it."""
+    name = re.search(r"toolchain '([^']+)' is not installed", message)
+    if name is None:
+        return ToolchainError(
+            f"rustup cannot choose a Rust toolchain for the crate in {cwd}: {message}",
+            "fix what rustup names (`rustup show active-toolchain` there says the same)",
+        )
+    toolchain = name.group(1)
+    file = re.search(r"toolchain file at '([^']+)'", message)
+    if plus is not None:
+        who = f"+{plus} in PGO_CARGO"
+    elif file is not None:
+        who = f"{Path(file.group(1)).name} at {file.group(1)}"
+    elif env.get("RUSTUP_TOOLCHAIN"):
+        who = "RUSTUP_TOOLCHAIN"
+    else:
+        who = "rustup's settings"
+    return ToolchainError(
+        f"Rust toolchain {toolchain} is not installed: {who} chooses it for the crate in {cwd}",
+        f"install it there: cd {cwd} && rustup toolchain install {toolchain} --profile minimal -c llvm-tools",
+    )
+
+
+def _rustup_toolchain(rustup: Path, cwd: Path, env: Mapping[str, str], plus: str | None) -> tuple[str, str]:
+    """The toolchain rustup chooses in ``cwd`` and how (one it cannot choose refused in one line)."""
+    done = query([str(rustup), "show", "active-toolchain"], env=_quiet(env), cwd=cwd)
+    match = _REASON.match(done.stdout.strip())
+    if done.returncode != 0 or match is None:
+        said = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        first = next((line for line in said if line.lower().startswith("error")), said[0] if said else "no output")
+        raise _not_chosen(re.sub(r"^error:\s*", "", first, flags=re.IGNORECASE), cwd, env, plus)
+    return match.group(1), _rustup_source(match.group(2), plus)
+
+
+def _rustup_of(path: Path, env: Mapping[str, str]) -> Path | None:
+    """rustup, when ``path`` is one of its proxies (a symbolic or a hard link to it), else None."""
+    if path.resolve().name.startswith("rustup"):
+        return path.resolve()
+    found = shutil.which("rustup", path=env.get("PATH", os.defpath))
+    return Path(found) if found is not None and Path(found).samefile(path) else None
+
+
+def resolve_rustc(
+    cwd: Path, env: Mapping[str, str], configs: Sequence[CargoConfigFile], plus: str | None = None
+) -> tuple[ResolvedRustc, dict[str, str]]:
+    """The rustc cargo builds with in ``cwd`` (the crate's directory), asked once, before anything is built: the
+    toolchain (``+X`` of PGO_CARGO > RUSTUP_TOOLCHAIN > rustup's override or rust-toolchain(.toml) > default)
+    and the program (RUSTC > CARGO_BUILD_RUSTC > ``build.rustc`` of the cargo configs > rustc). Returns it and a
+    new environment: ``RUSTC`` its absolute path, ``RUSTUP_TOOLCHAIN`` rustup's choice (what ``+X`` is for rustup),
+    so that every later question and the build itself get this compiler."""
+    new = dict(env)
+    if plus is not None:
+        new["RUSTUP_TOOLCHAIN"] = plus
+    program, where, base = _program(cwd, new, configs)
+    path = _which(program, where, base, new)
+    toolchain: str | None = None
+    source = where
+    if rustup := _rustup_of(path, new):  # a rustup proxy: the toolchain's own rustc
+        toolchain, chosen = _rustup_toolchain(rustup, cwd, new, plus)
+        new["RUSTUP_TOOLCHAIN"] = toolchain
+        source = chosen if where == "default" else f"{where} ({chosen})"
+        sysroot = Path(capture([str(path), "--print", "sysroot"], env=_quiet(new), cwd=cwd).strip())
+        path = sysroot / "bin" / "rustc"
+    info = parse_rustc_vv(capture([str(path), "-vV"], env=new, cwd=cwd))
+    new["RUSTC"] = str(path)
+    return ResolvedRustc(path, source, toolchain, info), new
+
+
+@dataclass(frozen=True)
+class ProfdataTool:
+    path: Path
+    llvm_version: str
+
+    @property
+    def llvm_major(self) -> int:
+        return int(self.llvm_version.split(".")[0])
+
+
+def tool_version(argv: list[str], tool: str, hint: str, env: Mapping[str, str]) -> str:
+    """The LLVM version ``argv`` (an LLVM tool's version query, run with ``env``) prints; a program that fails it
+    or prints no LLVM version is not ``tool``, in one line naming it."""
+    query = " ".join(argv)
+    try:
+        return parse_llvm_version(capture(argv, env=env), tool)
+    except CommandFailed as exc:
+        detail = exc.message.rsplit(" failed ", 1)[-1]  # with exit code N: its last line of stderr
+        raise ToolchainError(f"{argv[0]} is not {tool}: `{query}` failed {detail}", hint) from exc
+    except ToolchainError as exc:
+        raise ToolchainError(f"{argv[0]} is not {tool}: `{query}` prints no LLVM version", hint) from exc
+
+
+def profdata_version(path: Path, env: Mapping[str, str], hint: str = "give llvm-profdata") -> str:
+    # `merge --version` works on every LLVM release; a bare `--version` does not on LLVM 14.
+    return tool_version([str(path), "merge", "--version"], "llvm-profdata", hint, env)
+
+
+def profdata_candidates(info: RustcInfo, sysroot: Path, search_path: str) -> list[Path]:
+    """Where an llvm-profdata of rustc's LLVM may be, best first."""
+    major = info.llvm_major
+    candidates = [sysroot / "lib" / "rustlib" / info.host / "bin" / "llvm-profdata"]
+    named = shutil.which(f"llvm-profdata-{major}", path=search_path)
+    if named:
+        candidates.append(Path(named))
+    candidates.append(Path(f"/usr/lib/llvm-{major}/bin/llvm-profdata"))
+    return candidates
+
+
+def find_profdata(info: RustcInfo, sysroot: Path, env: Mapping[str, str], explicit: str | None) -> ProfdataTool:
+    """The llvm-profdata to merge with: PGO_LLVM_PROFDATA if given, else one of rustc's LLVM major.
+
+    Whatever is chosen must be of rustc's LLVM major version, or it is refused.
+    """
+    rustup = f" --toolchain {sysroot.name}" if sysroot.parent.name == "toolchains" else ""
+    fix = (
+        f"use rustc's own (`rustup component add llvm-tools{rustup}`) or one of LLVM {info.llvm_major} "
+        f"(Debian: `apt-get install llvm-{info.llvm_major}`)"
+    )
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file() or not os.access(path, os.X_OK):
+            found = shutil.which(explicit, path=env.get("PATH", os.defpath))
+            if not found:
+                raise ToolchainError(f"PGO_LLVM_PROFDATA={explicit}: no such program", fix)
+            path = Path(found)
+        tool = ProfdataTool(path, profdata_version(path, env, fix))
+    else:
+        existing = [p for p in profdata_candidates(info, sysroot, env.get("PATH", os.defpath)) if p.is_file()]
+        if not existing:
+            raise ToolchainError(f"no llvm-profdata of LLVM {info.llvm_major} (rustc {info.release}) found", fix)
+        tool = ProfdataTool(existing[0], profdata_version(existing[0], env, fix))
+    if tool.llvm_major != info.llvm_major:
+        raise ToolchainError(
+            f"{tool.path} is LLVM {tool.llvm_version} but rustc {info.release} is LLVM {info.llvm_version}: "
+            f"it cannot read this rustc's raw profiles correctly",
+            fix,
+        )
+    return tool

@@ -1,0 +1,281 @@
+"""Where the profile flags go, and what must not be lost on the way.
+
+The profile flags go only in ``CARGO_TARGET_<TRIPLE>_RUSTFLAGS``. Cargo joins that variable with the
+``target.<triple>.rustflags`` of its config files, but it *replaces* ``[build] rustflags`` with it, and
+``RUSTFLAGS`` / ``CARGO_ENCODED_RUSTFLAGS`` replace everything. So: those two are refused, and
+``build.rustflags`` are carried over into the per-target variable exactly when the plain build would
+have used them.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recipes.errors import ConfigError, EnvironmentRefused
+from recipes.inputs import read_text
+from recipes.runner import say
+
+_GLIBC_SUFFIX = re.compile(r"^(?P<triple>.+-gnu[a-z0-9]*)\.(?P<glibc>\d+\.\d+)$")
+
+
+def rust_triple(target: str) -> str:
+    """The rustc triple of a cargo-zigbuild target: ``x86_64-unknown-linux-gnu.2.28`` -> without the suffix."""
+    match = _GLIBC_SUFFIX.match(target)
+    return match.group("triple") if match else target
+
+
+def glibc_suffix(target: str) -> str | None:
+    match = _GLIBC_SUFFIX.match(target)
+    return match.group("glibc") if match else None
+
+
+def target_rustflags_var(target: str) -> str:
+    """``CARGO_TARGET_<TRIPLE>_RUSTFLAGS``: the triple upper-cased, ``-`` and ``.`` to ``_``."""
+    triple = rust_triple(target)
+    return "CARGO_TARGET_" + re.sub(r"[-.]", "_", triple).upper() + "_RUSTFLAGS"
+
+
+PROFILE_OPTIONS = ("profile-generate", "profile-use", "profile-sample-use")
+#: the unstable (``-Z``, nightly) options that profile a build: a sample profile in, or gcov's instrumentation
+UNSTABLE_PROFILE_OPTIONS = ("profile-sample-use", "profile")
+
+
+def profile_flags_in(flags: Sequence[str]) -> list[str]:
+    """The profile flags among ``flags`` (``-Cprofile-use=…``, ``-C profile-use=…``, ``--codegen …``,
+    ``-Cprofile_use=…``, and the unstable ``-Zprofile-sample-use=…``, ``-Z profile``)."""
+    found: list[str] = []
+    previous = ""
+    for flag in flags:
+        option, unstable = "", ""
+        if flag.startswith("-C") and len(flag) > 2:
+            option = flag[2:]
+        elif flag.startswith("--codegen="):
+            option = flag[len("--codegen=") :]
+        elif previous in {"-C", "--codegen"}:
+            option = flag
+        elif flag.startswith("-Z") and len(flag) > 2:
+            unstable = flag[2:]
+        elif previous == "-Z":
+            unstable = flag
+        # rustc reads an option's name with _ for - too (-Cprofile_use=)
+        if (
+            option.split("=")[0].replace("_", "-") in PROFILE_OPTIONS
+            or unstable.split("=")[0].replace("_", "-") in UNSTABLE_PROFILE_OPTIONS
+        ):
+            found.append(flag if not previous or flag.startswith("-") else f"{previous} {flag}")
+        previous = flag
+    return found
+
+
+def target_cpu_in(flags: Sequence[str]) -> str | None:
+    """The ``target-cpu`` the flags set, if any (release builds should set none)."""
+    cpu = None
+    previous = ""
+    for flag in flags:
+        option = flag[2:] if flag.startswith("-C") and len(flag) > 2 else (flag if previous == "-C" else "")
+        if option.startswith("target-cpu="):
+            cpu = option.split("=", 1)[1]
+        previous = flag
+    return cpu
+
+
+def refuse_global_rustflags(env: Mapping[str, str]) -> None:
+    for name in ("CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS"):
+        if name in env:
+            raise EnvironmentRefused(
+                f"{name} is set (to {env[name]!r}): cargo then ignores every rustflags of .cargo/config.toml "
+                "and the build would silently differ from the plain one",
+                f"unset {name}; put flags in {target_rustflags_var('<triple>')} or .cargo/config.toml",
+            )
+
+
+@dataclass(frozen=True)
+class CargoConfigFile:
+    path: Path
+    data: dict[str, Any]
+
+
+def cargo_config_files(cwd: Path, env: Mapping[str, str]) -> list[CargoConfigFile]:
+    """The config files cargo reads when run in ``cwd``: each directory up to /, then $CARGO_HOME."""
+    paths: list[Path] = []
+    for directory in (cwd, *cwd.parents):
+        for name in ("config.toml", "config"):
+            candidate = directory / ".cargo" / name
+            if candidate.is_file():
+                paths.append(candidate)
+                break
+    cargo_home = Path(env.get("CARGO_HOME") or Path(env.get("HOME", "~")).expanduser() / ".cargo")
+    for name in ("config.toml", "config"):
+        candidate = cargo_home / name
+        if candidate.is_file():
+            if candidate.resolve() not in {p.resolve() for p in paths}:
+                paths.append(candidate)
+            break
+    files = []
+    for path in paths:
+        try:
+            hint = "save it as UTF-8 text; cargo cannot read it either"
+            text = read_text(path, "the cargo config", ConfigError, hint)
+            files.append(CargoConfigFile(path, tomllib.loads(text)))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}", "fix the file; cargo cannot read it either") from exc
+    return files
+
+
+def _flag_list(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigError(f"{where}: rustflags must be a string or a list of strings", "fix the cargo config")
+
+
+@dataclass(frozen=True)
+class RustflagsPlan:
+    """The flags every build gets before its profile flags, and where they came from."""
+
+    var: str
+    base: tuple[str, ...]
+    carried_from: tuple[str, ...]
+    config_target_flags: tuple[str, ...]
+
+    def with_profile(self, profile_flags: Sequence[str]) -> tuple[str, ...]:
+        return (*self.base, *profile_flags)
+
+
+@dataclass
+class _ConfigFlags:
+    """The rustflags cargo's config files give a target: [build]'s (with where each flag comes from), the
+    target's own table's and the ``cfg(...)`` tables' (cargo joins those whose cfg matches to the target's)."""
+
+    build_flags: list[str] = field(default_factory=list)
+    build_sources: list[str] = field(default_factory=list)
+    flag_sources: list[str] = field(default_factory=list)  # where each of build_flags comes from
+    target_flags: list[str] = field(default_factory=list)
+    cfg_flags: list[tuple[str, list[str]]] = field(default_factory=list)  # (source, flags)
+
+
+def _read_configs(configs: Sequence[CargoConfigFile], triple: str) -> _ConfigFlags:
+    read = _ConfigFlags()
+    for config in configs:
+        build = config.data.get("build", {})
+        if isinstance(build, dict) and "rustflags" in build:
+            source = f"{config.path} [build] rustflags"
+            flags = _flag_list(build["rustflags"], source)
+            read.build_flags += flags
+            read.build_sources.append(source)
+            read.flag_sources += [source] * len(flags)
+        targets = config.data.get("target", {})
+        if not isinstance(targets, dict):
+            continue
+        for name, table in targets.items():
+            if not isinstance(table, dict) or "rustflags" not in table:
+                continue
+            if name == triple:
+                read.target_flags += _flag_list(table["rustflags"], f"{config.path} [target.{name}] rustflags")
+            elif name.startswith("cfg("):
+                source = f"{config.path} [target.'{name}'] rustflags"
+                read.cfg_flags.append((source, _flag_list(table["rustflags"], source)))
+    return read
+
+
+def plan_rustflags(
+    target: str, cwd: Path, env: Mapping[str, str], configs: Sequence[CargoConfigFile] | None = None
+) -> RustflagsPlan:
+    """Work out the base flags for ``target`` as the plain build would get them, or refuse. ``configs``: the
+    cargo config files of ``cwd`` when the caller has read them already (:func:`cargo_config_files`)."""
+    refuse_global_rustflags(env)
+    var = target_rustflags_var(target)
+    triple = rust_triple(target)
+    existing = env.get(var, "").split()
+    read = _read_configs(cargo_config_files(cwd, env) if configs is None else configs, triple)
+    build_flags, build_sources, flag_sources = read.build_flags, read.build_sources, read.flag_sources
+    target_flags, cfg_flags = read.target_flags, read.cfg_flags
+    if "CARGO_BUILD_RUSTFLAGS" in env:
+        flags = env["CARGO_BUILD_RUSTFLAGS"].split()
+        build_flags += flags
+        build_sources.append("CARGO_BUILD_RUSTFLAGS")
+        flag_sources += ["CARGO_BUILD_RUSTFLAGS"] * len(flags)
+    for where, flags in (
+        (var, existing),
+        ("cargo config target rustflags", target_flags),
+        ("; ".join(build_sources), build_flags),
+        *cfg_flags,
+    ):
+        found = profile_flags_in(flags)
+        if found:
+            raise EnvironmentRefused(
+                f"{where} already holds profile flags ({' '.join(found)})",
+                "remove them: the pipeline adds -Cprofile-generate / -Cprofile-use itself",
+            )
+    carried: list[str] = []
+    if build_flags:
+        plain_uses_build_flags = not existing and not target_flags and not cfg_flags
+        if cfg_flags:
+            raise EnvironmentRefused(
+                f"cannot tell whether {cfg_flags[0][0]} applies to {triple}, and setting {var} would drop "
+                f"{build_sources[0]}",
+                f"move the flags into [target.{triple}] rustflags, which cargo keeps",
+            )
+        if plain_uses_build_flags:
+            _refuse_white_space(build_flags, flag_sources, var, triple)
+            carried = build_flags
+    base = tuple(existing + carried)
+    return RustflagsPlan(
+        var=var,
+        base=base,
+        carried_from=tuple(build_sources) if carried else (),
+        config_target_flags=tuple(target_flags),
+    )
+
+
+def _refuse_white_space(flags: Sequence[str], sources: Sequence[str], var: str, triple: str) -> None:
+    """A carried flag must survive the trip through ``var``, which cargo splits on white space."""
+    for flag, source in zip(flags, sources, strict=True):
+        if any(ch.isspace() for ch in flag):
+            raise EnvironmentRefused(
+                f"{source} has the entry {flag!r}, which contains white space: the pipeline must carry "
+                f"[build] rustflags into {var}, which cargo splits on white space, so rustc would get it "
+                "in pieces",
+                f"write it without spaces, or move the rustflags to [target.{triple}] rustflags, "
+                "which cargo keeps as a list",
+            )
+
+
+def env_with_rustflags(
+    base_env: Mapping[str, str], plan: RustflagsPlan, profile_flags: Sequence[str]
+) -> dict[str, str]:
+    """A new environment with the per-target variable set: the base flags first, then the profile flags."""
+    for flag in profile_flags:
+        if any(ch.isspace() for ch in flag):
+            raise ConfigError(
+                f"{flag!r} contains white space, which {plan.var} cannot carry",
+                "use a work dir and profile store whose paths have no spaces",
+            )
+    env = dict(base_env)
+    env[plan.var] = " ".join(plan.with_profile(profile_flags))
+    return env
+
+
+def plain_env(base_env: Mapping[str, str], plan: RustflagsPlan) -> dict[str, str]:
+    """The environment of a build without profile flags, with exactly the flags the PGO builds share."""
+    env = dict(base_env)
+    if plan.base:
+        env[plan.var] = " ".join(plan.base)
+    return env
+
+
+def target_cpu_warning(flags: RustflagsPlan) -> str | None:
+    """The ``target-cpu`` the build's flags set (a release build sets none), with a warning line when set."""
+    cpu = target_cpu_in([*flags.base, *flags.config_target_flags])
+    if cpu is not None:
+        say(
+            f"warning: the build's flags set target-cpu={cpu}: the binary needs that processor, not baseline "
+            f"x86-64 (remove it from {flags.var} or .cargo/config.toml for a release build)"
+        )
+    return cpu

@@ -1,0 +1,118 @@
+"""The format of the benchmark's scenarios, as the workload file declares them (``[[bench.scenario]]``,
+profiles/README.md); what the bench does with them is :mod:`recipes.bench`'s.
+
+A scenario runs against an instance: a ``[[bench.instance]]`` of the file, or one of its training
+``[[instance]]`` tables (by name, with its args, config template, env and cwd; its phases are not run). Its
+``kind`` is one of the training's: ``http`` and ``handshakes`` against a server instance (the server's CPU
+time per request), ``command`` against a command instance (the child's CPU time per run). Each trial is a
+fixed count (requests, handshakes or runs, never a duration), so a slow machine measures the same work as a
+fast one; ``--scale`` multiplies the counts (the tests use tiny trials).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from recipes.schema import Table
+from recipes.workload.fields import MAX_RUNS, iter_paths, parse_expect
+from recipes.workload.model import Instance, Scenario
+
+#: scenario kinds and the instance mode each runs against
+KINDS = {"http": "server", "handshakes": "server", "command": "command"}
+HOW_TO_ADD = "add a [[bench.scenario]] table (name, instance, kind: see 'Bench scenarios' in profiles/README.md)"
+
+
+def parse_scenario(table: Table, instances: dict[str, Instance]) -> Scenario:
+    """One ``[[bench.scenario]]`` table; ``instances`` are those it may name (bench ones first)."""
+    name = table.named("scenario")
+    title = table.string("title", name)
+    instance_name = table.string("instance", required=True, choices=instances)
+    instance = instances[instance_name]
+    kind = table.string("kind", required=True, choices=KINDS)
+    if KINDS[kind] != instance.mode:
+        raise table.error(
+            "kind",
+            f"a {kind!r} scenario runs against a {KINDS[kind]!r} instance, and {instance_name!r} is a "
+            f"{instance.mode!r} one",
+            f"name a mode = {KINDS[kind]!r} instance",
+        )
+    warmup = table.integer("warmup", minimum=0)
+    scenario = _parse_kind(table, name, title, kind, instance, warmup)
+    return replace(scenario, declared_held_out=table.boolean("held_out"))
+
+
+def _parse_kind(table: Table, name: str, title: str, kind: str, instance: Instance, warmup: int | None) -> Scenario:
+    if kind == "command":
+        runs = table.integer("runs", 1, minimum=1)
+        if runs > MAX_RUNS:
+            raise table.error("runs", f"{runs} is too many", f"at most {MAX_RUNS}")
+        return Scenario(
+            name,
+            title,
+            kind,
+            instance,
+            runs,
+            warmup,
+            args=tuple(table.strings("args")),
+            stdin=table.string("stdin"),
+            cwd=table.string("cwd"),
+            expect_exit=table.exit_code("expect_exit"),
+        )
+    expect = parse_expect(table)
+    if not expect.endswith("xx") and expect not in {"ok", "any"}:
+        raise table.error("expect", f"{expect!r}: the bench checks classes of status", 'say "ok", "any" or "2xx"')
+    if kind == "handshakes":
+        return _handshakes(table, name, title, instance, warmup, expect)
+    return _http(table, name, title, instance, warmup, expect)
+
+
+def _handshakes(table: Table, name: str, title: str, instance: Instance, warmup: int | None, expect: str) -> Scenario:
+    path = table.string("path", "/health")
+    if not path.startswith("/"):
+        raise table.error("path", f"{path!r} must start with /")
+    batch = table.integer("batch", 50, minimum=1)
+    return Scenario(
+        name,
+        title,
+        "handshakes",
+        instance,
+        table.integer("handshakes", required=True, minimum=1),
+        warmup,
+        paths=(path,),
+        protocol=table.string("protocol", "h1", choices=("h1", "h2")),
+        scheme="https",
+        connections=batch,
+        one_per_connection=True,
+        expect=expect,
+    )
+
+
+def _http(table: Table, name: str, title: str, instance: Instance, warmup: int | None, expect: str) -> Scenario:
+    paths = tuple(iter_paths(table))
+    if not paths:
+        raise table.error("path", "missing", 'add path = "/…" or paths = ["/…", …]')
+    headers = table.strings("headers")
+    for header in headers:
+        if ":" not in header.lstrip(":"):
+            raise table.error("headers", f"{header!r} is not 'name: value'")
+    one_per_connection = bool(table.boolean("one_per_connection", default=False))
+    rps = table.integer("rps", minimum=1)
+    if rps is not None and one_per_connection:
+        raise table.error("rps", "a rate and one_per_connection do not go together", "drop one of them")
+    return Scenario(
+        name,
+        title,
+        "http",
+        instance,
+        table.integer("requests", required=True, minimum=1),
+        warmup,
+        paths=paths,
+        protocol=table.string("protocol", "h2", choices=("h1", "h2")),
+        scheme=table.string("scheme", "http", choices=("http", "https")),
+        connections=table.integer("connections", 4, minimum=1),
+        streams=table.integer("streams", 1, minimum=1),
+        rps=rps,
+        one_per_connection=one_per_connection,
+        headers=tuple(headers),
+        expect=expect,
+    )
