@@ -36,6 +36,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from recipes.bench import builds, counting, counts_report, coverage, design, variants
 from recipes.bench import cpu_report as report
@@ -43,6 +44,7 @@ from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_ga
 from recipes.bench.harness import run_bench
 from recipes.bench.scenarios import held_out, require_scenarios, select
 from recipes.bench.settings import Settings, choose_cores
+from recipes.bench.timing import CpuTime
 from recipes.claim import CrateIdentity, Held, claim
 from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
@@ -200,6 +202,15 @@ class ResultFiles:
     def chart(self) -> Path:
         return self.out.chart
 
+    def refuse_invalid(self, results: Sequence[report.Result[Any]]) -> None:
+        """A run with an invalid scenario fails (after everything is written), of either measure."""
+        bad = [r for r in results if not r.valid]
+        if bad:
+            raise BenchError(
+                f"{len(bad)} of {len(results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
+                f"see {self.markdown} and the logs in {self.out.runs}",
+            )
+
 
 @dataclass(frozen=True)
 class Outcome(ResultFiles):
@@ -233,12 +244,7 @@ class Outcome(ResultFiles):
 
     def check(self) -> None:
         """A run with an invalid scenario fails (after everything is written)."""
-        bad = [r for r in self.results if not r.valid]
-        if bad:
-            raise BenchError(
-                f"{len(bad)} of {len(self.results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
-                f"see {self.markdown} and the logs in {self.out.runs}",
-            )
+        self.refuse_invalid(self.results)
 
 
 @dataclass(frozen=True)
@@ -280,12 +286,7 @@ class CountsOutcome(ResultFiles):
 
     def check(self) -> None:
         """An invalid scenario fails the run, then a gate that failed (after everything is written)."""
-        bad = [r for r in self.results if not r.valid]
-        if bad:
-            raise BenchError(
-                f"{len(bad)} of {len(self.results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
-                f"see {self.markdown} and the logs in {self.out.runs}",
-            )
+        self.refuse_invalid(self.results)
         raise_gate(self.verdicts, self.markdown)
 
 
@@ -404,12 +405,12 @@ def _run(
         command=shlex.join(["nox", "-s", "bench", *(["--", *posargs] if posargs else [])]),
     )
     if args.measure == "counts":
-        results, meta = counting.run_counts(settings, counting.find_tools(environ, scenarios), args.gate)
+        counted = counting.ValgrindCounts(counting.find_tools(environ, scenarios), args.gate)
+        results, meta = run_bench(settings, counted)
         verdicts = check_gate(args.gate, results, report.labels(meta, results[0].builds)) if args.gate.on else []
         if verdicts:
             meta["gate"] = {**args.gate.as_json(), "verdicts": verdicts}
-            counts_report.write_json(out.results_json, results, meta)
-            counts_report.write_markdown(out.results_md, results, meta)
+            report.write_results(out, results, meta, counted.markdown, counted.heading)
         return CountsOutcome(out, results, meta, verdicts)
     check_coverage = None
     if args.coverage:
@@ -417,4 +418,4 @@ def _run(
             check_coverage = coverage.checker_for_given(config, [binary for binary, _ in candidates], plan)
         else:
             check_coverage = coverage.checker(plan())
-    return Outcome(out, run_bench(settings, check_coverage), settings.meta())
+    return Outcome(out, run_bench(settings, CpuTime(), check_coverage)[0], settings.meta())

@@ -1,5 +1,6 @@
 """A command scenario's runs: its arguments, working directory and stdin filled, the binary run a fixed number
-of times (each in its own process group, pinned to the server's core), their CPU time from ``wait4``."""
+of times (each in its own process group, pinned to the server's core), their CPU time from ``wait4``: the one
+process loop of both measures (the counts wrap each run in cachegrind through :class:`Runs`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from recipes import procs
 from recipes.bench import canary
+from recipes.bench.settings import Build, Place, instance_env
 from recipes.errors import ConfigError
 from recipes.procs import describe_exit
 from recipes.runner import say
@@ -44,6 +46,31 @@ def command_parts(scenario: Scenario, values: Mapping[str, str], env: Mapping[st
     return args, cwd
 
 
+class Runs:
+    """What the process loop does around each run: here nothing, each run as it is (CPU time); the counts run
+    each under cachegrind (:class:`recipes.bench.counting.Cachegrind`)."""
+
+    under = ""  # said after a run's exit: " under valgrind"
+
+    def argv(self, number: int, argv: list[str]) -> list[str]:  # noqa: ARG002  (the interface)
+        """Run ``number``'s command line."""
+        return argv
+
+    def ended(self, number: int) -> None:
+        """After run ``number``, however it ended (may refuse)."""
+
+    def counted(self, number: int) -> None:
+        """After run ``number`` exited as expected."""
+
+    def limit(self, timeout: float) -> str:
+        """The limit a run overran, in its problem."""
+        return f"{timeout:g} s and was killed"
+
+    def see(self, number: int, log: Path) -> Path:  # noqa: ARG002  (the interface)
+        """The log a run's unexpected exit points to."""
+        return log
+
+
 def run_command(
     binary: Path,
     scenario: Scenario,
@@ -55,8 +82,11 @@ def run_command(
     log: Path,
     stdin: Path | None,
     timeout: float,
+    runs: Runs | None = None,
 ) -> CommandRuns:
-    """``count`` runs of ``binary`` (each in its own process group, on ``core``), their CPU time added up."""
+    """``count`` runs of ``binary`` (each in its own process group, on ``core``), their CPU time added up;
+    ``runs`` (CPU time's by default) says what each run's command line is and what is done after it."""
+    hooks = runs if runs is not None else Runs()
     args, cwd = command_parts(scenario, values, env)
     argv = [str(binary), *args]
     deadline = time.monotonic() + timeout
@@ -70,9 +100,10 @@ def run_command(
             stack.enter_context(canary.pinned({core}))  # the children inherit the core
         out = stack.enter_context(log.open("wb"))
         for number in range(1, count + 1):
+            run_argv = hooks.argv(number, argv)
             source = stack.enter_context(stdin.open("rb")) if stdin is not None else None
             proc, tag = procs.start_group(
-                argv,
+                run_argv,
                 env,
                 cwd=cwd,
                 stdin=source if source is not None else procs.DEVNULL,
@@ -85,19 +116,41 @@ def run_command(
                 source.close()
             user += usage.ru_utime
             system += usage.ru_stime
+            hooks.ended(number)
             if not exited:
-                problem = f"run {number} of {count} did not finish within {timeout:g} s and was killed"
+                problem = f"run {number} of {count} did not finish within {hooks.limit(timeout)}"
                 break
             if returncode != scenario.expect_exit:
                 problem = (
-                    f"run {number} of {count} exited with {describe_exit(returncode)}, "
-                    f"expected {scenario.expect_exit} (see {log})"
+                    f"run {number} of {count} exited with {describe_exit(returncode)}{hooks.under}, "
+                    f"expected {scenario.expect_exit} (see {hooks.see(number, log)})"
                 )
                 break
+            hooks.counted(number)
             done += 1
     if leftovers:
         say(f"scenario {scenario.name}: its runs {procs.leftovers_line(leftovers)}")
     return CommandRuns(done, user, system, time.perf_counter() - start, problem)
+
+
+def build_runs(
+    build: Build, count: int, log: Path, at: Place, stdin: Path | None, factor: float = 1.0, runs: Runs | None = None
+) -> CommandRuns:
+    """``count`` runs of a build as a bench trial (or warm-up) runs them: on the server's core, in the
+    instance's environment, within ``factor`` times --trial-timeout, logged to ``log``."""
+    scenario, settings, setup, _workdir = at
+    return run_command(
+        build.binary,
+        scenario,
+        count,
+        core=settings.server_core,
+        values=setup.values,
+        env=instance_env(scenario.instance, settings.env, setup.values),
+        log=log,
+        stdin=stdin,
+        timeout=settings.trial_timeout * factor,
+        runs=runs,
+    )
 
 
 def stdin_file(scenario: Scenario, values: Mapping[str, str], env: Mapping[str, str], workdir: Path) -> Path | None:

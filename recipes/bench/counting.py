@@ -22,17 +22,14 @@ valgrind is ~50 times slower than the machine: the readiness limit and the trial
 
 from __future__ import annotations
 
-import shutil
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recipes import procs
-from recipes.bench import canary, procstat
-from recipes.bench.commands import command_parts, stdin_file
+from recipes.bench import counts_report, procstat
+from recipes.bench.commands import Runs, build_runs
 from recipes.bench.counts import (
     CACHEGRIND,
     CALLGRIND,
@@ -46,15 +43,15 @@ from recipes.bench.counts import (
     refuse_unknown_instruction,
     version,
 )
-from recipes.bench.counts_report import CountsResult, CountTrial, Gate, too_short, write_json, write_markdown
+from recipes.bench.counts_report import CountsResult, CountTrial, Gate, too_short
 from recipes.bench.cpu_report import build_keys
+from recipes.bench.harness import Measure
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.scenarios import held_out
-from recipes.bench.servers import Server, start_server, stop_server, tail_line
-from recipes.bench.settings import Build, Settings, Setup, instance_env, raise_open_files_limit, started_setup
+from recipes.bench.servers import Server, start_server, tail_line
+from recipes.bench.settings import Build, Place, Settings
 from recipes.errors import BenchError, PgoError
 from recipes.inputs import read_text
-from recipes.procs import describe_exit
 from recipes.runner import TimedOut, log_tail, query, say
 from recipes.workload import Scenario
 
@@ -87,74 +84,44 @@ def find_tools(environ: Mapping[str, str], scenarios: list[Scenario]) -> Tools:
 # ---------------------------------------------------------------------------------------------- commands
 
 
-def count_command(
-    build: Build,
-    scenario: Scenario,
-    key: str,
-    index: int,
-    *,
-    settings: Settings,
-    setup: Setup,
-    workdir: Path,
-    stdin: Path | None,
-    tools: Tools,
-) -> CountTrial:
-    """One trial of a command scenario: its runs, each under cachegrind, their totals added."""
-    env = instance_env(scenario.instance, settings.env, setup.values)
-    args, cwd = command_parts(scenario, setup.values, env)
-    deadline = time.monotonic() + settings.trial_timeout * TRIAL_FACTOR
-    total = Counts({})
-    files: list[str] = []
-    done = 0
-    leftovers: list[procs.Leftover] = []
-    problem = ""
-    start = time.perf_counter()
-    with ExitStack() as stack:
-        stack.enter_context(canary.pinned({settings.server_core}))
-        out = stack.enter_context((workdir / f"{key}-trial-{index}.log").open("wb"))
-        for number in range(1, scenario.count + 1):
-            stem = workdir / f"{key}-trial-{index}-run-{number}"
-            counted, vlog = stem.with_name(stem.name + ".cachegrind.out"), stem.with_name(stem.name + ".valgrind.log")
-            argv = [
-                str(tools.valgrind), *CACHEGRIND, f"--cachegrind-out-file={counted}", f"--log-file={vlog}",
-                str(build.binary), *args,
-            ]  # fmt: skip
-            source = stack.enter_context(stdin.open("rb")) if stdin is not None else None
-            proc, tag = procs.start_group(
-                argv,
-                env,
-                cwd=cwd,
-                stdin=source if source is not None else procs.DEVNULL,
-                stdout=out,
-                stderr=procs.STDOUT,
-            )
-            exited, returncode, _usage, left = procs.reap_group(proc, tag, deadline)
-            leftovers += left
-            if source is not None:
-                source.close()
-            log = read_text(vlog, "valgrind's log", BenchError, "valgrind did not start") if vlog.is_file() else ""
-            refuse_unknown_instruction(build.label, build.binary, log, vlog, tools.version)
-            if not exited:
-                problem = f"run {number} of {scenario.count} did not finish within its limit under valgrind"
-                break
-            if returncode != scenario.expect_exit:
-                problem = (
-                    f"run {number} of {scenario.count} exited with {describe_exit(returncode)} under valgrind, "
-                    f"expected {scenario.expect_exit} (see {vlog})"
-                )
-                break
-            total = total + read_totals(counted)
-            files.append(str(counted))
-            done += 1
-    if leftovers:
-        say(f"scenario {scenario.name}: its runs {procs.leftovers_line(leftovers)}")
-    if not problem:
-        problem = too_short(total, f"a trial of {done} runs", "run")
-    trial = CountTrial(
-        key, index, scenario.count, done, dict(total.events), files, time.perf_counter() - start, problem
-    )
-    _say(scenario, build.label, trial)
-    return trial
+@dataclass
+class Cachegrind(Runs):
+    """A command trial's runs, each under cachegrind (its output file and valgrind's log beside the trial's log),
+    their totals added."""
+
+    tools: Tools
+    build: Build
+    stem: Path  # <workdir>/<key>-trial-<index>
+    total: Counts = field(default_factory=lambda: Counts({}))
+    files: list[str] = field(default_factory=list)
+    under = " under valgrind"
+
+    def _files(self, number: int) -> tuple[Path, Path]:
+        """Run ``number``'s output file and valgrind's log."""
+        stem = self.stem.with_name(f"{self.stem.name}-run-{number}")
+        return stem.with_name(stem.name + ".cachegrind.out"), stem.with_name(stem.name + ".valgrind.log")
+
+    def argv(self, number: int, argv: list[str]) -> list[str]:
+        counted, vlog = self._files(number)
+        return [
+            str(self.tools.valgrind), *CACHEGRIND, f"--cachegrind-out-file={counted}", f"--log-file={vlog}", *argv
+        ]  # fmt: skip
+
+    def ended(self, number: int) -> None:
+        vlog = self._files(number)[1]
+        log = read_text(vlog, "valgrind's log", BenchError, "valgrind did not start") if vlog.is_file() else ""
+        refuse_unknown_instruction(self.build.label, self.build.binary, log, vlog, self.tools.version)
+
+    def counted(self, number: int) -> None:
+        counted = self._files(number)[0]
+        self.total = self.total + read_totals(counted)
+        self.files.append(str(counted))
+
+    def limit(self, timeout: float) -> str:  # noqa: ARG002  (the interface: no seconds under valgrind)
+        return "its limit under valgrind"
+
+    def see(self, number: int, log: Path) -> Path:  # noqa: ARG002  (the interface: valgrind's log instead)
+        return self._files(number)[1]
 
 
 def _say(scenario: Scenario, label: str, trial: CountTrial) -> None:
@@ -167,20 +134,6 @@ def _say(scenario: Scenario, label: str, trial: CountTrial) -> None:
     else:
         verdict = f"INVALID: {trial.problem}"
     say(f"  {scenario.name} {label:>9} #{trial.index}: {verdict} ({trial.wall:.1f} s)")
-
-
-def _command_trials(
-    scenario: Scenario, settings: Settings, setup: Setup, workdir: Path, tools: Tools
-) -> list[CountTrial]:
-    env = instance_env(scenario.instance, settings.env, setup.values)
-    stdin = stdin_file(scenario, setup.values, env, workdir)
-    return [
-        count_command(
-            build, scenario, key, index, settings=settings, setup=setup, workdir=workdir, stdin=stdin, tools=tools
-        )
-        for index, order in settings.rounds
-        for key, build in order
-    ]
 
 
 # ---------------------------------------------------------------------------------------------- servers
@@ -226,158 +179,133 @@ def _dump_file(server_out: Path, trigger: str) -> Path:
     raise BenchError(f"callgrind wrote no dump {trigger!r} beside {server_out}", "see the valgrind log beside it")
 
 
-def count_server(
-    server: Server, scenario: Scenario, key: str, index: int, *, settings: Settings, setup: Setup, workdir: Path,
-    tools: Tools,
-) -> CountTrial:  # fmt: skip
-    """One trial: zero, the requests, quiet, dump; the dump's totals over the requests answered."""
-    argvs = load_argvs(scenario, server, scenario.count, workdir / f"{key}-uris.txt", setup.values)
-    start = time.perf_counter()
-    _control(tools, server, "--zero", env=settings.env)
-    run = run_loads(
-        argvs,
-        core=settings.load_core,
-        env=settings.env,
-        log=workdir / f"{key}-trial-{index}.log",
-        timeout=settings.trial_timeout * TRIAL_FACTOR,
-    )
-    problem = trial_problem(run, scenario.count, scenario.expect)
-    events: dict[str, int] = {}
-    files: list[str] = []
-    binary_events: dict[str, int] | None = None
-    answered = run.result.succeeded if run.result else 0
-    if not server.alive():
-        problem = problem or f"the server exited with {server.child.returncode} during the trial"
-    else:
-        wait_quiet(server.pid)
-        trigger = f"{key}-trial-{index}"
-        _control(tools, server, "--dump", trigger, env=settings.env)
-        dump = _dump_file(workdir / f"{key}.callgrind.out", f"dump {trigger}")
-        text = read_text(dump, "callgrind's dump", BenchError, "see the valgrind log beside it")
-        counts = parse_totals(text, str(dump))
-        events, files = dict(counts.events), [str(dump)]
-        own = own_object(parse_objects(text, str(dump)), server.build.binary)
-        binary_events = dict(own.events) if own is not None else None
-        problem = problem or too_short(counts, f"a trial of {answered} requests", "request")
-    trial = CountTrial(
-        key, index, scenario.count, answered, events, files, time.perf_counter() - start, problem, binary_events
-    )
-    _say(scenario, server.build.label, trial)
-    return trial
+class ValgrindCounts(Measure[CountTrial, CountsResult]):
+    """The counts measure: the builds under valgrind, no canary (the counts do not move with the machine's load),
+    no warm-up of a command (every run starts with cold simulated caches), an instruction valgrind does not know
+    stopping the whole run."""
 
+    under = " under valgrind"
+    slowdown = float(TRIAL_FACTOR)
+    warms_commands = False
+    heading = counts_report.HEADING
 
-def _start_counted(build: Build, scenario: Scenario, key: str, settings: Settings, setup: Setup, workdir: Path,
-                   tools: Tools) -> Server:  # fmt: skip
-    vlog = workdir / f"{key}.valgrind.log"
-    wrapper = [
-        str(tools.valgrind), *CALLGRIND, f"--callgrind-out-file={workdir / f'{key}.callgrind.out'}",
-        f"--log-file={vlog}",
-    ]  # fmt: skip
-    try:
-        return start_server(
-            build,
-            scenario,
-            core=settings.server_core,
-            values=setup.values,
-            env=settings.env,
-            workdir=workdir,
-            shims=settings.out.sigterm,
-            name=key,
-            wrapper=wrapper,
-            ready_timeout=scenario.instance.options.ready_timeout * SLOWDOWN,
+    def __init__(self, tools: Tools, gate: Gate) -> None:
+        self.tools = tools
+        self.gate = gate
+
+    def describe(self, scenario: Scenario, settings: Settings) -> str:
+        return (
+            f"counts: {settings.trials} trials of {scenario.count} {scenario.unit}s under valgrind, "
+            f"{len(settings.builds)} builds"
         )
-    except BenchError:
-        if vlog.is_file():
-            log = read_text(vlog, "valgrind's log", BenchError, "see the server's log")
-            refuse_unknown_instruction(build.label, build.binary, log, vlog, tools.version)
-        raise
 
+    def meta(self, settings: Settings) -> dict[str, Any]:
+        meta: dict[str, Any] = settings.meta()
+        meta.update(valgrind=self.tools.meta(), gate=self.gate.as_json())
+        meta.pop("canary_iterations", None)  # no canary: the counts do not move with the machine's load
+        return meta
 
-def _server_trials(
-    scenario: Scenario, settings: Settings, setup: Setup, workdir: Path, tools: Tools, servers: dict[str, Server]
-) -> list[CountTrial]:
-    for key, build in settings.keyed:
-        servers[key] = _start_counted(build, scenario, key, settings, setup, workdir, tools)
-    for key, server in servers.items():
-        warm = run_loads(
-            load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{key}-uris.txt", setup.values),
+    def start(self, build: Build, key: str, at: Place) -> Server:
+        scenario, settings, setup, workdir = at
+        vlog = workdir / f"{key}.valgrind.log"
+        wrapper = [
+            str(self.tools.valgrind), *CALLGRIND, f"--callgrind-out-file={workdir / f'{key}.callgrind.out'}",
+            f"--log-file={vlog}",
+        ]  # fmt: skip
+        try:
+            return start_server(
+                build,
+                scenario,
+                core=settings.server_core,
+                values=setup.values,
+                env=settings.env,
+                workdir=workdir,
+                shims=settings.out.sigterm,
+                name=key,
+                wrapper=wrapper,
+                ready_timeout=scenario.instance.options.ready_timeout * SLOWDOWN,
+            )
+        except BenchError:
+            if vlog.is_file():
+                log = read_text(vlog, "valgrind's log", BenchError, "see the server's log")
+                refuse_unknown_instruction(build.label, build.binary, log, vlog, self.tools.version)
+            raise
+
+    def server_trial(self, server: Server, key: str, index: int, at: Place) -> CountTrial:
+        """One trial: zero, the requests, quiet, dump; the dump's totals over the requests answered."""
+        scenario, settings, setup, workdir = at
+        argvs = load_argvs(scenario, server, scenario.count, workdir / f"{key}-uris.txt", setup.values)
+        start = time.perf_counter()
+        _control(self.tools, server, "--zero", env=settings.env)
+        run = run_loads(
+            argvs,
             core=settings.load_core,
             env=settings.env,
-            log=workdir / f"{key}-warmup.log",
+            log=workdir / f"{key}-trial-{index}.log",
             timeout=settings.trial_timeout * TRIAL_FACTOR,
         )
-        why = trial_problem(warm, scenario.warmup_requests, scenario.expect)
-        if why:
-            say(f"  {scenario.name}: the warm-up of {server.build.label} did not pass: {why}")
-    return [
-        count_server(server, scenario, key, index, settings=settings, setup=setup, workdir=workdir, tools=tools)
-        for index, order in settings.rounds
-        for key, _ in order
-        for server in (servers[key],)
-    ]
-
-
-# ---------------------------------------------------------------------------------------------- scenarios
-
-
-def count_scenario(scenario: Scenario, settings: Settings, setup: Setup, tools: Tools) -> CountsResult:
-    workdir = settings.out.run(scenario.name)
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
-    say(
-        f"bench: {scenario.name}: {scenario.title} (counts: {settings.trials} trials of {scenario.count} "
-        f"{scenario.unit}s under valgrind, {len(settings.builds)} builds)"
-    )
-    trials: list[CountTrial] = []
-    problem = ""
-    servers: dict[str, Server] = {}
-    try:
-        if scenario.kind == "command":
-            trials = _command_trials(scenario, settings, setup, workdir, tools)
+        problem = trial_problem(run, scenario.count, scenario.expect)
+        events: dict[str, int] = {}
+        files: list[str] = []
+        binary_events: dict[str, int] | None = None
+        answered = run.result.succeeded if run.result else 0
+        if not server.alive():
+            problem = problem or f"the server exited with {server.child.returncode} during the trial"
         else:
-            trials = _server_trials(scenario, settings, setup, workdir, tools, servers)
-    except PgoError as error:
-        if "does not know an instruction" in error.message:
-            raise
-        problem = error.line()
-        say(f"  {scenario.name}: INVALID: {problem}")
-    finally:
-        for key, server in servers.items():
-            code = stop_server(server, max(STOP_LIMIT, scenario.instance.options.stop_timeout))
-            if code != 0 and not problem:
-                problem = (
-                    f"{server.build.label} exited with {describe_exit(code)} on SIGTERM under valgrind (expected 0): "
-                    f"{tail_line(server.log) or log_tail(workdir / f'{key}.valgrind.log', 3, joined=' | ')}"
-                )
-            shutil.rmtree(server.instance_dir, ignore_errors=True)
-    return CountsResult(
-        scenario.name,
-        scenario.title,
-        trials,
-        problem,
-        unit=scenario.unit,
-        held_out=held_out(scenario, settings.workload).as_json(),
-        builds=list(build_keys(len(settings.builds))),
-    )
+            wait_quiet(server.pid)
+            trigger = f"{key}-trial-{index}"
+            _control(self.tools, server, "--dump", trigger, env=settings.env)
+            dump = _dump_file(workdir / f"{key}.callgrind.out", f"dump {trigger}")
+            text = read_text(dump, "callgrind's dump", BenchError, "see the valgrind log beside it")
+            counts = parse_totals(text, str(dump))
+            events, files = dict(counts.events), [str(dump)]
+            own = own_object(parse_objects(text, str(dump)), server.build.binary)
+            binary_events = dict(own.events) if own is not None else None
+            problem = problem or too_short(counts, f"a trial of {answered} requests", "request")
+        trial = CountTrial(
+            key, index, scenario.count, answered, events, files, time.perf_counter() - start, problem, binary_events
+        )
+        _say(scenario, server.build.label, trial)
+        return trial
 
+    def command_trial(self, build: Build, key: str, index: int, at: Place, stdin: Path | None) -> CountTrial:
+        """One trial of a command scenario: its runs, each under cachegrind, their totals added."""
+        scenario, _settings, _setup, workdir = at
+        counted = Cachegrind(self.tools, build, workdir / f"{key}-trial-{index}")
+        runs = build_runs(build, scenario.count, workdir / f"{key}-trial-{index}.log", at, stdin, TRIAL_FACTOR, counted)
+        problem = runs.problem or too_short(counted.total, f"a trial of {runs.done} runs", "run")
+        trial = CountTrial(
+            key, index, scenario.count, runs.done, dict(counted.total.events), counted.files, runs.wall, problem
+        )
+        _say(scenario, build.label, trial)
+        return trial
 
-@contextmanager
-def _load_side(core: int) -> Iterator[None]:
-    with canary.pinned({core}):
-        yield
+    def stop_timeout(self, scenario: Scenario) -> float:
+        return float(max(STOP_LIMIT, scenario.instance.options.stop_timeout))
 
+    def last_words(self, server: Server, at: Place, key: str) -> str:
+        return tail_line(server.log) or log_tail(at.workdir / f"{key}.valgrind.log", 3, joined=" | ")
 
-def run_counts(settings: Settings, tools: Tools, gate: Gate) -> tuple[list[CountsResult], dict[str, Any]]:
-    """Every scenario counted; the JSON and Markdown rewritten after each one."""
-    raise_open_files_limit()
-    scenarios = [s.scaled(settings.scale) for s in settings.scenarios]
-    results: list[CountsResult] = []
-    meta: dict[str, Any] = settings.meta()
-    meta.update(valgrind=tools.meta(), gate=gate.as_json())
-    meta.pop("canary_iterations", None)  # no canary: the counts do not move with the machine's load
-    with started_setup(settings) as setup, _load_side(settings.load_core):
-        for scenario in scenarios:
-            results.append(count_scenario(scenario, settings, setup, tools))
-            write_json(settings.out.results_json, results, meta)
-            write_markdown(settings.out.results_md, results, meta)
-    return results, meta
+    def fatal(self, error: PgoError) -> bool:
+        return "does not know an instruction" in error.message
+
+    def result(
+        self,
+        at: Place,
+        trials: list[CountTrial],
+        problem: str,
+        canaries: tuple[float | None, float | None],  # noqa: ARG002  (no canary)
+    ) -> CountsResult:
+        scenario, settings, _setup, _workdir = at
+        return CountsResult(
+            scenario.name,
+            scenario.title,
+            trials,
+            problem,
+            unit=scenario.unit,
+            held_out=held_out(scenario, settings.workload).as_json(),
+            builds=list(build_keys(len(settings.builds))),
+        )
+
+    def markdown(self, results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
+        return counts_report.markdown(results, meta)

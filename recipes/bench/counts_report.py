@@ -9,7 +9,6 @@ build's trials: what repeating the same measurement moves.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -21,16 +20,18 @@ from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS
 from recipes.bench.cpu_report import (
     BASELINE,
     CANDIDATE,
-    c_compilers_note,
-    c_compilers_warning,
+    Result,
+    build_lines,
     chart_rows,
+    from_fields,
     held_out_status,
     labels,
     percent,
     pyplot,
 )
+from recipes.bench.cpu_report import to_json as report_to_json
 from recipes.errors import BenchError, ConfigError
-from recipes.files import atomic_output, write_atomically
+from recipes.files import atomic_output
 
 #: the figures of a build, in the table's order, and their headings
 FIGURES = {
@@ -41,6 +42,8 @@ FIGURES = {
     "ind_mispredicts": "ind. mispredicts",
     "estimate": "est. cycles",
 }
+#: what a counts run's results.json says before its scenarios, after the run's meta
+HEADING = {"measure": "counts", "weights": WEIGHTS, "formula": FORMULA}
 #: a server's figures in its own binary (callgrind's objects): what the profile changes, without the C library
 BINARY_FIGURES = {"binary_instructions": "in the binary: instructions", "binary_estimate": "in the binary: est. cycles"}
 
@@ -90,7 +93,7 @@ def too_short(counts: Counts, what: str, unit: str) -> str:
 
 
 @dataclass
-class CountsResult:
+class CountsResult(Result[CountTrial]):
     """Every counted trial of one scenario, every build."""
 
     name: str
@@ -100,28 +103,6 @@ class CountsResult:
     unit: str = "run"
     held_out: dict[str, Any] | None = None
     builds: list[str] = field(default_factory=lambda: [BASELINE, CANDIDATE])
-
-    @property
-    def candidates(self) -> list[str]:
-        return self.builds[1:]
-
-    def of(self, build: str) -> list[CountTrial]:
-        return [t for t in self.trials if t.build == build]
-
-    @property
-    def valid(self) -> bool:
-        return not self.problem and all(t.valid for t in self.trials) and all(self.of(b) for b in self.builds)
-
-    @property
-    def why_invalid(self) -> str:
-        if self.problem:
-            return self.problem
-        bad = [t for t in self.trials if not t.valid]
-        if bad:
-            return f"{len(bad)} of {len(self.trials)} trials invalid; first ({bad[0].build} #{bad[0].index}): " + (
-                bad[0].problem
-            )
-        return "" if self.valid else "no trials"
 
     @property
     def status(self) -> str:
@@ -163,14 +144,8 @@ class CountsResult:
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "name": self.name,
-            "title": self.title,
-            "unit": self.unit,
-            "held_out": self.held_out,
-            "builds": self.builds,
-            "valid": self.valid,
-            "problem": self.why_invalid,
-            "scenario_problem": self.problem,
+            **self.head_json(),
+            **self.verdict_json(),
             "trials": [t.as_json() for t in self.trials],
         }
         if self.valid:
@@ -193,8 +168,7 @@ def _round(value: float) -> float | None:
 
 
 def trial_from_json(data: dict[str, Any]) -> CountTrial:
-    keys = set(CountTrial.__dataclass_fields__)
-    return CountTrial(**{k: v for k, v in data.items() if k in keys})
+    return from_fields(CountTrial, data)
 
 
 def scenario_from_json(data: dict[str, Any]) -> CountsResult:
@@ -345,13 +319,7 @@ def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
     cands = ", ".join(named[b] for b in builds[1:])
     valgrind = meta.get("valgrind", {})
     lines = [f"# Counts per run or request: {cands} vs {named[BASELINE]} ({valgrind.get('version', 'valgrind')})", ""]
-    for entry in meta.get("builds", []):
-        role = "baseline" if entry.get("key") == BASELINE else "candidate"
-        lines.append(
-            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
-            + c_compilers_note(entry)
-        )
-    lines += c_compilers_warning(meta)
+    lines += build_lines(meta.get("builds", []), named, meta)
     lines += [
         f"- {meta.get('trials', '?')} trials per scenario and build, in rounds, "
         f"{(meta.get('design') or {}).get('description', 'interleaved')}; commands: "
@@ -422,21 +390,8 @@ def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
 
 
 def to_json(results: Sequence[CountsResult], meta: dict[str, Any]) -> dict[str, Any]:
-    return {
-        **meta,
-        "measure": "counts",
-        "weights": WEIGHTS,
-        "formula": FORMULA,
-        "scenarios": [r.as_json() for r in results],
-    }
-
-
-def write_markdown(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]) -> None:
-    write_atomically(path, markdown(results, meta))
-
-
-def write_json(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]) -> None:
-    write_atomically(path, json.dumps(to_json(results, meta), indent=2, ensure_ascii=False) + "\n")
+    """results.json of a counts run (:func:`recipes.bench.report.to_json` with :data:`HEADING`)."""
+    return report_to_json(results, meta, HEADING)
 
 
 def write_chart(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]) -> None:

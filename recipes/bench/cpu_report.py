@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from recipes.bench import canary, design, procstat
 from recipes.errors import MissingInput
 from recipes.files import atomic_output, write_atomically
+from recipes.workdir import BenchDir
 
 BASELINE = "baseline"
 CANDIDATE = "candidate"
@@ -28,6 +29,86 @@ def build_keys(count: int) -> tuple[str, ...]:
     if count < 2:
         raise ValueError(f"a comparison needs at least two builds, got {count}")
     return (BASELINE, CANDIDATE, *(f"{CANDIDATE}-{n}" for n in range(2, count)))
+
+
+class Judged(Protocol):
+    """A trial of either measure, as its scenario judges it."""
+
+    build: str
+    index: int
+    problem: str
+
+    @property
+    def valid(self) -> bool: ...
+
+
+JudgedT = TypeVar("JudgedT", bound=Judged)
+RecordT = TypeVar("RecordT")
+
+
+def from_fields(kind: type[RecordT], data: dict[str, Any]) -> RecordT:
+    """A dataclass (a trial of either measure) from its JSON: its own fields, the figures derived from them left."""
+    keys = {f.name for f in fields(kind)}  # type: ignore[arg-type]
+    return kind(**{k: v for k, v in data.items() if k in keys})
+
+
+class Result(Generic[JudgedT]):
+    """What a scenario's result is, of either measure (:class:`ScenarioResult`, the counts' ``CountsResult``): its
+    trials by build, and whether they all stand."""
+
+    name: str
+    title: str
+    trials: list[JudgedT]
+    problem: str  # set when the scenario could not run at all
+    unit: str  # what a trial's count counts: "request" or "run"
+    held_out: dict[str, Any] | None  # :class:`recipes.bench.scenarios.HeldOut`, as JSON
+    builds: list[str]
+
+    @property
+    def candidates(self) -> list[str]:
+        return self.builds[1:]
+
+    def of(self, build: str) -> list[JudgedT]:
+        return [t for t in self.trials if t.build == build]
+
+    @property
+    def invalid_trials(self) -> list[JudgedT]:
+        return [t for t in self.trials if not t.valid]
+
+    @property
+    def measure_problem(self) -> str:
+        """Why the measure itself finds the trials wanting (CPU time: a server not kept busy), or ``""``."""
+        return ""
+
+    @property
+    def valid(self) -> bool:
+        return (
+            not self.problem
+            and not self.invalid_trials
+            and all(self.of(b) for b in self.builds)
+            and not self.measure_problem
+        )
+
+    @property
+    def why_invalid(self) -> str:
+        if self.problem:
+            return self.problem
+        bad = self.invalid_trials
+        if bad:
+            first = bad[0]
+            where = f"{first.build} #{first.index}"
+            return f"{len(bad)} of {len(self.trials)} trials invalid; first ({where}): {first.problem}"
+        if self.measure_problem:
+            return self.measure_problem
+        return "" if self.valid else "no trials"
+
+    def head_json(self) -> dict[str, Any]:
+        """The keys results.json has first for a scenario of either measure."""
+        return {"name": self.name, "title": self.title, "unit": self.unit, "held_out": self.held_out,
+                "builds": self.builds}  # fmt: skip
+
+    def verdict_json(self) -> dict[str, Any]:
+        return {"valid": self.valid, "problem": self.why_invalid, "scenario_problem": self.problem}
 
 
 @dataclass
@@ -99,12 +180,11 @@ class Trial:
 
 
 def trial_from_json(data: dict[str, Any]) -> Trial:
-    keys = {f for f in Trial.__dataclass_fields__}
-    return Trial(**{k: v for k, v in data.items() if k in keys})
+    return from_fields(Trial, data)
 
 
 @dataclass
-class ScenarioResult:
+class ScenarioResult(Result[Trial]):
     """Every trial of one scenario, every build, and the canary around them."""
 
     name: str
@@ -120,10 +200,6 @@ class ScenarioResult:
     paced: bool = False  # a fixed request rate (h2load --rps): the server is idle between requests by design
     connections: int = 1
     streams: int = 1
-
-    @property
-    def candidates(self) -> list[str]:
-        return self.builds[1:]
 
     @property
     def server(self) -> bool:
@@ -186,34 +262,9 @@ class ScenarioResult:
             "would do (the scenario's count, or --scale)"
         )
 
-    def of(self, build: str) -> list[Trial]:
-        return [t for t in self.trials if t.build == build]
-
     @property
-    def invalid_trials(self) -> list[Trial]:
-        return [t for t in self.trials if not t.valid]
-
-    @property
-    def valid(self) -> bool:
-        return (
-            not self.problem
-            and not self.invalid_trials
-            and all(self.of(b) for b in self.builds)
-            and not self.busy_problem
-        )
-
-    @property
-    def why_invalid(self) -> str:
-        if self.problem:
-            return self.problem
-        bad = self.invalid_trials
-        if bad:
-            first = bad[0]
-            where = f"{first.build} #{first.index}"
-            return f"{len(bad)} of {len(self.trials)} trials invalid; first ({where}): {first.problem}"
-        if self.busy_problem:
-            return self.busy_problem
-        return "" if self.valid else "no trials"
+    def measure_problem(self) -> str:
+        return self.busy_problem
 
     def median_of_totals(self, build: str) -> float:
         """The median of the trials' totals (user + system per request of each trial)."""
@@ -288,18 +339,12 @@ class ScenarioResult:
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "name": self.name,
-            "title": self.title,
-            "unit": self.unit,
-            "held_out": self.held_out,
-            "builds": self.builds,
+            **self.head_json(),
             "kind": self.kind,
             "paced": self.paced,
             "connections": self.connections,
             "streams": self.streams,
-            "valid": self.valid,
-            "problem": self.why_invalid,
-            "scenario_problem": self.problem,
+            **self.verdict_json(),
             "canary_before": round(self.canary_before, 6),
             "canary_after": round(self.canary_after, 6),
             "canary_drift": round(self.canary_drift, 6),
@@ -424,6 +469,19 @@ def c_compilers_warning(meta: dict[str, Any]) -> list[str]:
     ]
 
 
+def build_lines(entries: Sequence[dict[str, Any]], named: dict[str, str], meta: dict[str, Any]) -> list[str]:
+    """The table's lines on the builds, of either measure: each one's role, label and binary (and its C
+    compilers), and a warning when their C compilers differ."""
+    lines = []
+    for entry in entries:
+        role = "baseline" if entry.get("key") == BASELINE else "candidate"
+        lines.append(
+            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
+            + c_compilers_note(entry)
+        )
+    return lines + c_compilers_warning(meta)
+
+
 def held_out_status(held_out: dict[str, Any] | None) -> str:
     """``trained``, ``held-out`` or ``partly trained``: a scenario's status in a line (``""`` when unknown)."""
     status = str((held_out or {}).get("status", ""))
@@ -501,16 +559,15 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     cands = ", ".join(named[b] for b in builds[1:])
     per = per_what(results)
     lines = [f"# CPU time per {per}: {cands} vs {base}", ""]
-    for entry in meta.get("builds", []) or [
-        {"key": BASELINE, "binary": meta.get("baseline", "?")},
-        {"key": CANDIDATE, "binary": meta.get("candidate", "?")},
-    ]:
-        role = "baseline" if entry.get("key") == BASELINE else "candidate"
-        lines.append(
-            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
-            + c_compilers_note(entry)
-        )
-    lines += c_compilers_warning(meta)
+    lines += build_lines(
+        meta.get("builds", [])
+        or [
+            {"key": BASELINE, "binary": meta.get("baseline", "?")},
+            {"key": CANDIDATE, "binary": meta.get("candidate", "?")},
+        ],
+        named,
+        meta,
+    )
     lines += [
         f"- {_trials(meta)} per scenario and build, in rounds of one trial of each build, "
         f"{design.DESIGN_TEXT}{_orders_text(meta, named)}; {_where(results, meta)}",
@@ -711,8 +768,21 @@ def coverage_markdown(coverage: dict[str, Any]) -> list[str]:
     return lines
 
 
-def to_json(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> dict[str, Any]:
-    return {**meta, "scenarios": [r.as_json() for r in results]}
+class Written(Protocol):
+    """A scenario's result, of either measure, as results.json has it."""
+
+    def as_json(self) -> dict[str, Any]: ...
+
+
+WrittenT = TypeVar("WrittenT", bound=Written)
+
+
+def to_json(
+    results: Sequence[Written], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
+) -> dict[str, Any]:
+    """results.json: the run's meta, the measure's ``heading`` (the counts': :data:`counts_report.HEADING`), the
+    scenarios."""
+    return {**meta, **(heading or {}), "scenarios": [r.as_json() for r in results]}
 
 
 def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], dict[str, Any]]:
@@ -720,12 +790,23 @@ def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], dict[str, Any
     return [scenario_from_json(s) for s in data["scenarios"]], meta
 
 
-def write_markdown(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
-    write_atomically(path, markdown(results, meta))
+def write_results(
+    out: BenchDir,
+    results: Sequence[WrittenT],
+    meta: dict[str, Any],
+    markdown: Callable[[Sequence[WrittenT], dict[str, Any]], str],
+    heading: Mapping[str, object] | None = None,
+) -> None:
+    """results.json (:func:`write_json`) and results.md (``markdown``: the measure's table), of either measure."""
+    write_json(out.results_json, results, meta, heading)
+    write_atomically(out.results_md, markdown(results, meta))
 
 
-def write_json(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
-    write_atomically(path, json.dumps(to_json(results, meta), indent=2, ensure_ascii=False) + "\n")
+def write_json(
+    path: Path, results: Sequence[Written], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
+) -> None:
+    """The one results.json writer (:func:`to_json`), of either measure."""
+    write_atomically(path, json.dumps(to_json(results, meta, heading), indent=2, ensure_ascii=False) + "\n")
 
 
 class Charted(Protocol):

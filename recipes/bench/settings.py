@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from recipes.bench import canary, design, procstat
 from recipes.bench.cpu_report import build_keys
@@ -171,6 +172,15 @@ def started_setup(settings: Settings) -> Iterator[Setup]:
             values["upstream"] = settings.upstream_url
             setup.upstream_pid = None
         yield setup
+
+
+class Place(NamedTuple):
+    """Where a scenario's trials run: the scenario (scaled), the run's settings, its ``[setup]``, its folder."""
+
+    scenario: Scenario
+    settings: Settings
+    setup: Setup
+    workdir: Path
 
 
 def instance_env(instance: Instance, base: Mapping[str, str], values: Mapping[str, str]) -> dict[str, str]:
