@@ -586,7 +586,8 @@ def _make_base(folder: Path) -> MadeBase:
     }
     data = json.dumps(index).encode()
     index_digest = _put(folder, data)
-    top = {"schemaVersion": 2, "manifests": [{**index["manifests"][0], "digest": index_digest, "size": len(data)}]}
+    listed: dict[str, Any] = {**index["manifests"][0], "digest": index_digest, "size": len(data)}  # type: ignore[index]
+    top = {"schemaVersion": 2, "manifests": [listed]}
     (folder / "index.json").write_text(json.dumps(top))
     return MadeBase(folder, index_digest, manifests["arm64"][0], layer_digest)
 
@@ -628,7 +629,9 @@ def test_a_glibc_target_on_a_base_image_run_verified_and_rebuilt(
         _no_layout_left(dist)
     tampered = Path(shutil.copytree(base.folder, tmp_path / "tampered"))
     layer_path = tampered / "blobs" / "sha256" / base.layer.removeprefix("sha256:")
-    layer_path.write_bytes(layer_path.read_bytes()[:-1] + b"\0")
+    changed = bytearray(layer_path.read_bytes())
+    changed[100] ^= 1
+    layer_path.write_bytes(bytes(changed))
     assert_refused(
         _image(release, dist, "--base", f"{tampered}@{base.index}"),
         f"the blob {base.layer[:19]} of the base image layout {tampered} has sha256 ",

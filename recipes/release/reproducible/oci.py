@@ -284,14 +284,19 @@ def layer_tar(name: str, binary: bytes, mtime: int) -> bytes:
     return tar_bytes({name: (binary, BINARY_MODE)}, mtime, tarfile.USTAR_FORMAT)
 
 
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def image_blobs(image: Image) -> ImageBlobs:
     """The layer, configuration and manifest of ``image``."""
     layer = Blob(MEDIA_LAYER, layer_tar(image.name, image.binary, image.created))
     base = image.base.config_json() if image.base else {}
-    inherited = base.get("config") if isinstance(base.get("config"), dict) else {}
-    labels = inherited.get("Labels") if isinstance(inherited.get("Labels"), dict) else {}
-    rootfs = base.get("rootfs") if isinstance(base.get("rootfs"), dict) else {}
-    history = base.get("history") if isinstance(base.get("history"), list) else []
+    inherited = _object(base.get("config"))
+    labels = _object(inherited.get("Labels"))
+    rootfs = _object(base.get("rootfs"))
+    found = base.get("history")
+    history: list[Any] = found if isinstance(found, list) else []
     kept = {k: v for k, v in inherited.items() if k not in ("Cmd", "Entrypoint", "Labels")}  # ENTRYPOINT drops Cmd
     config = Blob(
         MEDIA_CONFIG,
