@@ -31,6 +31,7 @@ from recipes.errors import PgoError
 from recipes.plan import BuildPlan, make_plan
 from recipes.procs import Interrupted
 from recipes.release import cpu
+from recipes.release.reproducible.oci import Base
 from recipes.release.reproducible.tags import take_gather
 from recipes.results import RebuildResult
 from recipes.runner import say
@@ -288,30 +289,33 @@ def release(session: nox.Session) -> None:
 
 
 def rebuild(session: nox.Session) -> None:
-    """-- vX.Y.Z [--artefacts DIR] [--target T ...]: rebuild a release's PGO binary (of each target in the folder, or
-    those given) from its profile and compare with SHA256SUMS; then its image, when the release records one, from the
-    rebuilt binaries (the index digest compared)."""
+    """-- vX.Y.Z [--artefacts DIR] [--target T ...] [--base DIR@sha256:D]: rebuild a release's PGO binary (of each
+    target in the folder, or those given) from its profile and compare with SHA256SUMS; then its image, when the
+    release records one, from the rebuilt binaries (on the same base, when it has one; the index digest compared)."""
     from recipes.release.args import parse_rebuild  # noqa: PLC0415
 
     args = parse_rebuild(session.posargs)
     config = load_config(project_dir(session), os.environ, args.config)
-    _summary(session, _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets))
+    _summary(session, _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets, args.base))
 
 
-def _rebuild_held(session: str, tag: str, config: Config, artefacts: Path | None, targets: Sequence[str]) -> list[str]:
-    """A release's rebuild: its files checked first (a refusal touches no work dir), then built in the work dir it
-    holds (recipes/claim.py); then its image, when the release records one, made again from the rebuilt binaries.
-    The lines of the summary."""
+def _rebuild_held(
+    session: str, tag: str, config: Config, artefacts: Path | None, targets: Sequence[str], base: Base | None
+) -> list[str]:
+    """A release's rebuild: its files checked first, and the image's base (``--base``, the one the image records)
+    (a refusal touches no work dir), then built in the work dir it holds (recipes/claim.py); then its image, when the
+    release records one, made again from the rebuilt binaries. The lines of the summary."""
     from recipes.release import image as image_recipe  # noqa: PLC0415
     from recipes.release import rebuild as rebuild_recipe  # noqa: PLC0415
 
     checked = rebuild_recipe.rebuild_targets(tag, config, os.environ, artefacts, targets)
+    image_recipe.rebuild_base(tag, checked[0].published.directory, base)
     with claim(config.out, session):
         results = rebuild_recipe.rebuild_checked(checked, config, os.environ)
         rebuilt = {target.published.manifest.triple: r.binary for target, r in zip(checked, results, strict=True)}
         work = WorkDir(WorkDir(config.out).rebuild(tag).absolute())
         directory = checked[0].published.directory
-        return _rebuilt_lines(results) + image_recipe.rebuild_image(tag, directory, rebuilt, work, os.environ)
+        return _rebuilt_lines(results) + image_recipe.rebuild_image(tag, directory, rebuilt, work, os.environ, base)
 
 
 def determinism(session: nox.Session) -> None:
@@ -341,18 +345,19 @@ def verify(session: nox.Session) -> None:
     lines[-1:-1] = image_recipe.verify_image(args.tag, config, os.environ, args.artefacts)
     _summary(session, lines)
     if args.rebuild:
-        _summary(session, _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets))
+        _summary(session, _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets, args.base))
 
 
 def image(session: nox.Session) -> None:
-    """-- vX.Y.Z [--artefacts DIR] [--source URL]: an OCI image layout of a release's static Linux PGO binaries (one
-    image per platform, FROM scratch, in one image index), written into the release's folder after verify's checks."""
+    """-- vX.Y.Z [--artefacts DIR] [--source URL] [--base DIR@sha256:D]: an OCI image layout of a release's static
+    Linux PGO binaries (one image per platform, FROM scratch, in one image index), and with --base its glibc ones on
+    that base image (an OCI layout, by digest), written into the release's folder after verify's checks."""
     from recipes.release import image as image_recipe  # noqa: PLC0415
     from recipes.release.args import parse_image  # noqa: PLC0415
 
     args = parse_image(session.posargs)
     config = load_config(project_dir(session), os.environ, args.config)
-    _summary(session, image_recipe.make_image(args.tag, config, os.environ, args.artefacts, args.source))
+    _summary(session, image_recipe.make_image(args.tag, config, os.environ, args.artefacts, args.source, args.base))
 
 
 def register_pgo_sessions() -> None:

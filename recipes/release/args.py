@@ -2,10 +2,10 @@
 
 ``nox -s release -- vX.Y.Z [--artefacts DIR] [--target T ...] [config options]``,
 ``nox -s release -- vX.Y.Z --gather DIR [DIR ...] [--artefacts OUT]``,
-``nox -s rebuild -- vX.Y.Z [--artefacts DIR] [--target T ...] [config options]``,
-``nox -s verify -- vX.Y.Z [--artefacts DIR] [--rebuild [--target T ...]] [config options]``,
+``nox -s rebuild -- vX.Y.Z [--artefacts DIR] [--target T ...] [--base DIR@sha256:D] [config options]``,
+``nox -s verify -- vX.Y.Z [--artefacts DIR] [--rebuild [--target T ...] [--base DIR@sha256:D]] [config options]``,
 ``nox -s determinism -- [config options]``,
-``nox -s image -- vX.Y.Z [--artefacts DIR] [--source URL] [config options]``.
+``nox -s image -- vX.Y.Z [--artefacts DIR] [--source URL] [--base DIR@sha256:D] [config options]``.
 
 The options of the session are taken out first, in that order (the tag, --artefacts, --gather, --target,
 --rebuild); what is left is the configuration's (:func:`recipes.config.load_config` refuses what it does not know,
@@ -21,11 +21,13 @@ from pathlib import Path
 from recipes.errors import ConfigError
 from recipes.release.matrix import TARGET
 from recipes.release.reproducible import split_tag, take_option
+from recipes.release.reproducible.oci import Base, is_digest
 from recipes.release.reproducible.tags import take_all, take_gather
 
 ARTEFACTS = "--artefacts"
 REBUILD = "--rebuild"
 SOURCE = "--source"
+BASE = "--base"
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class RebuildArgs:
     artefacts: Path | None
     targets: tuple[str, ...]
     config: tuple[str, ...]
+    base: Base | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class VerifyArgs:
     rebuild: bool
     targets: tuple[str, ...]
     config: tuple[str, ...]
+    base: Base | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class ImageArgs:
     artefacts: Path | None
     source: str | None
     config: tuple[str, ...]
+    base: Base | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,21 @@ def _tag_and_artefacts(posargs: Sequence[str], session: str) -> tuple[str, Path 
     tag, rest = split_tag(posargs, session)
     artefacts, rest = take_option(rest, ARTEFACTS)
     return tag, (Path(artefacts).absolute() if artefacts else None), rest
+
+
+def take_base(rest: Sequence[str]) -> tuple[Base | None, list[str]]:
+    """``--base DIR@sha256:<digest>``: an OCI image layout folder (absolute) and the digest of its image index or
+    manifest; anything else refused in one line."""
+    given, left = take_option(list(rest), BASE)
+    if given is None:
+        return None, left
+    folder, _, digest = given.rpartition("@")
+    if not folder or not is_digest(digest):
+        raise ConfigError(
+            f"{BASE} {given!r} is not DIR@sha256:<64 hex digits>",
+            f"write {BASE} DIR@sha256:..., DIR an OCI image layout and the digest of its image index or manifest",
+        )
+    return Base(Path(folder).absolute(), digest), left
 
 
 def parse_release(posargs: Sequence[str]) -> ReleaseArgs:
@@ -106,13 +126,15 @@ def parse_rebuild(posargs: Sequence[str]) -> RebuildArgs:
     """``rebuild``'s posargs."""
     tag, artefacts, rest = _tag_and_artefacts(posargs, "rebuild")
     targets, rest = take_all(rest, TARGET)
-    return RebuildArgs(tag, artefacts, tuple(targets), tuple(rest))
+    base, rest = take_base(rest)
+    return RebuildArgs(tag, artefacts, tuple(targets), tuple(rest), base)
 
 
 def parse_verify(posargs: Sequence[str]) -> VerifyArgs:
     """``verify``'s posargs; ``--target`` only with ``--rebuild`` (verify itself checks every target's files)."""
     tag, artefacts, rest = _tag_and_artefacts(posargs, "verify")
     targets, rest = take_all(rest, TARGET)
+    base, rest = take_base(rest)
     rebuild = REBUILD in rest
     rest = [arg for arg in rest if arg != REBUILD]
     if targets and not rebuild:
@@ -120,7 +142,12 @@ def parse_verify(posargs: Sequence[str]) -> VerifyArgs:
             "verify checks every target's files: --target picks the targets verify --rebuild rebuilds",
             "add --rebuild, or leave --target out",
         )
-    return VerifyArgs(tag, artefacts, rebuild, tuple(targets), tuple(rest))
+    if base is not None and not rebuild:
+        raise ConfigError(
+            "verify reads the image's base from its layout: --base is the base verify --rebuild makes the image on",
+            "add --rebuild, or leave --base out",
+        )
+    return VerifyArgs(tag, artefacts, rebuild, tuple(targets), tuple(rest), base)
 
 
 def parse_determinism(posargs: Sequence[str]) -> DeterminismArgs:
@@ -134,4 +161,5 @@ def parse_image(posargs: Sequence[str]) -> ImageArgs:
     source, rest = take_option(rest, SOURCE)
     if source is not None and not source.strip():
         raise ConfigError(f"{SOURCE} needs the repository's URL", f"write {SOURCE} https://github.com/OWNER/REPO")
-    return ImageArgs(tag, artefacts, source, tuple(rest))
+    base, rest = take_base(rest)
+    return ImageArgs(tag, artefacts, source, tuple(rest), base)

@@ -7,7 +7,10 @@ entrypoint), all of them in one image index by platform. The layout goes into th
 and SOURCE_DATE_EPOCH only (recipes/release/reproducible/oci.py): the same release gives the same index digest anywhere.
 
 A binary linked against glibc is not put in a scratch image (it would not start: there is no C library in it);
-a release of glibc targets only is refused, one with a static target too leaves the glibc ones out, saying so.
+a release of glibc targets only is refused, one with a static target too leaves the glibc ones out, saying so. With
+``--base DIR@sha256:<digest>`` (an OCI layout the user supplies; nothing is fetched) the glibc targets go in, each on
+the base's image of its platform; static targets stay FROM scratch. The base's digest is recorded (a label of those
+images and an annotation of the index, the statement's parameters) for verify and rebuild.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from recipes.release.reproducible import (
     sha256_bytes,
     sha256sums_text,
 )
+from recipes.release.reproducible.oci import Base, BaseImage, is_digest
 from recipes.runner import say
 from recipes.workdir import WorkDir
 
@@ -65,6 +69,8 @@ STATIC = "static, needs no glibc"
 #: the labels of the profile a binary was built with and of its target (the project's name as their namespace)
 PROFILE_LABEL = "pgo-recipes.profile.sha256"
 TARGET_LABEL = "pgo-recipes.target"
+#: the label of an image made on a base (and the image index's annotation): the digest ``--base`` named
+BASE_LABEL = "pgo-recipes.base"
 #: the build type and builder of the image's provenance statement (``nox -s image``, version 1 of its parameters)
 IMAGE_BUILD_TYPE = "urn:pgo-recipes:buildtype:image:v1"
 IMAGE_BUILDER_ID = "urn:pgo-recipes:builder:nox-image"
@@ -78,21 +84,33 @@ class Chosen:
     notes: tuple[str, ...]
 
 
-def choose_targets(manifests: Mapping[str, Manifest], tag: str, directory: Path) -> Chosen:
-    """The release's Linux targets with a static binary, each with its platform; no Linux target, only glibc ones,
-    or two of one platform refused in one line."""
+def choose_targets(manifests: Mapping[str, Manifest], tag: str, directory: Path, base: str | None = None) -> Chosen:
+    """The release's Linux targets with a static binary, each with its platform, and with a ``base`` (its digest)
+    the glibc ones too, but for a platform a static target has (that one stays FROM scratch); no Linux target, only
+    glibc ones without a base, a base no target goes on, or two of one platform refused in one line."""
     chosen: list[tuple[Manifest, Platform]] = []
     notes: list[str] = []
     glibc: list[Manifest] = []
     triples = ", ".join(m.triple for m in manifests.values())
+    static = {str(platform_of(m.triple)): m.triple for m in manifests.values() if m.libc == STATIC}
     for manifest in manifests.values():
         platform = platform_of(manifest.triple)
         if platform is None:
             notes.append(f"note: {manifest.triple} is not in the image: an OCI image of this kind runs Linux binaries")
-        elif manifest.libc != STATIC:
+        elif manifest.libc != STATIC and base is not None and str(platform) in static:
+            notes.append(
+                f"note: {manifest.triple} is not in the image: its {platform} image is {static[str(platform)]}'s, "
+                "static, FROM scratch"
+            )
+        elif manifest.libc != STATIC and base is None:
             glibc.append(manifest)
         else:
             chosen.append((manifest, platform))
+    if base is not None and all(m.libc == STATIC for m, _ in chosen):
+        raise ConfigError(
+            f"--base is for glibc targets: the release {tag} has none that goes in the image (it holds {triples})",
+            "leave --base out: static targets are FROM scratch",
+        )
     if not chosen and not glibc:
         raise MissingInput(
             f"the release {tag} in {directory} has no Linux target (it holds {triples})",
@@ -133,13 +151,20 @@ def repository_url(config: Config, package: str) -> str | None:
     return url if isinstance(url, str) and url.strip() else None
 
 
-def labels_of(manifest: Manifest, source: str) -> dict[str, str]:
-    """The labels of one target's image: the OCI's (source, revision, version, created, title) and its profile's."""
+def labels_of(manifest: Manifest, source: str, base: str | None = None) -> dict[str, str]:
+    """The labels of one target's image: the OCI's (source, revision, version, created, title), its profile's, and
+    the base's digest for a glibc target on a ``base``."""
     return {
         **annotations_of(manifest, source),
         PROFILE_LABEL: manifest.profile_sha256,
         TARGET_LABEL: manifest.triple,
+        **({BASE_LABEL: base} if base is not None and manifest.libc != STATIC else {}),
     }
+
+
+def index_annotations(manifest: Manifest, source: str, base: str | None) -> dict[str, str]:
+    """The image index's annotations: the OCI's, and the base's digest when the image has one."""
+    return {**annotations_of(manifest, source), **({BASE_LABEL: base} if base is not None else {})}
 
 
 def annotations_of(manifest: Manifest, source: str) -> dict[str, str]:
@@ -176,32 +201,56 @@ def pgo_binary(directory: Path, manifest: Manifest) -> bytes:
     return data
 
 
-def build_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest], source: str) -> tuple[Layout, Chosen]:
-    """The layout of a verified release's static Linux PGO binaries."""
-    chosen = choose_targets(manifests, tag, directory)
+def base_images(chosen: Chosen, base: Base | None) -> dict[str, BaseImage]:
+    """The base's image of each glibc target's platform (read and checked; a platform the base lacks refused)."""
+    if base is None:
+        return {}
+    return {str(p): base.image(p) for m, p in chosen.images if m.libc != STATIC}
+
+
+def build_layout(
+    tag: str, directory: Path, manifests: Mapping[str, Manifest], source: str, base: Base | None = None
+) -> tuple[Layout, Chosen]:
+    """The layout of a verified release's static Linux PGO binaries, and its glibc ones on ``base``."""
+    digest = base.digest if base else None
+    chosen = choose_targets(manifests, tag, directory, digest)
+    bases = base_images(chosen, base)
     first = chosen.images[0][0]
     images = [
         Image(
             platform,
             manifest.bin,
             pgo_binary(directory, manifest),
-            labels_of(manifest, source),
+            labels_of(manifest, source, digest),
             manifest.source_date_epoch,
+            bases.get(str(platform)),
         )
         for manifest, platform in chosen.images
     ]
-    return image_layout(images, tag, annotations_of(first, source)), chosen
+    return image_layout(images, tag, index_annotations(first, source, digest)), chosen
 
 
-def image_predicate(tag: str, chosen: Chosen, source: str) -> dict[str, Any]:
+def image_predicate(tag: str, chosen: Chosen, source: str, base: str | None = None) -> dict[str, Any]:
     """The SLSA v1 provenance predicate of a release's image: made by ``nox -s image`` from the release's PGO
-    tarballs (by sha256), the tag, the source URL of its labels and SOURCE_DATE_EPOCH; no time, no path."""
+    tarballs (by sha256), the tag, the source URL of its labels, the base's digest (with a base) and
+    SOURCE_DATE_EPOCH; no time, no path."""
     first = chosen.images[0][0]
     ordered = sorted(chosen.images, key=lambda one: (one[1].architecture, one[1].variant or ""))  # as the index
+    based = [str(p) for m, p in ordered if m.libc != STATIC]
+    on_base = (
+        [{"name": "base", "digest": {"sha256": base.removeprefix("sha256:")}, "annotations": {"platforms": based}}]
+        if base is not None
+        else []
+    )
     return {
         "buildDefinition": {
             "buildType": IMAGE_BUILD_TYPE,
-            "externalParameters": {"tag": tag, "source": source, "platforms": [str(p) for _, p in ordered]},
+            "externalParameters": {
+                "tag": tag,
+                "source": source,
+                "platforms": [str(p) for _, p in ordered],
+                **({"base": base} if base is not None else {}),
+            },
             "internalParameters": {"source_date_epoch": first.source_date_epoch},
             "resolvedDependencies": [
                 {
@@ -214,20 +263,29 @@ def image_predicate(tag: str, chosen: Chosen, source: str) -> dict[str, Any]:
                     },
                 }
                 for m, _ in ordered
-            ],
+            ]
+            + on_base,
         },
         "runDetails": {"builder": {"id": IMAGE_BUILDER_ID}},
     }
 
 
-def image_statement(tag: str, bin_name: str, index_digest: str, chosen: Chosen, source: str) -> dict[str, Any]:
+def image_statement(
+    tag: str, bin_name: str, index_digest: str, chosen: Chosen, source: str, base: str | None = None
+) -> dict[str, Any]:
     """The in-toto statement of the image: its subject the image index by digest (what a registry pulls by)."""
     subject = {"name": image_folder(bin_name, tag), "digest": {"sha256": index_digest.removeprefix("sha256:")}}
-    return statement([subject], image_predicate(tag, chosen, source))
+    return statement([subject], image_predicate(tag, chosen, source, base))
 
 
 def record_image(
-    directory: Path, tag: str, bin_name: str, files: Mapping[str, bytes], chosen: Chosen, source: str
+    directory: Path,
+    tag: str,
+    bin_name: str,
+    files: Mapping[str, bytes],
+    chosen: Chosen,
+    source: str,
+    base: str | None = None,
 ) -> list[str]:
     """The image index (a copy of its blob) and its statement beside the release's files, and both in SHA256SUMS
     (rewritten at once, last): the index digest checkable from the release's own files. Returns their names."""
@@ -235,7 +293,7 @@ def record_image(
     top = json.loads(files["index.json"])
     index_digest = str(top["manifests"][0]["digest"])
     index = files[f"blobs/sha256/{index_digest.removeprefix('sha256:')}"]
-    stated = encode(image_statement(tag, bin_name, index_digest, chosen, source))
+    stated = encode(image_statement(tag, bin_name, index_digest, chosen, source, base))
     sums = read_sums(directory)
     for name, data in ((index_name, index), (statement_name(index_name), stated)):
         write_atomically(directory / name, data)
@@ -263,9 +321,17 @@ def write_layout(out: Path, files: Mapping[str, bytes]) -> None:
 
 
 def make_image(
-    tag: str, config: Config, environ: Mapping[str, str], artefacts: Path | None, source: str | None
+    tag: str,
+    config: Config,
+    environ: Mapping[str, str],
+    artefacts: Path | None,
+    source: str | None,
+    base: Base | None = None,
 ) -> list[str]:
-    """``nox -s image``: the release verified, its image layout written into its folder; the summary's lines."""
+    """``nox -s image``: the release verified, its image layout written into its folder (its glibc targets on
+    ``base``, checked first); the summary's lines."""
+    if base is not None:
+        base.check()
     _, repo, directory = release_location(tag, config, environ, artefacts)
     verified = verify(tag, directory, repo, environ)
     say(f"image: {verified[-1]}")
@@ -281,17 +347,19 @@ def make_image(
             f"no repository for {first.package}",
             'add repository = "https://..." to its [package], or give --source URL',
         )
-    layout, chosen = build_layout(tag, directory, manifests, url)
+    layout, chosen = build_layout(tag, directory, manifests, url, base)
+    digest = base.digest if base else None
     write_layout(out, layout.files)
-    recorded = record_image(directory, tag, first.bin, layout.files, chosen, url)
+    recorded = record_image(directory, tag, first.bin, layout.files, chosen, url, digest)
     lines = [f"image {tag} in {out}: index {layout.index_digest} ({len(layout.images)} platforms)"]
     lines.append(f"  recorded: {' and '.join(recorded)}, both in SHA256SUMS")
     by_platform = {str(platform): manifest for manifest, platform in chosen.images}
     for platform, blobs in layout.images:
         manifest = by_platform[str(platform)]
+        on = f"  on the base {digest}" if digest and manifest.libc != STATIC else ""
         lines.append(
             f"  {platform}  {manifest.triple}  manifest {blobs.manifest.digest}  binary sha256 "
-            f"{manifest.artefacts.pgo.binary_sha256}"
+            f"{manifest.artefacts.pgo.binary_sha256}{on}"
         )
     lines += list(chosen.notes)
     lines.append(f"  inspect: skopeo inspect oci:{out}:{tag}")
@@ -393,7 +461,21 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
             f"{name}/index.json names the image index {named[0].get('digest')}, SHA256SUMS records {recorded}",
             _LAYOUT_HINT,
         )
-    chosen = choose_targets(manifests, tag, directory)
+    base_digest = _annotations(index).get(BASE_LABEL)
+    if base_digest is not None and (not isinstance(base_digest, str) or not is_digest(base_digest)):
+        raise CheckFailed(f"{name}'s image index names the base {str(base_digest)[:80]!r}, not a digest", _LAYOUT_HINT)
+    if recorded is not None and _stated_base(_statement(tag, directory, first.bin)) != base_digest:
+        raise CheckFailed(
+            f"{name}'s image index names the base {base_digest}, its statement "
+            f"{_stated_base(_statement(tag, directory, first.bin))}",
+            _LAYOUT_HINT,
+        )
+    base = Base(layout, base_digest) if base_digest else None
+    chosen = choose_targets(manifests, tag, directory, base_digest)
+    try:  # the base's blobs that nox -s image copied into the layout
+        bases = base_images(chosen, base)
+    except MissingInput as exc:
+        raise CheckFailed(f"{name}: {exc.line()}", _LAYOUT_HINT) from exc
     expected = {str(platform): manifest for manifest, platform in chosen.images}
     listed: dict[str, Any] = {}
     descriptors = index.get("manifests")
@@ -421,6 +503,15 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
     for platform, manifest in expected.items():
         image = _blob_json(blobs, listed[platform], f"the {platform} image's manifest")
         layers = image.get("layers")
+        below = bases.get(platform)
+        if below is not None:
+            if not isinstance(layers, list) or layers[:-1] != list(below.layers) or not layers[-1:]:
+                raise CheckFailed(
+                    f"the {platform} image of {name} has not the layers of its base {base_digest} "
+                    f"({len(below.layers)}) and the binary's",
+                    _LAYOUT_HINT,
+                )
+            layers = layers[-1:]
         if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict):
             raise CheckFailed(f"the {platform} image of {name} has not one layer", _LAYOUT_HINT)
         layer = blobs.get(str(layers[0].get("digest")))
@@ -429,11 +520,15 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
         problem = _layer_problem(layer, manifest.bin, manifest.artefacts.pgo.binary_sha256 or "")
         if problem:
             raise CheckFailed(f"the {platform} image's layer in {name} {problem}", _LAYOUT_HINT)
-        lines.append(f"ok  {name}: the {platform} image holds {manifest.triple}'s PGO binary alone")
+        on = f" on the base {base_digest}'s {len(below.layers)} layers" if below is not None else " alone"
+        lines.append(f"ok  {name}: the {platform} image holds {manifest.triple}'s PGO binary{on}")
     source = _annotations(index).get("org.opencontainers.image.source")
     if not isinstance(source, str) or not source:
         raise CheckFailed(f"{name}'s image index has no org.opencontainers.image.source annotation", _LAYOUT_HINT)
-    made, _ = build_layout(tag, directory, manifests, source)
+    try:
+        made, _ = build_layout(tag, directory, manifests, source, base)
+    except MissingInput as exc:
+        raise CheckFailed(f"{name}: {exc.line()}", _LAYOUT_HINT) from exc
     found = {str(p.relative_to(layout)) for p in layout.rglob("*") if not p.is_dir()}
     # the documents that name the rest first (oci-layout, index.json), so that one change is always named by the
     # same file whatever the digests' order: blob names are digests, and a release's digests sort as they come
@@ -486,11 +581,27 @@ def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest])
     source = _stated_source(pred)
     if not isinstance(source, str) or not source:
         raise CheckFailed(f"{stated_name} records no source URL of the image", _RECORD_HINT)
-    if pred != image_predicate(tag, choose_targets(manifests, tag, directory), source):
+    base = _stated_base(pred)
+    if pred != image_predicate(tag, choose_targets(manifests, tag, directory, base), source, base):
         raise CheckFailed(
             f"{stated_name}'s predicate is not the one nox -s image writes from this release", _RECORD_HINT
         )
     return digest, [f"ok  {index_name}: the image index {digest}, SHA256SUMS and {stated_name} name it"]
+
+
+def _statement(tag: str, directory: Path, bin_name: str) -> Any:
+    """The image's statement's predicate (verify has checked its sha256)."""
+    name = statement_name(image_index_name(bin_name, tag))
+    data = read_json(directory / name, "the image's provenance statement", CheckFailed, _RECORD_HINT)
+    return data.get("predicate") if isinstance(data, dict) else None
+
+
+def _stated_base(pred: Any) -> str | None:
+    """The base's digest an image statement's predicate records (None: no base)."""
+    definition = pred.get("buildDefinition") if isinstance(pred, dict) else None
+    params = definition.get("externalParameters") if isinstance(definition, dict) else None
+    base = params.get("base") if isinstance(params, dict) else None
+    return base if isinstance(base, str) and is_digest(base) else None
 
 
 def _stated_source(pred: Any) -> str | None:
@@ -504,12 +615,38 @@ def _stated_source(pred: Any) -> str | None:
 # --- nox -s rebuild: the image made again from the rebuilt binaries ------------------------------------------------
 
 
+def rebuild_base(tag: str, directory: Path, base: Base | None) -> None:
+    """The base ``rebuild`` was given is the one the release's image records (none when it records none), checked
+    before anything is built: a missing or other base refused in one line."""
+    manifests = read_manifests(tag, directory)
+    recorded, _ = check_recorded(tag, directory, manifests)
+    first = next(iter(manifests.values()))
+    stated = _stated_base(_statement(tag, directory, first.bin)) if recorded else None
+    given = base.digest if base else None
+    if stated == given:
+        if base is not None:
+            base.check()
+        return
+    if stated is None:
+        where = "records no image" if recorded is None else "records an image with no base"
+        raise ConfigError(f"--base is for the image: the release {tag} {where}", "leave --base out")
+    if given is None:
+        raise ConfigError(
+            f"the image of {tag} was made on the base {stated}: rebuilding it needs that base",
+            f"give it again: --base DIR@{stated}",
+        )
+    raise ConfigError(
+        f"the image of {tag} was made on the base {stated}, --base names {given}", f"give --base DIR@{stated}"
+    )
+
+
 def rebuild_image(
     tag: str,
     directory: Path,
     rebuilt: Mapping[str, Path],
     work: WorkDir,
     environ: Mapping[str, str],
+    base: Base | None = None,
 ) -> list[str]:
     """The image a release records (SHA256SUMS' image index and its statement, checked as verify checks them) made
     again from the rebuilt PGO binaries (``{triple: binary}``) with the same labels, and its index digest compared
@@ -520,7 +657,10 @@ def rebuild_image(
     recorded, _ = check_recorded(tag, directory, manifests)
     if recorded is None:
         return []
-    chosen = choose_targets(manifests, tag, directory)
+    rebuild_base(tag, directory, base)
+    digest = base.digest if base else None
+    chosen = choose_targets(manifests, tag, directory, digest)
+    bases = base_images(chosen, base)
     missing = [m.triple for m, _ in chosen.images if m.triple not in rebuilt]
     if missing:
         return [f"note: the image is not rebuilt: it holds {missing[0]}, which was not rebuilt (rebuild every target)"]
@@ -528,10 +668,17 @@ def rebuild_image(
     stated = read_json(directory / statement_name(image_index_name(first.bin, tag)), "the statement", CheckFailed, "")
     source = _stated_source(stated.get("predicate") if isinstance(stated, dict) else None) or ""
     images = [
-        Image(platform, m.bin, rebuilt[m.triple].read_bytes(), labels_of(m, source), m.source_date_epoch)
+        Image(
+            platform,
+            m.bin,
+            rebuilt[m.triple].read_bytes(),
+            labels_of(m, source, digest),
+            m.source_date_epoch,
+            bases.get(str(platform)),
+        )
         for m, platform in chosen.images
     ]
-    made = image_layout(images, tag, annotations_of(first, source))
+    made = image_layout(images, tag, index_annotations(first, source, digest))
     if made.index_digest == recorded:
         return [f"match     image index {made.index_digest}, made again from the rebuilt binaries"]
     published = (directory / image_index_name(first.bin, tag)).read_bytes()
@@ -568,8 +715,9 @@ def _differing_blob(
                 f"put the layout {layout.name} in the release's folder to see which of its blobs differs; ",
             )
         manifest = _blob_json(published_blobs, theirs, f"the {platform} image's manifest")
-        layers = manifest.get("layers")
-        digest = layers[0].get("digest") if isinstance(layers, list) and layers and isinstance(layers[0], dict) else ""
+        layers = manifest.get("layers")  # the binary's is the last (a base's come first)
+        last = layers[-1] if isinstance(layers, list) and layers else None
+        digest = last.get("digest") if isinstance(last, dict) else ""
         if digest != blobs.layer.digest and digest not in published_blobs:
             return f"the {platform} layer differs ({digest} published, not in the layout; {blobs.layer.digest})", ""
         if digest != blobs.layer.digest:

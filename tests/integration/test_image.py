@@ -6,6 +6,7 @@ workload's verify replay (x86_64 here, aarch64 under qemu-aarch64); and every re
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import io
 import json
 import re
@@ -21,8 +22,10 @@ from recipes.errors import PgoError
 from recipes.release import manifest as release_manifest
 from recipes.release.image import (
     annotations_of,
+    build_layout,
     check_layout,
     choose_targets,
+    index_annotations,
     labels_of,
     pgo_binary,
     read_manifests,
@@ -40,7 +43,7 @@ from recipes.release.reproducible import (
     sha256sums_text,
     tar_bytes,
 )
-from recipes.release.reproducible.oci import canonical_json
+from recipes.release.reproducible.oci import Base, canonical_json
 from recipes.toolchain import emulation
 from recipes.workdir import WorkDir
 from tests.conftest import REPO, assert_ok, assert_refused, clean_env, run_nox, train_workload
@@ -511,3 +514,237 @@ def test_rebuild_makes_the_image_again_and_names_the_blob_that_differs(
     with pytest.raises(PgoError) as refused:
         rebuild_image(TAG, labels, rebuilt, WorkDir(tmp_path / "w2"), clean_env())
     assert "the linux/arm64/v8 config differs (sha256:" in refused.value.line(), refused.value.line()
+
+
+# --- a glibc release on a base image (--base DIR@sha256:D) ---------------------------------------------------------
+
+GNU = "x86_64-unknown-linux-gnu"
+#: the glibc files of this machine the hello binary needs, as the base's one layer holds them
+GLIBC = ("libc.so.6", "libm.so.6", "libgcc_s.so.1", "ld-linux-x86-64.so.2")
+
+
+@dataclasses.dataclass(frozen=True)
+class MadeBase:
+    folder: Path
+    index: str  #: the digest of its image index (amd64 only)
+    arm64: str  #: the digest of an arm64 manifest in the same layout, named by no index
+    layer: str  #: the digest of its one layer (gzip)
+
+
+def _put(folder: Path, data: bytes) -> str:
+    path = folder / "blobs" / "sha256" / sha256_bytes(data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return f"sha256:{sha256_bytes(data)}"
+
+
+def _make_base(folder: Path) -> MadeBase:
+    """A tiny glibc base made here from this machine's files, as skopeo copy would leave one: an OCI layout whose
+    index lists one linux/amd64 image of one gzip layer (glibc and its loader), with an Env, a Cmd and a label."""
+    lib = Path("/lib/x86_64-linux-gnu")
+    files = {f"lib/x86_64-linux-gnu/{name}": ((lib / name).read_bytes(), 0o755) for name in GLIBC}
+    files["lib64/ld-linux-x86-64.so.2"] = files["lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"]
+    tar = tar_bytes(files, 1_700_000_000)
+    layer = gzip.compress(tar, mtime=0)
+    layer_digest = _put(folder, layer)
+    (folder / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+    manifests = {}
+    for arch in ("amd64", "arm64"):
+        config = {
+            "architecture": arch,
+            "os": "linux",
+            "created": "2023-11-14T22:13:20Z",
+            "config": {"Env": ["PATH=/bin", "LANG=C.UTF-8"], "Cmd": ["/bin/sh"], "Labels": {"base.label": "kept"}},
+            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{sha256_bytes(tar)}"]},
+            "history": [{"created": "2023-11-14T22:13:20Z", "created_by": "ADD glibc /"}],
+        }
+        config_data = json.dumps(config).encode()
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": _put(folder, config_data),
+                "size": len(config_data),
+            },
+            "layers": [
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": layer_digest, "size": len(layer)}
+            ],
+        }
+        data = json.dumps(manifest, indent=2).encode()  # another tool's spacing: copied as it is, by digest
+        manifests[arch] = (_put(folder, data), len(data))
+    index = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": manifests["amd64"][0],
+                "size": manifests["amd64"][1],
+                "platform": {"architecture": "amd64", "os": "linux"},
+            }
+        ],
+    }
+    data = json.dumps(index).encode()
+    index_digest = _put(folder, data)
+    listed: dict[str, Any] = {**index["manifests"][0], "digest": index_digest, "size": len(data)}  # type: ignore[index]
+    top = {"schemaVersion": 2, "manifests": [listed]}
+    (folder / "index.json").write_text(json.dumps(top))
+    return MadeBase(folder, index_digest, manifests["arm64"][0], layer_digest)
+
+
+@pytest.fixture(scope="module")
+def based(tmp_path_factory: pytest.TempPathFactory) -> tuple[Release, MadeBase]:
+    """A release of hello for x86_64 glibc alone (about 20 s) and a base made here."""
+    root = tmp_path_factory.mktemp("based")
+    return Release.new(root / "release").made("--target", GNU), _make_base(root / "base")
+
+
+@pytest.mark.refuses(
+    "image-base-not-a-digest",
+    "image-base-not-a-layout",
+    "image-base-digest-not-in-layout",
+    "image-base-lacks-platform",
+    "rebuild-image-base-missing-or-other",
+)
+def test_a_glibc_target_on_a_base_image_run_verified_and_rebuilt(
+    based: tuple[Release, MadeBase], tmp_path: Path
+) -> None:
+    """The glibc release imaged on the base: the base's layer first (its blob unchanged), then the binary's; the
+    config the base's with the entrypoint and labels; unpacked by umoci and run with the base's loader and glibc;
+    verify accepts it; the same index digest from another copy of release and base; rebuild refuses without the
+    base, and its image function matches with it. Every refusal of the base before anything is written."""
+    release, base = based
+    gnu_manifest = json.loads((release.dist / f"hello-pgo-{TAG}-{GNU}-manifest.json").read_text())
+    assert gnu_manifest["libc"].startswith("glibc"), gnu_manifest["libc"]
+    dist = release.download(tmp_path / "a" / TAG)
+    arg = f"{base.folder}@{base.index}"
+    # refusals first, none leaving a layout
+    for given, words in (
+        (f"{base.folder}@sha256:abc", ("is not DIR@sha256:<64 hex digits>",)),
+        (f"{tmp_path / 'nowhere'}@{base.index}", (f"{tmp_path / 'nowhere'} is not an OCI image layout",)),
+        (f"{base.folder}@sha256:{'0' * 64}", (f"the base image layout {base.folder} has no blob sha256:{'0' * 64}",)),
+        (f"{base.folder}@{base.arm64}", (f"the base {base.arm64[:19]} is an image of linux/arm64, not linux/amd64",)),
+    ):
+        assert_refused(_image(release, dist, "--base", given), *words)
+        _no_layout_left(dist)
+    tampered = Path(shutil.copytree(base.folder, tmp_path / "tampered"))
+    layer_path = tampered / "blobs" / "sha256" / base.layer.removeprefix("sha256:")
+    changed = bytearray(layer_path.read_bytes())
+    changed[100] ^= 1
+    layer_path.write_bytes(bytes(changed))
+    assert_refused(
+        _image(release, dist, "--base", f"{tampered}@{base.index}"),
+        f"the blob {base.layer[:19]} of the base image layout {tampered} has sha256 ",
+        "it is not the blob its name says",
+    )
+    _no_layout_left(dist)
+    assert sorted(p.name for p in dist.iterdir()) == sorted(p.name for p in release.dist.iterdir())
+
+    text = assert_ok(_image(release, dist, "--base", arg))
+    found = re.search(r"index (sha256:[0-9a-f]{64}) \(1 platforms\)", text)
+    assert found, text[-3000:]
+    digest = found.group(1)
+    assert f"linux/amd64  {GNU}  manifest sha256:" in text and f"on the base {base.index}" in text
+    layout = dist / LAYOUT
+
+    def blob(d: str) -> bytes:
+        return (layout / "blobs" / "sha256" / d.removeprefix("sha256:")).read_bytes()
+
+    index = json.loads(blob(digest))
+    assert index["annotations"]["pgo-recipes.base"] == base.index
+    (descriptor,) = index["manifests"]
+    image = json.loads(blob(descriptor["digest"]))
+    base_manifest = json.loads((base.folder / "blobs" / "sha256" / _amd64(base).removeprefix("sha256:")).read_text())
+    assert image["layers"][0] == base_manifest["layers"][0]  # the base's layer first, its descriptor as it was
+    assert blob(base.layer) == (base.folder / "blobs" / "sha256" / base.layer.removeprefix("sha256:")).read_bytes()
+    assert len(image["layers"]) == 2 and image["annotations"] == {"org.opencontainers.image.base.digest": _amd64(base)}
+    config = json.loads(blob(image["config"]["digest"]))
+    assert config["config"]["Entrypoint"] == ["/hello-pgo"] and "Cmd" not in config["config"]
+    assert config["config"]["Env"] == ["PATH=/bin", "LANG=C.UTF-8"]
+    assert config["config"]["Labels"]["base.label"] == "kept"
+    assert config["config"]["Labels"]["pgo-recipes.base"] == base.index
+    assert config["rootfs"]["diff_ids"][1:] == [image["layers"][1]["digest"]] and len(config["rootfs"]["diff_ids"]) == 2
+    stated = json.loads((dist / f"{INDEX}.intoto.json").read_text())
+    assert stated["predicate"]["buildDefinition"]["externalParameters"]["base"] == base.index
+    assert stated["predicate"]["buildDefinition"]["resolvedDependencies"][-1] == {
+        "name": "base",
+        "digest": {"sha256": base.index.removeprefix("sha256:")},
+        "annotations": {"platforms": ["linux/amd64"]},
+    }
+
+    # unpacked and run with the base's own loader and glibc
+    one = tmp_path / "oci-one"
+    _skopeo("copy", f"oci:{layout}:{TAG}", f"oci:{one}:{TAG}")
+    bundle = tmp_path / "bundle"
+    subprocess.run(
+        ["umoci", "unpack", "--rootless", "--image", f"{one}:{TAG}", str(bundle)], capture_output=True, check=True
+    )
+    runtime = json.loads((bundle / "config.json").read_text())
+    assert runtime["process"]["args"] == ["/hello-pgo"] and "LANG=C.UTF-8" in runtime["process"]["env"]
+    rootfs = bundle / "rootfs"
+    assert sorted(p.name for p in rootfs.iterdir()) == ["hello-pgo", "lib", "lib64"]
+    libs = rootfs / "lib" / "x86_64-linux-gnu"
+    launcher = (str(rootfs / "lib64" / "ld-linux-x86-64.so.2"), "--library-path", str(libs))
+    done = train_workload(tmp_path / "run", REPO / "profiles" / "hello.toml", rootfs / "hello-pgo", launcher=launcher)
+    assert [phase["name"] for phase in done.phases] == ["collatz", "words", "primes", "checksum"], done
+
+    verified = assert_ok(run_nox("verify", release.env(), [TAG, "--artefacts", str(dist)]))
+    assert f"ok  {LAYOUT}: the linux/amd64 image holds {GNU}'s PGO binary on the base {base.index}'s 1 layers" in (
+        verified
+    )
+    assert f"ok  {LAYOUT}: index {digest}, as nox -s image writes it from this release" in verified
+
+    # the same release and base elsewhere: the same index digest
+    other_base = Base(Path(shutil.copytree(base.folder, tmp_path / "b2" / "deeper")), base.index)
+    other = release.download(tmp_path / "b" / TAG)
+    manifests = read_manifests(TAG, other)
+    made, _ = build_layout(TAG, other, manifests, SOURCE, other_base)
+    assert made.index_digest == digest
+
+    # verify refuses a layout whose image lacks the base's layer (every other blob made consistent around it)
+    chosen = choose_targets(manifests, TAG, other, base.index)
+    (gnu,) = [m for m, _ in chosen.images]
+    below = other_base.image(Platform("linux", "amd64"))
+    bare = dataclasses.replace(below, layers=())
+    images = [
+        Image(
+            Platform("linux", "amd64"),
+            "hello-pgo",
+            pgo_binary(other, gnu),
+            labels_of(gnu, SOURCE, base.index),
+            gnu.source_date_epoch,
+            bare,
+        )
+    ]
+    files = image_layout(images, TAG, index_annotations(gnu, SOURCE, base.index)).files
+    write_layout(other / LAYOUT, files)
+    record_image(other, TAG, "hello-pgo", files, chosen, SOURCE, base.index)
+    with pytest.raises(PgoError) as refused:
+        check_layout(TAG, other, manifests)
+    assert f"the linux/amd64 image of {LAYOUT} has not the layers of its base {base.index} (1)" in (
+        refused.value.line()
+    )
+
+    # rebuild: without the base refused before anything is built; with it, the image made again matches
+    work = tmp_path / "work"
+    assert_refused(
+        run_nox("rebuild", release.env(PGO_OUT=str(work)), [TAG, "--artefacts", str(dist)]),
+        f"the image of {TAG} was made on the base {base.index}: rebuilding it needs that base",
+        f"--base DIR@{base.index}",
+    )
+    assert not work.exists()
+    binary = tmp_path / "rebuilt" / "hello-pgo"
+    binary.parent.mkdir()
+    binary.write_bytes(pgo_binary(dist, gnu))
+    assert rebuild_image(TAG, dist, {GNU: binary}, tmp_path / "w", clean_env(), other_base) == [
+        f"match     image index {digest}, made again from the rebuilt binaries"
+    ]
+    with pytest.raises(PgoError) as refused:
+        rebuild_image(TAG, dist, {GNU: binary}, tmp_path / "w", clean_env(), Base(base.folder, base.arm64))
+    assert refused.value.line().startswith(f"the image of {TAG} was made on the base {base.index}, --base names")
+
+
+def _amd64(base: MadeBase) -> str:
+    index = json.loads((base.folder / "blobs" / "sha256" / base.index.removeprefix("sha256:")).read_text())
+    return str(index["manifests"][0]["digest"])

@@ -9,6 +9,13 @@ the same binaries, labels and time give the same index digest on any machine and
 
 Layers are not compressed: a gzip stream's bytes depend on the zlib that wrote it (zlib-ng and zlib differ), a
 tar's only on its entries.
+
+An image may instead be made on a base image (:class:`Base`, read from an OCI layout the user supplies, by the digest
+of its image index or manifest, every blob's sha256 checked): its layers come first, copied unchanged by digest, then
+the binary's; its configuration is the base's with the entrypoint set, the labels added and the base's ``Cmd``
+dropped (as a Dockerfile's ENTRYPOINT does). The base's blobs that name those layers (its index, the platform's
+manifest and configuration) are copied into the layout too, unreferenced, so that the layout alone shows which base
+it was made on: :func:`read_base` reads the base back from it.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
+from recipes.errors import MissingInput
 from recipes.release.reproducible.tarballs import sha256_bytes, tar_bytes
 
 MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -30,6 +39,8 @@ MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar"
 LAYOUT_FILE = "oci-layout"
 LAYOUT_VERSION = "1.0.0"
 REF_NAME = "org.opencontainers.image.ref.name"
+#: the OCI's annotation of an image manifest naming the manifest of its base image
+BASE_DIGEST = "org.opencontainers.image.base.digest"
 #: the mode of the binary in its layer
 BINARY_MODE = 0o755
 
@@ -103,14 +114,158 @@ def platform_of(triple: str) -> Platform | None:
 
 
 @dataclass(frozen=True)
+class BaseImage:
+    """One platform's image of a base: its manifest, configuration and layers (descriptors and blobs, as the base's
+    layout holds them) and the blobs that name it (``digest``'s index, when the base was named by an index)."""
+
+    digest: str
+    manifest: Blob
+    config: Blob
+    layers: tuple[dict[str, Any], ...]
+    blobs: tuple[Blob, ...]
+
+    def config_json(self) -> dict[str, Any]:
+        data = json.loads(self.config.data)
+        return data if isinstance(data, dict) else {}
+
+
+@dataclass(frozen=True)
 class Image:
-    """One platform's image: the binary (at ``/<name>``, the entrypoint), its configuration's labels and time."""
+    """One platform's image: the binary (at ``/<name>``, the entrypoint), its configuration's labels and time, and
+    the base it is made on (None: FROM scratch)."""
 
     platform: Platform
     name: str
     binary: bytes
     labels: Mapping[str, str]
     created: int
+    base: BaseImage | None = None
+
+
+DIGEST_HEX = 64
+
+
+def is_digest(text: str) -> bool:
+    """Whether ``text`` is ``sha256:`` and 64 lower-case hex digits."""
+    hexes = text.removeprefix("sha256:")
+    return text.startswith("sha256:") and len(hexes) == DIGEST_HEX and all(c in "0123456789abcdef" for c in hexes)
+
+
+_BASE_HINT = "give --base DIR@sha256:<digest>, DIR an OCI image layout (skopeo copy docker-archive:FILE oci:DIR:TAG)"
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base image in an OCI layout folder, named by the digest of its image index or image manifest; the blobs
+    read from it are checked by their sha256 as they are read. :meth:`image` finds one platform's image."""
+
+    folder: Path
+    digest: str
+
+    def blob(self, digest: Any, what: str) -> bytes:
+        if not isinstance(digest, str) or not is_digest(digest):
+            raise MissingInput(f"the base's {what} has no sha256 digest ({digest!r})", _BASE_HINT)
+        path = self.folder / "blobs" / "sha256" / digest.removeprefix("sha256:")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise MissingInput(
+                f"the base image layout {self.folder} has no blob {digest} ({what}: {exc.strerror or exc})", _BASE_HINT
+            ) from exc
+        if f"sha256:{sha256_bytes(data)}" != digest:
+            raise MissingInput(
+                f"the blob {digest[:19]} of the base image layout {self.folder} has sha256 {sha256_bytes(data)[:12]}: "
+                "it is not the blob its name says",
+                _BASE_HINT,
+            )
+        return data
+
+    def document(self, digest: Any, what: str) -> tuple[bytes, dict[str, Any]]:
+        data = self.blob(digest, what)
+        try:
+            parsed = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise MissingInput(f"the base's {what} {str(digest)[:19]} is not a JSON object", _BASE_HINT)
+        return data, parsed
+
+    def check(self) -> None:
+        """The folder is an OCI image layout holding the blob of ``digest``, an image index or manifest."""
+        if not (self.folder / LAYOUT_FILE).is_file():
+            raise MissingInput(f"{self.folder} is not an OCI image layout (no {LAYOUT_FILE} file)", _BASE_HINT)
+        _, top = self.document(self.digest, "image index or manifest")
+        if _kind(top) is None:
+            raise MissingInput(
+                f"the base {self.digest[:19]} is neither an image index nor an image manifest", _BASE_HINT
+            )
+
+    def image(self, platform: Platform) -> BaseImage:
+        """The base's image of ``platform``: the manifest ``digest`` names (its configuration's platform must be
+        ``platform``) or the one its index lists for ``platform`` (a base without a variant matches any)."""
+        data, top = self.document(self.digest, "image index or manifest")
+        kind = _kind(top)
+        named: tuple[Blob, ...] = ()
+        if kind == MEDIA_INDEX:
+            listed = [
+                d for d in top.get("manifests") or [] if isinstance(d, dict) and _matches(d.get("platform"), platform)
+            ]
+            if not listed:
+                found = [_platform_text(d.get("platform")) for d in top.get("manifests") or [] if isinstance(d, dict)]
+                raise MissingInput(
+                    f"the base {self.digest[:19]} has no {platform} image (it has {', '.join(found) or 'none'})",
+                    "give a base with an image of every glibc target's platform",
+                )
+            named = (Blob(MEDIA_INDEX, data),)
+            data, top = self.document(listed[0].get("digest"), f"{platform} manifest")
+        elif kind != MEDIA_MANIFEST:
+            raise MissingInput(
+                f"the base {self.digest[:19]} is neither an image index nor an image manifest", _BASE_HINT
+            )
+        config_data, config = self.document((top.get("config") or {}).get("digest"), f"{platform} configuration")
+        if not _matches(config, platform):
+            raise MissingInput(
+                f"the base {self.digest[:19]} is an image of {_platform_text(config)}, not {platform}",
+                "give a base with an image of every glibc target's platform",
+            )
+        layers = tuple(d for d in top.get("layers") or [] if isinstance(d, dict))
+        blobs = tuple(Blob(str(d.get("mediaType")), self.blob(d.get("digest"), f"{platform} layer")) for d in layers)
+        rootfs = config.get("rootfs")
+        diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+        if not isinstance(diff_ids, list) or len(diff_ids) != len(layers):
+            raise MissingInput(
+                f"the base's {platform} configuration lists {len(diff_ids or [])} layers, its manifest {len(layers)}",
+                _BASE_HINT,
+            )
+        manifest = Blob(MEDIA_MANIFEST, data)
+        config_blob = Blob(MEDIA_CONFIG, config_data)
+        return BaseImage(self.digest, manifest, config_blob, layers, (*named, manifest, config_blob, *blobs))
+
+
+def _kind(document: Mapping[str, Any]) -> str | None:
+    media = document.get("mediaType")
+    if media == MEDIA_INDEX or (media is None and isinstance(document.get("manifests"), list)):
+        return MEDIA_INDEX
+    if media == MEDIA_MANIFEST or (media is None and isinstance(document.get("layers"), list)):
+        return MEDIA_MANIFEST
+    return None
+
+
+def _matches(fields: Any, platform: Platform) -> bool:
+    if not isinstance(fields, dict):
+        return False
+    variant = fields.get("variant")
+    return (
+        fields.get("os") == platform.os
+        and fields.get("architecture") == platform.architecture
+        and (not variant or variant == platform.variant)
+    )
+
+
+def _platform_text(fields: Any) -> str:
+    if not isinstance(fields, dict):
+        return "no platform"
+    return "/".join(str(fields[k]) for k in ("os", "architecture", "variant") if fields.get(k))
 
 
 @dataclass(frozen=True)
@@ -129,18 +284,34 @@ def layer_tar(name: str, binary: bytes, mtime: int) -> bytes:
     return tar_bytes({name: (binary, BINARY_MODE)}, mtime, tarfile.USTAR_FORMAT)
 
 
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def image_blobs(image: Image) -> ImageBlobs:
     """The layer, configuration and manifest of ``image``."""
     layer = Blob(MEDIA_LAYER, layer_tar(image.name, image.binary, image.created))
+    base = image.base.config_json() if image.base else {}
+    inherited = _object(base.get("config"))
+    labels = _object(inherited.get("Labels"))
+    rootfs = _object(base.get("rootfs"))
+    found = base.get("history")
+    history: list[Any] = found if isinstance(found, list) else []
+    kept = {k: v for k, v in inherited.items() if k not in ("Cmd", "Entrypoint", "Labels")}  # ENTRYPOINT drops Cmd
     config = Blob(
         MEDIA_CONFIG,
         canonical_json(
             {
+                **{k: v for k, v in base.items() if k not in ("created", "config", "rootfs", "history")},
                 **image.platform.fields(),
                 "created": rfc3339(image.created),
-                "config": {"Entrypoint": [f"/{image.name}"], "Labels": dict(image.labels)},
-                "rootfs": {"type": "layers", "diff_ids": [layer.digest]},  # uncompressed: its digest is its diff id
-                "history": [{"created": rfc3339(image.created), "created_by": f"COPY {image.name} /{image.name}"}],
+                "config": {**kept, "Entrypoint": [f"/{image.name}"], "Labels": {**labels, **image.labels}},
+                # uncompressed: its digest is its diff id
+                "rootfs": {"type": "layers", "diff_ids": [*(rootfs.get("diff_ids") or []), layer.digest]},
+                "history": [
+                    *history,
+                    {"created": rfc3339(image.created), "created_by": f"COPY {image.name} /{image.name}"},
+                ],
             }
         ),
     )
@@ -151,7 +322,8 @@ def image_blobs(image: Image) -> ImageBlobs:
                 "schemaVersion": 2,
                 "mediaType": MEDIA_MANIFEST,
                 "config": config.descriptor(),
-                "layers": [layer.descriptor()],
+                "layers": [*(image.base.layers if image.base else ()), layer.descriptor()],
+                **({"annotations": {BASE_DIGEST: image.base.manifest.digest}} if image.base else {}),
             }
         ),
     )
@@ -194,6 +366,7 @@ def image_layout(images: Sequence[Image], ref_name: str, annotations: Mapping[st
         "manifests": [index.descriptor(annotations={REF_NAME: ref_name})],
     }
     blobs = [index, *(blob for _, b in made for blob in (b.layer, b.config, b.manifest))]
+    blobs += [blob for image in ordered if image.base for blob in image.base.blobs]
     files = {
         LAYOUT_FILE: canonical_json({"imageLayoutVersion": LAYOUT_VERSION}),
         "index.json": canonical_json(top),
