@@ -390,7 +390,7 @@ def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
 
 
 def to_json(results: Sequence[CountsResult], meta: dict[str, Any]) -> dict[str, Any]:
-    """results.json of a counts run (:func:`recipes.bench.report.to_json` with :data:`HEADING`)."""
+    """results.json of a counts run (:func:`recipes.bench.cpu_report.to_json` with :data:`HEADING`)."""
     return report_to_json(results, meta, HEADING)
 
 

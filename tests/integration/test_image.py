@@ -737,11 +737,11 @@ def test_a_glibc_target_on_a_base_image_run_verified_and_rebuilt(
     binary = tmp_path / "rebuilt" / "hello-pgo"
     binary.parent.mkdir()
     binary.write_bytes(pgo_binary(dist, gnu))
-    assert rebuild_image(TAG, dist, {GNU: binary}, tmp_path / "w", clean_env(), other_base) == [
+    assert rebuild_image(TAG, dist, {GNU: binary}, WorkDir(tmp_path / "w"), clean_env(), other_base) == [
         f"match     image index {digest}, made again from the rebuilt binaries"
     ]
     with pytest.raises(PgoError) as refused:
-        rebuild_image(TAG, dist, {GNU: binary}, tmp_path / "w", clean_env(), Base(base.folder, base.arm64))
+        rebuild_image(TAG, dist, {GNU: binary}, WorkDir(tmp_path / "w"), clean_env(), Base(base.folder, base.arm64))
     assert refused.value.line().startswith(f"the image of {TAG} was made on the base {base.index}, --base names")
 
 
