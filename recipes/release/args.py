@@ -7,8 +7,9 @@
 ``nox -s determinism -- [config options]``,
 ``nox -s image -- vX.Y.Z [--artefacts DIR] [--source URL] [--base DIR@sha256:D] [config options]``.
 
-The options of the session are taken out first, in that order (the tag, --artefacts, --gather, --target,
---rebuild); what is left is the configuration's (:func:`recipes.config.load_config` refuses what it does not know,
+The tag comes first; then each session's options, declared once below as :class:`Option` records, are taken out by
+one argparse parser (:func:`~recipes.release.reproducible.tags.take_options`, as ``train --shard`` and ``merge
+--gather`` are); what is left is the configuration's (:func:`recipes.config.load_config` refuses what it does not know,
 as ``session arguments: unknown argument ...``). A misplaced option is one :class:`ConfigError` line.
 """
 
@@ -20,9 +21,9 @@ from pathlib import Path
 
 from recipes.errors import ConfigError
 from recipes.release.matrix import TARGET
-from recipes.release.reproducible import split_tag, take_option
+from recipes.release.reproducible import split_tag
 from recipes.release.reproducible.oci import Base, is_digest
-from recipes.release.reproducible.tags import take_all, take_gather
+from recipes.release.reproducible.tags import GATHER, Option, Taken, take_options
 
 ARTEFACTS = "--artefacts"
 REBUILD = "--rebuild"
@@ -86,68 +87,94 @@ class DeterminismArgs:
     config: tuple[str, ...]
 
 
-def _tag_and_artefacts(posargs: Sequence[str], session: str) -> tuple[str, Path | None, list[str]]:
-    """The positional tag, ``--artefacts DIR`` (absolute), and the rest."""
+#: each option once, as every session that takes it declares it
+ARTEFACTS_OPTION = Option(ARTEFACTS, hint=f"write {ARTEFACTS} DIR")
+TARGETS_OPTION = Option(TARGET, "all")
+GATHER_OPTION = Option(GATHER, "folders")
+REBUILD_OPTION = Option(REBUILD, "flag")
+SOURCE_OPTION = Option(SOURCE, value="the repository's URL", hint=f"write {SOURCE} https://github.com/OWNER/REPO")
+BASE_OPTION = Option(
+    BASE, value="DIR@sha256:<digest>", hint=f"write {BASE} DIR@sha256:..., DIR an OCI image layout and its digest"
+)
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A release session's posargs: the tag, its options' values by flag (:func:`take_options`), the rest (the
+    configuration's)."""
+
+    tag: str
+    taken: Taken
+    rest: list[str]
+
+    @property
+    def artefacts(self) -> Path | None:
+        given = self.taken.one(ARTEFACTS)
+        return Path(given).absolute() if given else None
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return tuple(self.taken.all(TARGET)) if TARGET in self.taken.values else ()
+
+    @property
+    def base(self) -> Base | None:
+        given = self.taken.one(BASE) if BASE in self.taken.values else None
+        return None if given is None else parse_base(given)
+
+
+def _parse(posargs: Sequence[str], session: str, *options: Option) -> _Parsed:
+    """The positional tag first, then the session's ``options`` by one parser; the rest is the configuration's."""
     tag, rest = split_tag(posargs, session)
-    artefacts, rest = take_option(rest, ARTEFACTS)
-    return tag, (Path(artefacts).absolute() if artefacts else None), rest
+    taken, rest = take_options(rest, *options)
+    return _Parsed(tag, taken, rest)
 
 
-def take_base(rest: Sequence[str]) -> tuple[Base | None, list[str]]:
+def parse_base(given: str) -> Base:
     """``--base DIR@sha256:<digest>``: an OCI image layout folder (absolute) and the digest of its image index or
     manifest; anything else refused in one line."""
-    given, left = take_option(list(rest), BASE)
-    if given is None:
-        return None, left
     folder, _, digest = given.rpartition("@")
     if not folder or not is_digest(digest):
         raise ConfigError(
             f"{BASE} {given!r} is not DIR@sha256:<64 hex digits>",
             f"write {BASE} DIR@sha256:..., DIR an OCI image layout and the digest of its image index or manifest",
         )
-    return Base(Path(folder).absolute(), digest), left
+    return Base(Path(folder).absolute(), digest)
 
 
 def parse_release(posargs: Sequence[str]) -> ReleaseArgs:
     """``release``'s posargs; ``--gather`` takes no ``--target`` nor config option."""
-    tag, artefacts, rest = _tag_and_artefacts(posargs, "release")
-    gathered, rest = take_gather(rest)
-    targets, rest = take_all(rest, TARGET)
-    if gathered is not None and (targets or rest):
+    args = _parse(posargs, "release", ARTEFACTS_OPTION, GATHER_OPTION, TARGETS_OPTION)
+    gathered = args.taken.folders(GATHER)
+    if gathered is not None and (args.targets or args.rest):
         raise ConfigError(
-            f"--gather joins folders: {(['--target'] if targets else rest)[0]} is not an option of it",
+            f"--gather joins folders: {(['--target'] if args.targets else args.rest)[0]} is not an option of it",
             "nox -s release -- vX.Y.Z --gather DIR [DIR ...] [--artefacts OUT]",
         )
     gather = None if gathered is None else tuple(Path(folder) for folder in gathered)
-    return ReleaseArgs(tag, artefacts, tuple(targets), gather, tuple(rest))
+    return ReleaseArgs(args.tag, args.artefacts, args.targets, gather, tuple(args.rest))
 
 
 def parse_rebuild(posargs: Sequence[str]) -> RebuildArgs:
     """``rebuild``'s posargs."""
-    tag, artefacts, rest = _tag_and_artefacts(posargs, "rebuild")
-    targets, rest = take_all(rest, TARGET)
-    base, rest = take_base(rest)
-    return RebuildArgs(tag, artefacts, tuple(targets), tuple(rest), base)
+    args = _parse(posargs, "rebuild", ARTEFACTS_OPTION, TARGETS_OPTION, BASE_OPTION)
+    return RebuildArgs(args.tag, args.artefacts, args.targets, tuple(args.rest), args.base)
 
 
 def parse_verify(posargs: Sequence[str]) -> VerifyArgs:
     """``verify``'s posargs; ``--target`` only with ``--rebuild`` (verify itself checks every target's files)."""
-    tag, artefacts, rest = _tag_and_artefacts(posargs, "verify")
-    targets, rest = take_all(rest, TARGET)
-    base, rest = take_base(rest)
-    rebuild = REBUILD in rest
-    rest = [arg for arg in rest if arg != REBUILD]
-    if targets and not rebuild:
+    args = _parse(posargs, "verify", ARTEFACTS_OPTION, TARGETS_OPTION, BASE_OPTION, REBUILD_OPTION)
+    rebuild = args.taken.flag(REBUILD)
+    if args.targets and not rebuild:
         raise ConfigError(
             "verify checks every target's files: --target picks the targets verify --rebuild rebuilds",
             "add --rebuild, or leave --target out",
         )
-    if base is not None and not rebuild:
+    if args.taken.one(BASE) is not None and not rebuild:
         raise ConfigError(
             "verify reads the image's base from its layout: --base is the base verify --rebuild makes the image on",
             "add --rebuild, or leave --base out",
         )
-    return VerifyArgs(tag, artefacts, rebuild, tuple(targets), tuple(rest), base)
+    return VerifyArgs(args.tag, args.artefacts, rebuild, args.targets, tuple(args.rest), args.base)
 
 
 def parse_determinism(posargs: Sequence[str]) -> DeterminismArgs:
@@ -157,9 +184,8 @@ def parse_determinism(posargs: Sequence[str]) -> DeterminismArgs:
 
 def parse_image(posargs: Sequence[str]) -> ImageArgs:
     """``image``'s posargs; an empty ``--source`` is refused."""
-    tag, artefacts, rest = _tag_and_artefacts(posargs, "image")
-    source, rest = take_option(rest, SOURCE)
+    args = _parse(posargs, "image", ARTEFACTS_OPTION, SOURCE_OPTION, BASE_OPTION)
+    source = args.taken.one(SOURCE)
     if source is not None and not source.strip():
-        raise ConfigError(f"{SOURCE} needs the repository's URL", f"write {SOURCE} https://github.com/OWNER/REPO")
-    base, rest = take_base(rest)
-    return ImageArgs(tag, artefacts, source, tuple(rest), base)
+        raise SOURCE_OPTION.missing()
+    return ImageArgs(args.tag, args.artefacts, source, tuple(args.rest), args.base)

@@ -18,6 +18,7 @@ from recipes.release.args import (
     parse_release,
     parse_verify,
 )
+from recipes.release.reproducible.tags import Option, take_options
 
 GNU = "x86_64-unknown-linux-gnu"
 MUSL = "x86_64-unknown-linux-musl"
@@ -65,3 +66,41 @@ def test_determinism_hands_every_argument_to_the_configuration() -> None:
     assert parse_determinism(["--target", GNU, "--min-functions", "3"]) == DeterminismArgs(
         ("--target", GNU, "--min-functions", "3")
     )
+
+
+def test_one_parser_takes_every_kind_of_option_and_leaves_the_rest_in_order() -> None:
+    options: tuple[Option, ...] = (Option("--artefacts"), Option("--target", "all"), Option("--gather", "folders"))
+    options += (Option("--rebuild", "flag"),)
+    argv = ["--min-functions", "3", "--target", GNU, "--gather", "a", "b", "--art", "x", "--target-cpu=native",
+            f"--target={MUSL}", "--rebuild", "--artefacts=d", "--train-scale", "2"]  # fmt: skip
+    taken, rest = take_options(argv, *options)
+    assert taken.values == {"--artefacts": "d", "--target": [GNU, MUSL], "--gather": ["a", "b"], "--rebuild": True}
+    # no abbreviation (--art is not --artefacts) and no prefix (--target-cpu is not --target): the configuration's
+    assert rest == ["--min-functions", "3", "--art", "x", "--target-cpu=native", "--train-scale", "2"]
+    taken, rest = take_options([], *options)
+    assert taken.values == {"--artefacts": None, "--target": [], "--gather": None, "--rebuild": False}
+    assert rest == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--artefacts"], "--artefacts needs a value"),
+        (["--artefacts="], "--artefacts needs a value"),
+        (["--target", "--rebuild"], "--target needs a target triple (write --target TRIPLE)"),
+        (["--target="], "--target needs a target triple"),
+        (["--gather", "--rebuild"], "--gather needs at least one folder"),
+        (["--gather", "a", "--gather", "b"], "--gather is given twice"),
+    ],
+)
+def test_one_parser_refuses_an_option_without_its_value_in_one_line(argv: list[str], words: str) -> None:
+    options = (
+        Option("--artefacts"),
+        Option("--target", "all", "a target triple", "write --target TRIPLE"),
+        Option("--gather", "folders"),
+        Option("--rebuild", "flag"),
+    )
+    with pytest.raises(ConfigError) as refused:
+        take_options(argv, *options)
+    assert words in refused.value.line()
+    assert "\n" not in refused.value.line()
