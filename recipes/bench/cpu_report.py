@@ -577,47 +577,73 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
         "system part | trials on the same side of zero | canary drift |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    notes = []
-    flags = []
+    notes: list[str] = []
+    flags: list[str] = []
     for result in results:
-        drift = result.canary_drift
-        drift_text = percent(drift) + (" ⚠" if canary.flagged(drift) else "")
-        title = f"{result.title} (per {result.unit})"
-        if result.tick_note:
-            flags.append(f"- {result.title}: {result.tick_note}.")
-        if result.not_busy and not result.busy_problem:
-            flags.append(
-                f"- {result.title}: {len(result.not_busy)} of {len(result.measured)} trials with the server under "
-                f"{design.BUSY_MIN} {design.BUSY_UNIT} ("
-                + ", ".join(f"{named.get(t.build, t.build)} #{t.index}: {t.busy:.2f}" for t in result.not_busy)
-                + f"); give {result.busy_fix}."
-            )
-        if not result.valid:
-            lines.append(f"| {title} | {result.held_out_text} | invalid | — | — | — | — | — | — | — | {drift_text} |")
-            notes.append(f"- {result.title}: invalid: {result.why_invalid}")
-            continue
-        lines.append(
-            f"| {title} | {result.held_out_text} | {named[BASELINE]} | "
-            f"{design.duration(result.median_user(BASELINE))} | {design.duration(result.median_system(BASELINE))} | "
-            f"{design.duration(result.median(BASELINE))} | | | | | {drift_text} |"
-        )
-        for candidate in result.candidates:
-            user, system = result.parts_of(candidate)
-            same, total = result.same_side_of(candidate)
-            lines.append(
-                f"| | | {named.get(candidate, candidate)} | {design.duration(result.median_user(candidate))} | "
-                f"{design.duration(result.median_system(candidate))} | {design.duration(result.median(candidate))} | "
-                f"{percent(result.difference_of(candidate))} | {_percent_or_dash(user)} | "
-                f"{_percent_or_dash(system)} | {same}/{total} | |"
-            )
+        lines += _scenario_rows(result, named, flags, notes)
     flagged = [r.title for r in results if canary.flagged(r.canary_drift)]
+    lines += ["", _legend(results)]
+    if flagged:
+        lines.append(f"Canary above tolerance in {len(flagged)} of {len(results)} scenarios: {', '.join(flagged)}.")
+    worse = [line.removeprefix("worse: ") for line in regressions(results, named) if line.startswith("worse: ")]
+    if worse:
+        lines += ["", "Worse than the baseline beyond the trials' spread:", *(f"- {line}" for line in worse)]
+    if flags:
+        lines += ["", "Flagged trials (the figures stand, read them with this):", *flags]
+    if notes:
+        lines += ["", "Invalid scenarios:", *notes]
+    coverage = meta.get("coverage")
+    if isinstance(coverage, dict):
+        lines += ["", *coverage_markdown(coverage)]
+    lines += ["", *busy_markdown(results)]
+    return "\n".join(lines) + "\n"
+
+
+def _scenario_rows(result: ScenarioResult, named: dict[str, str], flags: list[str], notes: list[str]) -> list[str]:
+    """A scenario's rows of the table (the baseline's, then each candidate's; one row when it is invalid), its
+    flagged trials added to ``flags`` and why it is invalid to ``notes``."""
+    rows: list[str] = []
+    drift = result.canary_drift
+    drift_text = percent(drift) + (" ⚠" if canary.flagged(drift) else "")
+    title = f"{result.title} (per {result.unit})"
+    if result.tick_note:
+        flags.append(f"- {result.title}: {result.tick_note}.")
+    if result.not_busy and not result.busy_problem:
+        flags.append(
+            f"- {result.title}: {len(result.not_busy)} of {len(result.measured)} trials with the server under "
+            f"{design.BUSY_MIN} {design.BUSY_UNIT} ("
+            + ", ".join(f"{named.get(t.build, t.build)} #{t.index}: {t.busy:.2f}" for t in result.not_busy)
+            + f"); give {result.busy_fix}."
+        )
+    if not result.valid:
+        rows.append(f"| {title} | {result.held_out_text} | invalid | — | — | — | — | — | — | — | {drift_text} |")
+        notes.append(f"- {result.title}: invalid: {result.why_invalid}")
+        return rows
+    rows.append(
+        f"| {title} | {result.held_out_text} | {named[BASELINE]} | "
+        f"{design.duration(result.median_user(BASELINE))} | {design.duration(result.median_system(BASELINE))} | "
+        f"{design.duration(result.median(BASELINE))} | | | | | {drift_text} |"
+    )
+    for candidate in result.candidates:
+        user, system = result.parts_of(candidate)
+        same, total = result.same_side_of(candidate)
+        rows.append(
+            f"| | | {named.get(candidate, candidate)} | {design.duration(result.median_user(candidate))} | "
+            f"{design.duration(result.median_system(candidate))} | {design.duration(result.median(candidate))} | "
+            f"{percent(result.difference_of(candidate))} | {_percent_or_dash(user)} | "
+            f"{_percent_or_dash(system)} | {same}/{total} | |"
+        )
+    return rows
+
+
+def _legend(results: Sequence[ScenarioResult]) -> str:
+    """What the table's columns mean, under it."""
     source = []
     if any(r.server for r in results):
         source.append("per request for a server (all its threads, from /proc)")
     if any(not r.server for r in results):
         source.append("per run for a command (wait4)")
-    lines.append("")
-    lines.append(
+    return (
         f"CPU time {' and '.join(source)}: user is the median of the trials' user time, system the median of their "
         "system (kernel) time, total their sum; a profile can only shrink the user part. "
         "The kernel splits a process's run time into user and system time by sampling at its timer ticks: over "
@@ -640,20 +666,6 @@ def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
         f"Canary: a fixed SHA-256 loop on the measured core before and after the scenario; ⚠ above "
         f"{canary.TOLERANCE * 100:.0f} %."
     )
-    if flagged:
-        lines.append(f"Canary above tolerance in {len(flagged)} of {len(results)} scenarios: {', '.join(flagged)}.")
-    worse = [line.removeprefix("worse: ") for line in regressions(results, named) if line.startswith("worse: ")]
-    if worse:
-        lines += ["", "Worse than the baseline beyond the trials' spread:", *(f"- {line}" for line in worse)]
-    if flags:
-        lines += ["", "Flagged trials (the figures stand, read them with this):", *flags]
-    if notes:
-        lines += ["", "Invalid scenarios:", *notes]
-    coverage = meta.get("coverage")
-    if isinstance(coverage, dict):
-        lines += ["", *coverage_markdown(coverage)]
-    lines += ["", *busy_markdown(results)]
-    return "\n".join(lines) + "\n"
 
 
 def _fmt(value: float | None) -> str:

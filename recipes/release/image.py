@@ -477,6 +477,16 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
     except MissingInput as exc:
         raise CheckFailed(f"{name}: {exc.line()}", _LAYOUT_HINT) from exc
     expected = {str(platform): manifest for manifest, platform in chosen.images}
+    listed = _listed_images(name, tag, index, expected)
+    for platform, manifest in expected.items():
+        lines.append(_check_image(name, platform, manifest, blobs, listed[platform], bases.get(platform), base_digest))
+    made = _check_made(name, tag, layout, directory, manifests, index, base)
+    lines.append(f"ok  {name}: index {made.index_digest}, as nox -s image writes it from this release")
+    return lines
+
+
+def _listed_images(name: str, tag: str, index: dict[str, Any], expected: Mapping[str, Manifest]) -> dict[str, Any]:
+    """The image index's descriptors by platform: exactly one of each platform ``expected``, no other."""
     listed: dict[str, Any] = {}
     descriptors = index.get("manifests")
     for descriptor in descriptors if isinstance(descriptors, list) else []:
@@ -500,28 +510,53 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
         raise CheckFailed(
             f"{name}'s image index has no image of {missing[0]} ({expected[missing[0]].triple})", _LAYOUT_HINT
         )
-    for platform, manifest in expected.items():
-        image = _blob_json(blobs, listed[platform], f"the {platform} image's manifest")
-        layers = image.get("layers")
-        below = bases.get(platform)
-        if below is not None:
-            if not isinstance(layers, list) or layers[:-1] != list(below.layers) or not layers[-1:]:
-                raise CheckFailed(
-                    f"the {platform} image of {name} has not the layers of its base {base_digest} "
-                    f"({len(below.layers)}) and the binary's",
-                    _LAYOUT_HINT,
-                )
-            layers = layers[-1:]
-        if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict):
-            raise CheckFailed(f"the {platform} image of {name} has not one layer", _LAYOUT_HINT)
-        layer = blobs.get(str(layers[0].get("digest")))
-        if layer is None:
-            raise CheckFailed(f"the image layout has no blob of the {platform} image's layer", _LAYOUT_HINT)
-        problem = _layer_problem(layer, manifest.bin, manifest.artefacts.pgo.binary_sha256 or "")
-        if problem:
-            raise CheckFailed(f"the {platform} image's layer in {name} {problem}", _LAYOUT_HINT)
-        on = f" on the base {base_digest}'s {len(below.layers)} layers" if below is not None else " alone"
-        lines.append(f"ok  {name}: the {platform} image holds {manifest.triple}'s PGO binary{on}")
+    return listed
+
+
+def _check_image(
+    name: str,
+    platform: str,
+    manifest: Manifest,
+    blobs: Mapping[str, bytes],
+    descriptor: dict[str, Any],
+    below: BaseImage | None,
+    base_digest: str | None,
+) -> str:
+    """The ``platform`` image's manifest: the base's layers unchanged (``below``, when there is a base), then one
+    layer holding exactly the target's PGO binary. Its ok line."""
+    image = _blob_json(blobs, descriptor, f"the {platform} image's manifest")
+    layers = image.get("layers")
+    if below is not None:
+        if not isinstance(layers, list) or layers[:-1] != list(below.layers) or not layers[-1:]:
+            raise CheckFailed(
+                f"the {platform} image of {name} has not the layers of its base {base_digest} "
+                f"({len(below.layers)}) and the binary's",
+                _LAYOUT_HINT,
+            )
+        layers = layers[-1:]
+    if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict):
+        raise CheckFailed(f"the {platform} image of {name} has not one layer", _LAYOUT_HINT)
+    layer = blobs.get(str(layers[0].get("digest")))
+    if layer is None:
+        raise CheckFailed(f"the image layout has no blob of the {platform} image's layer", _LAYOUT_HINT)
+    problem = _layer_problem(layer, manifest.bin, manifest.artefacts.pgo.binary_sha256 or "")
+    if problem:
+        raise CheckFailed(f"the {platform} image's layer in {name} {problem}", _LAYOUT_HINT)
+    on = f" on the base {base_digest}'s {len(below.layers)} layers" if below is not None else " alone"
+    return f"ok  {name}: the {platform} image holds {manifest.triple}'s PGO binary{on}"
+
+
+def _check_made(
+    name: str,
+    tag: str,
+    layout: Path,
+    directory: Path,
+    manifests: Mapping[str, Manifest],
+    index: dict[str, Any],
+    base: Base | None,
+) -> Layout:
+    """The whole layout is the one ``nox -s image`` writes from this release (its source label read from the
+    layout's index): every file, none missing, none more. What it writes."""
     source = _annotations(index).get("org.opencontainers.image.source")
     if not isinstance(source, str) or not source:
         raise CheckFailed(f"{name}'s image index has no org.opencontainers.image.source annotation", _LAYOUT_HINT)
@@ -541,8 +576,7 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
     extra = sorted(found - set(made.files))
     if extra:
         raise CheckFailed(f"{name}/{extra[0]} is not a file nox -s image writes for this release", _LAYOUT_HINT)
-    lines.append(f"ok  {name}: index {made.index_digest}, as nox -s image writes it from this release")
-    return lines
+    return made
 
 
 _RECORD_HINT = "download the release's SHA256SUMS and image files again"
