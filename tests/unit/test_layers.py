@@ -80,6 +80,25 @@ def test_the_top_floor_holds_few_modules_and_no_file_name_is_used_twice() -> Non
     assert twice == []
 
 
+def _long_functions(limit: int) -> list[str]:
+    """The functions of recipes/ longer than ``limit`` lines (decorators and docstring included), longest first."""
+    found = []
+    for path in RECIPES.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > limit:
+                    found.append((length, f"{path.relative_to(RECIPES.parent)}:{node.lineno} {node.name}"))
+    return [f"{where} ({length} lines)" for length, where in sorted(found, reverse=True)]
+
+
+def test_no_function_over_99_lines_and_at_most_five_over_60() -> None:
+    """A function that grows past a screen is split into its parts (CONTRIBUTING.md, "Style")."""
+    assert _long_functions(99) == []
+    assert len(_long_functions(60)) <= 5, _long_functions(60)
+    assert _long_functions(40), "the scan finds no function at all"
+
+
 def _loaded_by_importing(module: str) -> set[str]:
     """The modules of recipes a fresh interpreter holds after ``import module``."""
     code = f"import sys, {module}; print('\\n'.join(m for m in sys.modules if m.startswith('recipes')))"
