@@ -1,0 +1,203 @@
+"""Each stage's decisions, from a plan fixture and without cargo (as cibuildwheel tests its build steps from their
+options): the environment each build gets (the per-target rustflags, never RUSTFLAGS; the C compilers' flags; the
+RUSTC shim), which profile optimise uses and what it refuses before a build, the plain build's link, and the
+refusals of a stage that would go on from another toolchain or build."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recipes.config import load_config
+from recipes.errors import CheckFailed, ConfigError, MissingInput, StoreError
+from recipes.llvm import boltlib
+from recipes.plan import BuildPlan
+from recipes.results import InstrumentResult, MergeResult, Report
+from recipes.stages.instrument import instrumented_env
+from recipes.stages.merge import refuse_other_rustc
+from recipes.stages.optimise import _optimised_env, _profile_to_use, check_same_build
+from recipes.stages.plain import link_flags
+from recipes.toolchain.cargo.metadata import CrateInfo
+from recipes.toolchain.cflags import CPlan, Language
+from recipes.toolchain.rustc import RustcInfo
+from recipes.toolchain.rustflags import RustflagsPlan
+
+TRIPLE = "x86_64-unknown-linux-gnu"
+VAR = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS"
+#: the flags the crate's .cargo/config.toml sets, which every build keeps before its profile flags
+BASE = ("-Ctarget-cpu=x86-64-v2", "-Cforce-frame-pointers=yes")
+
+
+def _plan(project: Path, environ: dict[str, str] | None = None, *, pyproject: str = "[tool.pgo]\n") -> BuildPlan:
+    """A plan as make_plan would make it for a crate ``demo`` in ``project``, without running cargo or rustc."""
+    (project / "pyproject.toml").write_text(pyproject)
+    environ = {"PATH": "/usr/bin:/bin", **(environ or {})}
+    config = load_config(project, environ)
+    crate = CrateInfo(
+        manifest=project / "Cargo.toml",
+        package="demo",
+        package_dir=project,
+        bin="demo",
+        crate_names=("demo",),
+        target_directory=project / "target",
+    )
+    return BuildPlan(
+        config=config,
+        env=dict(environ),
+        rustc=RustcInfo(release="1.95.0", host=TRIPLE, commit_hash="0" * 40, llvm_version="22.1.2"),
+        target=TRIPLE,
+        crate=crate,
+        rustflags=RustflagsPlan(var=VAR, base=BASE, carried_from=(".cargo/config.toml",), config_target_flags=()),
+        c=CPlan(TRIPLE, (), "off", env=environ),
+        workload=None,
+    )
+
+
+def _instrumented(plan: BuildPlan, **changes: Any) -> InstrumentResult:
+    result = InstrumentResult(
+        seconds=1.0,
+        binary=plan.work / "bin" / "demo-instrumented",
+        binary_sha256="0" * 64,
+        crate_metadata={},
+        cargo_command=list(plan.config.cargo),
+        target=plan.target,
+        rustflags_var=VAR,
+        rustflags=" ".join(BASE),
+        carried_rustflags_from=[],
+        rustc=plan.rustc.release,
+        rustc_llvm=plan.rustc.llvm_version,
+        rustc_source="default",
+    )
+    return dataclasses.replace(result, **changes)
+
+
+def _merged(profile: Path, sha256: str) -> MergeResult:
+    return MergeResult(
+        profile=profile,
+        profraw_merged=1,
+        profraw_dropped={},
+        min_functions=1,
+        min_functions_set=1,
+        min_functions_source="the default",
+        min_functions_total=None,
+        llvm_profdata=Path("/usr/bin/llvm-profdata"),
+        llvm_profdata_version="22.1.2",
+        profile_sha256=sha256,
+        executed_functions=10,
+        total_functions=20,
+        seconds=0.5,
+    )
+
+
+def test_the_instrumented_build_gets_the_per_target_variable_with_the_base_flags_first(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, {"PGO_OUT": str(tmp_path / "work")})
+    env = instrumented_env(plan)
+    assert shlex.split(env[VAR]) == [*BASE, f"-Cprofile-generate={plan.profraw_dir}"]
+    assert plan.profraw_dir == tmp_path / "work" / "profraw"
+    assert "RUSTFLAGS" not in env
+    assert env["PATH"] == "/usr/bin:/bin"
+
+
+def test_the_instrumented_build_links_with_the_generate_linker_when_one_is_set(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, pyproject='[tool.pgo]\ngenerate_linker = "clang-22"\n')
+    assert shlex.split(instrumented_env(plan)[VAR])[-1] == "-Clinker=clang-22"
+
+
+def test_a_work_dir_with_a_space_is_refused_before_a_build(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, {"PGO_OUT": str(tmp_path / "my work")})
+    with pytest.raises(ConfigError, match=f"contains white space, which {VAR} cannot carry"):
+        instrumented_env(plan)
+
+
+def test_the_optimised_build_uses_the_store_s_profile_through_the_shim(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    stored = tmp_path / "store" / f"{'a' * 64}.profdata"
+    env = _optimised_env(plan, stored, trained_here=True)
+    assert shlex.split(env[VAR]) == [*BASE, f"-Cprofile-use={stored}", "-Cllvm-args=-pgo-warn-missing-function"]
+    assert "RUSTFLAGS" not in env
+    shim = Path(env["RUSTC"])  # every optimised compile goes through the shim, which records what rustc received
+    assert shim.is_file() and shim.is_relative_to(plan.workdir.bin)
+    assert plan.workdir.observed("optimise").is_dir()
+    assert not any(plan.workdir.observed("optimise").iterdir())  # emptied: no record of an earlier build
+
+
+def test_the_optimised_build_for_bolt_is_linked_with_its_relocations(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, {"PGO_BOLT": "1"})
+    stored = tmp_path / "p.profdata"
+    assert shlex.split(_optimised_env(plan, stored, trained_here=True)[VAR])[-1] == boltlib.EMIT_RELOCS
+    assert link_flags(plan) == [boltlib.EMIT_RELOCS]  # the plain build the bench compares with: the same link
+    assert link_flags(_plan(tmp_path)) == []
+
+
+def test_a_given_profile_is_used_as_it_is_and_a_missing_one_refused(tmp_path: Path) -> None:
+    given = tmp_path / "given.profdata"
+    given.write_bytes(b"profile")
+    plan = _plan(tmp_path, {"PGO_PROFDATA": str(given)})
+    assert _profile_to_use(plan, None) == (given, False, None)
+    gone = _plan(tmp_path, {"PGO_PROFDATA": str(tmp_path / "gone.profdata")})
+    with pytest.raises(MissingInput, match=r"PGO_PROFDATA=.*gone\.profdata: no such file"):
+        _profile_to_use(gone, None)
+
+
+def test_optimise_uses_only_this_work_dir_s_merge_and_only_as_merge_wrote_it(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    with pytest.raises(MissingInput, match="optimise needs the result of merge"):
+        _profile_to_use(plan, None)
+    merged = plan.merged_profile
+    merged.parent.mkdir(parents=True)
+    merged.write_bytes(b"merged")
+    digest = hashlib.sha256(b"merged").hexdigest()
+    assert _profile_to_use(plan, Report(merge=_merged(merged, digest))) == (merged, True, digest)
+    elsewhere = tmp_path / "other.profdata"
+    elsewhere.write_bytes(b"merged")
+    with pytest.raises(CheckFailed, match=r"not .* that merge writes"):
+        _profile_to_use(plan, Report(merge=_merged(elsewhere, digest)))
+    merged.write_bytes(b"changed")
+    with pytest.raises(StoreError, match="changed since merge wrote it"):
+        _profile_to_use(plan, Report(merge=_merged(merged, digest)))
+    merged.unlink()
+    with pytest.raises(MissingInput, match=r"the merged profile .* is gone"):
+        _profile_to_use(plan, Report(merge=_merged(merged, digest)))
+
+
+def test_merge_refuses_raw_profiles_of_another_rustc(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    refuse_other_rustc(plan, Report(instrument=_instrumented(plan)))  # the same rustc: nothing to say
+    refuse_other_rustc(plan, Report())  # no instrumented build recorded: the merge's own check says so
+    older = Report(instrument=_instrumented(plan, rustc="1.94.0", rustc_llvm="21.1.8", rustc_source="+1.94.0"))
+    with pytest.raises(CheckFailed, match=r"made by rustc 1\.94\.0 \(LLVM 21\.1\.8, \+1\.94\.0\) and merge resolves"):
+        refuse_other_rustc(plan, older)
+    other_llvm = Report(instrument=_instrumented(plan, rustc_llvm="21.1.8"))
+    with pytest.raises(CheckFailed, match=r"LLVM 22\.1\.2"):
+        refuse_other_rustc(plan, other_llvm)
+
+
+def test_optimise_refuses_to_go_on_from_another_cargo_command_or_target(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    check_same_build(_instrumented(plan), plan, earlier="the instrumented build", now="optimise")
+    with pytest.raises(CheckFailed, match="both must use the same PGO_CARGO"):
+        other = _instrumented(plan, cargo_command=["cargo", "+nightly", "build", "--release"])
+        check_same_build(other, plan, earlier="the instrumented build", now="optimise")
+    with pytest.raises(CheckFailed, match="use the same PGO_TARGET"):
+        other = _instrumented(plan, target="aarch64-unknown-linux-gnu")
+        check_same_build(other, plan, earlier="the instrumented build", now="optimise")
+
+
+def test_the_c_of_build_scripts_gets_clang_and_the_stage_s_profile_flag(tmp_path: Path) -> None:
+    clang = Language("C", "CC", "CFLAGS", ("clang-22",), ("cc",), "22.1.2", None)
+    gcc_cxx = Language("C++", "CXX", "CXXFLAGS", None, ("c++",), None, "PGO_CXX=0")
+    plan = dataclasses.replace(_plan(tmp_path), c=CPlan(TRIPLE, (clang, gcc_cxx), "auto", env={}))
+    env = instrumented_env(plan)
+    assert env["CFLAGS_x86_64_unknown_linux_gnu"] == f"-fprofile-generate={plan.profraw_dir}"
+    wrapper = Path(env["CC_x86_64_unknown_linux_gnu"])  # the target's C compiler: clang, through the wrapper
+    assert wrapper.is_relative_to(plan.workdir.bin) and "clang-22" in wrapper.read_text()
+    assert "CXX_x86_64_unknown_linux_gnu" not in env  # C++ not profiled: the build's own compiler
+    stored = tmp_path / "p.profdata"
+    assert _optimised_env(plan, stored, trained_here=True)["CFLAGS_x86_64_unknown_linux_gnu"] == (
+        f"-fprofile-use={stored}"
+    )
