@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import nox
 
@@ -47,23 +48,8 @@ from recipes.stages.test import test as test_stage
 from recipes.stages.train import train as train_stage
 from recipes.workdir import WorkDir
 
-#: the sessions :func:`register_pgo_sessions` adds, by name
-PGO_SESSIONS = (
-    "instrument",
-    "train",
-    "merge",
-    "optimise",
-    "bolt",
-    "pgo",
-    "pgo-test",
-    "plain",
-    "cpu-baseline",
-    "release",
-    "rebuild",
-    "determinism",
-    "verify",
-    "image",
-)
+if TYPE_CHECKING:
+    from recipes.release.args import DeterminismArgs, ImageArgs, RebuildArgs, ReleaseArgs, VerifyArgs
 
 
 def project_dir(session: nox.Session) -> Path:
@@ -177,34 +163,85 @@ PLAN_STAGES: dict[str, PlanStage] = {
 }  # fmt: skip
 
 
-def _stage(
-    session: nox.Session,
-    stage: PlanStage,
-    posargs: Sequence[str] | None = None,
-    run: Callable[[BuildPlan], object] | None = None,
-) -> None:
-    """Run one stage with the session's configuration. ``posargs``: the configuration's, when the session took its
-    own options out of them; ``run``: what runs in the stage's place (its variant: ``train -- --shard``), with the
-    stage's tools and checks."""
-    config = load_config(project_dir(session), os.environ, session.posargs if posargs is None else posargs)
-    plan = make_plan(
-        config, os.environ, instruments=stage.instruments(config), profdata=stage.profdata, bolt=stage.bolt(config)
-    )
-    with claim(plan.work, session.name) as held, children_recorded(plan.work):  # one session, one crate
-        held.identify(identity_of(plan))
-        (run or stage.run)(plan)
-    _summary(session, summary_lines(report.load(plan.work)))
+@dataclass(frozen=True)
+class Invocation:
+    """What a session runs with: the project (the directory nox was run from, whose configuration it reads), the
+    environment, and the session's name (the work dir's claim names it)."""
+
+    project: Path
+    environ: Mapping[str, str]
+    name: str
 
 
-def _plan_session(name: str) -> Callable[[nox.Session], None]:
-    """The session of :data:`PLAN_STAGES`'s ``name``, which takes no options of its own."""
+@dataclass(frozen=True)
+class PlanArgs:
+    """A stage session's posargs: the configuration's options, and the variant its own options ask for
+    (``train -- --shard NAME``, ``merge -- --gather DIR…``)."""
 
-    def session_of(session: nox.Session) -> None:
-        _stage(session, PLAN_STAGES[name])
+    config: tuple[str, ...]
+    shard: str | None = None
+    gather: tuple[str, ...] | None = None
 
-    session_of.__name__ = name.replace("-", "_")
-    session_of.__doc__ = PLAN_STAGES[name].doc
-    return session_of
+
+ArgsT = TypeVar("ArgsT")
+
+
+@dataclass(frozen=True)
+class Session(Generic[ArgsT]):
+    """One session of the pipeline, declared whole: its name and line in ``nox -l``; ``parse``, its posargs into
+    its arguments (a bad one is one :class:`~recipes.errors.ConfigError` line, before anything runs); ``run``, the
+    session with them, which returns its summary lines (or yields them, each logged as it comes); ``records``,
+    what it records in report.json (none: it writes files); ``tools``, what its plan must find before anything
+    is built (:class:`PlanStage`; None: it makes no plan of a pipeline stage)."""
+
+    name: str
+    doc: str
+    parse: Callable[[Sequence[str]], ArgsT]
+    run: Callable[[Invocation, ArgsT], Iterable[str]]
+    records: tuple[str, ...] = ()
+    tools: PlanStage | None = None
+
+
+def config_args(posargs: Sequence[str]) -> PlanArgs:
+    """The posargs of a session that takes none of its own: all of them the configuration's."""
+    return PlanArgs(tuple(posargs))
+
+
+def train_args(posargs: Sequence[str]) -> PlanArgs:
+    """``train``'s posargs: ``--shard NAME`` (one shard alone, for a later ``merge -- --gather``), the rest the
+    configuration's."""
+    shard, rest = gather.take_shard(posargs)
+    return PlanArgs(tuple(rest), shard=shard)
+
+
+def merge_args(posargs: Sequence[str]) -> PlanArgs:
+    """``merge``'s posargs: ``--gather DIR…`` (the work dirs in which the shards were trained), the rest the
+    configuration's."""
+    folders, rest = take_gather(posargs)
+    return PlanArgs(tuple(rest), gather=None if folders is None else tuple(folders))
+
+
+def _plan_stage(name: str) -> Callable[[Invocation, PlanArgs], list[str]]:
+    """The run of :data:`PLAN_STAGES`'s ``name``: its plan made with the tools it needs, its stage (or the variant
+    the arguments ask for) run in the work dir it holds, and the summary of the work dir's report."""
+    stage = PLAN_STAGES[name]
+
+    def run(at: Invocation, args: PlanArgs) -> list[str]:
+        config = load_config(at.project, at.environ, args.config)
+        plan = make_plan(
+            config, at.environ, instruments=stage.instruments(config), profdata=stage.profdata, bolt=stage.bolt(config)
+        )
+        runs = stage.run
+        if args.shard is not None:
+            runs = functools.partial(gather.train_shard, name=args.shard)
+        if args.gather is not None:  # relative to where nox was run
+            runs = functools.partial(gather.merge_gathered, folders=[at.project / f for f in args.gather])
+        with claim(plan.work, at.name) as held, children_recorded(plan.work):  # one session, one crate
+            held.identify(identity_of(plan))
+            runs(plan)
+        return summary_lines(report.load(plan.work))
+
+    return run
 
 
 def identity_of(plan: BuildPlan) -> CrateIdentity:
@@ -212,50 +249,22 @@ def identity_of(plan: BuildPlan) -> CrateIdentity:
     return CrateIdentity.of(plan.crate, plan.target, plan.config.features)
 
 
-def train(session: nox.Session) -> None:
-    """Run the training workload (profiles/<workload>.toml) on the instrumented binary; -- --shard NAME: one of the
-    shards alone, for a later merge -- --gather."""
-    shard, rest = gather.take_shard(session.posargs)
-    if shard is None:
-        _stage(session, PLAN_STAGES["train"])
-    else:
-        _stage(session, PLAN_STAGES["train"], rest, functools.partial(gather.train_shard, name=shard))
-
-
-def merge(session: nox.Session) -> None:
-    """Merge the raw profiles with rustc's own LLVM's llvm-profdata; check the executed-function floor; -- --gather
-    DIR…: the shards trained in those work dirs (each a train -- --shard's)."""
-    folders, rest = take_gather(session.posargs)
-    if folders is None:
-        _stage(session, PLAN_STAGES["merge"])
-    else:
-        dirs = [project_dir(session) / folder for folder in folders]  # relative to where nox was run
-        _stage(session, PLAN_STAGES["merge"], rest, functools.partial(gather.merge_gathered, folders=dirs))
-
-
-def plain(session: nox.Session) -> None:
-    """The plain release build (no profile): the same cargo command, target, features and base rustflags as the PGO
-    build, in <work>/plain-target; what bench compares with by default."""
-    config = load_config(project_dir(session), os.environ, session.posargs)
-    plan = make_plan(config, os.environ, instruments=False, profdata=False, bolt=False)
-    with claim(plan.work, session.name) as held, children_recorded(plan.work):
+def _plain(at: Invocation, args: PlanArgs) -> list[str]:
+    config = load_config(at.project, at.environ, args.config)
+    plan = make_plan(config, at.environ, instruments=False, profdata=False, bolt=False)
+    with claim(plan.work, at.name) as held, children_recorded(plan.work):
         held.identify(identity_of(plan))
         result = compared(plan, prefix="")
-    _summary(
-        session,
-        [
-            f"plain       {result.seconds:8.1f} s  {result.binary}",
-            f"sha256      {result.binary_sha256}",
-            *c_code_lines(result.c_code, profiled=False),
-        ],
-    )
+    return [
+        f"plain       {result.seconds:8.1f} s  {result.binary}",
+        f"sha256      {result.binary_sha256}",
+        *c_code_lines(result.c_code, profiled=False),
+    ]
 
 
-def cpu_baseline(session: nox.Session) -> None:
-    """The binary under an emulated SSE2-only CPU (qemu-user); posargs: [--binary PATH] [--run ARG...]."""
-    with children_recorded(load_config(project_dir(session), os.environ).out):
-        result = cpu.cpu_baseline(project_dir(session), os.environ, session.posargs)
-    _summary(session, cpu.summary_lines(result))
+def _cpu_baseline(at: Invocation, args: cpu.CpuArgs) -> list[str]:
+    with children_recorded(load_config(at.project, at.environ).out):
+        return cpu.summary_lines(cpu.cpu_baseline(at.project, at.environ, args))
 
 
 def _rebuilt_lines(results: Iterable[RebuildResult]) -> list[str]:
@@ -267,40 +276,37 @@ def _rebuilt_lines(results: Iterable[RebuildResult]) -> list[str]:
 # ``-- v1.2.3``, then its options; the rest are config options), and imports the recipes only it needs.
 
 
-def release(session: nox.Session) -> None:
-    """-- vX.Y.Z [--artefacts DIR] [--target T ...]: on a clean checkout of the tag, the plain and the PGO build,
-    stripped, in dist/vX.Y.Z/ (each target's, several in one folder); -- vX.Y.Z --gather DIR [DIR ...]
-    [--artefacts OUT]: per-target folders joined.
+def _release_args(session: str) -> Callable[[Sequence[str]], Any]:
+    """The parser of release session ``session`` (recipes/release/args.py), imported when it runs."""
 
-    Tarballs, the profile, a manifest and SHA256SUMS, all reproducible (SOURCE_DATE_EPOCH, remapped paths).
-    """
+    def parse(posargs: Sequence[str]) -> object:
+        from recipes.release import args  # noqa: PLC0415  (only the release sessions need it)
+
+        parser: Callable[[Sequence[str]], object] = getattr(args, f"parse_{session}")
+        return parser(posargs)
+
+    return parse
+
+
+def _release(at: Invocation, args: ReleaseArgs) -> Iterator[str]:
     from recipes.release import make as release_recipe  # noqa: PLC0415
     from recipes.release import matrix  # noqa: PLC0415  (only the release sessions need them)
-    from recipes.release.args import parse_release  # noqa: PLC0415
 
-    args = parse_release(session.posargs)
     if args.gather is not None:
-        out_dir = args.artefacts or project_dir(session) / "dist" / args.tag
-        _summary(session, matrix.gather(args.tag, args.gather, out_dir))
+        yield from matrix.gather(args.tag, args.gather, args.artefacts or at.project / "dist" / args.tag)
         return
-    configs = matrix.target_configs(project_dir(session), os.environ, args.config, args.targets)
-    for manifest, out_dir in release_recipe.release_targets(args.tag, configs, os.environ, args.artefacts):
-        _summary(session, release_recipe.summary_lines(manifest, out_dir))
+    configs = matrix.target_configs(at.project, at.environ, args.config, args.targets)
+    for manifest, out_dir in release_recipe.release_targets(args.tag, configs, at.environ, args.artefacts):
+        yield from release_recipe.summary_lines(manifest, out_dir)  # each target's as it is done
 
 
-def rebuild(session: nox.Session) -> None:
-    """-- vX.Y.Z [--artefacts DIR] [--target T ...] [--base DIR@sha256:D]: rebuild a release's PGO binary (of each
-    target in the folder, or those given) from its profile and compare with SHA256SUMS; then its image, when the
-    release records one, from the rebuilt binaries (on the same base, when it has one; the index digest compared)."""
-    from recipes.release.args import parse_rebuild  # noqa: PLC0415
-
-    args = parse_rebuild(session.posargs)
-    config = load_config(project_dir(session), os.environ, args.config)
-    _summary(session, _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets, args.base))
+def _rebuild(at: Invocation, args: RebuildArgs) -> list[str]:
+    config = load_config(at.project, at.environ, args.config)
+    return _rebuild_held(at, args.tag, config, args.artefacts, args.targets, args.base)
 
 
 def _rebuild_held(
-    session: str, tag: str, config: Config, artefacts: Path | None, targets: Sequence[str], base: Base | None
+    at: Invocation, tag: str, config: Config, artefacts: Path | None, targets: Sequence[str], base: Base | None
 ) -> list[str]:
     """A release's rebuild: its files checked first, and the image's base (``--base``, the one the image records)
     (a refusal touches no work dir), then built in the work dir it holds (recipes/claim.py); then its image, when the
@@ -308,75 +314,132 @@ def _rebuild_held(
     from recipes.release import image as image_recipe  # noqa: PLC0415
     from recipes.release import rebuild as rebuild_recipe  # noqa: PLC0415
 
-    checked = rebuild_recipe.rebuild_targets(tag, config, os.environ, artefacts, targets)
+    checked = rebuild_recipe.rebuild_targets(tag, config, at.environ, artefacts, targets)
     image_recipe.rebuild_base(tag, checked[0].published.directory, base)
-    with claim(config.out, session):
-        results = rebuild_recipe.rebuild_checked(checked, config, os.environ)
+    with claim(config.out, at.name):
+        results = rebuild_recipe.rebuild_checked(checked, config, at.environ)
         rebuilt = {target.published.manifest.triple: r.binary for target, r in zip(checked, results, strict=True)}
         work = WorkDir(WorkDir(config.out).rebuild(tag).absolute())
         directory = checked[0].published.directory
-        return _rebuilt_lines(results) + image_recipe.rebuild_image(tag, directory, rebuilt, work, os.environ, base)
+        return _rebuilt_lines(results) + image_recipe.rebuild_image(tag, directory, rebuilt, work, at.environ, base)
 
 
-def determinism(session: nox.Session) -> None:
-    """Build HEAD twice from the profile alone (PGO_PROFDATA or the last merge) in two work dirs; compare."""
+def _determinism(at: Invocation, args: DeterminismArgs) -> list[str]:
     from recipes.release import rebuild as rebuild_recipe  # noqa: PLC0415
-    from recipes.release.args import parse_determinism  # noqa: PLC0415
 
-    args = parse_determinism(session.posargs)
-    config = load_config(project_dir(session), os.environ, args.config)
-    with claim(config.out, session.name) as held:
-        held.identify(identity_of_config(config, os.environ))
-        result = rebuild_recipe.determinism(config, os.environ)
-    _summary(session, [f"identical: {result.binary_sha256[0]} ({' and '.join(result.binaries)})"])
+    config = load_config(at.project, at.environ, args.config)
+    with claim(config.out, at.name) as held:
+        held.identify(identity_of_config(config, at.environ))
+        result = rebuild_recipe.determinism(config, at.environ)
+    return [f"identical: {result.binary_sha256[0]} ({' and '.join(result.binaries)})"]
 
 
-def verify(session: nox.Session) -> None:
-    """-- vX.Y.Z [--artefacts DIR] [--rebuild [--target T ...]]: check a release's SHA256SUMS, manifest and
-    provenance statements, and its image layout when ``nox -s image`` wrote one; with --rebuild, then rebuild its
-    PGO binary (of the targets given) as ``rebuild`` does."""
+def _verify(at: Invocation, args: VerifyArgs) -> Iterator[str]:
     from recipes.release import image as image_recipe  # noqa: PLC0415
     from recipes.release import provenance  # noqa: PLC0415
-    from recipes.release.args import parse_verify  # noqa: PLC0415
 
-    args = parse_verify(session.posargs)
-    config = load_config(project_dir(session), os.environ, args.config)
-    lines = provenance.verify_release(args.tag, config, os.environ, args.artefacts)
-    lines[-1:-1] = image_recipe.verify_image(args.tag, config, os.environ, args.artefacts)
-    _summary(session, lines)
+    config = load_config(at.project, at.environ, args.config)
+    lines = provenance.verify_release(args.tag, config, at.environ, args.artefacts)
+    lines[-1:-1] = image_recipe.verify_image(args.tag, config, at.environ, args.artefacts)
+    yield from lines  # logged before the rebuild's long work
     if args.rebuild:
-        _summary(session, _rebuild_held(session.name, args.tag, config, args.artefacts, args.targets, args.base))
+        yield from _rebuild_held(at, args.tag, config, args.artefacts, args.targets, args.base)
 
 
-def image(session: nox.Session) -> None:
-    """-- vX.Y.Z [--artefacts DIR] [--source URL] [--base DIR@sha256:D]: an OCI image layout of a release's static
-    Linux PGO binaries (one image per platform, FROM scratch, in one image index), and with --base its glibc ones on
-    that base image (an OCI layout, by digest), written into the release's folder after verify's checks."""
+def _image(at: Invocation, args: ImageArgs) -> list[str]:
     from recipes.release import image as image_recipe  # noqa: PLC0415
-    from recipes.release.args import parse_image  # noqa: PLC0415
 
-    args = parse_image(session.posargs)
-    config = load_config(project_dir(session), os.environ, args.config)
-    _summary(session, image_recipe.make_image(args.tag, config, os.environ, args.artefacts, args.source, args.base))
+    config = load_config(at.project, at.environ, args.config)
+    return image_recipe.make_image(args.tag, config, at.environ, args.artefacts, args.source, args.base)
+
+
+def _stage_session(
+    name: str, parse: Callable[[Sequence[str]], PlanArgs] = config_args, *records: str
+) -> Session[PlanArgs]:
+    """The session of :data:`PLAN_STAGES`'s ``name``."""
+    return Session(name, PLAN_STAGES[name].doc, parse, _plan_stage(name), records or (name,), PLAN_STAGES[name])
+
+
+#: every session :func:`register_pgo_sessions` adds, in ``nox -l``'s order: the one table
+SESSIONS: tuple[Session[Any], ...] = (
+    _stage_session("instrument"),
+    _stage_session("train", train_args),
+    _stage_session("merge", merge_args),
+    _stage_session("optimise"),
+    _stage_session("bolt"),
+    _stage_session("pgo", config_args, "instrument", "train", "merge", "optimise", "bolt"),
+    _stage_session("pgo-test", config_args, "test"),
+    Session(
+        "plain",
+        "The plain release build (no profile): the same cargo command, target, features and base rustflags as the "
+        "PGO build, in <work>/plain-target; what bench compares with by default.",
+        config_args, _plain, ("plain",),
+    ),
+    Session(
+        "cpu-baseline",
+        "The binary under an emulated SSE2-only CPU (qemu-user); posargs: [--binary PATH] [--run ARG...].",
+        cpu.parse_cpu_args, _cpu_baseline, ("cpu_baseline",),
+    ),
+    Session(
+        "release",
+        "-- vX.Y.Z [--artefacts DIR] [--target T ...]: on a clean checkout of the tag, the plain and the PGO build, "
+        "stripped, in dist/vX.Y.Z/ (each target's, several in one folder); -- vX.Y.Z --gather DIR [DIR ...] "
+        "[--artefacts OUT]: per-target folders joined. Tarballs, the profile, a manifest and SHA256SUMS, all "
+        "reproducible (SOURCE_DATE_EPOCH, remapped paths).",
+        _release_args("release"), _release,
+    ),
+    Session(
+        "rebuild",
+        "-- vX.Y.Z [--artefacts DIR] [--target T ...] [--base DIR@sha256:D]: rebuild a release's PGO binary (of each "
+        "target in the folder, or those given) from its profile and compare with SHA256SUMS; then its image, when "
+        "the release records one, from the rebuilt binaries (on the same base, when it has one; the index digest "
+        "compared).",
+        _release_args("rebuild"), _rebuild, ("rebuild",),
+    ),
+    Session(
+        "determinism",
+        "Build HEAD twice from the profile alone (PGO_PROFDATA or the last merge) in two work dirs; compare.",
+        _release_args("determinism"), _determinism, ("determinism",),
+    ),
+    Session(
+        "verify",
+        "-- vX.Y.Z [--artefacts DIR] [--rebuild [--target T ...]]: check a release's SHA256SUMS, manifest and "
+        "provenance statements, and its image layout when ``nox -s image`` wrote one; with --rebuild, then rebuild "
+        "its PGO binary (of the targets given) as ``rebuild`` does.",
+        _release_args("verify"), _verify,
+    ),
+    Session(
+        "image",
+        "-- vX.Y.Z [--artefacts DIR] [--source URL] [--base DIR@sha256:D]: an OCI image layout of a release's static "
+        "Linux PGO binaries (one image per platform, FROM scratch, in one image index), and with --base its glibc "
+        "ones on that base image (an OCI layout, by digest), written into the release's folder after verify's "
+        "checks.",
+        _release_args("image"), _image,
+    ),
+)  # fmt: skip
+
+#: the sessions :func:`register_pgo_sessions` adds, by name
+PGO_SESSIONS = tuple(declared.name for declared in SESSIONS)
+
+
+def session_function(declared: Session[Any]) -> Callable[[nox.Session], None]:
+    """``declared`` as nox's session function: its posargs parsed, then run in the directory nox was run from,
+    its summary through nox's log; :func:`guarded`, the one place a known failure becomes nox's."""
+
+    def session_of(session: nox.Session) -> None:
+        args = declared.parse(session.posargs)
+        _summary(session, declared.run(Invocation(project_dir(session), os.environ, declared.name), args))
+
+    session_of.__name__ = declared.name.replace("-", "_")
+    session_of.__doc__ = declared.doc
+    return guarded(session_of)
 
 
 def register_pgo_sessions() -> None:
-    """Register the pipeline's sessions (:data:`PGO_SESSIONS`) with nox; call it once from a noxfile.
+    """Register the pipeline's sessions (:data:`SESSIONS`) with nox; call it once from a noxfile.
 
     None of them needs a virtualenv: they run in nox's own interpreter, where pgo-recipes is installed. ``pgo``
     is the only default session (``nox`` alone runs it, unless the noxfile sets ``nox.options.sessions``).
     """
-    own = {
-        "train": train,
-        "merge": merge,
-        "plain": plain,
-        "cpu-baseline": cpu_baseline,
-        "release": release,
-        "rebuild": rebuild,
-        "determinism": determinism,
-        "verify": verify,
-        "image": image,
-    }
-    for name in PGO_SESSIONS:
-        function = own.get(name) or _plan_session(name)
-        nox.session(name=name, venv_backend="none", default=name == "pgo")(guarded(function))
+    for declared in SESSIONS:
+        nox.session(name=declared.name, venv_backend="none", default=declared.name == "pgo")(session_function(declared))

@@ -595,9 +595,8 @@ def default_binary(work_report: Report, work: Path) -> Path:
     return own_optimised_binary(WorkDir(work), optimised)
 
 
-def cpu_baseline(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str]) -> CpuBaselineResult:
+def cpu_baseline(project_dir: Path, environ: Mapping[str, str], args: CpuArgs) -> CpuBaselineResult:
     """``nox -s cpu-baseline``: check ``--binary`` or the work dir's optimised binary; recorded in report.json."""
-    args = parse_cpu_args(posargs)
     config = load_config(project_dir, environ)
     with claim(config.out, "cpu-baseline") as held:
         if args.binary is not None:  # a binary of one's own: not the work dir's, no record

@@ -3,6 +3,7 @@ configuration alone, without cargo; every session registered once, from the tabl
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import nox
@@ -10,6 +11,8 @@ import pytest
 
 from recipes import sessions
 from recipes.config import load_config
+from recipes.errors import ConfigError
+from recipes.results import Report
 from recipes.stages.bolt import bolt
 from recipes.stages.instrument import instrument
 from recipes.stages.optimise import optimise
@@ -69,3 +72,26 @@ def test_every_session_is_registered_once_from_the_table_with_its_line(monkeypat
     assert all(doc and doc.strip() for doc, _ in registered.values()), registered
     assert [name for name, (_, default) in registered.items() if default] == ["pgo"]
     assert registered["instrument"][0] == sessions.PLAN_STAGES["instrument"].doc
+
+
+def test_every_session_declares_its_parser_its_records_and_its_tools() -> None:
+    recorded = {field.name for field in dataclasses.fields(Report)}
+    for declared in sessions.SESSIONS:
+        assert set(declared.records) <= recorded, declared.name
+        assert declared.tools is sessions.PLAN_STAGES.get(declared.name), declared.name
+    by_name = {declared.name: declared for declared in sessions.SESSIONS}
+    assert by_name["train"].parse(["--shard", "main", "--min-functions", "3"]) == sessions.PlanArgs(
+        ("--min-functions", "3"), shard="main"
+    )
+    assert by_name["merge"].parse(["--gather", "a", "b"]) == sessions.PlanArgs((), gather=("a", "b"))
+    assert by_name["pgo"].parse(["--min-functions", "3"]) == sessions.PlanArgs(("--min-functions", "3"))
+    assert by_name["determinism"].parse([]).config == ()
+
+
+@pytest.mark.parametrize("name", ["release", "rebuild", "verify", "image"])
+def test_a_release_session_s_arguments_are_refused_before_it_runs(name: str) -> None:
+    declared = next(declared for declared in sessions.SESSIONS if declared.name == name)
+    with pytest.raises(ConfigError, match=f"nox -s {name} needs a release tag first"):
+        declared.parse(["--artefacts", "dist"])
+    with pytest.raises(ConfigError, match="--artefacts needs a value"):
+        declared.parse(["v1.2.3", "--artefacts"])

@@ -260,6 +260,8 @@ def test_a_record_no_plan_makes_is_kept_by_the_frame_too(tmp_path: Path) -> None
     with pytest.raises(MissingInput) as caught:
         # of a crate (the work dir's records are of one: recipes/claim.py reads its identity with cargo metadata)
         manifest = copy_fixture("hello", tmp_path)
-        cpu.cpu_baseline(tmp_path, {**os.environ, "PGO_OUT": str(work), "PGO_MANIFEST": str(manifest)}, [])
+        cpu.cpu_baseline(
+            tmp_path, {**os.environ, "PGO_OUT": str(work), "PGO_MANIFEST": str(manifest)}, cpu.parse_cpu_args([])
+        )
     assert "names no optimised binary" in caught.value.line()
     assert json.loads((work / "report.json").read_text())["cpu_baseline"] == {"failed": caught.value.line()}
