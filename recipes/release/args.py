@@ -89,7 +89,7 @@ class DeterminismArgs:
 
 #: each option once, as every session that takes it declares it
 ARTEFACTS_OPTION = Option(ARTEFACTS, hint=f"write {ARTEFACTS} DIR")
-TARGETS_OPTION = Option(TARGET, "all")
+TARGETS_OPTION = Option(TARGET, "all", "a target triple", f"write {TARGET} TRIPLE, one of `rustup target list`")
 GATHER_OPTION = Option(GATHER, "folders")
 REBUILD_OPTION = Option(REBUILD, "flag")
 SOURCE_OPTION = Option(SOURCE, value="the repository's URL", hint=f"write {SOURCE} https://github.com/OWNER/REPO")

@@ -71,17 +71,18 @@ def test_determinism_hands_every_argument_to_the_configuration() -> None:
 def test_one_parser_takes_every_kind_of_option_and_leaves_the_rest_in_order() -> None:
     options: tuple[Option, ...] = (Option("--artefacts"), Option("--target", "all"), Option("--gather", "folders"))
     options += (Option("--rebuild", "flag"),)
-    argv = ["--min-functions", "3", "--target", GNU, "--gather", "a", "b", "--art", "x", "--target-cpu=native",
+    argv = ["--min-functions", "3", "--target", GNU, "--gather", "a", "b", "--target-cpu=native",
             f"--target={MUSL}", "--rebuild", "--artefacts=d", "--train-scale", "2"]  # fmt: skip
     taken, rest = take_options(argv, *options)
     assert taken.values == {"--artefacts": "d", "--target": [GNU, MUSL], "--gather": ["a", "b"], "--rebuild": True}
-    # no abbreviation (--art is not --artefacts) and no prefix (--target-cpu is not --target): the configuration's
-    assert rest == ["--min-functions", "3", "--art", "x", "--target-cpu=native", "--train-scale", "2"]
+    # no prefix (--target-cpu is not --target): the configuration's
+    assert rest == ["--min-functions", "3", "--target-cpu=native", "--train-scale", "2"]
     taken, rest = take_options([], *options)
     assert taken.values == {"--artefacts": None, "--target": [], "--gather": None, "--rebuild": False}
     assert rest == []
 
 
+@pytest.mark.refuses("session-option-abbreviated")
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
@@ -91,6 +92,8 @@ def test_one_parser_takes_every_kind_of_option_and_leaves_the_rest_in_order() ->
         (["--target="], "--target needs a target triple"),
         (["--gather", "--rebuild"], "--gather needs at least one folder"),
         (["--gather", "a", "--gather", "b"], "--gather is given twice"),
+        (["--art", "d"], "--art is an abbreviation of --artefacts (write --artefacts whole)"),
+        (["--ta=x"], "--ta is an abbreviation of --target (write --target whole)"),
     ],
 )
 def test_one_parser_refuses_an_option_without_its_value_in_one_line(argv: list[str], words: str) -> None:

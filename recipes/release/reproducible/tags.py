@@ -103,6 +103,13 @@ def take_options(posargs: Sequence[str], *options: Option) -> tuple[Taken, list[
     except argparse.ArgumentError as error:
         option = next(option for option in options if option.flag == error.argument_name)
         raise option.missing() from None
+    for item in rest:  # an abbreviation of an option of the session's is not taken as it, nor left to the config
+        flag = item.split("=", 1)[0]
+        whole = [option.flag for option in options if len(flag) > 2 and option.flag.startswith(flag)]
+        if flag.startswith("--") and whole and flag not in whole:
+            raise ConfigError(
+                f"session arguments: {flag} is an abbreviation of {' or '.join(whole)}", f"write {whole[0]} whole"
+            )
     values: dict[str, str | list[str] | bool | None] = {}
     for dest, option in by_dest.items():
         value = getattr(namespace, dest)
