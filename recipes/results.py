@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import operator
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import (
@@ -635,24 +636,39 @@ def failed_from_json(declared: type[StageResult], value: dict[str, Any], where: 
     return Failed(str(value["failed"]), bool(value.get("running")), partial)
 
 
-def as_json(record: StageResult | WorkloadRun) -> dict[str, Any]:
-    """A record as report.json has it: its fields in order, paths as strings, a None of a field that may be absent
-    left out (a None of a field without default is null)."""
-    out: dict[str, Any] = {}
-    for spec in dataclasses.fields(record):
-        value = getattr(record, spec.name)
-        if value is None and spec.default is None:
-            continue
-        out[spec.name] = _plain(value)
-    return out
+#: a dataclass field's metadata key: the field's key in its JSON file, when it is not the field's name
+JSON_KEY = "json_key"
+#: a dataclass field's metadata key: the field is never written (it says something of the file, not in it)
+NOT_WRITTEN = "not_written"
 
 
-def _plain(value: Any) -> Any:
+def json_of(value: Any) -> Any:
+    """The one writer of the project's JSON records (report.json's stage records, a release's manifest): a
+    dataclass is an object of its fields in order, each under its :data:`JSON_KEY` or its name, a None of a field
+    whose default is None left out (a None of a field without default is null), a :data:`NOT_WRITTEN` field
+    never; a mapping an object, a tuple or a list an array, a path its string; anything else as it is."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, Any] = {}
+        for spec in dataclasses.fields(value):
+            item = getattr(value, spec.name)
+            if spec.metadata.get(NOT_WRITTEN) or (item is None and spec.default is None):
+                continue
+            out[spec.metadata.get(JSON_KEY, spec.name)] = json_of(item)
+        return out
+    if isinstance(value, Mapping):
+        return {key: json_of(item) for key, item in value.items()}
+    if isinstance(value, tuple | list):
+        return [json_of(item) for item in value]
     if isinstance(value, Path):
         return str(value)
-    if isinstance(value, WorkloadRun):  # the one nested record that is a dataclass
-        return as_json(value)
     return value
+
+
+def as_json(record: StageResult | WorkloadRun) -> dict[str, Any]:
+    """A record as report.json has it (:func:`json_of`): its fields in order, paths as strings, a None of a field
+    that may be absent left out (a None of a field without default is null)."""
+    written: dict[str, Any] = json_of(record)
+    return written
 
 
 def _build(declared: type[_Record], value: dict[str, Any], where: str) -> _Record:

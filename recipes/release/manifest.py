@@ -18,6 +18,7 @@ from typing import Any
 from recipes.errors import CheckFailed
 from recipes.inputs import Fields
 from recipes.release.reproducible import Names, sum_name_problem
+from recipes.results import JSON_KEY, NOT_WRITTEN, json_of
 
 #: the release manifest's layout (its "schema"): rebuild and verify read only this one
 MANIFEST_SCHEMA = 1
@@ -34,7 +35,7 @@ class Toolchain:
     """What built the release: ``rustc -vV`` whole (the key ``rustc_vV``), its one-line description, ``cargo
     --version``, llvm-profdata's LLVM and path, ``strip --version``'s first line."""
 
-    rustc_vv: str
+    rustc_vv: str = field(metadata={JSON_KEY: "rustc_vV"})
     rustc: str
     cargo: str
     llvm_profdata: str
@@ -171,7 +172,7 @@ class Manifest:
     artefacts: Artefacts
     bolt: BoltInfo | None = None
     #: the keys of :data:`LATER_KEYS` the file did not have (a release of before): left out when written
-    unrecorded: frozenset[str] = field(default=frozenset(), repr=False)
+    unrecorded: frozenset[str] = field(default=frozenset(), repr=False, metadata={NOT_WRITTEN: True})
 
     @property
     def names(self) -> Names:
@@ -394,75 +395,12 @@ def _cpu_baseline(record: Fields | None) -> CpuBaseline | None:
 
 
 def to_json(manifest: Manifest) -> dict[str, Any]:
-    """The manifest's JSON object, as ``nox -s release`` writes it (a key of :data:`LATER_KEYS` the manifest did
-    not have is left out)."""
-    m = manifest
-    data: dict[str, Any] = {
-        "schema": m.schema,
-        "tag": m.tag,
-        "commit": m.commit,
-        "commit_time": m.commit_time,
-        "source_date_epoch": m.source_date_epoch,
-        "manifest_path": m.manifest_path,
-        "package": m.package,
-        "bin": m.bin,
-        "features": list(m.features),
-        "locked": m.locked,
-        "workload": m.workload,
-        "workload_sha256": m.workload_sha256,
-        "target": m.target,
-        "triple": m.triple,
-        "toolchain": {
-            "rustc_vV": m.toolchain.rustc_vv,
-            "rustc": m.toolchain.rustc,
-            "cargo": m.toolchain.cargo,
-            "llvm_profdata": m.toolchain.llvm_profdata,
-            "strip": m.toolchain.strip,
-        },
-        "c_code": None if m.c_code is None else _c_code_json(m.c_code),
-        "cargo_command": list(m.cargo_command),
-        "cargo_argv": list(m.cargo_argv),
-        "rustflags_var": m.rustflags_var,
-        "rustflags": list(m.rustflags),
-        "remap_path_prefix": [list(pair) for pair in m.remap_path_prefix],
-        "profile_store_path": m.profile_store_path,
-        "profile_sha256": m.profile_sha256,
-        "training": None if m.training is None else vars(m.training).copy(),
-        "pgo_build": None if m.pgo_build is None else _pgo_build_json(m.pgo_build),
-        "max_glibc": m.max_glibc,
-        "libc": m.libc,
-        "cpu_baseline": None if m.cpu_baseline is None else _cpu_baseline_json(m.cpu_baseline),
-        "artefacts": {kind: _artefact_json(a) for kind in m.artefacts.kinds() if (a := m.artefacts.get(kind))},
-    }
-    if m.bolt is not None:
-        data["bolt"] = _bolt_json(m.bolt)
-    return {key: value for key, value in data.items() if key not in m.unrecorded}
+    """The manifest's JSON object, as ``nox -s release`` writes it (:func:`recipes.results.json_of`, the one
+    writer; a key of :data:`LATER_KEYS` the manifest did not have is left out)."""
+    data: dict[str, Any] = json_of(manifest)
+    return {key: value for key, value in data.items() if key not in manifest.unrecorded}
 
 
 def encode(manifest: Manifest) -> bytes:
     """The manifest's file: its JSON, keys sorted, indented by two, a newline at the end."""
     return (json.dumps(to_json(manifest), indent=2, sort_keys=True) + "\n").encode()
-
-
-def _c_code_json(c_code: CCode) -> dict[str, Any]:
-    crates = [{"crate": c.crate, "compilers": list(c.compilers)} for c in c_code.crates]
-    return {"profiled": c_code.profiled, "clang": c_code.clang, "crates": crates}
-
-
-def _pgo_build_json(record: PgoBuild) -> dict[str, Any]:
-    return {**vars(record), "crate_metadata": dict(record.crate_metadata)}
-
-
-def _cpu_baseline_json(record: CpuBaseline) -> dict[str, Any]:
-    return {**vars(record), "run": None if record.run is None else list(record.run)}
-
-
-def _artefact_json(artefact: Artefact) -> dict[str, Any]:
-    out: dict[str, Any] = {"file": artefact.file, "sha256": artefact.sha256}
-    if artefact.binary is not None:
-        out.update(binary=artefact.binary, binary_sha256=artefact.binary_sha256)
-    return out
-
-
-def _bolt_json(bolt: BoltInfo) -> dict[str, Any]:
-    return {**vars(bolt), "bolt_args": list(bolt.bolt_args), "profile": vars(bolt.profile).copy()}
