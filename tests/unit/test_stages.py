@@ -1,7 +1,8 @@
 """Each stage's decisions, from a plan fixture and without cargo (as cibuildwheel tests its build steps from their
 options): the environment each build gets (the per-target rustflags, never RUSTFLAGS; the C compilers' flags; the
-RUSTC shim), which profile optimise uses and what it refuses before a build, the plain build's link, and the
-refusals of a stage that would go on from another toolchain or build."""
+RUSTC shim), which binary train runs and which profile optimise uses and what each refuses before it runs, the
+test suite's cargo command, the plain build's link, and the refusals of a stage that would go on from another
+toolchain or build."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from recipes.stages.instrument import instrumented_env
 from recipes.stages.merge import refuse_other_rustc
 from recipes.stages.optimise import _optimised_env, _profile_to_use, check_same_build
 from recipes.stages.plain import link_flags
+from recipes.stages.test import suite_argv
+from recipes.stages.train import instrumented_binary
 from recipes.toolchain.cargo.metadata import CrateInfo
 from recipes.toolchain.cflags import CPlan, Language
 from recipes.toolchain.rustc import RustcInfo
@@ -201,3 +204,32 @@ def test_the_c_of_build_scripts_gets_clang_and_the_stage_s_profile_flag(tmp_path
     assert _optimised_env(plan, stored, trained_here=True)["CFLAGS_x86_64_unknown_linux_gnu"] == (
         f"-fprofile-use={stored}"
     )
+
+
+def test_train_runs_only_this_work_dir_s_instrumented_binary_as_instrument_built_it(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    binary = plan.instrumented_binary
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"\x7fELF instrumented")
+    built = _instrumented(plan, binary=binary, binary_sha256=hashlib.sha256(b"\x7fELF instrumented").hexdigest())
+    assert instrumented_binary(plan, Report(instrument=built)) == binary
+    with pytest.raises(CheckFailed, match=r"not .* that instrument builds"):
+        instrumented_binary(plan, Report(instrument=dataclasses.replace(built, binary=tmp_path / "elsewhere")))
+    binary.write_bytes(b"\x7fELF rebuilt by someone")
+    with pytest.raises(CheckFailed, match="changed since instrument built it"):
+        instrumented_binary(plan, Report(instrument=built))
+    binary.unlink()
+    with pytest.raises(MissingInput, match="is gone"):
+        instrumented_binary(plan, Report(instrument=built))
+    with pytest.raises(MissingInput, match="train needs the result of instrument"):
+        instrumented_binary(plan, None)
+
+
+def test_the_test_suite_is_built_by_the_same_cargo_command_for_the_same_target_in_its_own_dir(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, pyproject='[tool.pgo]\nfeatures = ["tls"]\n')
+    argv = suite_argv(plan, plan.workdir.test_target)
+    assert argv[:2] == ["cargo", "test"]
+    assert "--no-fail-fast" in argv
+    assert argv[argv.index("--target") + 1] == TRIPLE
+    assert argv[argv.index("--target-dir") + 1] == str(plan.workdir.test_target)
+    assert "tls" in argv[argv.index("--features") + 1]
