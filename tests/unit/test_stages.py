@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 
+from recipes import report
 from recipes.config import load_config
 from recipes.errors import CheckFailed, ConfigError, MissingInput, StoreError
 from recipes.llvm import boltlib
 from recipes.plan import BuildPlan
 from recipes.results import InstrumentResult, MergeResult, Report
+from recipes.stages import pipeline
 from recipes.stages.instrument import instrumented_env
 from recipes.stages.merge import refuse_other_rustc
 from recipes.stages.optimise import _optimised_env, _profile_to_use, check_same_build
@@ -29,6 +31,7 @@ from recipes.toolchain.cargo.metadata import CrateInfo
 from recipes.toolchain.cflags import CPlan, Language
 from recipes.toolchain.rustc import RustcInfo
 from recipes.toolchain.rustflags import RustflagsPlan
+from recipes.workload import load_workload
 
 TRIPLE = "x86_64-unknown-linux-gnu"
 VAR = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS"
@@ -233,3 +236,61 @@ def test_the_test_suite_is_built_by_the_same_cargo_command_for_the_same_target_i
     assert argv[argv.index("--target") + 1] == TRIPLE
     assert argv[argv.index("--target-dir") + 1] == str(plan.workdir.test_target)
     assert "tls" in argv[argv.index("--features") + 1]
+
+
+def _chained(plan: BuildPlan, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
+    """The stages ``pgo`` runs, in order, each with what it was handed (optimise: also whether it replays), each
+    stage replaced by one that records the call and returns a stand-in of its result."""
+    calls: list[tuple[str, object]] = []
+
+    def stand_in(name: str) -> object:
+        def stage(_plan: BuildPlan, **options: object) -> str:
+            handed = options.get("handed")
+            seen = sorted(handed.names()) if isinstance(handed, Report) else None
+            calls.append((name, (seen, options["verify"]) if name == "optimise" else seen))
+            return f"{name}'s result"
+
+        return stage
+
+    for name in ("instrument", "train", "merge", "optimise", "test", "bolt"):
+        monkeypatch.setattr(pipeline, name, stand_in(name))
+    monkeypatch.setattr(report, "load", lambda _work: Report())
+    pipeline.pgo(plan)
+    return calls
+
+
+def _with_workload(plan: BuildPlan) -> BuildPlan:
+    import recipes.train  # noqa: F401, PLC0415  (registers the phase kinds the workload names)
+
+    return dataclasses.replace(plan, workload=load_workload(Path("profiles/hello.toml").absolute()))
+
+
+def test_pgo_runs_the_four_stages_in_order_each_handed_the_results_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = _with_workload(_plan(tmp_path))
+    assert _chained(plan, monkeypatch) == [
+        ("instrument", None),
+        ("train", ["instrument"]),
+        ("merge", ["instrument", "train"]),
+        ("optimise", (["instrument", "merge", "train"], True)),  # a profile trained now: the binary replays it
+    ]
+
+
+def test_pgo_with_a_given_profile_only_optimises_and_asks_for_tests_and_bolt_when_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given = tmp_path / "given.profdata"
+    plan = _plan(tmp_path, {"PGO_PROFDATA": str(given), "PGO_TEST": "1", "PGO_BOLT": "1"})
+    assert _chained(plan, monkeypatch) == [
+        ("optimise", ([], False)),  # nothing trained here: no replay unless PGO_VERIFY asks
+        ("test", ["optimise"]),
+        ("bolt", ["optimise"]),
+    ]
+
+
+def test_pgo_without_a_workload_is_refused_before_anything_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ConfigError, match=r"no workload file .*profiles/demo\.toml"):
+        _chained(_plan(tmp_path), monkeypatch)
