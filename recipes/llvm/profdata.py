@@ -10,7 +10,7 @@ from pathlib import Path
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, ToolchainError, WorkDirError
 from recipes.files import atomic_output
 from recipes.results import RawProfileRecord
-from recipes.runner import run
+from recipes.runner import Completed, run
 from recipes.store import sha256_file
 from recipes.toolchain.rustc import ProfdataTool
 
@@ -133,12 +133,7 @@ def merge_weighted(
                 check=False,
             )
             if done.returncode != 0:
-                errors = [line for line in done.output().splitlines() if line.startswith("error:")]
-                raise CommandFailed(
-                    f"llvm-profdata merge of the shards failed with exit code {done.returncode}"
-                    + (f": {errors[-1].removeprefix('error: ')}" if errors else ""),
-                    f"nothing was written; see {log}",
-                )
+                raise merge_failed(done, "llvm-profdata merge of the shards", log)
     except OSError as exc:
         raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
 
@@ -166,6 +161,16 @@ def record_counts(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], 
     """Each function record's counters added up (:func:`parse_record_counts`)."""
     argv = [str(tool.path), "show", "--all-functions", "--counts", str(profile)]
     return parse_record_counts(run(argv, env=env, log=log, what="llvm-profdata show").output())
+
+
+def merge_failed(done: Completed, what: str, log: Path) -> CommandFailed:
+    """A failed ``llvm-profdata merge`` (``what``) in one line: its exit code and its last ``error:`` line."""
+    errors = [line for line in done.output().splitlines() if line.startswith("error:")]
+    return CommandFailed(
+        f"{what} failed with exit code {done.returncode}"
+        + (f": {errors[-1].removeprefix('error: ')}" if errors else ""),
+        f"nothing was written; see {log}",
+    )
 
 
 def merge(
@@ -198,12 +203,7 @@ def merge(
             if len(bad) >= len(raws):
                 raise CheckFailed(f"llvm-profdata merge could merge none of the {len(raws)} raw profiles", f"see {log}")
             if done.returncode != 0:
-                errors = [line for line in done.output().splitlines() if line.startswith("error:")]
-                raise CommandFailed(
-                    f"llvm-profdata merge failed with exit code {done.returncode}"
-                    + (f": {errors[-1].removeprefix('error: ')}" if errors else ""),
-                    f"nothing was written; see {log}",
-                )
+                raise merge_failed(done, "llvm-profdata merge", log)
     except OSError as exc:
         raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
     dropped = {str(Path(name)): why for name, why in bad.items()}
