@@ -13,6 +13,7 @@
     nox -s release -- vX.Y.Z | rebuild -- vX.Y.Z     reproducible release artefacts; rebuild the PGO one
     nox -s verify -- vX.Y.Z [--rebuild]              a release's sums and provenance statements checked
     nox -s determinism                               two builds from the profile alone must be identical
+    nox -s image -- vX.Y.Z [--base DIR@sha256:D]     the release's PGO binaries as an OCI image layout
     nox -s tests | lint                              this project's own checks
     nox -s docs                                      the documentation site (MkDocs), built strictly into site/
 

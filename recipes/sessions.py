@@ -139,9 +139,13 @@ PLAN_STAGES: dict[str, PlanStage] = {
         instrument_stage, "Build the instrumented binary (-Cprofile-generate) in its own target dir.",
         instruments=_always, profdata=True,  # its raw profiles are read by an llvm-profdata of rustc's LLVM alone
     ),
-    "train": PlanStage(train_stage, "Run the training workload (profiles/<workload>.toml) on the instrumented binary."),
+    "train": PlanStage(
+        train_stage, "Run the training workload (profiles/<workload>.toml) on the instrumented binary; -- --shard "
+        "NAME: one of the shards alone, for a later merge -- --gather.",
+    ),
     "merge": PlanStage(
-        merge_stage, "Merge the raw profiles with rustc's own LLVM's llvm-profdata; check the executed-function floor.",
+        merge_stage, "Merge the raw profiles with rustc's own LLVM's llvm-profdata; check the executed-function floor; "
+        "-- --gather DIR…: the shards trained in those work dirs (each a train -- --shard's).",
         profdata=True,
     ),
     "optimise": PlanStage(
