@@ -20,7 +20,8 @@ pytestmark = pytest.mark.slow
 
 #: bare-server, its training of one path, and two bench scenarios: one by the path rule (trained), one declared
 #: held out although its path is trained (a user means the request's shape). Pipelined over 4 connections, so the
-#: server's core is kept busy.
+#: server's core is kept busy, and enough requests that a trial's server CPU time spans several of the kernel's
+#: 10 ms ticks (4,000 could end before the first: the trial invalid, as it should be, and the test failed).
 WORKLOAD = """
 [workload]
 description = "bare-server, two bench scenarios"
@@ -46,7 +47,7 @@ instance = "srv"
 kind = "http"
 protocol = "h1"
 path = "/square/12345"
-requests = 4000
+requests = 12000
 connections = 4
 streams = 8
 
@@ -58,7 +59,7 @@ kind = "http"
 protocol = "h1"
 path = "/square/12345"
 held_out = true
-requests = 4000
+requests = 12000
 connections = 4
 streams = 8
 """
@@ -90,7 +91,11 @@ def test_a_server_bench_speaks_of_requests_and_rotates_three_builds(bare_server:
     assert by_name["square-declared"]["held_out"]["status"] == "held-out"
     assert by_name["square"]["held_out"]["status"] == "trained"
     if any(not s["valid"] for s in by_name.values()):  # a loaded machine: said in one line naming the fix
-        assert_refused(proc, "scenarios invalid", "the server was not kept busy", "h2load -m")
+        line = assert_refused(proc, "scenarios invalid")
+        # the server kept waiting, or a trial over before the kernel's first 10 ms tick of the server's CPU time
+        assert ("the server was not kept busy" in line and "h2load -m" in line) or (
+            "used no CPU time the kernel counts" in line and "raise --scale" in line
+        ), line
         return
     assert_ok(proc)
     assert markdown.startswith("# CPU time per request: again, third vs release\n")
