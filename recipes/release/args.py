@@ -93,9 +93,9 @@ TARGETS_OPTION = Option(TARGET, "all", "a target triple", f"write {TARGET} TRIPL
 GATHER_OPTION = Option(GATHER, "folders")
 REBUILD_OPTION = Option(REBUILD, "flag")
 SOURCE_OPTION = Option(SOURCE, value="the repository's URL", hint=f"write {SOURCE} https://github.com/OWNER/REPO")
-BASE_OPTION = Option(
-    BASE, value="DIR@sha256:<digest>", hint=f"write {BASE} DIR@sha256:..., DIR an OCI image layout and its digest"
-)
+#: how --base is written, in every refusal of it
+BASE_HINT = f"write {BASE} DIR@sha256:..., DIR an OCI image layout and the digest of its image index or manifest"
+BASE_OPTION = Option(BASE, value="DIR@sha256:<digest>", hint=BASE_HINT)
 
 
 @dataclass(frozen=True)
@@ -134,10 +134,7 @@ def parse_base(given: str) -> Base:
     manifest; anything else refused in one line."""
     folder, _, digest = given.rpartition("@")
     if not folder or not is_digest(digest):
-        raise ConfigError(
-            f"{BASE} {given!r} is not DIR@sha256:<64 hex digits>",
-            f"write {BASE} DIR@sha256:..., DIR an OCI image layout and the digest of its image index or manifest",
-        )
+        raise ConfigError(f"{BASE} {given!r} is not DIR@sha256:<64 hex digits>", BASE_HINT)
     return Base(Path(folder).absolute(), digest)
 
 
@@ -163,18 +160,19 @@ def parse_rebuild(posargs: Sequence[str]) -> RebuildArgs:
 def parse_verify(posargs: Sequence[str]) -> VerifyArgs:
     """``verify``'s posargs; ``--target`` only with ``--rebuild`` (verify itself checks every target's files)."""
     args = _parse(posargs, "verify", ARTEFACTS_OPTION, TARGETS_OPTION, BASE_OPTION, REBUILD_OPTION)
+    base = args.base  # a malformed --base is refused first, as itself
     rebuild = args.taken.flag(REBUILD)
     if args.targets and not rebuild:
         raise ConfigError(
             "verify checks every target's files: --target picks the targets verify --rebuild rebuilds",
             "add --rebuild, or leave --target out",
         )
-    if args.taken.one(BASE) is not None and not rebuild:
+    if base is not None and not rebuild:
         raise ConfigError(
             "verify reads the image's base from its layout: --base is the base verify --rebuild makes the image on",
             "add --rebuild, or leave --base out",
         )
-    return VerifyArgs(args.tag, args.artefacts, rebuild, args.targets, tuple(args.rest), args.base)
+    return VerifyArgs(args.tag, args.artefacts, rebuild, args.targets, tuple(args.rest), base)
 
 
 def parse_determinism(posargs: Sequence[str]) -> DeterminismArgs:

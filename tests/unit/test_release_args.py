@@ -107,3 +107,12 @@ def test_one_parser_refuses_an_option_without_its_value_in_one_line(argv: list[s
         take_options(argv, *options)
     assert words in refused.value.line()
     assert "\n" not in refused.value.line()
+
+
+def test_verify_refuses_a_malformed_base_as_itself_and_a_base_without_rebuild() -> None:
+    with pytest.raises(ConfigError, match=r"--base 'x' is not DIR@sha256:<64 hex digits>"):
+        parse_verify(["v1.2.3", "--base", "x"])
+    with pytest.raises(ConfigError, match="add --rebuild, or leave --base out"):
+        parse_verify(["v1.2.3", "--base", f"/layout@sha256:{'a' * 64}"])
+    args = parse_verify(["v1.2.3", "--rebuild", "--base", f"/layout@sha256:{'a' * 64}"])
+    assert args.base is not None and args.base.digest == f"sha256:{'a' * 64}"
