@@ -34,7 +34,7 @@ from recipes.procs import Interrupted
 from recipes.release import cpu
 from recipes.release.reproducible.oci import Base
 from recipes.release.reproducible.tags import take_gather
-from recipes.results import RebuildResult
+from recipes.results import PlainResult, RebuildResult
 from recipes.runner import say
 from recipes.stages import gather
 from recipes.stages.bolt import bolt as bolt_stage
@@ -188,6 +188,7 @@ class PlanArgs:
 
 
 ArgsT = TypeVar("ArgsT")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -225,25 +226,35 @@ def merge_args(posargs: Sequence[str]) -> PlanArgs:
     return PlanArgs(tuple(rest), gather=None if folders is None else tuple(folders))
 
 
+def _held(at: Invocation, config_posargs: Sequence[str], stage: PlanStage, runs: Callable[[BuildPlan], T]) -> T:
+    """``runs`` on the plan of the invocation's configuration, made with the tools ``stage`` needs, in the work
+    dir it holds (one session, one crate), its children recorded."""
+    config = load_config(at.project, at.environ, config_posargs)
+    plan = make_plan(
+        config, at.environ, instruments=stage.instruments(config), profdata=stage.profdata, bolt=stage.bolt(config)
+    )
+    with claim(plan.work, at.name) as held, children_recorded(plan.work):
+        held.identify(identity_of(plan))
+        return runs(plan)
+
+
 def _plan_stage(name: str) -> Callable[[Invocation, PlanArgs], list[str]]:
-    """The run of :data:`PLAN_STAGES`'s ``name``: its plan made with the tools it needs, its stage (or the variant
-    the arguments ask for) run in the work dir it holds, and the summary of the work dir's report."""
+    """The run of :data:`PLAN_STAGES`'s ``name``: its stage (or the variant the arguments ask for) run with the
+    tools it needs (:func:`_held`), and the summary of the work dir's report."""
     stage = PLAN_STAGES[name]
 
     def run(at: Invocation, args: PlanArgs) -> list[str]:
-        config = load_config(at.project, at.environ, args.config)
-        plan = make_plan(
-            config, at.environ, instruments=stage.instruments(config), profdata=stage.profdata, bolt=stage.bolt(config)
-        )
-        runs = stage.run
+        runs: Callable[[BuildPlan], object] = stage.run
         if args.shard is not None:
             runs = functools.partial(gather.train_shard, name=args.shard)
         if args.gather is not None:  # relative to where nox was run
             runs = functools.partial(gather.merge_gathered, folders=[at.project / f for f in args.gather])
-        with claim(plan.work, at.name) as held, children_recorded(plan.work):  # one session, one crate
-            held.identify(identity_of(plan))
+
+        def summarised(plan: BuildPlan) -> list[str]:
             runs(plan)
-        return summary_lines(report.load(plan.work))
+            return summary_lines(report.load(plan.work))
+
+        return _held(at, args.config, stage, summarised)
 
     return run
 
@@ -253,12 +264,16 @@ def identity_of(plan: BuildPlan) -> CrateIdentity:
     return CrateIdentity.of(plan.crate, plan.target, plan.config.features)
 
 
+def _plain_build(plan: BuildPlan) -> PlainResult:
+    return compared(plan, prefix="")  # its line as nox -s plain's: no "bench: "
+
+
+#: the plain build's: cargo alone (no instrumented build, no llvm-profdata, no llvm-bolt)
+_PLAIN = PlanStage(_plain_build, "the plain build")
+
+
 def _plain(at: Invocation, args: PlanArgs) -> list[str]:
-    config = load_config(at.project, at.environ, args.config)
-    plan = make_plan(config, at.environ, instruments=False, profdata=False, bolt=False)
-    with claim(plan.work, at.name) as held, children_recorded(plan.work):
-        held.identify(identity_of(plan))
-        result = compared(plan, prefix="")
+    result = _held(at, args.config, _PLAIN, _plain_build)
     return [
         f"plain       {result.seconds:8.1f} s  {result.binary}",
         f"sha256      {result.binary_sha256}",
