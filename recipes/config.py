@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import ConfigError
-from recipes.inputs import _kind, parse_toml, read_text
+from recipes.inputs import parse_toml, read_text
+from recipes.schema import kind
 
 #: bounds of numeric settings: beyond them a count or a deadline overflows later, after the build
 MAX_COUNT = 2**31 - 1
@@ -251,7 +252,7 @@ def read_pyproject(project_dir: Path) -> dict[str, Any]:
     data = parse_toml(text, str(path), ConfigError, "fix the syntax")
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
-        raise ConfigError(f"{path}: tool must be a table, not {_kind(tool)}", "write its tables as [tool.<name>]")
+        raise ConfigError(f"{path}: tool must be a table, not {kind(tool)}", "write its tables as [tool.<name>]")
     table = tool.get("pgo", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.pgo] must be a table", "write it as [tool.pgo] with key = value lines")

@@ -4,15 +4,14 @@ Every file a session reads (workloads, ``pyproject.toml``, ``report.json``, a re
 ``SHA256SUMS``, ``.fdata``) goes through :func:`read_bytes`, :func:`read_text`, :func:`read_toml` or
 :func:`read_json`. A file that cannot be read, is not UTF-8, or is not valid TOML or JSON is the error class the
 caller names (a :class:`~recipes.errors.PgoError`), with a line that says which file, what is wrong and where.
-:class:`Fields` then reads a JSON object's keys with their types, so a missing key or a value of another type is
-one line too.
+:class:`recipes.schema.Fields` then reads a JSON object's keys with their types, so a missing key or a value of
+another type is one line too.
 """
 
 from __future__ import annotations
 
 import errno
 import json
-import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -116,100 +115,3 @@ def read_json(path: Path, what: str, error: type[PgoError], hint: str) -> Any:
         raise error(f"{what} {path} is not valid JSON: {exc}", hint) from exc
     except (ValueError, RecursionError) as exc:
         raise error(f"{what} {path} is not valid JSON: {exc}", hint) from exc
-
-
-class Fields:
-    """Typed access to one JSON object of a file: a missing key or a value of another type is one line.
-
-    ``where`` names the object (``"report.json: optimise"``); nested objects are reached with :meth:`object`,
-    whose errors name the whole path (``"manifest.json: bolt.binary"``).
-    """
-
-    def __init__(self, data: Any, where: str, error: type[PgoError], hint: str) -> None:
-        self.where = where
-        self.error = error
-        self.hint = hint
-        if not isinstance(data, dict):
-            raise error(f"{where} is {_kind(data)}, not an object", hint)
-        self.data: dict[str, Any] = data
-
-    def _fail(self, key: str, problem: str) -> PgoError:
-        return self.error(f"{self.where}: {key!r} {problem}", self.hint)
-
-    def _get(self, key: str, types: tuple[type, ...], name: str, *, optional: bool) -> Any:
-        if key not in self.data or (optional and self.data[key] is None):
-            if optional:
-                return None
-            raise self._fail(key, "is missing")
-        value = self.data[key]
-        if isinstance(value, bool) and bool not in types:
-            raise self._fail(key, f"is a boolean, not {name}")
-        if not isinstance(value, types):
-            raise self._fail(key, f"is {_kind(value)}, not {name}")
-        return value
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def string(self, key: str) -> str:
-        value: str = self._get(key, (str,), "a string", optional=False)
-        return value
-
-    def opt_string(self, key: str) -> str | None:
-        value: str | None = self._get(key, (str,), "a string", optional=True)
-        return value
-
-    def integer(self, key: str) -> int:
-        value: int = self._get(key, (int,), "an integer", optional=False)
-        return value
-
-    def opt_integer(self, key: str) -> int | None:
-        value: int | None = self._get(key, (int,), "an integer", optional=True)
-        return value
-
-    def number(self, key: str) -> float:
-        value = self._get(key, (int, float), "a number", optional=False)
-        if not math.isfinite(value):
-            raise self._fail(key, f"is {value}, not a finite number")
-        return float(value)
-
-    def boolean(self, key: str) -> bool:
-        value: bool = self._get(key, (bool,), "true or false", optional=False)
-        return value
-
-    def array(self, key: str) -> list[Any]:
-        value: list[Any] = self._get(key, (list,), "a list", optional=False)
-        return value
-
-    def strings(self, key: str) -> list[str]:
-        values = self.array(key)
-        odd = next((v for v in values if not isinstance(v, str)), None)
-        if odd is not None:
-            raise self._fail(key, f"holds {_kind(odd)}, not only strings")
-        return values
-
-    def object(self, key: str) -> Fields:
-        value = self._get(key, (dict,), "an object", optional=False)
-        return Fields(value, f"{self.where}: {key}", self.error, self.hint)
-
-    def opt_object(self, key: str) -> Fields | None:
-        value = self._get(key, (dict,), "an object", optional=True)
-        return None if value is None else Fields(value, f"{self.where}: {key}", self.error, self.hint)
-
-
-def _kind(value: Any) -> str:
-    """What a JSON or TOML value is, for a message: ``a list``, ``the string 'x'``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return f"the string {shown!r}"
-    if isinstance(value, int | float):
-        return f"the number {value}"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return f"a {type(value).__name__}"

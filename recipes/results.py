@@ -36,7 +36,7 @@ from typing import (
     is_typeddict,
 )
 
-from recipes.inputs import _kind
+from recipes.schema import TYPE_NAMES, kind
 
 _Record = TypeVar("_Record", bound="StageResult | WorkloadRun")
 
@@ -543,15 +543,6 @@ class Unfit(ValueError):
     """A record that does not fit its type: its one line (``'binary' is missing``) is the message."""
 
 
-_NAMES: dict[Any, str] = {
-    str: "a string",
-    int: "an integer",
-    float: "a number",
-    bool: "true or false",
-    type(None): "null",
-}
-
-
 def _name(declared: Any) -> str:
     """What a value of type ``declared`` is, for a message: ``a string or null``."""
     origin = get_origin(declared)
@@ -563,7 +554,7 @@ def _name(declared: Any) -> str:
         return "an object"
     if origin is Literal:
         return " or ".join(repr(option) for option in get_args(declared))
-    return _NAMES[declared]
+    return TYPE_NAMES[declared]
 
 
 def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str | None:
@@ -713,7 +704,7 @@ _SCALARS: dict[Any, type | tuple[type, ...]] = {
 
 
 def _problem(value: object, declared: Any, where: str) -> str:
-    return f"{where!r} is {_kind(value)}, not {_name(declared)}"
+    return f"{where!r} is {kind(value)}, not {_name(declared)}"
 
 
 @functools.cache

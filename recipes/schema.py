@@ -1,4 +1,17 @@
-"""A tiny validator for TOML tables: every error names the file, the table and the key."""
+"""The one reader of a document's typed values: every refusal is one line naming the file, the table and the key.
+
+:class:`Reader` holds the mechanism: a key looked up, a missing or null value, a boolean where a number was asked
+for, a value of another type, a list holding something else, all checked in one place. The two kinds of document
+read key by key speak in their own words through it:
+
+- :class:`Table`, a TOML table of a workload (``w.toml [[instance]] 'cli': port: expected an integer, got str
+  'x'``), which also refuses the keys nobody asked for (:meth:`Table.done`);
+- :class:`Fields`, a JSON object of a release's manifest or a BOLT training record (``m.json: bolt: 'binary' is the
+  number 3, not a string``).
+
+report.json's records are read whole against their declared types by :func:`recipes.results.from_json`, which
+names types and values with the same words (:data:`TYPE_NAMES`, :func:`kind`).
+"""
 
 from __future__ import annotations
 
@@ -6,30 +19,122 @@ import difflib
 import math
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
-from recipes.errors import ConfigError
+from recipes.errors import ConfigError, PgoError
 
 #: instance, phase and scenario names: they name .profraw and log files
 NAME = re.compile(r"[A-Za-z0-9_-]+")
 
-
 #: the largest exit status a program can have (its low 8 bits are all a wait status keeps)
 MAX_EXIT_CODE = 255
 
+#: what a value of each scalar type is called in a refusal
+TYPE_NAMES: dict[Any, str] = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    type(None): "null",
+}
 
-class Table:
-    """Typed access to one TOML table; :meth:`done` refuses the keys nobody asked for."""
+#: a key not in the document (a None of its own would be a JSON null)
+_ABSENT: Any = object()
 
-    def __init__(self, where: str, data: Any) -> None:
-        if not isinstance(data, dict):
-            raise ConfigError(f"{where}: expected a table, got {type(data).__name__}", "see profiles/README.md")
+
+def kind(value: Any) -> str:
+    """What a JSON or TOML value is, for a message: ``a list``, ``the string 'x'``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {shown!r}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+class Reader:
+    """Typed access to one object of a document, ``where`` naming it. A dialect says how a refusal reads:
+    :meth:`_refusal` (the key and the problem), :meth:`_missing` and :meth:`_wrong` (a value of another type)."""
+
+    #: the words of a refusal of the whole object (a list where an object was expected)
+    not_an_object: ClassVar[str]
+
+    def __init__(self, data: Any, where: str, error: type[PgoError], hint: str) -> None:
         self.where = where
+        self.refuse_as = error
+        self.hint = hint
+        if not isinstance(data, dict):
+            raise error(self.not_an_object.format(where=where, kind=kind(data), type=type(data).__name__), hint)
         self.data: dict[str, Any] = data
         self.seen: set[str] = set()
 
-    def error(self, key: str, problem: str, hint: str = "see profiles/README.md") -> ConfigError:
-        return ConfigError(f"{self.where}: {key}: {problem}", hint)
+    def _refusal(self, key: str, problem: str, hint: str | None = None) -> PgoError:
+        raise NotImplementedError
+
+    def _missing(self, key: str) -> PgoError:
+        raise NotImplementedError
+
+    def _wrong(self, key: str, value: Any, name: str) -> PgoError:
+        raise NotImplementedError
+
+    def _value(self, key: str, types: tuple[type, ...], name: str, *, required: bool) -> Any:
+        """The value of ``key`` when it is one of ``types`` (a boolean only when ``bool`` is one), :data:`_ABSENT`
+        when there is none and none is required; a refusal otherwise."""
+        self.seen.add(key)
+        if key not in self.data:
+            if required:
+                raise self._missing(key)
+            return _ABSENT
+        value = self.data[key]
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            raise self._wrong(key, value, name)
+        return value
+
+    def _only(self, key: str, values: list[Any], item: type, problem: str) -> list[Any]:
+        """``values`` when each is an ``item`` (a list of strings); the first that is not refused as ``problem``
+        (``{kind}`` the value's :func:`kind`)."""
+        odd = next((value for value in values if not isinstance(value, item)), _ABSENT)
+        if odd is not _ABSENT:
+            raise self._refusal(key, problem.format(kind=kind(odd)))
+        return list(values)
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+
+class Table(Reader):
+    """Typed access to one TOML table of a workload; :meth:`done` refuses the keys nobody asked for."""
+
+    not_an_object = "{where}: expected a table, got {type}"
+
+    def __init__(self, where: str, data: Any) -> None:
+        super().__init__(data, where, ConfigError, "see profiles/README.md")
+
+    def _refusal(self, key: str, problem: str, hint: str | None = None) -> PgoError:
+        return self.refuse_as(f"{self.where}: {key}: {problem}", self.hint if hint is None else hint)
+
+    def error(self, key: str, problem: str, hint: str = "see profiles/README.md") -> PgoError:
+        """A refusal of ``key`` with this table's name: ``w.toml [[instance]] 'cli': port: …``."""
+        return self._refusal(key, problem, hint)
+
+    def _missing(self, key: str) -> PgoError:
+        return self._refusal(key, "missing", f"add {key} = …")
+
+    def _wrong(self, key: str, value: Any, name: str) -> PgoError:
+        got = "a boolean" if isinstance(value, bool) else f"{type(value).__name__} {value!r}"
+        return self._refusal(key, f"expected {name}, got {got}")
+
+    def _get(self, key: str, types: tuple[type, ...], name: str, default: Any, *, required: bool) -> Any:
+        value = self._value(key, types, name, required=required)
+        return default if value is _ABSENT else value
 
     def named(self, what: str) -> str:
         """The table's required ``name`` (letters, digits, - and _: it names files); from then on its errors
@@ -42,23 +147,10 @@ class Table:
         self.where = f"{self.where.rsplit(' #', 1)[0]} {name!r}"
         return name
 
-    def _get(self, key: str, types: tuple[type, ...], type_name: str, default: Any, *, required: bool) -> Any:
-        self.seen.add(key)
-        if key not in self.data:
-            if required:
-                raise self.error(key, "missing", f"add {key} = …")
-            return default
-        value = self.data[key]
-        if isinstance(value, bool) and bool not in types:
-            raise self.error(key, f"expected {type_name}, got a boolean")
-        if not isinstance(value, types):
-            raise self.error(key, f"expected {type_name}, got {type(value).__name__} {value!r}")
-        return value
-
     def string(
         self, key: str, default: str | None = None, *, required: bool = False, choices: Iterable[str] | None = None
     ) -> Any:
-        value = self._get(key, (str,), "a string", default, required=required)
+        value = self._get(key, (str,), TYPE_NAMES[str], default, required=required)
         if choices is not None and value is not None and value not in set(choices):
             known = sorted(choices)
             close = difflib.get_close_matches(value, known, n=1)
@@ -72,21 +164,21 @@ class Table:
     def integer(
         self, key: str, default: int | None = None, *, required: bool = False, minimum: int | None = None
     ) -> Any:
-        value = self._get(key, (int,), "an integer", default, required=required)
+        value = self._get(key, (int,), TYPE_NAMES[int], default, required=required)
         if value is not None and minimum is not None and value < minimum:
             raise self.error(key, f"must be at least {minimum}, got {value}")
         return value
 
     def exit_code(self, key: str, default: int = 0) -> int:
         """An exit status a program can have: 0 to 255 (a wait status keeps 8 bits of it)."""
-        value: int = self._get(key, (int,), "an integer", default, required=False)
+        value: int = self._get(key, (int,), TYPE_NAMES[int], default, required=False)
         if not 0 <= value <= MAX_EXIT_CODE:
             raise self.error(key, f"{value} is not an exit code: a program exits with 0 to {MAX_EXIT_CODE}")
         return value
 
     def number(self, key: str, default: float | None = None, *, required: bool = False, finite: bool = True) -> Any:
         """A positive number; ``finite=False`` leaves inf and nan to the caller's own message."""
-        value = self._get(key, (int, float), "a number", default, required=required)
+        value = self._get(key, (int, float), TYPE_NAMES[float], default, required=required)
         if finite and value is not None and not math.isfinite(value):
             raise self.error(key, f"must be a finite number, got {value}")
         if value is not None and value <= 0:
@@ -94,13 +186,11 @@ class Table:
         return None if value is None else float(value)
 
     def boolean(self, key: str, *, default: bool | None = None) -> Any:
-        return self._get(key, (bool,), "true or false", default, required=False)
+        return self._get(key, (bool,), TYPE_NAMES[bool], default, required=False)
 
     def strings(self, key: str, default: list[str] | None = None, *, required: bool = False) -> list[str]:
         value = self._get(key, (list,), "a list of strings", default if default is not None else [], required=required)
-        if not all(isinstance(v, str) for v in value):
-            raise self.error(key, "expected a list of strings")
-        return list(value)
+        return self._only(key, value, str, "expected a list of strings")
 
     def mapping(self, key: str) -> dict[str, str]:
         value = self._get(key, (dict,), "a table of strings", {}, required=False)
@@ -126,6 +216,72 @@ class Table:
             close = difflib.get_close_matches(unknown[0], sorted(self.seen), n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(sorted(self.seen))}"
             raise self.error(unknown[0], "unknown key", hint)
+
+
+class Fields(Reader):
+    """Typed access to one JSON object of a file: a missing key or a value of another type is one line.
+
+    ``where`` names the object (``"report.json: optimise"``); nested objects are reached with :meth:`object`,
+    whose errors name the whole path (``"manifest.json: bolt.binary"``). A null is a missing value: an ``opt_``
+    accessor gives None for it.
+    """
+
+    not_an_object = "{where} is {kind}, not an object"
+
+    def _refusal(self, key: str, problem: str, hint: str | None = None) -> PgoError:
+        return self.refuse_as(f"{self.where}: {key!r} {problem}", self.hint if hint is None else hint)
+
+    def _missing(self, key: str) -> PgoError:
+        return self._refusal(key, "is missing")
+
+    def _wrong(self, key: str, value: Any, name: str) -> PgoError:
+        return self._refusal(key, f"is {'a boolean' if isinstance(value, bool) else kind(value)}, not {name}")
+
+    def _get(self, key: str, types: tuple[type, ...], name: str, *, optional: bool) -> Any:
+        if optional and self.data.get(key) is None:
+            return None
+        return self._value(key, types, name, required=True)
+
+    def string(self, key: str) -> str:
+        value: str = self._get(key, (str,), TYPE_NAMES[str], optional=False)
+        return value
+
+    def opt_string(self, key: str) -> str | None:
+        value: str | None = self._get(key, (str,), TYPE_NAMES[str], optional=True)
+        return value
+
+    def integer(self, key: str) -> int:
+        value: int = self._get(key, (int,), TYPE_NAMES[int], optional=False)
+        return value
+
+    def opt_integer(self, key: str) -> int | None:
+        value: int | None = self._get(key, (int,), TYPE_NAMES[int], optional=True)
+        return value
+
+    def number(self, key: str) -> float:
+        value = self._get(key, (int, float), TYPE_NAMES[float], optional=False)
+        if not math.isfinite(value):
+            raise self._refusal(key, f"is {value}, not a finite number")
+        return float(value)
+
+    def boolean(self, key: str) -> bool:
+        value: bool = self._get(key, (bool,), TYPE_NAMES[bool], optional=False)
+        return value
+
+    def array(self, key: str) -> list[Any]:
+        value: list[Any] = self._get(key, (list,), "a list", optional=False)
+        return value
+
+    def strings(self, key: str) -> list[str]:
+        return self._only(key, self.array(key), str, "holds {kind}, not only strings")
+
+    def object(self, key: str) -> Fields:
+        value = self._get(key, (dict,), "an object", optional=False)
+        return Fields(value, f"{self.where}: {key}", self.refuse_as, self.hint)
+
+    def opt_object(self, key: str) -> Fields | None:
+        value = self._get(key, (dict,), "an object", optional=True)
+        return None if value is None else Fields(value, f"{self.where}: {key}", self.refuse_as, self.hint)
 
 
 def fill(text: str, values: dict[str, str]) -> str:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recipes.errors import CheckFailed
-from recipes.inputs import Fields
 from recipes.release.reproducible import Names, sum_name_problem
 from recipes.results import JSON_KEY, NOT_WRITTEN, json_of
+from recipes.schema import Fields
 
 #: the release manifest's layout (its "schema"): rebuild and verify read only this one
 MANIFEST_SCHEMA = 1

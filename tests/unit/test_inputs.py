@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import ConfigError, PgoError, WorkDirError
-from recipes.inputs import Fields, read_bytes, read_json, read_text, read_toml
+from recipes.inputs import read_bytes, read_json, read_text, read_toml
+from recipes.schema import Fields, Table
 
 
 def test_a_missing_file_a_directory_and_a_dangling_symlink_are_one_line(tmp_path: Path) -> None:
@@ -73,6 +74,16 @@ def test_fields_name_the_path_of_a_missing_key_or_a_wrong_type() -> None:
         fields.object("bin")
     with pytest.raises(WorkDirError, match=r"m\.json is a list, not an object"):
         Fields([], "m.json", WorkDirError, "redo")
+
+
+def test_a_null_in_a_list_of_strings_is_refused_as_one() -> None:
+    """Found when Fields and Table became one reader: a null among a manifest's strings was taken as a string."""
+    fields = Fields({"features": ["tls", None]}, "m.json", WorkDirError, "redo")
+    with pytest.raises(WorkDirError, match=r"m\.json: 'features' holds null, not only strings"):
+        fields.strings("features")
+    table = Table("w.toml [workload]", {"features": ["tls", None]})
+    with pytest.raises(ConfigError, match=r"w\.toml \[workload\]: features: expected a list of strings"):
+        table.strings("features")
 
 
 def _garbage(rng: random.Random) -> bytes:
