@@ -20,14 +20,18 @@ from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS
 from recipes.bench.cpu_report import (
     BASELINE,
     CANDIDATE,
+    Page,
     Result,
     build_lines,
     chart_rows,
     from_fields,
     held_out_status,
+    invalid_section,
     labels,
+    markdown_of,
     percent,
     pyplot,
+    worse_section,
 )
 from recipes.bench.cpu_report import to_json as report_to_json
 from recipes.errors import BenchError, ConfigError
@@ -313,36 +317,56 @@ def human(value: float) -> str:
     return f"{value:.1f}" if value != int(value) else f"{int(value)}"
 
 
-def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
-    builds = results[0].builds if results else [BASELINE, CANDIDATE]
-    named = labels(meta, builds)
-    cands = ", ".join(named[b] for b in builds[1:])
-    valgrind = meta.get("valgrind", {})
-    lines = [f"# Counts per run or request: {cands} vs {named[BASELINE]} ({valgrind.get('version', 'valgrind')})", ""]
-    lines += build_lines(meta.get("builds", []), named, meta)
-    lines += [
-        f"- {meta.get('trials', '?')} trials per scenario and build, in rounds, "
-        f"{(meta.get('design') or {}).get('description', 'interleaved')}; commands: "
-        f"`valgrind {' '.join(valgrind.get('cachegrind', []))}`; servers: "
-        f"`valgrind {' '.join(valgrind.get('callgrind', []))}`, the requests only (zeroed and dumped by "
-        "callgrind_control around each trial)",
-        f"- estimate of cycles: {FORMULA}",
-        f"- command: `{meta.get('command', '?')}`",
-        "",
-        "| scenario | held out | build | " + " | ".join({**FIGURES, **BINARY_FIGURES}.values()) + " | spread |",
-        "| --- | --- | --- | " + " | ".join("---:" for _ in {**FIGURES, **BINARY_FIGURES}) + " | ---: |",
-    ]
-    notes = []
-    for result in results:
-        title = f"{result.title} (per {result.unit})"
-        held = str((result.held_out or {}).get("status", "—"))
-        if not result.valid:
-            lines.append(f"| {title} | {held} | invalid |" + " — |" * (len(FIGURES) + len(BINARY_FIGURES) + 1))
-            notes.append(f"- {result.title}: invalid: {result.why_invalid}")
-            continue
+#: every figure of the table, the whole process's then the binary's alone
+_COLUMNS = {**FIGURES, **BINARY_FIGURES}
+
+#: what the table's columns mean, under it
+LEGEND = (
+    "Medians of the trials, per run (a command: its runs under cachegrind, each a process of its own) or per "
+    "request (a server under callgrind: only what it executed between the zero before a trial's requests and "
+    "the dump after them, start-up and warm-up not counted). In parentheses: the candidate's median over the "
+    "baseline's, minus one. I1: first-level instruction cache; LL: the last level (instruction and data "
+    "misses); mispredicts: simulated branch mispredictions, conditional and indirect. In the binary (servers): "
+    "the same counts of the server's own executable alone, without the C library and the loader (callgrind's "
+    "objects): what the profile changes, and what repeats; most of what varies between a server's trials is "
+    "glibc's allocator, whose free lists the interleaving of connections leaves in another state each time. "
+    "Spread: (max - min) / median of the build's trials' estimates (in the binary for a server, whole in "
+    "brackets), what repeating the measurement moved; the gate judges the same figure. Held out: whether the "
+    "scenario's paths (or arguments) occur in the training workload."
+)
+
+
+class CountsPage(Page[CountsResult]):
+    """The counts' words on the one Markdown writer's page (:class:`recipes.bench.cpu_report.Page`)."""
+
+    def heading(self, results: Sequence[CountsResult], meta: dict[str, Any], named: dict[str, str]) -> list[str]:
+        builds = results[0].builds if results else [BASELINE, CANDIDATE]
+        cands = ", ".join(named[b] for b in builds[1:])
+        valgrind = meta.get("valgrind", {})
+        return [
+            f"# Counts per run or request: {cands} vs {named[BASELINE]} ({valgrind.get('version', 'valgrind')})",
+            "",
+            *build_lines(meta.get("builds", []), named, meta),
+            f"- {meta.get('trials', '?')} trials per scenario and build, in rounds, "
+            f"{(meta.get('design') or {}).get('description', 'interleaved')}; commands: "
+            f"`valgrind {' '.join(valgrind.get('cachegrind', []))}`; servers: "
+            f"`valgrind {' '.join(valgrind.get('callgrind', []))}`, the requests only (zeroed and dumped by "
+            "callgrind_control around each trial)",
+            f"- estimate of cycles: {FORMULA}",
+            f"- command: `{meta.get('command', '?')}`",
+            "",
+            "| scenario | held out | build | " + " | ".join(_COLUMNS.values()) + " | spread |",
+            "| --- | --- | --- | " + " | ".join("---:" for _ in _COLUMNS) + " | ---: |",
+        ]
+
+    def invalid_row(self, result: CountsResult) -> str:
+        return f"| {_title(result)} | {_held(result)} | invalid |" + " — |" * (len(_COLUMNS) + 1)
+
+    def rows(self, result: CountsResult, named: dict[str, str]) -> list[str]:
+        rows = []
         for number, build in enumerate(result.builds):
             cells = []
-            for figure in {**FIGURES, **BINARY_FIGURES}:
+            for figure in _COLUMNS:
                 if figure not in result.figures:
                     cells.append("—")
                     continue
@@ -353,40 +377,44 @@ def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
             spread = f"{result.spread(build, result.judged) * 100:.2f} %"
             if result.judged != "estimate":
                 spread += f" (whole: {result.spread(build) * 100:.2f} %)"
-            lines.append(
-                f"| {title if number == 0 else ''} | {held if number == 0 else ''} | {named.get(build, build)} | "
-                + " | ".join(cells)
-                + f" | {spread} |"
+            rows.append(
+                f"| {_title(result) if number == 0 else ''} | {_held(result) if number == 0 else ''} | "
+                f"{named.get(build, build)} | " + " | ".join(cells) + f" | {spread} |"
             )
-    lines += [
-        "",
-        "Medians of the trials, per run (a command: its runs under cachegrind, each a process of its own) or per "
-        "request (a server under callgrind: only what it executed between the zero before a trial's requests and "
-        "the dump after them, start-up and warm-up not counted). In parentheses: the candidate's median over the "
-        "baseline's, minus one. I1: first-level instruction cache; LL: the last level (instruction and data "
-        "misses); mispredicts: simulated branch mispredictions, conditional and indirect. In the binary (servers): "
-        "the same counts of the server's own executable alone, without the C library and the loader (callgrind's "
-        "objects): what the profile changes, and what repeats; most of what varies between a server's trials is "
-        "glibc's allocator, whose free lists the interleaving of connections leaves in another state each time. "
-        "Spread: (max - min) / median of the build's trials' estimates (in the binary for a server, whole in "
-        "brackets), what repeating the measurement moved; the gate judges the same figure. Held out: whether the "
-        "scenario's paths (or arguments) occur in the training workload.",
-        "",
-        "What the counts cannot show:",
-        *(f"- {line}" for line in LIMITATIONS),
-    ]
-    best = best_on_held_out(results, named)
-    if best:
-        lines += ["", best[0].upper() + best[1:] + "."]
-    worse = [line.removeprefix("worse: ") for line in regressions(results, named) if line.startswith("worse: ")]
-    if worse:
-        lines += ["", "Worse than the baseline by the estimate (counts are exact):", *(f"- {line}" for line in worse)]
-    gate = meta.get("gate")
-    if isinstance(gate, dict) and gate.get("verdicts"):
-        lines += ["", "Gate (by the estimate):", *(f"- {v}" for v in gate["verdicts"])]
-    if notes:
-        lines += ["", "Invalid scenarios:", *notes]
-    return "\n".join(lines) + "\n"
+        return rows
+
+    def sections(
+        self,
+        results: Sequence[CountsResult],
+        meta: dict[str, Any],
+        named: dict[str, str],
+        flags: list[str],  # noqa: ARG002  (the Page: none for counts)
+        invalid: list[str],
+    ) -> list[list[str]]:
+        best = best_on_held_out(results, named)
+        gate = meta.get("gate")
+        verdicts = gate.get("verdicts") if isinstance(gate, dict) else None
+        return [
+            [LEGEND],
+            ["What the counts cannot show:", *(f"- {line}" for line in LIMITATIONS)],
+            [best[0].upper() + best[1:] + "."] if best else [],
+            worse_section(regressions(results, named), "Worse than the baseline by the estimate (counts are exact):"),
+            ["Gate (by the estimate):", *(f"- {v}" for v in verdicts)] if verdicts else [],
+            invalid_section(invalid),
+        ]
+
+
+def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
+    """The table for a person (:func:`recipes.bench.cpu_report.markdown_of`, the one writer)."""
+    return markdown_of(results, meta, CountsPage())
+
+
+def _title(result: CountsResult) -> str:
+    return f"{result.title} (per {result.unit})"
+
+
+def _held(result: CountsResult) -> str:
+    return str((result.held_out or {}).get("status", "—"))
 
 
 def to_json(results: Sequence[CountsResult], meta: dict[str, Any]) -> dict[str, Any]:

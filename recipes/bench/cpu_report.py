@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -551,89 +552,181 @@ def _orders_text(meta: dict[str, Any], named: dict[str, str]) -> str:
     return f" ({shown}{' …' if len(orders) > len(first) else ''})"
 
 
-def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
-    """The table for a person (and for the README)."""
-    builds = results[0].builds if results else [BASELINE, CANDIDATE]
-    named = labels(meta, builds)
-    base = named[BASELINE]
-    cands = ", ".join(named[b] for b in builds[1:])
-    per = per_what(results)
-    lines = [f"# CPU time per {per}: {cands} vs {base}", ""]
-    lines += build_lines(
-        meta.get("builds", [])
-        or [
-            {"key": BASELINE, "binary": meta.get("baseline", "?")},
-            {"key": CANDIDATE, "binary": meta.get("candidate", "?")},
-        ],
-        named,
-        meta,
-    )
-    lines += [
-        f"- {_trials(meta)} per scenario and build, in rounds of one trial of each build, "
-        f"{design.DESIGN_TEXT}{_orders_text(meta, named)}; {_where(results, meta)}",
-        f"- command: `{meta.get('command', '?')}`",
-        "",
-        "| scenario | held out (rule) | build | user | system | total (user + system) | difference | user part | "
-        "system part | trials on the same side of zero | canary drift |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    notes: list[str] = []
+class Tabled(Protocol):
+    """A scenario's result, of either measure, as the one Markdown writer (:func:`markdown_of`), the one
+    results.json writer (:func:`to_json`) and the charts (:func:`chart_rows`) have it."""
+
+    @property
+    def title(self) -> str: ...
+    @property
+    def builds(self) -> list[str]: ...
+    @property
+    def candidates(self) -> list[str]: ...
+    @property
+    def valid(self) -> bool: ...
+    @property
+    def why_invalid(self) -> str: ...
+    def as_json(self) -> dict[str, Any]: ...
+
+
+TabledT = TypeVar("TabledT", bound=Tabled)
+
+
+class Page(ABC, Generic[TabledT]):
+    """A measure's words on the one Markdown writer's page (:func:`markdown_of`)."""
+
+    @abstractmethod
+    def heading(self, results: Sequence[TabledT], meta: dict[str, Any], named: dict[str, str]) -> list[str]:
+        """The title, the builds and how the trials ran, down to the table's head and separator."""
+
+    def flags(self, result: TabledT, named: dict[str, str]) -> list[str]:  # noqa: ARG002  (a page's own)
+        """What to read a scenario's figures with (its trials too short to split, or not kept busy): none."""
+        return []
+
+    @abstractmethod
+    def rows(self, result: TabledT, named: dict[str, str]) -> list[str]:
+        """A valid scenario's rows: the baseline's, then each candidate's."""
+
+    @abstractmethod
+    def invalid_row(self, result: TabledT) -> str: ...
+
+    @abstractmethod
+    def sections(
+        self,
+        results: Sequence[TabledT],
+        meta: dict[str, Any],
+        named: dict[str, str],
+        flags: list[str],
+        invalid: list[str],
+    ) -> list[list[str]]:
+        """The sections under the table, in order; an empty one is left out (:func:`invalid_section`)."""
+
+
+def markdown_of(results: Sequence[TabledT], meta: dict[str, Any], page: Page[TabledT]) -> str:
+    """The one Markdown writer of results.md, of either measure (``page``: its words): the heading, a table of
+    a row per build of each scenario (one row when it is invalid), then the page's sections."""
+    named = labels(meta, results[0].builds if results else [BASELINE, CANDIDATE])
+    lines = page.heading(results, meta, named)
     flags: list[str] = []
+    invalid: list[str] = []
     for result in results:
-        lines += _scenario_rows(result, named, flags, notes)
-    flagged = [r.title for r in results if canary.flagged(r.canary_drift)]
-    lines += ["", _legend(results)]
-    if flagged:
-        lines.append(f"Canary above tolerance in {len(flagged)} of {len(results)} scenarios: {', '.join(flagged)}.")
-    worse = [line.removeprefix("worse: ") for line in regressions(results, named) if line.startswith("worse: ")]
-    if worse:
-        lines += ["", "Worse than the baseline beyond the trials' spread:", *(f"- {line}" for line in worse)]
-    if flags:
-        lines += ["", "Flagged trials (the figures stand, read them with this):", *flags]
-    if notes:
-        lines += ["", "Invalid scenarios:", *notes]
-    coverage = meta.get("coverage")
-    if isinstance(coverage, dict):
-        lines += ["", *coverage_markdown(coverage)]
-    lines += ["", *busy_markdown(results)]
+        flags += page.flags(result, named)
+        if result.valid:
+            lines += page.rows(result, named)
+        else:
+            lines.append(page.invalid_row(result))
+            invalid.append(f"- {result.title}: invalid: {result.why_invalid}")
+    for section in page.sections(results, meta, named, flags, invalid):
+        if section:
+            lines += ["", *section]
     return "\n".join(lines) + "\n"
 
 
-def _scenario_rows(result: ScenarioResult, named: dict[str, str], flags: list[str], notes: list[str]) -> list[str]:
-    """A scenario's rows of the table (the baseline's, then each candidate's; one row when it is invalid), its
-    flagged trials added to ``flags`` and why it is invalid to ``notes``."""
-    rows: list[str] = []
-    drift = result.canary_drift
-    drift_text = percent(drift) + (" ⚠" if canary.flagged(drift) else "")
-    title = f"{result.title} (per {result.unit})"
-    if result.tick_note:
-        flags.append(f"- {result.title}: {result.tick_note}.")
-    if result.not_busy and not result.busy_problem:
-        flags.append(
-            f"- {result.title}: {len(result.not_busy)} of {len(result.measured)} trials with the server under "
-            f"{design.BUSY_MIN} {design.BUSY_UNIT} ("
-            + ", ".join(f"{named.get(t.build, t.build)} #{t.index}: {t.busy:.2f}" for t in result.not_busy)
-            + f"); give {result.busy_fix}."
+def invalid_section(invalid: list[str]) -> list[str]:
+    """The invalid scenarios and why, under the table (none: no section)."""
+    return ["Invalid scenarios:", *invalid] if invalid else []
+
+
+def worse_section(lines: list[str], heading: str) -> list[str]:
+    """The scenarios a candidate made worse (:func:`regressions`' ``worse:`` lines), under ``heading``."""
+    worse = [line.removeprefix("worse: ") for line in lines if line.startswith("worse: ")]
+    return [heading, *(f"- {line}" for line in worse)] if worse else []
+
+
+class CpuPage(Page[ScenarioResult]):
+    """CPU time's words on the page (:class:`Page`)."""
+
+    def heading(self, results: Sequence[ScenarioResult], meta: dict[str, Any], named: dict[str, str]) -> list[str]:
+        builds = results[0].builds if results else [BASELINE, CANDIDATE]
+        cands = ", ".join(named[b] for b in builds[1:])
+        lines = [f"# CPU time per {per_what(results)}: {cands} vs {named[BASELINE]}", ""]
+        lines += build_lines(
+            meta.get("builds", [])
+            or [
+                {"key": BASELINE, "binary": meta.get("baseline", "?")},
+                {"key": CANDIDATE, "binary": meta.get("candidate", "?")},
+            ],
+            named,
+            meta,
         )
-    if not result.valid:
-        rows.append(f"| {title} | {result.held_out_text} | invalid | — | — | — | — | — | — | — | {drift_text} |")
-        notes.append(f"- {result.title}: invalid: {result.why_invalid}")
+        return [
+            *lines,
+            f"- {_trials(meta)} per scenario and build, in rounds of one trial of each build, "
+            f"{design.DESIGN_TEXT}{_orders_text(meta, named)}; {_where(results, meta)}",
+            f"- command: `{meta.get('command', '?')}`",
+            "",
+            "| scenario | held out (rule) | build | user | system | total (user + system) | difference | user part | "
+            "system part | trials on the same side of zero | canary drift |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+
+    def flags(self, result: ScenarioResult, named: dict[str, str]) -> list[str]:
+        flags = [f"- {result.title}: {result.tick_note}."] if result.tick_note else []
+        if result.not_busy and not result.busy_problem:
+            flags.append(
+                f"- {result.title}: {len(result.not_busy)} of {len(result.measured)} trials with the server under "
+                f"{design.BUSY_MIN} {design.BUSY_UNIT} ("
+                + ", ".join(f"{named.get(t.build, t.build)} #{t.index}: {t.busy:.2f}" for t in result.not_busy)
+                + f"); give {result.busy_fix}."
+            )
+        return flags
+
+    def invalid_row(self, result: ScenarioResult) -> str:
+        return f"| {_title(result)} | {result.held_out_text} | invalid | — | — | — | — | — | — | — | {_drift(result)} |"
+
+    def rows(self, result: ScenarioResult, named: dict[str, str]) -> list[str]:
+        rows = [
+            f"| {_title(result)} | {result.held_out_text} | {named[BASELINE]} | "
+            f"{design.duration(result.median_user(BASELINE))} | {design.duration(result.median_system(BASELINE))} | "
+            f"{design.duration(result.median(BASELINE))} | | | | | {_drift(result)} |"
+        ]
+        for candidate in result.candidates:
+            user, system = result.parts_of(candidate)
+            same, total = result.same_side_of(candidate)
+            rows.append(
+                f"| | | {named.get(candidate, candidate)} | {design.duration(result.median_user(candidate))} | "
+                f"{design.duration(result.median_system(candidate))} | {design.duration(result.median(candidate))} | "
+                f"{percent(result.difference_of(candidate))} | {_percent_or_dash(user)} | "
+                f"{_percent_or_dash(system)} | {same}/{total} | |"
+            )
         return rows
-    rows.append(
-        f"| {title} | {result.held_out_text} | {named[BASELINE]} | "
-        f"{design.duration(result.median_user(BASELINE))} | {design.duration(result.median_system(BASELINE))} | "
-        f"{design.duration(result.median(BASELINE))} | | | | | {drift_text} |"
-    )
-    for candidate in result.candidates:
-        user, system = result.parts_of(candidate)
-        same, total = result.same_side_of(candidate)
-        rows.append(
-            f"| | | {named.get(candidate, candidate)} | {design.duration(result.median_user(candidate))} | "
-            f"{design.duration(result.median_system(candidate))} | {design.duration(result.median(candidate))} | "
-            f"{percent(result.difference_of(candidate))} | {_percent_or_dash(user)} | "
-            f"{_percent_or_dash(system)} | {same}/{total} | |"
-        )
-    return rows
+
+    def sections(
+        self,
+        results: Sequence[ScenarioResult],
+        meta: dict[str, Any],
+        named: dict[str, str],
+        flags: list[str],
+        invalid: list[str],
+    ) -> list[list[str]]:
+        legend = [_legend(results)]
+        flagged = [r.title for r in results if canary.flagged(r.canary_drift)]
+        if flagged:
+            legend.append(
+                f"Canary above tolerance in {len(flagged)} of {len(results)} scenarios: {', '.join(flagged)}."
+            )
+        coverage = meta.get("coverage")
+        return [
+            legend,
+            worse_section(regressions(results, named), "Worse than the baseline beyond the trials' spread:"),
+            ["Flagged trials (the figures stand, read them with this):", *flags] if flags else [],
+            invalid_section(invalid),
+            coverage_markdown(coverage) if isinstance(coverage, dict) else [],
+            busy_markdown(results),
+        ]
+
+
+def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
+    """The table for a person (and for the README)."""
+    return markdown_of(results, meta, CpuPage())
+
+
+def _title(result: ScenarioResult) -> str:
+    return f"{result.title} (per {result.unit})"
+
+
+def _drift(result: ScenarioResult) -> str:
+    return percent(result.canary_drift) + (" ⚠" if canary.flagged(result.canary_drift) else "")
 
 
 def _legend(results: Sequence[ScenarioResult]) -> str:
@@ -780,17 +873,8 @@ def coverage_markdown(coverage: dict[str, Any]) -> list[str]:
     return lines
 
 
-class Written(Protocol):
-    """A scenario's result, of either measure, as results.json has it."""
-
-    def as_json(self) -> dict[str, Any]: ...
-
-
-WrittenT = TypeVar("WrittenT", bound=Written)
-
-
 def to_json(
-    results: Sequence[Written], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
+    results: Sequence[Tabled], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
 ) -> dict[str, Any]:
     """results.json: the run's meta, the measure's ``heading`` (the counts': :data:`counts_report.HEADING`), the
     scenarios."""
@@ -804,9 +888,9 @@ def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], dict[str, Any
 
 def write_results(
     out: BenchDir,
-    results: Sequence[WrittenT],
+    results: Sequence[TabledT],
     meta: dict[str, Any],
-    markdown: Callable[[Sequence[WrittenT], dict[str, Any]], str],
+    markdown: Callable[[Sequence[TabledT], dict[str, Any]], str],
     heading: Mapping[str, object] | None = None,
 ) -> None:
     """results.json (:func:`write_json`) and results.md (``markdown``: the measure's table), of either measure."""
@@ -815,26 +899,10 @@ def write_results(
 
 
 def write_json(
-    path: Path, results: Sequence[Written], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
+    path: Path, results: Sequence[Tabled], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
 ) -> None:
     """The one results.json writer (:func:`to_json`), of either measure."""
     write_atomically(path, json.dumps(to_json(results, meta, heading), indent=2, ensure_ascii=False) + "\n")
-
-
-class Charted(Protocol):
-    """What a chart row is made of: a scenario's results, CPU time's or the counts'."""
-
-    @property
-    def title(self) -> str: ...
-    @property
-    def builds(self) -> list[str]: ...
-    @property
-    def candidates(self) -> list[str]: ...
-    @property
-    def valid(self) -> bool: ...
-
-
-ChartedT = TypeVar("ChartedT", bound=Charted)
 
 
 def pyplot() -> Any:
@@ -849,10 +917,10 @@ def pyplot() -> Any:
     return plt
 
 
-def chart_rows(results: Sequence[ChartedT], named: dict[str, str]) -> list[tuple[str, ChartedT | None, str]]:
+def chart_rows(results: Sequence[TabledT], named: dict[str, str]) -> list[tuple[str, TabledT | None, str]]:
     """A chart's rows: (label, the result or None when it is invalid, the candidate), one per scenario and
     candidate, the candidate named (``named``: :func:`labels`) when there are several."""
-    rows: list[tuple[str, ChartedT | None, str]] = []
+    rows: list[tuple[str, TabledT | None, str]] = []
     for result in results:
         for candidate in result.candidates:
             label = result.title + (f" — {named.get(candidate, candidate)}" if len(result.candidates) > 1 else "")

@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 
 from recipes.bench import canary
 from recipes.bench.commands import build_runs, stdin_file
-from recipes.bench.cpu_report import Written, write_results
+from recipes.bench.cpu_report import Tabled, write_results
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.servers import Server, stop_server, tail_line
 from recipes.bench.settings import Build, Place, Settings, Setup, instance_env, raise_open_files_limit, started_setup
@@ -42,7 +42,7 @@ from recipes.runner import say
 from recipes.workload import Scenario
 
 TrialT = TypeVar("TrialT")
-ResultT = TypeVar("ResultT", bound=Written)
+ResultT = TypeVar("ResultT", bound=Tabled)
 
 
 class Measure(ABC, Generic[TrialT, ResultT]):

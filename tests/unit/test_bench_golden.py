@@ -48,3 +48,45 @@ def test_results_are_written_again_byte_for_byte(run: str, tmp_path: Path) -> No
     _write(json.loads(json_bytes), out)
     assert out.results_json.read_bytes() == json_bytes
     assert out.results_md.read_bytes() == (GOLDEN / f"{run}-results.md").read_bytes()
+
+
+def _section_heads(text: str) -> list[str]:
+    """The start of each section of a results.md (its first line after a blank one, 30 characters)."""
+    lines = text.splitlines()
+    return [lines[i][:30] for i in range(1, len(lines)) if not lines[i - 1] and lines[i]]
+
+
+@pytest.mark.parametrize(
+    ("run", "expected"),
+    [
+        (
+            "hello-cpu",
+            ["- baseline (plain): `/tmp/harn", "| scenario | held out (rule) |", "CPU time per run for a command", "Flagged "
+             "trials (the figures st", "Invalid scenarios:", "## Training coverage of the be", "The scenarios run once "
+             "on the ", "Every function the bench execu", "## Who was busy (CPU seconds p", "| scenario | the runs | "
+             "harnes"],
+        ),
+        (
+            "hello-counts-gated",
+            ["- baseline (baseline): `/tmp/h", "| scenario | held out | build ", "Medians of the trials, per run", "What the "
+             "counts cannot show:", "Best by the estimate on the 1 ", "Worse than the baseline by the", "Gate (by the "
+             "estimate):", "Invalid scenarios:"],
+        ),
+    ],
+)  # fmt: skip
+def test_an_invalid_scenario_is_a_row_and_a_section_in_the_measures_order(run: str, expected: list[str]) -> None:
+    """The one Markdown writer puts a scenario that could not run in the table as one row and lists why in its
+    section: after the flagged trials and before the coverage for CPU time, last (after the gate) for the counts."""
+    captured = json.loads((GOLDEN / f"{run}-results.json").read_bytes())
+    captured["scenarios"][1]["scenario_problem"] = "the server did not start"
+    if captured.get("measure") == "counts":
+        counts, meta = counts_report.from_json(captured)
+        text = counts_report.markdown(counts, meta)
+    else:
+        cpu, meta = report.from_json(captured)
+        text = report.markdown(cpu, meta)
+    title = captured["scenarios"][1]["title"]
+    assert f"\n| {title} (per run) | " in text
+    assert text.count("| invalid | — |") == 1
+    assert f"Invalid scenarios:\n- {title}: invalid: the server did not start\n" in text
+    assert _section_heads(text) == expected
