@@ -36,7 +36,7 @@ from typing import (
     is_typeddict,
 )
 
-from recipes.schema import TYPE_NAMES, kind
+from recipes.schema import JSON_KEY, NOT_WRITTEN, TYPE_NAMES, kind, without_none
 
 _Record = TypeVar("_Record", bound="StageResult | WorkloadRun")
 
@@ -627,12 +627,6 @@ def failed_from_json(declared: type[StageResult], value: dict[str, Any], where: 
     return Failed(str(value["failed"]), bool(value.get("running")), partial)
 
 
-#: a dataclass field's metadata key: the field's key in its JSON file, when it is not the field's name
-JSON_KEY = "json_key"
-#: a dataclass field's metadata key: the field is never written (it says something of the file, not in it)
-NOT_WRITTEN = "not_written"
-
-
 def json_of(value: Any) -> Any:
     """The one writer of the project's JSON records (report.json's stage records, a release's manifest): a
     dataclass is an object of its fields in order, each under its :data:`JSON_KEY` or its name, a None of a field
@@ -669,7 +663,7 @@ def _build(declared: type[_Record], value: dict[str, Any], where: str) -> _Recor
         if name not in value:
             continue
         item = value[name]
-        target = _without_none(hint)
+        target = without_none(hint)
         if item is None:
             if target is not hint:  # may be None
                 fields[name] = None
@@ -682,15 +676,6 @@ def _build(declared: type[_Record], value: dict[str, Any], where: str) -> _Recor
         else:
             fields[name] = item
     return declared(**fields)
-
-
-def _without_none(hint: Any) -> Any:
-    """``X`` of ``X | None``; any other type as it is."""
-    if get_origin(hint) in (Union, types.UnionType):
-        inner = [option for option in get_args(hint) if option is not type(None)]
-        if len(inner) == 1:
-            return inner[0]
-    return hint
 
 
 #: the scalar types of the records, and what a value of each may be (JSON writes a whole float as it likes)

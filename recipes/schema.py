@@ -15,11 +15,13 @@ names types and values with the same words (:data:`TYPE_NAMES`, :func:`kind`).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import re
+import types
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from recipes.errors import ConfigError, PgoError
 
@@ -40,6 +42,36 @@ TYPE_NAMES: dict[Any, str] = {
 
 #: a key not in the document (a None of its own would be a JSON null)
 _ABSENT: Any = object()
+
+#: a dataclass field's metadata key: the field's key in its JSON file, when it is not the field's name
+JSON_KEY = "json_key"
+#: a dataclass field's metadata key: the field is never written (it says something of the file, not in it)
+NOT_WRITTEN = "not_written"
+#: a dataclass field's metadata key: the function ``(fields, key) -> value`` that reads the field when its type is
+#: not all it must be (a sha256, a file name that follows from other keys); :meth:`Fields.record` calls it
+READ = "read"
+
+Record = TypeVar("Record")
+
+
+def without_none(hint: Any) -> Any:
+    """``X`` of ``X | None``; any other type as it is."""
+    if get_origin(hint) in (Union, types.UnionType):
+        inner = [option for option in get_args(hint) if option is not type(None)]
+        if len(inner) == 1:
+            return inner[0]
+    return hint
+
+
+#: each record type's fields' types, evaluated once (the annotations are strings)
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}
+
+
+def _field_types(declared: type) -> dict[str, Any]:
+    """A dataclass's fields' types."""
+    if declared not in _FIELD_TYPES:
+        _FIELD_TYPES[declared] = get_type_hints(declared)
+    return _FIELD_TYPES[declared]
 
 
 def kind(value: Any) -> str:
@@ -282,6 +314,47 @@ class Fields(Reader):
     def opt_object(self, key: str) -> Fields | None:
         value = self._get(key, (dict,), "an object", optional=True)
         return None if value is None else Fields(value, f"{self.where}: {key}", self.refuse_as, self.hint)
+
+    def record(self, declared: type[Record]) -> Record:
+        """The dataclass ``declared`` read from this object, its fields in their order: each under its
+        :data:`JSON_KEY` or its name, read by its :data:`READ` function or as its type says (:meth:`typed`); a
+        :data:`NOT_WRITTEN` field without one keeps its default. The reader of what :func:`recipes.results.json_of`
+        writes."""
+        values: dict[str, Any] = {}
+        types_of = _field_types(declared)
+        for spec in dataclasses.fields(declared):  # type: ignore[arg-type]
+            key = spec.metadata.get(JSON_KEY, spec.name)
+            read = spec.metadata.get(READ)
+            if read is not None:
+                values[spec.name] = read(self, key)
+            elif not spec.metadata.get(NOT_WRITTEN):
+                values[spec.name] = self.typed(key, types_of[spec.name])
+        return declared(**values)
+
+    def typed(self, key: str, hint: Any) -> Any:
+        """The value of ``key`` as the type ``hint`` has it: a scalar, a tuple of strings or of records, a mapping
+        of strings, a record (:meth:`record`); ``X | None`` is None for a missing key or a null."""
+        inner = without_none(hint)
+        if inner is not hint and self.data.get(key) is None:
+            return None
+        scalar = {str: self.string, int: self.integer, bool: self.boolean, float: self.number}.get(inner)
+        if scalar is not None:
+            return scalar(key)
+        if isinstance(inner, type) and dataclasses.is_dataclass(inner):
+            return self.object(key).record(inner)
+        origin, args = get_origin(inner), get_args(inner)
+        item_type: Any = args[0] if args else None
+        if origin is tuple and item_type is str:
+            return tuple(self.strings(key))
+        if origin is tuple and isinstance(item_type, type) and dataclasses.is_dataclass(item_type):
+            return tuple(
+                Fields(item, f"{self.where}: {key}[{index}]", self.refuse_as, self.hint).record(item_type)
+                for index, item in enumerate(self.array(key))
+            )
+        if origin is dict and args == (str, str):
+            mapping = self.object(key)
+            return {name: mapping.string(name) for name in mapping.data}
+        raise TypeError(f"{self.where}: {key}: no reader of the type {hint}")  # a type no record declares
 
 
 def fill(text: str, values: dict[str, str]) -> str:

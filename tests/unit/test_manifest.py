@@ -115,6 +115,15 @@ def _edit(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
         (lambda m: m["cpu_baseline"].update(run="collatz"), "cpu_baseline: 'run' is the string 'collatz', not a list"),
         (lambda m: m.update(libc=2), "'libc' is the number 2, not a string"),
         (lambda m: m.update(c_code={"profiled": True, "crates": [7]}), "c_code: crates[0] is the number 7, not an"),
+        (lambda m: m.update(profile_sha256="x"), "'profile_sha256' is 'x', not a sha256 (64 hex digits)"),
+        (lambda m: m["bolt"].update(profile_sha256="y"), "bolt: 'profile_sha256' is 'y', not a sha256"),
+        (lambda m: m.update(workload_sha256="z"), "'workload_sha256' is 'z', not a sha256"),
+        (
+            lambda m: m.update(c_code={"profiled": True, "crates": [{"crate": "ring"}]}),
+            "c_code: crates[0]: 'compilers' is",
+        ),
+        (lambda m: (m.pop("commit"), m.update(libc=2)), "'commit' is missing"),  # two faults: the first key declared
+        (lambda m: (m.update(libc=2), m["toolchain"].pop("strip")), "toolchain: 'strip' is missing"),
     ],
 )
 def test_a_missing_key_or_a_value_of_another_type_is_one_line_naming_the_file_and_the_key(
