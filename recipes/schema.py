@@ -64,10 +64,10 @@ def without_none(hint: Any) -> Any:
 
 
 #: each record type's fields' types, evaluated once (the annotations are strings)
-_FIELD_TYPES: dict[type, dict[str, Any]] = {}
+_FIELD_TYPES: dict[type, dict[str, object]] = {}
 
 
-def _field_types(declared: type) -> dict[str, Any]:
+def _field_types(declared: type) -> dict[str, object]:
     """A dataclass's fields' types."""
     if declared not in _FIELD_TYPES:
         _FIELD_TYPES[declared] = get_type_hints(declared)
@@ -320,7 +320,7 @@ class Fields(Reader):
         :data:`JSON_KEY` or its name, read by its :data:`READ` function or as its type says (:meth:`typed`); a
         :data:`NOT_WRITTEN` field without one keeps its default. The reader of what :func:`recipes.results.json_of`
         writes."""
-        values: dict[str, Any] = {}
+        values: dict[str, object] = {}
         types_of = _field_types(declared)
         for spec in dataclasses.fields(declared):  # type: ignore[arg-type]
             key = spec.metadata.get(JSON_KEY, spec.name)

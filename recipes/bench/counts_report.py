@@ -339,12 +339,12 @@ LEGEND = (
 class CountsPage(Page[CountsResult]):
     """The counts' words on the one Markdown writer's page (:class:`recipes.bench.cpu_report.Page`)."""
 
-    def heading(self, results: Sequence[CountsResult], meta: dict[str, Any], named: dict[str, str]) -> list[str]:
-        builds = results[0].builds if results else [BASELINE, CANDIDATE]
-        cands = ", ".join(named[b] for b in builds[1:])
+    def heading(self) -> list[str]:
+        meta, named = self.meta, self.named
         valgrind = meta.get("valgrind", {})
         return [
-            f"# Counts per run or request: {cands} vs {named[BASELINE]} ({valgrind.get('version', 'valgrind')})",
+            f"# Counts per run or request: {self.candidates} vs {named[BASELINE]} "
+            f"({valgrind.get('version', 'valgrind')})",
             "",
             *build_lines(meta.get("builds", []), named, meta),
             f"- {meta.get('trials', '?')} trials per scenario and build, in rounds, "
@@ -362,7 +362,7 @@ class CountsPage(Page[CountsResult]):
     def invalid_row(self, result: CountsResult) -> str:
         return f"| {_title(result)} | {_held(result)} | invalid |" + " — |" * (len(_COLUMNS) + 1)
 
-    def rows(self, result: CountsResult, named: dict[str, str]) -> list[str]:
+    def rows(self, result: CountsResult) -> list[str]:
         rows = []
         for number, build in enumerate(result.builds):
             cells = []
@@ -379,26 +379,21 @@ class CountsPage(Page[CountsResult]):
                 spread += f" (whole: {result.spread(build) * 100:.2f} %)"
             rows.append(
                 f"| {_title(result) if number == 0 else ''} | {_held(result) if number == 0 else ''} | "
-                f"{named.get(build, build)} | " + " | ".join(cells) + f" | {spread} |"
+                f"{self.named.get(build, build)} | " + " | ".join(cells) + f" | {spread} |"
             )
         return rows
 
-    def sections(
-        self,
-        results: Sequence[CountsResult],
-        meta: dict[str, Any],
-        named: dict[str, str],
-        flags: list[str],  # noqa: ARG002  (the Page: none for counts)
-        invalid: list[str],
-    ) -> list[list[str]]:
-        best = best_on_held_out(results, named)
-        gate = meta.get("gate")
+    def sections(self, flags: list[str], invalid: list[str]) -> list[list[str]]:  # noqa: ARG002  (no flags)
+        best = best_on_held_out(self.results, self.named)
+        gate = self.meta.get("gate")
         verdicts = gate.get("verdicts") if isinstance(gate, dict) else None
         return [
             [LEGEND],
             ["What the counts cannot show:", *(f"- {line}" for line in LIMITATIONS)],
             [best[0].upper() + best[1:] + "."] if best else [],
-            worse_section(regressions(results, named), "Worse than the baseline by the estimate (counts are exact):"),
+            worse_section(
+                regressions(self.results, self.named), "Worse than the baseline by the estimate (counts are exact):"
+            ),
             ["Gate (by the estimate):", *(f"- {v}" for v in verdicts)] if verdicts else [],
             invalid_section(invalid),
         ]
@@ -406,7 +401,7 @@ class CountsPage(Page[CountsResult]):
 
 def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
     """The table for a person (:func:`recipes.bench.cpu_report.markdown_of`, the one writer)."""
-    return markdown_of(results, meta, CountsPage())
+    return markdown_of(CountsPage(results, meta))
 
 
 def _title(result: CountsResult) -> str:

@@ -573,50 +573,50 @@ TabledT = TypeVar("TabledT", bound=Tabled)
 
 
 class Page(ABC, Generic[TabledT]):
-    """A measure's words on the one Markdown writer's page (:func:`markdown_of`)."""
+    """A measure's words on the one Markdown writer's page (:func:`markdown_of`), of its ``results`` and the run's
+    ``meta`` (results.json's, its builds ``named`` by :func:`labels`)."""
+
+    def __init__(self, results: Sequence[TabledT], meta: dict[str, Any]) -> None:
+        self.results = results
+        self.meta = meta
+        self.builds = results[0].builds if results else [BASELINE, CANDIDATE]
+        self.named = labels(meta, self.builds)
+        self.candidates = ", ".join(self.named[b] for b in self.builds[1:])
 
     @abstractmethod
-    def heading(self, results: Sequence[TabledT], meta: dict[str, Any], named: dict[str, str]) -> list[str]:
+    def heading(self) -> list[str]:
         """The title, the builds and how the trials ran, down to the table's head and separator."""
 
-    def flags(self, result: TabledT, named: dict[str, str]) -> list[str]:  # noqa: ARG002  (a page's own)
+    def flags(self, result: TabledT) -> list[str]:  # noqa: ARG002  (a page's own)
         """What to read a scenario's figures with (its trials too short to split, or not kept busy): none."""
         return []
 
     @abstractmethod
-    def rows(self, result: TabledT, named: dict[str, str]) -> list[str]:
+    def rows(self, result: TabledT) -> list[str]:
         """A valid scenario's rows: the baseline's, then each candidate's."""
 
     @abstractmethod
     def invalid_row(self, result: TabledT) -> str: ...
 
     @abstractmethod
-    def sections(
-        self,
-        results: Sequence[TabledT],
-        meta: dict[str, Any],
-        named: dict[str, str],
-        flags: list[str],
-        invalid: list[str],
-    ) -> list[list[str]]:
+    def sections(self, flags: list[str], invalid: list[str]) -> list[list[str]]:
         """The sections under the table, in order; an empty one is left out (:func:`invalid_section`)."""
 
 
-def markdown_of(results: Sequence[TabledT], meta: dict[str, Any], page: Page[TabledT]) -> str:
+def markdown_of(page: Page[Any]) -> str:
     """The one Markdown writer of results.md, of either measure (``page``: its words): the heading, a table of
     a row per build of each scenario (one row when it is invalid), then the page's sections."""
-    named = labels(meta, results[0].builds if results else [BASELINE, CANDIDATE])
-    lines = page.heading(results, meta, named)
+    lines = page.heading()
     flags: list[str] = []
     invalid: list[str] = []
-    for result in results:
-        flags += page.flags(result, named)
+    for result in page.results:
+        flags += page.flags(result)
         if result.valid:
-            lines += page.rows(result, named)
+            lines += page.rows(result)
         else:
             lines.append(page.invalid_row(result))
             invalid.append(f"- {result.title}: invalid: {result.why_invalid}")
-    for section in page.sections(results, meta, named, flags, invalid):
+    for section in page.sections(flags, invalid):
         if section:
             lines += ["", *section]
     return "\n".join(lines) + "\n"
@@ -636,10 +636,9 @@ def worse_section(lines: list[str], heading: str) -> list[str]:
 class CpuPage(Page[ScenarioResult]):
     """CPU time's words on the page (:class:`Page`)."""
 
-    def heading(self, results: Sequence[ScenarioResult], meta: dict[str, Any], named: dict[str, str]) -> list[str]:
-        builds = results[0].builds if results else [BASELINE, CANDIDATE]
-        cands = ", ".join(named[b] for b in builds[1:])
-        lines = [f"# CPU time per {per_what(results)}: {cands} vs {named[BASELINE]}", ""]
+    def heading(self) -> list[str]:
+        results, meta, named = self.results, self.meta, self.named
+        lines = [f"# CPU time per {per_what(results)}: {self.candidates} vs {named[BASELINE]}", ""]
         lines += build_lines(
             meta.get("builds", [])
             or [
@@ -660,13 +659,13 @@ class CpuPage(Page[ScenarioResult]):
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
 
-    def flags(self, result: ScenarioResult, named: dict[str, str]) -> list[str]:
+    def flags(self, result: ScenarioResult) -> list[str]:
         flags = [f"- {result.title}: {result.tick_note}."] if result.tick_note else []
         if result.not_busy and not result.busy_problem:
             flags.append(
                 f"- {result.title}: {len(result.not_busy)} of {len(result.measured)} trials with the server under "
                 f"{design.BUSY_MIN} {design.BUSY_UNIT} ("
-                + ", ".join(f"{named.get(t.build, t.build)} #{t.index}: {t.busy:.2f}" for t in result.not_busy)
+                + ", ".join(f"{self.named.get(t.build, t.build)} #{t.index}: {t.busy:.2f}" for t in result.not_busy)
                 + f"); give {result.busy_fix}."
             )
         return flags
@@ -674,7 +673,8 @@ class CpuPage(Page[ScenarioResult]):
     def invalid_row(self, result: ScenarioResult) -> str:
         return f"| {_title(result)} | {result.held_out_text} | invalid | — | — | — | — | — | — | — | {_drift(result)} |"
 
-    def rows(self, result: ScenarioResult, named: dict[str, str]) -> list[str]:
+    def rows(self, result: ScenarioResult) -> list[str]:
+        named = self.named
         rows = [
             f"| {_title(result)} | {result.held_out_text} | {named[BASELINE]} | "
             f"{design.duration(result.median_user(BASELINE))} | {design.duration(result.median_system(BASELINE))} | "
@@ -691,24 +691,18 @@ class CpuPage(Page[ScenarioResult]):
             )
         return rows
 
-    def sections(
-        self,
-        results: Sequence[ScenarioResult],
-        meta: dict[str, Any],
-        named: dict[str, str],
-        flags: list[str],
-        invalid: list[str],
-    ) -> list[list[str]]:
+    def sections(self, flags: list[str], invalid: list[str]) -> list[list[str]]:
+        results = self.results
         legend = [_legend(results)]
         flagged = [r.title for r in results if canary.flagged(r.canary_drift)]
         if flagged:
             legend.append(
                 f"Canary above tolerance in {len(flagged)} of {len(results)} scenarios: {', '.join(flagged)}."
             )
-        coverage = meta.get("coverage")
+        coverage = self.meta.get("coverage")
         return [
             legend,
-            worse_section(regressions(results, named), "Worse than the baseline beyond the trials' spread:"),
+            worse_section(regressions(results, self.named), "Worse than the baseline beyond the trials' spread:"),
             ["Flagged trials (the figures stand, read them with this):", *flags] if flags else [],
             invalid_section(invalid),
             coverage_markdown(coverage) if isinstance(coverage, dict) else [],
@@ -718,7 +712,7 @@ class CpuPage(Page[ScenarioResult]):
 
 def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     """The table for a person (and for the README)."""
-    return markdown_of(results, meta, CpuPage())
+    return markdown_of(CpuPage(results, meta))
 
 
 def _title(result: ScenarioResult) -> str:
