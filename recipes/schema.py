@@ -286,10 +286,6 @@ class Fields(Reader):
         value: int = self._get(key, (int,), TYPE_NAMES[int], optional=False)
         return value
 
-    def opt_integer(self, key: str) -> int | None:
-        value: int | None = self._get(key, (int,), TYPE_NAMES[int], optional=True)
-        return value
-
     def number(self, key: str) -> float:
         value = self._get(key, (int, float), TYPE_NAMES[float], optional=False)
         if not math.isfinite(value):
@@ -310,10 +306,6 @@ class Fields(Reader):
     def object(self, key: str) -> Fields:
         value = self._get(key, (dict,), "an object", optional=False)
         return Fields(value, f"{self.where}: {key}", self.refuse_as, self.hint)
-
-    def opt_object(self, key: str) -> Fields | None:
-        value = self._get(key, (dict,), "an object", optional=True)
-        return None if value is None else Fields(value, f"{self.where}: {key}", self.refuse_as, self.hint)
 
     def record(self, declared: type[Record]) -> Record:
         """The dataclass ``declared`` read from this object, its fields in their order: each under its

@@ -93,18 +93,6 @@ def check_glibc(path: Path, ceiling: str) -> str | None:
     return needed
 
 
-def check_same_glibc(plain: Path, pgo: Path) -> str | None:
-    """The plain and the PGO artefact of a release must need the same glibc; returns that version."""
-    plain_needs, pgo_needs = max_glibc(plain), max_glibc(pgo)
-    if plain_needs != pgo_needs:
-        raise CheckFailed(
-            f"{pgo.name} needs glibc {pgo_needs or 'none'} and the plain {plain.name} needs {plain_needs or 'none'}: "
-            "the PGO artefact would not start everywhere the plain one does",
-            "link both the same way (the same PGO_CARGO and target, e.g. cargo zigbuild with a .2.28 suffix)",
-        )
-    return pgo_needs
-
-
 _LTO_SUFFIX = re.compile(r"\.llvm\.\d+$")
 
 

@@ -17,7 +17,7 @@ from recipes.plan import BuildPlan, clean_package
 from recipes.results import CCrateRecord, InstrumentResult, OptimiseResult, PlainResult, Report
 from recipes.runner import run, say
 from recipes.stages import _observe
-from recipes.stages.frame import StageFrame, checked_copy, run_on, threshold
+from recipes.stages.frame import StageFrame, run_on, threshold
 from recipes.store import SUFFIX, sha256_file
 from recipes.toolchain import cflags, zig
 from recipes.toolchain.cargo import invocation as cargo_command
@@ -226,11 +226,6 @@ def _result(plan: BuildPlan, b: Built) -> OptimiseResult:
         rustc_source=plan.rustc_source,
         seconds=0.0,  # the frame's
     )
-
-
-def optimised_copy(plan: BuildPlan) -> Path:
-    """Where optimise puts the binary it checked (report.json's ``optimise.binary``)."""
-    return checked_copy(plan, "optimise")
 
 
 def check_same_build(recorded: InstrumentResult, plan: BuildPlan, *, earlier: str, now: str) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,11 +223,3 @@ R = TypeVar("R", bound=type[Resource])
 def register_resource(cls: R) -> R:
     RESOURCES[cls.kind] = cls()
     return cls
-
-
-def iterate_with_deadline(count: int, deadline: float, clock: Callable[[], float]) -> Iterator[int]:
-    """``range(count)`` that stops early once ``clock()`` passes ``deadline``."""
-    for index in range(count):
-        if clock() > deadline:
-            return
-        yield index

@@ -13,7 +13,6 @@ from recipes.toolchain.cargo.log import (
     compiler_artifacts,
     crate_identities,
     harness_executables,
-    main_bin_call,
     main_crate_calls,
     profile_warnings,
     running_invocations,
@@ -37,7 +36,7 @@ def test_rustc_calls_of_a_real_log() -> None:
     text = (DATA / "cargo-optimise-clean.log").read_text()
     assert {c.crate_name for c in rustc_calls(text)} == {"multi_pgo"}
     assert "Fresh numkit" in text
-    main = main_bin_call((DATA / "cargo-optimise-clean.log").read_text(), MULTI)
+    (main,) = main_crate_calls((DATA / "cargo-optimise-clean.log").read_text(), MULTI)
     assert main.crate_types == ("bin",)
     assert main.target == "x86_64-unknown-linux-gnu"
     assert main.metadata is not None and len(main.metadata) == 16
@@ -140,7 +139,6 @@ def test_a_multi_line_description_is_one_rustc_command() -> None:
         assert call.target == "x86_64-unknown-linux-gnu"
         assert (call.codegen("profile-use") or "").startswith("/tmp/shapes-run/store/")
     assert binary.source == "src/main.rs"
-    assert main_bin_call(text, DESCRIBED) == binary
     # the build script's own compile has no --target: not the package's crate
     assert calls[0].target is None and calls[0].crate_types == ("bin",)
 
@@ -171,21 +169,18 @@ def test_a_package_whose_binary_and_lib_are_named_otherwise_in_a_workspace() -> 
         macro = calls[0]
         assert macro.crate_types == ("proc-macro",) and macro.target is None
         assert [c.source for c in calls] == ["macros/src/lib.rs", "app/src/lib.rs", "app/src/main.rs"]
-        assert main_bin_call(text, RENAMED).crate_name == "rnm"
+        assert main_crate_calls(text, RENAMED)[-1].crate_name == "rnm"
     assert crate_identities(_data("cargo-instrument-renamed.log"), RENAMED) == crate_identities(
         _data("cargo-optimise-renamed.log"), RENAMED
     )
     assert list(crate_identities(_data("cargo-optimise-renamed.log"), RENAMED)) == ["wordcore (lib)", "rnm (bin)"]
 
 
-@pytest.mark.refuses("cargo-log-has-no-rustc-line-for")
 def test_a_crate_of_the_same_name_from_another_source_is_not_the_package() -> None:
     # another workspace member (or a registry crate) may have a crate named like the package's: its file differs
     text = _data("cargo-optimise-renamed.log")
     elsewhere = CrateInfo(**{**RENAMED.__dict__, "sources": (RENAMED_DIR / "other/src/lib.rs",)})
     assert main_crate_calls(text, elsewhere) == []
-    with pytest.raises(Exception, match="no rustc line for the binary rnm"):
-        main_bin_call(text, elsewhere)
     # without known sources (a CrateInfo built by hand) the crate names alone decide, as before
     by_name = CrateInfo(**{**RENAMED.__dict__, "sources": ()})
     assert [c.crate_name for c in main_crate_calls(text, by_name)] == ["wordcore", "rnm"]

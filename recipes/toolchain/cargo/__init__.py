@@ -5,7 +5,7 @@
 - ``command``: ``build_argv`` (the build command of both builds, and of ``cargo test``), ``MESSAGE_FORMAT``,
   ``with_lint_wrapper`` (the RUSTC_WRAPPER that lets the dependencies' profile warnings through), ``cargo_env``.
 - ``log``: the ``-v``/``-vv`` build log parsed: its ``Running `…` `` commands (``running_invocations``), rustc
-  lines (``rustc_calls``, ``main_crate_calls``, ``main_bin_call``, ``crate_identities``), JSON artefacts
+  lines (``rustc_calls``, ``main_crate_calls``, ``crate_identities``), JSON artefacts
   (``compiler_artifacts``, ``built_executable``, ``harness_executables``), LLVM's profile warnings
   (``profile_warnings``).
 - ``testlog``: the log of ``cargo test`` parsed: suites, counts, failed tests, crashes (``parse_cargo_test``).

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recipes.errors import MissingInput
 from recipes.toolchain.cargo.metadata import CrateInfo
 
 
@@ -32,9 +31,6 @@ class Invocation:
     @property
     def program(self) -> str:
         return self.argv[0] if self.argv else ""
-
-    def env_var(self, name: str) -> str | None:
-        return dict(self.env).get(name)
 
 
 _RUNNING_START = re.compile(r"^[ \t]*Running `", re.MULTILINE)
@@ -242,24 +238,6 @@ def crate_identities(log_text: str, crate: CrateInfo) -> dict[str, str]:
         f"{call.crate_name} ({','.join(call.crate_types)})": call.metadata or "none"
         for call in main_crate_calls(log_text, crate)
     }
-
-
-def main_bin_call(log_text: str, crate: CrateInfo) -> RustcCall:
-    """The rustc line that compiled the binary; its absence means the package was not rebuilt."""
-    bin_crate = crate.bin.replace("-", "_")
-    calls = [
-        c
-        for c in rustc_calls(log_text)
-        if c.crate_name == bin_crate and "bin" in c.crate_types and is_own_crate(c, crate)
-    ]
-    if not calls:
-        raise MissingInput(
-            f"the cargo log has no rustc line for the binary {crate.bin}",
-            "cargo did not compile it in this build though the pipeline cleans the package first: something built "
-            "it in the same target dir in between (a cargo wrapper, another build); run again with nothing else "
-            "building there",
-        )
-    return calls[-1]
 
 
 @dataclass(frozen=True)
