@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -43,6 +44,11 @@ OUTPUT_CHOICES = ("tail", "keep", "discard")
 STDERR_TAIL_BYTES = 4096
 #: how much of its last line the refusal quotes
 STDERR_LINE_CHARS = 200
+#: a Rust program's panic: ``thread 'main' (5858) panicked at src/main.rs:9:5:`` (the thread's id since Rust
+#: 1.90), its message on the lines after it
+_PANIC = re.compile(r"^thread '[^']*'(?: \(\d+\))? panicked at (?P<place>.+?):?$")
+#: what Rust's runtime writes after a panic's message: the backtrace, its frames, and the notes on RUST_BACKTRACE
+_AFTER_PANIC = re.compile(r"^(stack backtrace:|note: |\d+: |at \S)")
 #: the hint of a training run (or server) that left processes running
 LEFTOVER_HINT = (
     "a process still running after the program exited could write a .profraw while the merge reads them, or be "
@@ -162,8 +168,7 @@ class Output:
         """Mark run ``run`` (1-based) failed: the log ends with its stderr's tail. Returns that tail's last line
         (for the refusal), or ""."""
         self.failed_run = run
-        lines = [line.strip() for line in self.stderr_tail().splitlines() if line.strip()]
-        return lines[-1][:STDERR_LINE_CHARS] if lines else ""
+        return telling_line(self.stderr_tail())[:STDERR_LINE_CHARS]
 
     def write(self, chunk: bytes) -> None:
         with self.lock:
@@ -265,7 +270,7 @@ class CommandPhase(Phase):
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
         done = started = 0
         leftovers: list[procs.Leftover] = []
-        shown = " ".join(argv[len(ctx.launcher) + 1 :]) or "(no arguments)"
+        shown = shlex.join(argv[len(ctx.launcher) + 1 :]) or "(no arguments)"  # a selector "a, b" is one word
         under = f" under {Path(ctx.launcher[0]).name}" if ctx.launcher else ""
         say(f"{where}: {plural(runs, 'run')} of {shown} in {cwd}{under}")
         with log.open("wb", buffering=0) as out:
@@ -314,6 +319,22 @@ class CommandPhase(Phase):
                 "raise the phase's timeout (or PGO_PHASE_TIMEOUT), or lower its runs",
             )
         return PhaseResult(self.name, self.kind, runs, done, seconds, {"exit_ok": done})
+
+
+def telling_line(stderr: str) -> str:
+    """The line of a failed run's stderr that says why, for its refusal: a Rust panic's place and message (not
+    the backtrace or the RUST_BACKTRACE note the runtime writes after it), else the last line; "" when empty."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for index in range(len(lines) - 1, -1, -1):
+        panic = _PANIC.match(lines[index])
+        if panic is not None:
+            message = []
+            for line in lines[index + 1 :]:
+                if _AFTER_PANIC.match(line):
+                    break
+                message.append(line)
+            return f"panicked at {panic.group('place')}: {' '.join(message)}" if message else lines[index]
+    return lines[-1] if lines else ""
 
 
 def run_in_own_group(

@@ -210,10 +210,20 @@ def _run_instance(instance: Instance, ctx: PhaseContext) -> list[PhaseResult]:
             result = phase.run(live_ctx)
             say(
                 f"phase {instance.name}/{phase.name}: {result.done}/{result.requests} in "
-                f"{result.seconds:.1f} s {result.status or ''}"
+                f"{result.seconds:.1f} s{status_words(result.status)}"
             )
             results.append(result)
     return results
+
+
+#: the words of a phase's status keys where report.json's key is not one (an HTTP status class is: ``2xx``)
+_STATUS_WORDS = {"exit_ok": "exited as expected"}
+
+
+def status_words(status: Mapping[str, int]) -> str:
+    """A phase's status counts for its progress line, those not zero: `` (2xx: 500, 4xx: 3)``; "" for none."""
+    counted = [f"{_STATUS_WORDS.get(key, key)}: {count:,}" for key, count in status.items() if count]
+    return f" ({', '.join(counted)})" if counted else ""
 
 
 def _check_phase_files(files: list[str], values: dict[str, str], label: str) -> None:
