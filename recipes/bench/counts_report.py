@@ -360,7 +360,7 @@ class CountsPage(Page[CountsResult]):
         ]
 
     def invalid_row(self, result: CountsResult) -> str:
-        return f"| {_title(result)} | {_held(result)} | invalid |" + " — |" * (len(_COLUMNS) + 1)
+        return f"| {self.title(result)} | {_held(result)} | invalid |" + " — |" * (len(_COLUMNS) + 1)
 
     def rows(self, result: CountsResult) -> list[str]:
         rows = []
@@ -378,7 +378,7 @@ class CountsPage(Page[CountsResult]):
             if result.judged != "estimate":
                 spread += f" (whole: {result.spread(build) * 100:.2f} %)"
             rows.append(
-                f"| {_title(result) if number == 0 else ''} | {_held(result) if number == 0 else ''} | "
+                f"| {self.title(result) if number == 0 else ''} | {_held(result) if number == 0 else ''} | "
                 f"{self.named.get(build, build)} | " + " | ".join(cells) + f" | {spread} |"
             )
         return rows
@@ -402,10 +402,6 @@ class CountsPage(Page[CountsResult]):
 def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
     """The table for a person (:func:`recipes.bench.cpu_report.markdown_of`, the one writer)."""
     return markdown_of(CountsPage(results, meta))
-
-
-def _title(result: CountsResult) -> str:
-    return f"{result.title} (per {result.unit})"
 
 
 def _held(result: CountsResult) -> str:

@@ -561,6 +561,8 @@ class Tabled(Protocol):
     @property
     def builds(self) -> list[str]: ...
     @property
+    def unit(self) -> str: ...
+    @property
     def candidates(self) -> list[str]: ...
     @property
     def valid(self) -> bool: ...
@@ -597,6 +599,11 @@ class Page(ABC, Generic[TabledT]):
 
     @abstractmethod
     def invalid_row(self, result: TabledT) -> str: ...
+
+    @staticmethod
+    def title(result: TabledT) -> str:
+        """A scenario's cell of the table: its title and what its figures are per."""
+        return f"{result.title} (per {result.unit})"
 
     @abstractmethod
     def sections(self, flags: list[str], invalid: list[str]) -> list[list[str]]:
@@ -671,12 +678,13 @@ class CpuPage(Page[ScenarioResult]):
         return flags
 
     def invalid_row(self, result: ScenarioResult) -> str:
-        return f"| {_title(result)} | {result.held_out_text} | invalid | — | — | — | — | — | — | — | {_drift(result)} |"
+        dashes = " — |" * 7
+        return f"| {self.title(result)} | {result.held_out_text} | invalid |{dashes} {_drift(result)} |"
 
     def rows(self, result: ScenarioResult) -> list[str]:
         named = self.named
         rows = [
-            f"| {_title(result)} | {result.held_out_text} | {named[BASELINE]} | "
+            f"| {self.title(result)} | {result.held_out_text} | {named[BASELINE]} | "
             f"{design.duration(result.median_user(BASELINE))} | {design.duration(result.median_system(BASELINE))} | "
             f"{design.duration(result.median(BASELINE))} | | | | | {_drift(result)} |"
         ]
@@ -713,10 +721,6 @@ class CpuPage(Page[ScenarioResult]):
 def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     """The table for a person (and for the README)."""
     return markdown_of(CpuPage(results, meta))
-
-
-def _title(result: ScenarioResult) -> str:
-    return f"{result.title} (per {result.unit})"
 
 
 def _drift(result: ScenarioResult) -> str:
