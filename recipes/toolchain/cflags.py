@@ -25,7 +25,7 @@ import re
 import shlex
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -692,6 +692,20 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 _PROBE_NOISE = ("unknown argument: '-?'", "no input files")
 
 
+def _commands(text: str, find: Callable[[str], re.Match[str] | None]) -> Iterator[tuple[re.Match[str], list[str]]]:
+    """The commands cc-rs printed in ``text``: each line ``find`` matches, with the words of its ``cmd`` group (a
+    line whose quoting does not close is passed over)."""
+    for line in text.splitlines():
+        match = find(line)
+        if match is None:
+            continue
+        try:
+            words = shlex.split(match.group("cmd"))
+        except ValueError:
+            continue
+        yield match, words
+
+
 def refuse_clang_cannot_build(plan: CPlan, log: Path) -> None:
     """A failed build whose build script's C or C++ the pipeline's clang wrapper could not compile (a published -sys
     crate adds ``-stdlib=libc++`` when the compiler takes it: clang++ does, g++ does not, and without libc++'s
@@ -703,14 +717,7 @@ def refuse_clang_cannot_build(plan: CPlan, log: Path) -> None:
         return
     wrappers = {f"cc-{plan.triple}": "C", f"cxx-{plan.triple}": "C++"}
     out_of = re.compile(re.escape(f"/{plan.triple}/release/build/") + r"(?P<pkg>[^/]+)-[0-9a-f]{16}/out/")
-    for line in text.splitlines():
-        match = _CC_RS_FAILED.search(line)
-        if not match:
-            continue
-        try:
-            words = shlex.split(match.group("cmd"))
-        except ValueError:
-            continue
+    for _found, words in _commands(text, _CC_RS_FAILED.search):
         while words and _ASSIGNMENT.fullmatch(words[0]):
             words = words[1:]  # cc-rs 1.2 says the environment first: LC_ALL="C" "…/cxx-<triple>" …
         name = wrappers.get(Path(words[0]).name) if words else None
@@ -889,14 +896,7 @@ def c_warnings(log_text: str) -> CWarnings:
 def compile_commands(log_text: str) -> dict[str, list[list[str]]]:
     """cc-rs's compile commands (``CC_ENABLE_DEBUG_OUTPUT``), by package: those with ``-c``."""
     found: dict[str, list[list[str]]] = {}
-    for line in log_text.splitlines():
-        match = _RUNNING.match(line)
-        if not match:
-            continue
-        try:
-            words = shlex.split(match.group("cmd"))
-        except ValueError:
-            continue
+    for match, words in _commands(log_text, _RUNNING.match):
         if "-c" in words:
             found.setdefault(match.group("pkg"), []).append(words)
     return found
