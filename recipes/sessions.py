@@ -252,7 +252,7 @@ def _plan_stage(name: str) -> Callable[[Invocation, PlanArgs], list[str]]:
 
         def summarised(plan: BuildPlan) -> list[str]:
             runs(plan)
-            return summary_lines(report.load(plan.work))
+            return [*summary_lines(report.load(plan.work)), f"report      {report.report_path(plan.work)}"]
 
         return _held(at, args.config, stage, summarised)
 

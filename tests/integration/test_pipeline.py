@@ -38,6 +38,7 @@ def _merged(p: Pipeline) -> Path:
 def test_pgo_end_to_end(hello: Pipeline) -> None:
     text = assert_ok(hello.nox("pgo"))
     assert re.search(r"merge .* \d+ of \d+ functions executed", text)
+    assert f"report      {hello.work / 'report.json'}\n" in text  # where every figure is, the summary's last line
     report = _report(hello)
     assert set(report) == {"instrument", "train", "merge", "optimise"}
     optimised = _optimise_report(hello)
