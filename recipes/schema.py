@@ -254,8 +254,8 @@ class Fields(Reader):
     """Typed access to one JSON object of a file: a missing key or a value of another type is one line.
 
     ``where`` names the object (``"report.json: optimise"``); nested objects are reached with :meth:`object`,
-    whose errors name the whole path (``"manifest.json: bolt.binary"``). A null is a missing value: an ``opt_``
-    accessor gives None for it.
+    whose errors name the whole path (``manifest.json: bolt: 'binary' is missing``). A null is a missing value:
+    ``opt_string`` and an ``X | None`` field of :meth:`record` give None for it.
     """
 
     not_an_object = "{where} is {kind}, not an object"

@@ -32,7 +32,6 @@ import dataclasses
 import functools
 import math
 import os
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +48,7 @@ from recipes.claim import CrateIdentity, Held, claim
 from recipes.config import Config, load_config
 from recipes.errors import BenchError, ConfigError
 from recipes.plan import BuildPlan, make_plan
+from recipes.runner import quote
 from recipes.stages import plain as plain_stage
 from recipes.workdir import BenchDir, WorkDir
 from recipes.workload import Scenario, Workload, load_workload, workload_path
@@ -402,7 +402,7 @@ def _run(
         scale=args.scale,
         upstream_url=args.upstream,
         trial_timeout=args.trial_timeout,
-        command=shlex.join(["nox", "-s", "bench", *(["--", *posargs] if posargs else [])]),
+        command=quote(["nox", "-s", "bench", *(["--", *posargs] if posargs else [])]),
     )
     if args.measure == "counts":
         counted = counting.ValgrindCounts(counting.find_tools(environ, scenarios), args.gate)

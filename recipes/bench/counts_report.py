@@ -343,7 +343,7 @@ class CountsPage(Page[CountsResult]):
         meta, named = self.meta, self.named
         valgrind = meta.get("valgrind", {})
         return [
-            f"# Counts per run or request: {self.candidates} vs {named[BASELINE]} "
+            f"# Counts per run or request: {self.candidates_named} vs {named[BASELINE]} "
             f"({valgrind.get('version', 'valgrind')})",
             "",
             *build_lines(meta.get("builds", []), named, meta),

@@ -583,7 +583,7 @@ class Page(ABC, Generic[TabledT]):
         self.meta = meta
         self.builds = results[0].builds if results else [BASELINE, CANDIDATE]
         self.named = labels(meta, self.builds)
-        self.candidates = ", ".join(self.named[b] for b in self.builds[1:])
+        self.candidates_named = ", ".join(self.named[b] for b in self.builds[1:])  # the heading's "PGO, … vs plain"
 
     @abstractmethod
     def heading(self) -> list[str]:
@@ -645,7 +645,7 @@ class CpuPage(Page[ScenarioResult]):
 
     def heading(self) -> list[str]:
         results, meta, named = self.results, self.meta, self.named
-        lines = [f"# CPU time per {per_what(results)}: {self.candidates} vs {named[BASELINE]}", ""]
+        lines = [f"# CPU time per {per_what(results)}: {self.candidates_named} vs {named[BASELINE]}", ""]
         lines += build_lines(
             meta.get("builds", [])
             or [

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -25,7 +24,7 @@ from typing import IO, ClassVar
 from recipes import procs
 from recipes.errors import ConfigError, TrainingFailed
 from recipes.procs import piped
-from recipes.runner import plural, say
+from recipes.runner import plural, quote, say
 from recipes.schema import Table, fill
 from recipes.workload.fields import MAX_RUNS
 from recipes.workload.registry import (
@@ -270,7 +269,7 @@ class CommandPhase(Phase):
         log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
         done = started = 0
         leftovers: list[procs.Leftover] = []
-        shown = shlex.join(argv[len(ctx.launcher) + 1 :]) or "(no arguments)"  # a selector "a, b" is one word
+        shown = quote(argv[len(ctx.launcher) + 1 :]) or "(no arguments)"  # a selector "a, b" is one word
         under = f" under {Path(ctx.launcher[0]).name}" if ctx.launcher else ""
         say(f"{where}: {plural(runs, 'run')} of {shown} in {cwd}{under}")
         with log.open("wb", buffering=0) as out:
