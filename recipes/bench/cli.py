@@ -41,6 +41,7 @@ from recipes.bench import builds, counting, counts_report, coverage, design, var
 from recipes.bench import cpu_report as report
 from recipes.bench.counts_report import CountsResult, Gate, check_gate, raise_gate
 from recipes.bench.harness import run_bench
+from recipes.bench.meta import Meta
 from recipes.bench.scenarios import held_out, require_scenarios, select
 from recipes.bench.settings import Settings, choose_cores
 from recipes.bench.timing import CpuTime
@@ -217,10 +218,10 @@ class Outcome(ResultFiles):
     """Where the results went, and what they say."""
 
     results: list[report.ScenarioResult]
-    meta: dict[str, object] = field(default_factory=dict)
+    meta: Meta = field(default_factory=Meta)
 
     def summary_lines(self) -> list[str]:
-        named = report.labels(dict(self.meta), self.results[0].builds if self.results else ())
+        named = report.labels(self.meta, self.results[0].builds if self.results else ())
         base = named.get(report.BASELINE, report.BASELINE)
         lines = []
         for result in self.results:
@@ -252,11 +253,11 @@ class CountsOutcome(ResultFiles):
     """Where the counts went, what they say, and the gate's verdicts."""
 
     results: list[CountsResult]
-    meta: dict[str, object]
+    meta: Meta
     verdicts: list[str]
 
     def summary_lines(self) -> list[str]:
-        named = report.labels(dict(self.meta), self.results[0].builds if self.results else ("baseline", "candidate"))
+        named = report.labels(self.meta, self.results[0].builds if self.results else ("baseline", "candidate"))
         lines = []
         for result in self.results:
             if not result.valid:
@@ -409,7 +410,7 @@ def _run(
         results, meta = run_bench(settings, counted)
         verdicts = check_gate(args.gate, results, report.labels(meta, results[0].builds)) if args.gate.on else []
         if verdicts:
-            meta["gate"] = {**args.gate.as_json(), "verdicts": verdicts}
+            meta["gate"] = args.gate.as_json() | {"verdicts": verdicts}
             report.write_results(out, results, meta, counted.markdown, counted.heading)
         return CountsOutcome(out, results, meta, verdicts)
     check_coverage = None

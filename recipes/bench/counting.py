@@ -26,7 +26,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from recipes.bench import counts_report, procstat
 from recipes.bench.commands import Runs, build_runs
@@ -47,6 +46,7 @@ from recipes.bench.counts_report import CountsResult, CountTrial, Gate, too_shor
 from recipes.bench.cpu_report import build_keys
 from recipes.bench.harness import Measure
 from recipes.bench.load import load_argvs, run_loads, trial_problem
+from recipes.bench.meta import Meta, ValgrindMeta
 from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server, tail_line
 from recipes.bench.settings import Build, Place, Settings
@@ -70,7 +70,7 @@ class Tools:
     callgrind_control: Path | None
     version: str
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self) -> ValgrindMeta:
         return {"version": self.version, "cachegrind": list(CACHEGRIND), "callgrind": list(CALLGRIND)}
 
 
@@ -199,9 +199,9 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
             f"{len(settings.builds)} builds"
         )
 
-    def meta(self, settings: Settings) -> dict[str, Any]:
-        meta: dict[str, Any] = settings.meta()
-        meta.update(valgrind=self.tools.meta(), gate=self.gate.as_json())
+    def meta(self, settings: Settings) -> Meta:
+        meta = settings.meta()
+        meta["valgrind"], meta["gate"] = self.tools.meta(), self.gate.as_json()
         meta.pop("canary_iterations", None)  # no canary: the counts do not move with the machine's load
         return meta
 
@@ -307,5 +307,5 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
             builds=list(build_keys(len(settings.builds))),
         )
 
-    def markdown(self, results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
+    def markdown(self, results: Sequence[CountsResult], meta: Meta) -> str:
         return counts_report.markdown(results, meta)

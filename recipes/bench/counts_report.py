@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS, Counts, estimate
 from recipes.bench.cpu_report import (
@@ -34,6 +34,7 @@ from recipes.bench.cpu_report import (
     worse_section,
 )
 from recipes.bench.cpu_report import to_json as report_to_json
+from recipes.bench.meta import GateMeta, HeldOutJson, Meta
 from recipes.errors import BenchError, ConfigError
 from recipes.files import atomic_output
 
@@ -105,7 +106,7 @@ class CountsResult(Result[CountTrial]):
     trials: list[CountTrial]
     problem: str = ""  # the scenario could not run at all
     unit: str = "run"
-    held_out: dict[str, Any] | None = None
+    held_out: HeldOutJson | None = None
     builds: list[str] = field(default_factory=lambda: [BASELINE, CANDIDATE])
 
     @property
@@ -187,8 +188,8 @@ def scenario_from_json(data: dict[str, Any]) -> CountsResult:
     )
 
 
-def from_json(data: dict[str, Any]) -> tuple[list[CountsResult], dict[str, Any]]:
-    meta = {k: v for k, v in data.items() if k != "scenarios"}
+def from_json(data: dict[str, Any]) -> tuple[list[CountsResult], Meta]:
+    meta = cast("Meta", {k: v for k, v in data.items() if k != "scenarios"})  # as written, unchecked
     return [scenario_from_json(s) for s in data["scenarios"]], meta
 
 
@@ -249,7 +250,7 @@ class Gate:
     def on(self) -> bool:
         return self.trained is not None or self.held_out is not None
 
-    def as_json(self) -> dict[str, float | None]:
+    def as_json(self) -> GateMeta:
         return {"trained_percent": self.trained, "held_out_percent": self.held_out}
 
 
@@ -399,7 +400,7 @@ class CountsPage(Page[CountsResult]):
         ]
 
 
-def markdown(results: Sequence[CountsResult], meta: dict[str, Any]) -> str:
+def markdown(results: Sequence[CountsResult], meta: Meta) -> str:
     """The table for a person (:func:`recipes.bench.cpu_report.markdown_of`, the one writer)."""
     return markdown_of(CountsPage(results, meta))
 
@@ -408,12 +409,12 @@ def _held(result: CountsResult) -> str:
     return str((result.held_out or {}).get("status", "—"))
 
 
-def to_json(results: Sequence[CountsResult], meta: dict[str, Any]) -> dict[str, Any]:
+def to_json(results: Sequence[CountsResult], meta: Meta) -> dict[str, Any]:
     """results.json of a counts run (:func:`recipes.bench.cpu_report.to_json` with :data:`HEADING`)."""
     return report_to_json(results, meta, HEADING)
 
 
-def write_chart(path: Path, results: Sequence[CountsResult], meta: dict[str, Any]) -> None:
+def write_chart(path: Path, results: Sequence[CountsResult], meta: Meta) -> None:
     """A PNG: per scenario and candidate the change of instructions, of mispredictions and of the estimate
     (bars), and each paired trial's change of the estimate (points)."""
     plt = pyplot()

@@ -19,11 +19,11 @@ import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from recipes import report
 from recipes.bench.commands import run_command, stdin_file
 from recipes.bench.load import load_argvs, run_loads, trial_problem
+from recipes.bench.meta import CCoverage, CCrateCoverage, Coverage
 from recipes.bench.servers import start_server, stop_server
 from recipes.bench.settings import Build, Settings, Setup, instance_env
 from recipes.config import Config
@@ -75,13 +75,11 @@ def untrained_hot(bench: Mapping[str, int], training: Mapping[str, int], top: in
     return sorted(missed, key=lambda item: (-item[1], item[0]))[:top]
 
 
-def c_coverage(
-    crates: Mapping[str, Sequence[str]], bench: Mapping[str, int], training: Mapping[str, int]
-) -> dict[str, Any]:
+def c_coverage(crates: Mapping[str, Sequence[str]], bench: Mapping[str, int], training: Mapping[str, int]) -> CCoverage:
     """The C and C++ functions of the target's build scripts (``crates``: package -> its objects' functions) in the
     two profiles: how many the training executed (profile data with counts) and how many it did not, how many the
     bench executed, and those the bench executed that the training never did."""
-    per_crate: list[dict[str, Any]] = []
+    per_crate: list[CCrateCoverage] = []
     for crate, functions in sorted(crates.items()):
         names = sorted(set(functions))
         trained = [f for f in names if training.get(f, 0) > 0]
@@ -96,9 +94,11 @@ def c_coverage(
                 "bench_untrained": [f for f in benched if training.get(f, 0) == 0],
             }
         )
-    keys = ("functions", "with_training_counts", "without_training_counts", "bench_executed")
     return {
-        **{key: sum(int(c[key]) for c in per_crate) for key in keys},
+        "functions": sum(c["functions"] for c in per_crate),
+        "with_training_counts": sum(c["with_training_counts"] for c in per_crate),
+        "without_training_counts": sum(c["without_training_counts"] for c in per_crate),
+        "bench_executed": sum(c["bench_executed"] for c in per_crate),
         "bench_untrained": sorted(f for c in per_crate for f in c["bench_untrained"]),
         "crates": per_crate,
     }
@@ -186,16 +186,16 @@ def _counts(tool: ProfdataTool, profile: Path, env: Mapping[str, str], log: Path
     return parse_counts(run(argv, env=env, log=log, what="llvm-profdata show").output())
 
 
-def skipped(why: str) -> dict[str, Any]:
+def skipped(why: str) -> Coverage:
     say(f"bench: coverage check skipped: {why}")
     return {"skipped": why}
 
 
-def checker(plan: BuildPlan | None, why_not: str = "") -> Callable[[Settings, Setup], dict[str, Any]]:
+def checker(plan: BuildPlan | None, why_not: str = "") -> Callable[[Settings, Setup], Coverage]:
     """The coverage check of ``plan``'s work dir, to run once the bench's setup is up (``why_not``: the
     reason there is no plan)."""
 
-    def check(settings: Settings, setup: Setup) -> dict[str, Any]:
+    def check(settings: Settings, setup: Setup) -> Coverage:
         if plan is None:
             return skipped(why_not or "the candidates were given with --candidate; it needs the work dir's own builds")
         try:
@@ -210,7 +210,7 @@ def checker_for_given(
     config: Config,
     candidates: Sequence[Path],
     make_plan: Callable[[], BuildPlan],
-) -> Callable[[Settings, Setup], dict[str, Any]]:
+) -> Callable[[Settings, Setup], Coverage]:
     """The coverage check when the candidates were given by path: run when one of them is the work dir's
     own checked PGO binary (its sha256 is report.json's ``optimise.binary_sha256``), skipped otherwise, for
     then the training profile is not theirs."""
@@ -228,7 +228,7 @@ def checker_for_given(
     return checker(make_plan())
 
 
-def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> dict[str, Any]:
+def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> Coverage:
     instrumented, training = plan.instrumented_binary, plan.merged_profile
     if not instrumented.is_file() or not training.is_file():
         return skipped(f"no instrumented binary and training profile in {plan.work} (a PGO_PROFDATA build?)")
@@ -295,7 +295,7 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> dict[str, An
     training_counts = _counts(tool, training, plan.env, logs / "coverage-show-training.log")
     hot = untrained_hot(bench_counts, training_counts)
     names = demangle([name for name, _ in hot], demangler(tool, plan.env), plan.env)
-    result: dict[str, Any] = {
+    result: Coverage = {
         "instrumented": str(instrumented),
         "training_profile": str(training),
         "bench_profile": str(bench_profile),

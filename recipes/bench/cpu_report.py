@@ -14,9 +14,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from recipes.bench import canary, design, procstat
+from recipes.bench.meta import BuildMeta, Coverage, HeldOutJson, Meta
 from recipes.errors import MissingInput
 from recipes.files import atomic_output, write_atomically
 from recipes.workdir import BenchDir
@@ -62,7 +63,7 @@ class Result(Generic[JudgedT]):
     trials: list[JudgedT]
     problem: str  # set when the scenario could not run at all
     unit: str  # what a trial's count counts: "request" or "run"
-    held_out: dict[str, Any] | None  # :class:`recipes.bench.scenarios.HeldOut`, as JSON
+    held_out: HeldOutJson | None
     builds: list[str]
 
     @property
@@ -195,7 +196,7 @@ class ScenarioResult(Result[Trial]):
     canary_after: float
     problem: str = ""  # set when the scenario could not run at all
     unit: str = "request"  # what a trial's count counts: "request" or "run"
-    held_out: dict[str, Any] | None = None  # :class:`recipes.bench.scenarios.HeldOut`, as JSON
+    held_out: HeldOutJson | None = None
     builds: list[str] = field(default_factory=lambda: [BASELINE, CANDIDATE])
     kind: str = ""  # the scenario's kind: "http", "handshakes" or "command" ("": from its unit)
     paced: bool = False  # a fixed request rate (h2load --rps): the server is idle between requests by design
@@ -449,14 +450,14 @@ def percent(fraction: float) -> str:
     return text.replace("-", "\u2212")
 
 
-def c_compilers_note(entry: dict[str, Any]) -> str:
+def c_compilers_note(entry: BuildMeta) -> str:
     """What compiled a build's C and C++ (``meta["builds"]``' ``c_compilers``), for its line of the table."""
     if "c_compilers" not in entry:
         return ""  # a result of a bench that did not record it
     return f"; its C and C++: {entry['c_compilers'] or 'not known (a binary given by path)'}"
 
 
-def c_compilers_warning(meta: dict[str, Any]) -> list[str]:
+def c_compilers_warning(meta: Meta) -> list[str]:
     """A line when the builds whose C compilers are known had their C compiled by different ones: the comparison
     then mixes the compiler with the profile."""
     known = {str(b.get("c_compilers")) for b in meta.get("builds", []) if isinstance(b, dict) and b.get("c_compilers")}
@@ -470,7 +471,7 @@ def c_compilers_warning(meta: dict[str, Any]) -> list[str]:
     ]
 
 
-def build_lines(entries: Sequence[dict[str, Any]], named: dict[str, str], meta: dict[str, Any]) -> list[str]:
+def build_lines(entries: Sequence[BuildMeta], named: dict[str, str], meta: Meta) -> list[str]:
     """The table's lines on the builds, of either measure: each one's role, label and binary (and its C
     compilers), and a warning when their C compilers differ."""
     lines = []
@@ -483,7 +484,7 @@ def build_lines(entries: Sequence[dict[str, Any]], named: dict[str, str], meta: 
     return lines + c_compilers_warning(meta)
 
 
-def held_out_status(held_out: dict[str, Any] | None) -> str:
+def held_out_status(held_out: HeldOutJson | None) -> str:
     """``trained``, ``held-out`` or ``partly trained``: a scenario's status in a line (``""`` when unknown)."""
     status = str((held_out or {}).get("status", ""))
     return "partly trained" if status == "partly" else status
@@ -512,7 +513,7 @@ def regressions(results: Sequence[ScenarioResult], named: dict[str, str]) -> lis
     return lines
 
 
-def labels(meta: dict[str, Any], builds: Sequence[str] = (BASELINE, CANDIDATE)) -> dict[str, str]:
+def labels(meta: Meta, builds: Sequence[str] = (BASELINE, CANDIDATE)) -> dict[str, str]:
     """Each build's label: from ``meta["builds"]``, else the baseline's and candidate's labels, else the key."""
     known = {b["key"]: b["label"] for b in meta.get("builds", []) if isinstance(b, dict) and "key" in b}
     known.setdefault(BASELINE, meta.get("baseline_label", BASELINE))
@@ -526,7 +527,7 @@ def per_what(results: Sequence[ScenarioResult]) -> str:
     return " or ".join(units)
 
 
-def _where(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
+def _where(results: Sequence[ScenarioResult], meta: Meta) -> str:
     servers = any(r.server for r in results)
     commands = any(not r.server for r in results)
     core = meta.get("server_core", "?")
@@ -538,12 +539,12 @@ def _where(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _trials(meta: dict[str, Any]) -> str:
+def _trials(meta: Meta) -> str:
     trials = meta.get("trials")
     return design.plural(trials, "trial") if isinstance(trials, int) else "? trials"
 
 
-def _orders_text(meta: dict[str, Any], named: dict[str, str]) -> str:
+def _orders_text(meta: Meta, named: dict[str, str]) -> str:
     orders = (meta.get("design") or {}).get("orders") or []
     if not orders:
         return ""
@@ -578,7 +579,7 @@ class Page(ABC, Generic[TabledT]):
     """A measure's words on the one Markdown writer's page (:func:`markdown_of`), of its ``results`` and the run's
     ``meta`` (results.json's, its builds ``named`` by :func:`labels`)."""
 
-    def __init__(self, results: Sequence[TabledT], meta: dict[str, Any]) -> None:
+    def __init__(self, results: Sequence[TabledT], meta: Meta) -> None:
         self.results = results
         self.meta = meta
         self.builds = results[0].builds if results else [BASELINE, CANDIDATE]
@@ -718,7 +719,7 @@ class CpuPage(Page[ScenarioResult]):
         ]
 
 
-def markdown(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
+def markdown(results: Sequence[ScenarioResult], meta: Meta) -> str:
     """The table for a person (and for the README)."""
     return markdown_of(CpuPage(results, meta))
 
@@ -826,7 +827,7 @@ def _percent_or_dash(value: float) -> str:
 TOP_C = 10
 
 
-def coverage_markdown(coverage: dict[str, Any]) -> list[str]:
+def coverage_markdown(coverage: Coverage) -> list[str]:
     """The coverage check's section: the overlap of the bench's profile with the training's, the hot functions
     the training never ran."""
     if "skipped" in coverage:
@@ -879,16 +880,16 @@ def to_json(
     return {**meta, **(heading or {}), "scenarios": [r.as_json() for r in results]}
 
 
-def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], dict[str, Any]]:
-    meta = {k: v for k, v in data.items() if k != "scenarios"}
+def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], Meta]:
+    meta = cast("Meta", {k: v for k, v in data.items() if k != "scenarios"})  # as written, unchecked
     return [scenario_from_json(s) for s in data["scenarios"]], meta
 
 
 def write_results(
     out: BenchDir,
     results: Sequence[TabledT],
-    meta: dict[str, Any],
-    markdown: Callable[[Sequence[TabledT], dict[str, Any]], str],
+    meta: Meta,
+    markdown: Callable[[Sequence[TabledT], Meta], str],
     heading: Mapping[str, object] | None = None,
 ) -> None:
     """results.json (:func:`write_json`) and results.md (``markdown``: the measure's table), of either measure."""
@@ -926,7 +927,7 @@ def chart_rows(results: Sequence[TabledT], named: dict[str, str]) -> list[tuple[
     return rows
 
 
-def chart_texts(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> tuple[str, str]:
+def chart_texts(results: Sequence[ScenarioResult], meta: Meta) -> tuple[str, str]:
     """The chart's axis label and title: what its numbers are, in the words of the scenarios' kind."""
     builds = results[0].builds if results else [BASELINE, CANDIDATE]
     named = labels(meta, builds)
@@ -937,7 +938,7 @@ def chart_texts(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> tupl
     )
 
 
-def write_chart(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
+def write_chart(path: Path, results: Sequence[ScenarioResult], meta: Meta) -> None:
     """A PNG: per scenario and candidate the change of the user time and of the system time (two bars, each as a
     share of the baseline's total), their sum (the total difference, a mark) and each paired trial's total
     difference as a point."""

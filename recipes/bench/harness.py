@@ -28,12 +28,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from recipes.bench import canary
 from recipes.bench.commands import build_runs, stdin_file
 from recipes.bench.cpu_report import Tabled, write_results
 from recipes.bench.load import load_argvs, run_loads, trial_problem
+from recipes.bench.meta import Coverage, Meta
 from recipes.bench.servers import Server, stop_server, tail_line
 from recipes.bench.settings import Build, Place, Settings, Setup, instance_env, raise_open_files_limit, started_setup
 from recipes.errors import PgoError
@@ -58,7 +59,7 @@ class Measure(ABC, Generic[TrialT, ResultT]):
     def describe(self, scenario: Scenario, settings: Settings) -> str:
         """The scenario's line's parenthesis: the trials and builds."""
 
-    def meta(self, settings: Settings) -> dict[str, Any]:
+    def meta(self, settings: Settings) -> Meta:
         """The run's part of results.json."""
         return settings.meta()
 
@@ -92,7 +93,7 @@ class Measure(ABC, Generic[TrialT, ResultT]):
     ) -> ResultT: ...
 
     @abstractmethod
-    def markdown(self, results: Sequence[ResultT], meta: dict[str, Any]) -> str: ...
+    def markdown(self, results: Sequence[ResultT], meta: Meta) -> str: ...
 
 
 def run_scenario(measure: Measure[TrialT, ResultT], scenario: Scenario, settings: Settings, setup: Setup) -> ResultT:
@@ -166,8 +167,8 @@ def _server_trials(
 def run_bench(
     settings: Settings,
     measure: Measure[TrialT, ResultT],
-    coverage: Callable[[Settings, Setup], dict[str, Any]] | None = None,
-) -> tuple[list[ResultT], dict[str, Any]]:
+    coverage: Callable[[Settings, Setup], Coverage] | None = None,
+) -> tuple[list[ResultT], Meta]:
     """Every scenario (after ``coverage``, the coverage check, when given), and the run's meta; results.json and
     results.md are rewritten after each one, so a stopped run leaves its part."""
     raise_open_files_limit()

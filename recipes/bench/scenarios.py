@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from recipes.bench.meta import HeldOutJson
 from recipes.errors import ConfigError
 from recipes.workload import HOW_TO_ADD, Scenario, Workload
 
@@ -57,7 +58,7 @@ class HeldOut:
             return f"partly: {self.trained} of {self.total} {unit} in the training"
         return self.status
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> HeldOutJson:
         return {"status": self.status, "trained": self.trained, "total": self.total, "rule": self.rule}
 
 

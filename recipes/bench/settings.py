@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from recipes.bench import canary, design, procstat
 from recipes.bench.cpu_report import build_keys
+from recipes.bench.meta import Meta
 from recipes.errors import BenchError, ConfigError
 from recipes.schema import fill
 from recipes.train.resources import UpstreamBackend
@@ -64,7 +65,7 @@ class Settings:
         rotated each round (:func:`recipes.bench.design.rotated_orders`)."""
         return list(enumerate(design.rotated_orders(self.keyed, self.trials), 1))
 
-    def meta(self) -> dict[str, object]:
+    def meta(self) -> Meta:
         base, cand = self.builds[0], self.builds[1]
         return {
             "baseline": str(base.binary),

@@ -13,7 +13,6 @@ import resource
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from recipes.bench import canary, design, procstat
 from recipes.bench import cpu_report as report
@@ -21,6 +20,7 @@ from recipes.bench.commands import build_runs
 from recipes.bench.cpu_report import ScenarioResult, Trial, build_keys
 from recipes.bench.harness import Measure
 from recipes.bench.load import load_argvs, run_loads, trial_problem
+from recipes.bench.meta import Meta
 from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server
 from recipes.bench.settings import Build, Place, Settings
@@ -165,5 +165,5 @@ class CpuTime(Measure[Trial, ScenarioResult]):
             streams=scenario.streams,
         )
 
-    def markdown(self, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> str:
+    def markdown(self, results: Sequence[ScenarioResult], meta: Meta) -> str:
         return report.markdown(results, meta)

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from recipes.bench import cpu_report as report
 from recipes.bench.builds import c_compilers_differ, c_compilers_text
+from recipes.bench.meta import Meta
 from recipes.results import CCodeRecord, CCrateRecord
 from recipes.toolchain.cflags import CPlan, Language
 
@@ -81,7 +82,7 @@ def test_the_table_names_each_builds_c_compilers() -> None:
     # ring's .S objects name no compiler ("unknown" in report.json): the table said "ring: Debian clang …, unknown"
     ring: CCrateRecord = {"crate": "ring", "objects": 3, "compilers": [CLANG_COMMENT, "unknown"], "profile_flags": True}
     assert c_compilers_text([ring]) == f"ring: {CLANG_COMMENT}, assembly"
-    meta = {
+    meta: Meta = {
         "builds": [
             {"key": "baseline", "label": "plain", "binary": "/b", "c_compilers": f"csys: {CLANG_COMMENT}"},
             {"key": "candidate", "label": "PGO", "binary": "/c", "c_compilers": f"csys: {GCC_COMMENT}"},

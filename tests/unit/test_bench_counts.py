@@ -42,6 +42,7 @@ from recipes.bench.counts_report import (
     to_json,
     too_short,
 )
+from recipes.bench.meta import Meta
 from recipes.bench.variants import parse_variant, pgo_profile
 from recipes.errors import BenchError, ConfigError, MissingInput, ToolchainError
 
@@ -183,7 +184,7 @@ def test_the_table_says_what_it_counts_and_what_it_cannot() -> None:
     results = [_result("collatz", "trained", BASE, _scaled(BASE, 0.9))]
     invalid = _result("broken", "held-out", BASE, BASE)
     invalid.trials[0].problem = "too short for a figure: a trial of 1 runs counted 306,642 instructions"
-    meta = {
+    meta: Meta = {
         "builds": [{"key": "baseline", "label": "plain", "binary": "/b"}, {"key": "candidate", "label": "PGO"}],
         "valgrind": {"version": "valgrind-3.19.0", "cachegrind": list(CACHEGRIND), "callgrind": list(CALLGRIND)},
         "trials": 3,

@@ -12,6 +12,7 @@ from recipes.bench import cpu_report as report
 from recipes.bench import design, procstat
 from recipes.bench.cli import Outcome
 from recipes.bench.cpu_report import BASELINE, CANDIDATE, ScenarioResult, Trial
+from recipes.bench.meta import Meta
 from recipes.errors import ProcStatError
 from recipes.workdir import BenchDir
 
@@ -83,7 +84,7 @@ def result(cpus: list[tuple[float, float]], wall: float, **kwargs: object) -> Sc
     return ScenarioResult("s", "cached page", trials, 0.4, 0.4, **kwargs)  # type: ignore[arg-type]
 
 
-META = {"baseline_label": "plain", "candidate_label": "PGO", "trials": 3, "server_core": 1, "load_core": 0}
+META: Meta = {"baseline_label": "plain", "candidate_label": "PGO", "trials": 3, "server_core": 1, "load_core": 0}
 
 
 @pytest.mark.refuses("server-scenario-whose-server-not-kept-busy")
@@ -189,9 +190,7 @@ def test_a_command_table_speaks_of_runs_and_a_server_table_of_requests() -> None
 
 def test_the_summary_names_the_labels_and_adds_up(tmp_path: Path) -> None:
     two = result([(1.5, 1.2)] * 3, wall=1.6, kind="http", builds=[BASELINE, CANDIDATE])
-    meta: dict[str, object] = {
-        "builds": [{"key": BASELINE, "label": "release"}, {"key": CANDIDATE, "label": "LTO PGO"}]
-    }
+    meta: Meta = {"builds": [{"key": BASELINE, "label": "release"}, {"key": CANDIDATE, "label": "LTO PGO"}]}
     (line, *_rest) = Outcome(BenchDir(tmp_path), [two], meta).summary_lines()
     assert "\u221220.0 % = user \u221212.0 % + system \u22128.0 % of release's 1,500 µs/request" in line, line
     assert line.endswith("[LTO PGO]") and "trained" not in line

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import get_args, get_origin, get_type_hints, is_typeddict
 
 import pytest
 
 from recipes.bench import counts_report
 from recipes.bench import cpu_report as report
+from recipes.bench.meta import HeldOutJson, Meta
 from recipes.workdir import BenchDir
 from tests.conftest import DATA
 
@@ -97,3 +99,53 @@ def test_an_invalid_scenario_is_a_row_and_a_section_in_the_measures_order(run: s
     assert text.count("| invalid | — |") == 1
     assert f"Invalid scenarios:\n- {title}: invalid: the server did not start\n" in text
     assert _section_heads(text) == expected
+
+
+def _misfits(value: object, kind: object, where: str) -> list[str]:
+    """Where ``value`` (a captured results.json's) is not what ``kind`` (a record of recipes.bench.meta) declares:
+    a key it does not declare, or a value of another type."""
+    if is_typeddict(kind):
+        if not isinstance(value, dict):
+            return [f"{where} is {type(value).__name__}, not an object"]
+        hints = get_type_hints(kind)
+        problems = [f"{where}.{key} is not declared" for key in value if key not in hints]
+        return problems + [
+            p for key in value if key in hints for p in _misfits(value[key], hints[key], f"{where}.{key}")
+        ]
+    if get_origin(kind) is list:
+        (item,) = get_args(kind)
+        if not isinstance(value, list):
+            return [f"{where} is {type(value).__name__}, not a list"]
+        return [p for i, v in enumerate(value) for p in _misfits(v, item, f"{where}[{i}]")]
+    allowed = get_args(kind) or (kind,)  # a union (float | None) or one type
+    number = float in allowed and isinstance(value, int) and not isinstance(value, bool)
+    return (
+        []
+        if number or isinstance(value, tuple(type(None) if a is None else a for a in allowed))
+        else [f"{where} is {value!r}, not {kind}"]
+    )
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_the_captured_meta_is_what_its_records_declare(run: str) -> None:
+    """Every key a real run wrote besides its scenarios (and each scenario's held-out status) is declared in the
+    typed records the writers and readers share (recipes.bench.meta), with its type: a key written but not declared
+    would be read by no one's type."""
+    captured = json.loads((GOLDEN / f"{run}-results.json").read_bytes())
+    heading = counts_report.HEADING if captured.get("measure") == "counts" else {}
+    meta = {k: v for k, v in captured.items() if k != "scenarios" and k not in heading}
+    problems = _misfits(meta, Meta, "meta")
+    problems += [
+        p for s in captured["scenarios"] for p in _misfits(s["held_out"], HeldOutJson, f"{s['name']}.held_out")
+    ]
+    assert problems == []
+
+
+def test_a_key_or_type_the_records_do_not_declare_is_found() -> None:
+    """The check above can fail: an undeclared key, a string for a number, a list item of another type."""
+    meta = {"trials": "3", "extra": 1, "builds": [{"key": "baseline", "label": 2}], "gate": {"trained_percent": None}}
+    assert _misfits(meta, Meta, "meta") == [
+        "meta.extra is not declared",
+        "meta.trials is '3', not <class 'int'>",
+        "meta.builds[0].label is 2, not <class 'str'>",
+    ]

@@ -17,6 +17,7 @@ from recipes.bench import counts_report
 from recipes.bench import cpu_report as report
 from recipes.bench.cli import CountsOutcome, Outcome
 from recipes.bench.counts_report import Gate, check_gate
+from recipes.bench.meta import Meta
 from recipes.workdir import BenchDir
 from tests.conftest import DATA
 
@@ -25,11 +26,11 @@ COUNTS = DATA / "bench" / "regressions-counts.json"
 NAMED = {"baseline": "plain", "candidate": "PGO"}
 
 
-def _cpu() -> tuple[list[report.ScenarioResult], dict[str, object]]:
+def _cpu() -> tuple[list[report.ScenarioResult], Meta]:
     return report.from_json(json.loads(CPU.read_text()))
 
 
-def _counts() -> tuple[list[counts_report.CountsResult], dict[str, object]]:
+def _counts() -> tuple[list[counts_report.CountsResult], Meta]:
     return counts_report.from_json(json.loads(COUNTS.read_text()))
 
 
@@ -46,7 +47,7 @@ def test_cpu_time_regressions_beyond_the_spread_are_named_trained_or_held_out() 
 
 def test_the_cpu_summary_says_them_and_the_run_still_passes(tmp_path: Path) -> None:
     results, meta = _cpu()
-    outcome = Outcome(BenchDir(tmp_path), results, dict(meta))
+    outcome = Outcome(BenchDir(tmp_path), results, meta)
     lines = outcome.summary_lines()
     worse = [line for line in lines if line.startswith("worse: ")]
     assert [line.split(" on ")[1].split(":")[0] for line in worse] == [
@@ -78,15 +79,15 @@ def test_counts_regressions_are_any_increase_of_the_estimate(tmp_path: Path) -> 
         "worse: PGO vs plain on held-out scenario rust-held-out: estimate +6.4 % per run (instructions +6.4 %, "
         "cond. mispredicts +6.4 %)",
     ]
-    lines = CountsOutcome(BenchDir(tmp_path), results, dict(meta), []).summary_lines()
+    lines = CountsOutcome(BenchDir(tmp_path), results, meta, []).summary_lines()
     assert sum(line.startswith("worse: ") for line in lines) == 2
-    CountsOutcome(BenchDir(tmp_path), results, dict(meta), []).check()  # no gate: said, and the run passes
+    CountsOutcome(BenchDir(tmp_path), results, meta, []).check()  # no gate: said, and the run passes
 
 
 def test_the_gate_trained_still_decides_the_exit_code(tmp_path: Path) -> None:
     results, meta = _counts()
     verdicts = check_gate(Gate(trained=1), results, NAMED)
-    outcome = CountsOutcome(BenchDir(tmp_path), results, dict(meta), verdicts)
+    outcome = CountsOutcome(BenchDir(tmp_path), results, meta, verdicts)
     lines = outcome.summary_lines()
     assert lines.index(next(v for v in lines if v.startswith("worse: "))) < lines.index(verdicts[0])
     assert verdicts == [
@@ -96,13 +97,13 @@ def test_the_gate_trained_still_decides_the_exit_code(tmp_path: Path) -> None:
 
 def test_the_tables_list_them_too() -> None:
     results, meta = _cpu()
-    text = report.markdown(results, dict(meta))
+    text = report.markdown(results, meta)
     assert (
         "Worse than the baseline beyond the trials' spread:\n- PGO vs plain on trained scenario collatz: CPU time"
         in text
     )
     counted, meta = _counts()
-    text = counts_report.markdown(counted, dict(meta))
+    text = counts_report.markdown(counted, meta)
     assert (
         "by the estimate (counts are exact):\n- PGO vs plain on trained scenario zstd-trained: estimate +3.6 %" in text
     )

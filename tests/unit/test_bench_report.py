@@ -10,6 +10,7 @@ import pytest
 from recipes.bench import chart
 from recipes.bench import cpu_report as report
 from recipes.bench.cpu_report import BASELINE, CANDIDATE, ScenarioResult, Trial
+from recipes.bench.meta import CCoverage, Coverage, Meta
 
 
 def trial(build: str, index: int, us: float, *, problem: str = "", answered: int = 1000) -> Trial:
@@ -161,7 +162,7 @@ def test_several_candidates_against_one_baseline(tmp_path: Path) -> None:
     assert result.valid and result.candidates == ["candidate", "candidate-2"]
     assert result.difference_of("candidate-2") == pytest.approx(-0.3)
     assert result.same_side_of("candidate-2") == (2, 2)
-    meta = {
+    meta: Meta = {
         "builds": [
             {"key": "baseline", "label": "plain", "binary": "/p"},
             {"key": "candidate", "label": "PGO", "binary": "/q"},
@@ -184,7 +185,7 @@ def test_several_candidates_against_one_baseline(tmp_path: Path) -> None:
 
 
 def test_the_coverage_section() -> None:
-    coverage = {
+    coverage: Coverage = {
         "instrumented": "/w/i",
         "bench_profile": "/w/b.profdata",
         "overlap_percent": 72.539,
@@ -203,8 +204,8 @@ def test_the_coverage_section() -> None:
 
 
 def test_the_coverage_section_counts_the_c_functions() -> None:
-    c_code = {"functions": 4, "with_training_counts": 2, "without_training_counts": 2, "bench_executed": 2}
-    coverage = {"overlap_percent": 99.0, "c_code": {**c_code, "bench_untrained": ["csys_cold"], "crates": []}}
+    c_code: CCoverage = {"functions": 4, "with_training_counts": 2, "without_training_counts": 2, "bench_executed": 2}
+    coverage: Coverage = {"overlap_percent": 99.0, "c_code": {**c_code, "bench_untrained": ["csys_cold"], "crates": []}}
     text = report.markdown([scenario([10.0], [9.0])], {"coverage": coverage})
     assert (
         "The C and C++ of build scripts: 4 functions, 2 with counts in the training's profile, 2 without; the bench "
