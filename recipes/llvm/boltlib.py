@@ -27,6 +27,7 @@ from recipes.errors import CheckFailed, ConfigError, ToolchainError
 from recipes.files import atomic_output
 from recipes.inputs import read_bytes, read_json
 from recipes.llvm import checks
+from recipes.llvm.elf import open_elf
 from recipes.schema import Fields
 from recipes.toolchain import rustc as toolchain
 from recipes.toolchain.rustc import RustcInfo
@@ -175,26 +176,19 @@ CODE_RELOCATIONS = ".rela.text"
 def relocation_sections(path: Path) -> dict[str, int]:
     """The binary's static relocation sections (``.rela.text``, ``.rela.data``…: not allocated, so kept only by
     ``--emit-relocs``) and their entry counts. The dynamic ones (``.rela.dyn``, ``.rela.plt``) are not counted."""
-    try:
-        with path.open("rb") as stream:
-            elf = ELFFile(stream)
-            found: dict[str, int] = {}
-            for section in elf.iter_sections():
-                if section["sh_type"] not in ("SHT_RELA", "SHT_REL") or section["sh_flags"] & 0x2:  # SHF_ALLOC
-                    continue
-                size = section["sh_entsize"] or 1
-                found[section.name] = section["sh_size"] // size
-            return found
-    except ELFError as exc:
-        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    with open_elf(path) as elf:
+        found: dict[str, int] = {}
+        for section in elf.iter_sections():
+            if section["sh_type"] not in ("SHT_RELA", "SHT_REL") or section["sh_flags"] & 0x2:  # SHF_ALLOC
+                continue
+            size = section["sh_entsize"] or 1
+            found[section.name] = section["sh_size"] // size
+        return found
 
 
 def has_symbol_table(path: Path) -> bool:
-    with path.open("rb") as stream:
-        try:
-            return isinstance(ELFFile(stream).get_section_by_name(".symtab"), SymbolTableSection)
-        except ELFError as exc:
-            raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    with open_elf(path) as elf:
+        return isinstance(elf.get_section_by_name(".symtab"), SymbolTableSection)
 
 
 #: what the linkers say when the release profile strips the binary (``strip = true``) and BOLT's relocations are asked
@@ -216,11 +210,8 @@ def refuse_stripping_link(log: Path) -> None:
 
 def is_bolted(path: Path) -> bool:
     """Whether llvm-bolt already rewrote the binary (it leaves a ``.note.bolt_info``)."""
-    with path.open("rb") as stream:
-        try:
-            return ELFFile(stream).get_section_by_name(".note.bolt_info") is not None
-        except ELFError as exc:
-            raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    with open_elf(path) as elf:
+        return elf.get_section_by_name(".note.bolt_info") is not None
 
 
 def check_input(path: Path) -> dict[str, int]:
