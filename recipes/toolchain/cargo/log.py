@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,10 +190,14 @@ def rustc_calls(log_text: str) -> list[RustcCall]:
         index = argv.index("--crate-name")
         if index + 1 >= len(argv):
             continue
-        types = tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--crate-type")
-        types += tuple(a.split("=", 1)[1] for a in argv if a.startswith("--crate-type="))
-        calls.append(RustcCall(argv[index + 1], types, argv, inv.env))
+        calls.append(RustcCall(argv[index + 1], crate_types(argv), argv, inv.env))
     return calls
+
+
+def crate_types(args: Sequence[str]) -> tuple[str, ...]:
+    """The ``--crate-type`` values of a rustc command, those given apart first, then the ``--crate-type=`` ones."""
+    types = tuple(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--crate-type")
+    return types + tuple(a.split("=", 1)[1] for a in args if a.startswith("--crate-type="))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -222,14 +227,22 @@ def is_own_crate(call: RustcCall, crate: CrateInfo) -> bool:
     return any(_same_file(source, own) for own in crate.sources)
 
 
-def main_crate_calls(log_text: str, crate: CrateInfo) -> list[RustcCall]:
-    """The rustc lines of the package's own lib and bin for the target (not its build script)."""
+def own_compiles(calls: Iterable[RustcCall], crate: CrateInfo, *, harnesses: bool = False) -> list[RustcCall]:
+    """The compiles of the package's own lib and bin for the target (not its build script); with ``harnesses``,
+    their test harnesses (``--test``) too."""
     own_types = {"bin", "lib", "rlib"}
     return [
-        call
-        for call in rustc_calls(log_text)
-        if call.target is not None and own_types & set(call.crate_types) and is_own_crate(call, crate)
+        c
+        for c in calls
+        if c.target is not None
+        and (own_types & set(c.crate_types) or (harnesses and "--test" in c.argv))
+        and is_own_crate(c, crate)
     ]
+
+
+def main_crate_calls(log_text: str, crate: CrateInfo) -> list[RustcCall]:
+    """The rustc lines of the package's own lib and bin for the target (not its build script)."""
+    return own_compiles(rustc_calls(log_text), crate)
 
 
 def crate_identities(log_text: str, crate: CrateInfo) -> dict[str, str]:
