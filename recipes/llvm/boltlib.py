@@ -122,12 +122,7 @@ def find_bolt(
     search_path = env.get("PATH", os.defpath)
     fix = f"install LLVM {major}'s BOLT (Debian: `apt-get install {debian_package(major)}`) or set PGO_LLVM_BOLT"
     if explicit:
-        path = Path(explicit)
-        if not path.is_file() or not os.access(path, os.X_OK):
-            found = shutil.which(explicit, path=search_path)
-            if not found:
-                raise ToolchainError(f"PGO_LLVM_BOLT={explicit}: no such program", fix)
-            path = Path(found)
+        path = toolchain.explicit_program(explicit, "PGO_LLVM_BOLT", env, fix)
     else:
         candidates = bolt_candidates(major, search_path, llvm_root)
         if not candidates:

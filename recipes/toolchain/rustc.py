@@ -256,6 +256,17 @@ def profdata_candidates(info: RustcInfo, sysroot: Path, search_path: str) -> lis
     return candidates
 
 
+def explicit_program(explicit: str, var: str, env: Mapping[str, str], fix: str) -> Path:
+    """The program ``var`` names: an executable file at that path, else that name on PATH; refused when neither."""
+    path = Path(explicit)
+    if path.is_file() and os.access(path, os.X_OK):
+        return path
+    found = shutil.which(explicit, path=env.get("PATH", os.defpath))
+    if not found:
+        raise ToolchainError(f"{var}={explicit}: no such program", fix)
+    return Path(found)
+
+
 def find_profdata(info: RustcInfo, sysroot: Path, env: Mapping[str, str], explicit: str | None) -> ProfdataTool:
     """The llvm-profdata to merge with: PGO_LLVM_PROFDATA if given, else one of rustc's LLVM major.
 
@@ -267,18 +278,13 @@ def find_profdata(info: RustcInfo, sysroot: Path, env: Mapping[str, str], explic
         f"(Debian: `apt-get install llvm-{info.llvm_major}`)"
     )
     if explicit:
-        path = Path(explicit)
-        if not path.is_file() or not os.access(path, os.X_OK):
-            found = shutil.which(explicit, path=env.get("PATH", os.defpath))
-            if not found:
-                raise ToolchainError(f"PGO_LLVM_PROFDATA={explicit}: no such program", fix)
-            path = Path(found)
-        tool = ProfdataTool(path, profdata_version(path, env, fix))
+        path = explicit_program(explicit, "PGO_LLVM_PROFDATA", env, fix)
     else:
         existing = [p for p in profdata_candidates(info, sysroot, env.get("PATH", os.defpath)) if p.is_file()]
         if not existing:
             raise ToolchainError(f"no llvm-profdata of LLVM {info.llvm_major} (rustc {info.release}) found", fix)
-        tool = ProfdataTool(existing[0], profdata_version(existing[0], env, fix))
+        path = existing[0]
+    tool = ProfdataTool(path, profdata_version(path, env, fix))
     if tool.llvm_major != info.llvm_major:
         raise ToolchainError(
             f"{tool.path} is LLVM {tool.llvm_version} but rustc {info.release} is LLVM {info.llvm_version}: "
