@@ -73,14 +73,11 @@ def tool_version(path: Path, name: str, hint: str = "", *, env: Mapping[str, str
     return toolchain.tool_version([str(path), "--version"], name, hint or f"give {name}", env)
 
 
-def bolt_candidates(major: int, search_path: str, llvm_root: Path = Path("/usr/lib")) -> list[Path]:
-    """Where an llvm-bolt of LLVM ``major`` may be, best first: ``llvm-bolt-<major>`` on PATH, then Debian's
-    ``/usr/lib/llvm-<major>/bin``. (rustup's llvm-tools has no llvm-bolt.)"""
-    candidates = []
-    named = shutil.which(f"llvm-bolt-{major}", path=search_path)
-    if named:
-        candidates.append(Path(named))
-    candidates.append(llvm_root / f"llvm-{major}" / "bin" / "llvm-bolt")
+def llvm_candidates(tool: str, major: int, search_path: str, llvm_root: Path) -> list[Path]:
+    """Where an LLVM ``tool`` of LLVM ``major`` is, best first: ``<tool>-<major>`` on PATH, then Debian's
+    ``/usr/lib/llvm-<major>/bin``. (rustup's llvm-tools has no llvm-bolt nor llvm-strip.)"""
+    named = shutil.which(f"{tool}-{major}", path=search_path)
+    candidates = [*([Path(named)] if named else []), llvm_root / f"llvm-{major}" / "bin" / tool]
     return [path for path in candidates if path.is_file()]
 
 
@@ -124,7 +121,7 @@ def find_bolt(
     if explicit:
         path = toolchain.explicit_program(explicit, "PGO_LLVM_BOLT", env, fix)
     else:
-        candidates = bolt_candidates(major, search_path, llvm_root)
+        candidates = llvm_candidates("llvm-bolt", major, search_path, llvm_root)
         if not candidates:
             raise ToolchainError(f"no llvm-bolt of LLVM {major} (rustc {info.release}) found", fix)
         path = candidates[0]
@@ -510,10 +507,8 @@ def find_llvm_strip(info: RustcInfo, env: Mapping[str, str], llvm_root: Path = P
     """llvm-strip of rustc's LLVM major (``llvm-strip-<major>`` on PATH, then Debian's ``/usr/lib/llvm-<major>``),
     the strip of a BOLTed release artefact."""
     major = info.llvm_major
-    named = shutil.which(f"llvm-strip-{major}", path=env.get("PATH", os.defpath))
-    for candidate in (Path(named) if named else None, llvm_root / f"llvm-{major}" / "bin" / "llvm-strip"):
-        if candidate is not None and candidate.is_file():
-            return candidate
+    if found := llvm_candidates("llvm-strip", major, env.get("PATH", os.defpath), llvm_root):
+        return found[0]
     raise ToolchainError(
         f"no llvm-strip of LLVM {major} to strip the BOLTed binary with ({STRIP_NOTE})",
         f"Debian: apt-get install llvm-{major}",
