@@ -241,13 +241,7 @@ def refuse_profile_flags(env: Mapping[str, str], triple: str, *, cross: bool, cw
     base = cwd if cwd is not None else Path.cwd()
     for var in COMPILER_VARS:
         for name in env_names(var, triple, cross=cross):
-            found = profile_flags_in(env.get(name, "").split(), base, name)
-            if found:
-                raise EnvironmentRefused(
-                    f"{name} already holds profile flags ({', '.join(found)})",
-                    "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build scripts "
-                    "itself (PGO_C=0 leaves the C alone)",
-                )
+            _refuse_found(profile_flags_in(env.get(name, "").split(), base, name), name)
 
 
 def refuse_config_env_profile_flags(
@@ -265,12 +259,16 @@ def refuse_config_env_profile_flags(
                 value = table.get(name)
                 text = value.get("value") if isinstance(value, dict) else value
                 found = profile_flags_in(str(text).split(), base, name) if isinstance(text, str) else []
-                if found:
-                    raise EnvironmentRefused(
-                        f"{name} in [env] of {config.path} already holds profile flags ({', '.join(found)})",
-                        "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build "
-                        "scripts itself (PGO_C=0 leaves the C alone)",
-                    )
+                _refuse_found(found, f"{name} in [env] of {config.path}")
+
+
+def _refuse_found(found: Sequence[str], where: str) -> None:
+    if found:
+        raise EnvironmentRefused(
+            f"{where} already holds profile flags ({', '.join(found)})",
+            "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build scripts itself "
+            "(PGO_C=0 leaves the C alone)",
+        )
 
 
 def profile_flags_in(
@@ -544,7 +542,7 @@ def probe(
     if done.returncode != 0:
         return cannot_compile(name, shown, triple, done.stderr, env, cross=cross, strict=strict, asked=asked)
     said = seen.compiler if seen is not None else "no ELF object"
-    if seen is None or _clang_major(said) != rustc.llvm_major:
+    if seen is None or clang_major_of(said) != rustc.llvm_major:
         raise ToolchainError(
             f"{what} is not clang {rustc.llvm_major}: the {name} object it compiled ({obj.name}) says "
             f"{said!r} in .comment",
@@ -650,10 +648,13 @@ def c_env(
     cc-rs joins with ``CFLAGS``, ``HOST_CFLAGS`` and the rest), through :func:`wrapper_script`; a language the plan
     does not profile keeps the build's own compiler, with the plan's ``base_flags`` alone."""
     env = dict(base_env)
+
+    def add(name: str, *added: str) -> None:
+        env[name] = " ".join([*env.get(name, "").split(), *added])
+
     if not plan.enabled:
         for flags_var in ("CFLAGS", "CXXFLAGS") if plan.base_flags else ():
-            name = target_var(flags_var, plan.triple)
-            env[name] = " ".join([*env.get(name, "").split(), *plan.base_flags])
+            add(target_var(flags_var, plan.triple), *plan.base_flags)
         return env
     for flag in [*plan.base_flags, *flags]:
         if any(ch.isspace() for ch in flag):
@@ -666,7 +667,7 @@ def c_env(
         flags_name = target_var(lang.flags_var, plan.triple)
         if lang.compiler is None:  # PGO_CXX=0 beside a profiled C: the system's C++, with every build's flags
             if plan.base_flags:
-                env[flags_name] = " ".join([*env.get(flags_name, "").split(), *plan.base_flags])
+                add(flags_name, *plan.base_flags)
             continue
         script = bin_dir / f"{lang.var.lower()}-{plan.triple}"
         text = wrapper_script(lang, plan.triple, flags, WARN_FLAGS if optimise else (), plan.base_flags)
@@ -675,7 +676,7 @@ def c_env(
             tmp.chmod(0o755)
         env.pop(f"{lang.var}_{plan.triple}", None)  # the user's, if any, is the wrapper's compiler now
         env[target_var(lang.var, plan.triple)] = str(script)
-        env[flags_name] = " ".join([*env.get(flags_name, "").split(), *plan.base_flags, *flags])
+        add(flags_name, *plan.base_flags, *flags)
     env["CC_ENABLE_DEBUG_OUTPUT"] = "1"  # cc-rs logs its commands: which flags reached which compiler
     return env
 
@@ -902,11 +903,6 @@ def compile_commands(log_text: str) -> dict[str, list[list[str]]]:
     return found
 
 
-def _clang_major(compiler: str) -> int | None:
-    match = _CLANG_VERSION.search(compiler)
-    return int(match.group(1)) if match else None
-
-
 def c_crates(
     plan: CPlan,
     rustc: RustcInfo,
@@ -965,7 +961,7 @@ def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateR
     compiled = made
     if languages:
         compiled = [o for o in made if (lang := language(o)) is None or not plan.left_by_choice(pkg, lang)]
-    right = bool(compiled) and all(_clang_major(o.compiler) == rustc.llvm_major for o in compiled)
+    right = bool(compiled) and all(clang_major_of(o.compiler) == rustc.llvm_major for o in compiled)
     if records is None:  # the instrumented build: the objects say it
         # an object that defines no function (a table of constants) has no counters to carry
         with_code = [o for o in compiled if o.functions]
@@ -994,7 +990,7 @@ def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateR
         entry["not_clang"] = [
             f"{o.path}: {o.compiler}"
             for o in compiled
-            if languages.get(str(o.path), ("", False))[1] and _clang_major(o.compiler) != rustc.llvm_major
+            if languages.get(str(o.path), ("", False))[1] and clang_major_of(o.compiler) != rustc.llvm_major
         ]
     if records is not None:
         _add_functions(entry, reading, pkg, objects, compiled, reached=reached)
