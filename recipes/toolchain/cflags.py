@@ -382,6 +382,12 @@ def plan_c(
     return CPlan(triple, tuple(languages), modes["C"], env=env)
 
 
+#: why cargo zigbuild's C is not profiled
+_ZIGBUILD_OFF = (
+    "cargo zigbuild: zig's own clang, of another LLVM than rustc's, compiles the C, and cannot read rustc's profile"
+)
+
+
 @dataclass(frozen=True)
 class _Where:
     """What :func:`plan_c` plans each language for: the toolchain, environment and target, and the clang found."""
@@ -414,17 +420,7 @@ def _plan_language(
     user_name = next((n for n in env_names(var, triple, cross=where.cross) if env.get(n, "").strip()), None)
     host = tuple(env[user_name].split()) if user_name else (default,)
     compiler, version, off = language_compiler(
-        name,
-        rustc,
-        env,
-        triple,
-        mode=mode,
-        zigbuild=where.zigbuild,
-        user=user_name,
-        found=where.found,
-        clang=clang,
-        off_words=f"{chosen_var}=0",
-        asked=asked,
+        where, name, mode=mode, user=user_name, off_words=f"{chosen_var}=0", asked=asked
     )
     if compiler is not None:
         own = f"{'PGO_CLANG' if clang else 'clang'} {' '.join(compiler)}"
@@ -442,32 +438,15 @@ def _plan_language(
 
 
 def language_compiler(
-    name: str,
-    rustc: RustcInfo,
-    env: Mapping[str, str],
-    triple: str,
-    *,
-    mode: str,
-    zigbuild: bool,
-    user: str | None,
-    found: Path | None,
-    clang: str | None,
-    off_words: str = "PGO_C=0",
-    asked: str = "PGO_C=1",
+    where: _Where, name: str, *, mode: str, user: str | None, off_words: str, asked: str
 ) -> tuple[tuple[str, ...] | None, str | None, str | None]:
     """The compiler of one language's target C when the profile can reach it, its clang version, else why not
     (``off_words``: the setting that turned it off; ``asked``: the one that asked for it, in refusals)."""
+    rustc, env, triple, found, clang = where.rustc, where.env, where.triple, where.found, where.clang
     if mode == "off":
         return None, None, off_words
-    if zigbuild:
-        return (
-            None,
-            None,
-            (
-                "cargo zigbuild: zig's own clang, of another LLVM than rustc's, compiles the C, and cannot read "
-                "rustc's profile"
-            ),
-        )
+    if where.zigbuild:
+        return None, None, _ZIGBUILD_OFF
     if user is not None:
         host = tuple(env[user].split())
         version = clang_version(host, env)
