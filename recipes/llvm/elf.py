@@ -104,33 +104,30 @@ def check_glibc(path: Path, ceiling: str) -> str | None:
 _LTO_SUFFIX = re.compile(r"\.llvm\.\d+$")
 
 
-def function_symbols(path: Path) -> set[str] | None:
-    """The names of the binary's function symbols (``.symtab``), LTO's ``.llvm.N`` suffixes removed; None when
-    the binary has no symbol table (stripped)."""
-    with open_elf(path) as elf:
-        table = elf.get_section_by_name(".symtab")
-        if not isinstance(table, SymbolTableSection):
-            return None
-        return {
-            _LTO_SUFFIX.sub("", symbol.name)
-            for symbol in table.iter_symbols()
-            if symbol["st_info"]["type"] == "STT_FUNC" and symbol.name
-        }
-
-
-def function_sizes(path: Path) -> dict[str, int]:
+def _function_sizes(path: Path) -> dict[str, int] | None:
     """The code size in bytes of each of the binary's function symbols (``.symtab``'s ``st_size``, LTO's
-    ``.llvm.N`` suffixes removed; the largest where a name repeats); empty when it has no symbol table."""
+    ``.llvm.N`` suffixes removed; the largest where a name repeats); None when it has no symbol table."""
     sizes: dict[str, int] = {}
     with open_elf(path) as elf:
         table = elf.get_section_by_name(".symtab")
         if not isinstance(table, SymbolTableSection):
-            return sizes
+            return None
         for symbol in table.iter_symbols():
             if symbol["st_info"]["type"] == "STT_FUNC" and symbol.name:
                 name = _LTO_SUFFIX.sub("", symbol.name)
                 sizes[name] = max(sizes.get(name, 0), int(symbol["st_size"]))
     return sizes
+
+
+def function_symbols(path: Path) -> set[str] | None:
+    """The names of the binary's function symbols; None when the binary has no symbol table (stripped)."""
+    sizes = _function_sizes(path)
+    return None if sizes is None else set(sizes)
+
+
+def function_sizes(path: Path) -> dict[str, int]:
+    """:func:`_function_sizes`, empty when the binary has no symbol table."""
+    return _function_sizes(path) or {}
 
 
 def build_id(path: Path) -> str | None:
