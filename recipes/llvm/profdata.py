@@ -138,7 +138,8 @@ def merge_weighted(
         raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
 
 
-_COUNTS_RECORD = re.compile(r"^  (?P<name>\S.*):$")
+#: a function record's name line of ``llvm-profdata show --all-functions`` (``--counts`` or not)
+_FUNCTION = re.compile(r"^  (?P<name>\S.*):$")
 _COUNTS_LINE = re.compile(r"^    (?:Function count: (?P<entry>\d+)|Block counts: \[(?P<blocks>[\d, ]*)\])$")
 
 
@@ -148,7 +149,7 @@ def parse_record_counts(text: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     name: str | None = None
     for line in text.splitlines():
-        if record := _COUNTS_RECORD.match(line):
+        if record := _FUNCTION.match(line):
             name = record.group("name")
             counts.setdefault(name, 0)
         elif name is not None and (found := _COUNTS_LINE.match(line)):
@@ -241,9 +242,6 @@ def function_names(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str],
     """The names of the profile's function records (``cgu;symbol`` for local ones, as LLVM keeps them)."""
     done = run([str(tool.path), "show", "--all-functions", str(profile)], env=env, log=log, what="llvm-profdata show")
     return parse_function_names(done.output())
-
-
-_FUNCTION = re.compile(r"^  (?P<name>\S.*):$")
 
 
 def parse_function_names(text: str) -> list[str]:

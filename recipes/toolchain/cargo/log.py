@@ -185,12 +185,8 @@ def rustc_calls(log_text: str) -> list[RustcCall]:
     calls = []
     for inv in running_invocations(log_text):
         argv = inv.argv
-        if "--crate-name" not in argv:
-            continue
-        index = argv.index("--crate-name")
-        if index + 1 >= len(argv):
-            continue
-        calls.append(RustcCall(argv[index + 1], crate_types(argv), argv, inv.env))
+        if "--crate-name" in argv[:-1]:
+            calls.append(RustcCall(argv[argv.index("--crate-name") + 1], crate_types(argv), argv, inv.env))
     return calls
 
 
@@ -359,8 +355,6 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
     ``compiler-message`` JSON (``--message-format=json``, where no text of them is printed).
     """
     skip = invocation_lines(log_text)
-    missing = 0
-    stale = 0
     missing_by: dict[str, int] = {}
     stale_by: dict[str, int] = {}
     examples: list[str] = []
@@ -376,11 +370,9 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
         text = match.group("text")
         crate = match.group("cgu").split(".")[0]
         if MISSING_TEXT in text:
-            missing += 1
             missing_by[crate] = missing_by.get(crate, 0) + 1
         elif any(s in text.lower() for s in STALE_TEXTS):
-            stale += 1
             stale_by[crate] = stale_by.get(crate, 0) + 1
             if len(examples) < 3:
                 examples.append(line.strip())
-    return ProfileWarnings(missing, stale, missing_by, stale_by, tuple(examples))
+    return ProfileWarnings(sum(missing_by.values()), sum(stale_by.values()), missing_by, stale_by, tuple(examples))
