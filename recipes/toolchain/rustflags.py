@@ -159,6 +159,11 @@ class _ConfigFlags:
     target_flags: list[str] = field(default_factory=list)
     cfg_flags: list[tuple[str, list[str]]] = field(default_factory=list)  # (source, flags)
 
+    def add_build(self, source: str, flags: list[str]) -> None:
+        self.build_flags += flags
+        self.build_sources.append(source)
+        self.flag_sources += [source] * len(flags)
+
 
 def _read_configs(configs: Sequence[CargoConfigFile], triple: str) -> _ConfigFlags:
     read = _ConfigFlags()
@@ -166,10 +171,7 @@ def _read_configs(configs: Sequence[CargoConfigFile], triple: str) -> _ConfigFla
         build = config.data.get("build", {})
         if isinstance(build, dict) and "rustflags" in build:
             source = f"{config.path} [build] rustflags"
-            flags = _flag_list(build["rustflags"], source)
-            read.build_flags += flags
-            read.build_sources.append(source)
-            read.flag_sources += [source] * len(flags)
+            read.add_build(source, _flag_list(build["rustflags"], source))
         targets = config.data.get("target", {})
         if not isinstance(targets, dict):
             continue
@@ -194,13 +196,10 @@ def plan_rustflags(
     triple = rust_triple(target)
     existing = env.get(var, "").split()
     read = _read_configs(cargo_config_files(cwd, env) if configs is None else configs, triple)
+    if "CARGO_BUILD_RUSTFLAGS" in env:
+        read.add_build("CARGO_BUILD_RUSTFLAGS", env["CARGO_BUILD_RUSTFLAGS"].split())
     build_flags, build_sources, flag_sources = read.build_flags, read.build_sources, read.flag_sources
     target_flags, cfg_flags = read.target_flags, read.cfg_flags
-    if "CARGO_BUILD_RUSTFLAGS" in env:
-        flags = env["CARGO_BUILD_RUSTFLAGS"].split()
-        build_flags += flags
-        build_sources.append("CARGO_BUILD_RUSTFLAGS")
-        flag_sources += ["CARGO_BUILD_RUSTFLAGS"] * len(flags)
     for where, flags in (
         (var, existing),
         ("cargo config target rustflags", target_flags),
