@@ -240,11 +240,6 @@ def tool_version(argv: list[str], tool: str, hint: str, env: Mapping[str, str]) 
         raise ToolchainError(f"{argv[0]} is not {tool}: `{query}` prints no LLVM version", hint) from exc
 
 
-def profdata_version(path: Path, env: Mapping[str, str], hint: str = "give llvm-profdata") -> str:
-    # `merge --version` works on every LLVM release; a bare `--version` does not on LLVM 14.
-    return tool_version([str(path), "merge", "--version"], "llvm-profdata", hint, env)
-
-
 def profdata_candidates(info: RustcInfo, sysroot: Path, search_path: str) -> list[Path]:
     """Where an llvm-profdata of rustc's LLVM may be, best first."""
     major = info.llvm_major
@@ -284,7 +279,8 @@ def find_profdata(info: RustcInfo, sysroot: Path, env: Mapping[str, str], explic
         if not existing:
             raise ToolchainError(f"no llvm-profdata of LLVM {info.llvm_major} (rustc {info.release}) found", fix)
         path = existing[0]
-    tool = ProfdataTool(path, profdata_version(path, env, fix))
+    # `merge --version` works on every LLVM release; a bare `--version` does not on LLVM 14.
+    tool = ProfdataTool(path, tool_version([str(path), "merge", "--version"], "llvm-profdata", fix, env))
     if tool.llvm_major != info.llvm_major:
         raise ToolchainError(
             f"{tool.path} is LLVM {tool.llvm_version} but rustc {info.release} is LLVM {info.llvm_version}: "
