@@ -504,9 +504,9 @@ def probe(
 ) -> str | None:
     """Compile a tiny file of language ``name`` with ``compiler`` for ``triple`` (``--target`` when ``cross``, as
     cc-rs gives clang) before anything is built: None when it compiles with clang of rustc's major; why not when it
-    cannot compile (the C++ standard library's headers missing for the target: refused when ``strict``, PGO_C=1);
-    a compiler whose object's ``.comment`` is not clang of rustc's major (a script that says clang and runs gcc) is
-    refused."""
+    cannot compile (its first error, and the package of the C++ standard library's headers when those are missing
+    for the target: refused when ``strict``, PGO_C=1); a compiler whose object's ``.comment`` is not clang of
+    rustc's major (a script that says clang and runs gcc) is refused."""
     file_name, text = _PROBES[name]
     shown = " ".join(compiler)
     with tempfile.TemporaryDirectory(prefix="pgo-cprobe-") as tmp:
@@ -519,7 +519,22 @@ def probe(
             return f"{shown} cannot be run ({exc.strerror or exc})"
         seen = read_object(obj) if done.returncode == 0 else None
     if done.returncode != 0:
-        return cannot_compile(name, shown, triple, done.stderr, env, cross=cross, strict=strict, asked=asked)
+        match = re.search(r"(fatal error|error): (.*)", done.stderr)
+        lines = done.stderr.strip().splitlines()
+        error = f"{match.group(1)}: {match.group(2).strip()}" if match else (lines[-1] if lines else "no output")
+        headers = name == "C++" and "file not found" in error
+        install = _cxx_headers_package(triple, env, cross=cross) if headers else ""
+        why = f"{shown} cannot compile {name} for {triple}: {error}" + (
+            " (no C++ standard library headers)" if headers else ""
+        )
+        if strict:
+            raise ToolchainError(
+                f"{asked} but {why}",
+                (f"`apt-get install {install}`, " if headers else "")
+                + f"or give {'CXX' if name == 'C++' else 'CC'}=<a compiler of clang's major that can>, or PGO_C=0 "
+                "to leave the C unprofiled",
+            )
+        return why + (f": `apt-get install {install}`" if headers else "")
     said = seen.compiler if seen is not None else "no ELF object"
     if seen is None or clang_major_of(said) != rustc.llvm_major:
         raise ToolchainError(
@@ -528,37 +543,6 @@ def probe(
             f"give a real clang of LLVM {rustc.llvm_major} (Debian: `{package(rustc.llvm_major)}`), or PGO_C=0",
         )
     return None
-
-
-def cannot_compile(
-    name: str,
-    shown: str,
-    triple: str,
-    stderr: str,
-    env: Mapping[str, str],
-    *,
-    cross: bool,
-    strict: bool,
-    asked: str = "PGO_C=1",
-) -> str:
-    """Why ``shown`` cannot compile ``name`` for ``triple`` (its first error); refused when ``strict``, with the
-    package of the C++ headers when those are missing."""
-    match = re.search(r"(fatal error|error): (.*)", stderr)
-    lines = stderr.strip().splitlines()
-    error = f"{match.group(1)}: {match.group(2).strip()}" if match else (lines[-1] if lines else "no output")
-    headers = name == "C++" and "file not found" in error
-    install = _cxx_headers_package(triple, env, cross=cross) if headers else ""
-    why = f"{shown} cannot compile {name} for {triple}: {error}" + (
-        " (no C++ standard library headers)" if headers else ""
-    )
-    if strict:
-        raise ToolchainError(
-            f"{asked} but {why}",
-            (f"`apt-get install {install}`, " if headers else "")
-            + f"or give {'CXX' if name == 'C++' else 'CC'}=<a compiler of clang's major that can>, or PGO_C=0 "
-            "to leave the C unprofiled",
-        )
-    return why + (f": `apt-get install {install}`" if headers else "")
 
 
 def _cxx_headers_package(triple: str, env: Mapping[str, str], *, cross: bool) -> str:
