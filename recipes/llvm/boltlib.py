@@ -73,14 +73,6 @@ def tool_version(path: Path, name: str, hint: str = "", *, env: Mapping[str, str
     return toolchain.tool_version([str(path), "--version"], name, hint or f"give {name}", env)
 
 
-def llvm_candidates(tool: str, major: int, search_path: str, llvm_root: Path) -> list[Path]:
-    """Where an LLVM ``tool`` of LLVM ``major`` is, best first: ``<tool>-<major>`` on PATH, then Debian's
-    ``/usr/lib/llvm-<major>/bin``. (rustup's llvm-tools has no llvm-bolt nor llvm-strip.)"""
-    named = shutil.which(f"{tool}-{major}", path=search_path)
-    candidates = [*([Path(named)] if named else []), llvm_root / f"llvm-{major}" / "bin" / tool]
-    return [path for path in candidates if path.is_file()]
-
-
 def merge_fdata_beside(llvm_bolt: Path, major: int, search_path: str) -> Path | None:
     """The merge-fdata that goes with ``llvm_bolt``: its sibling (``merge-fdata-22`` beside ``llvm-bolt-22``,
     ``merge-fdata`` beside ``llvm-bolt``), else ``merge-fdata-<major>`` on PATH."""
@@ -121,7 +113,8 @@ def find_bolt(
     if explicit:
         path = toolchain.explicit_program(explicit, "PGO_LLVM_BOLT", env, fix)
     else:
-        candidates = llvm_candidates("llvm-bolt", major, search_path, llvm_root)
+        # rustup's llvm-tools has no llvm-bolt (nor llvm-strip)
+        candidates = toolchain.llvm_candidates("llvm-bolt", major, search_path, llvm_root)
         if not candidates:
             raise ToolchainError(f"no llvm-bolt of LLVM {major} (rustc {info.release}) found", fix)
         path = candidates[0]
@@ -507,7 +500,7 @@ def find_llvm_strip(info: RustcInfo, env: Mapping[str, str], llvm_root: Path = P
     """llvm-strip of rustc's LLVM major (``llvm-strip-<major>`` on PATH, then Debian's ``/usr/lib/llvm-<major>``),
     the strip of a BOLTed release artefact."""
     major = info.llvm_major
-    if found := llvm_candidates("llvm-strip", major, env.get("PATH", os.defpath), llvm_root):
+    if found := toolchain.llvm_candidates("llvm-strip", major, env.get("PATH", os.defpath), llvm_root):
         return found[0]
     raise ToolchainError(
         f"no llvm-strip of LLVM {major} to strip the BOLTed binary with ({STRIP_NOTE})",

@@ -240,15 +240,12 @@ def tool_version(argv: list[str], tool: str, hint: str, env: Mapping[str, str]) 
         raise ToolchainError(f"{argv[0]} is not {tool}: `{query}` prints no LLVM version", hint) from exc
 
 
-def profdata_candidates(info: RustcInfo, sysroot: Path, search_path: str) -> list[Path]:
-    """Where an llvm-profdata of rustc's LLVM may be, best first."""
-    major = info.llvm_major
-    candidates = [sysroot / "lib" / "rustlib" / info.host / "bin" / "llvm-profdata"]
-    named = shutil.which(f"llvm-profdata-{major}", path=search_path)
-    if named:
-        candidates.append(Path(named))
-    candidates.append(Path(f"/usr/lib/llvm-{major}/bin/llvm-profdata"))
-    return candidates
+def llvm_candidates(tool: str, major: int, search_path: str, llvm_root: Path = Path("/usr/lib")) -> list[Path]:
+    """Where an LLVM ``tool`` of LLVM ``major`` is, best first: ``<tool>-<major>`` on PATH, then Debian's
+    ``/usr/lib/llvm-<major>/bin``."""
+    named = shutil.which(f"{tool}-{major}", path=search_path)
+    candidates = [*([Path(named)] if named else []), llvm_root / f"llvm-{major}" / "bin" / tool]
+    return [path for path in candidates if path.is_file()]
 
 
 def explicit_program(explicit: str, var: str, env: Mapping[str, str], fix: str) -> Path:
@@ -275,7 +272,9 @@ def find_profdata(info: RustcInfo, sysroot: Path, env: Mapping[str, str], explic
     if explicit:
         path = explicit_program(explicit, "PGO_LLVM_PROFDATA", env, fix)
     else:
-        existing = [p for p in profdata_candidates(info, sysroot, env.get("PATH", os.defpath)) if p.is_file()]
+        own = sysroot / "lib" / "rustlib" / info.host / "bin" / "llvm-profdata"  # rustup's llvm-tools
+        existing = [own] if own.is_file() else []
+        existing += llvm_candidates("llvm-profdata", info.llvm_major, env.get("PATH", os.defpath))
         if not existing:
             raise ToolchainError(f"no llvm-profdata of LLVM {info.llvm_major} (rustc {info.release}) found", fix)
         path = existing[0]
