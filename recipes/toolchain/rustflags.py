@@ -34,10 +34,13 @@ def glibc_suffix(target: str) -> str | None:
     return match.group("glibc") if match else None
 
 
+def cargo_target_var(triple: str, what: str) -> str:
+    """``CARGO_TARGET_<TRIPLE>_<what>``: the triple upper-cased, ``-`` and ``.`` to ``_``."""
+    return "CARGO_TARGET_" + re.sub(r"[-.]", "_", triple).upper() + f"_{what}"
+
+
 def target_rustflags_var(target: str) -> str:
-    """``CARGO_TARGET_<TRIPLE>_RUSTFLAGS``: the triple upper-cased, ``-`` and ``.`` to ``_``."""
-    triple = rust_triple(target)
-    return "CARGO_TARGET_" + re.sub(r"[-.]", "_", triple).upper() + "_RUSTFLAGS"
+    return cargo_target_var(rust_triple(target), "RUSTFLAGS")
 
 
 PROFILE_OPTIONS = ("profile-generate", "profile-use", "profile-sample-use")

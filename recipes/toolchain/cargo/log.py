@@ -148,22 +148,20 @@ class RustcCall:
             previous = arg
         return value
 
-    def _option(self, name: str) -> str | None:
-        value = None
-        for index, arg in enumerate(self.argv):
-            if arg == name and index + 1 < len(self.argv):
-                value = self.argv[index + 1]
-            elif arg.startswith(name + "="):
-                value = arg.split("=", 1)[1]
-        return value
-
     @property
     def metadata(self) -> str | None:
         return self.codegen("metadata")
 
     @property
     def target(self) -> str | None:
-        return self._option("--target")
+        """The value of ``--target`` (``--target x`` or ``--target=x``), the last one winning."""
+        value = None
+        for index, arg in enumerate(self.argv):
+            if arg == "--target" and index + 1 < len(self.argv):
+                value = self.argv[index + 1]
+            elif arg.startswith("--target="):
+                value = arg.split("=", 1)[1]
+        return value
 
     @property
     def compiler(self) -> str:
