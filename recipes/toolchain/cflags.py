@@ -116,10 +116,6 @@ class CPlan:
         """Whether ``package``'s target C of language ``name`` (any language: None) gets clang and the profile."""
         return any(lang.profiles(package) for lang in self.languages if name is None or lang.name == name)
 
-    def left_by_choice(self, package: str, name: str) -> bool:
-        """Whether ``package``'s C of language ``name`` is unprofiled by choice (:meth:`Language.left_by_choice`)."""
-        return any(lang.left_by_choice(package) for lang in self.languages if lang.name == name)
-
     def left_out(self, package: str) -> list[str]:
         """Why ``package``'s C is not profiled though its language is: not among the packages a list names."""
         return [
@@ -660,8 +656,7 @@ def _commands(text: str, find: Callable[[str], re.Match[str] | None]) -> Iterato
     """The commands cc-rs printed in ``text``: each line ``find`` matches, with the words of its ``cmd`` group (a
     line whose quoting does not close is passed over)."""
     for line in text.splitlines():
-        match = find(line)
-        if match is None:
+        if (match := find(line)) is None:
             continue
         try:
             words = shlex.split(match.group("cmd"))
@@ -916,6 +911,9 @@ def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateR
     def language(o: CObject) -> str | None:
         return languages[str(o.path)][0] if str(o.path) in languages else None
 
+    def left_by_choice(o: CObject) -> bool:  # an object of a language unprofiled by choice (Language.left_by_choice)
+        return any(lang.name == language(o) and lang.left_by_choice(pkg) for lang in plan.languages)
+
     # what a compiler made (it names itself in .comment); an assembled object (ring's .S, a pregenerated one)
     # names none and has no profile to take: it is counted, not judged. Where cc-rs's commands say each
     # object's language, those of a language left unprofiled by choice are not judged (PGO_CXX=0: its C++ is
@@ -923,7 +921,7 @@ def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateR
     made = [o for o in objects if o.compiler != ASSEMBLED]
     compiled = made
     if languages:
-        compiled = [o for o in made if (lang := language(o)) is None or not plan.left_by_choice(pkg, lang)]
+        compiled = [o for o in made if not left_by_choice(o)]
     right = bool(compiled) and all(clang_major_of(o.compiler) == rustc.llvm_major for o in compiled)
     if records is None:  # the instrumented build: the objects say it
         # an object that defines no function (a table of constants) has no counters to carry
