@@ -919,9 +919,7 @@ def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateR
     # object's language, those of a language left unprofiled by choice are not judged (PGO_CXX=0: its C++ is
     # g++'s; a list that leaves the package out); a user's CC that is gcc is, and makes the crate unprofiled
     made = [o for o in objects if o.compiler != ASSEMBLED]
-    compiled = made
-    if languages:
-        compiled = [o for o in made if not left_by_choice(o)]
+    compiled = [o for o in made if not left_by_choice(o)]  # all of them where the languages are not known
     right = bool(compiled) and all(clang_major_of(o.compiler) == rustc.llvm_major for o in compiled)
     if records is None:  # the instrumented build: the objects say it
         # an object that defines no function (a table of constants) has no counters to carry
