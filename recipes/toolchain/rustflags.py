@@ -105,20 +105,14 @@ class CargoConfigFile:
 
 def cargo_config_files(cwd: Path, env: Mapping[str, str]) -> list[CargoConfigFile]:
     """The config files cargo reads when run in ``cwd``: each directory up to /, then $CARGO_HOME."""
-    paths: list[Path] = []
-    for directory in (cwd, *cwd.parents):
-        for name in ("config.toml", "config"):
-            candidate = directory / ".cargo" / name
-            if candidate.is_file():
-                paths.append(candidate)
-                break
-    cargo_home = Path(env.get("CARGO_HOME") or Path(env.get("HOME", "~")).expanduser() / ".cargo")
-    for name in ("config.toml", "config"):
-        candidate = cargo_home / name
-        if candidate.is_file():
-            if candidate.resolve() not in {p.resolve() for p in paths}:
-                paths.append(candidate)
-            break
+
+    def config_in(directory: Path) -> Path | None:  # config.toml, else the older name
+        return next((path for name in ("config.toml", "config") if (path := directory / name).is_file()), None)
+
+    paths = [path for directory in (cwd, *cwd.parents) if (path := config_in(directory / ".cargo"))]
+    home = config_in(Path(env.get("CARGO_HOME") or Path(env.get("HOME", "~")).expanduser() / ".cargo"))
+    if home is not None and home.resolve() not in {p.resolve() for p in paths}:
+        paths.append(home)
     files = []
     for path in paths:
         try:
