@@ -15,6 +15,11 @@ from recipes.store import sha256_file
 from recipes.toolchain.rustc import ProfdataTool
 
 
+def _profdata(tool: ProfdataTool, *args: str, env: Mapping[str, str], log: Path, check: bool = True) -> Completed:
+    """``llvm-profdata <args>``, logged to ``log`` as ``llvm-profdata <its subcommand>``."""
+    return run([str(tool.path), *args], env=env, log=log, what=f"llvm-profdata {args[0]}", check=check)
+
+
 @dataclass(frozen=True)
 class ProfileSummary:
     total_functions: int
@@ -125,12 +130,8 @@ def merge_weighted(
     """Merge profiles given as ``--weighted-input=W,FILE`` arguments into ``output``, atomically."""
     try:
         with atomic_output(output) as tmp:
-            done = run(
-                [str(tool.path), "merge", "--failure-mode=all", "-o", str(tmp), *inputs],
-                env=env,
-                log=log,
-                what="llvm-profdata merge",
-                check=False,
+            done = _profdata(
+                tool, "merge", "--failure-mode=all", "-o", str(tmp), *inputs, env=env, log=log, check=False
             )
             if done.returncode != 0:
                 raise merge_failed(done, "llvm-profdata merge of the shards", log)
@@ -160,8 +161,8 @@ def parse_record_counts(text: str) -> dict[str, int]:
 
 def record_counts(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> dict[str, int]:
     """Each function record's counters added up (:func:`parse_record_counts`)."""
-    argv = [str(tool.path), "show", "--all-functions", "--counts", str(profile)]
-    return parse_record_counts(run(argv, env=env, log=log, what="llvm-profdata show").output())
+    done = _profdata(tool, "show", "--all-functions", "--counts", str(profile), env=env, log=log)
+    return parse_record_counts(done.output())
 
 
 def merge_failed(done: Completed, what: str, log: Path) -> CommandFailed:
@@ -187,13 +188,8 @@ def merge(
         log.parent.mkdir(parents=True, exist_ok=True)
         inputs.write_text("".join(f"{path}\n" for path in raws), encoding="utf-8")
         with atomic_output(output) as tmp:
-            done = run(
-                [str(tool.path), "merge", "--failure-mode=all", "-o", str(tmp), f"--input-files={inputs}"],
-                env=env,
-                log=log,
-                what="llvm-profdata merge",
-                check=False,
-            )
+            args = ("merge", "--failure-mode=all", "-o", str(tmp), f"--input-files={inputs}")
+            done = _profdata(tool, *args, env=env, log=log, check=False)
             bad = bad_inputs(done.output())
             if bad and not drop_bad:
                 first, why = next(iter(bad.items()))
@@ -216,8 +212,7 @@ _LEVEL = re.compile(r"^Instrumentation level:\s*(?P<level>\S+)", re.MULTILINE)
 
 def check_usable(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path, what: str) -> ProfileSummary:
     """Refuse a profile this LLVM cannot use: unreadable, not an IR-level profile (rustc's), or without functions."""
-    argv = [str(tool.path), "show", "--value-cutoff=1", str(profile)]
-    done = run(argv, env=env, log=log, what="llvm-profdata show", check=False)
+    done = _profdata(tool, "show", "--value-cutoff=1", str(profile), env=env, log=log, check=False)
     text = done.output()
     if done.returncode != 0:
         reason = next((ln.split(": ", 2)[-1] for ln in text.splitlines() if ln.startswith(("error:", "warning:"))), "")
@@ -240,8 +235,7 @@ def check_usable(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], l
 
 def function_names(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> list[str]:
     """The names of the profile's function records (``cgu;symbol`` for local ones, as LLVM keeps them)."""
-    done = run([str(tool.path), "show", "--all-functions", str(profile)], env=env, log=log, what="llvm-profdata show")
-    return parse_function_names(done.output())
+    return parse_function_names(_profdata(tool, "show", "--all-functions", str(profile), env=env, log=log).output())
 
 
 def parse_function_names(text: str) -> list[str]:
@@ -249,13 +243,11 @@ def parse_function_names(text: str) -> list[str]:
 
 
 def summarise(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> ProfileSummary:
-    done = run([str(tool.path), "show", "--value-cutoff=1", str(profile)], env=env, log=log, what="llvm-profdata show")
-    return parse_show(done.output())
+    return parse_show(_profdata(tool, "show", "--value-cutoff=1", str(profile), env=env, log=log).output())
 
 
 def overlap(tool: ProfdataTool, first: Path, second: Path, *, env: Mapping[str, str], log: Path) -> float:
-    done = run([str(tool.path), "overlap", str(first), str(second)], env=env, log=log, what="llvm-profdata overlap")
-    return parse_overlap(done.output())
+    return parse_overlap(_profdata(tool, "overlap", str(first), str(second), env=env, log=log).output())
 
 
 def parse_binary_ids(text: str) -> list[str]:
@@ -275,5 +267,4 @@ def parse_binary_ids(text: str) -> list[str]:
 
 def binary_ids(tool: ProfdataTool, raw: Path, *, env: Mapping[str, str], log: Path) -> list[str]:
     """The build ids LLVM wrote into the raw profile ``raw``: those of the binary (and shared objects) that wrote it."""
-    done = run([str(tool.path), "show", "--binary-ids", str(raw)], env=env, log=log, what="llvm-profdata show")
-    return parse_binary_ids(done.output())
+    return parse_binary_ids(_profdata(tool, "show", "--binary-ids", str(raw), env=env, log=log).output())
