@@ -367,9 +367,7 @@ def plan_c(
                 f"{rustc.host}: the C of the packages it leaves out would go to the host's compiler",
                 f"give {var}=1 (every package's C by clang --target) or {var}=0 for another target",
             )
-    found: Path | None = None
-    if any(mode != "off" for mode in modes.values()) and not zigbuild:
-        found = find_clang(rustc, env, clang)
+    found = find_clang(rustc, env, clang) if any(mode != "off" for mode in modes.values()) and not zigbuild else None
     where = _Where(rustc, env, triple, zigbuild, found, clang)
     languages = [
         _plan_language(where, name, var, flags_var, default, choices[name], modes[name])

@@ -71,14 +71,9 @@ def _words_until_backtick(text: str, pos: int) -> tuple[list[str], int] | None:
             return None
         if word is None:
             word = []
-        if piece.group("single") is not None:
-            word.append(piece.group("single"))
-        elif piece.group("double") is not None:
-            word.append(_DOUBLE_ESCAPE.sub(r"\1", piece.group("double")))
-        elif piece.group("escaped") is not None:
-            word.append(piece.group("escaped"))
-        else:
-            word.append(piece.group("plain"))
+        kind = piece.lastgroup or "plain"  # the one of the four groups that matched
+        value = piece.group(kind)
+        word.append(_DOUBLE_ESCAPE.sub(r"\1", value) if kind == "double" else value)
         pos = piece.end()
     return None
 
