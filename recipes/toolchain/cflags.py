@@ -109,9 +109,6 @@ class CPlan:
     def enabled(self) -> bool:
         return any(lang.compiler is not None for lang in self.languages)
 
-    def language(self, name: str) -> Language | None:
-        return next((lang for lang in self.languages if lang.name == name), None)
-
     def profiles(self, package: str, name: str | None = None) -> bool:
         """Whether ``package``'s target C of language ``name`` (any language: None) gets clang and the profile."""
         return any(lang.profiles(package) for lang in self.languages if name is None or lang.name == name)
@@ -678,7 +675,7 @@ def refuse_clang_cannot_build(plan: CPlan, log: Path) -> None:
         while words and _ASSIGNMENT.fullmatch(words[0]):
             words = words[1:]  # cc-rs 1.2 says the environment first: LC_ALL="C" "…/cxx-<triple>" …
         name = wrappers.get(Path(words[0]).name) if words else None
-        lang = plan.language(name) if name else None
+        lang = next((lang for lang in plan.languages if lang.name == name), None)  # None: not a wrapper
         if lang is None or lang.compiler is None:
             continue  # not the pipeline's wrapper: cargo's own line says it
         # the object's OUT_DIR: the target's (the host's C of build-dependencies goes to the host's compiler)
