@@ -193,9 +193,8 @@ def clang_major_of(line: str) -> int | None:
 def find_clang(rustc: RustcInfo, env: Mapping[str, str], explicit: str | None) -> Path | None:
     """The clang of rustc's LLVM major: ``PGO_CLANG`` when given (refused when missing), else ``clang-<major>`` on
     PATH or ``/usr/lib/llvm-<major>/bin/clang``; None when there is none."""
-    search = env.get("PATH", os.defpath)
     if explicit:
-        found = shutil.which(explicit, path=search)
+        found = shutil.which(explicit, path=env.get("PATH", os.defpath))
         if not found:
             raise ToolchainError(
                 f"PGO_CLANG={explicit}: no such program",

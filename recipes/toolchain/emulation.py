@@ -65,9 +65,7 @@ def triple_arch(triple: str) -> str:
 def foreign(triple: str) -> Arch | None:
     """The architecture of ``triple`` when the machine is not of it and it is one this module runs (else None)."""
     arch = triple_arch(triple)
-    if arch == host_arch():
-        return None
-    return ARCHES.get(arch)
+    return None if arch == host_arch() else ARCHES.get(arch)
 
 
 def _configured(triple: str, key: str, configs: Iterable[Mapping[str, object]]) -> bool:
