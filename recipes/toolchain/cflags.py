@@ -230,10 +230,7 @@ def refuse_profile_flags(env: Mapping[str, str], triple: str, *, cross: bool, cw
     """A profile flag already in the user's ``CC``/``CXX`` or ``CFLAGS``/``CXXFLAGS`` (any variable cc-rs reads for
     ``triple``, and any ``@file`` they name, read recursively) is refused; so is a response file that cannot be
     read. A relative ``@file`` is read from ``cwd`` (the crate's directory, where cargo runs its build script)."""
-    base = cwd if cwd is not None else Path.cwd()
-    for var in COMPILER_VARS:
-        for name in env_names(var, triple, cross=cross):
-            _refuse_found(profile_flags_in(env.get(name, "").split(), base, name), name)
+    _refuse_in(env, "", triple, cross=cross, cwd=cwd)
 
 
 def refuse_config_env_profile_flags(
@@ -244,23 +241,22 @@ def refuse_config_env_profile_flags(
     base = cwd if cwd is not None else Path.cwd()
     for config in configs:
         table = config.data.get("env")
-        if not isinstance(table, dict):
-            continue
-        for var in COMPILER_VARS:
-            for name in env_names(var, triple, cross=cross):
-                value = table.get(name)
-                text = value.get("value") if isinstance(value, dict) else value
-                found = profile_flags_in(str(text).split(), base, name) if isinstance(text, str) else []
-                _refuse_found(found, f"{name} in [env] of {config.path}")
+        if isinstance(table, dict):  # a variable is a string or a table with a ``value``
+            texts = {name: value.get("value") if isinstance(value, dict) else value for name, value in table.items()}
+            env = {name: text for name, text in texts.items() if isinstance(text, str)}
+            _refuse_in(env, f" in [env] of {config.path}", triple, cross=cross, cwd=base)
 
 
-def _refuse_found(found: Sequence[str], where: str) -> None:
-    if found:
-        raise EnvironmentRefused(
-            f"{where} already holds profile flags ({', '.join(found)})",
-            "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build scripts itself "
-            "(PGO_C=0 leaves the C alone)",
-        )
+def _refuse_in(env: Mapping[str, str], where: str, triple: str, *, cross: bool, cwd: Path | None) -> None:
+    base = cwd if cwd is not None else Path.cwd()
+    for var in COMPILER_VARS:
+        for name in env_names(var, triple, cross=cross):
+            if found := profile_flags_in(env.get(name, "").split(), base, name):
+                raise EnvironmentRefused(
+                    f"{name}{where} already holds profile flags ({', '.join(found)})",
+                    "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build scripts "
+                    "itself (PGO_C=0 leaves the C alone)",
+                )
 
 
 def profile_flags_in(
