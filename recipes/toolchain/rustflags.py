@@ -141,9 +141,6 @@ class RustflagsPlan:
     carried_from: tuple[str, ...]
     config_target_flags: tuple[str, ...]
 
-    def with_profile(self, profile_flags: Sequence[str]) -> tuple[str, ...]:
-        return (*self.base, *profile_flags)
-
 
 @dataclass
 class _ConfigFlags:
@@ -254,7 +251,7 @@ def env_with_rustflags(
                 "use a work dir and profile store whose paths have no spaces",
             )
     env = dict(base_env)
-    env[plan.var] = " ".join(plan.with_profile(profile_flags))
+    env[plan.var] = " ".join([*plan.base, *profile_flags])
     return env
 
 

@@ -29,10 +29,6 @@ class Invocation:
     first_line: int  # 0-based index of the log line it starts on
     last_line: int  # of the line its closing backtick is on
 
-    @property
-    def program(self) -> str:
-        return self.argv[0] if self.argv else ""
-
 
 _RUNNING_START = re.compile(r"^[ \t]*Running `", re.MULTILINE)
 _ENV_WORD = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
@@ -250,10 +246,8 @@ class Artifact:
     target_name: str
     kinds: tuple[str, ...]
     src_path: Path
-    filenames: tuple[Path, ...]
     executable: Path | None
     test: bool  # a test harness (``cargo test``'s unit and integration test binaries)
-    fresh: bool
 
 
 def _json_messages(log_text: str, reason: str) -> list[dict[str, Any]]:
@@ -284,10 +278,8 @@ def compiler_artifacts(log_text: str) -> list[Artifact]:
                 target_name=str(target.get("name", "")),
                 kinds=tuple(target.get("kind", ())),
                 src_path=Path(target.get("src_path", "")),
-                filenames=tuple(Path(name) for name in message.get("filenames", ())),
                 executable=Path(executable) if executable else None,
                 test=bool(message.get("profile", {}).get("test", False)),
-                fresh=bool(message.get("fresh", False)),
             )
         )
     return artifacts
@@ -325,7 +317,6 @@ class ProfileWarnings:
     missing: int
     stale: int
     missing_by_crate: dict[str, int]
-    stale_by_crate: dict[str, int]
     stale_examples: tuple[str, ...]
 
 
@@ -349,7 +340,7 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
     """
     skip = invocation_lines(log_text)
     missing_by: dict[str, int] = {}
-    stale_by: dict[str, int] = {}
+    stale = 0
     examples: list[str] = []
     lines = [line for number, line in enumerate(log_text.split("\n")) if number not in skip]
     for message in _json_messages(log_text, "compiler-message"):
@@ -365,7 +356,7 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
         if MISSING_TEXT in text:
             missing_by[crate] = missing_by.get(crate, 0) + 1
         elif any(s in text.lower() for s in STALE_TEXTS):
-            stale_by[crate] = stale_by.get(crate, 0) + 1
+            stale += 1
             if len(examples) < 3:
                 examples.append(line.strip())
-    return ProfileWarnings(sum(missing_by.values()), sum(stale_by.values()), missing_by, stale_by, tuple(examples))
+    return ProfileWarnings(sum(missing_by.values()), stale, missing_by, tuple(examples))
