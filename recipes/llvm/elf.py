@@ -223,19 +223,13 @@ def check_no_instrumentation(path: Path, what: str) -> None:
 _RUSTC_COMMENT = re.compile(r"rustc version (\S+)")
 
 
-def comment_rustc(path: Path) -> list[str]:
-    """The rustc releases the binary's ``.comment`` section names (``rustc version 1.95.0 (…)``)."""
+def check_comment_rustc(path: Path, release: str, what: str) -> None:
+    """Refuse a binary (``what``) whose ``.comment`` names another rustc release (``rustc version 1.95.0 (…)``)
+    than ``release`` (the plan's)."""
     with open_elf(path) as elf:
         section = elf.get_section_by_name(".comment")
         data = section.data() if section is not None else b""
-    text = data.decode("utf-8", errors="replace")
-    return sorted({m.group(1) for m in _RUSTC_COMMENT.finditer(text)})
-
-
-def check_comment_rustc(path: Path, release: str, what: str) -> None:
-    """Refuse a binary (``what``) whose ``.comment`` names another rustc release than ``release`` (the plan's)."""
-    named = comment_rustc(path)
-    others = [r for r in named if r != release]
+    others = sorted({m.group(1) for m in _RUSTC_COMMENT.finditer(data.decode("utf-8", errors="replace"))} - {release})
     if others:
         raise CheckFailed(
             f"{what} {path} was compiled by rustc {', '.join(others)} (its .comment), not the plan's rustc {release}",

@@ -204,11 +204,6 @@ def find_clang(rustc: RustcInfo, env: Mapping[str, str], explicit: str | None) -
     return find_clang_major(rustc.llvm_major, env)
 
 
-def clangxx_of(clang: Path) -> Path:
-    """clang++ beside clang: ``clang-22`` -> ``clang++-22``, ``clang`` -> ``clang++``."""
-    return clang.with_name(clang.name.replace("clang", "clang++", 1))
-
-
 def check_major(path: str, version: str | None, rustc: RustcInfo, what: str) -> str:
     """The version of a clang that must be of rustc's LLVM major, or the one-line refusal."""
     if version is None:
@@ -453,7 +448,8 @@ def language_compiler(
                 f"`{package(rustc.llvm_major)}`, or PGO_C=0 to leave the C unprofiled",
             )
         return None, None, f"no clang-{rustc.llvm_major} ({package(rustc.llvm_major)})"
-    path = found if name == "C" else clangxx_of(found)
+    # the C++'s is clang++ beside clang: clang-22 -> clang++-22, clang -> clang++
+    path = found if name == "C" else found.with_name(found.name.replace("clang", "clang++", 1))
     if not path.is_file():
         if clang or mode == "on":
             raise ToolchainError(

@@ -104,11 +104,6 @@ def _parse_invocations(log_text: str) -> tuple[Invocation, ...]:
     return tuple(found)
 
 
-def invocation_lines(log_text: str) -> set[int]:
-    """The 0-based indexes of every log line that is part of a ``Running `…` `` command."""
-    return {n for inv in running_invocations(log_text) for n in range(inv.first_line, inv.last_line + 1)}
-
-
 _COMPILERS = ("rustc", "rustdoc")
 
 
@@ -338,7 +333,7 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
     read as cargo renders them (text, and ``--message-format=json-render-diagnostics``) or from its
     ``compiler-message`` JSON (``--message-format=json``, where no text of them is printed).
     """
-    skip = invocation_lines(log_text)
+    skip = {n for inv in running_invocations(log_text) for n in range(inv.first_line, inv.last_line + 1)}
     missing_by: dict[str, int] = {}
     stale = 0
     examples: list[str] = []
