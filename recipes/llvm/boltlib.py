@@ -27,6 +27,7 @@ from recipes.errors import CheckFailed, ConfigError, ToolchainError
 from recipes.files import atomic_output
 from recipes.inputs import read_bytes, read_json
 from recipes.llvm import checks
+from recipes.llvm.elf import open_elf
 from recipes.schema import Fields
 from recipes.toolchain import rustc as toolchain
 from recipes.toolchain.rustc import RustcInfo
@@ -72,17 +73,6 @@ def tool_version(path: Path, name: str, hint: str = "", *, env: Mapping[str, str
     return toolchain.tool_version([str(path), "--version"], name, hint or f"give {name}", env)
 
 
-def bolt_candidates(major: int, search_path: str, llvm_root: Path = Path("/usr/lib")) -> list[Path]:
-    """Where an llvm-bolt of LLVM ``major`` may be, best first: ``llvm-bolt-<major>`` on PATH, then Debian's
-    ``/usr/lib/llvm-<major>/bin``. (rustup's llvm-tools has no llvm-bolt.)"""
-    candidates = []
-    named = shutil.which(f"llvm-bolt-{major}", path=search_path)
-    if named:
-        candidates.append(Path(named))
-    candidates.append(llvm_root / f"llvm-{major}" / "bin" / "llvm-bolt")
-    return [path for path in candidates if path.is_file()]
-
-
 def merge_fdata_beside(llvm_bolt: Path, major: int, search_path: str) -> Path | None:
     """The merge-fdata that goes with ``llvm_bolt``: its sibling (``merge-fdata-22`` beside ``llvm-bolt-22``,
     ``merge-fdata`` beside ``llvm-bolt``), else ``merge-fdata-<major>`` on PATH."""
@@ -121,14 +111,10 @@ def find_bolt(
     search_path = env.get("PATH", os.defpath)
     fix = f"install LLVM {major}'s BOLT (Debian: `apt-get install {debian_package(major)}`) or set PGO_LLVM_BOLT"
     if explicit:
-        path = Path(explicit)
-        if not path.is_file() or not os.access(path, os.X_OK):
-            found = shutil.which(explicit, path=search_path)
-            if not found:
-                raise ToolchainError(f"PGO_LLVM_BOLT={explicit}: no such program", fix)
-            path = Path(found)
+        path = toolchain.explicit_program(explicit, "PGO_LLVM_BOLT", env, fix)
     else:
-        candidates = bolt_candidates(major, search_path, llvm_root)
+        # rustup's llvm-tools has no llvm-bolt (nor llvm-strip)
+        candidates = toolchain.llvm_candidates("llvm-bolt", major, search_path, llvm_root)
         if not candidates:
             raise ToolchainError(f"no llvm-bolt of LLVM {major} (rustc {info.release}) found", fix)
         path = candidates[0]
@@ -175,26 +161,19 @@ CODE_RELOCATIONS = ".rela.text"
 def relocation_sections(path: Path) -> dict[str, int]:
     """The binary's static relocation sections (``.rela.text``, ``.rela.data``…: not allocated, so kept only by
     ``--emit-relocs``) and their entry counts. The dynamic ones (``.rela.dyn``, ``.rela.plt``) are not counted."""
-    try:
-        with path.open("rb") as stream:
-            elf = ELFFile(stream)
-            found: dict[str, int] = {}
-            for section in elf.iter_sections():
-                if section["sh_type"] not in ("SHT_RELA", "SHT_REL") or section["sh_flags"] & 0x2:  # SHF_ALLOC
-                    continue
-                size = section["sh_entsize"] or 1
-                found[section.name] = section["sh_size"] // size
-            return found
-    except ELFError as exc:
-        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    with open_elf(path) as elf:
+        found: dict[str, int] = {}
+        for section in elf.iter_sections():
+            if section["sh_type"] not in ("SHT_RELA", "SHT_REL") or section["sh_flags"] & 0x2:  # SHF_ALLOC
+                continue
+            size = section["sh_entsize"] or 1
+            found[section.name] = section["sh_size"] // size
+        return found
 
 
 def has_symbol_table(path: Path) -> bool:
-    with path.open("rb") as stream:
-        try:
-            return isinstance(ELFFile(stream).get_section_by_name(".symtab"), SymbolTableSection)
-        except ELFError as exc:
-            raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    with open_elf(path) as elf:
+        return isinstance(elf.get_section_by_name(".symtab"), SymbolTableSection)
 
 
 #: what the linkers say when the release profile strips the binary (``strip = true``) and BOLT's relocations are asked
@@ -216,11 +195,8 @@ def refuse_stripping_link(log: Path) -> None:
 
 def is_bolted(path: Path) -> bool:
     """Whether llvm-bolt already rewrote the binary (it leaves a ``.note.bolt_info``)."""
-    with path.open("rb") as stream:
-        try:
-            return ELFFile(stream).get_section_by_name(".note.bolt_info") is not None
-        except ELFError as exc:
-            raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    with open_elf(path) as elf:
+        return elf.get_section_by_name(".note.bolt_info") is not None
 
 
 def check_input(path: Path) -> dict[str, int]:
@@ -524,10 +500,8 @@ def find_llvm_strip(info: RustcInfo, env: Mapping[str, str], llvm_root: Path = P
     """llvm-strip of rustc's LLVM major (``llvm-strip-<major>`` on PATH, then Debian's ``/usr/lib/llvm-<major>``),
     the strip of a BOLTed release artefact."""
     major = info.llvm_major
-    named = shutil.which(f"llvm-strip-{major}", path=env.get("PATH", os.defpath))
-    for candidate in (Path(named) if named else None, llvm_root / f"llvm-{major}" / "bin" / "llvm-strip"):
-        if candidate is not None and candidate.is_file():
-            return candidate
+    if found := toolchain.llvm_candidates("llvm-strip", major, env.get("PATH", os.defpath), llvm_root):
+        return found[0]
     raise ToolchainError(
         f"no llvm-strip of LLVM {major} to strip the BOLTed binary with ({STRIP_NOTE})",
         f"Debian: apt-get install llvm-{major}",

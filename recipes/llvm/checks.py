@@ -50,14 +50,10 @@ def refuse_profile_file_warnings(log_text: str, profile: Path, log: Path) -> Non
         )
 
 
-def _symbol(record: str) -> str:
-    """A profile record's symbol: local functions are kept as ``<cgu>;<symbol>``."""
-    return record.rsplit(";", 1)[-1]
-
-
-def _of_crate(record: str, crate_names: Iterable[str]) -> bool:
-    """Whether a profile record is a function of one of ``crate_names``: compiled in one of its codegen units
-    (``hello_pgo.9e15…-cgu.2;…``) or a path of that crate (legacy ``_ZN9hello_pgo…``, v0 ``…C…_9hello_pgo…``)."""
+def of_crate(record: str, crate_names: Iterable[str]) -> bool:
+    """Whether a symbol or a profile record is a function of one of ``crate_names``: compiled in one of its
+    codegen units (``hello_pgo.9e15…-cgu.2;…``) or a path of that crate (legacy ``_ZN9hello_pgo…``, v0
+    ``…C…_9hello_pgo…``)."""
     cgu, _, symbol = record.rpartition(";")
     for name in crate_names:
         if cgu and cgu.split(".")[0] == name:
@@ -67,11 +63,6 @@ def _of_crate(record: str, crate_names: Iterable[str]) -> bool:
         if symbol.startswith("_R") and re.search(rf"C(?:s[0-9A-Za-z]*_)?{len(name)}{re.escape(name)}", symbol):
             return True
     return False
-
-
-def of_crate(symbol: str, crate_names: Iterable[str]) -> bool:
-    """Whether a symbol (or a profile record) is a function of one of ``crate_names``."""
-    return _of_crate(symbol, tuple(crate_names))
 
 
 @dataclass(frozen=True)
@@ -91,9 +82,10 @@ def coverage(
     missing_by_crate: Mapping[str, int],
 ) -> Coverage:
     names = tuple(crate_names)
-    matched = [r for r in records if symbols is None or _symbol(r) in symbols]
+    # a record's symbol: local functions are kept as ``<cgu>;<symbol>``
+    matched = [r for r in records if symbols is None or r.rsplit(";", 1)[-1] in symbols]
     return Coverage(
-        main_crate_with_profile=sum(1 for r in matched if _of_crate(r, names)),
+        main_crate_with_profile=sum(1 for r in matched if of_crate(r, names)),
         main_crate_without_profile=sum(missing_by_crate.get(name, 0) for name in names),
         functions_with_profile=len(matched),
         symbols_known=symbols is not None,

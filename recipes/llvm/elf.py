@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
@@ -17,15 +19,25 @@ from recipes.errors import CheckFailed, ConfigError
 _GLIBC = re.compile(r"^GLIBC_(\d+(?:\.\d+)+)$")
 #: e_machine of the architectures the machine may be
 ELF_MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}
+_NOT_ELF_HINT = "is this the binary cargo built?"
+
+
+@contextlib.contextmanager
+def open_elf(
+    path: Path, errors: tuple[type[Exception], ...] = (ELFError,), hint: str = _NOT_ELF_HINT
+) -> Iterator[ELFFile]:
+    """The binary at ``path`` read as ELF: ``errors`` raised while it is open refused as not an ELF binary."""
+    try:
+        with path.open("rb") as stream:
+            yield ELFFile(stream)
+    except errors as exc:
+        raise CheckFailed(f"{path} is not an ELF binary: {exc}", hint) from exc
 
 
 def elf_arch(path: Path) -> str:
     """The architecture of an ELF binary (``x86_64``, ``aarch64``, else pyelftools' e_machine)."""
-    try:
-        with path.open("rb") as stream:
-            machine = str(ELFFile(stream).header["e_machine"])
-    except (ELFError, OSError) as exc:
-        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "give the binary cargo built") from exc
+    with open_elf(path, (ELFError, OSError), "give the binary cargo built") as elf:
+        machine = str(elf.header["e_machine"])
     return ELF_MACHINES.get(machine, machine)
 
 
@@ -39,18 +51,14 @@ def elf_arch_or_none(path: Path) -> str | None:
 
 def needed_versions(path: Path) -> dict[str, list[str]]:
     """``{"libc.so.6": ["GLIBC_2.2.5", …], …}`` from the binary's ``.gnu.version_r``."""
-    try:
-        with path.open("rb") as stream:
-            elf = ELFFile(stream)
-            needs: dict[str, list[str]] = {}
-            for section in elf.iter_sections():
-                if not isinstance(section, GNUVerNeedSection):
-                    continue
-                for verneed, auxiliaries in section.iter_versions():
-                    needs.setdefault(str(verneed.name), []).extend(aux.name for aux in auxiliaries)
-            return needs
-    except ELFError as exc:
-        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    with open_elf(path) as elf:
+        needs: dict[str, list[str]] = {}
+        for section in elf.iter_sections():
+            if not isinstance(section, GNUVerNeedSection):
+                continue
+            for verneed, auxiliaries in section.iter_versions():
+                needs.setdefault(str(verneed.name), []).extend(aux.name for aux in auxiliaries)
+        return needs
 
 
 #: version-needs that are not GLIBC_x.y but exist only from a glibc release on
@@ -96,55 +104,42 @@ def check_glibc(path: Path, ceiling: str) -> str | None:
 _LTO_SUFFIX = re.compile(r"\.llvm\.\d+$")
 
 
+def _function_sizes(path: Path) -> dict[str, int] | None:
+    """The code size in bytes of each of the binary's function symbols (``.symtab``'s ``st_size``, LTO's
+    ``.llvm.N`` suffixes removed; the largest where a name repeats); None when it has no symbol table."""
+    sizes: dict[str, int] = {}
+    with open_elf(path) as elf:
+        table = elf.get_section_by_name(".symtab")
+        if not isinstance(table, SymbolTableSection):
+            return None
+        for symbol in table.iter_symbols():
+            if symbol["st_info"]["type"] == "STT_FUNC" and symbol.name:
+                name = _LTO_SUFFIX.sub("", symbol.name)
+                sizes[name] = max(sizes.get(name, 0), int(symbol["st_size"]))
+    return sizes
+
+
 def function_symbols(path: Path) -> set[str] | None:
-    """The names of the binary's function symbols (``.symtab``), LTO's ``.llvm.N`` suffixes removed; None when
-    the binary has no symbol table (stripped)."""
-    try:
-        with path.open("rb") as stream:
-            elf = ELFFile(stream)
-            table = elf.get_section_by_name(".symtab")
-            if not isinstance(table, SymbolTableSection):
-                return None
-            return {
-                _LTO_SUFFIX.sub("", symbol.name)
-                for symbol in table.iter_symbols()
-                if symbol["st_info"]["type"] == "STT_FUNC" and symbol.name
-            }
-    except ELFError as exc:
-        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    """The names of the binary's function symbols; None when the binary has no symbol table (stripped)."""
+    sizes = _function_sizes(path)
+    return None if sizes is None else set(sizes)
 
 
 def function_sizes(path: Path) -> dict[str, int]:
-    """The code size in bytes of each of the binary's function symbols (``.symtab``'s ``st_size``, LTO's
-    ``.llvm.N`` suffixes removed; the largest where a name repeats); empty when it has no symbol table."""
-    sizes: dict[str, int] = {}
-    try:
-        with path.open("rb") as stream:
-            table = ELFFile(stream).get_section_by_name(".symtab")
-            if not isinstance(table, SymbolTableSection):
-                return sizes
-            for symbol in table.iter_symbols():
-                if symbol["st_info"]["type"] == "STT_FUNC" and symbol.name:
-                    name = _LTO_SUFFIX.sub("", symbol.name)
-                    sizes[name] = max(sizes.get(name, 0), int(symbol["st_size"]))
-    except ELFError as exc:
-        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
-    return sizes
+    """:func:`_function_sizes`, empty when the binary has no symbol table."""
+    return _function_sizes(path) or {}
 
 
 def build_id(path: Path) -> str | None:
     """The binary's GNU build id (its ``NT_GNU_BUILD_ID`` note), in hex: what LLVM writes into every raw profile
     the binary writes (``llvm-profdata show --binary-ids``); None when the binary has none."""
-    try:
-        with path.open("rb") as stream:
-            for section in ELFFile(stream).iter_sections():
-                if not isinstance(section, NoteSection):
-                    continue
-                for note in section.iter_notes():
-                    if note["n_type"] == "NT_GNU_BUILD_ID" and note["n_name"] == "GNU":
-                        return str(note["n_desc"])
-    except (ELFError, OSError) as exc:
-        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    with open_elf(path, (ELFError, OSError)) as elf:
+        for section in elf.iter_sections():
+            if not isinstance(section, NoteSection):
+                continue
+            for note in section.iter_notes():
+                if note["n_type"] == "NT_GNU_BUILD_ID" and note["n_name"] == "GNU":
+                    return str(note["n_desc"])
     return None
 
 
@@ -154,17 +149,13 @@ def is_static(path: Path) -> bool:
     A musl binary of rustc is a static PIE: it has a ``.dynamic`` section (for its own relocations) but
     neither an interpreter nor a needed library, so it needs no glibc at all.
     """
-    try:
-        with path.open("rb") as stream:
-            elf = ELFFile(stream)
-            if any(segment["p_type"] == "PT_INTERP" for segment in elf.iter_segments()):
-                return False
-            dynamic = elf.get_section_by_name(".dynamic")
-            if isinstance(dynamic, DynamicSection):
-                return not any(tag.entry.d_tag == "DT_NEEDED" for tag in dynamic.iter_tags())
-            return True
-    except ELFError as exc:
-        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    with open_elf(path) as elf:
+        if any(segment["p_type"] == "PT_INTERP" for segment in elf.iter_segments()):
+            return False
+        dynamic = elf.get_section_by_name(".dynamic")
+        if isinstance(dynamic, DynamicSection):
+            return not any(tag.entry.d_tag == "DT_NEEDED" for tag in dynamic.iter_tags())
+        return True
 
 
 STATIC = "static, needs no glibc"
@@ -203,20 +194,16 @@ PROFILE_SECTION_PREFIX = "__llvm_prf_"
 def instrumentation(path: Path) -> tuple[list[str], list[str]]:
     """The instrumentation a binary carries: its ``__llvm_prf_*`` sections, and the profiling runtime's symbols
     in its symbol tables (``.symtab`` and ``.dynsym``)."""
-    try:
-        with path.open("rb") as stream:
-            elf = ELFFile(stream)
-            sections = sorted({s.name for s in elf.iter_sections() if s.name.startswith(PROFILE_SECTION_PREFIX)})
-            symbols: set[str] = set()
-            for section in elf.iter_sections():
-                if isinstance(section, SymbolTableSection):
-                    symbols.update(
-                        sym.name
-                        for sym in section.iter_symbols()
-                        if sym.name.startswith((PROFILE_RUNTIME_PREFIX, PROFILE_SECTION_PREFIX))
-                    )
-    except ELFError as exc:
-        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    with open_elf(path) as elf:
+        sections = sorted({s.name for s in elf.iter_sections() if s.name.startswith(PROFILE_SECTION_PREFIX)})
+        symbols: set[str] = set()
+        for section in elf.iter_sections():
+            if isinstance(section, SymbolTableSection):
+                symbols.update(
+                    sym.name
+                    for sym in section.iter_symbols()
+                    if sym.name.startswith((PROFILE_RUNTIME_PREFIX, PROFILE_SECTION_PREFIX))
+                )
     return sections, sorted(symbols)
 
 
@@ -236,22 +223,13 @@ def check_no_instrumentation(path: Path, what: str) -> None:
 _RUSTC_COMMENT = re.compile(r"rustc version (\S+)")
 
 
-def comment_rustc(path: Path) -> list[str]:
-    """The rustc releases the binary's ``.comment`` section names (``rustc version 1.95.0 (…)``)."""
-    try:
-        with path.open("rb") as stream:
-            section = ELFFile(stream).get_section_by_name(".comment")
-            data = section.data() if section is not None else b""
-    except ELFError as exc:
-        raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
-    text = data.decode("utf-8", errors="replace")
-    return sorted({m.group(1) for m in _RUSTC_COMMENT.finditer(text)})
-
-
 def check_comment_rustc(path: Path, release: str, what: str) -> None:
-    """Refuse a binary (``what``) whose ``.comment`` names another rustc release than ``release`` (the plan's)."""
-    named = comment_rustc(path)
-    others = [r for r in named if r != release]
+    """Refuse a binary (``what``) whose ``.comment`` names another rustc release (``rustc version 1.95.0 (…)``)
+    than ``release`` (the plan's)."""
+    with open_elf(path) as elf:
+        section = elf.get_section_by_name(".comment")
+        data = section.data() if section is not None else b""
+    others = sorted({m.group(1) for m in _RUSTC_COMMENT.finditer(data.decode("utf-8", errors="replace"))} - {release})
     if others:
         raise CheckFailed(
             f"{what} {path} was compiled by rustc {', '.join(others)} (its .comment), not the plan's rustc {release}",

@@ -15,6 +15,11 @@ from recipes.store import sha256_file
 from recipes.toolchain.rustc import ProfdataTool
 
 
+def _profdata(tool: ProfdataTool, *args: str, env: Mapping[str, str], log: Path, check: bool = True) -> Completed:
+    """``llvm-profdata <args>``, logged to ``log`` as ``llvm-profdata <its subcommand>``."""
+    return run([str(tool.path), *args], env=env, log=log, what=f"llvm-profdata {args[0]}", check=check)
+
+
 @dataclass(frozen=True)
 class ProfileSummary:
     total_functions: int
@@ -125,12 +130,8 @@ def merge_weighted(
     """Merge profiles given as ``--weighted-input=W,FILE`` arguments into ``output``, atomically."""
     try:
         with atomic_output(output) as tmp:
-            done = run(
-                [str(tool.path), "merge", "--failure-mode=all", "-o", str(tmp), *inputs],
-                env=env,
-                log=log,
-                what="llvm-profdata merge",
-                check=False,
+            done = _profdata(
+                tool, "merge", "--failure-mode=all", "-o", str(tmp), *inputs, env=env, log=log, check=False
             )
             if done.returncode != 0:
                 raise merge_failed(done, "llvm-profdata merge of the shards", log)
@@ -138,7 +139,8 @@ def merge_weighted(
         raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
 
 
-_COUNTS_RECORD = re.compile(r"^  (?P<name>\S.*):$")
+#: a function record's name line of ``llvm-profdata show --all-functions`` (``--counts`` or not)
+_FUNCTION = re.compile(r"^  (?P<name>\S.*):$")
 _COUNTS_LINE = re.compile(r"^    (?:Function count: (?P<entry>\d+)|Block counts: \[(?P<blocks>[\d, ]*)\])$")
 
 
@@ -148,7 +150,7 @@ def parse_record_counts(text: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     name: str | None = None
     for line in text.splitlines():
-        if record := _COUNTS_RECORD.match(line):
+        if record := _FUNCTION.match(line):
             name = record.group("name")
             counts.setdefault(name, 0)
         elif name is not None and (found := _COUNTS_LINE.match(line)):
@@ -159,8 +161,8 @@ def parse_record_counts(text: str) -> dict[str, int]:
 
 def record_counts(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> dict[str, int]:
     """Each function record's counters added up (:func:`parse_record_counts`)."""
-    argv = [str(tool.path), "show", "--all-functions", "--counts", str(profile)]
-    return parse_record_counts(run(argv, env=env, log=log, what="llvm-profdata show").output())
+    done = _profdata(tool, "show", "--all-functions", "--counts", str(profile), env=env, log=log)
+    return parse_record_counts(done.output())
 
 
 def merge_failed(done: Completed, what: str, log: Path) -> CommandFailed:
@@ -186,13 +188,8 @@ def merge(
         log.parent.mkdir(parents=True, exist_ok=True)
         inputs.write_text("".join(f"{path}\n" for path in raws), encoding="utf-8")
         with atomic_output(output) as tmp:
-            done = run(
-                [str(tool.path), "merge", "--failure-mode=all", "-o", str(tmp), f"--input-files={inputs}"],
-                env=env,
-                log=log,
-                what="llvm-profdata merge",
-                check=False,
-            )
+            args = ("merge", "--failure-mode=all", "-o", str(tmp), f"--input-files={inputs}")
+            done = _profdata(tool, *args, env=env, log=log, check=False)
             bad = bad_inputs(done.output())
             if bad and not drop_bad:
                 first, why = next(iter(bad.items()))
@@ -215,8 +212,7 @@ _LEVEL = re.compile(r"^Instrumentation level:\s*(?P<level>\S+)", re.MULTILINE)
 
 def check_usable(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path, what: str) -> ProfileSummary:
     """Refuse a profile this LLVM cannot use: unreadable, not an IR-level profile (rustc's), or without functions."""
-    argv = [str(tool.path), "show", "--value-cutoff=1", str(profile)]
-    done = run(argv, env=env, log=log, what="llvm-profdata show", check=False)
+    done = _profdata(tool, "show", "--value-cutoff=1", str(profile), env=env, log=log, check=False)
     text = done.output()
     if done.returncode != 0:
         reason = next((ln.split(": ", 2)[-1] for ln in text.splitlines() if ln.startswith(("error:", "warning:"))), "")
@@ -239,11 +235,7 @@ def check_usable(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], l
 
 def function_names(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> list[str]:
     """The names of the profile's function records (``cgu;symbol`` for local ones, as LLVM keeps them)."""
-    done = run([str(tool.path), "show", "--all-functions", str(profile)], env=env, log=log, what="llvm-profdata show")
-    return parse_function_names(done.output())
-
-
-_FUNCTION = re.compile(r"^  (?P<name>\S.*):$")
+    return parse_function_names(_profdata(tool, "show", "--all-functions", str(profile), env=env, log=log).output())
 
 
 def parse_function_names(text: str) -> list[str]:
@@ -251,13 +243,11 @@ def parse_function_names(text: str) -> list[str]:
 
 
 def summarise(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> ProfileSummary:
-    done = run([str(tool.path), "show", "--value-cutoff=1", str(profile)], env=env, log=log, what="llvm-profdata show")
-    return parse_show(done.output())
+    return parse_show(_profdata(tool, "show", "--value-cutoff=1", str(profile), env=env, log=log).output())
 
 
 def overlap(tool: ProfdataTool, first: Path, second: Path, *, env: Mapping[str, str], log: Path) -> float:
-    done = run([str(tool.path), "overlap", str(first), str(second)], env=env, log=log, what="llvm-profdata overlap")
-    return parse_overlap(done.output())
+    return parse_overlap(_profdata(tool, "overlap", str(first), str(second), env=env, log=log).output())
 
 
 def parse_binary_ids(text: str) -> list[str]:
@@ -277,5 +267,4 @@ def parse_binary_ids(text: str) -> list[str]:
 
 def binary_ids(tool: ProfdataTool, raw: Path, *, env: Mapping[str, str], log: Path) -> list[str]:
     """The build ids LLVM wrote into the raw profile ``raw``: those of the binary (and shared objects) that wrote it."""
-    done = run([str(tool.path), "show", "--binary-ids", str(raw)], env=env, log=log, what="llvm-profdata show")
-    return parse_binary_ids(done.output())
+    return parse_binary_ids(_profdata(tool, "show", "--binary-ids", str(raw), env=env, log=log).output())

@@ -109,16 +109,9 @@ class CPlan:
     def enabled(self) -> bool:
         return any(lang.compiler is not None for lang in self.languages)
 
-    def language(self, name: str) -> Language | None:
-        return next((lang for lang in self.languages if lang.name == name), None)
-
     def profiles(self, package: str, name: str | None = None) -> bool:
         """Whether ``package``'s target C of language ``name`` (any language: None) gets clang and the profile."""
         return any(lang.profiles(package) for lang in self.languages if name is None or lang.name == name)
-
-    def left_by_choice(self, package: str, name: str) -> bool:
-        """Whether ``package``'s C of language ``name`` is unprofiled by choice (:meth:`Language.left_by_choice`)."""
-        return any(lang.left_by_choice(package) for lang in self.languages if lang.name == name)
 
     def left_out(self, package: str) -> list[str]:
         """Why ``package``'s C is not profiled though its language is: not among the packages a list names."""
@@ -200,9 +193,8 @@ def clang_major_of(line: str) -> int | None:
 def find_clang(rustc: RustcInfo, env: Mapping[str, str], explicit: str | None) -> Path | None:
     """The clang of rustc's LLVM major: ``PGO_CLANG`` when given (refused when missing), else ``clang-<major>`` on
     PATH or ``/usr/lib/llvm-<major>/bin/clang``; None when there is none."""
-    search = env.get("PATH", os.defpath)
     if explicit:
-        found = shutil.which(explicit, path=search)
+        found = shutil.which(explicit, path=env.get("PATH", os.defpath))
         if not found:
             raise ToolchainError(
                 f"PGO_CLANG={explicit}: no such program",
@@ -210,11 +202,6 @@ def find_clang(rustc: RustcInfo, env: Mapping[str, str], explicit: str | None) -
             )
         return Path(found)
     return find_clang_major(rustc.llvm_major, env)
-
-
-def clangxx_of(clang: Path) -> Path:
-    """clang++ beside clang: ``clang-22`` -> ``clang++-22``, ``clang`` -> ``clang++``."""
-    return clang.with_name(clang.name.replace("clang", "clang++", 1))
 
 
 def check_major(path: str, version: str | None, rustc: RustcInfo, what: str) -> str:
@@ -238,16 +225,7 @@ def refuse_profile_flags(env: Mapping[str, str], triple: str, *, cross: bool, cw
     """A profile flag already in the user's ``CC``/``CXX`` or ``CFLAGS``/``CXXFLAGS`` (any variable cc-rs reads for
     ``triple``, and any ``@file`` they name, read recursively) is refused; so is a response file that cannot be
     read. A relative ``@file`` is read from ``cwd`` (the crate's directory, where cargo runs its build script)."""
-    base = cwd if cwd is not None else Path.cwd()
-    for var in COMPILER_VARS:
-        for name in env_names(var, triple, cross=cross):
-            found = profile_flags_in(env.get(name, "").split(), base, name)
-            if found:
-                raise EnvironmentRefused(
-                    f"{name} already holds profile flags ({', '.join(found)})",
-                    "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build scripts "
-                    "itself (PGO_C=0 leaves the C alone)",
-                )
+    _refuse_in(env, "", triple, cross=cross, cwd=cwd)
 
 
 def refuse_config_env_profile_flags(
@@ -258,19 +236,22 @@ def refuse_config_env_profile_flags(
     base = cwd if cwd is not None else Path.cwd()
     for config in configs:
         table = config.data.get("env")
-        if not isinstance(table, dict):
-            continue
-        for var in COMPILER_VARS:
-            for name in env_names(var, triple, cross=cross):
-                value = table.get(name)
-                text = value.get("value") if isinstance(value, dict) else value
-                found = profile_flags_in(str(text).split(), base, name) if isinstance(text, str) else []
-                if found:
-                    raise EnvironmentRefused(
-                        f"{name} in [env] of {config.path} already holds profile flags ({', '.join(found)})",
-                        "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build "
-                        "scripts itself (PGO_C=0 leaves the C alone)",
-                    )
+        if isinstance(table, dict):  # a variable is a string or a table with a ``value``
+            texts = {name: value.get("value") if isinstance(value, dict) else value for name, value in table.items()}
+            env = {name: text for name, text in texts.items() if isinstance(text, str)}
+            _refuse_in(env, f" in [env] of {config.path}", triple, cross=cross, cwd=base)
+
+
+def _refuse_in(env: Mapping[str, str], where: str, triple: str, *, cross: bool, cwd: Path | None) -> None:
+    base = cwd if cwd is not None else Path.cwd()
+    for var in COMPILER_VARS:
+        for name in env_names(var, triple, cross=cross):
+            if found := profile_flags_in(env.get(name, "").split(), base, name):
+                raise EnvironmentRefused(
+                    f"{name}{where} already holds profile flags ({', '.join(found)})",
+                    "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build scripts "
+                    "itself (PGO_C=0 leaves the C alone)",
+                )
 
 
 def profile_flags_in(
@@ -373,15 +354,19 @@ def plan_c(
                 f"{rustc.host}: the C of the packages it leaves out would go to the host's compiler",
                 f"give {var}=1 (every package's C by clang --target) or {var}=0 for another target",
             )
-    found: Path | None = None
-    if any(mode != "off" for mode in modes.values()) and not zigbuild:
-        found = find_clang(rustc, env, clang)
+    found = find_clang(rustc, env, clang) if any(mode != "off" for mode in modes.values()) and not zigbuild else None
     where = _Where(rustc, env, triple, zigbuild, found, clang)
     languages = [
         _plan_language(where, name, var, flags_var, default, choices[name], modes[name])
         for name, var, flags_var, default in (("C", "CC", "CFLAGS", "cc"), ("C++", "CXX", "CXXFLAGS", "c++"))
     ]
     return CPlan(triple, tuple(languages), modes["C"], env=env)
+
+
+#: why cargo zigbuild's C is not profiled
+_ZIGBUILD_OFF = (
+    "cargo zigbuild: zig's own clang, of another LLVM than rustc's, compiles the C, and cannot read rustc's profile"
+)
 
 
 @dataclass(frozen=True)
@@ -416,17 +401,7 @@ def _plan_language(
     user_name = next((n for n in env_names(var, triple, cross=where.cross) if env.get(n, "").strip()), None)
     host = tuple(env[user_name].split()) if user_name else (default,)
     compiler, version, off = language_compiler(
-        name,
-        rustc,
-        env,
-        triple,
-        mode=mode,
-        zigbuild=where.zigbuild,
-        user=user_name,
-        found=where.found,
-        clang=clang,
-        off_words=f"{chosen_var}=0",
-        asked=asked,
+        where, name, mode=mode, user=user_name, off_words=f"{chosen_var}=0", asked=asked
     )
     if compiler is not None:
         own = f"{'PGO_CLANG' if clang else 'clang'} {' '.join(compiler)}"
@@ -444,32 +419,15 @@ def _plan_language(
 
 
 def language_compiler(
-    name: str,
-    rustc: RustcInfo,
-    env: Mapping[str, str],
-    triple: str,
-    *,
-    mode: str,
-    zigbuild: bool,
-    user: str | None,
-    found: Path | None,
-    clang: str | None,
-    off_words: str = "PGO_C=0",
-    asked: str = "PGO_C=1",
+    where: _Where, name: str, *, mode: str, user: str | None, off_words: str, asked: str
 ) -> tuple[tuple[str, ...] | None, str | None, str | None]:
     """The compiler of one language's target C when the profile can reach it, its clang version, else why not
     (``off_words``: the setting that turned it off; ``asked``: the one that asked for it, in refusals)."""
+    rustc, env, triple, found, clang = where.rustc, where.env, where.triple, where.found, where.clang
     if mode == "off":
         return None, None, off_words
-    if zigbuild:
-        return (
-            None,
-            None,
-            (
-                "cargo zigbuild: zig's own clang, of another LLVM than rustc's, compiles the C, and cannot read "
-                "rustc's profile"
-            ),
-        )
+    if where.zigbuild:
+        return None, None, _ZIGBUILD_OFF
     if user is not None:
         host = tuple(env[user].split())
         version = clang_version(host, env)
@@ -490,7 +448,8 @@ def language_compiler(
                 f"`{package(rustc.llvm_major)}`, or PGO_C=0 to leave the C unprofiled",
             )
         return None, None, f"no clang-{rustc.llvm_major} ({package(rustc.llvm_major)})"
-    path = found if name == "C" else clangxx_of(found)
+    # the C++'s is clang++ beside clang: clang-22 -> clang++-22, clang -> clang++
+    path = found if name == "C" else found.with_name(found.name.replace("clang", "clang++", 1))
     if not path.is_file():
         if clang or mode == "on":
             raise ToolchainError(
@@ -527,9 +486,9 @@ def probe(
 ) -> str | None:
     """Compile a tiny file of language ``name`` with ``compiler`` for ``triple`` (``--target`` when ``cross``, as
     cc-rs gives clang) before anything is built: None when it compiles with clang of rustc's major; why not when it
-    cannot compile (the C++ standard library's headers missing for the target: refused when ``strict``, PGO_C=1);
-    a compiler whose object's ``.comment`` is not clang of rustc's major (a script that says clang and runs gcc) is
-    refused."""
+    cannot compile (its first error, and the package of the C++ standard library's headers when those are missing
+    for the target: refused when ``strict``, PGO_C=1); a compiler whose object's ``.comment`` is not clang of
+    rustc's major (a script that says clang and runs gcc) is refused."""
     file_name, text = _PROBES[name]
     shown = " ".join(compiler)
     with tempfile.TemporaryDirectory(prefix="pgo-cprobe-") as tmp:
@@ -542,46 +501,30 @@ def probe(
             return f"{shown} cannot be run ({exc.strerror or exc})"
         seen = read_object(obj) if done.returncode == 0 else None
     if done.returncode != 0:
-        return cannot_compile(name, shown, triple, done.stderr, env, cross=cross, strict=strict, asked=asked)
+        match = re.search(r"(fatal error|error): (.*)", done.stderr)
+        lines = done.stderr.strip().splitlines()
+        error = f"{match.group(1)}: {match.group(2).strip()}" if match else (lines[-1] if lines else "no output")
+        headers = name == "C++" and "file not found" in error
+        install = _cxx_headers_package(triple, env, cross=cross) if headers else ""
+        why = f"{shown} cannot compile {name} for {triple}: {error}" + (
+            " (no C++ standard library headers)" if headers else ""
+        )
+        if strict:
+            raise ToolchainError(
+                f"{asked} but {why}",
+                (f"`apt-get install {install}`, " if headers else "")
+                + f"or give {'CXX' if name == 'C++' else 'CC'}=<a compiler of clang's major that can>, or PGO_C=0 "
+                "to leave the C unprofiled",
+            )
+        return why + (f": `apt-get install {install}`" if headers else "")
     said = seen.compiler if seen is not None else "no ELF object"
-    if seen is None or _clang_major(said) != rustc.llvm_major:
+    if seen is None or clang_major_of(said) != rustc.llvm_major:
         raise ToolchainError(
             f"{what} is not clang {rustc.llvm_major}: the {name} object it compiled ({obj.name}) says "
             f"{said!r} in .comment",
             f"give a real clang of LLVM {rustc.llvm_major} (Debian: `{package(rustc.llvm_major)}`), or PGO_C=0",
         )
     return None
-
-
-def cannot_compile(
-    name: str,
-    shown: str,
-    triple: str,
-    stderr: str,
-    env: Mapping[str, str],
-    *,
-    cross: bool,
-    strict: bool,
-    asked: str = "PGO_C=1",
-) -> str:
-    """Why ``shown`` cannot compile ``name`` for ``triple`` (its first error); refused when ``strict``, with the
-    package of the C++ headers when those are missing."""
-    match = re.search(r"(fatal error|error): (.*)", stderr)
-    lines = stderr.strip().splitlines()
-    error = f"{match.group(1)}: {match.group(2).strip()}" if match else (lines[-1] if lines else "no output")
-    headers = name == "C++" and "file not found" in error
-    install = _cxx_headers_package(triple, env, cross=cross) if headers else ""
-    why = f"{shown} cannot compile {name} for {triple}: {error}" + (
-        " (no C++ standard library headers)" if headers else ""
-    )
-    if strict:
-        raise ToolchainError(
-            f"{asked} but {why}",
-            (f"`apt-get install {install}`, " if headers else "")
-            + f"or give {'CXX' if name == 'C++' else 'CC'}=<a compiler of clang's major that can>, or PGO_C=0 "
-            "to leave the C unprofiled",
-        )
-    return why + (f": `apt-get install {install}`" if headers else "")
 
 
 def _cxx_headers_package(triple: str, env: Mapping[str, str], *, cross: bool) -> str:
@@ -650,10 +593,13 @@ def c_env(
     cc-rs joins with ``CFLAGS``, ``HOST_CFLAGS`` and the rest), through :func:`wrapper_script`; a language the plan
     does not profile keeps the build's own compiler, with the plan's ``base_flags`` alone."""
     env = dict(base_env)
+
+    def add(name: str, *added: str) -> None:
+        env[name] = " ".join([*env.get(name, "").split(), *added])
+
     if not plan.enabled:
         for flags_var in ("CFLAGS", "CXXFLAGS") if plan.base_flags else ():
-            name = target_var(flags_var, plan.triple)
-            env[name] = " ".join([*env.get(name, "").split(), *plan.base_flags])
+            add(target_var(flags_var, plan.triple), *plan.base_flags)
         return env
     for flag in [*plan.base_flags, *flags]:
         if any(ch.isspace() for ch in flag):
@@ -666,7 +612,7 @@ def c_env(
         flags_name = target_var(lang.flags_var, plan.triple)
         if lang.compiler is None:  # PGO_CXX=0 beside a profiled C: the system's C++, with every build's flags
             if plan.base_flags:
-                env[flags_name] = " ".join([*env.get(flags_name, "").split(), *plan.base_flags])
+                add(flags_name, *plan.base_flags)
             continue
         script = bin_dir / f"{lang.var.lower()}-{plan.triple}"
         text = wrapper_script(lang, plan.triple, flags, WARN_FLAGS if optimise else (), plan.base_flags)
@@ -675,7 +621,7 @@ def c_env(
             tmp.chmod(0o755)
         env.pop(f"{lang.var}_{plan.triple}", None)  # the user's, if any, is the wrapper's compiler now
         env[target_var(lang.var, plan.triple)] = str(script)
-        env[flags_name] = " ".join([*env.get(flags_name, "").split(), *plan.base_flags, *flags])
+        add(flags_name, *plan.base_flags, *flags)
     env["CC_ENABLE_DEBUG_OUTPUT"] = "1"  # cc-rs logs its commands: which flags reached which compiler
     return env
 
@@ -696,8 +642,7 @@ def _commands(text: str, find: Callable[[str], re.Match[str] | None]) -> Iterato
     """The commands cc-rs printed in ``text``: each line ``find`` matches, with the words of its ``cmd`` group (a
     line whose quoting does not close is passed over)."""
     for line in text.splitlines():
-        match = find(line)
-        if match is None:
+        if (match := find(line)) is None:
             continue
         try:
             words = shlex.split(match.group("cmd"))
@@ -721,7 +666,7 @@ def refuse_clang_cannot_build(plan: CPlan, log: Path) -> None:
         while words and _ASSIGNMENT.fullmatch(words[0]):
             words = words[1:]  # cc-rs 1.2 says the environment first: LC_ALL="C" "…/cxx-<triple>" …
         name = wrappers.get(Path(words[0]).name) if words else None
-        lang = plan.language(name) if name else None
+        lang = next((lang for lang in plan.languages if lang.name == name), None)  # None: not a wrapper
         if lang is None or lang.compiler is None:
             continue  # not the pipeline's wrapper: cargo's own line says it
         # the object's OUT_DIR: the target's (the host's C of build-dependencies goes to the host's compiler)
@@ -902,11 +847,6 @@ def compile_commands(log_text: str) -> dict[str, list[list[str]]]:
     return found
 
 
-def _clang_major(compiler: str) -> int | None:
-    match = _CLANG_VERSION.search(compiler)
-    return int(match.group(1)) if match else None
-
-
 def c_crates(
     plan: CPlan,
     rustc: RustcInfo,
@@ -957,15 +897,16 @@ def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateR
     def language(o: CObject) -> str | None:
         return languages[str(o.path)][0] if str(o.path) in languages else None
 
+    def left_by_choice(o: CObject) -> bool:  # an object of a language unprofiled by choice (Language.left_by_choice)
+        return any(lang.name == language(o) and lang.left_by_choice(pkg) for lang in plan.languages)
+
     # what a compiler made (it names itself in .comment); an assembled object (ring's .S, a pregenerated one)
     # names none and has no profile to take: it is counted, not judged. Where cc-rs's commands say each
     # object's language, those of a language left unprofiled by choice are not judged (PGO_CXX=0: its C++ is
     # g++'s; a list that leaves the package out); a user's CC that is gcc is, and makes the crate unprofiled
     made = [o for o in objects if o.compiler != ASSEMBLED]
-    compiled = made
-    if languages:
-        compiled = [o for o in made if (lang := language(o)) is None or not plan.left_by_choice(pkg, lang)]
-    right = bool(compiled) and all(_clang_major(o.compiler) == rustc.llvm_major for o in compiled)
+    compiled = [o for o in made if not left_by_choice(o)]  # all of them where the languages are not known
+    right = bool(compiled) and all(clang_major_of(o.compiler) == rustc.llvm_major for o in compiled)
     if records is None:  # the instrumented build: the objects say it
         # an object that defines no function (a table of constants) has no counters to carry
         with_code = [o for o in compiled if o.functions]
@@ -994,7 +935,7 @@ def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateR
         entry["not_clang"] = [
             f"{o.path}: {o.compiler}"
             for o in compiled
-            if languages.get(str(o.path), ("", False))[1] and _clang_major(o.compiler) != rustc.llvm_major
+            if languages.get(str(o.path), ("", False))[1] and clang_major_of(o.compiler) != rustc.llvm_major
         ]
     if records is not None:
         _add_functions(entry, reading, pkg, objects, compiled, reached=reached)

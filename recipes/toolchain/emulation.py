@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from recipes.errors import ToolchainError
+from recipes.toolchain.rustflags import cargo_target_var
 
 #: how much longer the workload's own time limits are under emulation (qemu-user runs compute-bound code
 #: roughly 3 to 10 times slower than native; the factor leaves room for a loaded machine)
@@ -64,13 +65,7 @@ def triple_arch(triple: str) -> str:
 def foreign(triple: str) -> Arch | None:
     """The architecture of ``triple`` when the machine is not of it and it is one this module runs (else None)."""
     arch = triple_arch(triple)
-    if arch == host_arch():
-        return None
-    return ARCHES.get(arch)
-
-
-def _var(triple: str, what: str) -> str:
-    return f"CARGO_TARGET_{triple.upper().replace('-', '_').replace('.', '_')}_{what}"
+    return None if arch == host_arch() else ARCHES.get(arch)
 
 
 def _configured(triple: str, key: str, configs: Iterable[Mapping[str, object]]) -> bool:
@@ -108,7 +103,7 @@ def cross_env(
         return dict(env)
     out = dict(env)
     qemu = qemu_path(arch, env)
-    linker_var = _var(triple, "LINKER")
+    linker_var = cargo_target_var(triple, "LINKER")
     if not zig_links and not env.get(linker_var) and not _configured(triple, "linker", configs):
         linker = shutil.which(arch.linker, path=env.get("PATH", os.defpath))
         if linker is None:
@@ -117,7 +112,7 @@ def cross_env(
                 f"apt-get install -y {arch.linker_package} {arch.libc_package}",
             )
         out[linker_var] = linker
-    runner_var = _var(triple, "RUNNER")
+    runner_var = cargo_target_var(triple, "RUNNER")
     if not env.get(runner_var) and not _configured(triple, "runner", configs):
         out[runner_var] = qemu
     out.setdefault("QEMU_LD_PREFIX", arch.sysroot)

@@ -33,7 +33,7 @@ def check(
     check_target_triple(target, env)
     root = store_root(config, bin_name or config.bin)
     if root is not None:
-        check_store(root)
+        ProfileStore(root).check()  # owner, mode, not a symlink, parents: checked without creating anything
         check_apart(config.out, root)
 
 
@@ -73,11 +73,6 @@ def store_root(config: Config, bin_name: str | None) -> Path | None:
     if config.store is not None:
         return config.store
     return Path("/tmp") / f"{bin_name}-pgo" if bin_name else None
-
-
-def check_store(root: Path) -> None:
-    """The store's owner, mode, not-a-symlink and parents, checked without creating anything."""
-    ProfileStore(root).check()
 
 
 def check_apart(work: Path, store: Path) -> None:

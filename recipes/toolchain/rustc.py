@@ -240,20 +240,23 @@ def tool_version(argv: list[str], tool: str, hint: str, env: Mapping[str, str]) 
         raise ToolchainError(f"{argv[0]} is not {tool}: `{query}` prints no LLVM version", hint) from exc
 
 
-def profdata_version(path: Path, env: Mapping[str, str], hint: str = "give llvm-profdata") -> str:
-    # `merge --version` works on every LLVM release; a bare `--version` does not on LLVM 14.
-    return tool_version([str(path), "merge", "--version"], "llvm-profdata", hint, env)
+def llvm_candidates(tool: str, major: int, search_path: str, llvm_root: Path = Path("/usr/lib")) -> list[Path]:
+    """Where an LLVM ``tool`` of LLVM ``major`` is, best first: ``<tool>-<major>`` on PATH, then Debian's
+    ``/usr/lib/llvm-<major>/bin``."""
+    named = shutil.which(f"{tool}-{major}", path=search_path)
+    candidates = [*([Path(named)] if named else []), llvm_root / f"llvm-{major}" / "bin" / tool]
+    return [path for path in candidates if path.is_file()]
 
 
-def profdata_candidates(info: RustcInfo, sysroot: Path, search_path: str) -> list[Path]:
-    """Where an llvm-profdata of rustc's LLVM may be, best first."""
-    major = info.llvm_major
-    candidates = [sysroot / "lib" / "rustlib" / info.host / "bin" / "llvm-profdata"]
-    named = shutil.which(f"llvm-profdata-{major}", path=search_path)
-    if named:
-        candidates.append(Path(named))
-    candidates.append(Path(f"/usr/lib/llvm-{major}/bin/llvm-profdata"))
-    return candidates
+def explicit_program(explicit: str, var: str, env: Mapping[str, str], fix: str) -> Path:
+    """The program ``var`` names: an executable file at that path, else that name on PATH; refused when neither."""
+    path = Path(explicit)
+    if path.is_file() and os.access(path, os.X_OK):
+        return path
+    found = shutil.which(explicit, path=env.get("PATH", os.defpath))
+    if not found:
+        raise ToolchainError(f"{var}={explicit}: no such program", fix)
+    return Path(found)
 
 
 def find_profdata(info: RustcInfo, sysroot: Path, env: Mapping[str, str], explicit: str | None) -> ProfdataTool:
@@ -267,18 +270,16 @@ def find_profdata(info: RustcInfo, sysroot: Path, env: Mapping[str, str], explic
         f"(Debian: `apt-get install llvm-{info.llvm_major}`)"
     )
     if explicit:
-        path = Path(explicit)
-        if not path.is_file() or not os.access(path, os.X_OK):
-            found = shutil.which(explicit, path=env.get("PATH", os.defpath))
-            if not found:
-                raise ToolchainError(f"PGO_LLVM_PROFDATA={explicit}: no such program", fix)
-            path = Path(found)
-        tool = ProfdataTool(path, profdata_version(path, env, fix))
+        path = explicit_program(explicit, "PGO_LLVM_PROFDATA", env, fix)
     else:
-        existing = [p for p in profdata_candidates(info, sysroot, env.get("PATH", os.defpath)) if p.is_file()]
+        own = sysroot / "lib" / "rustlib" / info.host / "bin" / "llvm-profdata"  # rustup's llvm-tools
+        existing = [own] if own.is_file() else []
+        existing += llvm_candidates("llvm-profdata", info.llvm_major, env.get("PATH", os.defpath))
         if not existing:
             raise ToolchainError(f"no llvm-profdata of LLVM {info.llvm_major} (rustc {info.release}) found", fix)
-        tool = ProfdataTool(existing[0], profdata_version(existing[0], env, fix))
+        path = existing[0]
+    # `merge --version` works on every LLVM release; a bare `--version` does not on LLVM 14.
+    tool = ProfdataTool(path, tool_version([str(path), "merge", "--version"], "llvm-profdata", fix, env))
     if tool.llvm_major != info.llvm_major:
         raise ToolchainError(
             f"{tool.path} is LLVM {tool.llvm_version} but rustc {info.release} is LLVM {info.llvm_version}: "

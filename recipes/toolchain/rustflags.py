@@ -34,10 +34,13 @@ def glibc_suffix(target: str) -> str | None:
     return match.group("glibc") if match else None
 
 
+def cargo_target_var(triple: str, what: str) -> str:
+    """``CARGO_TARGET_<TRIPLE>_<what>``: the triple upper-cased, ``-`` and ``.`` to ``_``."""
+    return "CARGO_TARGET_" + re.sub(r"[-.]", "_", triple).upper() + f"_{what}"
+
+
 def target_rustflags_var(target: str) -> str:
-    """``CARGO_TARGET_<TRIPLE>_RUSTFLAGS``: the triple upper-cased, ``-`` and ``.`` to ``_``."""
-    triple = rust_triple(target)
-    return "CARGO_TARGET_" + re.sub(r"[-.]", "_", triple).upper() + "_RUSTFLAGS"
+    return cargo_target_var(rust_triple(target), "RUSTFLAGS")
 
 
 PROFILE_OPTIONS = ("profile-generate", "profile-use", "profile-sample-use")
@@ -102,20 +105,14 @@ class CargoConfigFile:
 
 def cargo_config_files(cwd: Path, env: Mapping[str, str]) -> list[CargoConfigFile]:
     """The config files cargo reads when run in ``cwd``: each directory up to /, then $CARGO_HOME."""
-    paths: list[Path] = []
-    for directory in (cwd, *cwd.parents):
-        for name in ("config.toml", "config"):
-            candidate = directory / ".cargo" / name
-            if candidate.is_file():
-                paths.append(candidate)
-                break
-    cargo_home = Path(env.get("CARGO_HOME") or Path(env.get("HOME", "~")).expanduser() / ".cargo")
-    for name in ("config.toml", "config"):
-        candidate = cargo_home / name
-        if candidate.is_file():
-            if candidate.resolve() not in {p.resolve() for p in paths}:
-                paths.append(candidate)
-            break
+
+    def config_in(directory: Path) -> Path | None:  # config.toml, else the older name
+        return next((path for name in ("config.toml", "config") if (path := directory / name).is_file()), None)
+
+    paths = [path for directory in (cwd, *cwd.parents) if (path := config_in(directory / ".cargo"))]
+    home = config_in(Path(env.get("CARGO_HOME") or Path(env.get("HOME", "~")).expanduser() / ".cargo"))
+    if home is not None and home.resolve() not in {p.resolve() for p in paths}:
+        paths.append(home)
     files = []
     for path in paths:
         try:
@@ -144,9 +141,6 @@ class RustflagsPlan:
     carried_from: tuple[str, ...]
     config_target_flags: tuple[str, ...]
 
-    def with_profile(self, profile_flags: Sequence[str]) -> tuple[str, ...]:
-        return (*self.base, *profile_flags)
-
 
 @dataclass
 class _ConfigFlags:
@@ -159,6 +153,11 @@ class _ConfigFlags:
     target_flags: list[str] = field(default_factory=list)
     cfg_flags: list[tuple[str, list[str]]] = field(default_factory=list)  # (source, flags)
 
+    def add_build(self, source: str, flags: list[str]) -> None:
+        self.build_flags += flags
+        self.build_sources.append(source)
+        self.flag_sources += [source] * len(flags)
+
 
 def _read_configs(configs: Sequence[CargoConfigFile], triple: str) -> _ConfigFlags:
     read = _ConfigFlags()
@@ -166,10 +165,7 @@ def _read_configs(configs: Sequence[CargoConfigFile], triple: str) -> _ConfigFla
         build = config.data.get("build", {})
         if isinstance(build, dict) and "rustflags" in build:
             source = f"{config.path} [build] rustflags"
-            flags = _flag_list(build["rustflags"], source)
-            read.build_flags += flags
-            read.build_sources.append(source)
-            read.flag_sources += [source] * len(flags)
+            read.add_build(source, _flag_list(build["rustflags"], source))
         targets = config.data.get("target", {})
         if not isinstance(targets, dict):
             continue
@@ -194,13 +190,10 @@ def plan_rustflags(
     triple = rust_triple(target)
     existing = env.get(var, "").split()
     read = _read_configs(cargo_config_files(cwd, env) if configs is None else configs, triple)
+    if "CARGO_BUILD_RUSTFLAGS" in env:
+        read.add_build("CARGO_BUILD_RUSTFLAGS", env["CARGO_BUILD_RUSTFLAGS"].split())
     build_flags, build_sources, flag_sources = read.build_flags, read.build_sources, read.flag_sources
     target_flags, cfg_flags = read.target_flags, read.cfg_flags
-    if "CARGO_BUILD_RUSTFLAGS" in env:
-        flags = env["CARGO_BUILD_RUSTFLAGS"].split()
-        build_flags += flags
-        build_sources.append("CARGO_BUILD_RUSTFLAGS")
-        flag_sources += ["CARGO_BUILD_RUSTFLAGS"] * len(flags)
     for where, flags in (
         (var, existing),
         ("cargo config target rustflags", target_flags),
@@ -258,7 +251,7 @@ def env_with_rustflags(
                 "use a work dir and profile store whose paths have no spaces",
             )
     env = dict(base_env)
-    env[plan.var] = " ".join(plan.with_profile(profile_flags))
+    env[plan.var] = " ".join([*plan.base, *profile_flags])
     return env
 
 

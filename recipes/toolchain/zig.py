@@ -92,8 +92,7 @@ def missing_tools(env: Mapping[str, str], python: str) -> list[str]:
     missing = []
     if shutil.which("cargo-zigbuild", path=env.get("PATH", "")) is None:
         missing.append("cargo-zigbuild")
-    has_zig = shutil.which("zig", path=env.get("PATH", "")) is not None
-    if not has_zig:
+    if shutil.which("zig", path=env.get("PATH", "")) is None:
         try:
             capture([python, "-c", "import ziglang"], env=env)
         except (CommandFailed, ToolchainError):

@@ -91,7 +91,7 @@ def test_without_a_symbol_table_records_are_counted_unmatched() -> None:
     ],
 )
 def test_records_of_the_crate(symbol: str, crate: str, expected: bool) -> None:
-    assert checks._of_crate(symbol, [crate]) is expected
+    assert checks.of_crate(symbol, [crate]) is expected
 
 
 @pytest.mark.refuses("no-ceiling-set-more-half-functions-have")

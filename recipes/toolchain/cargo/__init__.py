@@ -2,7 +2,7 @@
 
 - ``metadata``: ``CrateInfo``, ``crate_info`` (``cargo metadata``: the package, its binary, their crates and
   sources).
-- ``command``: ``build_argv`` (the build command of both builds, and of ``cargo test``), ``MESSAGE_FORMAT``,
+- ``invocation``: ``build_argv`` (the build command of both builds, and of ``cargo test``), ``MESSAGE_FORMAT``,
   ``with_lint_wrapper`` (the RUSTC_WRAPPER that lets the dependencies' profile warnings through), ``cargo_env``.
 - ``log``: the ``-v``/``-vv`` build log parsed: its ``Running `…` `` commands (``running_invocations``), rustc
   lines (``rustc_calls``, ``main_crate_calls``, ``crate_identities``), JSON artefacts
@@ -12,5 +12,5 @@
 
 Nothing is re-exported here: callers import the submodule they use (``from recipes.toolchain.cargo import log as
 cargo_log``, ``from recipes.toolchain.cargo.metadata import CrateInfo``), so the import graph shows which part of cargo
-each module depends on. Within the package: ``metadata`` <- ``command``, ``metadata`` <- ``log`` <- ``testlog``.
+each module depends on. Within the package: ``metadata`` <- ``invocation``, ``metadata`` <- ``log`` <- ``testlog``.
 """

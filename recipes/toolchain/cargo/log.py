@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,6 @@ class Invocation:
     argv: tuple[str, ...]  # the program and its arguments, unquoted
     first_line: int  # 0-based index of the log line it starts on
     last_line: int  # of the line its closing backtick is on
-
-    @property
-    def program(self) -> str:
-        return self.argv[0] if self.argv else ""
 
 
 _RUNNING_START = re.compile(r"^[ \t]*Running `", re.MULTILINE)
@@ -70,14 +67,9 @@ def _words_until_backtick(text: str, pos: int) -> tuple[list[str], int] | None:
             return None
         if word is None:
             word = []
-        if piece.group("single") is not None:
-            word.append(piece.group("single"))
-        elif piece.group("double") is not None:
-            word.append(_DOUBLE_ESCAPE.sub(r"\1", piece.group("double")))
-        elif piece.group("escaped") is not None:
-            word.append(piece.group("escaped"))
-        else:
-            word.append(piece.group("plain"))
+        kind = piece.lastgroup or "plain"  # the one of the four groups that matched
+        value = piece.group(kind)
+        word.append(_DOUBLE_ESCAPE.sub(r"\1", value) if kind == "double" else value)
         pos = piece.end()
     return None
 
@@ -112,11 +104,6 @@ def _parse_invocations(log_text: str) -> tuple[Invocation, ...]:
     return tuple(found)
 
 
-def invocation_lines(log_text: str) -> set[int]:
-    """The 0-based indexes of every log line that is part of a ``Running `…` `` command."""
-    return {n for inv in running_invocations(log_text) for n in range(inv.first_line, inv.last_line + 1)}
-
-
 _COMPILERS = ("rustc", "rustdoc")
 
 
@@ -147,22 +134,20 @@ class RustcCall:
             previous = arg
         return value
 
-    def _option(self, name: str) -> str | None:
-        value = None
-        for index, arg in enumerate(self.argv):
-            if arg == name and index + 1 < len(self.argv):
-                value = self.argv[index + 1]
-            elif arg.startswith(name + "="):
-                value = arg.split("=", 1)[1]
-        return value
-
     @property
     def metadata(self) -> str | None:
         return self.codegen("metadata")
 
     @property
     def target(self) -> str | None:
-        return self._option("--target")
+        """The value of ``--target`` (``--target x`` or ``--target=x``), the last one winning."""
+        value = None
+        for index, arg in enumerate(self.argv):
+            if arg == "--target" and index + 1 < len(self.argv):
+                value = self.argv[index + 1]
+            elif arg.startswith("--target="):
+                value = arg.split("=", 1)[1]
+        return value
 
     @property
     def compiler(self) -> str:
@@ -184,15 +169,15 @@ def rustc_calls(log_text: str) -> list[RustcCall]:
     calls = []
     for inv in running_invocations(log_text):
         argv = inv.argv
-        if "--crate-name" not in argv:
-            continue
-        index = argv.index("--crate-name")
-        if index + 1 >= len(argv):
-            continue
-        types = tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--crate-type")
-        types += tuple(a.split("=", 1)[1] for a in argv if a.startswith("--crate-type="))
-        calls.append(RustcCall(argv[index + 1], types, argv, inv.env))
+        if "--crate-name" in argv[:-1]:
+            calls.append(RustcCall(argv[argv.index("--crate-name") + 1], crate_types(argv), argv, inv.env))
     return calls
+
+
+def crate_types(args: Sequence[str]) -> tuple[str, ...]:
+    """The ``--crate-type`` values of a rustc command, those given apart first, then the ``--crate-type=`` ones."""
+    types = tuple(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--crate-type")
+    return types + tuple(a.split("=", 1)[1] for a in args if a.startswith("--crate-type="))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -222,14 +207,22 @@ def is_own_crate(call: RustcCall, crate: CrateInfo) -> bool:
     return any(_same_file(source, own) for own in crate.sources)
 
 
-def main_crate_calls(log_text: str, crate: CrateInfo) -> list[RustcCall]:
-    """The rustc lines of the package's own lib and bin for the target (not its build script)."""
+def own_compiles(calls: Iterable[RustcCall], crate: CrateInfo, *, harnesses: bool = False) -> list[RustcCall]:
+    """The compiles of the package's own lib and bin for the target (not its build script); with ``harnesses``,
+    their test harnesses (``--test``) too."""
     own_types = {"bin", "lib", "rlib"}
     return [
-        call
-        for call in rustc_calls(log_text)
-        if call.target is not None and own_types & set(call.crate_types) and is_own_crate(call, crate)
+        c
+        for c in calls
+        if c.target is not None
+        and (own_types & set(c.crate_types) or (harnesses and "--test" in c.argv))
+        and is_own_crate(c, crate)
     ]
+
+
+def main_crate_calls(log_text: str, crate: CrateInfo) -> list[RustcCall]:
+    """The rustc lines of the package's own lib and bin for the target (not its build script)."""
+    return own_compiles(rustc_calls(log_text), crate)
 
 
 def crate_identities(log_text: str, crate: CrateInfo) -> dict[str, str]:
@@ -248,10 +241,8 @@ class Artifact:
     target_name: str
     kinds: tuple[str, ...]
     src_path: Path
-    filenames: tuple[Path, ...]
     executable: Path | None
     test: bool  # a test harness (``cargo test``'s unit and integration test binaries)
-    fresh: bool
 
 
 def _json_messages(log_text: str, reason: str) -> list[dict[str, Any]]:
@@ -282,10 +273,8 @@ def compiler_artifacts(log_text: str) -> list[Artifact]:
                 target_name=str(target.get("name", "")),
                 kinds=tuple(target.get("kind", ())),
                 src_path=Path(target.get("src_path", "")),
-                filenames=tuple(Path(name) for name in message.get("filenames", ())),
                 executable=Path(executable) if executable else None,
                 test=bool(message.get("profile", {}).get("test", False)),
-                fresh=bool(message.get("fresh", False)),
             )
         )
     return artifacts
@@ -323,7 +312,6 @@ class ProfileWarnings:
     missing: int
     stale: int
     missing_by_crate: dict[str, int]
-    stale_by_crate: dict[str, int]
     stale_examples: tuple[str, ...]
 
 
@@ -345,11 +333,9 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
     read as cargo renders them (text, and ``--message-format=json-render-diagnostics``) or from its
     ``compiler-message`` JSON (``--message-format=json``, where no text of them is printed).
     """
-    skip = invocation_lines(log_text)
-    missing = 0
-    stale = 0
+    skip = {n for inv in running_invocations(log_text) for n in range(inv.first_line, inv.last_line + 1)}
     missing_by: dict[str, int] = {}
-    stale_by: dict[str, int] = {}
+    stale = 0
     examples: list[str] = []
     lines = [line for number, line in enumerate(log_text.split("\n")) if number not in skip]
     for message in _json_messages(log_text, "compiler-message"):
@@ -363,11 +349,9 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
         text = match.group("text")
         crate = match.group("cgu").split(".")[0]
         if MISSING_TEXT in text:
-            missing += 1
             missing_by[crate] = missing_by.get(crate, 0) + 1
         elif any(s in text.lower() for s in STALE_TEXTS):
             stale += 1
-            stale_by[crate] = stale_by.get(crate, 0) + 1
             if len(examples) < 3:
                 examples.append(line.strip())
-    return ProfileWarnings(missing, stale, missing_by, stale_by, tuple(examples))
+    return ProfileWarnings(sum(missing_by.values()), stale, missing_by, tuple(examples))

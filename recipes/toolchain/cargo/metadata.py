@@ -37,21 +37,19 @@ def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: M
     )
     meta = json.loads(text)
     packages = meta["packages"]
+    names = ", ".join(p["name"] for p in packages)
     if package is None:
         own = [p for p in packages if Path(p["manifest_path"]) == manifest]
         if len(own) != 1:
-            names = ", ".join(p["name"] for p in packages)
             raise ConfigError(f"{manifest} is a workspace: which package?", f"set PGO_PACKAGE to one of {names}")
         chosen = own[0]
     else:
         matches = [p for p in packages if p["name"] == package]
         if not matches:
-            names = ", ".join(p["name"] for p in packages)
             raise ConfigError(f"no package {package!r} in {manifest}", f"known packages: {names}")
         chosen = matches[0]
     bins = [t["name"] for t in chosen["targets"] if "bin" in t["kind"]]
     lib_targets = [t for t in chosen["targets"] if "lib" in t["kind"] or "rlib" in t["kind"]]
-    libs = [t["name"] for t in lib_targets]
     if bin_name is None:
         if len(bins) != 1:
             raise ConfigError(
@@ -63,7 +61,7 @@ def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: M
         raise ConfigError(
             f"package {chosen['name']} has no binary {bin_name!r}", f"its binaries: {', '.join(bins) or 'none'}"
         )
-    crate_names = tuple(name.replace("-", "_") for name in (*libs, bin_name))
+    crate_names = tuple(name.replace("-", "_") for name in (*(t["name"] for t in lib_targets), bin_name))
     own_targets = [*lib_targets, *(t for t in chosen["targets"] if "bin" in t["kind"] and t["name"] == bin_name)]
     return CrateInfo(
         manifest=manifest,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from recipes.errors import CheckFailed
 from recipes.files import atomic_output
-from recipes.toolchain.cargo.log import RustcCall, is_own_crate
+from recipes.toolchain.cargo.log import RustcCall, crate_types, own_compiles
 from recipes.toolchain.cargo.metadata import CrateInfo
 
 MAGIC = "pgo-rustc-shim-1"
@@ -102,9 +102,7 @@ class Observed:
         name = args[args.index("--crate-name") + 1]
         if name == "___":  # cargo asking rustc about the target, not a compile
             return None
-        types = tuple(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--crate-type")
-        types += tuple(a.split("=", 1)[1] for a in args if a.startswith("--crate-type="))
-        return RustcCall(name, types, (self.compiler, *args))
+        return RustcCall(name, crate_types(args), (self.compiler, *args))
 
 
 def parse_record(data: bytes, record: Path) -> Observed:
@@ -142,19 +140,6 @@ def read_records(records: Path) -> list[Observed]:
 def compiles(observed: Iterable[Observed]) -> list[RustcCall]:
     """The crate compiles among the invocations (not cargo's ``-vV`` and ``--print`` queries)."""
     return [call for obs in observed if (call := obs.call()) is not None]
-
-
-def own_compiles(calls: Iterable[RustcCall], crate: CrateInfo, *, harnesses: bool = False) -> list[RustcCall]:
-    """The compiles of the package's own lib and bin for the target (not its build script); with ``harnesses``,
-    their test harnesses (``--test``) too."""
-    own_types = {"bin", "lib", "rlib"}
-    return [
-        c
-        for c in calls
-        if c.target is not None
-        and (own_types & set(c.crate_types) or (harnesses and "--test" in c.argv))
-        and is_own_crate(c, crate)
-    ]
 
 
 def bin_compiles(calls: Iterable[RustcCall], crate: CrateInfo) -> list[RustcCall]:
