@@ -75,16 +75,28 @@ def profile_flags_in(flags: Sequence[str]) -> list[str]:
     return found
 
 
-def target_cpu_in(flags: Sequence[str]) -> str | None:
-    """The ``target-cpu`` the flags set, if any (release builds should set none)."""
-    cpu = None
+def codegen_value(argv: Sequence[str], option: str) -> str | None:
+    """The value of ``-C <option>=…`` in ``argv`` (``-Cx=``, ``-C x=``, ``--codegen x=``, ``--codegen=x=``, and ``_``
+    for ``-`` in the option's name: rustc takes them all), the last one winning, as in rustc."""
+    value = None
     previous = ""
-    for flag in flags:
-        option = flag[2:] if flag.startswith("-C") and len(flag) > 2 else (flag if previous == "-C" else "")
-        if option.startswith("target-cpu="):
-            cpu = option.split("=", 1)[1]
-        previous = flag
-    return cpu
+    for arg in argv:
+        if arg.startswith("-C") and len(arg) > 2:
+            text = arg[2:]
+        elif arg.startswith("--codegen="):
+            text = arg.removeprefix("--codegen=")
+        else:
+            text = arg if previous in ("-C", "--codegen") else ""
+        name, eq, setting = text.partition("=")
+        if eq and name.replace("_", "-") == option:  # rustc reads -Cprofile_use= as -Cprofile-use=
+            value = setting
+        previous = arg
+    return value
+
+
+def target_cpu_in(flags: Sequence[str]) -> str | None:
+    """The ``target-cpu`` the flags set, if any (release builds should set none), in any of rustc's spellings."""
+    return codegen_value(flags, "target-cpu")
 
 
 def refuse_global_rustflags(env: Mapping[str, str]) -> None:

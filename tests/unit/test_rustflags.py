@@ -67,6 +67,12 @@ def test_no_profile_flags() -> None:
 def test_target_cpu_in() -> None:
     assert target_cpu_in(["-Ctarget-cpu=x86-64-v3"]) == "x86-64-v3"
     assert target_cpu_in(["-C", "target-cpu=native"]) == "native"
+    # every spelling rustc takes (a wrapper's or a config's): the warning must not depend on the spelling
+    assert target_cpu_in(["--codegen", "target-cpu=native"]) == "native"
+    assert target_cpu_in(["--codegen=target-cpu=znver4"]) == "znver4"
+    assert target_cpu_in(["-Ctarget_cpu=x86-64-v2"]) == "x86-64-v2"
+    assert target_cpu_in(["-Ctarget-cpu=native", "-C", "target-cpu=x86-64"]) == "x86-64"  # the last one wins
+    assert target_cpu_in(["--codegen", "opt-level=3", "-Ctarget-cpux=1"]) is None
     assert target_cpu_in(["-Copt-level=3"]) is None
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.toolchain.cargo.metadata import CrateInfo
+from recipes.toolchain.rustflags import codegen_value
 
 
 @dataclass(frozen=True)
@@ -119,20 +120,7 @@ class RustcCall:
     def codegen(self, option: str) -> str | None:
         """The value of ``-C <option>=…`` on this line (``-Cx=``, ``-C x=``, ``--codegen x=``, ``--codegen=x=``, and
         ``_`` for ``-`` in the option's name: rustc takes them all), the last one winning, as in rustc."""
-        value = None
-        previous = ""
-        for arg in self.argv:
-            if arg.startswith("-C") and len(arg) > 2:
-                text = arg[2:]
-            elif arg.startswith("--codegen="):
-                text = arg.removeprefix("--codegen=")
-            else:
-                text = arg if previous in ("-C", "--codegen") else ""
-            name, eq, setting = text.partition("=")
-            if eq and name.replace("_", "-") == option:  # rustc reads -Cprofile_use= as -Cprofile-use=
-                value = setting
-            previous = arg
-        return value
+        return codegen_value(self.argv, option)
 
     @property
     def metadata(self) -> str | None:
