@@ -17,8 +17,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 from elftools.elf.sections import SymbolTableSection
 
@@ -555,11 +553,8 @@ class NameBudget:
 def _symbols(path: Path) -> dict[int, tuple[list[str], bool]]:
     """The binary's functions: address -> (its symbols, whether one is local)."""
     found: dict[int, tuple[list[str], bool]] = {}
-    with path.open("rb") as stream:
-        try:
-            symtab = ELFFile(stream).get_section_by_name(".symtab")
-        except ELFError as exc:
-            raise CheckFailed(f"{path} is not an ELF binary: {exc}", "is this the binary cargo built?") from exc
+    with open_elf(path) as elf:  # a symbol it cannot read is the binary's fault too, not a traceback
+        symtab = elf.get_section_by_name(".symtab")
         if not isinstance(symtab, SymbolTableSection):
             return found
         for symbol in symtab.iter_symbols():
@@ -575,8 +570,7 @@ def _data_references(path: Path, starts: set[int]) -> set[int]:
     """Functions whose address a relocation outside the code holds (vtables, function pointers): indirect calls
     may reach them."""
     found: set[int] = set()
-    with path.open("rb") as stream:
-        elf = ELFFile(stream)
+    with open_elf(path) as elf:
         symtab = elf.get_section_by_name(".symtab")
         for section in elf.iter_sections():
             # not the dynamic ones (SHF_ALLOC)

@@ -176,6 +176,36 @@ def test_not_an_elf_file_is_refused(tmp_path: Path) -> None:
         bolt.check_input(text)
 
 
+def _symtab_past_the_end(binary: Path, out: Path) -> Path:
+    """A copy of ``binary`` whose .symtab header points past the file's end: its headers read, its symbols not."""
+    data = bytearray(binary.read_bytes())
+    shoff, shentsize = int.from_bytes(data[0x28:0x30], "little"), int.from_bytes(data[0x3A:0x3C], "little")
+    (index,) = [
+        i
+        for i in range(int.from_bytes(data[0x3C:0x3E], "little"))
+        if int.from_bytes(data[shoff + i * shentsize + 4 : shoff + i * shentsize + 8], "little") == 2  # SHT_SYMTAB
+    ]
+    field = shoff + index * shentsize + 24  # Elf64_Shdr.sh_offset
+    data[field : field + 8] = (len(data) + 4096).to_bytes(8, "little")
+    out.write_bytes(bytes(data))
+    return out
+
+
+def test_a_binary_whose_symbols_or_relocations_cannot_be_read_is_refused(
+    linked: dict[str, Path], tmp_path: Path
+) -> None:
+    """The instrumentation's name budget reads every symbol and relocation: a binary damaged there is refused in
+    one line, not a pyelftools traceback."""
+    damaged = _symtab_past_the_end(linked["relocs"], tmp_path / "damaged")
+    assert bolt.has_symbol_table(damaged)  # its section headers are whole
+    with pytest.raises(CheckFailed, match=r"damaged is not an ELF binary: "):
+        bolt.name_budget(damaged, "")
+    truncated = tmp_path / "truncated"
+    truncated.write_bytes(linked["relocs"].read_bytes()[:4096])
+    with pytest.raises(CheckFailed, match=r"truncated is not an ELF binary"):
+        bolt._data_references(truncated, set())
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # the tools
 
