@@ -9,8 +9,11 @@
   (``compiler_artifacts``, ``built_executable``, ``harness_executables``), LLVM's profile warnings
   (``profile_warnings``).
 - ``testlog``: the log of ``cargo test`` parsed: suites, counts, failed tests, crashes (``parse_cargo_test``).
+- ``observed``: what rustc really received, by the ``RUSTC`` shim of every build (its records under
+  ``<work>/observed/<build>/``, and the checks read from them).
 
 Nothing is re-exported here: callers import the submodule they use (``from recipes.toolchain.cargo import log as
 cargo_log``, ``from recipes.toolchain.cargo.metadata import CrateInfo``), so the import graph shows which part of cargo
-each module depends on. Within the package: ``metadata`` <- ``invocation``, ``metadata`` <- ``log`` <- ``testlog``.
+each module depends on. Within the package: ``metadata`` <- ``invocation``, ``metadata`` <- ``log`` <- ``testlog``
+and ``observed``.
 """
