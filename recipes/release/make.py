@@ -682,13 +682,14 @@ def _portable_arg(arg: str, repo: Path) -> str:
 
 
 def write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:
-    """All the files in a new directory at once: written in a temp dir next to it, then renamed."""
+    """All the files (a name may be a path in it: an image layout's ``blobs/sha256/<hex>``) in a new directory at
+    once: written in a temp dir next to it, then renamed."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        for name, data in files.items():
+        for name, data in sorted(files.items()):
             write_atomically(staging / name, data)
         os.replace(staging, out_dir)
     finally:

@@ -211,7 +211,7 @@ class Base:
                 d for d in top.get("manifests") or [] if isinstance(d, dict) and _matches(d.get("platform"), platform)
             ]
             if not listed:
-                found = [_platform_text(d.get("platform")) for d in top.get("manifests") or [] if isinstance(d, dict)]
+                found = [platform_text(d.get("platform")) for d in top.get("manifests") or [] if isinstance(d, dict)]
                 raise MissingInput(
                     f"the base {self.digest[:19]} has no {platform} image (it has {', '.join(found) or 'none'})",
                     "give a base with an image of every glibc target's platform",
@@ -225,7 +225,7 @@ class Base:
         config_data, config = self.document((top.get("config") or {}).get("digest"), f"{platform} configuration")
         if not _matches(config, platform):
             raise MissingInput(
-                f"the base {self.digest[:19]} is an image of {_platform_text(config)}, not {platform}",
+                f"the base {self.digest[:19]} is an image of {platform_text(config)}, not {platform}",
                 "give a base with an image of every glibc target's platform",
             )
         layers = tuple(d for d in top.get("layers") or [] if isinstance(d, dict))
@@ -262,7 +262,7 @@ def _matches(fields: Any, platform: Platform) -> bool:
     )
 
 
-def _platform_text(fields: Any) -> str:
+def platform_text(fields: Any) -> str:
     if not isinstance(fields, dict):
         return "no platform"
     return "/".join(str(fields[k]) for k in ("os", "architecture", "variant") if fields.get(k))
