@@ -67,7 +67,6 @@ from recipes.toolchain import cflags
 from recipes.toolchain.rustc import RustcInfo, cargo_version, find_profdata, rustc_sysroot
 from recipes.workload import Workload, workload_path
 
-MANIFEST_SCHEMA = release_manifest.MANIFEST_SCHEMA
 #: what may have put a build machine's path in a release binary
 LEAK_HINT = (
     "something bypasses --remap-path-prefix and -ffile-prefix-map (env!/include_str! of an absolute path, a C string "
@@ -202,13 +201,9 @@ def refuse_inside_release_folder(config: Config, out_dir: Path) -> None:
     named = (("PGO_OUT", config.out), ("PGO_PROFILE_STORE", config.store))
     for variable, path in named:
         if path is not None and (path.resolve() == folder or folder in path.resolve().parents):
-            said = (
-                f"{variable}={path} is the release folder {out_dir}"
-                if path.resolve() == folder
-                else f"{variable}={path} is inside the release folder {out_dir}"
-            )
+            where = "the release folder" if path.resolve() == folder else "inside the release folder"
             raise EnvironmentRefused(
-                said,
+                f"{variable}={path} is {where} {out_dir}",
                 f"give {variable} a folder outside it, or give --artefacts another folder",
             )
 
@@ -523,7 +518,7 @@ def release_manifest_of(
     """The manifest of one target's release: everything its rebuild must match."""
     plan, repo, sde, workload = rplan.plan, checkout.repo, checkout.source_date_epoch, rplan.plan.workload
     return Manifest(
-        schema=MANIFEST_SCHEMA,
+        schema=release_manifest.MANIFEST_SCHEMA,
         tag=tag,
         commit=checkout.commit,
         commit_time=sde,
@@ -547,7 +542,12 @@ def release_manifest_of(
         profile_store_path=str(builds.store_path),
         profile_sha256=packed.profile_sha256,
         training=training_of(builds.full, plan),
-        pgo_build=pgo_build_of(builds.optimised),
+        pgo_build=PgoBuild(
+            missing_profile_functions=builds.optimised.missing_profile_functions,
+            stale_profile_warnings=builds.optimised.stale_profile_warnings,
+            crate_metadata=dict(builds.optimised.crate_metadata),
+            max_glibc=builds.optimised.max_glibc,
+        ),
         max_glibc=checked.glibc,
         libc=checked.libc,
         cpu_baseline=CpuBaseline(
@@ -578,34 +578,21 @@ def training_of(full: Report, plan: BuildPlan) -> Training | None:
     return Training(merged.executed_functions, merged.total_functions)
 
 
-def pgo_build_of(optimised: OptimiseResult) -> PgoBuild:
-    return PgoBuild(
-        missing_profile_functions=optimised.missing_profile_functions,
-        stale_profile_warnings=optimised.stale_profile_warnings,
-        crate_metadata=dict(optimised.crate_metadata),
-        max_glibc=optimised.max_glibc,
-    )
-
-
 def artefacts_of(names: Names, checked: CheckedBinaries, packed: Packed, bolted: BoltArtefact | None) -> Artefacts:
     """The manifest's artefacts: each file by name and sha256, a tarball with the binary in it."""
     return Artefacts(
-        plain=Artefact(
-            names.plain_tarball,
-            sha256_bytes(packed.plain_tar),
-            f"{names.plain_top}/{names.bin}",
-            sha256_bytes(checked.plain_bytes),
-        ),
-        pgo=Artefact(
-            names.pgo_tarball,
-            sha256_bytes(packed.pgo_tar),
-            f"{names.pgo_top}/{names.bin}",
-            sha256_bytes(checked.pgo_bytes),
-        ),
+        plain=packed_artefact(names, "plain", packed.plain_tar, checked.plain_bytes),
+        pgo=packed_artefact(names, "pgo", packed.pgo_tar, checked.pgo_bytes),
         profile=Artefact(names.profile, packed.profile_sha256),
         pgo_bolt=bolted.pgo_bolt if bolted is not None else None,
         bolt_profile=bolted.bolt_profile if bolted is not None else None,
     )
+
+
+def packed_artefact(names: Names, kind: str, tarball: bytes, binary: bytes) -> Artefact:
+    """The manifest's entry of a tarball of ``kind``: its name and sha256, the binary's path in it and sha256."""
+    file, top = names.artefact(kind)
+    return Artefact(file, sha256_bytes(tarball), f"{top}/{names.bin}", sha256_bytes(binary))
 
 
 @dataclass(frozen=True)
@@ -646,12 +633,7 @@ def _bolt_artefact(
     tarball = binary_tarball(names.bin, data, names.pgo_bolt_top, rplan.source_date_epoch)
     return BoltArtefact(
         info=bolt_info(bolted, llvm_strip, plan.env),
-        pgo_bolt=Artefact(
-            names.pgo_bolt_tarball,
-            sha256_bytes(tarball),
-            f"{names.pgo_bolt_top}/{names.bin}",
-            sha256_bytes(data),
-        ),
+        pgo_bolt=packed_artefact(names, "pgo_bolt", tarball, data),
         bolt_profile=Artefact(names.bolt_profile, bolted.profile_sha256),
         files={names.pgo_bolt_tarball: tarball, names.bolt_profile: profile},
     )
