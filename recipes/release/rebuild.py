@@ -658,14 +658,10 @@ def _determinism(
 def determinism_profile(config: Config) -> Path:
     """A copy of the profile (PGO_PROFDATA, else the last merge's) in ``<work>/determinism``: the merge of a later
     run must not change it."""
-    if config.profdata is not None:
-        profile = config.profdata
-    else:
-        merged = report.require(config.out, "merge", "determinism")
-        profile = merged.profile
+    profile = config.profdata or report.require(config.out, "merge", "determinism").profile
     if not profile.is_file():
         raise MissingInput(f"the profile {profile} is gone", "run `nox -s pgo` first, or give PGO_PROFDATA")
-    profile_copy = WorkDir(config.out).determinism_profile  # the merge of a later run must not change it
+    profile_copy = WorkDir(config.out).determinism_profile
     profile_copy.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(profile_copy, profile.read_bytes())
     return profile_copy
