@@ -274,14 +274,6 @@ def image_predicate(tag: str, chosen: Chosen, source: str, base: str | None = No
     }
 
 
-def image_statement(
-    tag: str, bin_name: str, index_digest: str, chosen: Chosen, source: str, base: str | None = None
-) -> dict[str, Any]:
-    """The in-toto statement of the image: its subject the image index by digest (what a registry pulls by)."""
-    subject = {"name": image_folder(bin_name, tag), "digest": {"sha256": index_digest.removeprefix("sha256:")}}
-    return statement([subject], image_predicate(tag, chosen, source, base))
-
-
 def record_image(
     directory: Path,
     tag: str,
@@ -297,7 +289,9 @@ def record_image(
     top = json.loads(files["index.json"])
     index_digest = str(top["manifests"][0]["digest"])
     index = files[f"blobs/sha256/{index_digest.removeprefix('sha256:')}"]
-    stated = encode(image_statement(tag, bin_name, index_digest, chosen, source, base))
+    # the statement's subject: the image index by digest (what a registry pulls by)
+    subject = {"name": image_folder(bin_name, tag), "digest": {"sha256": index_digest.removeprefix("sha256:")}}
+    stated = encode(statement([subject], image_predicate(tag, chosen, source, base)))
     sums = read_sums(directory)
     for name, data in ((index_name, index), (statement_name(index_name), stated)):
         write_atomically(directory / name, data)
@@ -355,13 +349,6 @@ def make_image(
 # --- nox -s verify: the image layout in a release's folder --------------------------------------------------------
 
 _LAYOUT_HINT = "remove the layout and make it again: nox -s image"
-
-
-def _layout_json(path: Path, what: str) -> dict[str, Any]:
-    data = read_json(path, what, CheckFailed, _LAYOUT_HINT)
-    if not isinstance(data, dict):
-        raise CheckFailed(f"{path.name} of the image layout is not a JSON object", _LAYOUT_HINT)
-    return data
 
 
 def _blobs(layout: Path) -> dict[str, bytes]:
@@ -433,7 +420,9 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
         return lines
     name = layout.name
     blobs = _blobs(layout)
-    top = _layout_json(layout / "index.json", "the image layout's index.json")
+    top = read_json(layout / "index.json", "the image layout's index.json", CheckFailed, _LAYOUT_HINT)
+    if not isinstance(top, dict):
+        raise CheckFailed("index.json of the image layout is not a JSON object", _LAYOUT_HINT)
     listing = top.get("manifests")
     refs = [m for m in listing if isinstance(m, dict)] if isinstance(listing, list) else []
     named = [m for m in refs if _annotations(m).get(REF_NAME) == tag]

@@ -535,7 +535,8 @@ def release_manifest_of(
         toolchain=toolchain_of(plan),
         c_code=c_code_manifest(plan, builds.optimised),
         cargo_command=tuple(plan.config.cargo),
-        cargo_argv=tuple(_portable_arg(a, repo) for a in plan.build_argv(None)),
+        # the repository's path made relative (``--manifest-path hello/Cargo.toml``)
+        cargo_argv=tuple(a.removeprefix(f"{repo.resolve()}/") for a in plan.build_argv(None)),
         rustflags_var=plan.rustflags.var,
         rustflags=rplan.portable_rustflags,
         remap_path_prefix=rplan.remap,
@@ -655,12 +656,6 @@ def bolt_info(bolted: BoltResult, llvm_strip: Path, env: Mapping[str, str]) -> B
             profile_functions=bolted.profile_functions,
         ),
     )
-
-
-def _portable_arg(arg: str, repo: Path) -> str:
-    """A cargo argument with the repository's path made relative (``--manifest-path hello/Cargo.toml``)."""
-    prefix = str(repo.resolve()) + "/"
-    return arg[len(prefix) :] if arg.startswith(prefix) else arg
 
 
 def write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:

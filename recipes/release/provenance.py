@@ -316,13 +316,6 @@ def release_files(manifest: Manifest) -> dict[str, str]:
     return files
 
 
-def image_files(bin_name: str, tag: str) -> dict[str, str]:
-    """``{file name: what it is}`` of the files ``nox -s image`` adds to a release's SHA256SUMS: the image index
-    (the blob whose sha256 is the index digest) and its provenance statement."""
-    index = image_index_name(bin_name, tag)
-    return {index: "the image index", statement_name(index): f"the provenance statement of {index}"}
-
-
 def image_index_name(bin_name: str, tag: str) -> str:
     """The copy of the image index beside the release's files: its sha256 is the digest the image is pulled by."""
     return f"{image_folder(bin_name, tag)}-index.json"
@@ -335,7 +328,9 @@ def check_listing(sums: Mapping[str, str], releases: Sequence[Manifest], tag: st
     made: dict[str, str] = {}
     for manifest in releases:
         made.update(release_files(manifest))
-    image = image_files(releases[0].bin, tag) if releases else {}
+    # the files nox -s image adds: the image index (the blob whose sha256 is the index digest) and its statement
+    index = image_index_name(releases[0].bin, tag) if releases else ""
+    image = {index: "the image index", statement_name(index): f"the provenance statement of {index}"} if index else {}
     listed = [name for name in image if name in sums]
     if listed:
         made.update(image)
