@@ -475,6 +475,32 @@ def check_statement(path: Path, manifest: Manifest, kind: str, file_sha256: str)
     return found
 
 
+def check_listed(path: Path, sums: Mapping[str, str]) -> None:
+    """A file of a release's folder has the sha256 its SHA256SUMS lists."""
+    digest = sha256_file(path)
+    if digest != sums[path.name]:
+        raise CheckFailed(f"{path.name} has sha256 {digest}, {SUMS} says {sums[path.name]}", "download it again")
+
+
+def check_named(name: str, manifest: Manifest) -> None:
+    """The manifest's file ``name`` is the name its release (bin, tag, triple) gives it."""
+    names = manifest.names
+    if names.manifest != name:
+        raise CheckFailed(
+            f"the manifest {name} names the release {names.base}, whose manifest is {names.manifest}",
+            "download the release again",
+        )
+
+
+def check_tag_commit(tag: str, commit: str, manifest: Manifest) -> None:
+    """The tag is here the commit the release was built from."""
+    if commit != manifest.commit:
+        raise CheckFailed(
+            f"tag {tag} is commit {commit[:12]} here, the release was built from {manifest.commit[:12]}",
+            "the tag was moved: fetch the release's tag (git fetch --tags --force)",
+        )
+
+
 def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, str]) -> list[str]:
     """Check a release's files: SHA256SUMS, the manifest's artefacts, each statement's subjects and parameters,
     and, when the repository is here, the tag's commit and Cargo.lock. Every inconsistency is a one-line refusal;
@@ -486,9 +512,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
         raise CheckFailed(f"0 manifests of {tag} in SHA256SUMS", "download every file of the release")
     manifests: dict[str, Manifest] = {}
     for name in found:
-        digest = sha256_file(release_file(directory, name))
-        if digest != sums[name]:
-            raise CheckFailed(f"{name} has sha256 {digest}, SHA256SUMS says {sums[name]}", "download it again")
+        check_listed(release_file(directory, name), sums)
         data = read_manifest(directory / name)
         if release_manifest.peek(data, "tag") != tag:
             raise CheckFailed(f"{name} is not the manifest of {tag}", "check the files")
@@ -500,20 +524,13 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
         "keep one release of one target per directory",
     )
     for name, manifest in manifests.items():
-        names = manifest.names
-        if names.manifest != name:
-            raise CheckFailed(
-                f"the manifest {name} names the release {names.base}, whose manifest is {names.manifest}",
-                "download the release again",
-            )
+        check_named(name, manifest)
     check_one_commit(manifests, tag)
     check_listing(sums, [manifests[name] for name in found], tag)
 
     lines = []
-    for name, want in sorted(sums.items()):
-        digest = sha256_file(release_file(directory, name))
-        if digest != want:
-            raise CheckFailed(f"{name} has sha256 {digest}, SHA256SUMS says {want}", "download it again")
+    for name in sorted(sums):
+        check_listed(release_file(directory, name), sums)
     layouts = {image_folder(m.bin, tag) for m in manifests.values()}  # checked by recipes/release/image.py:check_layout
     unlisted = sorted(
         p.name
@@ -547,11 +564,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
     first = manifests[found[0]]
     if repo is not None:
         commit = tag_commit(repo, tag, environ)
-        if commit != first.commit:
-            raise CheckFailed(
-                f"tag {tag} is commit {commit[:12]} here, the release was built from {first.commit[:12]}",
-                "the tag was moved: fetch the release's tag (git fetch --tags --force)",
-            )
+        check_tag_commit(tag, commit, first)
         lines.append(f"ok  {tag} is commit {commit[:12]}, the one the release was built from")
         locks = {lock for lock, _ in map(_recorded_extras, predicates) if lock is not None}
         for lock in sorted(locks):
