@@ -33,13 +33,12 @@ from recipes.release import manifest as release_manifest
 from recipes.release.make import write_dir
 from recipes.release.manifest import Manifest
 from recipes.release.provenance import (
-    PREDICATE_TYPE,
-    STATEMENT_TYPE,
     encode,
     image_folder,
     image_index_name,
     is_image_layout,
     read_manifest,
+    read_statement,
     read_sums,
     release_location,
     statement,
@@ -560,12 +559,7 @@ def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest])
         return None, []
     digest = f"sha256:{sums[index_name]}"
     stated_name = statement_name(index_name)
-    data = read_json(directory / stated_name, "the image's provenance statement", CheckFailed, _RECORD_HINT)
-    if not isinstance(data, dict):
-        raise CheckFailed(f"{stated_name} is not an in-toto statement", _RECORD_HINT)
-    for key, want in (("_type", STATEMENT_TYPE), ("predicateType", PREDICATE_TYPE)):
-        if data.get(key) != want:
-            raise CheckFailed(f"{stated_name}: {key} is {data.get(key)!r}, not {want}", _RECORD_HINT)
+    data = read_statement(directory / stated_name, "the image's provenance statement", _RECORD_HINT)
     subject = data.get("subject")
     want_subject = [{"name": image_folder(first.bin, tag), "digest": {"sha256": sums[index_name]}}]
     if subject != want_subject:

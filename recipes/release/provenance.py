@@ -443,14 +443,20 @@ def read_manifest(path: Path) -> Any:
     return read_json(path, "the manifest", CheckFailed, "download it again")
 
 
-def check_statement(path: Path, manifest: Manifest, kind: str, file_sha256: str) -> dict[str, Any]:
-    """One statement against the manifest and its artefact's sha256; returns the predicate."""
-    data = read_json(path, "the provenance statement", CheckFailed, "download it again")
+def read_statement(path: Path, what: str, hint: str) -> dict[str, Any]:
+    """An in-toto statement with a SLSA v1 provenance predicate (its ``_type`` and ``predicateType``), or one line."""
+    data = read_json(path, what, CheckFailed, hint)
     if not isinstance(data, dict):
-        raise CheckFailed(f"{path.name} is not an in-toto statement", "download it again")
+        raise CheckFailed(f"{path.name} is not an in-toto statement", hint)
     for key, want in (("_type", STATEMENT_TYPE), ("predicateType", PREDICATE_TYPE)):
         if data.get(key) != want:
-            raise CheckFailed(f"{path.name}: {key} is {data.get(key)!r}, not {want}", "download it again")
+            raise CheckFailed(f"{path.name}: {key} is {data.get(key)!r}, not {want}", hint)
+    return data
+
+
+def check_statement(path: Path, manifest: Manifest, kind: str, file_sha256: str) -> dict[str, Any]:
+    """One statement against the manifest and its artefact's sha256; returns the predicate."""
+    data = read_statement(path, "the provenance statement", "download it again")
     diff = _first_difference(data.get("subject"), subjects(manifest, kind, file_sha256), "subject")
     if diff:
         raise CheckFailed(
