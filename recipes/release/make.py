@@ -201,11 +201,12 @@ def refuse_inside_release_folder(config: Config, out_dir: Path) -> None:
     named = (("PGO_OUT", config.out), ("PGO_PROFILE_STORE", config.store))
     for variable, path in named:
         if path is not None and (path.resolve() == folder or folder in path.resolve().parents):
-            where = "the release folder" if path.resolve() == folder else "inside the release folder"
-            raise EnvironmentRefused(
-                f"{variable}={path} is {where} {out_dir}",
-                f"give {variable} a folder outside it, or give --artefacts another folder",
+            said = (
+                f"{variable}={path} is the release folder {out_dir}"
+                if path.resolve() == folder
+                else f"{variable}={path} is inside the release folder {out_dir}"
             )
+            raise EnvironmentRefused(said, f"give {variable} a folder outside it, or give --artefacts another folder")
 
 
 def refuse_release_folder_inside(configs: Sequence[Config], out_dir: Path) -> None:
