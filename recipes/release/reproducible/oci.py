@@ -194,17 +194,22 @@ class Base:
         """The folder is an OCI image layout holding the blob of ``digest``, an image index or manifest."""
         if not (self.folder / LAYOUT_FILE).is_file():
             raise MissingInput(f"{self.folder} is not an OCI image layout (no {LAYOUT_FILE} file)", _BASE_HINT)
-        _, top = self.document(self.digest, "image index or manifest")
-        if _kind(top) is None:
+        self._top()
+
+    def _top(self) -> tuple[bytes, dict[str, Any], str]:
+        """The blob ``digest`` names, its JSON and its kind (an image index or manifest), or one line."""
+        data, top = self.document(self.digest, "image index or manifest")
+        kind = _kind(top)
+        if kind is None:
             raise MissingInput(
                 f"the base {self.digest[:19]} is neither an image index nor an image manifest", _BASE_HINT
             )
+        return data, top, kind
 
     def image(self, platform: Platform) -> BaseImage:
         """The base's image of ``platform``: the manifest ``digest`` names (its configuration's platform must be
         ``platform``) or the one its index lists for ``platform`` (a base without a variant matches any)."""
-        data, top = self.document(self.digest, "image index or manifest")
-        kind = _kind(top)
+        data, top, kind = self._top()
         named: tuple[Blob, ...] = ()
         if kind == MEDIA_INDEX:
             listed = [
@@ -218,10 +223,6 @@ class Base:
                 )
             named = (Blob(MEDIA_INDEX, data),)
             data, top = self.document(listed[0].get("digest"), f"{platform} manifest")
-        elif kind != MEDIA_MANIFEST:
-            raise MissingInput(
-                f"the base {self.digest[:19]} is neither an image index nor an image manifest", _BASE_HINT
-            )
         config_data, config = self.document((top.get("config") or {}).get("digest"), f"{platform} configuration")
         if not _matches(config, platform):
             raise MissingInput(
