@@ -376,14 +376,12 @@ class TargetRelease:
 
 @dataclass(frozen=True)
 class TargetBuilds:
-    """What the pipeline and the plain build of one target leave: report.json's records, the two binaries as
-    cargo left them (the PGO one: the copy the optimise stage checked), the profile in the store."""
+    """What the pipeline and the plain build of one target leave: report.json's records (the optimise stage's
+    holds the PGO binary, the copy it checked, and the profile in the store), the plain binary as cargo left it."""
 
     full: Report
     optimised: OptimiseResult
     plain_binary: Path
-    pgo_binary: Path
-    store_path: Path
 
 
 @dataclass(frozen=True)
@@ -408,7 +406,6 @@ class Packed:
     plain_tar: bytes
     pgo_tar: bytes
     profile: bytes
-    profile_sha256: str
 
 
 def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> TargetRelease:
@@ -441,7 +438,6 @@ def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
     pgo(plan)
     full = report.load(plan.work)
     optimised = report.require(plan.work, "optimise", "the release")
-    store_path = optimised.store_path
     pgo_binary = optimised.binary  # the copy that was checked
     plain_binary, plain_identity = plain_build(rplan)
     if plain_identity != optimised.crate_metadata:
@@ -453,7 +449,7 @@ def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
     checks.check_not_plain(
         pgo_binary, optimised.binary_sha256, plain_binary, sha256_file(plain_binary), plan.workdir.observed("optimise")
     )
-    return TargetBuilds(full, optimised, plain_binary, pgo_binary, store_path)
+    return TargetBuilds(full, optimised, plain_binary)
 
 
 def strip_both(plan: BuildPlan, builds: TargetBuilds, names: Names, stripped_dir: Path) -> tuple[Path, Path]:
@@ -461,7 +457,7 @@ def strip_both(plan: BuildPlan, builds: TargetBuilds, names: Names, stripped_dir
     plain = strip_binary(
         builds.plain_binary, stripped_dir / "plain" / names.bin, plan.env, plan.logs / "strip-plain.log"
     )
-    pgo = strip_binary(builds.pgo_binary, stripped_dir / "pgo" / names.bin, plan.env, plan.logs / "strip-pgo.log")
+    pgo = strip_binary(builds.optimised.binary, stripped_dir / "pgo" / names.bin, plan.env, plan.logs / "strip-pgo.log")
     return plain, pgo
 
 
@@ -494,15 +490,13 @@ def refuse_leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...], what: s
 
 def pack(builds: TargetBuilds, checked: CheckedBinaries, names: Names, sde: int) -> Packed:
     """The two binaries in their deterministic tarballs, and the profile, refused if it changed after the build."""
-    profile = builds.store_path.read_bytes()
-    profile_sha = sha256_bytes(profile)
-    if profile_sha != builds.optimised.profile_sha256:
-        raise CheckFailed(f"{builds.store_path} changed after the build", "run the release again")
+    profile = builds.optimised.store_path.read_bytes()
+    if sha256_bytes(profile) != builds.optimised.profile_sha256:
+        raise CheckFailed(f"{builds.optimised.store_path} changed after the build", "run the release again")
     return Packed(
         plain_tar=binary_tarball(names.bin, checked.plain_bytes, names.plain_top, sde),
         pgo_tar=binary_tarball(names.bin, checked.pgo_bytes, names.pgo_top, sde),
         profile=profile,
-        profile_sha256=profile_sha,
     )
 
 
@@ -541,8 +535,8 @@ def release_manifest_of(
         rustflags_var=plan.rustflags.var,
         rustflags=rplan.portable_rustflags,
         remap_path_prefix=rplan.remap,
-        profile_store_path=str(builds.store_path),
-        profile_sha256=packed.profile_sha256,
+        profile_store_path=str(builds.optimised.store_path),
+        profile_sha256=builds.optimised.profile_sha256,
         training=training_of(builds.full, plan),
         pgo_build=PgoBuild(
             missing_profile_functions=builds.optimised.missing_profile_functions,
@@ -585,7 +579,7 @@ def artefacts_of(names: Names, checked: CheckedBinaries, packed: Packed, bolted:
     return Artefacts(
         plain=packed_artefact(names, "plain", packed.plain_tar, checked.plain_bytes),
         pgo=packed_artefact(names, "pgo", packed.pgo_tar, checked.pgo_bytes),
-        profile=Artefact(names.profile, packed.profile_sha256),
+        profile=Artefact(names.profile, sha256_bytes(packed.profile)),
         pgo_bolt=bolted.pgo_bolt if bolted is not None else None,
         bolt_profile=bolted.bolt_profile if bolted is not None else None,
     )
