@@ -100,7 +100,6 @@ class Baseline:
     arch: str  # as elf.elf_arch names it
     qemu: str  # qemu-user's program for the architecture
     cpu: str  # the baseline model
-    newer_cpu: str  # a model with every later extension: the controls must run under it
     controls: tuple[Control, ...]
     compiler: str  # builds the controls
     #: the Debian package of ``compiler``, checked for before it runs; None: a set-up requirement (gcc)
@@ -109,13 +108,13 @@ class Baseline:
     beyond: str  # "beyond baseline x86-64": what a SIGILL under it says the binary uses
     #: where a dynamic binary's ld.so and libc are (``QEMU_LD_PREFIX``), on a machine not of this architecture
     sysroot: str | None = None
+    newer_cpu: str = NEWER_CPU  # a model with every later extension: the controls must run under it
 
 
 X86_64 = Baseline(
     arch="x86_64",
     qemu=QEMU,
     cpu=BASELINE_CPU,
-    newer_cpu=NEWER_CPU,
     controls=tuple(Control(name, source, ("-O0",)) for name, source in CONTROLS.items()),
     compiler="gcc",
     compiler_package=None,
@@ -146,7 +145,6 @@ AARCH64 = Baseline(
     arch="aarch64",
     qemu=emulation.ARCHES["aarch64"].qemu,
     cpu="cortex-a53",
-    newer_cpu=NEWER_CPU,
     controls=AARCH64_CONTROLS,
     compiler=emulation.ARCHES["aarch64"].linker,
     compiler_package=emulation.ARCHES["aarch64"].linker_package,
