@@ -534,7 +534,6 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
     check_one_commit(manifests, tag)
     check_listing(sums, [manifests[name] for name in found], tag)
 
-    lines = []
     for name in sorted(sums):
         check_listed(release_file(directory, name), sums)
     layouts = {image_folder(m.bin, tag) for m in manifests.values()}  # checked by recipes/release/image.py:check_layout
@@ -545,7 +544,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
     )
     if unlisted:
         raise CheckFailed(f"{unlisted[0]} is in {directory} but not in SHA256SUMS", "remove it, or download again")
-    lines.append(f"ok  SHA256SUMS: {len(sums)} files, every one there and as listed")
+    lines = [f"ok  SHA256SUMS: {len(sums)} files, every one there and as listed"]
 
     predicates = []
     for manifest in manifests.values():
