@@ -670,18 +670,13 @@ def write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:
 
 def summary_lines(manifest: Manifest, out_dir: Path) -> list[str]:
     artefacts, c_code = manifest.artefacts, manifest.c_code
+    # plain, pgo, profile (and pgo_bolt, bolt_profile): a tarball by the sha256 of its binary, a profile by its own
+    files = [one for kind in artefacts.kinds() if (one := artefacts.get(kind)) is not None]
     return [
         f"release {manifest.tag} ({manifest.commit[:12]}) in {out_dir}",
-        f"  {artefacts.plain.file}  binary sha256 {artefacts.plain.binary_sha256}",
-        f"  {artefacts.pgo.file}  binary sha256 {artefacts.pgo.binary_sha256}",
-        f"  {artefacts.profile.file}  sha256 {artefacts.profile.sha256}",
         *(
-            [
-                f"  {artefacts.pgo_bolt.file}  binary sha256 {artefacts.pgo_bolt.binary_sha256}",
-                f"  {artefacts.bolt_profile.file}  sha256 {artefacts.bolt_profile.sha256}",
-            ]
-            if artefacts.pgo_bolt is not None and artefacts.bolt_profile is not None
-            else []
+            f"  {a.file}  binary sha256 {a.binary_sha256}" if a.binary else f"  {a.file}  sha256 {a.sha256}"
+            for a in files
         ),
         f"  {manifest.toolchain.rustc}; {manifest.toolchain.cargo}",
         f"  {manifest.target}: both binaries {manifest.libc}",
