@@ -100,7 +100,6 @@ class Baseline:
     arch: str  # as elf.elf_arch names it
     qemu: str  # qemu-user's program for the architecture
     cpu: str  # the baseline model
-    newer_cpu: str  # a model with every later extension: the controls must run under it
     controls: tuple[Control, ...]
     compiler: str  # builds the controls
     #: the Debian package of ``compiler``, checked for before it runs; None: a set-up requirement (gcc)
@@ -109,13 +108,13 @@ class Baseline:
     beyond: str  # "beyond baseline x86-64": what a SIGILL under it says the binary uses
     #: where a dynamic binary's ld.so and libc are (``QEMU_LD_PREFIX``), on a machine not of this architecture
     sysroot: str | None = None
+    newer_cpu: str = NEWER_CPU  # a model with every later extension: the controls must run under it
 
 
 X86_64 = Baseline(
     arch="x86_64",
     qemu=QEMU,
     cpu=BASELINE_CPU,
-    newer_cpu=NEWER_CPU,
     controls=tuple(Control(name, source, ("-O0",)) for name, source in CONTROLS.items()),
     compiler="gcc",
     compiler_package=None,
@@ -146,7 +145,6 @@ AARCH64 = Baseline(
     arch="aarch64",
     qemu=emulation.ARCHES["aarch64"].qemu,
     cpu="cortex-a53",
-    newer_cpu=NEWER_CPU,
     controls=AARCH64_CONTROLS,
     compiler=emulation.ARCHES["aarch64"].linker,
     compiler_package=emulation.ARCHES["aarch64"].linker_package,
@@ -224,31 +222,28 @@ def check_controls(folder: Path, env: Mapping[str, str], baseline: Baseline = X8
             log=folder / f"control-{name}-gcc.log",
             what=baseline.compiler,
         )
-        refused = run(
-            qemu_argv(baseline.cpu, program, [], qemu=baseline.qemu),
-            env=env,
-            log=folder / f"control-{name}-baseline.log",
-            check=False,
-        )
-        newer = run(
-            qemu_argv(baseline.newer_cpu, program, [], qemu=baseline.qemu),
-            env=env,
-            log=folder / f"control-{name}-max.log",
-            check=False,
-        )
-        if refused.returncode != SIGILL_EXIT:
+        ended = {
+            label: run(
+                qemu_argv(model, program, [], qemu=baseline.qemu),
+                env=env,
+                log=folder / f"control-{name}-{label}.log",
+                check=False,
+            ).returncode
+            for label, model in (("baseline", baseline.cpu), ("max", baseline.newer_cpu))
+        }
+        if ended["baseline"] != SIGILL_EXIT:
             raise CheckFailed(
-                f"the emulation does not refuse {name}: the control program got {describe_exit(refused.returncode)} "
+                f"the emulation does not refuse {name}: the control program got {describe_exit(ended['baseline'])} "
                 f"under -cpu {baseline.cpu}, not SIGILL",
                 "this qemu cannot prove a baseline: use Debian's qemu-user 7.2 or newer",
             )
-        if newer.returncode != 0:
+        if ended["max"] != 0:
             raise CheckFailed(
-                f"the {name} control program got {describe_exit(newer.returncode)} under -cpu {baseline.newer_cpu}, "
+                f"the {name} control program got {describe_exit(ended['max'])} under -cpu {baseline.newer_cpu}, "
                 "where it must run",
                 "this qemu does not emulate the newer instructions, so its SIGILL proves nothing: use qemu 7.2+",
             )
-        results[name] = {"baseline": describe_exit(refused.returncode), "max": describe_exit(newer.returncode)}
+        results[name] = {label: describe_exit(returncode) for label, returncode in ended.items()}
     return results
 
 
@@ -265,11 +260,7 @@ class BuildInfo:
 
 def parse_build_info(text: str) -> BuildInfo:
     """Parse ``target=<triple>`` and ``target_features=<comma list>`` lines."""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.strip().partition("=")
-        if sep:
-            fields[key] = value.strip()
+    fields = {key: value.strip() for key, value in _assignments(text)}
     if "target" not in fields or "target_features" not in fields:
         raise CheckFailed(
             f"--build-info printed no target= and target_features= lines: {text.strip()[:120]!r}",
@@ -281,12 +272,13 @@ def parse_build_info(text: str) -> BuildInfo:
 
 def parse_rustc_cfg_features(text: str) -> tuple[str, ...]:
     """The ``target_feature="…"`` values of ``rustc --print cfg``, sorted."""
-    features = set()
-    for line in text.splitlines():
-        key, sep, value = line.strip().partition("=")
-        if sep and key == "target_feature":
-            features.add(value.strip('"'))
-    return tuple(sorted(features))
+    return tuple(sorted({value.strip('"') for key, value in _assignments(text) if key == "target_feature"}))
+
+
+def _assignments(text: str) -> list[tuple[str, str]]:
+    """The ``key=value`` lines of ``text`` (stripped; lines without ``=`` left out), in order."""
+    split = (line.strip().partition("=") for line in text.splitlines())
+    return [(key, value) for key, sep, value in split if sep]
 
 
 def rustc_default_features(target: str, env: Mapping[str, str]) -> tuple[str, ...]:

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
 import tarfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,15 +30,15 @@ from recipes.files import write_atomically
 from recipes.inputs import read_json
 from recipes.release import diff as diffoscope
 from recipes.release import manifest as release_manifest
+from recipes.release.make import write_dir
 from recipes.release.manifest import Manifest
 from recipes.release.provenance import (
-    PREDICATE_TYPE,
-    STATEMENT_TYPE,
     encode,
     image_folder,
     image_index_name,
     is_image_layout,
     read_manifest,
+    read_statement,
     read_sums,
     release_location,
     statement,
@@ -60,7 +58,7 @@ from recipes.release.reproducible import (
     sha256_bytes,
     sha256sums_text,
 )
-from recipes.release.reproducible.oci import Base, BaseImage, is_digest
+from recipes.release.reproducible.oci import Base, BaseImage, is_digest, platform_text
 from recipes.runner import say
 from recipes.workdir import WorkDir
 
@@ -215,19 +213,24 @@ def build_layout(
     digest = base.digest if base else None
     chosen = choose_targets(manifests, tag, directory, digest)
     bases = base_images(chosen, base)
-    first = chosen.images[0][0]
+    return _layout(tag, chosen, bases, source, digest, lambda manifest: pgo_binary(directory, manifest)), chosen
+
+
+def _layout(
+    tag: str,
+    chosen: Chosen,
+    bases: Mapping[str, BaseImage],
+    source: str,
+    digest: str | None,
+    binary: Callable[[Manifest], bytes],
+) -> Layout:
+    """The layout of the chosen targets' ``binary`` (the published PGO one, or the rebuilt one), each on its
+    platform's image of the base (``bases``, of ``digest``) or FROM scratch, labelled with ``source``."""
     images = [
-        Image(
-            platform,
-            manifest.bin,
-            pgo_binary(directory, manifest),
-            labels_of(manifest, source, digest),
-            manifest.source_date_epoch,
-            bases.get(str(platform)),
-        )
-        for manifest, platform in chosen.images
+        Image(platform, m.bin, binary(m), labels_of(m, source, digest), m.source_date_epoch, bases.get(str(platform)))
+        for m, platform in chosen.images
     ]
-    return image_layout(images, tag, index_annotations(first, source, digest)), chosen
+    return image_layout(images, tag, index_annotations(chosen.images[0][0], source, digest))
 
 
 def image_predicate(tag: str, chosen: Chosen, source: str, base: str | None = None) -> dict[str, Any]:
@@ -270,14 +273,6 @@ def image_predicate(tag: str, chosen: Chosen, source: str, base: str | None = No
     }
 
 
-def image_statement(
-    tag: str, bin_name: str, index_digest: str, chosen: Chosen, source: str, base: str | None = None
-) -> dict[str, Any]:
-    """The in-toto statement of the image: its subject the image index by digest (what a registry pulls by)."""
-    subject = {"name": image_folder(bin_name, tag), "digest": {"sha256": index_digest.removeprefix("sha256:")}}
-    return statement([subject], image_predicate(tag, chosen, source, base))
-
-
 def record_image(
     directory: Path,
     tag: str,
@@ -293,31 +288,15 @@ def record_image(
     top = json.loads(files["index.json"])
     index_digest = str(top["manifests"][0]["digest"])
     index = files[f"blobs/sha256/{index_digest.removeprefix('sha256:')}"]
-    stated = encode(image_statement(tag, bin_name, index_digest, chosen, source, base))
+    # the statement's subject: the image index by digest (what a registry pulls by)
+    subject = {"name": image_folder(bin_name, tag), "digest": {"sha256": index_digest.removeprefix("sha256:")}}
+    stated = encode(statement([subject], image_predicate(tag, chosen, source, base)))
     sums = read_sums(directory)
     for name, data in ((index_name, index), (statement_name(index_name), stated)):
         write_atomically(directory / name, data)
         sums[name] = sha256_bytes(data)
-    write_atomically(directory / SUMS, sums_text(sums))
+    write_atomically(directory / SUMS, sha256sums_text(sums).encode())
     return [index_name, statement_name(index_name)]
-
-
-def sums_text(sums: Mapping[str, str]) -> bytes:
-    return sha256sums_text(sums).encode()
-
-
-def write_layout(out: Path, files: Mapping[str, bytes]) -> None:
-    """The layout's files in a new folder at once: written in a temp folder beside it, then renamed."""
-    staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        for name, data in sorted(files.items()):
-            path = staging / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(path, data)
-        os.replace(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def make_image(
@@ -349,7 +328,7 @@ def make_image(
         )
     layout, chosen = build_layout(tag, directory, manifests, url, base)
     digest = base.digest if base else None
-    write_layout(out, layout.files)
+    write_dir(out, layout.files)
     recorded = record_image(directory, tag, first.bin, layout.files, chosen, url, digest)
     lines = [f"image {tag} in {out}: index {layout.index_digest} ({len(layout.images)} platforms)"]
     lines.append(f"  recorded: {' and '.join(recorded)}, both in SHA256SUMS")
@@ -369,13 +348,6 @@ def make_image(
 # --- nox -s verify: the image layout in a release's folder --------------------------------------------------------
 
 _LAYOUT_HINT = "remove the layout and make it again: nox -s image"
-
-
-def _layout_json(path: Path, what: str) -> dict[str, Any]:
-    data = read_json(path, what, CheckFailed, _LAYOUT_HINT)
-    if not isinstance(data, dict):
-        raise CheckFailed(f"{path.name} of the image layout is not a JSON object", _LAYOUT_HINT)
-    return data
 
 
 def _blobs(layout: Path) -> dict[str, bytes]:
@@ -447,7 +419,9 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
         return lines
     name = layout.name
     blobs = _blobs(layout)
-    top = _layout_json(layout / "index.json", "the image layout's index.json")
+    top = read_json(layout / "index.json", "the image layout's index.json", CheckFailed, _LAYOUT_HINT)
+    if not isinstance(top, dict):
+        raise CheckFailed("index.json of the image layout is not a JSON object", _LAYOUT_HINT)
     listing = top.get("manifests")
     refs = [m for m in listing if isinstance(m, dict)] if isinstance(listing, list) else []
     named = [m for m in refs if _annotations(m).get(REF_NAME) == tag]
@@ -464,12 +438,9 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
     base_digest = _annotations(index).get(BASE_LABEL)
     if base_digest is not None and (not isinstance(base_digest, str) or not is_digest(base_digest)):
         raise CheckFailed(f"{name}'s image index names the base {str(base_digest)[:80]!r}, not a digest", _LAYOUT_HINT)
-    if recorded is not None and _stated_base(_statement(tag, directory, first.bin)) != base_digest:
-        raise CheckFailed(
-            f"{name}'s image index names the base {base_digest}, its statement "
-            f"{_stated_base(_statement(tag, directory, first.bin))}",
-            _LAYOUT_HINT,
-        )
+    stated = _stated_base(_statement(tag, directory, first.bin)) if recorded is not None else base_digest
+    if stated != base_digest:
+        raise CheckFailed(f"{name}'s image index names the base {base_digest}, its statement {stated}", _LAYOUT_HINT)
     base = Base(layout, base_digest) if base_digest else None
     chosen = choose_targets(manifests, tag, directory, base_digest)
     try:  # the base's blobs that nox -s image copied into the layout
@@ -490,12 +461,7 @@ def _listed_images(name: str, tag: str, index: dict[str, Any], expected: Mapping
     listed: dict[str, Any] = {}
     descriptors = index.get("manifests")
     for descriptor in descriptors if isinstance(descriptors, list) else []:
-        fields = descriptor.get("platform") if isinstance(descriptor, dict) else None
-        platform = (
-            "/".join(str(fields.get(k)) for k in ("os", "architecture", "variant") if fields.get(k))
-            if isinstance(fields, dict)
-            else "no platform"
-        )
+        platform = platform_text(descriptor.get("platform") if isinstance(descriptor, dict) else None)
         if platform not in expected:
             raise CheckFailed(
                 f"{name}'s image index lists an image of {platform}, which the release {tag} has no static Linux "
@@ -593,12 +559,7 @@ def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest])
         return None, []
     digest = f"sha256:{sums[index_name]}"
     stated_name = statement_name(index_name)
-    data = read_json(directory / stated_name, "the image's provenance statement", CheckFailed, _RECORD_HINT)
-    if not isinstance(data, dict):
-        raise CheckFailed(f"{stated_name} is not an in-toto statement", _RECORD_HINT)
-    for key, want in (("_type", STATEMENT_TYPE), ("predicateType", PREDICATE_TYPE)):
-        if data.get(key) != want:
-            raise CheckFailed(f"{stated_name}: {key} is {data.get(key)!r}, not {want}", _RECORD_HINT)
+    data = read_statement(directory / stated_name, "the image's provenance statement", _RECORD_HINT)
     subject = data.get("subject")
     want_subject = [{"name": image_folder(first.bin, tag), "digest": {"sha256": sums[index_name]}}]
     if subject != want_subject:
@@ -612,8 +573,8 @@ def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest])
             _RECORD_HINT,
         )
     pred = data.get("predicate")
-    source = _stated_source(pred)
-    if not isinstance(source, str) or not source:
+    source = _stated(pred, "source")
+    if source is None:
         raise CheckFailed(f"{stated_name} records no source URL of the image", _RECORD_HINT)
     base = _stated_base(pred)
     if pred != image_predicate(tag, choose_targets(manifests, tag, directory, base), source, base):
@@ -630,20 +591,19 @@ def _statement(tag: str, directory: Path, bin_name: str) -> Any:
     return data.get("predicate") if isinstance(data, dict) else None
 
 
+def _stated(pred: Any, key: str) -> str | None:
+    """An image statement's predicate's parameter ``key``, a string not empty, or None: ``source`` (its labels'
+    ``org.opencontainers.image.source``) or ``base`` (see :func:`_stated_base`)."""
+    definition = pred.get("buildDefinition") if isinstance(pred, dict) else None
+    params = definition.get("externalParameters") if isinstance(definition, dict) else None
+    value = params.get(key) if isinstance(params, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 def _stated_base(pred: Any) -> str | None:
     """The base's digest an image statement's predicate records (None: no base)."""
-    definition = pred.get("buildDefinition") if isinstance(pred, dict) else None
-    params = definition.get("externalParameters") if isinstance(definition, dict) else None
-    base = params.get("base") if isinstance(params, dict) else None
-    return base if isinstance(base, str) and is_digest(base) else None
-
-
-def _stated_source(pred: Any) -> str | None:
-    """The source URL an image statement's predicate records (its labels' ``org.opencontainers.image.source``)."""
-    definition = pred.get("buildDefinition") if isinstance(pred, dict) else None
-    params = definition.get("externalParameters") if isinstance(definition, dict) else None
-    source = params.get("source") if isinstance(params, dict) else None
-    return source if isinstance(source, str) and source else None
+    base = _stated(pred, "base")
+    return base if base is not None and is_digest(base) else None
 
 
 # --- nox -s rebuild: the image made again from the rebuilt binaries ------------------------------------------------
@@ -699,24 +659,12 @@ def rebuild_image(
     if missing:
         return [f"note: the image is not rebuilt: it holds {missing[0]}, which was not rebuilt (rebuild every target)"]
     first = chosen.images[0][0]
-    stated = read_json(directory / statement_name(image_index_name(first.bin, tag)), "the statement", CheckFailed, "")
-    source = _stated_source(stated.get("predicate") if isinstance(stated, dict) else None) or ""
-    images = [
-        Image(
-            platform,
-            m.bin,
-            rebuilt[m.triple].read_bytes(),
-            labels_of(m, source, digest),
-            m.source_date_epoch,
-            bases.get(str(platform)),
-        )
-        for m, platform in chosen.images
-    ]
-    made = image_layout(images, tag, index_annotations(first, source, digest))
+    source = _stated(_statement(tag, directory, first.bin), "source") or ""  # check_recorded has read it
+    made = _layout(tag, chosen, bases, source, digest, lambda m: rebuilt[m.triple].read_bytes())
     if made.index_digest == recorded:
         return [f"match     image index {made.index_digest}, made again from the rebuilt binaries"]
     published = (directory / image_index_name(first.bin, tag)).read_bytes()
-    write_layout(work.image_rebuilt, made.files)
+    write_dir(work.image_rebuilt, made.files)
     where = _differing_blob(json.loads(published), made, directory / image_folder(first.bin, tag), work, environ)
     raise CheckFailed(
         f"the image of {tag} made again from the rebuilt binaries has index {made.index_digest}, the release "
@@ -733,7 +681,7 @@ def _differing_blob(
     layer is compared first: its digest is in the config (the diff id), which differs with it."""
     published_blobs = _blobs(layout) if is_image_layout(layout) else {}
     listed = {
-        "/".join(str(d["platform"].get(k)) for k in ("os", "architecture", "variant") if d["platform"].get(k)): d
+        platform_text(d["platform"]): d
         for d in (index.get("manifests") or [] if isinstance(index, dict) else [])
         if isinstance(d, dict) and isinstance(d.get("platform"), dict)
     }

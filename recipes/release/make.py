@@ -67,7 +67,6 @@ from recipes.toolchain import cflags
 from recipes.toolchain.rustc import RustcInfo, cargo_version, find_profdata, rustc_sysroot
 from recipes.workload import Workload, workload_path
 
-MANIFEST_SCHEMA = release_manifest.MANIFEST_SCHEMA
 #: what may have put a build machine's path in a release binary
 LEAK_HINT = (
     "something bypasses --remap-path-prefix and -ffile-prefix-map (env!/include_str! of an absolute path, a C string "
@@ -207,10 +206,7 @@ def refuse_inside_release_folder(config: Config, out_dir: Path) -> None:
                 if path.resolve() == folder
                 else f"{variable}={path} is inside the release folder {out_dir}"
             )
-            raise EnvironmentRefused(
-                said,
-                f"give {variable} a folder outside it, or give --artefacts another folder",
-            )
+            raise EnvironmentRefused(said, f"give {variable} a folder outside it, or give --artefacts another folder")
 
 
 def refuse_release_folder_inside(configs: Sequence[Config], out_dir: Path) -> None:
@@ -380,14 +376,12 @@ class TargetRelease:
 
 @dataclass(frozen=True)
 class TargetBuilds:
-    """What the pipeline and the plain build of one target leave: report.json's records, the two binaries as
-    cargo left them (the PGO one: the copy the optimise stage checked), the profile in the store."""
+    """What the pipeline and the plain build of one target leave: report.json's records (the optimise stage's
+    holds the PGO binary, the copy it checked, and the profile in the store), the plain binary as cargo left it."""
 
     full: Report
     optimised: OptimiseResult
     plain_binary: Path
-    pgo_binary: Path
-    store_path: Path
 
 
 @dataclass(frozen=True)
@@ -412,7 +406,6 @@ class Packed:
     plain_tar: bytes
     pgo_tar: bytes
     profile: bytes
-    profile_sha256: str
 
 
 def build_target(tag: str, rplan: ReproduciblePlan, checkout: Checkout) -> TargetRelease:
@@ -445,7 +438,6 @@ def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
     pgo(plan)
     full = report.load(plan.work)
     optimised = report.require(plan.work, "optimise", "the release")
-    store_path = optimised.store_path
     pgo_binary = optimised.binary  # the copy that was checked
     plain_binary, plain_identity = plain_build(rplan)
     if plain_identity != optimised.crate_metadata:
@@ -457,7 +449,7 @@ def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
     checks.check_not_plain(
         pgo_binary, optimised.binary_sha256, plain_binary, sha256_file(plain_binary), plan.workdir.observed("optimise")
     )
-    return TargetBuilds(full, optimised, plain_binary, pgo_binary, store_path)
+    return TargetBuilds(full, optimised, plain_binary)
 
 
 def strip_both(plan: BuildPlan, builds: TargetBuilds, names: Names, stripped_dir: Path) -> tuple[Path, Path]:
@@ -465,7 +457,7 @@ def strip_both(plan: BuildPlan, builds: TargetBuilds, names: Names, stripped_dir
     plain = strip_binary(
         builds.plain_binary, stripped_dir / "plain" / names.bin, plan.env, plan.logs / "strip-plain.log"
     )
-    pgo = strip_binary(builds.pgo_binary, stripped_dir / "pgo" / names.bin, plan.env, plan.logs / "strip-pgo.log")
+    pgo = strip_binary(builds.optimised.binary, stripped_dir / "pgo" / names.bin, plan.env, plan.logs / "strip-pgo.log")
     return plain, pgo
 
 
@@ -498,15 +490,13 @@ def refuse_leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...], what: s
 
 def pack(builds: TargetBuilds, checked: CheckedBinaries, names: Names, sde: int) -> Packed:
     """The two binaries in their deterministic tarballs, and the profile, refused if it changed after the build."""
-    profile = builds.store_path.read_bytes()
-    profile_sha = sha256_bytes(profile)
-    if profile_sha != builds.optimised.profile_sha256:
-        raise CheckFailed(f"{builds.store_path} changed after the build", "run the release again")
+    profile = builds.optimised.store_path.read_bytes()
+    if sha256_bytes(profile) != builds.optimised.profile_sha256:
+        raise CheckFailed(f"{builds.optimised.store_path} changed after the build", "run the release again")
     return Packed(
         plain_tar=binary_tarball(names.bin, checked.plain_bytes, names.plain_top, sde),
         pgo_tar=binary_tarball(names.bin, checked.pgo_bytes, names.pgo_top, sde),
         profile=profile,
-        profile_sha256=profile_sha,
     )
 
 
@@ -523,7 +513,7 @@ def release_manifest_of(
     """The manifest of one target's release: everything its rebuild must match."""
     plan, repo, sde, workload = rplan.plan, checkout.repo, checkout.source_date_epoch, rplan.plan.workload
     return Manifest(
-        schema=MANIFEST_SCHEMA,
+        schema=release_manifest.MANIFEST_SCHEMA,
         tag=tag,
         commit=checkout.commit,
         commit_time=sde,
@@ -540,14 +530,20 @@ def release_manifest_of(
         toolchain=toolchain_of(plan),
         c_code=c_code_manifest(plan, builds.optimised),
         cargo_command=tuple(plan.config.cargo),
-        cargo_argv=tuple(_portable_arg(a, repo) for a in plan.build_argv(None)),
+        # the repository's path made relative (``--manifest-path hello/Cargo.toml``)
+        cargo_argv=tuple(a.removeprefix(f"{repo.resolve()}/") for a in plan.build_argv(None)),
         rustflags_var=plan.rustflags.var,
         rustflags=rplan.portable_rustflags,
         remap_path_prefix=rplan.remap,
-        profile_store_path=str(builds.store_path),
-        profile_sha256=packed.profile_sha256,
+        profile_store_path=str(builds.optimised.store_path),
+        profile_sha256=builds.optimised.profile_sha256,
         training=training_of(builds.full, plan),
-        pgo_build=pgo_build_of(builds.optimised),
+        pgo_build=PgoBuild(
+            missing_profile_functions=builds.optimised.missing_profile_functions,
+            stale_profile_warnings=builds.optimised.stale_profile_warnings,
+            crate_metadata=dict(builds.optimised.crate_metadata),
+            max_glibc=builds.optimised.max_glibc,
+        ),
         max_glibc=checked.glibc,
         libc=checked.libc,
         cpu_baseline=CpuBaseline(
@@ -578,34 +574,21 @@ def training_of(full: Report, plan: BuildPlan) -> Training | None:
     return Training(merged.executed_functions, merged.total_functions)
 
 
-def pgo_build_of(optimised: OptimiseResult) -> PgoBuild:
-    return PgoBuild(
-        missing_profile_functions=optimised.missing_profile_functions,
-        stale_profile_warnings=optimised.stale_profile_warnings,
-        crate_metadata=dict(optimised.crate_metadata),
-        max_glibc=optimised.max_glibc,
-    )
-
-
 def artefacts_of(names: Names, checked: CheckedBinaries, packed: Packed, bolted: BoltArtefact | None) -> Artefacts:
     """The manifest's artefacts: each file by name and sha256, a tarball with the binary in it."""
     return Artefacts(
-        plain=Artefact(
-            names.plain_tarball,
-            sha256_bytes(packed.plain_tar),
-            f"{names.plain_top}/{names.bin}",
-            sha256_bytes(checked.plain_bytes),
-        ),
-        pgo=Artefact(
-            names.pgo_tarball,
-            sha256_bytes(packed.pgo_tar),
-            f"{names.pgo_top}/{names.bin}",
-            sha256_bytes(checked.pgo_bytes),
-        ),
-        profile=Artefact(names.profile, packed.profile_sha256),
+        plain=packed_artefact(names, "plain", packed.plain_tar, checked.plain_bytes),
+        pgo=packed_artefact(names, "pgo", packed.pgo_tar, checked.pgo_bytes),
+        profile=Artefact(names.profile, sha256_bytes(packed.profile)),
         pgo_bolt=bolted.pgo_bolt if bolted is not None else None,
         bolt_profile=bolted.bolt_profile if bolted is not None else None,
     )
+
+
+def packed_artefact(names: Names, kind: str, tarball: bytes, binary: bytes) -> Artefact:
+    """The manifest's entry of a tarball of ``kind``: its name and sha256, the binary's path in it and sha256."""
+    file, top = names.artefact(kind)
+    return Artefact(file, sha256_bytes(tarball), f"{top}/{names.bin}", sha256_bytes(binary))
 
 
 @dataclass(frozen=True)
@@ -646,12 +629,7 @@ def _bolt_artefact(
     tarball = binary_tarball(names.bin, data, names.pgo_bolt_top, rplan.source_date_epoch)
     return BoltArtefact(
         info=bolt_info(bolted, llvm_strip, plan.env),
-        pgo_bolt=Artefact(
-            names.pgo_bolt_tarball,
-            sha256_bytes(tarball),
-            f"{names.pgo_bolt_top}/{names.bin}",
-            sha256_bytes(data),
-        ),
+        pgo_bolt=packed_artefact(names, "pgo_bolt", tarball, data),
         bolt_profile=Artefact(names.bolt_profile, bolted.profile_sha256),
         files={names.pgo_bolt_tarball: tarball, names.bolt_profile: profile},
     )
@@ -675,20 +653,15 @@ def bolt_info(bolted: BoltResult, llvm_strip: Path, env: Mapping[str, str]) -> B
     )
 
 
-def _portable_arg(arg: str, repo: Path) -> str:
-    """A cargo argument with the repository's path made relative (``--manifest-path hello/Cargo.toml``)."""
-    prefix = str(repo.resolve()) + "/"
-    return arg[len(prefix) :] if arg.startswith(prefix) else arg
-
-
 def write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:
-    """All the files in a new directory at once: written in a temp dir next to it, then renamed."""
+    """All the files (a name may be a path in it: an image layout's ``blobs/sha256/<hex>``) in a new directory at
+    once: written in a temp dir next to it, then renamed."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        for name, data in files.items():
+        for name, data in sorted(files.items()):
             write_atomically(staging / name, data)
         os.replace(staging, out_dir)
     finally:
@@ -697,18 +670,13 @@ def write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:
 
 def summary_lines(manifest: Manifest, out_dir: Path) -> list[str]:
     artefacts, c_code = manifest.artefacts, manifest.c_code
+    # plain, pgo, profile (and pgo_bolt, bolt_profile): a tarball by the sha256 of its binary, a profile by its own
+    files = [one for kind in artefacts.kinds() if (one := artefacts.get(kind)) is not None]
     return [
         f"release {manifest.tag} ({manifest.commit[:12]}) in {out_dir}",
-        f"  {artefacts.plain.file}  binary sha256 {artefacts.plain.binary_sha256}",
-        f"  {artefacts.pgo.file}  binary sha256 {artefacts.pgo.binary_sha256}",
-        f"  {artefacts.profile.file}  sha256 {artefacts.profile.sha256}",
         *(
-            [
-                f"  {artefacts.pgo_bolt.file}  binary sha256 {artefacts.pgo_bolt.binary_sha256}",
-                f"  {artefacts.bolt_profile.file}  sha256 {artefacts.bolt_profile.sha256}",
-            ]
-            if artefacts.pgo_bolt is not None and artefacts.bolt_profile is not None
-            else []
+            f"  {a.file}  binary sha256 {a.binary_sha256}" if a.binary else f"  {a.file}  sha256 {a.sha256}"
+            for a in files
         ),
         f"  {manifest.toolchain.rustc}; {manifest.toolchain.cargo}",
         f"  {manifest.target}: both binaries {manifest.libc}",

@@ -316,13 +316,6 @@ def release_files(manifest: Manifest) -> dict[str, str]:
     return files
 
 
-def image_files(bin_name: str, tag: str) -> dict[str, str]:
-    """``{file name: what it is}`` of the files ``nox -s image`` adds to a release's SHA256SUMS: the image index
-    (the blob whose sha256 is the index digest) and its provenance statement."""
-    index = image_index_name(bin_name, tag)
-    return {index: "the image index", statement_name(index): f"the provenance statement of {index}"}
-
-
 def image_index_name(bin_name: str, tag: str) -> str:
     """The copy of the image index beside the release's files: its sha256 is the digest the image is pulled by."""
     return f"{image_folder(bin_name, tag)}-index.json"
@@ -335,7 +328,9 @@ def check_listing(sums: Mapping[str, str], releases: Sequence[Manifest], tag: st
     made: dict[str, str] = {}
     for manifest in releases:
         made.update(release_files(manifest))
-    image = image_files(releases[0].bin, tag) if releases else {}
+    # the files nox -s image adds: the image index (the blob whose sha256 is the index digest) and its statement
+    index = image_index_name(releases[0].bin, tag) if releases else ""
+    image = {index: "the image index", statement_name(index): f"the provenance statement of {index}"} if index else {}
     listed = [name for name in image if name in sums]
     if listed:
         made.update(image)
@@ -448,14 +443,20 @@ def read_manifest(path: Path) -> Any:
     return read_json(path, "the manifest", CheckFailed, "download it again")
 
 
-def check_statement(path: Path, manifest: Manifest, kind: str, file_sha256: str) -> dict[str, Any]:
-    """One statement against the manifest and its artefact's sha256; returns the predicate."""
-    data = read_json(path, "the provenance statement", CheckFailed, "download it again")
+def read_statement(path: Path, what: str, hint: str) -> dict[str, Any]:
+    """An in-toto statement with a SLSA v1 provenance predicate (its ``_type`` and ``predicateType``), or one line."""
+    data = read_json(path, what, CheckFailed, hint)
     if not isinstance(data, dict):
-        raise CheckFailed(f"{path.name} is not an in-toto statement", "download it again")
+        raise CheckFailed(f"{path.name} is not an in-toto statement", hint)
     for key, want in (("_type", STATEMENT_TYPE), ("predicateType", PREDICATE_TYPE)):
         if data.get(key) != want:
-            raise CheckFailed(f"{path.name}: {key} is {data.get(key)!r}, not {want}", "download it again")
+            raise CheckFailed(f"{path.name}: {key} is {data.get(key)!r}, not {want}", hint)
+    return data
+
+
+def check_statement(path: Path, manifest: Manifest, kind: str, file_sha256: str) -> dict[str, Any]:
+    """One statement against the manifest and its artefact's sha256; returns the predicate."""
+    data = read_statement(path, "the provenance statement", "download it again")
     diff = _first_difference(data.get("subject"), subjects(manifest, kind, file_sha256), "subject")
     if diff:
         raise CheckFailed(
@@ -480,6 +481,32 @@ def check_statement(path: Path, manifest: Manifest, kind: str, file_sha256: str)
     return found
 
 
+def check_listed(path: Path, sums: Mapping[str, str]) -> None:
+    """A file of a release's folder has the sha256 its SHA256SUMS lists."""
+    digest = sha256_file(path)
+    if digest != sums[path.name]:
+        raise CheckFailed(f"{path.name} has sha256 {digest}, {SUMS} says {sums[path.name]}", "download it again")
+
+
+def check_named(name: str, manifest: Manifest) -> None:
+    """The manifest's file ``name`` is the name its release (bin, tag, triple) gives it."""
+    names = manifest.names
+    if names.manifest != name:
+        raise CheckFailed(
+            f"the manifest {name} names the release {names.base}, whose manifest is {names.manifest}",
+            "download the release again",
+        )
+
+
+def check_tag_commit(tag: str, commit: str, manifest: Manifest) -> None:
+    """The tag is here the commit the release was built from."""
+    if commit != manifest.commit:
+        raise CheckFailed(
+            f"tag {tag} is commit {commit[:12]} here, the release was built from {manifest.commit[:12]}",
+            "the tag was moved: fetch the release's tag (git fetch --tags --force)",
+        )
+
+
 def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, str]) -> list[str]:
     """Check a release's files: SHA256SUMS, the manifest's artefacts, each statement's subjects and parameters,
     and, when the repository is here, the tag's commit and Cargo.lock. Every inconsistency is a one-line refusal;
@@ -491,9 +518,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
         raise CheckFailed(f"0 manifests of {tag} in SHA256SUMS", "download every file of the release")
     manifests: dict[str, Manifest] = {}
     for name in found:
-        digest = sha256_file(release_file(directory, name))
-        if digest != sums[name]:
-            raise CheckFailed(f"{name} has sha256 {digest}, SHA256SUMS says {sums[name]}", "download it again")
+        check_listed(release_file(directory, name), sums)
         data = read_manifest(directory / name)
         if release_manifest.peek(data, "tag") != tag:
             raise CheckFailed(f"{name} is not the manifest of {tag}", "check the files")
@@ -505,20 +530,12 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
         "keep one release of one target per directory",
     )
     for name, manifest in manifests.items():
-        names = manifest.names
-        if names.manifest != name:
-            raise CheckFailed(
-                f"the manifest {name} names the release {names.base}, whose manifest is {names.manifest}",
-                "download the release again",
-            )
+        check_named(name, manifest)
     check_one_commit(manifests, tag)
     check_listing(sums, [manifests[name] for name in found], tag)
 
-    lines = []
-    for name, want in sorted(sums.items()):
-        digest = sha256_file(release_file(directory, name))
-        if digest != want:
-            raise CheckFailed(f"{name} has sha256 {digest}, SHA256SUMS says {want}", "download it again")
+    for name in sorted(sums):
+        check_listed(release_file(directory, name), sums)
     layouts = {image_folder(m.bin, tag) for m in manifests.values()}  # checked by recipes/release/image.py:check_layout
     unlisted = sorted(
         p.name
@@ -527,7 +544,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
     )
     if unlisted:
         raise CheckFailed(f"{unlisted[0]} is in {directory} but not in SHA256SUMS", "remove it, or download again")
-    lines.append(f"ok  SHA256SUMS: {len(sums)} files, every one there and as listed")
+    lines = [f"ok  SHA256SUMS: {len(sums)} files, every one there and as listed"]
 
     predicates = []
     for manifest in manifests.values():
@@ -552,11 +569,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
     first = manifests[found[0]]
     if repo is not None:
         commit = tag_commit(repo, tag, environ)
-        if commit != first.commit:
-            raise CheckFailed(
-                f"tag {tag} is commit {commit[:12]} here, the release was built from {first.commit[:12]}",
-                "the tag was moved: fetch the release's tag (git fetch --tags --force)",
-            )
+        check_tag_commit(tag, commit, first)
         lines.append(f"ok  {tag} is commit {commit[:12]}, the one the release was built from")
         locks = {lock for lock, _ in map(_recorded_extras, predicates) if lock is not None}
         for lock in sorted(locks):

@@ -36,8 +36,11 @@ from recipes.release.manifest import Artefact, CCode, Manifest, Toolchain
 from recipes.release.matrix import refuse_twice
 from recipes.release.provenance import (
     check_artefacts_folder,
+    check_listed,
     check_listing,
+    check_named,
     check_one_commit,
+    check_tag_commit,
     read_manifest,
     read_sums,
     refuse_one_target_twice,
@@ -122,9 +125,7 @@ def load_release(directory: Path, tag: str) -> list[Published]:
     for one in published:
         _check_profiles(one)
     for path in needed:
-        digest = sha256_file(path)
-        if digest != sums[path.name]:
-            raise CheckFailed(f"{path.name} has sha256 {digest}, {SUMS} says {sums[path.name]}", "download it again")
+        check_listed(path, sums)
     return published
 
 
@@ -133,21 +134,14 @@ def _load_manifest(path: Path, sums: Mapping[str, str], tag: str) -> Manifest:
     (:func:`recipes.release.manifest.parse`), named as its release names it."""
     if path.name not in sums:
         raise CheckFailed(f"{SUMS} has no line for {path.name}", "download SHA256SUMS again")
-    manifest_sha = sha256_file(_require_file(path, "the manifest"))
-    if manifest_sha != sums[path.name]:
-        raise CheckFailed(f"{path.name} has sha256 {manifest_sha}, {SUMS} says {sums[path.name]}", "download it again")
+    check_listed(_require_file(path, "the manifest"), sums)
     data = read_manifest(path)
     if not isinstance(data, dict):
         raise CheckFailed(f"{path.name} is not a manifest (not a JSON object)", "download it again")
     if (found := release_manifest.peek(data, "tag")) != tag:
         raise CheckFailed(f"{path.name} is the manifest of {found}, not {tag}", "check the files")
     manifest = release_manifest.parse(data, path.name)
-    names = manifest.names
-    if names.manifest != path.name:
-        raise CheckFailed(
-            f"the manifest {path.name} names the release {names.base}, whose manifest is {names.manifest}",
-            "download the release again",
-        )
+    check_named(path.name, manifest)
     return manifest
 
 
@@ -252,7 +246,6 @@ class Built:
     binary: Path
     sha256: str
     optimise: OptimiseResult
-    store_path: Path
     bolted: Path | None = None  # the PGO+BOLT binary, stripped by llvm-strip, when a BOLT profile was given
     bolted_sha256: str | None = None
 
@@ -331,7 +324,7 @@ def build_from_profile(rplan: ReproduciblePlan, work: Path) -> Built:
         rplan.plan.env,
         WorkDir(work).logs / "strip.log",
     )
-    return Built(stripped, sha256_file(stripped), result, result.store_path)
+    return Built(stripped, sha256_file(stripped), result)
 
 
 def bolt_from_profile(rplan: ReproduciblePlan, work: Path, built: Built) -> Built:
@@ -440,11 +433,7 @@ def _check_before_rebuild(
     published: Published, tag: str, commit: str, repo: Path, environ: Mapping[str, str]
 ) -> _Checked:
     manifest = published.manifest
-    if commit != manifest.commit:
-        raise CheckFailed(
-            f"tag {tag} is commit {commit[:12]} here, the release was built from {manifest.commit[:12]}",
-            "the tag was moved: fetch the release's tag (git fetch --tags --force)",
-        )
+    check_tag_commit(tag, commit, manifest)
     crate_dir = (repo / manifest.manifest_path).parent
     check_toolchain(manifest.toolchain, environ, crate_dir if crate_dir.is_dir() else repo, manifest.cargo_command)
     c_on, clang = c_setting(manifest.c_code, environ)
@@ -519,10 +508,10 @@ def rebuild_from_published(target: RebuildTarget, config: Config, environ: Mappi
         bolt_profile=published.path("bolt_profile") if manifest.artefacts.pgo_bolt is not None else None,
     )
     built = build_in_worktree(spec, as_released(config, manifest, target.checked), environ)
-    if str(built.store_path) != manifest.profile_store_path:
+    if str(built.optimise.store_path) != manifest.profile_store_path:
         say(
             f"note: the release read the profile from {manifest.profile_store_path}, this build from "
-            f"{built.store_path} (PGO_PROFILE_STORE): the path is on rustc's command line"
+            f"{built.optimise.store_path} (PGO_PROFILE_STORE): the path is on rustc's command line"
         )
     return built
 
@@ -574,7 +563,7 @@ def rebuild_record(target: RebuildTarget, built: Built, compared: Compared) -> R
         commit=target.commit,
         binary=built.binary,
         binary_sha256=built.sha256,
-        store_path=built.store_path,
+        store_path=built.optimise.store_path,
         lines=lines,
         match=all(a == b for a, b in compared.results.values()),
         bolted_binary=built.bolted,
@@ -658,14 +647,10 @@ def _determinism(
 def determinism_profile(config: Config) -> Path:
     """A copy of the profile (PGO_PROFDATA, else the last merge's) in ``<work>/determinism``: the merge of a later
     run must not change it."""
-    if config.profdata is not None:
-        profile = config.profdata
-    else:
-        merged = report.require(config.out, "merge", "determinism")
-        profile = merged.profile
+    profile = config.profdata or report.require(config.out, "merge", "determinism").profile
     if not profile.is_file():
         raise MissingInput(f"the profile {profile} is gone", "run `nox -s pgo` first, or give PGO_PROFDATA")
-    profile_copy = WorkDir(config.out).determinism_profile  # the merge of a later run must not change it
+    profile_copy = WorkDir(config.out).determinism_profile
     profile_copy.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(profile_copy, profile.read_bytes())
     return profile_copy

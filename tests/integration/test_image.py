@@ -31,8 +31,8 @@ from recipes.release.image import (
     read_manifests,
     rebuild_image,
     record_image,
-    write_layout,
 )
+from recipes.release.make import write_dir
 from recipes.release.provenance import read_manifest
 from recipes.release.reproducible import (
     Image,
@@ -320,7 +320,7 @@ def _forge(imaged: Imaged, root: Path, files: dict[str, bytes]) -> Path:
     """A copy of the release whose layout is ``files`` (consistent: every blob named by its digest), recorded in
     its SHA256SUMS and statement as nox -s image records it (a forger who rewrote every file)."""
     dist = Path(shutil.copytree(imaged.dist, root / TAG, ignore=shutil.ignore_patterns(LAYOUT)))
-    write_layout(dist / LAYOUT, files)
+    write_dir(dist / LAYOUT, files)
     manifests = read_manifests(TAG, dist)
     record_image(dist, TAG, "hello-pgo", files, choose_targets(manifests, TAG, dist), SOURCE)
     return dist
@@ -414,7 +414,7 @@ def test_verify_refuses_an_image_that_is_not_the_one_the_release_records(
     relabelled = dataclasses.replace(arm64, labels={**arm64.labels, "pgo-recipes.target": "elsewhere"})
     other = Path(shutil.copytree(imaged.dist, tmp_path / "changed" / TAG, ignore=shutil.ignore_patterns(LAYOUT)))
     files = _layout_of(imaged, [amd64, relabelled])
-    write_layout(other / LAYOUT, files)
+    write_dir(other / LAYOUT, files)
     new_digest = json.loads(files["index.json"])["manifests"][0]["digest"]
     assert_refused(
         run_nox("verify", released.env(), [TAG, "--artefacts", str(other)]),
@@ -718,7 +718,7 @@ def test_a_glibc_target_on_a_base_image_run_verified_and_rebuilt(
         )
     ]
     files = image_layout(images, TAG, index_annotations(gnu, SOURCE, base.index)).files
-    write_layout(other / LAYOUT, files)
+    write_dir(other / LAYOUT, files)
     record_image(other, TAG, "hello-pgo", files, chosen, SOURCE, base.index)
     with pytest.raises(PgoError) as refused:
         check_layout(TAG, other, manifests)

@@ -18,7 +18,7 @@ import pytest
 
 from recipes.errors import ConfigError
 from recipes.release.args import parse_image
-from recipes.release.image import write_layout
+from recipes.release.make import write_dir
 from recipes.release.reproducible import sha256_bytes
 from recipes.release.reproducible.oci import (
     MEDIA_CONFIG,
@@ -186,9 +186,9 @@ def test_a_layout_that_fails_half_written_leaves_nothing(tmp_path: Path) -> None
     out = tmp_path / "hello-pgo-v1.0.0-image"
     # "blobs" as a file, then a file under it: the second write fails after the first was written
     with pytest.raises(OSError, match=r"Not a directory|File exists"):
-        write_layout(out, {"blobs": b"a file", "blobs/sha256/00": b"x", "oci-layout": b"{}"})
+        write_dir(out, {"blobs": b"a file", "blobs/sha256/00": b"x", "oci-layout": b"{}"})
     assert list(tmp_path.iterdir()) == []
     layout = image_layout(_images(), "v1.0.0", {})
-    write_layout(out, layout.files)
+    write_dir(out, layout.files)
     assert {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()} == set(layout.files)
     assert [p.name for p in tmp_path.iterdir()] == [out.name]

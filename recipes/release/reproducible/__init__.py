@@ -14,18 +14,14 @@ recipes/release/make.py and recipes/release/rebuild.py. One module per responsib
 - :mod:`.diffs`: where two binaries differ (binary_diff, differing_sections, ...)
 - :mod:`.repo`: thin queries of git (git, repo_root, tag_commit, commit_time, dirty_paths, ...)
 
-Every name is re-exported here: ``from recipes.release.reproducible import X`` is the way to import it.
+Every name used outside its module is re-exported here: ``from recipes.release.reproducible import X`` is the way
+to import it.
 """
 
 from recipes.release.reproducible.cargo import outside_workspace, unit_states
-from recipes.release.reproducible.diffs import BinaryDiff, binary_diff, differing_bytes, differing_sections
+from recipes.release.reproducible.diffs import binary_diff, differing_bytes, differing_sections
 from recipes.release.reproducible.environment import (
-    CARGO_HOME_PREFIX,
-    SOURCE_PREFIX,
-    SYSROOT_PREFIX,
-    WORK_PREFIX,
     cargo_home,
-    is_remap_flag,
     remap_flags,
     remap_pairs,
     reproducible_env,
@@ -35,7 +31,6 @@ from recipes.release.reproducible.names import Names
 from recipes.release.reproducible.oci import (
     REF_NAME,
     Image,
-    ImageBlobs,
     Layout,
     Platform,
     image_layout,
@@ -43,11 +38,10 @@ from recipes.release.reproducible.oci import (
     platform_of,
     rfc3339,
 )
-from recipes.release.reproducible.repo import commit_time, dirty_paths, git, make_repo_commands, repo_root, tag_commit
+from recipes.release.reproducible.repo import commit_time, dirty_paths, git, repo_root, tag_commit
 from recipes.release.reproducible.sums import SUMS, parse_sha256sums, sha256sums_text, sum_name_problem
 from recipes.release.reproducible.tags import check_tag, split_tag, take_option
 from recipes.release.reproducible.tarballs import (
-    TARBALL_MODE,
     binary_tarball,
     release_binary,
     sha256_bytes,
@@ -57,16 +51,9 @@ from recipes.release.reproducible.tarballs import (
 )
 
 __all__ = [
-    "CARGO_HOME_PREFIX",
     "REF_NAME",
-    "SOURCE_PREFIX",
     "SUMS",
-    "SYSROOT_PREFIX",
-    "TARBALL_MODE",
-    "WORK_PREFIX",
-    "BinaryDiff",
     "Image",
-    "ImageBlobs",
     "Layout",
     "Names",
     "Platform",
@@ -80,9 +67,7 @@ __all__ = [
     "dirty_paths",
     "git",
     "image_layout",
-    "is_remap_flag",
     "layer_tar",
-    "make_repo_commands",
     "outside_workspace",
     "parse_sha256sums",
     "platform_of",

@@ -63,10 +63,6 @@ def remap_flags(pairs: Iterable[tuple[str, str]]) -> list[str]:
     return [f"--remap-path-prefix={src}={dest}" for src, dest in pairs]
 
 
-def is_remap_flag(flag: str) -> bool:
-    return flag.startswith("--remap-path-prefix=")
-
-
 def without_remap(flags: Sequence[str]) -> list[str]:
     """The flags that do not depend on the build machine's paths (remap flags in the joined form only)."""
     if "--remap-path-prefix" in flags:
@@ -74,4 +70,4 @@ def without_remap(flags: Sequence[str]) -> list[str]:
             "--remap-path-prefix is given as two words in the rustflags",
             "write it as --remap-path-prefix=FROM=TO, or leave it to the release session",
         )
-    return [f for f in flags if not is_remap_flag(f)]
+    return [f for f in flags if not f.startswith("--remap-path-prefix=")]

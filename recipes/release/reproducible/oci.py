@@ -194,38 +194,39 @@ class Base:
         """The folder is an OCI image layout holding the blob of ``digest``, an image index or manifest."""
         if not (self.folder / LAYOUT_FILE).is_file():
             raise MissingInput(f"{self.folder} is not an OCI image layout (no {LAYOUT_FILE} file)", _BASE_HINT)
-        _, top = self.document(self.digest, "image index or manifest")
-        if _kind(top) is None:
+        self._top()
+
+    def _top(self) -> tuple[bytes, dict[str, Any], str]:
+        """The blob ``digest`` names, its JSON and its kind (an image index or manifest), or one line."""
+        data, top = self.document(self.digest, "image index or manifest")
+        kind = _kind(top)
+        if kind is None:
             raise MissingInput(
                 f"the base {self.digest[:19]} is neither an image index nor an image manifest", _BASE_HINT
             )
+        return data, top, kind
 
     def image(self, platform: Platform) -> BaseImage:
         """The base's image of ``platform``: the manifest ``digest`` names (its configuration's platform must be
         ``platform``) or the one its index lists for ``platform`` (a base without a variant matches any)."""
-        data, top = self.document(self.digest, "image index or manifest")
-        kind = _kind(top)
+        data, top, kind = self._top()
         named: tuple[Blob, ...] = ()
         if kind == MEDIA_INDEX:
             listed = [
                 d for d in top.get("manifests") or [] if isinstance(d, dict) and _matches(d.get("platform"), platform)
             ]
             if not listed:
-                found = [_platform_text(d.get("platform")) for d in top.get("manifests") or [] if isinstance(d, dict)]
+                found = [platform_text(d.get("platform")) for d in top.get("manifests") or [] if isinstance(d, dict)]
                 raise MissingInput(
                     f"the base {self.digest[:19]} has no {platform} image (it has {', '.join(found) or 'none'})",
                     "give a base with an image of every glibc target's platform",
                 )
             named = (Blob(MEDIA_INDEX, data),)
             data, top = self.document(listed[0].get("digest"), f"{platform} manifest")
-        elif kind != MEDIA_MANIFEST:
-            raise MissingInput(
-                f"the base {self.digest[:19]} is neither an image index nor an image manifest", _BASE_HINT
-            )
         config_data, config = self.document((top.get("config") or {}).get("digest"), f"{platform} configuration")
         if not _matches(config, platform):
             raise MissingInput(
-                f"the base {self.digest[:19]} is an image of {_platform_text(config)}, not {platform}",
+                f"the base {self.digest[:19]} is an image of {platform_text(config)}, not {platform}",
                 "give a base with an image of every glibc target's platform",
             )
         layers = tuple(d for d in top.get("layers") or [] if isinstance(d, dict))
@@ -262,7 +263,7 @@ def _matches(fields: Any, platform: Platform) -> bool:
     )
 
 
-def _platform_text(fields: Any) -> str:
+def platform_text(fields: Any) -> str:
     if not isinstance(fields, dict):
         return "no platform"
     return "/".join(str(fields[k]) for k in ("os", "architecture", "variant") if fields.get(k))
