@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -24,7 +25,7 @@ from recipes.runner import say
 from recipes.store import sha256_file
 from recipes.train.trainer import VERIFY, Collect, RunSettings, run_workload
 from recipes.workdir import CHECKED_COPIES
-from recipes.workload import Workload
+from recipes.workload import Workload, check_environment, check_tools
 
 #: what a full, read-only or forbidden disk raises: known failures, told in one line
 WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
@@ -243,6 +244,13 @@ def run_on(
         launcher=plan.launcher,
     )
     return run_workload(workload, binary, settings, collect)
+
+
+def check_runnable(plan: BuildPlan, workloads: Iterable[Workload]) -> None:
+    """Each workload's tools on the plan's PATH and the variables it reads, refused before anything runs."""
+    for workload in workloads:
+        check_tools(workload, plan.env.get("PATH", os.defpath))
+        check_environment(workload, plan.env)
 
 
 #: the thresholds both the configuration and the workload file may set
