@@ -60,11 +60,6 @@ class BoltPaths:
         return self.dir / f"{self.plan.crate.bin}.bolt"
 
 
-def bolted_copy(plan: BuildPlan) -> Path:
-    """Where the bolt stage puts the binary it checked (report.json's ``bolt.binary``)."""
-    return checked_copy(plan, "bolt")
-
-
 def _bolt_input(plan: BuildPlan, handed: Report | None = None) -> tuple[Path, str, dict[str, int]]:
     """The optimise stage's checked binary, unchanged since, and fit for llvm-bolt."""
     optimised = report.require(plan.work, "optimise", "bolt", handed)
@@ -209,7 +204,7 @@ def _bolt(plan: BuildPlan, frame: StageFrame, vouched: str | None, handed: Repor
 def _fresh(plan: BuildPlan, paths: BoltPaths, binary: Path) -> None:
     """What an earlier run left goes (a given profile may be its merged one); the input copied in."""
     shutil.rmtree(paths.raw, ignore_errors=True)
-    for old in (paths.instrumented, paths.output, paths.input, paths.skip_file, bolted_copy(plan)):
+    for old in (paths.instrumented, paths.output, paths.input, paths.skip_file, checked_copy(plan, "bolt")):
         old.unlink(missing_ok=True)
     paths.raw.mkdir(parents=True)
     copy_atomically(binary, paths.input)

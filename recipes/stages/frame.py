@@ -74,8 +74,11 @@ class StageFrame:
 
     def __enter__(self) -> StageFrame:
         report.start(self.work, self.name)
-        if self.plan is not None:
-            drop_checked_copies(self.plan, self.name)
+        # the records of this stage and those after it are gone: so go the checked binaries they named, so that a
+        # failed or interrupted stage leaves nothing that claims to be checked
+        for stage in (self.name, *report.LATER.get(self.name, ())):
+            if self.plan is not None and stage in CHECKED_COPIES:
+                checked_copy(self.plan, stage).unlink(missing_ok=True)
         self.started = time.monotonic()
         return self
 
@@ -174,14 +177,6 @@ def write_error(name: StageName, exc: OSError) -> WorkDirError:
     """A full disk, or another error writing the work dir (:data:`WRITE_ERRORS`), in one line."""
     where = f" {exc.filename}" if exc.filename else ""
     return WorkDirError(f"{name}: cannot write{where}: {exc.strerror}", "free space there or choose another PGO_OUT")
-
-
-def drop_checked_copies(plan: BuildPlan, name: StageName) -> None:
-    """A stage has begun and its record (and those of the stages after it) are gone: so go the checked binaries
-    those records named, so that a failed or interrupted stage leaves nothing that claims to be checked."""
-    for stage in (name, *report.LATER.get(name, ())):
-        if stage in CHECKED_COPIES:
-            checked_copy(plan, stage).unlink(missing_ok=True)
 
 
 def checked_copy(plan: BuildPlan, stage: str) -> Path:

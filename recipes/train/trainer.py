@@ -125,15 +125,6 @@ class RunSettings:
 PHASE_LOGS = "train-*"
 
 
-def drop_stale_logs(logs: Path) -> list[Path]:
-    """The phase logs an earlier run left in ``logs`` removed (a failed phase's log would otherwise stand beside
-    a successful re-run's, of a phase the workload may not even have now): those removed."""
-    stale = sorted(path for path in logs.glob(PHASE_LOGS) if path.is_file() and not path.is_symlink())
-    for path in stale:
-        path.unlink(missing_ok=True)
-    return stale
-
-
 def run_workload(workload: Workload, binary: Path, settings: RunSettings, collect: Collect = VERIFY) -> WorkloadRun:
     """Drive ``binary`` through the workload: its resources set up, then each instance and its phases; each
     instance must leave what ``collect`` asks for."""
@@ -141,7 +132,11 @@ def run_workload(workload: Workload, binary: Path, settings: RunSettings, collec
     shutil.rmtree(settings.scratch, ignore_errors=True)
     settings.scratch.mkdir(parents=True)
     settings.logs.mkdir(parents=True, exist_ok=True)
-    drop_stale_logs(settings.logs)
+    # the phase logs an earlier run left: a failed phase's log would otherwise stand beside a successful re-run's,
+    # of a phase the workload may not even have now
+    for path in sorted(settings.logs.glob(PHASE_LOGS)):
+        if path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
     results: list[PhaseResult] = []
     started = time.monotonic()
     with ExitStack() as setup:
