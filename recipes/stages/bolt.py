@@ -29,35 +29,26 @@ class BoltPaths:
     """Where the bolt stage works: ``<work>/bolt/`` (input copy, instrumented copy, raw and merged profile, the
     output before its checks) and the checked copy ``<work>/bolted/<bin>``."""
 
-    plan: BuildPlan
+    dir: Path
+    input: Path
+    instrumented: Path
+    raw: Path
+    merged: Path
+    skip_file: Path
+    output: Path
 
-    @property
-    def dir(self) -> Path:
-        return self.plan.workdir.bolt
-
-    @property
-    def input(self) -> Path:
-        return self.dir / self.plan.crate.bin
-
-    @property
-    def instrumented(self) -> Path:
-        return self.dir / f"{self.plan.crate.bin}.inst"
-
-    @property
-    def raw(self) -> Path:
-        return self.dir / "fdata"
-
-    @property
-    def merged(self) -> Path:
-        return self.dir / f"{self.plan.crate.bin}.fdata"
-
-    @property
-    def skip_file(self) -> Path:
-        return self.dir / "skip-funcs.txt"
-
-    @property
-    def output(self) -> Path:
-        return self.dir / f"{self.plan.crate.bin}.bolt"
+    @classmethod
+    def of(cls, plan: BuildPlan) -> BoltPaths:
+        here, name = plan.workdir.bolt, plan.crate.bin
+        return cls(
+            here,
+            here / name,
+            here / f"{name}.inst",
+            here / "fdata",
+            here / f"{name}.fdata",
+            here / "skip-funcs.txt",
+            here / f"{name}.bolt",
+        )
 
 
 def _bolt_input(plan: BuildPlan, handed: Report | None = None) -> tuple[Path, str, dict[str, int]]:
@@ -72,43 +63,28 @@ def _bolt_input(plan: BuildPlan, handed: Report | None = None) -> tuple[Path, st
     return binary, sha, boltlib.check_input(binary)
 
 
-@dataclass(frozen=True)
-class LeftOut:
-    """The functions whose names BOLT's instrumentation runtime could not write (recipes.llvm.boltlib.name_budget): the
-    longest name, how many were left out, their symbols (the first 50, each cut at 120 characters) and
-    llvm-bolt's ``-skip-funcs-file`` argument (none when every name fits)."""
-
-    longest: int
-    count: int
-    names: list[str]
-    args: list[str]
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "longest_function_name": self.longest,
-            "instrumentation_skipped_functions": self.count,
-            "instrumentation_skipped": self.names,
-        }
-
-
-def _left_out(plan: BuildPlan, paths: BoltPaths) -> LeftOut:
-    """The functions left out of BOLT's instrumentation, their ``-skip-funcs-file`` written to
-    ``<work>/bolt/skip-funcs.txt`` when there are any."""
+def _left_out(plan: BuildPlan, paths: BoltPaths, known: dict[str, object]) -> list[str]:
+    """The functions whose names BOLT's instrumentation runtime could not write (recipes.llvm.boltlib.name_budget),
+    their ``-skip-funcs-file`` written to ``<work>/bolt/skip-funcs.txt`` when there are any: the longest name, how
+    many were left out and their symbols (the first 50, each cut at 120 characters) into ``known``, and llvm-bolt's
+    ``-skip-funcs-file`` argument (none when every name fits)."""
     # binutils' objdump (the linker's package): the calls of each function
     disassembly = capture(["objdump", "-d", "--no-show-raw-insn", "-w", str(paths.input)], env=plan.env)
     budget = boltlib.name_budget(paths.input, disassembly)
     names = [symbols[0][:120] for symbols in budget.skipped.values()][:50]
     paths.skip_file.unlink(missing_ok=True)
-    if not budget.skipped:
-        return LeftOut(budget.longest, 0, names, [])
-    say(
-        f"bolt: {len(budget.skipped)} functions left out of BOLT's instrumentation: their names (up to "
-        f"{budget.longest} characters) overflow its runtime's {boltlib.RUNTIME_LINE_BYTES}-byte line (LLVM issue "
-        "169899); they get no BOLT profile"
-    )
-    with atomic_output(paths.skip_file) as tmp:
-        tmp.write_text(budget.skip_file_text(), encoding="utf-8")
-    return LeftOut(budget.longest, len(budget.skipped), names, [f"-skip-funcs-file={paths.skip_file.name}"])
+    if budget.skipped:
+        say(
+            f"bolt: {len(budget.skipped)} functions left out of BOLT's instrumentation: their names (up to "
+            f"{budget.longest} characters) overflow its runtime's {boltlib.RUNTIME_LINE_BYTES}-byte line (LLVM issue "
+            "169899); they get no BOLT profile"
+        )
+        with atomic_output(paths.skip_file) as tmp:
+            tmp.write_text(budget.skip_file_text(), encoding="utf-8")
+    known["longest_function_name"] = budget.longest
+    known["instrumentation_skipped_functions"] = len(budget.skipped)
+    known["instrumentation_skipped"] = names
+    return [f"-skip-funcs-file={paths.skip_file.name}"] if budget.skipped else []
 
 
 def _bolt_train(
@@ -117,8 +93,7 @@ def _bolt_train(
     """BOLT-instrument the input, replay the training workload on it (every phase check), merge its profiles;
     what it left out of the instrumentation goes into ``known`` (the record so far) at once."""
     instrument_log = plan.logs / "bolt-instrument.log"
-    left_out = _left_out(plan, paths)
-    known.update(left_out.as_json())
+    skip_args = _left_out(plan, paths, known)
     run(
         [
             str(tools.llvm_bolt),
@@ -126,7 +101,7 @@ def _bolt_train(
             "-instrument",
             f"-instrumentation-file={paths.raw / 'prof'}",
             "-instrumentation-file-append-pid",
-            *left_out.args,
+            *skip_args,
             "-o",
             paths.instrumented.name,
         ],
@@ -171,7 +146,7 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None, handed: Report | None =
 
 
 def _bolt(plan: BuildPlan, frame: StageFrame, vouched: str | None, handed: Report | None) -> BoltResult:
-    paths = BoltPaths(plan)
+    paths = BoltPaths.of(plan)
     binary, input_sha, relocations = _bolt_input(plan, handed)
     tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
     args = boltlib.bolt_args(plan.config.bolt_args)
