@@ -289,9 +289,9 @@ def check_build_ids(plan: BuildPlan, tool: ProfdataTool, build_id: str | None, l
                 )
 
 
-def collect(plan: BuildPlan, legs: Sequence[Leg]) -> list[ShardTrainRecord]:
+def collect(plan: BuildPlan, legs: Sequence[Leg]) -> list[Leg]:
     """Each leg's raw profiles copied into this work dir's folder of its shard (emptied first; a leg that is this
-    work dir is left as it is); the shards' records in the configuration's order."""
+    work dir is left as it is); the legs in the configuration's order."""
     by_name = {leg.name: leg for leg in legs}
     for leg in legs:
         target = plan.workdir.shard(leg.name)
@@ -302,14 +302,12 @@ def collect(plan: BuildPlan, legs: Sequence[Leg]) -> list[ShardTrainRecord]:
         profraw.mkdir(parents=True)
         for entry in leg.record["profraw"]:
             shutil.copyfile(leg.profraw / str(entry["name"]), profraw / str(entry["name"]))
-    return [by_name[shard.name].record for shard in plan.shards]
+    return [by_name[shard.name] for shard in plan.shards]
 
 
-def gathered_training(plan: BuildPlan, legs: Sequence[Leg], records: list[ShardTrainRecord]) -> TrainResult:
-    """The train record of the gathered shards: their runs added up, as a one-machine sharded training's, and the
-    work dirs they came from."""
-    by_name = {leg.name: leg for leg in legs}
-    ordered = [by_name[shard.name] for shard in plan.shards]
+def gathered_training(ordered: Sequence[Leg]) -> TrainResult:
+    """The train record of the gathered shards (``ordered`` as configured): their runs added up, as a one-machine
+    sharded training's, and the work dirs they came from."""
     return TrainResult(
         seconds=round(sum(leg.trained.seconds for leg in ordered), 3),
         requests=sum(leg.trained.requests for leg in ordered),
@@ -318,7 +316,7 @@ def gathered_training(plan: BuildPlan, legs: Sequence[Leg], records: list[ShardT
         workload=ordered[0].trained.workload,
         profraw_files=sum(leg.trained.profraw_files or 0 for leg in ordered),
         profraw=[],
-        shards=records,
+        shards=[leg.record for leg in ordered],
         gathered=[str(leg.folder) for leg in ordered],
     )
 
@@ -340,7 +338,7 @@ def merge_gathered(plan: BuildPlan, folders: Sequence[Path]) -> MergeResult:
         tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
         check_build_ids(plan, tool, elf.build_id(binary), legs)
         say(f"merge: {len(legs)} shards gathered from {', '.join(str(leg.folder) for leg in legs)}")
-        records = collect(plan, legs)
-        report.record(plan.work, "train", gathered_training(plan, legs, records))
+        ordered = collect(plan, legs)
+        report.record(plan.work, "train", gathered_training(ordered))
         report.start(plan.work, "merge")  # recording the training dropped the merge's running record
-        return _merge_shards(plan, frame, records)
+        return _merge_shards(plan, frame, [leg.record for leg in ordered])
