@@ -142,38 +142,34 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None, handed: Report | None =
     A given profile must have been recorded on this very binary (:func:`recipes.llvm.boltlib.check_trained_on`), unless
     the caller ``vouched`` for it (rebuild: a release's own profile, its result compared with the release's)."""
     with StageFrame(plan, "bolt") as frame:
-        return _bolt(plan, frame, vouched, handed)
-
-
-def _bolt(plan: BuildPlan, frame: StageFrame, vouched: str | None, handed: Report | None) -> BoltResult:
-    paths = BoltPaths.of(plan)
-    binary, input_sha, relocations = _bolt_input(plan, handed)
-    tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
-    args = boltlib.bolt_args(plan.config.bolt_args)
-    say(f"bolt: {binary} with {tools.llvm_bolt} (LLVM {tools.llvm_version})")
-    _fresh(plan, paths, binary)
-    #: the record so far, in report.json's words: what a failed record keeps, and the result when all is done
-    known: dict[str, object] = {
-        "input": str(binary),
-        "input_sha256": input_sha,
-        "relocations": relocations,
-        "llvm_bolt": str(tools.llvm_bolt),
-        "merge_fdata": str(tools.merge_fdata),
-        "llvm_bolt_version": tools.llvm_version,
-        "bolt_args": list(args),
-    }
-    with frame.kept(lambda: known, reject=("the BOLTed binary", paths.output)):  # a failure: recorded, rejected
-        profile, instrumented_sha = _profile(plan, tools, paths, known)
-        store_path = _store_profile(plan, profile, (binary, input_sha), instrumented_sha, vouched, known)
-        _optimise_with(plan, tools, paths, store_path, args, known)
-        bolted_sha = _check_bolted(plan, paths, binary, known)
-        copy = frame.copy_checked(paths.output, bolted_sha, hint="is another bolt stage writing here?")
-        known["binary"] = str(copy)
-        workload = plan.require_workload()
-        say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
-        known["verify"] = as_json(_replay_bolted(plan, workload, copy))
-    paths.output.unlink(missing_ok=True)
-    return frame.done(from_json(BoltResult, {**known, "seconds": 0.0}))  # the frame's seconds
+        paths = BoltPaths.of(plan)
+        binary, input_sha, relocations = _bolt_input(plan, handed)
+        tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
+        args = boltlib.bolt_args(plan.config.bolt_args)
+        say(f"bolt: {binary} with {tools.llvm_bolt} (LLVM {tools.llvm_version})")
+        _fresh(plan, paths, binary)
+        #: the record so far, in report.json's words: what a failed record keeps, and the result when all is done
+        known: dict[str, object] = {
+            "input": str(binary),
+            "input_sha256": input_sha,
+            "relocations": relocations,
+            "llvm_bolt": str(tools.llvm_bolt),
+            "merge_fdata": str(tools.merge_fdata),
+            "llvm_bolt_version": tools.llvm_version,
+            "bolt_args": list(args),
+        }
+        with frame.kept(lambda: known, reject=("the BOLTed binary", paths.output)):  # a failure: recorded, rejected
+            profile, instrumented_sha = _profile(plan, tools, paths, known)
+            store_path = _store_profile(plan, profile, (binary, input_sha), instrumented_sha, vouched, known)
+            _optimise_with(plan, tools, paths, store_path, args, known)
+            bolted_sha = _check_bolted(plan, paths, binary, known)
+            copy = frame.copy_checked(paths.output, bolted_sha, hint="is another bolt stage writing here?")
+            known["binary"] = str(copy)
+            workload = plan.require_workload()
+            say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
+            known["verify"] = as_json(_replay_bolted(plan, workload, copy))
+        paths.output.unlink(missing_ok=True)
+        return frame.done(from_json(BoltResult, {**known, "seconds": 0.0}))  # the frame's seconds
 
 
 def _fresh(plan: BuildPlan, paths: BoltPaths, binary: Path) -> None:

@@ -55,23 +55,21 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | No
     Clean, build, checks and copy hold a lock on the crate's target dir: several pipelines on one crate take
     turns, and the copy is the binary the checks saw."""
     with StageFrame(plan, "optimise") as frame:
-        return _optimise(plan, frame, verify=verify, handed=handed)
-
-
-def _optimise(plan: BuildPlan, frame: StageFrame, *, verify: bool | None, handed: Report | None) -> OptimiseResult:
-    profile, trained_here, digest = _profile_to_use(plan, handed)
-    tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
-    if not trained_here:  # a given profile is checked before anything is built
-        profdata.check_usable(
-            tool, profile, env=plan.env, log=plan.logs / "optimise-profile-show.log", what="PGO_PROFDATA"
+        profile, trained_here, digest = _profile_to_use(plan, handed)
+        tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
+        if not trained_here:  # a given profile is checked before anything is built
+            profdata.check_usable(
+                tool, profile, env=plan.env, log=plan.logs / "optimise-profile-show.log", what="PGO_PROFDATA"
+            )
+        store = plan.store
+        store_path = store.put(profile, digest=digest)  # checked against its name, the copy or the file already there
+        sha = store_path.name.removesuffix(SUFFIX)
+        records = profdata.function_names(
+            tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log"
         )
-    store = plan.store
-    store_path = store.put(profile, digest=digest)  # checked against its name, the copy or the file already there
-    sha = store_path.name.removesuffix(SUFFIX)
-    records = profdata.function_names(tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
-    with _target_dir_lock(plan):
-        built = Profile(store_path, sha, records)
-        return _build_and_check(plan, frame, built, trained_here=trained_here, verify=verify, handed=handed)
+        with _target_dir_lock(plan):
+            built = Profile(store_path, sha, records)
+            return _build_and_check(plan, frame, built, trained_here=trained_here, verify=verify, handed=handed)
 
 
 def _target_dir_lock(plan: BuildPlan) -> FileLock:
