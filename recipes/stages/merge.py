@@ -143,8 +143,7 @@ def merge(plan: BuildPlan, *, handed: Report | None = None) -> MergeResult:
 def refuse_other_rustc(plan: BuildPlan, handed: Report | None = None) -> None:
     """The raw profiles are in the format of the instrumented build's rustc: a merge that resolves another rustc
     (another toolchain chosen since) would merge them with another LLVM's llvm-profdata."""
-    built = handed.instrument if handed is not None and handed.instrument is not None else None
-    built = built or report.load(plan.work).instrument
+    built = (handed.instrument if handed is not None else None) or report.load(plan.work).instrument
     if not isinstance(built, InstrumentResult):
         return
     here = (plan.rustc.release, plan.rustc.llvm_version)
