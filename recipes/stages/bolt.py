@@ -147,7 +147,12 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None, handed: Report | None =
         tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
         args = boltlib.bolt_args(plan.config.bolt_args)
         say(f"bolt: {binary} with {tools.llvm_bolt} (LLVM {tools.llvm_version})")
-        _fresh(plan, paths, binary)
+        # what an earlier run left goes (not the merged profile: a given profile may be it); the input copied in
+        shutil.rmtree(paths.raw, ignore_errors=True)
+        for old in (paths.instrumented, paths.output, paths.input, paths.skip_file, checked_copy(plan, "bolt")):
+            old.unlink(missing_ok=True)
+        paths.raw.mkdir(parents=True)
+        copy_atomically(binary, paths.input)
         #: the record so far, in report.json's words: what a failed record keeps, and the result when all is done
         known: dict[str, object] = {
             "input": str(binary),
@@ -170,15 +175,6 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None, handed: Report | None =
             known["verify"] = as_json(_replay_bolted(plan, workload, copy))
         paths.output.unlink(missing_ok=True)
         return frame.done(from_json(BoltResult, {**known, "seconds": 0.0}))  # the frame's seconds
-
-
-def _fresh(plan: BuildPlan, paths: BoltPaths, binary: Path) -> None:
-    """What an earlier run left goes (a given profile may be its merged one); the input copied in."""
-    shutil.rmtree(paths.raw, ignore_errors=True)
-    for old in (paths.instrumented, paths.output, paths.input, paths.skip_file, checked_copy(plan, "bolt")):
-        old.unlink(missing_ok=True)
-    paths.raw.mkdir(parents=True)
-    copy_atomically(binary, paths.input)
 
 
 def _profile(
