@@ -74,7 +74,7 @@ def train(plan: BuildPlan, binary: Path) -> ShardTrainRecord:
     not compile fails the shard, and leaves no merged profile behind."""
     try:
         return _train(plan, binary)
-    except TrainingFailed:  # the last merge's profiles, the whole's and each shard's, go
+    except TrainingFailed:  # it leaves none of the last merge's profiles, the whole's nor each shard's
         plan.merged_profile.unlink(missing_ok=True)
         for shard in plan.shards:
             plan.workdir.shard_profdata(shard.name).unlink(missing_ok=True)
