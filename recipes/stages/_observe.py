@@ -58,13 +58,12 @@ def compiles(plan: BuildPlan, build: str, what: str) -> list[RustcCall]:
 
 def check_profile_flag(
     plan: BuildPlan, build: str, what: str, *, option: str, value: str | None, harnesses: bool = False
-) -> tuple[list[RustcCall], list[RustcCall]]:
-    """The compiles of ``build``, and the package's own (which all got ``-C <option>[=<value>]``)."""
+) -> None:
+    """The compiles of ``build`` (each by the plan's compiler), the package's own all with ``-C <option>[=<value>]``."""
     calls = compiles(plan, build, what)
-    own = observed.check_profile_flag(
+    observed.check_profile_flag(
         calls, plan.crate, option=option, value=value, build=what, found=wrappers(plan), harnesses=harnesses
     )
-    return calls, own
 
 
 def check_shipped(plan: BuildPlan, binary: Path, what: str) -> None:

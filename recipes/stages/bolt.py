@@ -29,40 +29,26 @@ class BoltPaths:
     """Where the bolt stage works: ``<work>/bolt/`` (input copy, instrumented copy, raw and merged profile, the
     output before its checks) and the checked copy ``<work>/bolted/<bin>``."""
 
-    plan: BuildPlan
+    dir: Path
+    input: Path
+    instrumented: Path
+    raw: Path
+    merged: Path
+    skip_file: Path
+    output: Path
 
-    @property
-    def dir(self) -> Path:
-        return self.plan.workdir.bolt
-
-    @property
-    def input(self) -> Path:
-        return self.dir / self.plan.crate.bin
-
-    @property
-    def instrumented(self) -> Path:
-        return self.dir / f"{self.plan.crate.bin}.inst"
-
-    @property
-    def raw(self) -> Path:
-        return self.dir / "fdata"
-
-    @property
-    def merged(self) -> Path:
-        return self.dir / f"{self.plan.crate.bin}.fdata"
-
-    @property
-    def skip_file(self) -> Path:
-        return self.dir / "skip-funcs.txt"
-
-    @property
-    def output(self) -> Path:
-        return self.dir / f"{self.plan.crate.bin}.bolt"
-
-
-def bolted_copy(plan: BuildPlan) -> Path:
-    """Where the bolt stage puts the binary it checked (report.json's ``bolt.binary``)."""
-    return checked_copy(plan, "bolt")
+    @classmethod
+    def of(cls, plan: BuildPlan) -> BoltPaths:
+        here, name = plan.workdir.bolt, plan.crate.bin
+        return cls(
+            here,
+            here / name,
+            here / f"{name}.inst",
+            here / "fdata",
+            here / f"{name}.fdata",
+            here / "skip-funcs.txt",
+            here / f"{name}.bolt",
+        )
 
 
 def _bolt_input(plan: BuildPlan, handed: Report | None = None) -> tuple[Path, str, dict[str, int]]:
@@ -77,43 +63,28 @@ def _bolt_input(plan: BuildPlan, handed: Report | None = None) -> tuple[Path, st
     return binary, sha, boltlib.check_input(binary)
 
 
-@dataclass(frozen=True)
-class LeftOut:
-    """The functions whose names BOLT's instrumentation runtime could not write (recipes.llvm.boltlib.name_budget): the
-    longest name, how many were left out, their symbols (the first 50, each cut at 120 characters) and
-    llvm-bolt's ``-skip-funcs-file`` argument (none when every name fits)."""
-
-    longest: int
-    count: int
-    names: list[str]
-    args: list[str]
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "longest_function_name": self.longest,
-            "instrumentation_skipped_functions": self.count,
-            "instrumentation_skipped": self.names,
-        }
-
-
-def _left_out(plan: BuildPlan, paths: BoltPaths) -> LeftOut:
-    """The functions left out of BOLT's instrumentation, their ``-skip-funcs-file`` written to
-    ``<work>/bolt/skip-funcs.txt`` when there are any."""
+def _left_out(plan: BuildPlan, paths: BoltPaths, known: dict[str, object]) -> list[str]:
+    """The functions whose names BOLT's instrumentation runtime could not write (recipes.llvm.boltlib.name_budget),
+    their ``-skip-funcs-file`` written to ``<work>/bolt/skip-funcs.txt`` when there are any: the longest name, how
+    many were left out and their symbols (the first 50, each cut at 120 characters) into ``known``, and llvm-bolt's
+    ``-skip-funcs-file`` argument (none when every name fits)."""
     # binutils' objdump (the linker's package): the calls of each function
     disassembly = capture(["objdump", "-d", "--no-show-raw-insn", "-w", str(paths.input)], env=plan.env)
     budget = boltlib.name_budget(paths.input, disassembly)
     names = [symbols[0][:120] for symbols in budget.skipped.values()][:50]
     paths.skip_file.unlink(missing_ok=True)
-    if not budget.skipped:
-        return LeftOut(budget.longest, 0, names, [])
-    say(
-        f"bolt: {len(budget.skipped)} functions left out of BOLT's instrumentation: their names (up to "
-        f"{budget.longest} characters) overflow its runtime's {boltlib.RUNTIME_LINE_BYTES}-byte line (LLVM issue "
-        "169899); they get no BOLT profile"
-    )
-    with atomic_output(paths.skip_file) as tmp:
-        tmp.write_text(budget.skip_file_text(), encoding="utf-8")
-    return LeftOut(budget.longest, len(budget.skipped), names, [f"-skip-funcs-file={paths.skip_file.name}"])
+    if budget.skipped:
+        say(
+            f"bolt: {len(budget.skipped)} functions left out of BOLT's instrumentation: their names (up to "
+            f"{budget.longest} characters) overflow its runtime's {boltlib.RUNTIME_LINE_BYTES}-byte line (LLVM issue "
+            "169899); they get no BOLT profile"
+        )
+        with atomic_output(paths.skip_file) as tmp:
+            tmp.write_text(budget.skip_file_text(), encoding="utf-8")
+    known["longest_function_name"] = budget.longest
+    known["instrumentation_skipped_functions"] = len(budget.skipped)
+    known["instrumentation_skipped"] = names
+    return [f"-skip-funcs-file={paths.skip_file.name}"] if budget.skipped else []
 
 
 def _bolt_train(
@@ -122,8 +93,7 @@ def _bolt_train(
     """BOLT-instrument the input, replay the training workload on it (every phase check), merge its profiles;
     what it left out of the instrumentation goes into ``known`` (the record so far) at once."""
     instrument_log = plan.logs / "bolt-instrument.log"
-    left_out = _left_out(plan, paths)
-    known.update(left_out.as_json())
+    skip_args = _left_out(plan, paths, known)
     run(
         [
             str(tools.llvm_bolt),
@@ -131,7 +101,7 @@ def _bolt_train(
             "-instrument",
             f"-instrumentation-file={paths.raw / 'prof'}",
             "-instrumentation-file-append-pid",
-            *left_out.args,
+            *skip_args,
             "-o",
             paths.instrumented.name,
         ],
@@ -172,47 +142,39 @@ def bolt(plan: BuildPlan, *, vouched: str | None = None, handed: Report | None =
     A given profile must have been recorded on this very binary (:func:`recipes.llvm.boltlib.check_trained_on`), unless
     the caller ``vouched`` for it (rebuild: a release's own profile, its result compared with the release's)."""
     with StageFrame(plan, "bolt") as frame:
-        return _bolt(plan, frame, vouched, handed)
-
-
-def _bolt(plan: BuildPlan, frame: StageFrame, vouched: str | None, handed: Report | None) -> BoltResult:
-    paths = BoltPaths(plan)
-    binary, input_sha, relocations = _bolt_input(plan, handed)
-    tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
-    args = boltlib.bolt_args(plan.config.bolt_args)
-    say(f"bolt: {binary} with {tools.llvm_bolt} (LLVM {tools.llvm_version})")
-    _fresh(plan, paths, binary)
-    #: the record so far, in report.json's words: what a failed record keeps, and the result when all is done
-    known: dict[str, object] = {
-        "input": str(binary),
-        "input_sha256": input_sha,
-        "relocations": relocations,
-        "llvm_bolt": str(tools.llvm_bolt),
-        "merge_fdata": str(tools.merge_fdata),
-        "llvm_bolt_version": tools.llvm_version,
-        "bolt_args": list(args),
-    }
-    with frame.kept(lambda: known, reject=("the BOLTed binary", paths.output)):  # a failure: recorded, rejected
-        profile, instrumented_sha = _profile(plan, tools, paths, known)
-        store_path = _store_profile(plan, profile, (binary, input_sha), instrumented_sha, vouched, known)
-        _optimise_with(plan, tools, paths, store_path, args, known)
-        bolted_sha = _check_bolted(plan, paths, binary, known)
-        copy = frame.copy_checked(paths.output, bolted_sha, hint="is another bolt stage writing here?")
-        known["binary"] = str(copy)
-        workload = plan.require_workload()
-        say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
-        known["verify"] = as_json(_replay_bolted(plan, workload, copy))
-    paths.output.unlink(missing_ok=True)
-    return frame.done(from_json(BoltResult, {**known, "seconds": 0.0}))  # the frame's seconds
-
-
-def _fresh(plan: BuildPlan, paths: BoltPaths, binary: Path) -> None:
-    """What an earlier run left goes (a given profile may be its merged one); the input copied in."""
-    shutil.rmtree(paths.raw, ignore_errors=True)
-    for old in (paths.instrumented, paths.output, paths.input, paths.skip_file, bolted_copy(plan)):
-        old.unlink(missing_ok=True)
-    paths.raw.mkdir(parents=True)
-    copy_atomically(binary, paths.input)
+        paths = BoltPaths.of(plan)
+        binary, input_sha, relocations = _bolt_input(plan, handed)
+        tools = boltlib.find_bolt(plan.rustc, plan.env, plan.config.llvm_bolt)
+        args = boltlib.bolt_args(plan.config.bolt_args)
+        say(f"bolt: {binary} with {tools.llvm_bolt} (LLVM {tools.llvm_version})")
+        # what an earlier run left goes (not the merged profile: a given profile may be it); the input copied in
+        shutil.rmtree(paths.raw, ignore_errors=True)
+        for old in (paths.instrumented, paths.output, paths.input, paths.skip_file, checked_copy(plan, "bolt")):
+            old.unlink(missing_ok=True)
+        paths.raw.mkdir(parents=True)
+        copy_atomically(binary, paths.input)
+        #: the record so far, in report.json's words: what a failed record keeps, and the result when all is done
+        known: dict[str, object] = {
+            "input": str(binary),
+            "input_sha256": input_sha,
+            "relocations": relocations,
+            "llvm_bolt": str(tools.llvm_bolt),
+            "merge_fdata": str(tools.merge_fdata),
+            "llvm_bolt_version": tools.llvm_version,
+            "bolt_args": list(args),
+        }
+        with frame.kept(lambda: known, reject=("the BOLTed binary", paths.output)):  # a failure: recorded, rejected
+            profile, instrumented_sha = _profile(plan, tools, paths, known)
+            store_path = _store_profile(plan, profile, (binary, input_sha), instrumented_sha, vouched, known)
+            _optimise_with(plan, tools, paths, store_path, args, known)
+            bolted_sha = _check_bolted(plan, paths, binary, known)
+            copy = frame.copy_checked(paths.output, bolted_sha, hint="is another bolt stage writing here?")
+            known["binary"] = str(copy)
+            workload = plan.require_workload()
+            say(f"verify: the BOLTed binary runs the workload {workload.path.name}")
+            known["verify"] = as_json(_replay_bolted(plan, workload, copy))
+        paths.output.unlink(missing_ok=True)
+        return frame.done(from_json(BoltResult, {**known, "seconds": 0.0}))  # the frame's seconds
 
 
 def _profile(

@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -24,7 +25,7 @@ from recipes.runner import say
 from recipes.store import sha256_file
 from recipes.train.trainer import VERIFY, Collect, RunSettings, run_workload
 from recipes.workdir import CHECKED_COPIES
-from recipes.workload import Workload
+from recipes.workload import Workload, check_environment, check_tools
 
 #: what a full, read-only or forbidden disk raises: known failures, told in one line
 WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
@@ -73,8 +74,11 @@ class StageFrame:
 
     def __enter__(self) -> StageFrame:
         report.start(self.work, self.name)
-        if self.plan is not None:
-            drop_checked_copies(self.plan, self.name)
+        # the records of this stage and those after it are gone: so go the checked binaries they named, so that a
+        # failed or interrupted stage leaves nothing that claims to be checked
+        for stage in (self.name, *report.LATER.get(self.name, ())):
+            if self.plan is not None and stage in CHECKED_COPIES:
+                checked_copy(self.plan, stage).unlink(missing_ok=True)
         self.started = time.monotonic()
         return self
 
@@ -175,14 +179,6 @@ def write_error(name: StageName, exc: OSError) -> WorkDirError:
     return WorkDirError(f"{name}: cannot write{where}: {exc.strerror}", "free space there or choose another PGO_OUT")
 
 
-def drop_checked_copies(plan: BuildPlan, name: StageName) -> None:
-    """A stage has begun and its record (and those of the stages after it) are gone: so go the checked binaries
-    those records named, so that a failed or interrupted stage leaves nothing that claims to be checked."""
-    for stage in (name, *report.LATER.get(name, ())):
-        if stage in CHECKED_COPIES:
-            checked_copy(plan, stage).unlink(missing_ok=True)
-
-
 def checked_copy(plan: BuildPlan, stage: str) -> Path:
     """Where ``stage`` (one of :data:`CHECKED_COPIES`) puts the binary it checked."""
     return plan.workdir.checked(stage, plan.crate.bin)
@@ -243,6 +239,13 @@ def run_on(
         launcher=plan.launcher,
     )
     return run_workload(workload, binary, settings, collect)
+
+
+def check_runnable(plan: BuildPlan, workloads: Iterable[Workload]) -> None:
+    """Each workload's tools on the plan's PATH and the variables it reads, refused before anything runs."""
+    for workload in workloads:
+        check_tools(workload, plan.env.get("PATH", os.defpath))
+        check_environment(workload, plan.env)
 
 
 #: the thresholds both the configuration and the workload file may set

@@ -21,7 +21,6 @@ gathered may be anywhere: only their files are read, by their place in the folde
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,14 +36,13 @@ from recipes.results import InstrumentResult, MergeResult, PhaseRecord, ShardTra
 from recipes.runner import say
 from recipes.shards import Shard
 from recipes.stages import tests_shard
-from recipes.stages.frame import StageFrame, run_on
+from recipes.stages.frame import StageFrame, check_runnable, run_on
 from recipes.stages.merge import _merge_shards, refuse_other_rustc
-from recipes.stages.train import instrumented_binary
+from recipes.stages.train import instrumented_binary, shard_record
 from recipes.store import sha256_file
 from recipes.toolchain.rustc import ProfdataTool, find_profdata, rustc_sysroot
 from recipes.train.trainer import Collect
 from recipes.workdir import WorkDir
-from recipes.workload import check_environment, check_tools
 
 SHARD = "--shard"
 #: what to give --gather, the hint of every refusal of a DIR
@@ -92,25 +90,16 @@ def train_shard(plan: BuildPlan, name: str) -> TrainResult:
         built = report.require(plan.work, "instrument", "train")
         if shard.workload is None:  # the crate's own tests (recipes/stages/tests_shard.py)
             return frame.done(_train_tests_shard(plan, built, binary))
-        check_tools(shard.workload, plan.env.get("PATH", os.defpath))
-        check_environment(shard.workload, plan.env)
+        check_runnable(plan, [shard.workload])
         workload_sha256 = sha256_file(shard.workload.path)
         build_id = elf.build_id(binary)
         shutil.rmtree(plan.workdir.shard(name), ignore_errors=True)  # a folder of this shard's training alone
         say(f"train: shard {name} alone ({shard.workload.path}), for `nox -s merge -- --gather`")
         folder = plan.workdir.shard_profraw(name)
         run = run_on(plan, shard.workload, binary, logs=plan.logs, scratch="train", collect=Collect.profraw(folder))
-        record: ShardTrainRecord = {
-            "name": name,
-            "workload": str(shard.workload.path),
-            "seconds": run.seconds,
-            "requests": run.requests,
-            "profraw": [raw.as_json() for raw in profdata.record_raw_profiles(folder)],
-            "workload_sha256": workload_sha256,
-            "binary_sha256": built.binary_sha256,
-        }
-        if build_id is not None:
-            record["build_id"] = build_id
+        record = shard_record(name, shard.workload, run, folder)
+        record["workload_sha256"] = workload_sha256
+        _for_gather(record, built, build_id)
         phases: list[PhaseRecord] = [{**p, "name": f"{name}/{p['name']}"} for p in run.phases]
         return frame.done(
             TrainResult(
@@ -135,9 +124,7 @@ def _train_tests_shard(plan: BuildPlan, built: InstrumentResult, binary: Path) -
     build_id = elf.build_id(binary)
     shutil.rmtree(plan.workdir.shard(TESTS_SHARD), ignore_errors=True)
     record = tests_shard.train(plan, binary)
-    record["binary_sha256"] = built.binary_sha256
-    if build_id is not None:
-        record["build_id"] = build_id
+    _for_gather(record, built, build_id)
     return TrainResult(
         seconds=record["seconds"],
         requests=record["requests"],
@@ -149,6 +136,13 @@ def _train_tests_shard(plan: BuildPlan, built: InstrumentResult, binary: Path) -
         shards=[record],
         shard=TESTS_SHARD,
     )
+
+
+def _for_gather(record: ShardTrainRecord, built: InstrumentResult, build_id: str | None) -> None:
+    """What a gather checks of a leg's training: the instrumented binary's sha256 and build id (when it has one)."""
+    record["binary_sha256"] = built.binary_sha256
+    if build_id is not None:
+        record["build_id"] = build_id
 
 
 @dataclass(frozen=True)
@@ -295,9 +289,9 @@ def check_build_ids(plan: BuildPlan, tool: ProfdataTool, build_id: str | None, l
                 )
 
 
-def collect(plan: BuildPlan, legs: Sequence[Leg]) -> list[ShardTrainRecord]:
+def collect(plan: BuildPlan, legs: Sequence[Leg]) -> list[Leg]:
     """Each leg's raw profiles copied into this work dir's folder of its shard (emptied first; a leg that is this
-    work dir is left as it is); the shards' records in the configuration's order."""
+    work dir is left as it is); the legs in the configuration's order."""
     by_name = {leg.name: leg for leg in legs}
     for leg in legs:
         target = plan.workdir.shard(leg.name)
@@ -308,14 +302,12 @@ def collect(plan: BuildPlan, legs: Sequence[Leg]) -> list[ShardTrainRecord]:
         profraw.mkdir(parents=True)
         for entry in leg.record["profraw"]:
             shutil.copyfile(leg.profraw / str(entry["name"]), profraw / str(entry["name"]))
-    return [by_name[shard.name].record for shard in plan.shards]
+    return [by_name[shard.name] for shard in plan.shards]
 
 
-def gathered_training(plan: BuildPlan, legs: Sequence[Leg], records: list[ShardTrainRecord]) -> TrainResult:
-    """The train record of the gathered shards: their runs added up, as a one-machine sharded training's, and the
-    work dirs they came from."""
-    by_name = {leg.name: leg for leg in legs}
-    ordered = [by_name[shard.name] for shard in plan.shards]
+def gathered_training(ordered: Sequence[Leg]) -> TrainResult:
+    """The train record of the gathered shards (``ordered`` as configured): their runs added up, as a one-machine
+    sharded training's, and the work dirs they came from."""
     return TrainResult(
         seconds=round(sum(leg.trained.seconds for leg in ordered), 3),
         requests=sum(leg.trained.requests for leg in ordered),
@@ -324,7 +316,7 @@ def gathered_training(plan: BuildPlan, legs: Sequence[Leg], records: list[ShardT
         workload=ordered[0].trained.workload,
         profraw_files=sum(leg.trained.profraw_files or 0 for leg in ordered),
         profraw=[],
-        shards=records,
+        shards=[leg.record for leg in ordered],
         gathered=[str(leg.folder) for leg in ordered],
     )
 
@@ -346,7 +338,7 @@ def merge_gathered(plan: BuildPlan, folders: Sequence[Path]) -> MergeResult:
         tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
         check_build_ids(plan, tool, elf.build_id(binary), legs)
         say(f"merge: {len(legs)} shards gathered from {', '.join(str(leg.folder) for leg in legs)}")
-        records = collect(plan, legs)
-        report.record(plan.work, "train", gathered_training(plan, legs, records))
+        ordered = collect(plan, legs)
+        report.record(plan.work, "train", gathered_training(ordered))
         report.start(plan.work, "merge")  # recording the training dropped the merge's running record
-        return _merge_shards(plan, frame, records)
+        return _merge_shards(plan, frame, [leg.record for leg in ordered])

@@ -90,14 +90,60 @@ def function_floor(plan: BuildPlan, workload: Workload | None) -> FunctionFloor:
 def merge(plan: BuildPlan, *, handed: Report | None = None) -> MergeResult:
     """Merge exactly this training's raw profiles with rustc's own LLVM's llvm-profdata; count what ran."""
     with StageFrame(plan, "merge") as frame:
-        return _merge(plan, frame, handed)
+        trained = report.require(plan.work, "train", "merge", handed)
+        refuse_other_rustc(plan, handed)
+        if plan.shards:
+            return _merge_shards(plan, frame, trained.shards)
+        raws = profdata.check_raw_profiles(plan.profraw_dir, trained.profraw)
+        tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
+        say(f"merge: {len(raws)} raw profiles with {tool.path} (LLVM {tool.llvm_version})")
+        plan.merged_profile.unlink(missing_ok=True)
+        merged = profdata.merge(
+            tool,
+            raws,
+            plan.merged_profile,
+            env=plan.env,
+            log=plan.logs / "merge.log",
+            drop_bad=plan.config.drop_bad_profraw,
+        )
+        for name, why in merged.dropped.items():
+            say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
+        floor = function_floor(plan, plan.require_workload())
+        #: the record so far, in report.json's words: what a failed record keeps, and the result when all is done
+        known: dict[str, object] = {
+            "profile": str(plan.merged_profile),
+            "profraw_merged": len(merged.merged),
+            "profraw_dropped": merged.dropped,
+            **floor.as_json(0),
+            "llvm_profdata": str(tool.path),
+            "llvm_profdata_version": tool.llvm_version,
+        }
+        with frame.kept(lambda: known):  # a failure here records what the merge found, and the profile goes
+            try:
+                summary = profdata.check_usable(
+                    tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
+                )
+                known.update(
+                    {
+                        "profile_sha256": sha256_file(plan.merged_profile),
+                        "executed_functions": summary.executed_functions,
+                        "total_functions": summary.total_functions,
+                        **floor.as_json(summary.total_functions),
+                    }
+                )
+                if summary.executed_functions < floor.for_total(summary.total_functions):
+                    raise floor.refusal(summary.executed_functions, summary.total_functions)
+                known.update(unexecuted(plan, tool, record_counts(plan, tool, plan.merged_profile, "merge-counts")))
+            except PgoError:
+                plan.merged_profile.unlink(missing_ok=True)
+                raise
+        return frame.done(from_json(MergeResult, {**known, "seconds": 0.0}))  # the frame's seconds
 
 
 def refuse_other_rustc(plan: BuildPlan, handed: Report | None = None) -> None:
     """The raw profiles are in the format of the instrumented build's rustc: a merge that resolves another rustc
     (another toolchain chosen since) would merge them with another LLVM's llvm-profdata."""
-    built = handed.instrument if handed is not None and handed.instrument is not None else None
-    built = built or report.load(plan.work).instrument
+    built = (handed.instrument if handed is not None else None) or report.load(plan.work).instrument
     if not isinstance(built, InstrumentResult):
         return
     here = (plan.rustc.release, plan.rustc.llvm_version)
@@ -110,57 +156,6 @@ def refuse_other_rustc(plan: BuildPlan, handed: Report | None = None) -> None:
             "run every stage with the same toolchain (PGO_CARGO's +toolchain, RUSTUP_TOOLCHAIN, rust-toolchain.toml), "
             "or instrument again",
         )
-
-
-def _merge(plan: BuildPlan, frame: StageFrame, handed: Report | None) -> MergeResult:
-    trained = report.require(plan.work, "train", "merge", handed)
-    refuse_other_rustc(plan, handed)
-    if plan.shards:
-        return _merge_shards(plan, frame, trained.shards)
-    raws = profdata.check_raw_profiles(plan.profraw_dir, trained.profraw)
-    tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
-    say(f"merge: {len(raws)} raw profiles with {tool.path} (LLVM {tool.llvm_version})")
-    plan.merged_profile.unlink(missing_ok=True)
-    merged = profdata.merge(
-        tool,
-        raws,
-        plan.merged_profile,
-        env=plan.env,
-        log=plan.logs / "merge.log",
-        drop_bad=plan.config.drop_bad_profraw,
-    )
-    for name, why in merged.dropped.items():
-        say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
-    floor = function_floor(plan, plan.require_workload())
-    #: the record so far, in report.json's words: what a failed record keeps, and the result when all is done
-    known: dict[str, object] = {
-        "profile": str(plan.merged_profile),
-        "profraw_merged": len(merged.merged),
-        "profraw_dropped": merged.dropped,
-        **floor.as_json(0),
-        "llvm_profdata": str(tool.path),
-        "llvm_profdata_version": tool.llvm_version,
-    }
-    with frame.kept(lambda: known):  # a failure here records what the merge found, and the profile goes
-        try:
-            summary = profdata.check_usable(
-                tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
-            )
-            known.update(
-                {
-                    "profile_sha256": sha256_file(plan.merged_profile),
-                    "executed_functions": summary.executed_functions,
-                    "total_functions": summary.total_functions,
-                    **floor.as_json(summary.total_functions),
-                }
-            )
-            if summary.executed_functions < floor.for_total(summary.total_functions):
-                raise floor.refusal(summary.executed_functions, summary.total_functions)
-            known.update(unexecuted(plan, tool, record_counts(plan, tool, plan.merged_profile, "merge-counts")))
-        except PgoError:
-            plan.merged_profile.unlink(missing_ok=True)
-            raise
-    return frame.done(from_json(MergeResult, {**known, "seconds": 0.0}))  # the frame's seconds
 
 
 def record_counts(plan: BuildPlan, tool: ProfdataTool, profile: Path, log: str) -> dict[str, int]:

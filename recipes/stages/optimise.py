@@ -4,7 +4,7 @@ fails a check goes to ``<work>/rejected/``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -55,23 +55,21 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | No
     Clean, build, checks and copy hold a lock on the crate's target dir: several pipelines on one crate take
     turns, and the copy is the binary the checks saw."""
     with StageFrame(plan, "optimise") as frame:
-        return _optimise(plan, frame, verify=verify, handed=handed)
-
-
-def _optimise(plan: BuildPlan, frame: StageFrame, *, verify: bool | None, handed: Report | None) -> OptimiseResult:
-    profile, trained_here, digest = _profile_to_use(plan, handed)
-    tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
-    if not trained_here:  # a given profile is checked before anything is built
-        profdata.check_usable(
-            tool, profile, env=plan.env, log=plan.logs / "optimise-profile-show.log", what="PGO_PROFDATA"
+        profile, trained_here, digest = _profile_to_use(plan, handed)
+        tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
+        if not trained_here:  # a given profile is checked before anything is built
+            profdata.check_usable(
+                tool, profile, env=plan.env, log=plan.logs / "optimise-profile-show.log", what="PGO_PROFDATA"
+            )
+        store = plan.store
+        store_path = store.put(profile, digest=digest)  # checked against its name, the copy or the file already there
+        sha = store_path.name.removesuffix(SUFFIX)
+        records = profdata.function_names(
+            tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log"
         )
-    store = plan.store
-    store_path = store.put(profile, digest=digest)  # checked against its name, the copy or the file already there
-    sha = store_path.name.removesuffix(SUFFIX)
-    records = profdata.function_names(tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
-    with _target_dir_lock(plan):
-        built = Profile(store_path, sha, records)
-        return _build_and_check(plan, frame, built, trained_here=trained_here, verify=verify, handed=handed)
+        with _target_dir_lock(plan):
+            built = Profile(store_path, sha, records)
+            return _build_and_check(plan, frame, built, trained_here=trained_here, verify=verify, handed=handed)
 
 
 def _target_dir_lock(plan: BuildPlan) -> FileLock:
@@ -146,7 +144,7 @@ def _build_and_check(
     verify: bool | None,
     handed: Report | None,
 ) -> OptimiseResult:
-    store_path, sha, records = profile
+    store_path, _, records = profile
     env = _optimised_env(plan, store_path, trained_here=trained_here)
     log_text = _run_build(plan, env)
     built = plan.optimised_binary
@@ -159,13 +157,11 @@ def _build_and_check(
     )
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
-    result = _result(plan, Built(store_path, sha, records, log_text, env, warnings, found, crates, compiled))
+    result = _result(plan, profile, log_text, env, warnings, found, crates, compiled)
     # a failure: recorded with what the stage found, the binary rejected, under the lock
     with frame.kept(lambda: result, reject=("the optimised binary", built)):
         plan.store.verify(store_path, "after the build")
-        _check_optimised(
-            plan, result, log_text, store_path, warnings, found, plan.workload, trained_here=trained_here, handed=handed
-        )
+        _check_optimised(plan, result, log_text, store_path, warnings, found, trained_here=trained_here, handed=handed)
         copy = frame.copy_checked(built, result.binary_sha256, hint="is another build writing to this target dir?")
         result = replace(result, binary=copy)
         if verify if verify is not None else plan.config.verify_wanted(trained=False):
@@ -175,29 +171,23 @@ def _build_and_check(
     return frame.done(result)
 
 
-@dataclass(frozen=True)
-class Built:
-    """What the optimised build left and what was read from it, before the checks."""
-
-    store_path: Path
-    sha: str
-    records: list[str]
-    log_text: str
-    env: dict[str, str]
-    warnings: cargo_log.ProfileWarnings
-    found: checks.Coverage
-    crates: list[CCrateRecord]
-    compiled: list[cargo_log.RustcCall]
-
-
-def _result(plan: BuildPlan, b: Built) -> OptimiseResult:
-    """The stage's record of the build, its binary not yet copied (``binary`` is the built one until the checks
-    pass)."""
-    built, store_path, warnings, found = plan.optimised_binary, b.store_path, b.warnings, b.found
+def _result(
+    plan: BuildPlan,
+    profile: Profile,
+    log_text: str,
+    env: dict[str, str],
+    warnings: cargo_log.ProfileWarnings,
+    found: checks.Coverage,
+    crates: list[CCrateRecord],
+    compiled: list[cargo_log.RustcCall],
+) -> OptimiseResult:
+    """The stage's record of the build (what it left and what was read from it), its binary not yet copied
+    (``binary`` is the built one until the checks pass)."""
+    built, store_path = plan.optimised_binary, profile.store_path
     return OptimiseResult(
         store_path=store_path,
-        profile_sha256=b.sha,
-        profile_functions=len(b.records),
+        profile_sha256=profile.sha,
+        profile_functions=len(profile.records),
         missing_profile_functions=warnings.missing,
         missing_by_crate=dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),
         stale_profile_warnings=warnings.stale,
@@ -205,10 +195,10 @@ def _result(plan: BuildPlan, b: Built) -> OptimiseResult:
         main_crate_functions_without_profile=found.main_crate_without_profile,
         functions_with_profile_in_binary=found.functions_with_profile,
         coverage_from_symbols=found.symbols_known,
-        crate_metadata=cargo_log.crate_identities(b.log_text, plan.crate),
+        crate_metadata=cargo_log.crate_identities(log_text, plan.crate),
         cargo_command=list(plan.config.cargo),
         target=plan.target,
-        rustflags=b.env[plan.rustflags.var],
+        rustflags=env[plan.rustflags.var],
         built_binary=built,
         binary=built,  # the checked copy once the checks pass
         binary_sha256=sha256_file(built),
@@ -217,9 +207,9 @@ def _result(plan: BuildPlan, b: Built) -> OptimiseResult:
         emit_relocs=plan.config.bolt,
         target_cpu=target_cpu_warning(plan.rustflags),
         zigbuild=zig.versions(plan.env) if zig.uses_zigbuild(plan.config.cargo) else None,
-        c_code=plan.c.record(b.crates),
-        crates_compiled=len(b.compiled),
-        crates_with_profile=observed.with_flag(b.compiled, "profile-use", str(store_path)),
+        c_code=plan.c.record(crates),
+        crates_compiled=len(compiled),
+        crates_with_profile=observed.with_flag(compiled, "profile-use", str(store_path)),
         rustc=plan.rustc.release,
         rustc_llvm=plan.rustc.llvm_version,
         rustc_path=str(plan.rustc_path),
@@ -246,10 +236,9 @@ def _check_optimised(
     store_path: Path,
     warnings: cargo_log.ProfileWarnings,
     found: checks.Coverage,
-    workload: Workload | None,
     *,
     trained_here: bool,
-    handed: Report | None = None,
+    handed: Report | None,
 ) -> None:
     checks.refuse_profile_file_warnings(log_text, store_path, plan.logs / "optimise-build.log")
     if warnings.stale:
@@ -286,7 +275,7 @@ def _check_optimised(
                 f"optimised {result.crate_metadata}",
                 "the profile's function names will not match: build both with the same cargo command and config",
             )
-    ceiling = max_missing(plan, workload)
+    ceiling = max_missing(plan, plan.workload)
     if ceiling is not None and warnings.missing > ceiling:
         top = ", ".join(f"{crate} {count}" for crate, count in list(result.missing_by_crate.items())[:3])
         raise CheckFailed(

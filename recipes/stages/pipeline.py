@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 from recipes import report
@@ -10,12 +9,12 @@ from recipes.plan import BuildPlan
 from recipes.results import Report
 from recipes.shards import workload_shards
 from recipes.stages.bolt import bolt
+from recipes.stages.frame import check_runnable
 from recipes.stages.instrument import instrument
 from recipes.stages.merge import merge
 from recipes.stages.optimise import optimise
 from recipes.stages.test import test
 from recipes.stages.train import train
-from recipes.workload import check_environment, check_tools
 
 
 def pgo(plan: BuildPlan) -> Report:
@@ -24,9 +23,7 @@ def pgo(plan: BuildPlan) -> Report:
     handed = Report()
     if plan.config.profdata is None:
         # what it needs (each shard's) is refused before anything is built
-        for workload in [w for _, w in workload_shards(plan.shards)] or [plan.require_workload()]:
-            check_tools(workload, plan.env.get("PATH", os.defpath))
-            check_environment(workload, plan.env)
+        check_runnable(plan, [w for _, w in workload_shards(plan.shards)] or [plan.require_workload()])
         # each stage hands its result to the next in memory; report.json records them (and is what a stage run
         # alone reads)
         handed = replace(handed, instrument=instrument(plan))

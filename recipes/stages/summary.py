@@ -205,11 +205,11 @@ def _status(c_code: CCodeRecord | None, crate: CCrateRecord, *, profiled_word: b
     return ("; profiled" if profiled_word else "") + "".join(f"; {why}" for why in left)
 
 
-def _why_unprofiled(c_code: CCodeRecord, crate: CCrateRecord | None = None) -> str:
+def _why_unprofiled(c_code: CCodeRecord, crate: CCrateRecord) -> str:
     """Why a crate's C has no profile: the plan left the C alone (``PGO_C=0``, a cross target: its reason), or the
     profile flags did not reach a compiler the plan profiles."""
     languages = list(c_code["languages"].values())
-    if crate is not None and crate.get("chosen") is False:
+    if crate.get("chosen") is False:
         said = crate.get("languages") or {name: [] for name in c_code["languages"]}
         why = []
         for name in said:

@@ -18,7 +18,7 @@ from recipes import report
 from recipes.errors import CheckFailed
 from recipes.llvm import checks
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import OptimiseResult, Report, TestResult
+from recipes.results import Report, TestResult
 from recipes.runner import run, say
 from recipes.stages import _observe
 from recipes.stages.frame import StageFrame
@@ -27,18 +27,6 @@ from recipes.toolchain.cargo import invocation as cargo_command
 from recipes.toolchain.cargo import log as cargo_log
 from recipes.toolchain.cargo.metadata import CrateInfo
 from recipes.toolchain.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
-
-
-def _optimised(plan: BuildPlan, handed: Report | None = None) -> OptimiseResult:
-    optimised = report.require(plan.work, "optimise", "test", handed)  # refuses a failed optimise record too
-    checks.refuse_other_build(
-        optimised,
-        cargo=plan.config.cargo,
-        target=plan.target,
-        earlier="the optimised build",
-        now="the test suite would be",
-    )
-    return optimised
 
 
 def test(plan: BuildPlan, *, handed: Report | None = None) -> TestResult:
@@ -52,7 +40,14 @@ def test(plan: BuildPlan, *, handed: Report | None = None) -> TestResult:
 
 
 def _test(plan: BuildPlan, frame: StageFrame, handed: Report | None) -> TestResult:
-    optimised = _optimised(plan, handed)
+    optimised = report.require(plan.work, "optimise", "test", handed)  # refuses a failed optimise record too
+    checks.refuse_other_build(
+        optimised,
+        cargo=plan.config.cargo,
+        target=plan.target,
+        earlier="the optimised build",
+        now="the test suite would be",
+    )
     store_path = optimised.store_path
     sha = plan.store.verify(store_path, "before the test build")
     test_dir = plan.workdir.test_target

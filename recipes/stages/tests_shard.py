@@ -74,17 +74,12 @@ def train(plan: BuildPlan, binary: Path) -> ShardTrainRecord:
     not compile fails the shard, and leaves no merged profile behind."""
     try:
         return _train(plan, binary)
-    except TrainingFailed:
-        forget_merged(plan)
+    except TrainingFailed:  # it leaves none of the last merge's profiles, the whole's nor each shard's
+        plan.merged_profile.unlink(missing_ok=True)
+        for shard in plan.shards:
+            plan.workdir.shard_profdata(shard.name).unlink(missing_ok=True)
+            plan.workdir.shard_rest(shard.name).unlink(missing_ok=True)
         raise
-
-
-def forget_merged(plan: BuildPlan) -> None:
-    """The last merge's profiles, the whole's and each shard's: a failed training leaves none of them."""
-    plan.merged_profile.unlink(missing_ok=True)
-    for shard in plan.shards:
-        plan.workdir.shard_profdata(shard.name).unlink(missing_ok=True)
-        plan.workdir.shard_rest(shard.name).unlink(missing_ok=True)
 
 
 def _train(plan: BuildPlan, binary: Path) -> ShardTrainRecord:

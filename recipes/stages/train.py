@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from recipes import report
@@ -13,10 +12,10 @@ from recipes.results import PhaseRecord, Report, ShardTrainRecord, TrainResult, 
 from recipes.runner import say
 from recipes.shards import workload_shards
 from recipes.stages import tests_shard
-from recipes.stages.frame import StageFrame, run_on
+from recipes.stages.frame import StageFrame, check_runnable, run_on
 from recipes.store import sha256_file
 from recipes.train.trainer import Collect
-from recipes.workload import check_environment, check_tools
+from recipes.workload import Workload
 
 
 def instrumented_binary(plan: BuildPlan, handed: Report | None = None) -> Path:
@@ -47,8 +46,7 @@ def train(plan: BuildPlan, *, handed: Report | None = None) -> TrainResult:
         if plan.shards:
             return frame.done(train_shards(plan, binary))
         workload = plan.require_workload()
-        check_tools(workload, plan.env.get("PATH", os.defpath))
-        check_environment(workload, plan.env)
+        check_runnable(plan, [workload])
         run = run_on(plan, workload, binary, logs=plan.logs, scratch="train", collect=Collect.profraw(plan.profraw_dir))
         raws = [raw.as_json() for raw in profdata.record_raw_profiles(plan.profraw_dir)]
         return frame.done(TrainResult.of(run, raws))
@@ -57,10 +55,7 @@ def train(plan: BuildPlan, *, handed: Report | None = None) -> TrainResult:
 def train_shards(plan: BuildPlan, binary: Path) -> TrainResult:
     """Each shard's workload on ``binary``, one after another, each into its own folder of raw profiles; the
     record adds their runs up and keeps each shard's (``shards``), its phases named ``<shard>/<phase>``."""
-    path = plan.env.get("PATH", os.defpath)
-    for _, workload in workload_shards(plan.shards):  # every shard's tools and variables before any runs
-        check_tools(workload, path)
-        check_environment(workload, plan.env)
+    check_runnable(plan, [w for _, w in workload_shards(plan.shards)])  # every shard's, before any runs
     if any(shard.is_tests for shard in plan.shards):
         tests_shard.check_instrumented_build(plan)
     runs: list[tuple[str, WorkloadRun]] = []
@@ -73,15 +68,7 @@ def train_shards(plan: BuildPlan, binary: Path) -> TrainResult:
         folder = plan.workdir.shard_profraw(shard.name)
         run = run_on(plan, shard.workload, binary, logs=plan.logs, scratch="train", collect=Collect.profraw(folder))
         runs.append((shard.name, run))
-        records.append(
-            {
-                "name": shard.name,
-                "workload": str(shard.workload.path),
-                "seconds": run.seconds,
-                "requests": run.requests,
-                "profraw": [raw.as_json() for raw in profdata.record_raw_profiles(folder)],
-            }
-        )
+        records.append(shard_record(shard.name, shard.workload, run, folder))
     phases: list[PhaseRecord] = [{**p, "name": f"{name}/{p['name']}"} for name, run in runs for p in run.phases]
     return TrainResult(
         seconds=round(sum(r["seconds"] for r in records), 3),
@@ -93,3 +80,14 @@ def train_shards(plan: BuildPlan, binary: Path) -> TrainResult:
         profraw=[],
         shards=records,
     )
+
+
+def shard_record(name: str, workload: Workload, run: WorkloadRun, folder: Path) -> ShardTrainRecord:
+    """A workload shard's record in the train record: its run, and the raw profiles it wrote into ``folder``."""
+    return {
+        "name": name,
+        "workload": str(workload.path),
+        "seconds": run.seconds,
+        "requests": run.requests,
+        "profraw": [raw.as_json() for raw in profdata.record_raw_profiles(folder)],
+    }

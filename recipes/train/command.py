@@ -15,8 +15,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, ClassVar
@@ -121,13 +121,10 @@ class CommandMode(InstanceMode[CommandOptions]):
         return [options.cwd] if options.cwd is not None else []
 
     def session(self, options: CommandOptions, ctx: PhaseContext) -> AbstractContextManager[PhaseContext]:
-        @contextmanager
-        def nothing_to_start() -> Iterator[PhaseContext]:
-            where = f"instance {ctx.instance}"
-            cwd = working_dir(options.cwd, ctx, where) if options.cwd is not None else Path(ctx.values["project"])
-            yield replace(ctx, cwd=cwd)
-
-        return nothing_to_start()
+        """Nothing to start: the phases' context with the instance's working directory."""
+        where = f"instance {ctx.instance}"
+        cwd = working_dir(options.cwd, ctx, where) if options.cwd is not None else Path(ctx.values["project"])
+        return nullcontext(replace(ctx, cwd=cwd))
 
 
 class Output:
@@ -207,6 +204,7 @@ class Output:
 
 
 @register_phase
+@dataclass(eq=False)
 class CommandPhase(Phase):
     """Run ``<binary> <args…>`` ``runs`` times; each run must exit with ``expect_exit``."""
 
@@ -214,24 +212,12 @@ class CommandPhase(Phase):
     modes = ("command",)
     fills: ClassVar[frozenset[str]] = frozenset({"env"})
 
-    def __init__(
-        self,
-        name: str,
-        timeout: float | None,
-        args: list[str],
-        runs: int,
-        expect_exit: int,
-        stdin: str | None,
-        cwd: str | None = None,
-        output: str = "tail",
-    ) -> None:
-        super().__init__(name, timeout)
-        self.args = args
-        self.runs = runs
-        self.expect_exit = expect_exit
-        self.stdin = stdin
-        self.cwd = cwd
-        self.output = output
+    args: list[str]
+    runs: int
+    expect_exit: int
+    stdin: str | None
+    cwd: str | None = None
+    output: str = "tail"
 
     @classmethod
     def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
@@ -296,8 +282,8 @@ class CommandPhase(Phase):
                         reason = output.failed(index + 1)
                         raise TrainingFailed(
                             f"{where}: run {index + 1} of {runs} exited with "
-                            f"{_describe(returncode)}, expected {self.expect_exit}"
-                            + (f"; its stderr ends: {reason}" if reason else ""),
+                            f"{f'signal {-returncode}' if returncode < 0 else f'exit code {returncode}'}, "
+                            f"expected {self.expect_exit}" + (f"; its stderr ends: {reason}" if reason else ""),
                             f"see {log}",
                         )
                     done += 1
@@ -382,9 +368,3 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
             pipe.write(data)
     except BrokenPipeError:
         pass  # the program did not read all of its input: its exit status says whether that is fine
-
-
-def _describe(returncode: int) -> str:
-    if returncode < 0:
-        return f"signal {-returncode}"
-    return f"exit code {returncode}"

@@ -17,6 +17,7 @@ handshake (no resumption).
 from __future__ import annotations
 
 import time
+from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar
 
 from recipes.runner import say
@@ -28,19 +29,17 @@ from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register
 
 
 @register_phase
+@dataclass(eq=False)
 class HandshakesPhase(Phase):
     kind: ClassVar[str] = "handshakes"
     modes = ("server",)
 
-    def __init__(
-        self, name: str, timeout: float | None, *, handshakes: int, batch: int, protocol: str, path: str, expect: str
-    ) -> None:
-        super().__init__(name, timeout)
-        self.handshakes = handshakes
-        self.batch = batch
-        self.protocol = protocol
-        self.path = path
-        self.expect = expect
+    _: KW_ONLY
+    handshakes: int
+    batch: int
+    protocol: str
+    path: str
+    expect: str
 
     @classmethod
     def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:

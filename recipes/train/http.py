@@ -23,8 +23,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -241,57 +241,31 @@ def codes_log_for(ctx: PhaseContext, name: str, expect: str) -> Path | None:
     return path
 
 
-def upstream_state(ctx: PhaseContext, state: str) -> AbstractContextManager[Any]:
-    if state == "down":
-        down: AbstractContextManager[Any] = ctx.resources["upstream"].down()
-        return down
-    return nullcontext()
-
-
 def summary_status(summary: h2load.H2loadSummary) -> dict[str, int]:
     return {k: summary.status.get(k, 0) for k in h2load.STATUS_CLASSES}
 
 
 @register_phase
+@dataclass(eq=False)
 class HttpPhase(Phase):
     kind: ClassVar[str] = "http"
     modes = ("server",)
 
-    def __init__(
-        self,
-        name: str,
-        timeout: float | None,
-        *,
-        requests: int,
-        protocol: str,
-        scheme: str,
-        paths: list[str],
-        method: str,
-        body: str | None,
-        headers: list[str],
-        connections: int,
-        streams: int,
-        expect: str,
-        upstream: str,
-        one_per_connection: bool,
-        min_mean_body: int | None = None,
-        max_mean_body: int | None = None,
-    ) -> None:
-        super().__init__(name, timeout)
-        self.requests = requests
-        self.protocol = protocol
-        self.scheme = scheme
-        self.paths = paths
-        self.method = method
-        self.body = body
-        self.headers = headers
-        self.connections = connections
-        self.streams = streams
-        self.expect = expect
-        self.upstream = upstream
-        self.one_per_connection = one_per_connection
-        self.min_mean_body = min_mean_body
-        self.max_mean_body = max_mean_body
+    _: KW_ONLY
+    requests: int
+    protocol: str
+    scheme: str
+    paths: list[str]
+    method: str
+    body: str | None
+    headers: list[str]
+    connections: int
+    streams: int
+    expect: str
+    upstream: str
+    one_per_connection: bool
+    min_mean_body: int | None = None
+    max_mean_body: int | None = None
 
     @classmethod
     def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
@@ -392,7 +366,7 @@ class HttpPhase(Phase):
         )
         start = time.monotonic()
         bodies = BodyTally()
-        with upstream_state(ctx, self.upstream):
+        with ctx.resources["upstream"].down() if self.upstream == "down" else nullcontext():
             if self.one_per_connection:
                 done, status = run_batches(
                     ctx,

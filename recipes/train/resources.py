@@ -21,7 +21,7 @@ import string
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,11 +51,7 @@ class Certs(Resource):
         return {f"{kind}_{part}" for kind in options for part in ("cert", "key")}
 
     def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
-        @contextmanager
-        def made() -> Iterator[LiveResource]:
-            yield LiveResource(certs.make_certs(options, ctx.scratch / "certs", env=ctx.env, logs=ctx.logs))
-
-        return made()
+        return nullcontext(LiveResource(certs.make_certs(options, ctx.scratch / "certs", env=ctx.env, logs=ctx.logs)))
 
 
 @dataclass(frozen=True)
@@ -125,16 +121,11 @@ class Docroot(Resource):
 
     def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
         options = _docroot_options(options)
-
-        @contextmanager
-        def made() -> Iterator[LiveResource]:
-            if options.folder is not None and not options.folder.is_dir():
-                raise TrainingFailed(
-                    f"[setup] docroot: the folder {options.folder} is gone", "create it again, or set docroot = true"
-                )
-            yield LiveResource(docroot.make_docroot(ctx.scratch, options.folder))
-
-        return made()
+        if options.folder is not None and not options.folder.is_dir():
+            raise TrainingFailed(
+                f"[setup] docroot: the folder {options.folder} is gone", "create it again, or set docroot = true"
+            )
+        return nullcontext(LiveResource(docroot.make_docroot(ctx.scratch, options.folder)))
 
 
 class UpstreamBackend:
@@ -304,22 +295,16 @@ class Command(Resource):
         return [text for c in _setup_commands(options) for text in c.texts()]
 
     def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
-        commands = _setup_commands(options)
-
-        @contextmanager
-        def ran() -> Iterator[LiveResource]:
-            values = dict(ctx.values)
-            made: dict[str, str] = {}
-            for command in commands:
-                if command.output is not None:
-                    folder = ctx.scratch / "outputs" / command.output
-                    shutil.rmtree(folder, ignore_errors=True)
-                    folder.mkdir(parents=True)
-                    values[command.output] = made[command.output] = str(folder)
-                _run_setup_command(command, values, ctx)
-            yield LiveResource(made)
-
-        return ran()
+        values = dict(ctx.values)
+        made: dict[str, str] = {}
+        for command in _setup_commands(options):
+            if command.output is not None:
+                folder = ctx.scratch / "outputs" / command.output
+                shutil.rmtree(folder, ignore_errors=True)
+                folder.mkdir(parents=True)
+                values[command.output] = made[command.output] = str(folder)
+            _run_setup_command(command, values, ctx)
+        return nullcontext(LiveResource(made))
 
 
 def _run_setup_command(command: SetupCommand, values: dict[str, str], ctx: ResourceContext) -> None:

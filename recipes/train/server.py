@@ -188,14 +188,6 @@ def not_ready(server: RunningServer, url: str, limit: float, readiness: net.Read
     )
 
 
-def stop_progress(server: RunningServer, waited: float, limit: float) -> str:
-    """The line said every :data:`STOP_PROGRESS_EVERY` seconds while a server takes its time to exit."""
-    return (
-        f"instance {server.instance}: waiting for the server (pid {server.pid}) to exit after SIGTERM: "
-        f"{waited:.0f} s of {limit:.0f} s"
-    )
-
-
 def stop_timed_out(server: RunningServer, options: ServerOptions, ctx: PhaseContext, limit: float) -> TrainingFailed:
     """The error for a server still running ``limit`` seconds after SIGTERM (killed since); under emulation it
     says what differs there: the program that ran it, the stretched limit, what killing it lost, what to try."""
@@ -226,8 +218,9 @@ def _stop(server: RunningServer, options: ServerOptions, ctx: PhaseContext) -> N
     if not child.alive():
         raise server.died("before it was stopped")
     started = time.monotonic()
+    waiting = f"instance {server.instance}: waiting for the server (pid {server.pid}) to exit after SIGTERM"
     returncode = child.stop(
-        limit, progress=lambda waited: say(stop_progress(server, waited, limit)), every=STOP_PROGRESS_EVERY
+        limit, progress=lambda waited: say(f"{waiting}: {waited:.0f} s of {limit:.0f} s"), every=STOP_PROGRESS_EVERY
     )
     if returncode is None:
         show(server.dump())

@@ -125,15 +125,6 @@ class RunSettings:
 PHASE_LOGS = "train-*"
 
 
-def drop_stale_logs(logs: Path) -> list[Path]:
-    """The phase logs an earlier run left in ``logs`` removed (a failed phase's log would otherwise stand beside
-    a successful re-run's, of a phase the workload may not even have now): those removed."""
-    stale = sorted(path for path in logs.glob(PHASE_LOGS) if path.is_file() and not path.is_symlink())
-    for path in stale:
-        path.unlink(missing_ok=True)
-    return stale
-
-
 def run_workload(workload: Workload, binary: Path, settings: RunSettings, collect: Collect = VERIFY) -> WorkloadRun:
     """Drive ``binary`` through the workload: its resources set up, then each instance and its phases; each
     instance must leave what ``collect`` asks for."""
@@ -141,7 +132,11 @@ def run_workload(workload: Workload, binary: Path, settings: RunSettings, collec
     shutil.rmtree(settings.scratch, ignore_errors=True)
     settings.scratch.mkdir(parents=True)
     settings.logs.mkdir(parents=True, exist_ok=True)
-    drop_stale_logs(settings.logs)
+    # the phase logs an earlier run left: a failed phase's log would otherwise stand beside a successful re-run's,
+    # of a phase the workload may not even have now
+    for path in sorted(settings.logs.glob(PHASE_LOGS)):
+        if path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
     results: list[PhaseResult] = []
     started = time.monotonic()
     with ExitStack() as setup:
@@ -156,7 +151,24 @@ def run_workload(workload: Workload, binary: Path, settings: RunSettings, collec
             handles[kind] = live.handle
         for instance in workload.instances:
             values = {**settings.values(workload), **shared}
-            ctx = _phase_context(workload, instance, binary, settings, collect, values, handles)
+            # what its phases run with: the environment (the plan's, the instance's own, the profile's file), the
+            # placeholders, the scale and the time limits
+            env = dict(settings.base_env)
+            env.update({k: v.format_map(values) for k, v in instance.env.items()})
+            ctx = PhaseContext(
+                binary=binary,
+                instance=instance.name,
+                env=collect.env_for(env, instance.name),
+                values=values,
+                logs=settings.logs,
+                scale=settings.scale,
+                timeout=settings.timeout or workload.phase_timeout or DEFAULT_PHASE_TIMEOUT,
+                verifying=collect.verifying,
+                resources=handles,
+                timeout_override=settings.timeout,
+                launcher=settings.launcher,
+                slowdown=emulation.slowdown(settings.launcher),
+            )
             before = collect.before()
             results += _run_instance(instance, ctx)
             collect.check(instance.name, before)
@@ -168,35 +180,6 @@ def run_workload(workload: Workload, binary: Path, settings: RunSettings, collec
         workload=workload.path,
         profraw_files=collect.count("profraw"),
         fdata_files=collect.count("fdata"),
-    )
-
-
-def _phase_context(
-    workload: Workload,
-    instance: Instance,
-    binary: Path,
-    settings: RunSettings,
-    collect: Collect,
-    values: dict[str, str],
-    resources: dict[str, object],
-) -> PhaseContext:
-    """What the phases of ``instance`` run with: its environment (the plan's, the instance's own, the profile's
-    file), the placeholders, the scale and the time limits."""
-    env = dict(settings.base_env)
-    env.update({k: v.format_map(values) for k, v in instance.env.items()})
-    return PhaseContext(
-        binary=binary,
-        instance=instance.name,
-        env=collect.env_for(env, instance.name),
-        values=values,
-        logs=settings.logs,
-        scale=settings.scale,
-        timeout=settings.timeout or workload.phase_timeout or DEFAULT_PHASE_TIMEOUT,
-        verifying=collect.verifying,
-        resources=resources,
-        timeout_override=settings.timeout,
-        launcher=settings.launcher,
-        slowdown=emulation.slowdown(settings.launcher),
     )
 
 

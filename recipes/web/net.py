@@ -88,11 +88,6 @@ def ask(url: str, timeout: float = 2.0) -> Answer:
         conn.close()
 
 
-def probe(url: str, timeout: float = 2.0) -> int | None:
-    """The status of ``GET url``, None when nothing answers."""
-    return ask(url, timeout).status
-
-
 #: a status other than 200 answered this long (and at least STEADY_PROBES times in a row) is the server's
 #: final word: it is up, and will not change its mind
 STEADY_SECONDS = 3.0
@@ -152,12 +147,6 @@ def poll_ready(
             return Readiness(False, now - start, last, steady=True)
         time.sleep(interval)
         interval = min(interval * 1.5, 0.5)
-
-
-def wait_ready(url: str, limit: float, alive: Callable[[], bool], interval: float = 0.05) -> float | None:
-    """Poll ``url`` until it answers 200; the seconds it took, or None when it did not (see :func:`poll_ready`)."""
-    result = poll_ready(url, limit, alive, interval)
-    return result.seconds if result.ready else None
 
 
 def socket_dump(ports: Iterable[int], env: Mapping[str, str]) -> str:

@@ -57,11 +57,6 @@ class Scenario:
     def tls(self) -> bool:
         return self.scheme == "https"
 
-    @property
-    def requests(self) -> int:
-        """The trial's count (requests, or runs of a command)."""
-        return self.count
-
     def scaled(self, scale: float) -> Scenario:
         """The same scenario with ``scale`` times the count (at least one request per connection, one run)."""
         return replace(self, count=max(self.connections, math.ceil(self.count * scale)))

@@ -85,8 +85,10 @@ class PhaseContext:
         return [*self.launcher, str(self.binary), *args]
 
 
+@dataclass(eq=False)
 class Phase(ABC):
-    """One step of an instance's training."""
+    """One step of an instance's training (its fields: those of its table, ``name`` and ``timeout`` first; an
+    instance's phases are compared by identity)."""
 
     kind: ClassVar[str]
     #: the instance modes this phase kind can run under
@@ -94,9 +96,8 @@ class Phase(ABC):
     #: placeholders this phase kind fills itself in its texts, beyond the instance's (``env``: ``{env:NAME}``)
     fills: ClassVar[frozenset[str]] = frozenset()
 
-    def __init__(self, name: str, timeout: float | None) -> None:
-        self.name = name
-        self.timeout = timeout
+    name: str
+    timeout: float | None
 
     @classmethod
     @abstractmethod

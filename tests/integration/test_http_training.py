@@ -387,8 +387,8 @@ def test_upstream_backend_serves_and_restarts(tmp_path: Path) -> None:
         assert b'"body_length":777' in conn.getresponse().read()
         conn.close()
         with backend.down():
-            assert net.probe(f"http://127.0.0.1:{port}/api/x") is None
-        assert net.probe(f"http://127.0.0.1:{port}/api/x") == 200
+            assert net.ask(f"http://127.0.0.1:{port}/api/x").status is None
+        assert net.ask(f"http://127.0.0.1:{port}/api/x").status == 200
     finally:
         backend.stop()
 

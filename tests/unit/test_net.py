@@ -10,7 +10,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -138,18 +138,24 @@ def test_ask_says_what_answered(answering: ThreadingHTTPServer, refusing_port: i
     assert net.ask(_url(answering)).describe() == "200 OK"
     answering.status = 404  # type: ignore[attr-defined]
     assert net.ask(_url(answering)) == net.Answer(404, "Not Found")
-    assert net.probe(_url(answering)) == 404
+    assert net.ask(_url(answering)).status == 404
     answering.status = None  # type: ignore[attr-defined]
     assert net.ask(_url(answering)).describe() == "connection closed without a response"
     refused = net.ask(f"http://{net.HOST}:{refusing_port}/health")
     assert (refused.status, refused.describe()) == (None, "connection refused")
 
 
+def wait_ready(url: str, limit: float, alive: Callable[[], bool], interval: float = 0.05) -> float | None:
+    """Poll ``url`` until it answers 200; the seconds it took, or None when it did not (see :func:`poll_ready`)."""
+    result = net.poll_ready(url, limit, alive, interval)
+    return result.seconds if result.ready else None
+
+
 def test_ready_when_it_answers_200(answering: ThreadingHTTPServer) -> None:
     result = net.poll_ready(_url(answering), 10, lambda: True)
     assert result.ready
     assert result.last == net.Answer(200, "OK")
-    took = net.wait_ready(_url(answering), 10, lambda: True)
+    took = wait_ready(_url(answering), 10, lambda: True)
     assert took is not None and took < 10
 
 
