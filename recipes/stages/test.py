@@ -26,7 +26,7 @@ from recipes.toolchain import zig
 from recipes.toolchain.cargo import invocation as cargo_command
 from recipes.toolchain.cargo import log as cargo_log
 from recipes.toolchain.cargo.metadata import CrateInfo
-from recipes.toolchain.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
+from recipes.toolchain.cargo.testlog import CargoTestRun, failed_named, parse_cargo_test, summary_line
 
 
 def test(plan: BuildPlan, *, handed: Report | None = None) -> TestResult:
@@ -126,10 +126,9 @@ def _check(plan: BuildPlan, tests: CargoTestRun, text: str, returncode: int, sto
         raise CheckFailed(f"the test suite did not compile with the profile: {tests.compile_error}", f"see {log}")
     if not tests.ok:
         total = tests.passed + tests.failed
-        shown = "; ".join(tests.failed_tests[:5]) + (" …" if len(tests.failed_tests) > 5 else "")
         raise CheckFailed(
             f"the test suite compiled with the profile failed: {len(tests.failed_tests)} of {total} failed "
-            f"({summary_line(tests)}): {shown}",
+            f"({summary_line(tests)}): {failed_named(tests)}",
             f"see {log}; run `cargo test` without the profile to tell a broken test from a profile-related one",
         )
     if returncode != 0:

@@ -41,13 +41,11 @@ from recipes.stages.instrument import instrumented_env
 from recipes.stages.test import suite_argv
 from recipes.store import sha256_file
 from recipes.toolchain.cargo.log import built_executable
-from recipes.toolchain.cargo.testlog import CargoTestRun, parse_cargo_test, summary_line
+from recipes.toolchain.cargo.testlog import CargoTestRun, failed_named, parse_cargo_test, summary_line
 from recipes.train.trainer import profraw_pattern
 
 #: the RUSTC shim's records of the tests shard's build (``<work>/observed/tests-shard``)
 OBSERVED = "tests-shard"
-#: how many failed tests the refusal names
-NAMED = 5
 
 
 def check_instrumented_build(plan: BuildPlan) -> None:
@@ -190,10 +188,9 @@ def refuse_failed(tests: CargoTestRun, returncode: int, log: str) -> None:
     """A suite that did not compile, a failed test or a crashed test binary (named), or cargo's failure."""
     refuse_uncompiled(tests, log)
     if not tests.ok:
-        shown = "; ".join(tests.failed_tests[:NAMED]) + (" …" if len(tests.failed_tests) > NAMED else "")
         raise TrainingFailed(
             f"the tests shard: {len(tests.failed_tests)} of the crate's tests failed under instrumentation "
-            f"({summary_line(tests)}): {shown or 'no test ran'}",
+            f"({summary_line(tests)}): {failed_named(tests) or 'no test ran'}",
             f"see {log}; a test that fails only instrumented (timing, a path) can be skipped with #[cfg_attr(…, "
             "ignore)], or drop tests from PGO_WORKLOAD",
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recipes.toolchain.cargo.log import Invocation, harness_executables, running_invocations
-from recipes.toolchain.cargo.testlog import binary_under_test, parse_cargo_test, summary_line
+from recipes.toolchain.cargo.testlog import binary_under_test, failed_named, parse_cargo_test, summary_line
 from tests.conftest import DATA
 
 
@@ -30,6 +30,9 @@ def test_failing_tests_are_named_with_their_target() -> None:
     assert (run.passed, run.failed, run.ignored) == (7, 2, 1)
     assert run.failed_tests == ["tests::gcd_of_multiples (--lib)", "fizzbuzz_from_the_command_line (--test cli)"]
     assert summary_line(run) == "7 passed, 2 failed, 1 ignored"
+    assert failed_named(run) == "tests::gcd_of_multiples (--lib); fizzbuzz_from_the_command_line (--test cli)"
+    run.suites[0].failed_tests.extend(f"t{n}" for n in range(4))  # 6 failed: the first 5 named, then …
+    assert failed_named(run).endswith("; t3 (--lib) …") and failed_named(run).count("; ") == 4
 
 
 def test_should_panic_suffix_is_not_part_of_the_name() -> None:

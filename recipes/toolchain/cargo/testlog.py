@@ -161,3 +161,12 @@ def summary_line(tests: CargoTestRun) -> str:
     if tests.crashed:
         line += f", {len(tests.crashed)} test binaries crashed"
     return line
+
+
+#: how many failed tests a refusal names
+NAMED = 5
+
+
+def failed_named(tests: CargoTestRun) -> str:
+    """The first :data:`NAMED` failed tests, ``; ``-separated (`` …`` when there are more)."""
+    return "; ".join(tests.failed_tests[:NAMED]) + (" …" if len(tests.failed_tests) > NAMED else "")
