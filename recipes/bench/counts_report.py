@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -24,19 +24,18 @@ from recipes.bench.cpu_report import (
     Result,
     build_lines,
     chart_rows,
+    draw_chart,
     from_fields,
     held_out_status,
     invalid_section,
     labels,
     markdown_of,
     percent,
-    pyplot,
     worse_section,
 )
 from recipes.bench.cpu_report import to_json as report_to_json
 from recipes.bench.meta import GateMeta, HeldOutJson, Meta
 from recipes.errors import BenchError, ConfigError
-from recipes.files import atomic_output
 
 #: the figures of a build, in the table's order, and their headings
 FIGURES = {
@@ -417,16 +416,9 @@ def to_json(results: Sequence[CountsResult], meta: Meta) -> dict[str, Any]:
 def write_chart(path: Path, results: Sequence[CountsResult], meta: Meta) -> None:
     """A PNG: per scenario and candidate the change of instructions, of mispredictions and of the estimate
     (bars), and each paired trial's change of the estimate (points)."""
-    plt = pyplot()
-    builds = results[0].builds if results else [BASELINE, CANDIDATE]
-    named = labels(meta, builds)
-    rows = chart_rows(results, named)
-    figure, axes = plt.subplots(figsize=(12, max(2.5, 0.6 * len(rows) + 1.8)))
     bars = (("instructions", "tab:blue", 0.25), ("mispredicts", "tab:orange", 0.0), ("estimate", "tab:green", -0.25))
-    for row, (_label, shown, candidate) in enumerate(reversed(rows)):
-        if shown is None:
-            continue
-        first = row == next(i for i, r in enumerate(reversed(rows)) if r[1] is not None)
+
+    def draw(axes: Any, row: int, shown: CountsResult, candidate: str, legend: Callable[[str], str | None]) -> None:
         for name, colour, offset in bars:
             if name == "mispredicts":
                 base = shown.median(BASELINE, "cond_mispredicts") + shown.median(BASELINE, "ind_mispredicts")
@@ -434,18 +426,16 @@ def write_chart(path: Path, results: Sequence[CountsResult], meta: Meta) -> None
                 value = cand / base - 1 if base else 0.0
             else:
                 value = shown.difference(candidate, name)
-            axes.barh(row + offset, value * 100, height=0.23, color=colour, alpha=0.6, label=name if first else None)
+            axes.barh(row + offset, value * 100, height=0.23, color=colour, alpha=0.6, label=legend(name))
         points = [d * 100 for d in shown.paired(candidate)]
         axes.scatter(points, [row - 0.25] * len(points), color="black", s=10, zorder=3,
-                     label="paired trials (estimate)" if first else None)  # fmt: skip
-    axes.axvline(0, color="black", linewidth=0.8)
-    axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
+                     label=legend("paired trials (estimate)"))  # fmt: skip
+
+    builds = results[0].builds if results else [BASELINE, CANDIDATE]
+    named = labels(meta, builds)
     cands = ", ".join(named[b] for b in builds[1:])
-    axes.set_xlabel(f"change per run or request, {cands} vs {named[BASELINE]}, % (valgrind's simulation)")
-    axes.set_title("Instructions, branch mispredictions and the estimate of cycles (medians)")
-    if any(shown is not None for _, shown, _ in rows):
-        axes.legend(loc="best", fontsize="small")
-    figure.tight_layout()
-    with atomic_output(path, suffix=".png") as tmp:
-        figure.savefig(tmp, dpi=110)
-    plt.close(figure)
+    texts = (
+        f"change per run or request, {cands} vs {named[BASELINE]}, % (valgrind's simulation)",
+        "Instructions, branch mispredictions and the estimate of cycles (medians)",
+    )
+    draw_chart(path, chart_rows(results, named), 0.6, draw, texts)

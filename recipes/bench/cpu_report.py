@@ -167,22 +167,14 @@ class Trial:
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for key, value in (
-            ("us_per_request", self.us_per_request),
-            ("user_us", self.user_us),
-            ("system_us", self.system_us),
-        ):
-            data[key] = None if math.isnan(value) else round(value, 3)
+        for key in ("us_per_request", "user_us", "system_us"):
+            data[key] = _round(getattr(self, key))
         data["valid"] = self.valid
         data["busy"] = _round(self.busy, 4)
         data["ticks"] = round(self.ticks, 1)
         for key in ("server_cpu", "wall", "load_cpu", "harness_cpu"):
             data[key] = round(data[key], 6)
         return data
-
-
-def trial_from_json(data: dict[str, Any]) -> Trial:
-    return from_fields(Trial, data)
 
 
 @dataclass
@@ -407,7 +399,7 @@ def scenario_from_json(data: dict[str, Any]) -> ScenarioResult:
     return ScenarioResult(
         name=data["name"],
         title=data["title"],
-        trials=[trial_from_json(t) for t in data["trials"]],
+        trials=[from_fields(Trial, t) for t in data["trials"]],
         canary_before=data["canary_before"],
         canary_after=data["canary_after"],
         problem=data.get("scenario_problem", ""),
@@ -450,38 +442,28 @@ def percent(fraction: float) -> str:
     return text.replace("-", "\u2212")
 
 
-def c_compilers_note(entry: BuildMeta) -> str:
-    """What compiled a build's C and C++ (``meta["builds"]``' ``c_compilers``), for its line of the table."""
-    if "c_compilers" not in entry:
-        return ""  # a result of a bench that did not record it
-    return f"; its C and C++: {entry['c_compilers'] or 'not known (a binary given by path)'}"
-
-
-def c_compilers_warning(meta: Meta) -> list[str]:
-    """A line when the builds whose C compilers are known had their C compiled by different ones: the comparison
-    then mixes the compiler with the profile."""
+def build_lines(entries: Sequence[BuildMeta], named: dict[str, str], meta: Meta) -> list[str]:
+    """The table's lines on the builds, of either measure: each one's role, label and binary (and its C
+    compilers, where ``meta["builds"]`` recorded them), and a warning when the builds whose C compilers are known
+    had their C compiled by different ones: the comparison then mixes the compiler with the profile."""
+    lines = []
+    for entry in entries:
+        role = "baseline" if entry.get("key") == BASELINE else "candidate"
+        c_code = entry.get("c_compilers")  # missing in a result of a bench that did not record it
+        lines.append(
+            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
+            + (f"; its C and C++: {c_code or 'not known (a binary given by path)'}" if "c_compilers" in entry else "")
+        )
     known = {str(b.get("c_compilers")) for b in meta.get("builds", []) if isinstance(b, dict) and b.get("c_compilers")}
     compilers = {
         tuple(sorted(part.split(": ", 1)[-1] for part in text.split("; "))) for text in known if text != "no C"
     }
-    if len(compilers) < 2:
-        return []
-    return [
-        "- ⚠ the builds' C and C++ were compiled by different compilers: their difference is not the profile's alone"
-    ]
-
-
-def build_lines(entries: Sequence[BuildMeta], named: dict[str, str], meta: Meta) -> list[str]:
-    """The table's lines on the builds, of either measure: each one's role, label and binary (and its C
-    compilers), and a warning when their C compilers differ."""
-    lines = []
-    for entry in entries:
-        role = "baseline" if entry.get("key") == BASELINE else "candidate"
+    if len(compilers) > 1:
         lines.append(
-            f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
-            + c_compilers_note(entry)
+            "- ⚠ the builds' C and C++ were compiled by different compilers: their difference is not the profile's "
+            "alone"
         )
-    return lines + c_compilers_warning(meta)
+    return lines
 
 
 def held_out_status(held_out: HeldOutJson | None) -> str:
@@ -904,18 +886,6 @@ def write_json(
     write_atomically(path, json.dumps(to_json(results, meta, heading), indent=2, ensure_ascii=False) + "\n")
 
 
-def pyplot() -> Any:
-    """matplotlib's pyplot drawing to files (only the bench session's venv has matplotlib)."""
-    try:
-        import matplotlib  # noqa: PLC0415  (only the bench session's venv has it)
-    except ImportError as exc:
-        raise MissingInput("matplotlib is not installed here", "run the chart in `nox -s bench`'s venv") from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    return plt
-
-
 def chart_rows(results: Sequence[TabledT], named: dict[str, str]) -> list[tuple[str, TabledT | None, str]]:
     """A chart's rows: (label, the result or None when it is invalid, the candidate), one per scenario and
     candidate, the candidate named (``named``: :func:`labels`) when there are several."""
@@ -925,6 +895,41 @@ def chart_rows(results: Sequence[TabledT], named: dict[str, str]) -> list[tuple[
             label = result.title + (f" — {named.get(candidate, candidate)}" if len(result.candidates) > 1 else "")
             rows.append((label if result.valid else label + " (invalid)", result if result.valid else None, candidate))
     return rows
+
+
+def draw_chart(
+    path: Path,
+    rows: list[tuple[str, TabledT | None, str]],
+    row_height: float,
+    draw: Callable[[Any, int, TabledT, str, Callable[[str], str | None]], None],
+    texts: tuple[str, str],
+) -> None:
+    """A PNG of either measure, a row per scenario and candidate (:func:`chart_rows`), the invalid ones empty:
+    ``draw`` draws a valid row (the axes, its position, its result and candidate, and what labels a mark in the
+    legend: its text on the first row drawn, None after); ``texts``: the x axis's label and the title."""
+    try:
+        import matplotlib  # noqa: PLC0415  (only the bench session's venv has it)
+    except ImportError as exc:
+        raise MissingInput("matplotlib is not installed here", "run the chart in `nox -s bench`'s venv") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    figure, axes = plt.subplots(figsize=(12, max(2.5, row_height * len(rows) + 1.8)))
+    drawn = False
+    for row, (_label, shown, candidate) in enumerate(reversed(rows)):
+        if shown is not None:
+            draw(axes, row, shown, candidate, (lambda _: None) if drawn else (lambda text: text))
+            drawn = True
+    axes.axvline(0, color="black", linewidth=0.8)
+    axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
+    axes.set_xlabel(texts[0])
+    axes.set_title(texts[1])
+    if drawn:
+        axes.legend(loc="best", fontsize="small")
+    figure.tight_layout()
+    with atomic_output(path, suffix=".png") as tmp:  # savefig takes the format from the suffix
+        figure.savefig(tmp, dpi=110)
+    plt.close(figure)
 
 
 def chart_texts(results: Sequence[ScenarioResult], meta: Meta) -> tuple[str, str]:
@@ -942,45 +947,23 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: Meta) -> No
     """A PNG: per scenario and candidate the change of the user time and of the system time (two bars, each as a
     share of the baseline's total), their sum (the total difference, a mark) and each paired trial's total
     difference as a point."""
-    plt = pyplot()
-    builds = results[0].builds if results else [BASELINE, CANDIDATE]
-    named = labels(meta, builds)
-    rows = chart_rows(results, named)
-    height = max(2.5, 0.45 * len(rows) + 1.8)
-    figure, axes = plt.subplots(figsize=(12, height))
-    shown_legend = False
-    for row, (_label, shown, candidate) in enumerate(reversed(rows)):
-        if shown is None:
-            continue
+
+    def draw(axes: Any, row: int, shown: ScenarioResult, candidate: str, legend: Callable[[str], str | None]) -> None:
         user, system = shown.parts_of(candidate)
         user = 0.0 if math.isnan(user) else user
         system = 0.0 if math.isnan(system) else system
-        legend = not shown_legend
-        shown_legend = True
-        axes.barh(
-            row + 0.17, user * 100, color="tab:blue", alpha=0.55, height=0.32, label="user time" if legend else None
-        )
+        axes.barh(row + 0.17, user * 100, color="tab:blue", alpha=0.55, height=0.32, label=legend("user time"))
         axes.barh(
             row - 0.17, system * 100, color="tab:orange", alpha=0.55, height=0.32,
-            label="system time" if legend else None,
+            label=legend("system time"),
         )  # fmt: skip
         axes.scatter(
             [(user + system) * 100], [row], color="black", marker="|", s=260, zorder=4,
-            label="total (user + system)" if legend else None,
+            label=legend("total (user + system)"),
         )  # fmt: skip
         points = [d * 100 for d in shown.paired_differences(candidate)]
         colour = "tab:green" if shown.difference_of(candidate) < 0 else "tab:red"
-        axes.scatter(
-            points, [row] * len(points), color=colour, s=14, zorder=3, label="paired trials (total)" if legend else None
-        )
-    axes.axvline(0, color="black", linewidth=0.8)
-    axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
-    xlabel, title = chart_texts(results, meta)
-    axes.set_xlabel(xlabel)
-    axes.set_title(title)
-    if shown_legend:
-        axes.legend(loc="best", fontsize="small")
-    figure.tight_layout()
-    with atomic_output(path, suffix=".png") as tmp:  # savefig takes the format from the suffix
-        figure.savefig(tmp, dpi=110)
-    plt.close(figure)
+        axes.scatter(points, [row] * len(points), color=colour, s=14, zorder=3, label=legend("paired trials (total)"))
+
+    rows = chart_rows(results, labels(meta, results[0].builds if results else [BASELINE, CANDIDATE]))
+    draw_chart(path, rows, 0.45, draw, chart_texts(results, meta))
