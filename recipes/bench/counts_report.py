@@ -26,11 +26,12 @@ from recipes.bench.cpu_report import (
     chart_rows,
     draw_chart,
     from_fields,
-    held_out_status,
     invalid_section,
     labels,
     markdown_of,
     percent,
+    rounded,
+    worse_lines,
     worse_section,
 )
 from recipes.bench.cpu_report import to_json as report_to_json
@@ -159,7 +160,7 @@ class CountsResult(Result[CountTrial]):
             data["comparisons"] = [
                 {
                     "build": c,
-                    "differences": {f: _round(self.difference(c, f)) for f in self.figures},
+                    "differences": {f: rounded(self.difference(c, f), 6) for f in self.figures},
                     "paired_estimate_differences": [round(d, 6) for d in self.paired(c)],
                 }
                 for c in self.candidates
@@ -167,19 +168,11 @@ class CountsResult(Result[CountTrial]):
         return data
 
 
-def _round(value: float) -> float | None:
-    return None if math.isnan(value) else round(value, 6)
-
-
-def trial_from_json(data: dict[str, Any]) -> CountTrial:
-    return from_fields(CountTrial, data)
-
-
 def scenario_from_json(data: dict[str, Any]) -> CountsResult:
     return CountsResult(
         name=data["name"],
         title=data["title"],
-        trials=[trial_from_json(t) for t in data["trials"]],
+        trials=[from_fields(CountTrial, t) for t in data["trials"]],
         problem=data.get("scenario_problem", ""),
         unit=data.get("unit", "run"),
         held_out=data.get("held_out"),
@@ -215,23 +208,17 @@ def regressions(results: Sequence[CountsResult], named: dict[str, str]) -> list[
     """The summary's lines on the scenarios, trained or held out, on which a candidate's estimate (the figure the
     gate judges) is above the baseline's, by any amount: counts are exact, a repeat counts the same. One line
     saying there is none. Said, never a failure: the gate judges the exit code."""
-    base = named.get(BASELINE, BASELINE)
-    valid = [r for r in results if r.valid]
-    lines = []
-    for result in valid:
-        for candidate in result.candidates:
-            difference = result.difference(candidate, result.judged)
-            if difference > 0:
-                status = held_out_status(result.held_out)
-                lines.append(
-                    f"worse: {named.get(candidate, candidate)} vs {base} on {status + ' ' if status else ''}scenario "
-                    f"{result.name}: {_what(result)} {percent(difference)} per {result.unit} "
-                    f"(instructions {percent(result.difference(candidate, 'instructions'))}, "
-                    f"cond. mispredicts {percent(result.difference(candidate, 'cond_mispredicts'))})"
-                )
-    if not lines and valid:
-        lines.append(f"worse than {base} by the estimate: none of the {len(valid)} valid scenarios")
-    return lines
+
+    def worse(result: CountsResult, candidate: str) -> str:
+        difference = result.difference(candidate, result.judged)
+        said = (
+            f"{_what(result)} {percent(difference)} per {result.unit} (instructions "
+            f"{percent(result.difference(candidate, 'instructions'))}, cond. mispredicts "
+            f"{percent(result.difference(candidate, 'cond_mispredicts'))})"
+        )
+        return said if difference > 0 else ""
+
+    return worse_lines(results, named, worse, "by the estimate")
 
 
 # ---------------------------------------------------------------------------------------------- the gate

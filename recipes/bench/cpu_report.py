@@ -46,6 +46,7 @@ class Judged(Protocol):
 
 JudgedT = TypeVar("JudgedT", bound=Judged)
 RecordT = TypeVar("RecordT")
+ResultT = TypeVar("ResultT", bound="Result[Any]")
 
 
 def from_fields(kind: type[RecordT], data: dict[str, Any]) -> RecordT:
@@ -168,9 +169,9 @@ class Trial:
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
         for key in ("us_per_request", "user_us", "system_us"):
-            data[key] = _round(getattr(self, key))
+            data[key] = rounded(getattr(self, key))
         data["valid"] = self.valid
-        data["busy"] = _round(self.busy, 4)
+        data["busy"] = rounded(self.busy, 4)
         data["ticks"] = round(self.ticks, 1)
         for key in ("server_cpu", "wall", "load_cpu", "harness_cpu"):
             data[key] = round(data[key], 6)
@@ -228,7 +229,7 @@ class ScenarioResult(Result[Trial]):
         return design.busy_fix(self.kind or "http", self.connections, self.streams, self.load_bound)
 
     @property
-    def busy_problem(self) -> str:
+    def measure_problem(self) -> str:
         """Why the scenario is invalid for a server not kept busy in most of its trials, or ``""`` (also when the
         load generator was flat out: the server waited for a client that could go no faster)."""
         flagged, measured = self.not_busy, self.measured
@@ -255,10 +256,6 @@ class ScenarioResult(Result[Trial]):
             f"{design.plural(design.count_that_would_do(count, cpu, procstat.CLOCK_TICKS), self.unit)} per trial "
             "would do (the scenario's count, or --scale)"
         )
-
-    @property
-    def measure_problem(self) -> str:
-        return self.busy_problem
 
     def median_of_totals(self, build: str) -> float:
         """The median of the trials' totals (user + system per request of each trial)."""
@@ -344,7 +341,7 @@ class ScenarioResult(Result[Trial]):
             "canary_drift": round(self.canary_drift, 6),
             "canary_flagged": canary.flagged(self.canary_drift),
             "trials": [t.as_json() for t in self.trials],
-            "server_busy": [_round(t.busy, 4) for t in self.trials] if self.server else None,
+            "server_busy": [rounded(t.busy, 4) for t in self.trials] if self.server else None,
             "busy_min": design.BUSY_MIN,
             "not_busy_trials": [f"{t.build} #{t.index}" for t in self.not_busy],
             "min_ticks": design.MIN_TICKS,
@@ -362,37 +359,35 @@ class ScenarioResult(Result[Trial]):
                 same_side=same,
                 paired_trials=total,
                 overhead=overhead(self),
-                medians={b: _medians(self, b) for b in self.builds},
-                comparisons=[_comparison(self, c) for c in self.candidates],
+                medians={
+                    b: {
+                        "user_us": rounded(self.median_user(b)),
+                        "system_us": rounded(self.median_system(b)),
+                        "total_us": rounded(self.median(b)),  # user_us + system_us
+                        "median_of_totals_us": rounded(self.median_of_totals(b)),
+                    }
+                    for b in self.builds
+                },
+                comparisons=[self._comparison(c) for c in self.candidates],
             )
         return data
 
+    def _comparison(self, candidate: str) -> dict[str, Any]:
+        (user, system), (same, total) = self.parts_of(candidate), self.same_side_of(candidate)
+        return {
+            "build": candidate,
+            "difference": round(self.difference_of(candidate), 6),
+            "user_part": rounded(user, 6),
+            "system_part": rounded(system, 6),
+            "paired_differences": [round(d, 6) for d in self.paired_differences(candidate)],
+            "same_side": same,
+            "paired_trials": total,
+        }
 
-def _round(value: float, digits: int = 3) -> float | None:
+
+def rounded(value: float, digits: int = 3) -> float | None:
+    """``value`` rounded for results.json; None for NaN."""
     return None if math.isnan(value) else round(value, digits)
-
-
-def _medians(result: ScenarioResult, build: str) -> dict[str, float | None]:
-    return {
-        "user_us": _round(result.median_user(build)),
-        "system_us": _round(result.median_system(build)),
-        "total_us": _round(result.median(build)),  # user_us + system_us
-        "median_of_totals_us": _round(result.median_of_totals(build)),
-    }
-
-
-def _comparison(result: ScenarioResult, candidate: str) -> dict[str, Any]:
-    user, system = result.parts_of(candidate)
-    same, total = result.same_side_of(candidate)
-    return {
-        "build": candidate,
-        "difference": round(result.difference_of(candidate), 6),
-        "user_part": _round(user, 6),
-        "system_part": _round(system, 6),
-        "paired_differences": [round(d, 6) for d in result.paired_differences(candidate)],
-        "same_side": same,
-        "paired_trials": total,
-    }
 
 
 def scenario_from_json(data: dict[str, Any]) -> ScenarioResult:
@@ -476,22 +471,35 @@ def regressions(results: Sequence[ScenarioResult], named: dict[str, str]) -> lis
     """The summary's lines on the scenarios, trained or held out, on which a candidate spends more CPU time per
     request (or run) than the baseline beyond the trials' spread (the larger of the two builds'), with the figure;
     one line saying there is none. They are said, never a failure: ``--gate-trained`` judges the exit code."""
+
+    def worse(result: ScenarioResult, candidate: str) -> str:
+        difference = result.difference_of(candidate)
+        spread = max(result.spread(BASELINE), result.spread(candidate))
+        said = f"CPU time {percent(difference)} per {result.unit}, beyond the trials' spread ({spread * 100:.1f} %)"
+        return said if difference > spread else ""
+
+    return worse_lines(results, named, worse, "beyond the trials' spread")
+
+
+def worse_lines(
+    results: Sequence[ResultT], named: dict[str, str], worse: Callable[[ResultT, str], str], by: str
+) -> list[str]:
+    """The summary's ``worse:`` lines of either measure, a line per valid scenario and candidate that ``worse``
+    finds worse (its words, else ``""``); one line saying there is none (``by``: by what)."""
     base = named.get(BASELINE, BASELINE)
     valid = [r for r in results if r.valid]
     lines = []
     for result in valid:
         for candidate in result.candidates:
-            difference = result.difference_of(candidate)
-            spread = max(result.spread(BASELINE), result.spread(candidate))
-            if difference > spread:
+            said = worse(result, candidate)
+            if said:
                 status = held_out_status(result.held_out)
                 lines.append(
                     f"worse: {named.get(candidate, candidate)} vs {base} on {status + ' ' if status else ''}scenario "
-                    f"{result.name}: CPU time {percent(difference)} per {result.unit}, beyond the trials' spread "
-                    f"({spread * 100:.1f} %)"
+                    f"{result.name}: {said}"
                 )
     if not lines and valid:
-        lines.append(f"worse than {base} beyond the trials' spread: none of the {len(valid)} valid scenarios")
+        lines.append(f"worse than {base} {by}: none of the {len(valid)} valid scenarios")
     return lines
 
 
@@ -651,7 +659,7 @@ class CpuPage(Page[ScenarioResult]):
 
     def flags(self, result: ScenarioResult) -> list[str]:
         flags = [f"- {result.title}: {result.tick_note}."] if result.tick_note else []
-        if result.not_busy and not result.busy_problem:
+        if result.not_busy and not result.measure_problem:
             flags.append(
                 f"- {result.title}: {len(result.not_busy)} of {len(result.measured)} trials with the server under "
                 f"{design.BUSY_MIN} {design.BUSY_UNIT} ("
