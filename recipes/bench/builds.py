@@ -135,24 +135,17 @@ def usable_pgo_optimised(work: Path) -> OptimiseResult | None:
     return optimised
 
 
-def usable_pgo_binary(work: Path) -> Path | None:
-    """The work dir's optimised binary, if its last optimise passed and the file is still what it recorded."""
-    optimised = usable_pgo_optimised(work)
-    return optimised.binary if optimised is not None else None
-
-
 def build_pgo(plan: BuildPlan) -> Path:
     """The PGO binary of the work dir, after running the pipeline when there is none (or it changed)."""
     optimised = usable_pgo_optimised(plan.work)
     if optimised is not None:
         say(f"bench: the PGO binary of {plan.work}: {optimised.binary}")
-        check_same_build(plan, optimised)
-        return optimised.binary
-    say(f"bench: no checked PGO binary in {plan.work}: running the pipeline")
-    pgo(plan)
-    optimised = usable_pgo_optimised(plan.work)
-    if optimised is None:
-        raise MissingInput(f"the pipeline left no checked optimised binary in {plan.work}", "see report.json")
+    else:
+        say(f"bench: no checked PGO binary in {plan.work}: running the pipeline")
+        pgo(plan)
+        optimised = usable_pgo_optimised(plan.work)
+        if optimised is None:
+            raise MissingInput(f"the pipeline left no checked optimised binary in {plan.work}", "see report.json")
     check_same_build(plan, optimised)
     return optimised.binary
 

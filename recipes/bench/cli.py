@@ -32,7 +32,7 @@ import dataclasses
 import functools
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,36 +86,25 @@ class BenchArgs:
         return self.candidates[0] if self.candidates else None
 
 
-def _number(text: str, kind: type[int] | type[float], what: str) -> float:
-    try:
-        value = kind(text)
-    except ValueError:
-        value = -1
-    if not math.isfinite(value) or value < (0 if what == "a core number" else 1e-12):  # nan, inf: refused too
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
-    return value
+def _number(kind: type[int] | type[float], what: str, least: float, below: float = math.inf) -> Callable[[str], Any]:
+    """An option's parser: its text as ``kind``, refused unless ``least <= value < below`` (nan, inf: refused too)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = -1
+        if not math.isfinite(value) or not least <= value < below:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    return int(_number(text, int, "a positive integer"))
-
-
-def _positive_float(text: str) -> float:
-    return _number(text, float, "a positive number")
-
-
-def _percent(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 100:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to 100")
-    return value
-
-
-def _core(text: str) -> int:
-    return int(_number(text, int, "a core number"))
+_positive_int = _number(int, "a positive integer", 1e-12)
+_positive_float = _number(float, "a positive number", 1e-12)
+_percent = _number(float, "a percentage from 0 to 100", 0, 100)
+_core = _number(int, "a core number", 0)
 
 
 def _parser() -> argparse.ArgumentParser:

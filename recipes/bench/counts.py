@@ -122,14 +122,6 @@ def estimate(counts: Counts) -> float:
     )
 
 
-def iai_estimate(counts: Counts) -> float:
-    """iai-callgrind's estimate, for comparison: L1 hits + 5 x LL hits + 35 x RAM accesses (no mispredictions)."""
-    accesses = counts.instructions + counts["Dr"] + counts["Dw"]
-    l1_hits = accesses - counts.l1_misses
-    ll_hits = counts.l1_misses - counts.ll_misses
-    return l1_hits + 5 * ll_hits + 35 * counts.ll_misses
-
-
 # ---------------------------------------------------------------------------------------------- the files
 
 

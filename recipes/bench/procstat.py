@@ -67,11 +67,6 @@ def parse_stat(line: str) -> ProcStat:
         raise ProcStatError(f"a /proc stat line with a non-numeric field: {text[:80]!r}", str(exc)) from exc
 
 
-def parse_stat_lines(text: str) -> list[ProcStat]:
-    """Several stat lines (one per thread, as ``cat /proc/<pid>/task/*/stat`` prints them)."""
-    return [parse_stat(line) for line in text.splitlines() if line.strip()]
-
-
 def read_stat(pid: int, proc: Path = Path("/proc")) -> ProcStat:
     """The process's own stat line: the CPU time of all its threads, exited ones included."""
     try:

@@ -20,7 +20,6 @@ from recipes.bench.counts import (
     dump_trigger,
     estimate,
     find_tool,
-    iai_estimate,
     own_object,
     parse_objects,
     parse_totals,
@@ -50,6 +49,14 @@ DATA = Path(__file__).parent.parent / "data" / "valgrind"
 CACHEGRIND_OUT = DATA / "hello-collatz-3000.cachegrind.out"
 CALLGRIND_TRIAL = DATA / "bare-server-trial.callgrind.out"
 CALLGRIND_END = DATA / "bare-server-termination.callgrind.out"
+
+
+def iai_estimate(counts: Counts) -> float:
+    """iai-callgrind's estimate, for comparison: L1 hits + 5 x LL hits + 35 x RAM accesses (no mispredictions)."""
+    accesses = counts.instructions + counts["Dr"] + counts["Dw"]
+    l1_hits = accesses - counts.l1_misses
+    ll_hits = counts.l1_misses - counts.ll_misses
+    return l1_hits + 5 * ll_hits + 35 * counts.ll_misses
 
 
 def test_cachegrind_summary_read_by_its_events_header() -> None:
