@@ -82,7 +82,6 @@ class BenchArgs:
 
     @property
     def candidate(self) -> Path | None:
-        """The first candidate given, if any."""
         return self.candidates[0] if self.candidates else None
 
 
@@ -225,7 +224,14 @@ class Outcome(ResultFiles):
                         f"{design.duration(result.median(report.BASELINE))}/{result.unit}  same side {same}/{total}  "
                         f"canary {drift}  {result.held_out_text}  [{named.get(candidate, candidate)}]"
                     )
-                lines += [f"{'':18} flagged: {note}" for note in _flags(result)]
+                # the flags of a valid scenario: trials too short for the tick, a server not kept busy
+                if result.tick_note:
+                    lines.append(f"{'':18} flagged: {result.tick_note}")
+                if result.not_busy:
+                    lines.append(
+                        f"{'':18} flagged: {len(result.not_busy)} of {len(result.measured)} trials with the server "
+                        f"under {design.BUSY_MIN} {design.BUSY_UNIT}; give {result.busy_fix}"
+                    )
             else:
                 lines.append(f"{result.name:18}   invalid  {result.why_invalid}")
         lines += report.regressions(self.results, named)
@@ -278,17 +284,6 @@ class CountsOutcome(ResultFiles):
         """An invalid scenario fails the run, then a gate that failed (after everything is written)."""
         self.refuse_invalid(self.results)
         raise_gate(self.verdicts, self.markdown)
-
-
-def _flags(result: report.ScenarioResult) -> list[str]:
-    """The summary's flags of a valid scenario: trials too short for the tick, a server not kept busy."""
-    notes = [result.tick_note] if result.tick_note else []
-    if result.not_busy:
-        notes.append(
-            f"{len(result.not_busy)} of {len(result.measured)} trials with the server under {design.BUSY_MIN} "
-            f"{design.BUSY_UNIT}; give {result.busy_fix}"
-        )
-    return notes
 
 
 def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:

@@ -128,17 +128,13 @@ def estimate(counts: Counts) -> float:
 def parse_totals(text: str, source: str = "the output file") -> Counts:
     """A cachegrind or callgrind output file's totals: the ``summary:`` line (callgrind: else ``totals:``) read
     by the ``events:`` header. A file without them (a run killed before valgrind wrote it) is refused."""
-    events: list[str] | None = None
-    summary: list[str] | None = None
-    totals: list[str] | None = None
+    lines: dict[str, list[str]] = {}  # the last events:, summary: and totals: line
     for line in text.splitlines():
-        if line.startswith("events:"):
-            events = line.split(":", 1)[1].split()
-        elif line.startswith("summary:"):
-            summary = line.split(":", 1)[1].split()
-        elif line.startswith("totals:"):
-            totals = line.split(":", 1)[1].split()
-    values = summary if summary is not None else totals
+        key, colon, rest = line.partition(":")
+        if colon and key in {"events", "summary", "totals"}:
+            lines[key] = rest.split()
+    events = lines.get("events")
+    values = lines.get("summary", lines.get("totals"))
     if events is None or values is None:
         raise BenchError(
             f"{source} has no {'events' if events is None else 'summary'} line",
