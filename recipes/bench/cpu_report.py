@@ -46,7 +46,7 @@ class Judged(Protocol):
 
 JudgedT = TypeVar("JudgedT", bound=Judged)
 RecordT = TypeVar("RecordT")
-ResultT = TypeVar("ResultT", bound="Result[Any]")
+TabledT = TypeVar("TabledT", bound="Result[Any]")
 
 
 def from_fields(kind: type[RecordT], data: dict[str, Any]) -> RecordT:
@@ -55,9 +55,10 @@ def from_fields(kind: type[RecordT], data: dict[str, Any]) -> RecordT:
     return kind(**{k: v for k, v in data.items() if k in keys})
 
 
-class Result(Generic[JudgedT]):
+class Result(ABC, Generic[JudgedT]):
     """What a scenario's result is, of either measure (:class:`ScenarioResult`, the counts' ``CountsResult``): its
-    trials by build, and whether they all stand."""
+    trials by build, and whether they all stand; as the one Markdown writer (:func:`markdown_of`), the one
+    results.json writer (:func:`to_json`) and the charts (:func:`chart_rows`) have it."""
 
     name: str
     title: str
@@ -112,6 +113,9 @@ class Result(Generic[JudgedT]):
 
     def verdict_json(self) -> dict[str, Any]:
         return {"valid": self.valid, "problem": self.why_invalid, "scenario_problem": self.problem}
+
+    @abstractmethod
+    def as_json(self) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -482,7 +486,7 @@ def regressions(results: Sequence[ScenarioResult], named: dict[str, str]) -> lis
 
 
 def worse_lines(
-    results: Sequence[ResultT], named: dict[str, str], worse: Callable[[ResultT, str], str], by: str
+    results: Sequence[TabledT], named: dict[str, str], worse: Callable[[TabledT, str], str], by: str
 ) -> list[str]:
     """The summary's ``worse:`` lines of either measure, a line per valid scenario and candidate that ``worse``
     finds worse (its words, else ``""``); one line saying there is none (``by``: by what)."""
@@ -541,28 +545,6 @@ def _orders_text(meta: Meta, named: dict[str, str]) -> str:
     first = orders[: len(orders[0])]  # one full rotation
     shown = " / ".join(", ".join(named.get(k, k) for k in order) for order in first)
     return f" ({shown}{' …' if len(orders) > len(first) else ''})"
-
-
-class Tabled(Protocol):
-    """A scenario's result, of either measure, as the one Markdown writer (:func:`markdown_of`), the one
-    results.json writer (:func:`to_json`) and the charts (:func:`chart_rows`) have it."""
-
-    @property
-    def title(self) -> str: ...
-    @property
-    def builds(self) -> list[str]: ...
-    @property
-    def unit(self) -> str: ...
-    @property
-    def candidates(self) -> list[str]: ...
-    @property
-    def valid(self) -> bool: ...
-    @property
-    def why_invalid(self) -> str: ...
-    def as_json(self) -> dict[str, Any]: ...
-
-
-TabledT = TypeVar("TabledT", bound=Tabled)
 
 
 class Page(ABC, Generic[TabledT]):
@@ -863,7 +845,7 @@ def coverage_markdown(coverage: Coverage) -> list[str]:
 
 
 def to_json(
-    results: Sequence[Tabled], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
+    results: Sequence[Result[Any]], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
 ) -> dict[str, Any]:
     """results.json: the run's meta, the measure's ``heading`` (the counts': :data:`counts_report.HEADING`), the
     scenarios."""
@@ -888,7 +870,7 @@ def write_results(
 
 
 def write_json(
-    path: Path, results: Sequence[Tabled], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
+    path: Path, results: Sequence[Result[Any]], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
 ) -> None:
     """The one results.json writer (:func:`to_json`), of either measure."""
     write_atomically(path, json.dumps(to_json(results, meta, heading), indent=2, ensure_ascii=False) + "\n")
