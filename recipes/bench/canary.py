@@ -46,9 +46,6 @@ class CanaryTime:
     cpu: float
     digest: str
 
-    def as_json(self) -> dict[str, float | str]:
-        return {"wall": round(self.wall, 6), "cpu": round(self.cpu, 6), "digest": self.digest}
-
 
 def time_canary(core: int, iterations: int = ITERATIONS) -> CanaryTime:
     """The loop on ``core``."""
