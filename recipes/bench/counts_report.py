@@ -34,7 +34,6 @@ from recipes.bench.cpu_report import (
     worse_lines,
     worse_section,
 )
-from recipes.bench.cpu_report import to_json as report_to_json
 from recipes.bench.meta import GateMeta, HeldOutJson, Meta
 from recipes.errors import BenchError, ConfigError
 
@@ -393,11 +392,6 @@ def markdown(results: Sequence[CountsResult], meta: Meta) -> str:
 
 def _held(result: CountsResult) -> str:
     return str((result.held_out or {}).get("status", "—"))
-
-
-def to_json(results: Sequence[CountsResult], meta: Meta) -> dict[str, Any]:
-    """results.json of a counts run (:func:`recipes.bench.cpu_report.to_json` with :data:`HEADING`)."""
-    return report_to_json(results, meta, HEADING)
 
 
 def write_chart(path: Path, results: Sequence[CountsResult], meta: Meta) -> None:

@@ -864,16 +864,10 @@ def write_results(
     markdown: Callable[[Sequence[TabledT], Meta], str],
     heading: Mapping[str, object] | None = None,
 ) -> None:
-    """results.json (:func:`write_json`) and results.md (``markdown``: the measure's table), of either measure."""
-    write_json(out.results_json, results, meta, heading)
+    """The one writer of results.json (:func:`to_json`) and results.md (``markdown``: the measure's table), of
+    either measure."""
+    write_atomically(out.results_json, json.dumps(to_json(results, meta, heading), indent=2, ensure_ascii=False) + "\n")
     write_atomically(out.results_md, markdown(results, meta))
-
-
-def write_json(
-    path: Path, results: Sequence[Result[Any]], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
-) -> None:
-    """The one results.json writer (:func:`to_json`), of either measure."""
-    write_atomically(path, json.dumps(to_json(results, meta, heading), indent=2, ensure_ascii=False) + "\n")
 
 
 def chart_rows(results: Sequence[TabledT], named: dict[str, str]) -> list[tuple[str, TabledT | None, str]]:
