@@ -206,7 +206,7 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
         return meta
 
     def start(self, build: Build, key: str, at: Place) -> Server:
-        scenario, settings, setup, workdir = at
+        scenario, settings, _setup, workdir = at
         vlog = workdir / f"{key}.valgrind.log"
         wrapper = [
             str(self.tools.valgrind), *CALLGRIND, f"--callgrind-out-file={workdir / f'{key}.callgrind.out'}",
@@ -215,12 +215,8 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
         try:
             return start_server(
                 build,
-                scenario,
+                at,
                 core=settings.server_core,
-                values=setup.values,
-                env=settings.env,
-                workdir=workdir,
-                shims=settings.out.sigterm,
                 name=key,
                 wrapper=wrapper,
                 ready_timeout=scenario.instance.options.ready_timeout * SLOWDOWN,

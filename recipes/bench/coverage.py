@@ -25,7 +25,7 @@ from recipes.bench.commands import run_command, stdin_file
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.meta import CCoverage, CCrateCoverage, Coverage
 from recipes.bench.servers import start_server, stop_server
-from recipes.bench.settings import Build, Settings, Setup, instance_env
+from recipes.bench.settings import Build, Place, Settings, Setup, instance_env
 from recipes.config import Config
 from recipes.errors import PgoError
 from recipes.llvm import profdata
@@ -259,16 +259,7 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> Coverage:
             if runs.problem:
                 problems.append(f"{scenario.name}: {runs.problem}")
             continue
-        server = start_server(
-            build,
-            scenario,
-            core=None,
-            values=setup.values,
-            env=env,
-            workdir=workdir,
-            shims=settings.out.sigterm,
-            name="instrumented",
-        )
+        server = start_server(build, Place(scenario, settings, setup, workdir), core=None, name="instrumented", env=env)
         try:
             load = run_loads(
                 load_argvs(scenario, server, scenario.count, workdir / "uris.txt", setup.values),

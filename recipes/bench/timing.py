@@ -65,16 +65,7 @@ class CpuTime(Measure[Trial, ScenarioResult]):
         return canary.time_canary(core).wall
 
     def start(self, build: Build, key: str, at: Place) -> Server:
-        return start_server(
-            build,
-            at.scenario,
-            core=at.settings.server_core,
-            values=at.setup.values,
-            env=at.settings.env,
-            workdir=at.workdir,
-            shims=at.settings.out.sigterm,
-            name=key,
-        )
+        return start_server(build, at, core=at.settings.server_core, name=key)
 
     def server_trial(self, server: Server, key: str, index: int, at: Place) -> Trial:
         """One trial: the server's CPU time around one h2load run of the scenario's request count."""
