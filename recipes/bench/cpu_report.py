@@ -97,11 +97,9 @@ class Result(ABC, Generic[JudgedT]):
     def why_invalid(self) -> str:
         if self.problem:
             return self.problem
-        bad = self.invalid_trials
-        if bad:
-            first = bad[0]
-            where = f"{first.build} #{first.index}"
-            return f"{len(bad)} of {len(self.trials)} trials invalid; first ({where}): {first.problem}"
+        if bad := self.invalid_trials:
+            where = f"{bad[0].build} #{bad[0].index}"
+            return f"{len(bad)} of {len(self.trials)} trials invalid; first ({where}): {bad[0].problem}"
         if self.measure_problem:
             return self.measure_problem
         return "" if self.valid else "no trials"
@@ -147,9 +145,7 @@ class Trial:
     @property
     def user_us(self) -> float:
         """User time per request (or run), µs; NaN when the split is unknown."""
-        if not self.answered or self.server_user is None:
-            return math.nan
-        return self.server_user / self.answered * 1e6
+        return self.server_user / self.answered * 1e6 if self.answered and self.server_user is not None else math.nan
 
     @property
     def system_us(self) -> float:
@@ -325,12 +321,10 @@ class ScenarioResult(Result[Trial]):
     def held_out_text(self) -> str:
         if not self.held_out:
             return "—"
-        status = str(self.held_out.get("status", "?"))
-        rule = str(self.held_out.get("rule", "paths" if self.server else "arguments"))
-        if status == "partly":
-            what = "paths" if self.server else "arguments"
+        what = "paths" if self.server else "arguments"
+        if self.held_out.get("status") == "partly":
             return f"partly ({self.held_out.get('trained')} of {self.held_out.get('total')} {what} trained)"
-        return f"{status} ({rule})"
+        return f"{self.held_out.get('status', '?')} ({self.held_out.get('rule', what)})"
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
