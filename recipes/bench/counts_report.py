@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS, Counts, estimate
 from recipes.bench.cpu_report import (
@@ -25,11 +25,11 @@ from recipes.bench.cpu_report import (
     build_lines,
     chart_rows,
     draw_chart,
-    from_fields,
     invalid_section,
     labels,
     markdown_of,
     percent,
+    read_results,
     rounded,
     worse_lines,
     worse_section,
@@ -167,21 +167,8 @@ class CountsResult(Result[CountTrial]):
         return data
 
 
-def scenario_from_json(data: dict[str, Any]) -> CountsResult:
-    return CountsResult(
-        name=data["name"],
-        title=data["title"],
-        trials=[from_fields(CountTrial, t) for t in data["trials"]],
-        problem=data.get("scenario_problem", ""),
-        unit=data.get("unit", "run"),
-        held_out=data.get("held_out"),
-        builds=data.get("builds", [BASELINE, CANDIDATE]),
-    )
-
-
 def from_json(data: dict[str, Any]) -> tuple[list[CountsResult], Meta]:
-    meta = cast("Meta", {k: v for k, v in data.items() if k != "scenarios"})  # as written, unchecked
-    return [scenario_from_json(s) for s in data["scenarios"]], meta
+    return read_results(data, CountsResult, CountTrial)
 
 
 def best_on_held_out(results: Sequence[CountsResult], named: dict[str, str]) -> str:

@@ -388,24 +388,6 @@ def rounded(value: float, digits: int = 3) -> float | None:
     return None if math.isnan(value) else round(value, digits)
 
 
-def scenario_from_json(data: dict[str, Any]) -> ScenarioResult:
-    return ScenarioResult(
-        name=data["name"],
-        title=data["title"],
-        trials=[from_fields(Trial, t) for t in data["trials"]],
-        canary_before=data["canary_before"],
-        canary_after=data["canary_after"],
-        problem=data.get("scenario_problem", ""),
-        unit=data.get("unit", "request"),
-        held_out=data.get("held_out"),
-        builds=data.get("builds", [BASELINE, CANDIDATE]),
-        kind=data.get("kind", ""),
-        paced=bool(data.get("paced", False)),
-        connections=data.get("connections", 1),
-        streams=data.get("streams", 1),
-    )
-
-
 def overhead(result: ScenarioResult) -> dict[str, float | None]:
     """Who was busy during the trials: CPU seconds per wall second (1.0 = one core flat out), medians.
 
@@ -846,9 +828,20 @@ def to_json(
     return {**meta, **(heading or {}), "scenarios": [r.as_json() for r in results]}
 
 
-def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], Meta]:
+def read_results(data: dict[str, Any], kind: type[TabledT], trial: type[Any]) -> tuple[list[TabledT], Meta]:
+    """A results.json of either measure: each scenario a ``kind`` of ``trial`` records (:func:`from_fields`: a key
+    missing in an older one takes the field's default; its problem is ``scenario_problem``, not the verdict's), and
+    the run's meta."""
     meta = cast("Meta", {k: v for k, v in data.items() if k != "scenarios"})  # as written, unchecked
-    return [scenario_from_json(s) for s in data["scenarios"]], meta
+    scenarios = [
+        {**s, "problem": s.get("scenario_problem", ""), "trials": [from_fields(trial, t) for t in s["trials"]]}
+        for s in data["scenarios"]
+    ]
+    return [from_fields(kind, s) for s in scenarios], meta
+
+
+def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], Meta]:
+    return read_results(data, ScenarioResult, Trial)
 
 
 def write_results(
