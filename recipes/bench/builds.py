@@ -53,12 +53,15 @@ def c_compilers_text(crates: list[CCrateRecord] | None) -> str:
     )
 
 
+def built_c_compilers(plan: BuildPlan, target_dir: Path, log: Path) -> str:
+    """What compiled the C of a build the bench made (the plain build, a variant), from its target dir and log."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    return c_compilers_text(cflags.c_crates(plan.c, plan.rustc, target_dir, log_text=text, flag="-fprofile-use"))
+
+
 def plain_c_compilers(plan: BuildPlan) -> str:
     """What compiled the bench's plain build's C (:func:`plain`'s target dir and log)."""
-    log = plan.logs / "bench-plain-build.log"
-    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
-    crates = cflags.c_crates(plan.c, plan.rustc, plan.workdir.plain_target, log_text=text, flag="-fprofile-use")
-    return c_compilers_text(crates)
+    return built_c_compilers(plan, plan.workdir.plain_target, plan.logs / "bench-plain-build.log")
 
 
 def pgo_c_compilers(work: Path) -> str:
