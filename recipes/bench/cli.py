@@ -35,7 +35,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from recipes.bench import builds, counting, counts_report, coverage, design, variants
 from recipes.bench import cpu_report as report
@@ -60,6 +60,7 @@ DEFAULT_TRIALS = 5
 COUNTS_TRIALS = 3
 COUNTS_SCALE = 0.1
 MEASURES = ("cpu", "counts")
+ResultT = TypeVar("ResultT", bound=report.Result[Any])
 
 
 @dataclass(frozen=True)
@@ -174,10 +175,11 @@ def parse_args(posargs: Sequence[str], base: Path | None = None) -> tuple[BenchA
 
 
 @dataclass(frozen=True)
-class ResultFiles:
-    """A bench run's folder and the files it writes there."""
+class ResultFiles(Generic[ResultT]):
+    """A bench run's folder, the files it writes there, and its results."""
 
     out: BenchDir
+    results: list[ResultT]
 
     @property
     def json(self) -> Path:
@@ -191,21 +193,20 @@ class ResultFiles:
     def chart(self) -> Path:
         return self.out.chart
 
-    def refuse_invalid(self, results: Sequence[report.Result[Any]]) -> None:
+    def check(self) -> None:
         """A run with an invalid scenario fails (after everything is written), of either measure."""
-        bad = [r for r in results if not r.valid]
+        bad = [r for r in self.results if not r.valid]
         if bad:
             raise BenchError(
-                f"{len(bad)} of {len(results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
+                f"{len(bad)} of {len(self.results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
                 f"see {self.markdown} and the logs in {self.out.runs}",
             )
 
 
 @dataclass(frozen=True)
-class Outcome(ResultFiles):
+class Outcome(ResultFiles[report.ScenarioResult]):
     """Where the results went, and what they say."""
 
-    results: list[report.ScenarioResult]
     meta: Meta = field(default_factory=Meta)
 
     def summary_lines(self) -> list[str]:
@@ -238,16 +239,11 @@ class Outcome(ResultFiles):
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
         return lines
 
-    def check(self) -> None:
-        """A run with an invalid scenario fails (after everything is written)."""
-        self.refuse_invalid(self.results)
-
 
 @dataclass(frozen=True)
-class CountsOutcome(ResultFiles):
+class CountsOutcome(ResultFiles[CountsResult]):
     """Where the counts went, what they say, and the gate's verdicts."""
 
-    results: list[CountsResult]
     meta: Meta
     verdicts: list[str]
 
@@ -282,7 +278,7 @@ class CountsOutcome(ResultFiles):
 
     def check(self) -> None:
         """An invalid scenario fails the run, then a gate that failed (after everything is written)."""
-        self.refuse_invalid(self.results)
+        super().check()
         raise_gate(self.verdicts, self.markdown)
 
 
