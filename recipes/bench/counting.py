@@ -233,13 +233,7 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
         argvs = load_argvs(scenario, server, scenario.count, workdir / f"{key}-uris.txt", setup.values)
         start = time.perf_counter()
         _control(self.tools, server, "--zero", env=settings.env)
-        run = run_loads(
-            argvs,
-            core=settings.load_core,
-            env=settings.env,
-            log=workdir / f"{key}-trial-{index}.log",
-            timeout=settings.trial_timeout * TRIAL_FACTOR,
-        )
+        run = run_loads(argvs, at, workdir / f"{key}-trial-{index}.log", TRIAL_FACTOR)
         problem = trial_problem(run, scenario.count, scenario.expect)
         events: dict[str, int] = {}
         files: list[str] = []

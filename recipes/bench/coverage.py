@@ -259,15 +259,11 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> Coverage:
             if runs.problem:
                 problems.append(f"{scenario.name}: {runs.problem}")
             continue
-        server = start_server(build, Place(scenario, settings, setup, workdir), core=None, name="instrumented", env=env)
+        at = Place(scenario, settings, setup, workdir)
+        server = start_server(build, at, core=None, name="instrumented", env=env)
         try:
-            load = run_loads(
-                load_argvs(scenario, server, scenario.count, workdir / "uris.txt", setup.values),
-                core=settings.load_core,
-                env=settings.env,
-                log=workdir / "load.log",
-                timeout=settings.trial_timeout,
-            )
+            argvs = load_argvs(scenario, server, scenario.count, workdir / "uris.txt", setup.values)
+            load = run_loads(argvs, at, workdir / "load.log")
             why = trial_problem(load, scenario.count, scenario.expect)
             if why:
                 problems.append(f"{scenario.name}: {why}")

@@ -149,13 +149,8 @@ def _server_trials(
     for key, build in settings.keyed:
         servers[key] = measure.start(build, key, at)
     for key, server in servers.items():
-        warm = run_loads(
-            load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{key}-uris.txt", setup.values),
-            core=settings.load_core,
-            env=settings.env,
-            log=workdir / f"{key}-warmup.log",
-            timeout=settings.trial_timeout * measure.slowdown,
-        )
+        argvs = load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{key}-uris.txt", setup.values)
+        warm = run_loads(argvs, at, workdir / f"{key}-warmup.log", measure.slowdown)
         why = trial_problem(warm, scenario.warmup_requests, scenario.expect)
         if why:  # said, not decisive: the trials themselves are judged
             say(f"  {scenario.name}: the warm-up of {server.build.label} did not pass: {why}")

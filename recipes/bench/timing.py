@@ -76,13 +76,7 @@ class CpuTime(Measure[Trial, ScenarioResult]):
         server0 = procstat.read_stat(server.pid)
         idle0 = procstat.core_idle(settings.server_core)
         harness0 = _self_cpu()
-        run = run_loads(
-            argvs,
-            core=settings.load_core,
-            env=settings.env,
-            log=workdir / f"{key}-trial-{index}.log",
-            timeout=settings.trial_timeout,
-        )
+        run = run_loads(argvs, at, workdir / f"{key}-trial-{index}.log")
         harness1 = _self_cpu()
         core_idle = (procstat.core_idle(settings.server_core) - idle0) / procstat.CLOCK_TICKS
         time.sleep(SETTLE_SECONDS)
