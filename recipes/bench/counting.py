@@ -141,34 +141,31 @@ def _say(scenario: Scenario, label: str, trial: CountTrial) -> None:
 
 def _control(tools: Tools, server: Server, *args: str, env: Mapping[str, str]) -> None:
     assert tools.callgrind_control is not None
+    what = f"callgrind_control {' '.join(args)} {server.pid} ({server.build.label})"
     try:
         done = query([str(tools.callgrind_control), *args, str(server.pid)], env=env, timeout=CONTROL_TIMEOUT)
     except TimedOut as exc:
         raise BenchError(
-            f"callgrind_control {' '.join(args)} {server.pid} ({server.build.label}) did not answer in "
-            f"{CONTROL_TIMEOUT:.0f} s",
+            f"{what} did not answer in {CONTROL_TIMEOUT:.0f} s",
             "callgrind_control needs vgdb (valgrind's gdbserver) and ptrace allowed; is the machine overloaded?",
         ) from exc
     if done.returncode != 0 or "OK" not in done.stdout:
         said = " ".join((done.stdout + done.stderr).split())[:200]
         raise BenchError(
-            f"callgrind_control {' '.join(args)} {server.pid} ({server.build.label}) failed: {said}",
-            "callgrind_control needs vgdb (valgrind's gdbserver) and ptrace allowed",
+            f"{what} failed: {said}", "callgrind_control needs vgdb (valgrind's gdbserver) and ptrace allowed"
         )
 
 
-def wait_quiet(pid: int) -> float:
+def wait_quiet(pid: int) -> None:
     """Wait until the process's CPU time stops moving (:data:`QUIET_CHECKS` reads in a row), at most
-    :data:`QUIET_LIMIT` seconds; the seconds waited."""
+    :data:`QUIET_LIMIT` seconds."""
     start = time.monotonic()
     last, same = -1, 0
     while time.monotonic() - start < QUIET_LIMIT and same < QUIET_CHECKS:
-        stat = procstat.read_stat(pid)
-        now = stat.utime + stat.stime
+        now = procstat.read_stat(pid).cpu_ticks
         same = same + 1 if now == last else 0
         last = now
         time.sleep(QUIET_INTERVAL)
-    return time.monotonic() - start
 
 
 def _dump_file(server_out: Path, trigger: str) -> Path:

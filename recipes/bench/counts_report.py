@@ -249,8 +249,7 @@ def check_gate(gate: Gate, results: Sequence[CountsResult], named: dict[str, str
     for margin, kind in ((gate.trained, "trained"), (gate.held_out, "held-out")):
         if margin is None:
             continue
-        chosen = [r for r in valid if r.status in GATED[kind]]
-        for result in chosen:
+        for result in (r for r in valid if r.status in GATED[kind]):
             for candidate in result.candidates:
                 diff = result.difference(candidate, result.judged)
                 who = f"{named.get(candidate, candidate)} vs {named[BASELINE]} on {kind} scenario {result.name}"

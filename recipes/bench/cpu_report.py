@@ -413,8 +413,7 @@ def overhead(result: ScenarioResult) -> dict[str, float | None]:
 
 def percent(fraction: float) -> str:
     """``-0.123`` -> ``\u221212.3 %`` (a real minus sign, as in the reference's table)."""
-    text = f"{fraction * 100:+.1f} %"
-    return text.replace("-", "\u2212")
+    return f"{fraction * 100:+.1f} %".replace("-", "\u2212")
 
 
 def build_lines(entries: Sequence[BuildMeta], named: dict[str, str], meta: Meta) -> list[str]:
