@@ -23,10 +23,8 @@ from recipes.bench.cpu_report import (
     Page,
     Result,
     build_lines,
-    chart_rows,
     draw_chart,
     invalid_section,
-    labels,
     markdown_of,
     percent,
     read_results,
@@ -398,11 +396,9 @@ def write_chart(path: Path, results: Sequence[CountsResult], meta: Meta) -> None
         axes.scatter(points, [row - 0.25] * len(points), color="black", s=10, zorder=3,
                      label=legend("paired trials (estimate)"))  # fmt: skip
 
-    builds = results[0].builds if results else [BASELINE, CANDIDATE]
-    named = labels(meta, builds)
-    cands = ", ".join(named[b] for b in builds[1:])
+    page = CountsPage(results, meta)
     texts = (
-        f"change per run or request, {cands} vs {named[BASELINE]}, % (valgrind's simulation)",
+        f"change per run or request, {page.candidates_named} vs {page.named[BASELINE]}, % (valgrind's simulation)",
         "Instructions, branch mispredictions and the estimate of cycles (medians)",
     )
-    draw_chart(path, chart_rows(results, named), 0.6, draw, texts)
+    draw_chart(path, page, 0.6, draw, texts)

@@ -869,14 +869,15 @@ def chart_rows(results: Sequence[TabledT], named: dict[str, str]) -> list[tuple[
 
 def draw_chart(
     path: Path,
-    rows: list[tuple[str, TabledT | None, str]],
+    page: Page[TabledT],
     row_height: float,
     draw: Callable[[Any, int, TabledT, str, Callable[[str], str | None]], None],
     texts: tuple[str, str],
 ) -> None:
-    """A PNG of either measure, a row per scenario and candidate (:func:`chart_rows`), the invalid ones empty:
-    ``draw`` draws a valid row (the axes, its position, its result and candidate, and what labels a mark in the
-    legend: its text on the first row drawn, None after); ``texts``: the x axis's label and the title."""
+    """A PNG of either measure (``page``: its results, its builds named), a row per scenario and candidate
+    (:func:`chart_rows`), the invalid ones empty: ``draw`` draws a valid row (the axes, its position, its result and
+    candidate, and what labels a mark in the legend: its text on the first row drawn, None after); ``texts``: the x
+    axis's label and the title."""
     try:
         import matplotlib  # noqa: PLC0415  (only the bench session's venv has it)
     except ImportError as exc:
@@ -884,6 +885,7 @@ def draw_chart(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
+    rows = chart_rows(page.results, page.named)
     figure, axes = plt.subplots(figsize=(12, max(2.5, row_height * len(rows) + 1.8)))
     drawn = False
     for row, (_label, shown, candidate) in enumerate(reversed(rows)):
@@ -904,11 +906,10 @@ def draw_chart(
 
 def chart_texts(results: Sequence[ScenarioResult], meta: Meta) -> tuple[str, str]:
     """The chart's axis label and title: what its numbers are, in the words of the scenarios' kind."""
-    builds = results[0].builds if results else [BASELINE, CANDIDATE]
-    named = labels(meta, builds)
-    cands = ", ".join(named[b] for b in builds[1:])
+    page = CpuPage(results, meta)
+    base = page.named[BASELINE]
     return (
-        f"CPU time per {per_what(results)}, {cands} vs {named[BASELINE]}: change, % of {named[BASELINE]}'s total",
+        f"CPU time per {per_what(results)}, {page.candidates_named} vs {base}: change, % of {base}'s total",
         "User and system parts (bars, medians), their sum the total (|); each paired trial's total (points)",
     )
 
@@ -935,5 +936,4 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: Meta) -> No
         colour = "tab:green" if shown.difference_of(candidate) < 0 else "tab:red"
         axes.scatter(points, [row] * len(points), color=colour, s=14, zorder=3, label=legend("paired trials (total)"))
 
-    rows = chart_rows(results, labels(meta, results[0].builds if results else [BASELINE, CANDIDATE]))
-    draw_chart(path, rows, 0.45, draw, chart_texts(results, meta))
+    draw_chart(path, CpuPage(results, meta), 0.45, draw, chart_texts(results, meta))
