@@ -243,23 +243,16 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> Coverage:
     for scenario in (s.scaled(settings.scale) for s in settings.scenarios):
         workdir = root / "runs" / scenario.name
         workdir.mkdir(parents=True)
+        at = Place(scenario, settings, setup, workdir)
         if scenario.kind == "command":
             scenario_env = {**instance_env(scenario.instance, settings.env, setup.values), **env}
+            stdin = stdin_file(scenario, setup.values, scenario_env, workdir)
             runs = run_command(
-                instrumented,
-                scenario,
-                scenario.count,
-                core=None,
-                values=setup.values,
-                env=scenario_env,
-                log=workdir / "runs.log",
-                stdin=stdin_file(scenario, setup.values, scenario_env, workdir),
-                timeout=settings.trial_timeout,
+                instrumented, at, scenario.count, core=None, env=scenario_env, log=workdir / "runs.log", stdin=stdin
             )
             if runs.problem:
                 problems.append(f"{scenario.name}: {runs.problem}")
             continue
-        at = Place(scenario, settings, setup, workdir)
         server = start_server(build, at, core=None, name="instrumented", env=env)
         try:
             argvs = load_argvs(scenario, server, scenario.count, workdir / "uris.txt", setup.values)
