@@ -77,11 +77,8 @@ class CountTrial:
         return {k: v / self.done if self.done else math.nan for k, v in figures.items()}
 
     def as_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["valid"] = self.valid
-        data["per_unit"] = {k: None if math.isnan(v) else round(v, 3) for k, v in self.per_unit().items()}
-        data["wall"] = round(self.wall, 3)
-        return data
+        per_unit = {k: rounded(v) for k, v in self.per_unit().items()}
+        return {**asdict(self), "valid": self.valid, "per_unit": per_unit, "wall": round(self.wall, 3)}
 
 
 def too_short(counts: Counts, what: str, unit: str) -> str:

@@ -170,9 +170,7 @@ class Trial:
         data = asdict(self)
         for key in ("us_per_request", "user_us", "system_us"):
             data[key] = rounded(getattr(self, key))
-        data["valid"] = self.valid
-        data["busy"] = rounded(self.busy, 4)
-        data["ticks"] = round(self.ticks, 1)
+        data.update(valid=self.valid, busy=rounded(self.busy, 4), ticks=round(self.ticks, 1))
         for key in ("server_cpu", "wall", "load_cpu", "harness_cpu"):
             data[key] = round(data[key], 6)
         return data
