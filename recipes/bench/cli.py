@@ -394,9 +394,8 @@ def _run(
             report.write_results(out, results, meta, counted.markdown, counted.heading)
         return CountsOutcome(out, results, meta, verdicts)
     check_coverage = None
-    if args.coverage:
-        if args.candidates:
-            check_coverage = coverage.checker_for_given(config, [binary for binary, _ in candidates], plan)
-        else:
-            check_coverage = coverage.checker(plan())
+    if args.coverage and args.candidates:
+        check_coverage = coverage.checker_for_given(config, [binary for binary, _ in candidates], plan)
+    elif args.coverage:
+        check_coverage = coverage.checker(plan())
     return Outcome(out, run_bench(settings, CpuTime(), check_coverage)[0], settings.meta())
