@@ -20,6 +20,7 @@ from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS
 from recipes.bench.cpu_report import (
     BASELINE,
     CANDIDATE,
+    Judged,
     Page,
     Result,
     build_lines,
@@ -51,7 +52,7 @@ BINARY_FIGURES = {"binary_instructions": "in the binary: instructions", "binary_
 
 
 @dataclass
-class CountTrial:
+class CountTrial(Judged):
     """One counted trial of one build: valgrind's totals over what it did."""
 
     build: str  # BASELINE, CANDIDATE or CANDIDATE-n
@@ -63,10 +64,6 @@ class CountTrial:
     wall: float = 0.0
     problem: str = ""
     binary_events: dict[str, int] | None = None  # a server's: the self cost of its own binary (not libc's)
-
-    @property
-    def valid(self) -> bool:
-        return not self.problem
 
     def per_unit(self) -> dict[str, float]:
         """Each figure per run (or request)."""

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from recipes.bench import canary, design, procstat
 from recipes.bench.meta import BuildMeta, Coverage, HeldOutJson, Meta
@@ -33,15 +33,17 @@ def build_keys(count: int) -> tuple[str, ...]:
     return (BASELINE, CANDIDATE, *(f"{CANDIDATE}-{n}" for n in range(2, count)))
 
 
-class Judged(Protocol):
-    """A trial of either measure, as its scenario judges it."""
+class Judged:
+    """A trial of either measure (:class:`Trial`, the counts' ``CountTrial``), as its scenario judges it: valid
+    unless it has a problem."""
 
     build: str
     index: int
     problem: str
 
     @property
-    def valid(self) -> bool: ...
+    def valid(self) -> bool:
+        return not self.problem
 
 
 JudgedT = TypeVar("JudgedT", bound=Judged)
@@ -117,7 +119,7 @@ class Result(ABC, Generic[JudgedT]):
 
 
 @dataclass
-class Trial:
+class Trial(Judged):
     """One measured trial of one build: the CPU time of the server (or of the command's runs) over what it did."""
 
     build: str  # BASELINE, CANDIDATE or CANDIDATE-n
@@ -133,10 +135,6 @@ class Trial:
     core_idle: float | None = None  # seconds the server's pinned core sat idle during the load (servers)
     status: dict[str, int] = field(default_factory=dict)
     problem: str = ""  # why the trial is invalid; empty when it is valid
-
-    @property
-    def valid(self) -> bool:
-        return not self.problem
 
     @property
     def us_per_request(self) -> float:
