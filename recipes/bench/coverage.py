@@ -191,13 +191,10 @@ def skipped(why: str) -> Coverage:
     return {"skipped": why}
 
 
-def checker(plan: BuildPlan | None, why_not: str = "") -> Callable[[Settings, Setup], Coverage]:
-    """The coverage check of ``plan``'s work dir, to run once the bench's setup is up (``why_not``: the
-    reason there is no plan)."""
+def checker(plan: BuildPlan) -> Callable[[Settings, Setup], Coverage]:
+    """The coverage check of ``plan``'s work dir, to run once the bench's setup is up."""
 
     def check(settings: Settings, setup: Setup) -> Coverage:
-        if plan is None:
-            return skipped(why_not or "the candidates were given with --candidate; it needs the work dir's own builds")
         try:
             return run_check(plan, settings, setup)
         except PgoError as error:  # said in the report, not decisive: the bench itself is
@@ -224,7 +221,7 @@ def checker_for_given(
             else f"the candidates were given by path and the work dir {config.out} has no PGO binary whose "
             "training to compare"
         )
-        return checker(None, why)
+        return lambda *_: skipped(why)  # said when the check would run
     return checker(make_plan())
 
 
