@@ -95,9 +95,9 @@ def start_server(
     return server
 
 
-def tail_line(path: Path, lines: int = 5) -> str:
-    """The last lines of a server's log, on one line (for a message)."""
-    return log_tail(path, lines, joined=" | ")
+def tail_line(path: Path) -> str:
+    """The last five lines of a server's log, on one line (for a message)."""
+    return log_tail(path, 5, joined=" | ")
 
 
 def _check_pinned(server: Server, core: int) -> None:
