@@ -46,7 +46,7 @@ from recipes.bench.counts_report import CountsResult, CountTrial, Gate, too_shor
 from recipes.bench.cpu_report import build_keys
 from recipes.bench.harness import Measure
 from recipes.bench.load import load_argvs, run_loads, trial_problem
-from recipes.bench.meta import Meta, ValgrindMeta
+from recipes.bench.meta import Meta
 from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server, tail_line
 from recipes.bench.settings import Build, Place, Settings
@@ -69,9 +69,6 @@ class Tools:
     valgrind: Path
     callgrind_control: Path | None
     version: str
-
-    def meta(self) -> ValgrindMeta:
-        return {"version": self.version, "cachegrind": list(CACHEGRIND), "callgrind": list(CALLGRIND)}
 
 
 def find_tools(environ: Mapping[str, str], scenarios: list[Scenario]) -> Tools:
@@ -198,7 +195,8 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
 
     def meta(self, settings: Settings) -> Meta:
         meta = settings.meta()
-        meta["valgrind"], meta["gate"] = self.tools.meta(), self.gate.as_json()
+        meta["valgrind"] = {"version": self.tools.version, "cachegrind": list(CACHEGRIND), "callgrind": list(CALLGRIND)}
+        meta["gate"] = self.gate.as_json()
         meta.pop("canary_iterations", None)  # no canary: the counts do not move with the machine's load
         return meta
 
