@@ -53,12 +53,15 @@ def c_compilers_text(crates: list[CCrateRecord] | None) -> str:
     )
 
 
+def built_c_compilers(plan: BuildPlan, target_dir: Path, log: Path) -> str:
+    """What compiled the C of a build the bench made (the plain build, a variant), from its target dir and log."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    return c_compilers_text(cflags.c_crates(plan.c, plan.rustc, target_dir, log_text=text, flag="-fprofile-use"))
+
+
 def plain_c_compilers(plan: BuildPlan) -> str:
     """What compiled the bench's plain build's C (:func:`plain`'s target dir and log)."""
-    log = plan.logs / "bench-plain-build.log"
-    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
-    crates = cflags.c_crates(plan.c, plan.rustc, plan.workdir.plain_target, log_text=text, flag="-fprofile-use")
-    return c_compilers_text(crates)
+    return built_c_compilers(plan, plan.workdir.plain_target, plan.logs / "bench-plain-build.log")
 
 
 def pgo_c_compilers(work: Path) -> str:
@@ -135,24 +138,17 @@ def usable_pgo_optimised(work: Path) -> OptimiseResult | None:
     return optimised
 
 
-def usable_pgo_binary(work: Path) -> Path | None:
-    """The work dir's optimised binary, if its last optimise passed and the file is still what it recorded."""
-    optimised = usable_pgo_optimised(work)
-    return optimised.binary if optimised is not None else None
-
-
 def build_pgo(plan: BuildPlan) -> Path:
     """The PGO binary of the work dir, after running the pipeline when there is none (or it changed)."""
     optimised = usable_pgo_optimised(plan.work)
     if optimised is not None:
         say(f"bench: the PGO binary of {plan.work}: {optimised.binary}")
-        check_same_build(plan, optimised)
-        return optimised.binary
-    say(f"bench: no checked PGO binary in {plan.work}: running the pipeline")
-    pgo(plan)
-    optimised = usable_pgo_optimised(plan.work)
-    if optimised is None:
-        raise MissingInput(f"the pipeline left no checked optimised binary in {plan.work}", "see report.json")
+    else:
+        say(f"bench: no checked PGO binary in {plan.work}: running the pipeline")
+        pgo(plan)
+        optimised = usable_pgo_optimised(plan.work)
+        if optimised is None:
+            raise MissingInput(f"the pipeline left no checked optimised binary in {plan.work}", "see report.json")
     check_same_build(plan, optimised)
     return optimised.binary
 

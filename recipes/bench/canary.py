@@ -30,11 +30,11 @@ def pinned(cores: set[int]) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
-def sha256_loop(iterations: int = ITERATIONS, buffer: bytes = BUFFER) -> str:
-    """Hash ``buffer`` ``iterations`` times, each round over the previous digest and the buffer."""
+def sha256_loop(iterations: int = ITERATIONS) -> str:
+    """Hash :data:`BUFFER` ``iterations`` times, each round over the previous digest and the buffer."""
     digest = b""
     for _ in range(iterations):
-        digest = hashlib.sha256(digest + buffer).digest()
+        digest = hashlib.sha256(digest + BUFFER).digest()
     return digest.hex()
 
 
@@ -45,9 +45,6 @@ class CanaryTime:
     wall: float
     cpu: float
     digest: str
-
-    def as_json(self) -> dict[str, float | str]:
-        return {"wall": round(self.wall, 6), "cpu": round(self.cpu, 6), "digest": self.digest}
 
 
 def time_canary(core: int, iterations: int = ITERATIONS) -> CanaryTime:
@@ -66,5 +63,5 @@ def drift(before: float, after: float) -> float:
     return (after - before) / before
 
 
-def flagged(value: float, tolerance: float = TOLERANCE) -> bool:
-    return round(abs(value), 9) > tolerance
+def flagged(value: float) -> bool:
+    return round(abs(value), 9) > TOLERANCE

@@ -1,7 +1,6 @@
 """``python -m recipes.bench.chart RESULTS.json CHART.png``: the chart of a bench run, CPU time's
-(:func:`recipes.bench.cpu_report.write_chart`) or the counts' (:func:`recipes.bench.counts_report.write_chart`), drawn
-in
-the bench session's venv, which has matplotlib."""
+(:func:`recipes.bench.cpu_report.write_chart`) or the counts' (:func:`recipes.bench.counts_report.write_chart`),
+drawn in the bench session's venv, which has matplotlib."""
 
 from __future__ import annotations
 

@@ -32,10 +32,10 @@ import dataclasses
 import functools
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from recipes.bench import builds, counting, counts_report, coverage, design, variants
 from recipes.bench import cpu_report as report
@@ -60,6 +60,7 @@ DEFAULT_TRIALS = 5
 COUNTS_TRIALS = 3
 COUNTS_SCALE = 0.1
 MEASURES = ("cpu", "counts")
+ResultT = TypeVar("ResultT", bound=report.Result[Any])
 
 
 @dataclass(frozen=True)
@@ -82,40 +83,28 @@ class BenchArgs:
 
     @property
     def candidate(self) -> Path | None:
-        """The first candidate given, if any."""
         return self.candidates[0] if self.candidates else None
 
 
-def _number(text: str, kind: type[int] | type[float], what: str) -> float:
-    try:
-        value = kind(text)
-    except ValueError:
-        value = -1
-    if not math.isfinite(value) or value < (0 if what == "a core number" else 1e-12):  # nan, inf: refused too
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
-    return value
+def _number(kind: type[int] | type[float], what: str, least: float, below: float = math.inf) -> Callable[[str], Any]:
+    """An option's parser: its text as ``kind``, refused unless ``least <= value < below`` (nan, inf: refused too)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = -1
+        if not math.isfinite(value) or not least <= value < below:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    return int(_number(text, int, "a positive integer"))
-
-
-def _positive_float(text: str) -> float:
-    return _number(text, float, "a positive number")
-
-
-def _percent(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 100:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to 100")
-    return value
-
-
-def _core(text: str) -> int:
-    return int(_number(text, int, "a core number"))
+_positive_int = _number(int, "a positive integer", 1e-12)
+_positive_float = _number(float, "a positive number", 1e-12)
+_percent = _number(float, "a percentage from 0 to 100", 0, 100)
+_core = _number(int, "a core number", 0)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -186,10 +175,11 @@ def parse_args(posargs: Sequence[str], base: Path | None = None) -> tuple[BenchA
 
 
 @dataclass(frozen=True)
-class ResultFiles:
-    """A bench run's folder and the files it writes there."""
+class ResultFiles(Generic[ResultT]):
+    """A bench run's folder, the files it writes there, and its results."""
 
     out: BenchDir
+    results: list[ResultT]
 
     @property
     def json(self) -> Path:
@@ -203,21 +193,20 @@ class ResultFiles:
     def chart(self) -> Path:
         return self.out.chart
 
-    def refuse_invalid(self, results: Sequence[report.Result[Any]]) -> None:
+    def check(self) -> None:
         """A run with an invalid scenario fails (after everything is written), of either measure."""
-        bad = [r for r in results if not r.valid]
+        bad = [r for r in self.results if not r.valid]
         if bad:
             raise BenchError(
-                f"{len(bad)} of {len(results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
+                f"{len(bad)} of {len(self.results)} scenarios invalid, first {bad[0].name}: {bad[0].why_invalid}",
                 f"see {self.markdown} and the logs in {self.out.runs}",
             )
 
 
 @dataclass(frozen=True)
-class Outcome(ResultFiles):
+class Outcome(ResultFiles[report.ScenarioResult]):
     """Where the results went, and what they say."""
 
-    results: list[report.ScenarioResult]
     meta: Meta = field(default_factory=Meta)
 
     def summary_lines(self) -> list[str]:
@@ -236,23 +225,25 @@ class Outcome(ResultFiles):
                         f"{design.duration(result.median(report.BASELINE))}/{result.unit}  same side {same}/{total}  "
                         f"canary {drift}  {result.held_out_text}  [{named.get(candidate, candidate)}]"
                     )
-                lines += [f"{'':18} flagged: {note}" for note in _flags(result)]
+                # the flags of a valid scenario: trials too short for the tick, a server not kept busy
+                if result.tick_note:
+                    lines.append(f"{'':18} flagged: {result.tick_note}")
+                if result.not_busy:
+                    lines.append(
+                        f"{'':18} flagged: {len(result.not_busy)} of {len(result.measured)} trials with the server "
+                        f"under {design.BUSY_MIN} {design.BUSY_UNIT}; give {result.busy_fix}"
+                    )
             else:
                 lines.append(f"{result.name:18}   invalid  {result.why_invalid}")
         lines += report.regressions(self.results, named)
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
         return lines
 
-    def check(self) -> None:
-        """A run with an invalid scenario fails (after everything is written)."""
-        self.refuse_invalid(self.results)
-
 
 @dataclass(frozen=True)
-class CountsOutcome(ResultFiles):
+class CountsOutcome(ResultFiles[CountsResult]):
     """Where the counts went, what they say, and the gate's verdicts."""
 
-    results: list[CountsResult]
     meta: Meta
     verdicts: list[str]
 
@@ -287,19 +278,8 @@ class CountsOutcome(ResultFiles):
 
     def check(self) -> None:
         """An invalid scenario fails the run, then a gate that failed (after everything is written)."""
-        self.refuse_invalid(self.results)
+        super().check()
         raise_gate(self.verdicts, self.markdown)
-
-
-def _flags(result: report.ScenarioResult) -> list[str]:
-    """The summary's flags of a valid scenario: trials too short for the tick, a server not kept busy."""
-    notes = [result.tick_note] if result.tick_note else []
-    if result.not_busy:
-        notes.append(
-            f"{len(result.not_busy)} of {len(result.measured)} trials with the server under {design.BUSY_MIN} "
-            f"{design.BUSY_UNIT}; give {result.busy_fix}"
-        )
-    return notes
 
 
 def bench_workload(config: Config, environ: Mapping[str, str]) -> Workload:
@@ -414,9 +394,8 @@ def _run(
             report.write_results(out, results, meta, counted.markdown, counted.heading)
         return CountsOutcome(out, results, meta, verdicts)
     check_coverage = None
-    if args.coverage:
-        if args.candidates:
-            check_coverage = coverage.checker_for_given(config, [binary for binary, _ in candidates], plan)
-        else:
-            check_coverage = coverage.checker(plan())
+    if args.coverage and args.candidates:
+        check_coverage = coverage.checker_for_given(config, [binary for binary, _ in candidates], plan)
+    elif args.coverage:
+        check_coverage = coverage.checker(plan())
     return Outcome(out, run_bench(settings, CpuTime(), check_coverage)[0], settings.meta())

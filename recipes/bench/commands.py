@@ -73,21 +73,22 @@ class Runs:
 
 def run_command(
     binary: Path,
-    scenario: Scenario,
+    at: Place,
     count: int,
     *,
     core: int | None,
-    values: Mapping[str, str],
     env: Mapping[str, str],
     log: Path,
     stdin: Path | None,
-    timeout: float,
+    factor: float = 1.0,
     runs: Runs | None = None,
 ) -> CommandRuns:
-    """``count`` runs of ``binary`` (each in its own process group, on ``core``), their CPU time added up;
-    ``runs`` (CPU time's by default) says what each run's command line is and what is done after it."""
+    """``count`` runs of ``binary`` for the scenario (each in its own process group, on ``core``), within ``factor``
+    times --trial-timeout, their CPU time added up; ``runs`` (CPU time's by default) says what each run's command
+    line is and what is done after it."""
+    scenario, timeout = at.scenario, at.settings.trial_timeout * factor
     hooks = runs if runs is not None else Runs()
-    args, cwd = command_parts(scenario, values, env)
+    args, cwd = command_parts(scenario, at.setup.values, env)
     argv = [str(binary), *args]
     deadline = time.monotonic() + timeout
     user = system = 0.0
@@ -139,17 +140,9 @@ def build_runs(
     """``count`` runs of a build as a bench trial (or warm-up) runs them: on the server's core, in the
     instance's environment, within ``factor`` times --trial-timeout, logged to ``log``."""
     scenario, settings, setup, _workdir = at
+    env = instance_env(scenario.instance, settings.env, setup.values)
     return run_command(
-        build.binary,
-        scenario,
-        count,
-        core=settings.server_core,
-        values=setup.values,
-        env=instance_env(scenario.instance, settings.env, setup.values),
-        log=log,
-        stdin=stdin,
-        timeout=settings.trial_timeout * factor,
-        runs=runs,
+        build.binary, at, count, core=settings.server_core, env=env, log=log, stdin=stdin, factor=factor, runs=runs
     )
 
 

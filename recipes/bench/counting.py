@@ -46,7 +46,7 @@ from recipes.bench.counts_report import CountsResult, CountTrial, Gate, too_shor
 from recipes.bench.cpu_report import build_keys
 from recipes.bench.harness import Measure
 from recipes.bench.load import load_argvs, run_loads, trial_problem
-from recipes.bench.meta import Meta, ValgrindMeta
+from recipes.bench.meta import Meta
 from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server, tail_line
 from recipes.bench.settings import Build, Place, Settings
@@ -69,9 +69,6 @@ class Tools:
     valgrind: Path
     callgrind_control: Path | None
     version: str
-
-    def meta(self) -> ValgrindMeta:
-        return {"version": self.version, "cachegrind": list(CACHEGRIND), "callgrind": list(CALLGRIND)}
 
 
 def find_tools(environ: Mapping[str, str], scenarios: list[Scenario]) -> Tools:
@@ -141,34 +138,31 @@ def _say(scenario: Scenario, label: str, trial: CountTrial) -> None:
 
 def _control(tools: Tools, server: Server, *args: str, env: Mapping[str, str]) -> None:
     assert tools.callgrind_control is not None
+    what = f"callgrind_control {' '.join(args)} {server.pid} ({server.build.label})"
     try:
         done = query([str(tools.callgrind_control), *args, str(server.pid)], env=env, timeout=CONTROL_TIMEOUT)
     except TimedOut as exc:
         raise BenchError(
-            f"callgrind_control {' '.join(args)} {server.pid} ({server.build.label}) did not answer in "
-            f"{CONTROL_TIMEOUT:.0f} s",
+            f"{what} did not answer in {CONTROL_TIMEOUT:.0f} s",
             "callgrind_control needs vgdb (valgrind's gdbserver) and ptrace allowed; is the machine overloaded?",
         ) from exc
     if done.returncode != 0 or "OK" not in done.stdout:
         said = " ".join((done.stdout + done.stderr).split())[:200]
         raise BenchError(
-            f"callgrind_control {' '.join(args)} {server.pid} ({server.build.label}) failed: {said}",
-            "callgrind_control needs vgdb (valgrind's gdbserver) and ptrace allowed",
+            f"{what} failed: {said}", "callgrind_control needs vgdb (valgrind's gdbserver) and ptrace allowed"
         )
 
 
-def wait_quiet(pid: int) -> float:
+def wait_quiet(pid: int) -> None:
     """Wait until the process's CPU time stops moving (:data:`QUIET_CHECKS` reads in a row), at most
-    :data:`QUIET_LIMIT` seconds; the seconds waited."""
+    :data:`QUIET_LIMIT` seconds."""
     start = time.monotonic()
     last, same = -1, 0
     while time.monotonic() - start < QUIET_LIMIT and same < QUIET_CHECKS:
-        stat = procstat.read_stat(pid)
-        now = stat.utime + stat.stime
+        now = procstat.read_stat(pid).cpu_ticks
         same = same + 1 if now == last else 0
         last = now
         time.sleep(QUIET_INTERVAL)
-    return time.monotonic() - start
 
 
 def _dump_file(server_out: Path, trigger: str) -> Path:
@@ -201,12 +195,13 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
 
     def meta(self, settings: Settings) -> Meta:
         meta = settings.meta()
-        meta["valgrind"], meta["gate"] = self.tools.meta(), self.gate.as_json()
+        meta["valgrind"] = {"version": self.tools.version, "cachegrind": list(CACHEGRIND), "callgrind": list(CALLGRIND)}
+        meta["gate"] = self.gate.as_json()
         meta.pop("canary_iterations", None)  # no canary: the counts do not move with the machine's load
         return meta
 
     def start(self, build: Build, key: str, at: Place) -> Server:
-        scenario, settings, setup, workdir = at
+        scenario, settings, _setup, workdir = at
         vlog = workdir / f"{key}.valgrind.log"
         wrapper = [
             str(self.tools.valgrind), *CALLGRIND, f"--callgrind-out-file={workdir / f'{key}.callgrind.out'}",
@@ -215,12 +210,8 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
         try:
             return start_server(
                 build,
-                scenario,
+                at,
                 core=settings.server_core,
-                values=setup.values,
-                env=settings.env,
-                workdir=workdir,
-                shims=settings.out.sigterm,
                 name=key,
                 wrapper=wrapper,
                 ready_timeout=scenario.instance.options.ready_timeout * SLOWDOWN,
@@ -237,13 +228,7 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
         argvs = load_argvs(scenario, server, scenario.count, workdir / f"{key}-uris.txt", setup.values)
         start = time.perf_counter()
         _control(self.tools, server, "--zero", env=settings.env)
-        run = run_loads(
-            argvs,
-            core=settings.load_core,
-            env=settings.env,
-            log=workdir / f"{key}-trial-{index}.log",
-            timeout=settings.trial_timeout * TRIAL_FACTOR,
-        )
+        run = run_loads(argvs, at, workdir / f"{key}-trial-{index}.log", TRIAL_FACTOR)
         problem = trial_problem(run, scenario.count, scenario.expect)
         events: dict[str, int] = {}
         files: list[str] = []

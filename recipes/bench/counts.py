@@ -122,31 +122,19 @@ def estimate(counts: Counts) -> float:
     )
 
 
-def iai_estimate(counts: Counts) -> float:
-    """iai-callgrind's estimate, for comparison: L1 hits + 5 x LL hits + 35 x RAM accesses (no mispredictions)."""
-    accesses = counts.instructions + counts["Dr"] + counts["Dw"]
-    l1_hits = accesses - counts.l1_misses
-    ll_hits = counts.l1_misses - counts.ll_misses
-    return l1_hits + 5 * ll_hits + 35 * counts.ll_misses
-
-
 # ---------------------------------------------------------------------------------------------- the files
 
 
 def parse_totals(text: str, source: str = "the output file") -> Counts:
     """A cachegrind or callgrind output file's totals: the ``summary:`` line (callgrind: else ``totals:``) read
     by the ``events:`` header. A file without them (a run killed before valgrind wrote it) is refused."""
-    events: list[str] | None = None
-    summary: list[str] | None = None
-    totals: list[str] | None = None
+    lines: dict[str, list[str]] = {}  # the last events:, summary: and totals: line
     for line in text.splitlines():
-        if line.startswith("events:"):
-            events = line.split(":", 1)[1].split()
-        elif line.startswith("summary:"):
-            summary = line.split(":", 1)[1].split()
-        elif line.startswith("totals:"):
-            totals = line.split(":", 1)[1].split()
-    values = summary if summary is not None else totals
+        key, colon, rest = line.partition(":")
+        if colon and key in {"events", "summary", "totals"}:
+            lines[key] = rest.split()
+    events = lines.get("events")
+    values = lines.get("summary", lines.get("totals"))
     if events is None or values is None:
         raise BenchError(
             f"{source} has no {'events' if events is None else 'summary'} line",

@@ -11,32 +11,30 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from recipes.bench.counts import FORMULA, LIMITATIONS, MIN_INSTRUCTIONS, WEIGHTS, Counts, estimate
 from recipes.bench.cpu_report import (
     BASELINE,
     CANDIDATE,
+    Judged,
     Page,
     Result,
     build_lines,
-    chart_rows,
-    from_fields,
-    held_out_status,
+    draw_chart,
     invalid_section,
-    labels,
     markdown_of,
     percent,
-    pyplot,
+    read_results,
+    rounded,
+    worse_lines,
     worse_section,
 )
-from recipes.bench.cpu_report import to_json as report_to_json
 from recipes.bench.meta import GateMeta, HeldOutJson, Meta
 from recipes.errors import BenchError, ConfigError
-from recipes.files import atomic_output
 
 #: the figures of a build, in the table's order, and their headings
 FIGURES = {
@@ -54,7 +52,7 @@ BINARY_FIGURES = {"binary_instructions": "in the binary: instructions", "binary_
 
 
 @dataclass
-class CountTrial:
+class CountTrial(Judged):
     """One counted trial of one build: valgrind's totals over what it did."""
 
     build: str  # BASELINE, CANDIDATE or CANDIDATE-n
@@ -67,10 +65,6 @@ class CountTrial:
     problem: str = ""
     binary_events: dict[str, int] | None = None  # a server's: the self cost of its own binary (not libc's)
 
-    @property
-    def valid(self) -> bool:
-        return not self.problem
-
     def per_unit(self) -> dict[str, float]:
         """Each figure per run (or request)."""
         figures = Counts(self.events).figures()
@@ -80,11 +74,8 @@ class CountTrial:
         return {k: v / self.done if self.done else math.nan for k, v in figures.items()}
 
     def as_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["valid"] = self.valid
-        data["per_unit"] = {k: None if math.isnan(v) else round(v, 3) for k, v in self.per_unit().items()}
-        data["wall"] = round(self.wall, 3)
-        return data
+        per_unit = {k: rounded(v) for k, v in self.per_unit().items()}
+        return {**asdict(self), "valid": self.valid, "per_unit": per_unit, "wall": round(self.wall, 3)}
 
 
 def too_short(counts: Counts, what: str, unit: str) -> str:
@@ -160,7 +151,7 @@ class CountsResult(Result[CountTrial]):
             data["comparisons"] = [
                 {
                     "build": c,
-                    "differences": {f: _round(self.difference(c, f)) for f in self.figures},
+                    "differences": {f: rounded(self.difference(c, f), 6) for f in self.figures},
                     "paired_estimate_differences": [round(d, 6) for d in self.paired(c)],
                 }
                 for c in self.candidates
@@ -168,29 +159,8 @@ class CountsResult(Result[CountTrial]):
         return data
 
 
-def _round(value: float) -> float | None:
-    return None if math.isnan(value) else round(value, 6)
-
-
-def trial_from_json(data: dict[str, Any]) -> CountTrial:
-    return from_fields(CountTrial, data)
-
-
-def scenario_from_json(data: dict[str, Any]) -> CountsResult:
-    return CountsResult(
-        name=data["name"],
-        title=data["title"],
-        trials=[trial_from_json(t) for t in data["trials"]],
-        problem=data.get("scenario_problem", ""),
-        unit=data.get("unit", "run"),
-        held_out=data.get("held_out"),
-        builds=data.get("builds", [BASELINE, CANDIDATE]),
-    )
-
-
 def from_json(data: dict[str, Any]) -> tuple[list[CountsResult], Meta]:
-    meta = cast("Meta", {k: v for k, v in data.items() if k != "scenarios"})  # as written, unchecked
-    return [scenario_from_json(s) for s in data["scenarios"]], meta
+    return read_results(data, CountsResult, CountTrial)
 
 
 def best_on_held_out(results: Sequence[CountsResult], named: dict[str, str]) -> str:
@@ -216,23 +186,17 @@ def regressions(results: Sequence[CountsResult], named: dict[str, str]) -> list[
     """The summary's lines on the scenarios, trained or held out, on which a candidate's estimate (the figure the
     gate judges) is above the baseline's, by any amount: counts are exact, a repeat counts the same. One line
     saying there is none. Said, never a failure: the gate judges the exit code."""
-    base = named.get(BASELINE, BASELINE)
-    valid = [r for r in results if r.valid]
-    lines = []
-    for result in valid:
-        for candidate in result.candidates:
-            difference = result.difference(candidate, result.judged)
-            if difference > 0:
-                status = held_out_status(result.held_out)
-                lines.append(
-                    f"worse: {named.get(candidate, candidate)} vs {base} on {status + ' ' if status else ''}scenario "
-                    f"{result.name}: {_what(result)} {percent(difference)} per {result.unit} "
-                    f"(instructions {percent(result.difference(candidate, 'instructions'))}, "
-                    f"cond. mispredicts {percent(result.difference(candidate, 'cond_mispredicts'))})"
-                )
-    if not lines and valid:
-        lines.append(f"worse than {base} by the estimate: none of the {len(valid)} valid scenarios")
-    return lines
+
+    def worse(result: CountsResult, candidate: str) -> str:
+        difference = result.difference(candidate, result.judged)
+        said = (
+            f"{_what(result)} {percent(difference)} per {result.unit} (instructions "
+            f"{percent(result.difference(candidate, 'instructions'))}, cond. mispredicts "
+            f"{percent(result.difference(candidate, 'cond_mispredicts'))})"
+        )
+        return said if difference > 0 else ""
+
+    return worse_lines(results, named, worse, "by the estimate")
 
 
 # ---------------------------------------------------------------------------------------------- the gate
@@ -277,8 +241,7 @@ def check_gate(gate: Gate, results: Sequence[CountsResult], named: dict[str, str
     for margin, kind in ((gate.trained, "trained"), (gate.held_out, "held-out")):
         if margin is None:
             continue
-        chosen = [r for r in valid if r.status in GATED[kind]]
-        for result in chosen:
+        for result in (r for r in valid if r.status in GATED[kind]):
             for candidate in result.candidates:
                 diff = result.difference(candidate, result.judged)
                 who = f"{named.get(candidate, candidate)} vs {named[BASELINE]} on {kind} scenario {result.name}"
@@ -409,24 +372,12 @@ def _held(result: CountsResult) -> str:
     return str((result.held_out or {}).get("status", "—"))
 
 
-def to_json(results: Sequence[CountsResult], meta: Meta) -> dict[str, Any]:
-    """results.json of a counts run (:func:`recipes.bench.cpu_report.to_json` with :data:`HEADING`)."""
-    return report_to_json(results, meta, HEADING)
-
-
 def write_chart(path: Path, results: Sequence[CountsResult], meta: Meta) -> None:
     """A PNG: per scenario and candidate the change of instructions, of mispredictions and of the estimate
     (bars), and each paired trial's change of the estimate (points)."""
-    plt = pyplot()
-    builds = results[0].builds if results else [BASELINE, CANDIDATE]
-    named = labels(meta, builds)
-    rows = chart_rows(results, named)
-    figure, axes = plt.subplots(figsize=(12, max(2.5, 0.6 * len(rows) + 1.8)))
     bars = (("instructions", "tab:blue", 0.25), ("mispredicts", "tab:orange", 0.0), ("estimate", "tab:green", -0.25))
-    for row, (_label, shown, candidate) in enumerate(reversed(rows)):
-        if shown is None:
-            continue
-        first = row == next(i for i, r in enumerate(reversed(rows)) if r[1] is not None)
+
+    def draw(axes: Any, row: int, shown: CountsResult, candidate: str, legend: Callable[[str], str | None]) -> None:
         for name, colour, offset in bars:
             if name == "mispredicts":
                 base = shown.median(BASELINE, "cond_mispredicts") + shown.median(BASELINE, "ind_mispredicts")
@@ -434,18 +385,14 @@ def write_chart(path: Path, results: Sequence[CountsResult], meta: Meta) -> None
                 value = cand / base - 1 if base else 0.0
             else:
                 value = shown.difference(candidate, name)
-            axes.barh(row + offset, value * 100, height=0.23, color=colour, alpha=0.6, label=name if first else None)
+            axes.barh(row + offset, value * 100, height=0.23, color=colour, alpha=0.6, label=legend(name))
         points = [d * 100 for d in shown.paired(candidate)]
         axes.scatter(points, [row - 0.25] * len(points), color="black", s=10, zorder=3,
-                     label="paired trials (estimate)" if first else None)  # fmt: skip
-    axes.axvline(0, color="black", linewidth=0.8)
-    axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
-    cands = ", ".join(named[b] for b in builds[1:])
-    axes.set_xlabel(f"change per run or request, {cands} vs {named[BASELINE]}, % (valgrind's simulation)")
-    axes.set_title("Instructions, branch mispredictions and the estimate of cycles (medians)")
-    if any(shown is not None for _, shown, _ in rows):
-        axes.legend(loc="best", fontsize="small")
-    figure.tight_layout()
-    with atomic_output(path, suffix=".png") as tmp:
-        figure.savefig(tmp, dpi=110)
-    plt.close(figure)
+                     label=legend("paired trials (estimate)"))  # fmt: skip
+
+    page = CountsPage(results, meta)
+    texts = (
+        f"change per run or request, {page.candidates_named} vs {page.named[BASELINE]}, % (valgrind's simulation)",
+        "Instructions, branch mispredictions and the estimate of cycles (medians)",
+    )
+    draw_chart(path, page, 0.6, draw, texts)

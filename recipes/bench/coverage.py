@@ -25,7 +25,7 @@ from recipes.bench.commands import run_command, stdin_file
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.meta import CCoverage, CCrateCoverage, Coverage
 from recipes.bench.servers import start_server, stop_server
-from recipes.bench.settings import Build, Settings, Setup, instance_env
+from recipes.bench.settings import Build, Place, Settings, Setup, instance_env
 from recipes.config import Config
 from recipes.errors import PgoError
 from recipes.llvm import profdata
@@ -191,13 +191,10 @@ def skipped(why: str) -> Coverage:
     return {"skipped": why}
 
 
-def checker(plan: BuildPlan | None, why_not: str = "") -> Callable[[Settings, Setup], Coverage]:
-    """The coverage check of ``plan``'s work dir, to run once the bench's setup is up (``why_not``: the
-    reason there is no plan)."""
+def checker(plan: BuildPlan) -> Callable[[Settings, Setup], Coverage]:
+    """The coverage check of ``plan``'s work dir, to run once the bench's setup is up."""
 
     def check(settings: Settings, setup: Setup) -> Coverage:
-        if plan is None:
-            return skipped(why_not or "the candidates were given with --candidate; it needs the work dir's own builds")
         try:
             return run_check(plan, settings, setup)
         except PgoError as error:  # said in the report, not decisive: the bench itself is
@@ -224,7 +221,7 @@ def checker_for_given(
             else f"the candidates were given by path and the work dir {config.out} has no PGO binary whose "
             "training to compare"
         )
-        return checker(None, why)
+        return lambda *_: skipped(why)  # said when the check would run
     return checker(make_plan())
 
 
@@ -243,40 +240,20 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> Coverage:
     for scenario in (s.scaled(settings.scale) for s in settings.scenarios):
         workdir = root / "runs" / scenario.name
         workdir.mkdir(parents=True)
+        at = Place(scenario, settings, setup, workdir)
         if scenario.kind == "command":
             scenario_env = {**instance_env(scenario.instance, settings.env, setup.values), **env}
+            stdin = stdin_file(scenario, setup.values, scenario_env, workdir)
             runs = run_command(
-                instrumented,
-                scenario,
-                scenario.count,
-                core=None,
-                values=setup.values,
-                env=scenario_env,
-                log=workdir / "runs.log",
-                stdin=stdin_file(scenario, setup.values, scenario_env, workdir),
-                timeout=settings.trial_timeout,
+                instrumented, at, scenario.count, core=None, env=scenario_env, log=workdir / "runs.log", stdin=stdin
             )
             if runs.problem:
                 problems.append(f"{scenario.name}: {runs.problem}")
             continue
-        server = start_server(
-            build,
-            scenario,
-            core=None,
-            values=setup.values,
-            env=env,
-            workdir=workdir,
-            shims=settings.out.sigterm,
-            name="instrumented",
-        )
+        server = start_server(build, at, core=None, name="instrumented", env=env)
         try:
-            load = run_loads(
-                load_argvs(scenario, server, scenario.count, workdir / "uris.txt", setup.values),
-                core=settings.load_core,
-                env=settings.env,
-                log=workdir / "load.log",
-                timeout=settings.trial_timeout,
-            )
+            argvs = load_argvs(scenario, server, scenario.count, workdir / "uris.txt", setup.values)
+            load = run_loads(argvs, at, workdir / "load.log")
             why = trial_problem(load, scenario.count, scenario.expect)
             if why:
                 problems.append(f"{scenario.name}: {why}")

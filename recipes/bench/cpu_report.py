@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from recipes.bench import canary, design, procstat
 from recipes.bench.meta import BuildMeta, Coverage, HeldOutJson, Meta
@@ -33,19 +33,22 @@ def build_keys(count: int) -> tuple[str, ...]:
     return (BASELINE, CANDIDATE, *(f"{CANDIDATE}-{n}" for n in range(2, count)))
 
 
-class Judged(Protocol):
-    """A trial of either measure, as its scenario judges it."""
+class Judged:
+    """A trial of either measure (:class:`Trial`, the counts' ``CountTrial``), as its scenario judges it: valid
+    unless it has a problem."""
 
     build: str
     index: int
     problem: str
 
     @property
-    def valid(self) -> bool: ...
+    def valid(self) -> bool:
+        return not self.problem
 
 
 JudgedT = TypeVar("JudgedT", bound=Judged)
 RecordT = TypeVar("RecordT")
+TabledT = TypeVar("TabledT", bound="Result[Any]")
 
 
 def from_fields(kind: type[RecordT], data: dict[str, Any]) -> RecordT:
@@ -54,9 +57,10 @@ def from_fields(kind: type[RecordT], data: dict[str, Any]) -> RecordT:
     return kind(**{k: v for k, v in data.items() if k in keys})
 
 
-class Result(Generic[JudgedT]):
+class Result(ABC, Generic[JudgedT]):
     """What a scenario's result is, of either measure (:class:`ScenarioResult`, the counts' ``CountsResult``): its
-    trials by build, and whether they all stand."""
+    trials by build, and whether they all stand; as the one Markdown writer (:func:`markdown_of`), the one
+    results.json writer (:func:`to_json`) and the charts (:func:`chart_rows`) have it."""
 
     name: str
     title: str
@@ -95,11 +99,9 @@ class Result(Generic[JudgedT]):
     def why_invalid(self) -> str:
         if self.problem:
             return self.problem
-        bad = self.invalid_trials
-        if bad:
-            first = bad[0]
-            where = f"{first.build} #{first.index}"
-            return f"{len(bad)} of {len(self.trials)} trials invalid; first ({where}): {first.problem}"
+        if bad := self.invalid_trials:
+            where = f"{bad[0].build} #{bad[0].index}"
+            return f"{len(bad)} of {len(self.trials)} trials invalid; first ({where}): {bad[0].problem}"
         if self.measure_problem:
             return self.measure_problem
         return "" if self.valid else "no trials"
@@ -112,9 +114,12 @@ class Result(Generic[JudgedT]):
     def verdict_json(self) -> dict[str, Any]:
         return {"valid": self.valid, "problem": self.why_invalid, "scenario_problem": self.problem}
 
+    @abstractmethod
+    def as_json(self) -> dict[str, Any]: ...
+
 
 @dataclass
-class Trial:
+class Trial(Judged):
     """One measured trial of one build: the CPU time of the server (or of the command's runs) over what it did."""
 
     build: str  # BASELINE, CANDIDATE or CANDIDATE-n
@@ -132,19 +137,13 @@ class Trial:
     problem: str = ""  # why the trial is invalid; empty when it is valid
 
     @property
-    def valid(self) -> bool:
-        return not self.problem
-
-    @property
     def us_per_request(self) -> float:
         return self.server_cpu / self.answered * 1e6 if self.answered else math.nan
 
     @property
     def user_us(self) -> float:
         """User time per request (or run), µs; NaN when the split is unknown."""
-        if not self.answered or self.server_user is None:
-            return math.nan
-        return self.server_user / self.answered * 1e6
+        return self.server_user / self.answered * 1e6 if self.answered and self.server_user is not None else math.nan
 
     @property
     def system_us(self) -> float:
@@ -167,22 +166,12 @@ class Trial:
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for key, value in (
-            ("us_per_request", self.us_per_request),
-            ("user_us", self.user_us),
-            ("system_us", self.system_us),
-        ):
-            data[key] = None if math.isnan(value) else round(value, 3)
-        data["valid"] = self.valid
-        data["busy"] = _round(self.busy, 4)
-        data["ticks"] = round(self.ticks, 1)
+        for key in ("us_per_request", "user_us", "system_us"):
+            data[key] = rounded(getattr(self, key))
+        data.update(valid=self.valid, busy=rounded(self.busy, 4), ticks=round(self.ticks, 1))
         for key in ("server_cpu", "wall", "load_cpu", "harness_cpu"):
             data[key] = round(data[key], 6)
         return data
-
-
-def trial_from_json(data: dict[str, Any]) -> Trial:
-    return from_fields(Trial, data)
 
 
 @dataclass
@@ -236,7 +225,7 @@ class ScenarioResult(Result[Trial]):
         return design.busy_fix(self.kind or "http", self.connections, self.streams, self.load_bound)
 
     @property
-    def busy_problem(self) -> str:
+    def measure_problem(self) -> str:
         """Why the scenario is invalid for a server not kept busy in most of its trials, or ``""`` (also when the
         load generator was flat out: the server waited for a client that could go no faster)."""
         flagged, measured = self.not_busy, self.measured
@@ -263,10 +252,6 @@ class ScenarioResult(Result[Trial]):
             f"{design.plural(design.count_that_would_do(count, cpu, procstat.CLOCK_TICKS), self.unit)} per trial "
             "would do (the scenario's count, or --scale)"
         )
-
-    @property
-    def measure_problem(self) -> str:
-        return self.busy_problem
 
     def median_of_totals(self, build: str) -> float:
         """The median of the trials' totals (user + system per request of each trial)."""
@@ -332,12 +317,10 @@ class ScenarioResult(Result[Trial]):
     def held_out_text(self) -> str:
         if not self.held_out:
             return "—"
-        status = str(self.held_out.get("status", "?"))
-        rule = str(self.held_out.get("rule", "paths" if self.server else "arguments"))
-        if status == "partly":
-            what = "paths" if self.server else "arguments"
+        what = "paths" if self.server else "arguments"
+        if self.held_out.get("status") == "partly":
             return f"partly ({self.held_out.get('trained')} of {self.held_out.get('total')} {what} trained)"
-        return f"{status} ({rule})"
+        return f"{self.held_out.get('status', '?')} ({self.held_out.get('rule', what)})"
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -352,7 +335,7 @@ class ScenarioResult(Result[Trial]):
             "canary_drift": round(self.canary_drift, 6),
             "canary_flagged": canary.flagged(self.canary_drift),
             "trials": [t.as_json() for t in self.trials],
-            "server_busy": [_round(t.busy, 4) for t in self.trials] if self.server else None,
+            "server_busy": [rounded(t.busy, 4) for t in self.trials] if self.server else None,
             "busy_min": design.BUSY_MIN,
             "not_busy_trials": [f"{t.build} #{t.index}" for t in self.not_busy],
             "min_ticks": design.MIN_TICKS,
@@ -370,55 +353,35 @@ class ScenarioResult(Result[Trial]):
                 same_side=same,
                 paired_trials=total,
                 overhead=overhead(self),
-                medians={b: _medians(self, b) for b in self.builds},
-                comparisons=[_comparison(self, c) for c in self.candidates],
+                medians={
+                    b: {
+                        "user_us": rounded(self.median_user(b)),
+                        "system_us": rounded(self.median_system(b)),
+                        "total_us": rounded(self.median(b)),  # user_us + system_us
+                        "median_of_totals_us": rounded(self.median_of_totals(b)),
+                    }
+                    for b in self.builds
+                },
+                comparisons=[self._comparison(c) for c in self.candidates],
             )
         return data
 
+    def _comparison(self, candidate: str) -> dict[str, Any]:
+        (user, system), (same, total) = self.parts_of(candidate), self.same_side_of(candidate)
+        return {
+            "build": candidate,
+            "difference": round(self.difference_of(candidate), 6),
+            "user_part": rounded(user, 6),
+            "system_part": rounded(system, 6),
+            "paired_differences": [round(d, 6) for d in self.paired_differences(candidate)],
+            "same_side": same,
+            "paired_trials": total,
+        }
 
-def _round(value: float, digits: int = 3) -> float | None:
+
+def rounded(value: float, digits: int = 3) -> float | None:
+    """``value`` rounded for results.json; None for NaN."""
     return None if math.isnan(value) else round(value, digits)
-
-
-def _medians(result: ScenarioResult, build: str) -> dict[str, float | None]:
-    return {
-        "user_us": _round(result.median_user(build)),
-        "system_us": _round(result.median_system(build)),
-        "total_us": _round(result.median(build)),  # user_us + system_us
-        "median_of_totals_us": _round(result.median_of_totals(build)),
-    }
-
-
-def _comparison(result: ScenarioResult, candidate: str) -> dict[str, Any]:
-    user, system = result.parts_of(candidate)
-    same, total = result.same_side_of(candidate)
-    return {
-        "build": candidate,
-        "difference": round(result.difference_of(candidate), 6),
-        "user_part": _round(user, 6),
-        "system_part": _round(system, 6),
-        "paired_differences": [round(d, 6) for d in result.paired_differences(candidate)],
-        "same_side": same,
-        "paired_trials": total,
-    }
-
-
-def scenario_from_json(data: dict[str, Any]) -> ScenarioResult:
-    return ScenarioResult(
-        name=data["name"],
-        title=data["title"],
-        trials=[trial_from_json(t) for t in data["trials"]],
-        canary_before=data["canary_before"],
-        canary_after=data["canary_after"],
-        problem=data.get("scenario_problem", ""),
-        unit=data.get("unit", "request"),
-        held_out=data.get("held_out"),
-        builds=data.get("builds", [BASELINE, CANDIDATE]),
-        kind=data.get("kind", ""),
-        paced=bool(data.get("paced", False)),
-        connections=data.get("connections", 1),
-        streams=data.get("streams", 1),
-    )
 
 
 def overhead(result: ScenarioResult) -> dict[str, float | None]:
@@ -446,42 +409,31 @@ def overhead(result: ScenarioResult) -> dict[str, float | None]:
 
 def percent(fraction: float) -> str:
     """``-0.123`` -> ``\u221212.3 %`` (a real minus sign, as in the reference's table)."""
-    text = f"{fraction * 100:+.1f} %"
-    return text.replace("-", "\u2212")
-
-
-def c_compilers_note(entry: BuildMeta) -> str:
-    """What compiled a build's C and C++ (``meta["builds"]``' ``c_compilers``), for its line of the table."""
-    if "c_compilers" not in entry:
-        return ""  # a result of a bench that did not record it
-    return f"; its C and C++: {entry['c_compilers'] or 'not known (a binary given by path)'}"
-
-
-def c_compilers_warning(meta: Meta) -> list[str]:
-    """A line when the builds whose C compilers are known had their C compiled by different ones: the comparison
-    then mixes the compiler with the profile."""
-    known = {str(b.get("c_compilers")) for b in meta.get("builds", []) if isinstance(b, dict) and b.get("c_compilers")}
-    compilers = {
-        tuple(sorted(part.split(": ", 1)[-1] for part in text.split("; "))) for text in known if text != "no C"
-    }
-    if len(compilers) < 2:
-        return []
-    return [
-        "- ⚠ the builds' C and C++ were compiled by different compilers: their difference is not the profile's alone"
-    ]
+    return f"{fraction * 100:+.1f} %".replace("-", "\u2212")
 
 
 def build_lines(entries: Sequence[BuildMeta], named: dict[str, str], meta: Meta) -> list[str]:
     """The table's lines on the builds, of either measure: each one's role, label and binary (and its C
-    compilers), and a warning when their C compilers differ."""
+    compilers, where ``meta["builds"]`` recorded them), and a warning when the builds whose C compilers are known
+    had their C compiled by different ones: the comparison then mixes the compiler with the profile."""
     lines = []
     for entry in entries:
         role = "baseline" if entry.get("key") == BASELINE else "candidate"
+        c_code = entry.get("c_compilers")  # missing in a result of a bench that did not record it
         lines.append(
             f"- {role} ({named.get(entry.get('key', ''), entry.get('key'))}): `{entry.get('binary', '?')}`"
-            + c_compilers_note(entry)
+            + (f"; its C and C++: {c_code or 'not known (a binary given by path)'}" if "c_compilers" in entry else "")
         )
-    return lines + c_compilers_warning(meta)
+    known = {str(b.get("c_compilers")) for b in meta.get("builds", []) if isinstance(b, dict) and b.get("c_compilers")}
+    compilers = {
+        tuple(sorted(part.split(": ", 1)[-1] for part in text.split("; "))) for text in known if text != "no C"
+    }
+    if len(compilers) > 1:
+        lines.append(
+            "- ⚠ the builds' C and C++ were compiled by different compilers: their difference is not the profile's "
+            "alone"
+        )
+    return lines
 
 
 def held_out_status(held_out: HeldOutJson | None) -> str:
@@ -494,22 +446,35 @@ def regressions(results: Sequence[ScenarioResult], named: dict[str, str]) -> lis
     """The summary's lines on the scenarios, trained or held out, on which a candidate spends more CPU time per
     request (or run) than the baseline beyond the trials' spread (the larger of the two builds'), with the figure;
     one line saying there is none. They are said, never a failure: ``--gate-trained`` judges the exit code."""
+
+    def worse(result: ScenarioResult, candidate: str) -> str:
+        difference = result.difference_of(candidate)
+        spread = max(result.spread(BASELINE), result.spread(candidate))
+        said = f"CPU time {percent(difference)} per {result.unit}, beyond the trials' spread ({spread * 100:.1f} %)"
+        return said if difference > spread else ""
+
+    return worse_lines(results, named, worse, "beyond the trials' spread")
+
+
+def worse_lines(
+    results: Sequence[TabledT], named: dict[str, str], worse: Callable[[TabledT, str], str], by: str
+) -> list[str]:
+    """The summary's ``worse:`` lines of either measure, a line per valid scenario and candidate that ``worse``
+    finds worse (its words, else ``""``); one line saying there is none (``by``: by what)."""
     base = named.get(BASELINE, BASELINE)
     valid = [r for r in results if r.valid]
     lines = []
     for result in valid:
         for candidate in result.candidates:
-            difference = result.difference_of(candidate)
-            spread = max(result.spread(BASELINE), result.spread(candidate))
-            if difference > spread:
+            said = worse(result, candidate)
+            if said:
                 status = held_out_status(result.held_out)
                 lines.append(
                     f"worse: {named.get(candidate, candidate)} vs {base} on {status + ' ' if status else ''}scenario "
-                    f"{result.name}: CPU time {percent(difference)} per {result.unit}, beyond the trials' spread "
-                    f"({spread * 100:.1f} %)"
+                    f"{result.name}: {said}"
                 )
     if not lines and valid:
-        lines.append(f"worse than {base} beyond the trials' spread: none of the {len(valid)} valid scenarios")
+        lines.append(f"worse than {base} {by}: none of the {len(valid)} valid scenarios")
     return lines
 
 
@@ -551,28 +516,6 @@ def _orders_text(meta: Meta, named: dict[str, str]) -> str:
     first = orders[: len(orders[0])]  # one full rotation
     shown = " / ".join(", ".join(named.get(k, k) for k in order) for order in first)
     return f" ({shown}{' …' if len(orders) > len(first) else ''})"
-
-
-class Tabled(Protocol):
-    """A scenario's result, of either measure, as the one Markdown writer (:func:`markdown_of`), the one
-    results.json writer (:func:`to_json`) and the charts (:func:`chart_rows`) have it."""
-
-    @property
-    def title(self) -> str: ...
-    @property
-    def builds(self) -> list[str]: ...
-    @property
-    def unit(self) -> str: ...
-    @property
-    def candidates(self) -> list[str]: ...
-    @property
-    def valid(self) -> bool: ...
-    @property
-    def why_invalid(self) -> str: ...
-    def as_json(self) -> dict[str, Any]: ...
-
-
-TabledT = TypeVar("TabledT", bound=Tabled)
 
 
 class Page(ABC, Generic[TabledT]):
@@ -669,7 +612,7 @@ class CpuPage(Page[ScenarioResult]):
 
     def flags(self, result: ScenarioResult) -> list[str]:
         flags = [f"- {result.title}: {result.tick_note}."] if result.tick_note else []
-        if result.not_busy and not result.busy_problem:
+        if result.not_busy and not result.measure_problem:
             flags.append(
                 f"- {result.title}: {len(result.not_busy)} of {len(result.measured)} trials with the server under "
                 f"{design.BUSY_MIN} {design.BUSY_UNIT} ("
@@ -873,16 +816,27 @@ def coverage_markdown(coverage: Coverage) -> list[str]:
 
 
 def to_json(
-    results: Sequence[Tabled], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
+    results: Sequence[Result[Any]], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
 ) -> dict[str, Any]:
     """results.json: the run's meta, the measure's ``heading`` (the counts': :data:`counts_report.HEADING`), the
     scenarios."""
     return {**meta, **(heading or {}), "scenarios": [r.as_json() for r in results]}
 
 
-def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], Meta]:
+def read_results(data: dict[str, Any], kind: type[TabledT], trial: type[Any]) -> tuple[list[TabledT], Meta]:
+    """A results.json of either measure: each scenario a ``kind`` of ``trial`` records (:func:`from_fields`: a key
+    missing in an older one takes the field's default; its problem is ``scenario_problem``, not the verdict's), and
+    the run's meta."""
     meta = cast("Meta", {k: v for k, v in data.items() if k != "scenarios"})  # as written, unchecked
-    return [scenario_from_json(s) for s in data["scenarios"]], meta
+    scenarios = [
+        {**s, "problem": s.get("scenario_problem", ""), "trials": [from_fields(trial, t) for t in s["trials"]]}
+        for s in data["scenarios"]
+    ]
+    return [from_fields(kind, s) for s in scenarios], meta
+
+
+def from_json(data: dict[str, Any]) -> tuple[list[ScenarioResult], Meta]:
+    return read_results(data, ScenarioResult, Trial)
 
 
 def write_results(
@@ -892,28 +846,10 @@ def write_results(
     markdown: Callable[[Sequence[TabledT], Meta], str],
     heading: Mapping[str, object] | None = None,
 ) -> None:
-    """results.json (:func:`write_json`) and results.md (``markdown``: the measure's table), of either measure."""
-    write_json(out.results_json, results, meta, heading)
+    """The one writer of results.json (:func:`to_json`) and results.md (``markdown``: the measure's table), of
+    either measure."""
+    write_atomically(out.results_json, json.dumps(to_json(results, meta, heading), indent=2, ensure_ascii=False) + "\n")
     write_atomically(out.results_md, markdown(results, meta))
-
-
-def write_json(
-    path: Path, results: Sequence[Tabled], meta: Mapping[str, object], heading: Mapping[str, object] | None = None
-) -> None:
-    """The one results.json writer (:func:`to_json`), of either measure."""
-    write_atomically(path, json.dumps(to_json(results, meta, heading), indent=2, ensure_ascii=False) + "\n")
-
-
-def pyplot() -> Any:
-    """matplotlib's pyplot drawing to files (only the bench session's venv has matplotlib)."""
-    try:
-        import matplotlib  # noqa: PLC0415  (only the bench session's venv has it)
-    except ImportError as exc:
-        raise MissingInput("matplotlib is not installed here", "run the chart in `nox -s bench`'s venv") from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    return plt
 
 
 def chart_rows(results: Sequence[TabledT], named: dict[str, str]) -> list[tuple[str, TabledT | None, str]]:
@@ -927,13 +863,49 @@ def chart_rows(results: Sequence[TabledT], named: dict[str, str]) -> list[tuple[
     return rows
 
 
+def draw_chart(
+    path: Path,
+    page: Page[TabledT],
+    row_height: float,
+    draw: Callable[[Any, int, TabledT, str, Callable[[str], str | None]], None],
+    texts: tuple[str, str],
+) -> None:
+    """A PNG of either measure (``page``: its results, its builds named), a row per scenario and candidate
+    (:func:`chart_rows`), the invalid ones empty: ``draw`` draws a valid row (the axes, its position, its result and
+    candidate, and what labels a mark in the legend: its text on the first row drawn, None after); ``texts``: the x
+    axis's label and the title."""
+    try:
+        import matplotlib  # noqa: PLC0415  (only the bench session's venv has it)
+    except ImportError as exc:
+        raise MissingInput("matplotlib is not installed here", "run the chart in `nox -s bench`'s venv") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    rows = chart_rows(page.results, page.named)
+    figure, axes = plt.subplots(figsize=(12, max(2.5, row_height * len(rows) + 1.8)))
+    drawn = False
+    for row, (_label, shown, candidate) in enumerate(reversed(rows)):
+        if shown is not None:
+            draw(axes, row, shown, candidate, (lambda _: None) if drawn else (lambda text: text))
+            drawn = True
+    axes.axvline(0, color="black", linewidth=0.8)
+    axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
+    axes.set_xlabel(texts[0])
+    axes.set_title(texts[1])
+    if drawn:
+        axes.legend(loc="best", fontsize="small")
+    figure.tight_layout()
+    with atomic_output(path, suffix=".png") as tmp:  # savefig takes the format from the suffix
+        figure.savefig(tmp, dpi=110)
+    plt.close(figure)
+
+
 def chart_texts(results: Sequence[ScenarioResult], meta: Meta) -> tuple[str, str]:
     """The chart's axis label and title: what its numbers are, in the words of the scenarios' kind."""
-    builds = results[0].builds if results else [BASELINE, CANDIDATE]
-    named = labels(meta, builds)
-    cands = ", ".join(named[b] for b in builds[1:])
+    page = CpuPage(results, meta)
+    base = page.named[BASELINE]
     return (
-        f"CPU time per {per_what(results)}, {cands} vs {named[BASELINE]}: change, % of {named[BASELINE]}'s total",
+        f"CPU time per {per_what(results)}, {page.candidates_named} vs {base}: change, % of {base}'s total",
         "User and system parts (bars, medians), their sum the total (|); each paired trial's total (points)",
     )
 
@@ -942,45 +914,22 @@ def write_chart(path: Path, results: Sequence[ScenarioResult], meta: Meta) -> No
     """A PNG: per scenario and candidate the change of the user time and of the system time (two bars, each as a
     share of the baseline's total), their sum (the total difference, a mark) and each paired trial's total
     difference as a point."""
-    plt = pyplot()
-    builds = results[0].builds if results else [BASELINE, CANDIDATE]
-    named = labels(meta, builds)
-    rows = chart_rows(results, named)
-    height = max(2.5, 0.45 * len(rows) + 1.8)
-    figure, axes = plt.subplots(figsize=(12, height))
-    shown_legend = False
-    for row, (_label, shown, candidate) in enumerate(reversed(rows)):
-        if shown is None:
-            continue
+
+    def draw(axes: Any, row: int, shown: ScenarioResult, candidate: str, legend: Callable[[str], str | None]) -> None:
         user, system = shown.parts_of(candidate)
         user = 0.0 if math.isnan(user) else user
         system = 0.0 if math.isnan(system) else system
-        legend = not shown_legend
-        shown_legend = True
-        axes.barh(
-            row + 0.17, user * 100, color="tab:blue", alpha=0.55, height=0.32, label="user time" if legend else None
-        )
+        axes.barh(row + 0.17, user * 100, color="tab:blue", alpha=0.55, height=0.32, label=legend("user time"))
         axes.barh(
             row - 0.17, system * 100, color="tab:orange", alpha=0.55, height=0.32,
-            label="system time" if legend else None,
+            label=legend("system time"),
         )  # fmt: skip
         axes.scatter(
             [(user + system) * 100], [row], color="black", marker="|", s=260, zorder=4,
-            label="total (user + system)" if legend else None,
+            label=legend("total (user + system)"),
         )  # fmt: skip
         points = [d * 100 for d in shown.paired_differences(candidate)]
         colour = "tab:green" if shown.difference_of(candidate) < 0 else "tab:red"
-        axes.scatter(
-            points, [row] * len(points), color=colour, s=14, zorder=3, label="paired trials (total)" if legend else None
-        )
-    axes.axvline(0, color="black", linewidth=0.8)
-    axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
-    xlabel, title = chart_texts(results, meta)
-    axes.set_xlabel(xlabel)
-    axes.set_title(title)
-    if shown_legend:
-        axes.legend(loc="best", fontsize="small")
-    figure.tight_layout()
-    with atomic_output(path, suffix=".png") as tmp:  # savefig takes the format from the suffix
-        figure.savefig(tmp, dpi=110)
-    plt.close(figure)
+        axes.scatter(points, [row] * len(points), color=colour, s=14, zorder=3, label=legend("paired trials (total)"))
+
+    draw_chart(path, CpuPage(results, meta), 0.45, draw, chart_texts(results, meta))

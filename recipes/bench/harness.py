@@ -28,11 +28,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from recipes.bench import canary
 from recipes.bench.commands import build_runs, stdin_file
-from recipes.bench.cpu_report import Tabled, write_results
+from recipes.bench.cpu_report import Result, write_results
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.meta import Coverage, Meta
 from recipes.bench.servers import Server, stop_server, tail_line
@@ -43,7 +43,7 @@ from recipes.runner import say
 from recipes.workload import Scenario
 
 TrialT = TypeVar("TrialT")
-ResultT = TypeVar("ResultT", bound=Tabled)
+ResultT = TypeVar("ResultT", bound=Result[Any])
 
 
 class Measure(ABC, Generic[TrialT, ResultT]):
@@ -149,13 +149,8 @@ def _server_trials(
     for key, build in settings.keyed:
         servers[key] = measure.start(build, key, at)
     for key, server in servers.items():
-        warm = run_loads(
-            load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{key}-uris.txt", setup.values),
-            core=settings.load_core,
-            env=settings.env,
-            log=workdir / f"{key}-warmup.log",
-            timeout=settings.trial_timeout * measure.slowdown,
-        )
+        argvs = load_argvs(scenario, server, scenario.warmup_requests, workdir / f"{key}-uris.txt", setup.values)
+        warm = run_loads(argvs, at, workdir / f"{key}-warmup.log", measure.slowdown)
         why = trial_problem(warm, scenario.warmup_requests, scenario.expect)
         if why:  # said, not decisive: the trials themselves are judged
             say(f"  {scenario.name}: the warm-up of {server.build.label} did not pass: {why}")

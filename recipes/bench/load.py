@@ -10,6 +10,7 @@ from pathlib import Path
 
 from recipes import procs
 from recipes.bench.servers import Server
+from recipes.bench.settings import Place
 from recipes.errors import BenchError
 from recipes.schema import fill
 from recipes.web import h2load
@@ -118,18 +119,17 @@ def add_summaries(summaries: Sequence[h2load.H2loadSummary]) -> h2load.H2loadSum
     )
 
 
-def run_loads(
-    argvs: Sequence[Sequence[str]], *, core: int, env: Mapping[str, str], log: Path, timeout: float
-) -> LoadRun:
-    """The runs of one trial in turn, as one: CPU and wall time added, counts added; stops at the first
-    run that fails or has no summary (the sum of counts then says what was missing)."""
-    deadline = time.monotonic() + timeout
+def run_loads(argvs: Sequence[Sequence[str]], at: Place, log: Path, factor: float = 1.0) -> LoadRun:
+    """The runs of one trial (or warm-up) of the scenario in turn, as one, on the load generator's core, within
+    ``factor`` times --trial-timeout: CPU and wall time added, counts added; stops at the first run that fails or
+    has no summary (the sum of counts then says what was missing)."""
+    deadline = time.monotonic() + at.settings.trial_timeout * factor
     runs: list[LoadRun] = []
     for number, argv in enumerate(argvs):
         run = run_load(
             argv,
-            core=core,
-            env=env,
+            core=at.settings.load_core,
+            env=at.settings.env,
             log=log if len(argvs) == 1 else log.with_suffix(f".{number}.log"),
             deadline=deadline,
         )

@@ -67,23 +67,18 @@ def parse_stat(line: str) -> ProcStat:
         raise ProcStatError(f"a /proc stat line with a non-numeric field: {text[:80]!r}", str(exc)) from exc
 
 
-def parse_stat_lines(text: str) -> list[ProcStat]:
-    """Several stat lines (one per thread, as ``cat /proc/<pid>/task/*/stat`` prints them)."""
-    return [parse_stat(line) for line in text.splitlines() if line.strip()]
-
-
-def read_stat(pid: int, proc: Path = Path("/proc")) -> ProcStat:
+def read_stat(pid: int) -> ProcStat:
     """The process's own stat line: the CPU time of all its threads, exited ones included."""
     try:
-        return parse_stat((proc / str(pid) / "stat").read_text(encoding="utf-8"))
+        return parse_stat(Path(f"/proc/{pid}/stat").read_text(encoding="utf-8"))
     except (FileNotFoundError, ProcessLookupError) as exc:
         raise ProcStatError(f"process {pid} is gone", "it exited before its CPU time was read") from exc
 
 
-def read_threads(pid: int, proc: Path = Path("/proc")) -> list[ProcStat]:
+def read_threads(pid: int) -> list[ProcStat]:
     """One stat per live thread of the process (exited threads are not there: use :func:`read_stat`)."""
     threads = []
-    task = proc / str(pid) / "task"
+    task = Path(f"/proc/{pid}/task")
     try:
         tids = sorted(task.iterdir(), key=lambda p: int(p.name))
     except FileNotFoundError as exc:

@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.bench import procstat
-from recipes.bench.settings import Build, instance_env
+from recipes.bench.settings import Build, Place, instance_env
 from recipes.errors import BenchError
 from recipes.procs import Child, describe_exit
 from recipes.runner import log_tail, quote, say
 from recipes.schema import fill
 from recipes.train import sigterm
 from recipes.web import net
-from recipes.workload import Scenario
 
 STOP_TIMEOUT = 15.0
 
@@ -44,27 +43,26 @@ class Server:
 
 def start_server(
     build: Build,
-    scenario: Scenario,
+    at: Place,
     *,
     core: int | None,
-    values: Mapping[str, str],
-    env: Mapping[str, str],
-    workdir: Path,
-    shims: Path,
     name: str,
+    env: Mapping[str, str] | None = None,
     wrapper: Sequence[str] = (),
     ready_timeout: float | None = None,
 ) -> Server:
-    """Start ``build`` as the scenario's instance says (on ``core``, or unpinned), under ``wrapper`` (valgrind, for
-    the counts) if given; wait until it is ready (``ready_timeout``: the instance's unless given). ``workdir``: the
-    scenario's folder; ``shims``: where the SIGTERM shim is built (``exit_on_sigterm``)."""
+    """Start ``build`` as the scenario's instance says (on ``core``, or unpinned; with ``env``, the run's unless
+    given), under ``wrapper`` (valgrind, for the counts) if given; wait until it is ready (``ready_timeout``: the
+    instance's unless given). Its files go in the scenario's folder, the SIGTERM shim (``exit_on_sigterm``) is
+    built under the bench's."""
+    scenario, settings, setup, workdir = at
     options = scenario.instance.options
     http_port, https_port = net.free_ports(2)
     instance_dir = workdir / name
     instance_dir.mkdir(parents=True, exist_ok=True)
     config = workdir / f"{name}.toml"
     filled = {
-        **values,
+        **setup.values,
         "http_port": str(http_port),
         "https_port": str(https_port),
         "instance_dir": str(instance_dir),
@@ -75,9 +73,9 @@ def start_server(
     log = workdir / f"{name}.log"
     pin = ["taskset", "-c", str(core)] if core is not None else []
     argv = [*pin, *wrapper, str(build.binary), *(fill(a, filled) for a in options.args)]
-    server_env = instance_env(scenario.instance, env, filled)
+    server_env = instance_env(scenario.instance, settings.env if env is None else env, filled)
     if options.exit_on_sigterm:
-        server_env = sigterm.preload_env(server_env, sigterm.shim(shims, server_env))
+        server_env = sigterm.preload_env(server_env, sigterm.shim(settings.out.sigterm, server_env))
     say(f"  $ {quote(argv)}")
     child = Child.start(argv, env=server_env, log=log, label=f"bench: the {build.label} server")
     server = Server(build, child, http_port, https_port, log, instance_dir)
@@ -97,9 +95,9 @@ def start_server(
     return server
 
 
-def tail_line(path: Path, lines: int = 5) -> str:
-    """The last lines of a server's log, on one line (for a message)."""
-    return log_tail(path, lines, joined=" | ")
+def tail_line(path: Path) -> str:
+    """The last five lines of a server's log, on one line (for a message)."""
+    return log_tail(path, 5, joined=" | ")
 
 
 def _check_pinned(server: Server, core: int) -> None:

@@ -185,6 +185,4 @@ class Place(NamedTuple):
 
 
 def instance_env(instance: Instance, base: Mapping[str, str], values: Mapping[str, str]) -> dict[str, str]:
-    env = dict(base)
-    env.update({k: fill(v, dict(values)) for k, v in instance.env.items()})
-    return env
+    return {**base, **{k: fill(v, dict(values)) for k, v in instance.env.items()}}

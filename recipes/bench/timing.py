@@ -65,16 +65,7 @@ class CpuTime(Measure[Trial, ScenarioResult]):
         return canary.time_canary(core).wall
 
     def start(self, build: Build, key: str, at: Place) -> Server:
-        return start_server(
-            build,
-            at.scenario,
-            core=at.settings.server_core,
-            values=at.setup.values,
-            env=at.settings.env,
-            workdir=at.workdir,
-            shims=at.settings.out.sigterm,
-            name=key,
-        )
+        return start_server(build, at, core=at.settings.server_core, name=key)
 
     def server_trial(self, server: Server, key: str, index: int, at: Place) -> Trial:
         """One trial: the server's CPU time around one h2load run of the scenario's request count."""
@@ -85,13 +76,7 @@ class CpuTime(Measure[Trial, ScenarioResult]):
         server0 = procstat.read_stat(server.pid)
         idle0 = procstat.core_idle(settings.server_core)
         harness0 = _self_cpu()
-        run = run_loads(
-            argvs,
-            core=settings.load_core,
-            env=settings.env,
-            log=workdir / f"{key}-trial-{index}.log",
-            timeout=settings.trial_timeout,
-        )
+        run = run_loads(argvs, at, workdir / f"{key}-trial-{index}.log")
         harness1 = _self_cpu()
         core_idle = (procstat.core_idle(settings.server_core) - idle0) / procstat.CLOCK_TICKS
         time.sleep(SETTLE_SECONDS)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from recipes import report
-from recipes.bench.builds import c_compilers_text
+from recipes.bench.builds import built_c_compilers
 from recipes.errors import ConfigError, MissingInput
 from recipes.plan import BuildPlan
 from recipes.results import OptimiseResult
@@ -63,10 +63,7 @@ def _log(plan: BuildPlan, options: Sequence[str]) -> Path:
 def variant_c_compilers(plan: BuildPlan, options: Sequence[str]) -> str:
     """What compiled a variant's C and C++ (:func:`build_variant`'s target dir and log), for the bench table: the
     bench built it, so it is known, not a binary given by path."""
-    log = _log(plan, options)
-    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
-    target_dir = plan.workdir.variant_target(_slug(options))
-    return c_compilers_text(cflags.c_crates(plan.c, plan.rustc, target_dir, log_text=text, flag="-fprofile-use"))
+    return built_c_compilers(plan, plan.workdir.variant_target(_slug(options)), _log(plan, options))
 
 
 def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:

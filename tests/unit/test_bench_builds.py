@@ -18,20 +18,26 @@ def _binary(path: Path, text: str = "#!/bin/sh\necho hi\n") -> Path:
     return path
 
 
+def usable_pgo_binary(work: Path) -> Path | None:
+    """The work dir's optimised binary, if its last optimise passed and the file is still what it recorded."""
+    optimised = builds.usable_pgo_optimised(work)
+    return optimised.binary if optimised is not None else None
+
+
 def test_usable_pgo_binary_only_when_optimise_passed_and_the_file_is_unchanged(tmp_path: Path) -> None:
     work = tmp_path / "work"
-    assert builds.usable_pgo_binary(work) is None  # no report
+    assert usable_pgo_binary(work) is None  # no report
     (work / "optimised").mkdir(parents=True)
     binary = _binary(work / "optimised" / "server")  # the work dir's checked copy
     captured = json.loads((Path(__file__).parent.parent / "data" / "report-demo-server-bolt.json").read_text())
     optimised = {**captured["optimise"], "binary": str(binary), "binary_sha256": sha256_file(binary)}
     report.save(work, {"optimise": optimised})
-    assert builds.usable_pgo_binary(work) == binary
+    assert usable_pgo_binary(work) == binary
     report.save(work, {"optimise": {"binary": str(binary), "binary_sha256": sha256_file(binary), "failed": "x"}})
-    assert builds.usable_pgo_binary(work) is None
+    assert usable_pgo_binary(work) is None
     report.save(work, {"optimise": optimised})
     _binary(binary, "#!/bin/sh\necho rebuilt\n")
-    assert builds.usable_pgo_binary(work) is None
+    assert usable_pgo_binary(work) is None
 
 
 @pytest.mark.refuses("recorded-path-not-the-work-dirs")
@@ -44,7 +50,7 @@ def test_an_optimised_binary_outside_the_work_dir_is_refused_not_run(tmp_path: P
     report.save(work, {"optimise": optimised})
     own = work / "optimised" / "server"
     with pytest.raises(CheckFailed, match=rf"report.json names {binary} as the optimised binary, not {own}"):
-        builds.usable_pgo_binary(work)
+        usable_pgo_binary(work)
 
 
 def test_frozen_copy(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,6 @@ from recipes.bench.counts import (
     dump_trigger,
     estimate,
     find_tool,
-    iai_estimate,
     own_object,
     parse_objects,
     parse_totals,
@@ -30,6 +30,7 @@ from recipes.bench.counts import (
     version,
 )
 from recipes.bench.counts_report import (
+    HEADING,
     CountsResult,
     CountTrial,
     Gate,
@@ -39,9 +40,9 @@ from recipes.bench.counts_report import (
     human,
     markdown,
     raise_gate,
-    to_json,
     too_short,
 )
+from recipes.bench.cpu_report import to_json as report_to_json
 from recipes.bench.meta import Meta
 from recipes.bench.variants import parse_variant, pgo_profile
 from recipes.errors import BenchError, ConfigError, MissingInput, ToolchainError
@@ -50,6 +51,19 @@ DATA = Path(__file__).parent.parent / "data" / "valgrind"
 CACHEGRIND_OUT = DATA / "hello-collatz-3000.cachegrind.out"
 CALLGRIND_TRIAL = DATA / "bare-server-trial.callgrind.out"
 CALLGRIND_END = DATA / "bare-server-termination.callgrind.out"
+
+
+def to_json(results: list[CountsResult], meta: Meta) -> dict[str, Any]:
+    """results.json of a counts run (:func:`recipes.bench.cpu_report.to_json` with :data:`HEADING`)."""
+    return report_to_json(results, meta, HEADING)
+
+
+def iai_estimate(counts: Counts) -> float:
+    """iai-callgrind's estimate, for comparison: L1 hits + 5 x LL hits + 35 x RAM accesses (no mispredictions)."""
+    accesses = counts.instructions + counts["Dr"] + counts["Dw"]
+    l1_hits = accesses - counts.l1_misses
+    ll_hits = counts.l1_misses - counts.ll_misses
+    return l1_hits + 5 * ll_hits + 35 * counts.ll_misses
 
 
 def test_cachegrind_summary_read_by_its_events_header() -> None:

@@ -14,12 +14,17 @@ import time
 import pytest
 
 from recipes.bench import procstat
-from recipes.bench.procstat import parse_stat, parse_stat_lines
+from recipes.bench.procstat import ProcStat, parse_stat
 from recipes.errors import ProcStatError
 from tests.conftest import DATA
 
 PROCESS = (DATA / "bench" / "proc-stat.txt").read_text()
 THREADS = (DATA / "bench" / "proc-task-stat.txt").read_text()
+
+
+def parse_stat_lines(text: str) -> list[ProcStat]:
+    """Several stat lines (one per thread, as ``cat /proc/<pid>/task/*/stat`` prints them)."""
+    return [parse_stat(line) for line in text.splitlines() if line.strip()]
 
 
 def test_process_line() -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from recipes.bench import chart
 from recipes.bench import cpu_report as report
 from recipes.bench.cpu_report import BASELINE, CANDIDATE, ScenarioResult, Trial
 from recipes.bench.meta import CCoverage, Coverage, Meta
+from recipes.files import write_atomically
 
 
 def trial(build: str, index: int, us: float, *, problem: str = "", answered: int = 1000) -> Trial:
@@ -88,10 +90,15 @@ def test_overhead_says_who_was_busy() -> None:
     assert busy["upstream"] is None
 
 
+def write_json(path: Path, results: list[ScenarioResult], meta: Mapping[str, object]) -> None:
+    """The one results.json writer's file (:func:`recipes.bench.cpu_report.to_json`), as the bench writes it."""
+    write_atomically(path, json.dumps(report.to_json(results, meta), indent=2, ensure_ascii=False) + "\n")
+
+
 def test_json_round_trip(tmp_path: Path) -> None:
     results = [scenario([10.0, 11.0], [9.0, 9.5])]
     meta = {"trials": 2, "baseline_label": "plain", "candidate_label": "PGO"}
-    report.write_json(tmp_path / "r.json", results, meta)
+    write_json(tmp_path / "r.json", results, meta)
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["scenarios"][0]["same_side"] == 2
     back, back_meta = report.from_json(data)
@@ -219,7 +226,7 @@ def test_chart_without_matplotlib_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Outside the bench session's venv (matplotlib not importable: None in sys.modules makes import fail)."""
-    report.write_json(tmp_path / "r.json", [scenario([10.0], [9.0])], {})
+    write_json(tmp_path / "r.json", [scenario([10.0], [9.0])], {})
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert chart.main(["chart", str(tmp_path / "r.json"), str(tmp_path / "c.png")]) == 1
     err = capsys.readouterr().err
