@@ -92,9 +92,12 @@ def _number(kind: type[int] | type[float], what: str, least: float, below: float
     def parse(text: str) -> float:
         try:
             value = kind(text)
+            fits = math.isfinite(value) and least <= value < below
         except ValueError:
-            value = -1
-        if not math.isfinite(value) or not least <= value < below:
+            fits = False
+        except OverflowError:  # an integer beyond any float: its text would fill the terminal
+            raise argparse.ArgumentTypeError(f"a number of {len(text)} digits is too large for {what}") from None
+        if not fits:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
         return value
 

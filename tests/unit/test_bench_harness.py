@@ -49,6 +49,8 @@ def test_cores_refused() -> None:
         (["--trial-timeout", "nan"], "'nan' is not a positive number"),
         (["--trial-timeout", "inf"], "'inf' is not a positive number"),
         (["--server-core"], "expected one argument"),
+        (["--trials", "9" * 400], "argument --trials: a number of 400 digits is too large for a positive integer "),
+        (["--load-core", "1" + "0" * 310], "a number of 311 digits is too large for a core number"),
     ],
 )
 def test_parse_args_refusals(posargs: list[str], fragment: str) -> None:
