@@ -60,19 +60,26 @@ def read_toml(path: Path, what: str, error: type[PgoError], hint: str) -> dict[s
     return parse_toml(read_text(path, what, error, hint), f"{what} {path}", error, hint, invalid=" is")
 
 
-def _nul_at(data: dict[str, Any]) -> str | None:
-    """Where the first string or key with a NUL character is in ``data`` (``instance[1].phase[2].args[3]``), or
-    None; iterative, as a document may be as deep as the parser allows."""
+#: TOML's integers are 64-bit signed (its specification: a parser must refuse one it cannot hold); Python's reads any
+TOML_INTEGERS = range(-(2**63), 2**63)
+
+
+def _unreadable_at(data: dict[str, Any]) -> tuple[str, str] | None:
+    """Where the first string or key with a NUL character, or integer beyond TOML's 64 bits, is in ``data``
+    (``instance[1].phase[2].args[3]``) and what it is, or None; iterative, as a document may be as deep as the
+    parser allows."""
     stack: list[tuple[str, Any]] = [("", data)]
     while stack:
         where, value = stack.pop()
         if isinstance(value, str) and "\0" in value:
-            return where or "a value"
+            return where or "a value", "nul"
+        if isinstance(value, int) and not isinstance(value, bool) and value not in TOML_INTEGERS:
+            return where, f"an integer of {len(str(abs(value)))} digits"
         if isinstance(value, dict):
             for key, item in value.items():
                 name = f"{where}.{key}" if where else key
                 if "\0" in key:
-                    return f"the key {name!r}"
+                    return f"the key {name!r}", "nul"
                 stack.append((name, item))
         elif isinstance(value, list):
             stack.extend((f"{where}[{index + 1}]", item) for index, item in enumerate(value))
@@ -81,8 +88,9 @@ def _nul_at(data: dict[str, Any]) -> str | None:
 
 def parse_toml(text: str, name: str, error: type[PgoError], hint: str, *, invalid: str = ":") -> dict[str, Any]:
     """The TOML document ``text`` of the file ``name``: not TOML, nested deeper than the parser can go (Python's
-    recursion limit), or holding a NUL character in a string or a key (no argument, path or variable can hold
-    one: it would fail only when a program is started) is one line, the error class given."""
+    recursion limit), holding a NUL character in a string or a key (no argument, path or variable can hold
+    one: it would fail only when a program is started), or an integer TOML cannot hold is one line, the error class
+    given."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -93,11 +101,16 @@ def parse_toml(text: str, name: str, error: type[PgoError], hint: str, *, invali
             "recursion limit)",
             "flatten it: no setting needs more than a few levels",
         ) from exc
-    where = _nul_at(data)
-    if where is not None:
+    found = _unreadable_at(data)
+    if found is not None and found[1] == "nul":
         raise error(
-            f"{name}: {where} holds a NUL character (\\0), which no argument, path or variable can hold",
+            f"{name}: {found[0]} holds a NUL character (\\0), which no argument, path or variable can hold",
             "remove it, or the \\u0000 escape that writes it",
+        )
+    if found is not None:  # Python would carry it on, to a traceback wherever it meets a float
+        raise error(
+            f"{name}: {found[0]} is {found[1]}, beyond TOML's 64-bit integers",
+            f"write a number from {TOML_INTEGERS.start} to {TOML_INTEGERS.stop - 1}",
         )
     return data
 

@@ -280,6 +280,17 @@ def test_a_nul_in_a_tool_pgo_value_is_refused(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.refuses("pyproject-toml-integer-beyond-64-bits")
+def test_an_integer_toml_cannot_hold_in_tool_pgo_is_one_short_line(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(f"[tool.pgo]\nmin_functions = {'9' * 400}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path, {})
+    assert caught.value.line() == (
+        f"{tmp_path / 'pyproject.toml'}: tool.pgo.min_functions is an integer of 400 digits, beyond TOML's 64-bit "
+        "integers (write a number from -9223372036854775808 to 9223372036854775807)"
+    )
+
+
 @pytest.mark.refuses("pyproject-toml-nested-too-deeply")
 def test_a_pyproject_nested_past_the_recursion_limit_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[project]\nx = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n")

@@ -314,6 +314,25 @@ def test_a_nul_in_a_command_argument_is_refused_when_the_workload_is_loaded(tmp_
     )
 
 
+@pytest.mark.refuses("workload-file-integer-beyond-64-bits")
+@pytest.mark.parametrize("key", ["timeout", "expect_exit"])
+def test_an_integer_toml_cannot_hold_is_refused_when_the_workload_is_loaded(tmp_path: Path, key: str) -> None:
+    """Python's TOML reader takes an integer of any size; TOML holds 64 bits. A timeout of 400 digits was an
+    OverflowError traceback where it met a float, and an exit code a 400-digit line: now one line when it is read."""
+    text = GOOD.replace('["x", "{work}/file"]', f'["x", "{{work}}/file"]\n{key} = {"9" * 400}')
+    with pytest.raises(ConfigError) as caught:
+        load_workload(_write(tmp_path, text))
+    assert caught.value.line() == (
+        f"{tmp_path / 'w.toml'}: instance[1].phase[1].{key} is an integer of 400 digits, beyond TOML's 64-bit "
+        "integers (write a number from -9223372036854775808 to 9223372036854775807)"
+    )
+    fits = GOOD.replace('["x", "{work}/file"]', f'["x", "{{work}}/file"]\n{key} = {2**63 - 1}')
+    with pytest.raises(
+        ConfigError, match=r"timeout: 9\.22\d*e\+18 is not|expect_exit: 9223372036854775807 is not an exit"
+    ):
+        load_workload(_write(tmp_path, fits))  # the largest TOML integer reaches the key's own check
+
+
 @pytest.mark.refuses("workload-file-nested-too-deeply")
 def test_a_workload_nested_past_the_recursion_limit_is_one_line(tmp_path: Path) -> None:
     deep = "[" * 3000 + "]" * 3000
