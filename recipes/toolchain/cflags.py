@@ -751,6 +751,9 @@ def read_object(path: Path) -> CObject | None:
 
 #: the compiler of an object whose .comment names none: assembled (clang's and GNU as's write no .comment)
 ASSEMBLED = "unknown"
+#: how rustc names itself in an object's .comment: a build script's probe of the compiler (arrayvec 0.4's
+#: ``rustc --emit=obj -`` leaves ``rust_out.o`` in its OUT_DIR) is Rust, not the crate's C
+RUST_OBJECT = "rustc version "
 
 _BUILD_DIR = re.compile(r"^(?P<pkg>.+)-[0-9a-f]{16}$")
 
@@ -789,7 +792,11 @@ def c_objects(target_dir: Path, triple: str, *, log_text: str = "") -> dict[str,
     log names (``log_text``), only those are read, the others being another build's."""
     found: dict[str, list[CObject]] = {}
     for pkg, out in _out_dirs(target_dir, triple, log_text):
-        objects = [o for p in sorted(out.rglob("*.o")) if p.is_file() and (o := read_object(p)) is not None]
+        objects = [
+            o
+            for p in sorted(out.rglob("*.o"))
+            if p.is_file() and (o := read_object(p)) is not None and not o.compiler.startswith(RUST_OBJECT)
+        ]
         if objects:
             found.setdefault(pkg, []).extend(objects)
     return found

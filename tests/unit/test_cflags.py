@@ -485,3 +485,34 @@ def test_a_crate_of_cxx_alone_under_pgo_cxx_off_is_unprofiled_by_choice(tmp_path
         assert set(crate["languages"]) == {"C++"} and cflags.unprofiled([crate]) == [], crate
     assert crate["functions_with_profile"] == [] and crate["functions_without_profile"] == ["_Z7unrar_fi"], crate
     assert cflags.unprofiled_warning([crate], plan) is None
+
+
+def test_an_object_rustc_made_in_an_out_dir_is_not_c(tmp_path: Path) -> None:
+    """arrayvec 0.4's build script probes rustc with ``rustc --emit=obj -``, leaving ``rust_out.o`` in its OUT_DIR
+    (a new user's tokei 12.1.2): it is Rust, so no C code of the crate, unprofiled or not; a C object beside it is."""
+    build = tmp_path / "x86_64-unknown-linux-gnu" / "release" / "build"
+    probe, mixed = build / "arrayvec-0123456789abcdef" / "out", build / "csys-fedcba9876543210" / "out"
+    for out in (probe, mixed):
+        out.mkdir(parents=True)
+        subprocess.run(
+            [
+                "rustc",
+                "--crate-name",
+                "rust_out",
+                "--crate-type",
+                "bin",
+                "--emit=obj",
+                "-o",
+                str(out / "rust_out.o"),
+                "-",
+            ],
+            input="fn main() { let _ = 1u8; }",
+            text=True,
+            check=True,
+        )
+    (mixed / "c.c").write_text("int twice(int x) { return 2 * x; }\n")
+    subprocess.run(["gcc", "-c", "-o", str(mixed / "c.o"), str(mixed / "c.c")], check=True)
+    assert cflags.read_object(probe / "rust_out.o").compiler.startswith("rustc version ")  # type: ignore[union-attr]
+    found = cflags.c_objects(tmp_path, "x86_64-unknown-linux-gnu")
+    assert list(found) == ["csys"]
+    assert [(o.path.name, o.functions) for o in found["csys"]] == [("c.o", ("twice",))]
