@@ -199,13 +199,14 @@ def _run_instance(instance: Instance, ctx: PhaseContext) -> list[PhaseResult]:
     return results
 
 
-#: the words of a phase's status keys where report.json's key is not one (an HTTP status class is: ``2xx``)
-_STATUS_WORDS = {"exit_ok": "exited as expected"}
-
-
 def status_words(status: Mapping[str, int]) -> str:
-    """A phase's status counts for its progress line, those not zero: `` (2xx: 500, 4xx: 3)``; "" for none."""
-    counted = [f"{_STATUS_WORDS.get(key, key)}: {count:,}" for key, count in status.items() if count]
+    """A phase's status counts for its progress line, those not zero: `` (2xx: 500, 4xx: 3)``, a command's
+    `` (3 runs exited as expected)`` (report.json's ``exit_ok``: not an exit status, a count); "" for none."""
+    counted = [
+        f"{plural(count, 'run')} exited as expected" if key == "exit_ok" else f"{key}: {count:,}"
+        for key, count in status.items()
+        if count
+    ]
     return f" ({', '.join(counted)})" if counted else ""
 
 

@@ -288,5 +288,5 @@ def test_the_progress_lines_count_in_the_singular_for_one(tmp_path: Path, capsys
     err = capsys.readouterr().err
     assert "instance cli (command): 1 phase\n" in err
     assert "phase cli/once: 1 run of -c 'echo once' in " in err
-    assert "phase cli/once: 1/1 in " in err and " s (exited as expected: 1)" in err
+    assert "phase cli/once: 1/1 in " in err and " s (1 run exited as expected)" in err
     assert "1 runs" not in err and "1 phases" not in err
