@@ -34,7 +34,7 @@ from recipes.procs import Interrupted
 from recipes.release import cpu
 from recipes.release.reproducible.oci import Base
 from recipes.release.reproducible.tags import take_gather
-from recipes.results import PlainResult, RebuildResult
+from recipes.results import PlainResult
 from recipes.runner import say
 from recipes.stages import gather
 from recipes.stages.bolt import bolt as bolt_stage
@@ -99,12 +99,6 @@ def guarded(function: Callable[[nox.Session], None]) -> Callable[[nox.Session], 
             session.error(error.line())
 
     return session_of
-
-
-def _summary(session: nox.Session, lines: Iterable[str]) -> None:
-    """A session's last word: its result, a line at a time, through nox's log (progress went through runner.say)."""
-    for line in lines:
-        session.log(line)
 
 
 def _never(_config: Config) -> bool:
@@ -234,7 +228,7 @@ def _held(at: Invocation, config_posargs: Sequence[str], stage: PlanStage, runs:
         config, at.environ, instruments=stage.instruments(config), profdata=stage.profdata, bolt=stage.bolt(config)
     )
     with claim(plan.work, at.name) as held, children_recorded(plan.work):
-        held.identify(identity_of(plan))
+        held.identify(CrateIdentity.of(plan.crate, plan.target, plan.config.features))
         return runs(plan)
 
 
@@ -259,11 +253,6 @@ def _plan_stage(name: str) -> Callable[[Invocation, PlanArgs], list[str]]:
     return run
 
 
-def identity_of(plan: BuildPlan) -> CrateIdentity:
-    """The crate identity of the plan's work dir: its manifest, package, binary, target and features."""
-    return CrateIdentity.of(plan.crate, plan.target, plan.config.features)
-
-
 def _plain_build(plan: BuildPlan) -> PlainResult:
     return compared(plan, prefix="")  # its line as nox -s plain's: no "bench: "
 
@@ -284,11 +273,6 @@ def _plain(at: Invocation, args: PlanArgs) -> list[str]:
 def _cpu_baseline(at: Invocation, args: cpu.CpuArgs) -> list[str]:
     with children_recorded(load_config(at.project, at.environ).out):
         return cpu.summary_lines(cpu.cpu_baseline(at.project, at.environ, args))
-
-
-def _rebuilt_lines(results: Iterable[RebuildResult]) -> list[str]:
-    """The match or mismatch line of each artefact of each target rebuilt."""
-    return [line for result in results for line in result.lines]
 
 
 # The release sessions: each parses its posargs with its own parser of recipes/release/args.py (a tag first,
@@ -340,7 +324,8 @@ def _rebuild_held(
         rebuilt = {target.published.manifest.triple: r.binary for target, r in zip(checked, results, strict=True)}
         work = WorkDir(WorkDir(config.out).rebuild(tag).absolute())
         directory = checked[0].published.directory
-        return _rebuilt_lines(results) + image_recipe.rebuild_image(tag, directory, rebuilt, work, at.environ, base)
+        lines = [line for result in results for line in result.lines]  # each artefact's match or mismatch
+        return lines + image_recipe.rebuild_image(tag, directory, rebuilt, work, at.environ, base)
 
 
 def _determinism(at: Invocation, args: DeterminismArgs) -> list[str]:
@@ -447,7 +432,9 @@ def session_function(declared: Session[Any]) -> Callable[[nox.Session], None]:
 
     def session_of(session: nox.Session) -> None:
         args = declared.parse(session.posargs)
-        _summary(session, declared.run(Invocation(project_dir(session), os.environ, declared.name), args))
+        # its last word, a line at a time, through nox's log (progress went through runner.say)
+        for line in declared.run(Invocation(project_dir(session), os.environ, declared.name), args):
+            session.log(line)
 
     session_of.__name__ = declared.name.replace("-", "_")
     session_of.__doc__ = declared.doc
