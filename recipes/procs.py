@@ -585,19 +585,16 @@ class Child:
     ) -> Child:
         """Start ``argv`` (standard input closed, a session of its own); its standard error, and its output
         unless ``pipe_stdout``, go to ``log`` (truncated, or appended to)."""
-        tag, tagged = ticket(env)
         with log.open("ab" if append else "wb") as out:
-            proc = subprocess.Popen(
-                list(argv),
-                env=tagged,
-                stdout=subprocess.PIPE if pipe_stdout else out,
-                stderr=out if pipe_stdout else subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+            proc, tag = start_group(
+                argv,
+                env,
+                stdout=PIPE if pipe_stdout else out,
+                stderr=out if pipe_stdout else STDOUT,
+                stdin=DEVNULL,
                 cwd=cwd,
-                start_new_session=True,
             )
         _live.add(proc.pid)
-        _record(proc.pid, tag.owner)
         return cls(list(argv), proc, log, label or Path(argv[0]).name, tag)
 
     @property
