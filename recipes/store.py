@@ -12,6 +12,7 @@ import errno
 import hashlib
 import os
 import pwd
+import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -292,8 +293,7 @@ class ProfileStore:
                 tmp = Path(tmp_name)
                 try:
                     with os.fdopen(fd, "wb") as out, profile.open("rb") as src:
-                        for block in iter(lambda: src.read(1 << 20), b""):
-                            out.write(block)
+                        shutil.copyfileobj(src, out, 1 << 20)
                         out.flush()
                         os.fsync(out.fileno())
                     os.chmod(tmp, 0o600)
