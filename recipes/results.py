@@ -43,18 +43,7 @@ _Record = TypeVar("_Record", bound="StageResult | WorkloadRun")
 #: the stages of the pipeline, in order (``report.STAGES``)
 PipelineStage = Literal["instrument", "train", "merge", "optimise", "test", "bolt"]
 #: every name a record of report.json is kept under
-StageName = Literal[
-    "instrument",
-    "train",
-    "merge",
-    "optimise",
-    "test",
-    "bolt",
-    "plain",
-    "rebuild",
-    "determinism",
-    "cpu_baseline",
-]
+StageName = Literal[PipelineStage, "plain", "rebuild", "determinism", "cpu_baseline"]
 
 
 class PhaseRecord(TypedDict):

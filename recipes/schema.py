@@ -275,16 +275,14 @@ class Fields(Reader):
         return self._value(key, types, name, required=True)
 
     def string(self, key: str) -> str:
-        value: str = self._get(key, (str,), TYPE_NAMES[str], optional=False)
-        return value
+        return str(self._get(key, (str,), TYPE_NAMES[str], optional=False))
 
     def opt_string(self, key: str) -> str | None:
         value: str | None = self._get(key, (str,), TYPE_NAMES[str], optional=True)
         return value
 
     def integer(self, key: str) -> int:
-        value: int = self._get(key, (int,), TYPE_NAMES[int], optional=False)
-        return value
+        return int(self._get(key, (int,), TYPE_NAMES[int], optional=False))
 
     def number(self, key: str) -> float:
         value = self._get(key, (int, float), TYPE_NAMES[float], optional=False)
@@ -293,8 +291,7 @@ class Fields(Reader):
         return float(value)
 
     def boolean(self, key: str) -> bool:
-        value: bool = self._get(key, (bool,), TYPE_NAMES[bool], optional=False)
-        return value
+        return bool(self._get(key, (bool,), TYPE_NAMES[bool], optional=False))
 
     def array(self, key: str) -> list[Any]:
         value: list[Any] = self._get(key, (list,), "a list", optional=False)
