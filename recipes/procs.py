@@ -511,17 +511,15 @@ class Waited(NamedTuple):
 def wait_usage(proc: subprocess.Popen[bytes], deadline: float, interval: float = 0.02) -> Waited:
     """Wait for ``proc`` (from :func:`spawn`) until it exits or ``deadline`` (monotonic) passes, then SIGKILL it;
     reaped either way, with its resource usage."""
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            exited = True
-            break
+    exited = True
+    while not (waited := os.wait4(proc.pid, os.WNOHANG))[0]:
         if time.monotonic() > deadline:
             exited = False
             proc.kill()
-            _pid, status, usage = os.wait4(proc.pid, 0)
+            waited = os.wait4(proc.pid, 0)
             break
         time.sleep(interval)
+    _pid, status, usage = waited
     proc.returncode = os.waitstatus_to_exitcode(status)
     _unrecord(proc.pid)
     return Waited(exited, proc.returncode, usage)

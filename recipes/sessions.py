@@ -101,18 +101,6 @@ def guarded(function: Callable[[nox.Session], None]) -> Callable[[nox.Session], 
     return session_of
 
 
-def _never(_config: Config) -> bool:
-    return False
-
-
-def _always(_config: Config) -> bool:
-    return True
-
-
-def _bolt_asked(config: Config) -> bool:
-    return config.bolt
-
-
 @dataclass(frozen=True)
 class PlanStage:
     """A session that runs one stage of the pipeline (or all of them) on the plan, and what its plan must find
@@ -122,16 +110,17 @@ class PlanStage:
 
     run: Callable[[BuildPlan], object]
     doc: str
-    instruments: Callable[[Config], bool] = _never
+    instruments: Callable[[Config], bool] = lambda _config: False
     profdata: bool = False
-    bolt: Callable[[Config], bool] = _never
+    bolt: Callable[[Config], bool] = lambda _config: False
 
 
 #: the sessions of one stage each, and pgo, by name: what each runs and what its plan must find
 PLAN_STAGES: dict[str, PlanStage] = {
     "instrument": PlanStage(
         instrument_stage, "Build the instrumented binary (-Cprofile-generate) in its own target dir.",
-        instruments=_always, profdata=True,  # its raw profiles are read by an llvm-profdata of rustc's LLVM alone
+        instruments=lambda _config: True,
+        profdata=True,  # its raw profiles are read by an llvm-profdata of rustc's LLVM alone
     ),
     "train": PlanStage(
         train_stage, "Run the training workload (profiles/<workload>.toml) on the instrumented binary; -- --shard "
@@ -144,16 +133,16 @@ PLAN_STAGES: dict[str, PlanStage] = {
     ),
     "optimise": PlanStage(
         optimise_stage, "Build with -Cprofile-use from the profile store, and check the result.",
-        profdata=True, bolt=_bolt_asked,
+        profdata=True, bolt=lambda config: config.bolt,
     ),
     "bolt": PlanStage(
         bolt_stage,
         "BOLT the optimised binary (PGO_BOLT=1 optimise): its own instrumentation and training, llvm-bolt, checks.",
-        bolt=_always,
+        bolt=lambda _config: True,
     ),
     "pgo": PlanStage(
         pgo_stage, "All four stages in order, every check on (PGO_BOLT=1: then the bolt stage).",
-        instruments=lambda config: config.profdata is None, profdata=True, bolt=_bolt_asked,
+        instruments=lambda config: config.profdata is None, profdata=True, bolt=lambda config: config.bolt,
     ),
     "pgo-test": PlanStage(
         test_stage, "The test suite compiled with the optimised build's profile, flags and target (<work>/test-target)."
