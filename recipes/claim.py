@@ -177,11 +177,6 @@ def find_link(root: Path) -> Path | None:
     return _link_in(root, root) if root.is_dir() else None
 
 
-def _is_work_dir(folder: Path) -> bool:
-    workdir = WorkDir(folder)
-    return workdir.marker.exists() or workdir.report.exists()
-
-
 def _link_in(folder: Path, work: Path) -> Path | None:
     """The first symbolic link under ``folder``, which is in the work dir ``work``."""
     for entry in sorted(folder.iterdir()):
@@ -191,7 +186,8 @@ def _link_in(folder: Path, work: Path) -> Path | None:
             continue
         if entry.relative_to(work).parts in _SCRATCH:
             continue
-        found = _link_in(entry, entry if _is_work_dir(entry) else work)
+        inner = WorkDir(entry)  # a work dir inside this one (a release's target): its own scratch folders
+        found = _link_in(entry, entry if inner.marker.exists() or inner.report.exists() else work)
         if found is not None:
             return found
     return None

@@ -34,6 +34,7 @@ whose start time matches (:func:`reclaim`), never a process that merely reuses a
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import os
 import resource
@@ -70,7 +71,6 @@ STDOUT = subprocess.STDOUT
 #: a child's standard stream as :func:`spawn` takes it: :data:`PIPE`, :data:`DEVNULL`, :data:`STDOUT`, or a file
 Stream: TypeAlias = int | IO[Any]
 
-_subreaper: bool | None = None
 _serial = itertools.count(1)
 #: the pids of this process's live children started here: never another child's leftovers
 _live: set[int] = set()
@@ -104,15 +104,12 @@ class Interrupted(BaseException):
         return PgoError(self.line())
 
 
+@functools.cache
 def become_subreaper() -> bool:
     """Make this process the reaper of its descendants' orphans (once; Linux only): whether it is one."""
-    global _subreaper  # noqa: PLW0603  (one process-wide setting, made once)
-    if _subreaper is None:
-        _subreaper = False
-        if sys.platform == "linux":
-            libc = ctypes.CDLL(None, use_errno=True)
-            _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    return _subreaper
+    if sys.platform != "linux":
+        return False
+    return bool(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
 def session_tag(pid: int | None = None) -> str:
@@ -314,11 +311,8 @@ def read_process(pid: int) -> Process | None:
 
 
 def all_processes() -> dict[int, Process]:
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (proc := read_process(int(entry.name))) is not None:
-            found[proc.pid] = proc
-    return found
+    listed = (read_process(int(entry.name)) for entry in Path("/proc").iterdir() if entry.name.isdigit())
+    return {proc.pid: proc for proc in listed if proc is not None}
 
 
 def children_of(pid: int) -> set[int]:
@@ -342,10 +336,10 @@ def owner_of(pid: int) -> str | None:
     except OSError:
         return None
     prefix = f"{OWNER_VARIABLE}=".encode()
-    for entry in environ.split(b"\0"):
-        if entry.startswith(prefix):
-            return entry[len(prefix) :].decode("utf-8", "replace")
-    return None
+    tags = (
+        entry[len(prefix) :].decode("utf-8", "replace") for entry in environ.split(b"\0") if entry.startswith(prefix)
+    )
+    return next(tags, None)
 
 
 @dataclass(frozen=True)
