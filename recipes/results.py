@@ -494,18 +494,11 @@ class Report:
         return record
 
 
-#: the type of the record of each stage that succeeded; a record whose ``failed`` is a reason is a :class:`Failed`
+#: the type of the record of each stage that succeeded (its field's in :class:`Report`); a record whose ``failed``
+#: is a reason is a :class:`Failed`
 STAGE_TYPES: dict[str, type[StageResult]] = {
-    "instrument": InstrumentResult,
-    "train": TrainResult,
-    "merge": MergeResult,
-    "optimise": OptimiseResult,
-    "test": TestResult,
-    "bolt": BoltResult,
-    "plain": PlainResult,
-    "cpu_baseline": CpuBaselineResult,
-    "rebuild": RebuildResult,
-    "determinism": DeterminismResult,
+    name: next(option for option in get_args(hint) if option not in (Failed, type(None)))
+    for name, hint in get_type_hints(Report).items()
 }
 #: what any record may say besides its result: why the stage failed, and that it has not finished
 STATUS: dict[str, Any] = {"failed": str, "running": bool}
