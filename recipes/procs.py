@@ -196,7 +196,7 @@ def reclaim(folder: Path) -> list[Leftover]:
             entry.unlink()
     for pid in spared:
         picked.pop(pid, None)
-    _terminate(set(picked), GRACE)
+    _terminate(set(picked))
     return [Leftover(pid, proc.name) for pid, proc in sorted(picked.items())]
 
 
@@ -217,8 +217,8 @@ def _forward(signum: int, _frame: object) -> None:
         raise Interrupted(sig.name)
 
 
-def reap_children(grace: float = GRACE) -> list[Leftover]:
-    """Kill (SIGTERM, ``grace`` seconds, SIGKILL) and reap every child of this process still there, with the
+def reap_children() -> list[Leftover]:
+    """Kill (SIGTERM, :data:`GRACE` seconds, SIGKILL) and reap every child of this process still there, with the
     groups they lead: the last word of an interrupted session. Those that were running, by pid."""
     left = []
     for pid in sorted(children_of(os.getpid())):
@@ -228,7 +228,7 @@ def reap_children(grace: float = GRACE) -> list[Leftover]:
         if proc.running:
             left.append(Leftover(pid, proc.name))
         group = {p.pid for p in all_processes().values() if p.pgrp == pid} if proc.pgrp == pid else set()
-        _terminate({pid} | group, grace)
+        _terminate({pid} | group)
         with suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
         _unrecord(pid)
@@ -381,8 +381,8 @@ def _belongs(proc: Process, group: int, owner: str) -> bool:
     return tag is None or tag == owner
 
 
-def sweep(group: int, ticket: Ticket, grace: float = GRACE) -> list[Leftover]:
-    """Kill (SIGTERM, ``grace`` seconds, SIGKILL) and reap every process the exited child ``group`` (its pid, its
+def sweep(group: int, ticket: Ticket) -> list[Leftover]:
+    """Kill (SIGTERM, :data:`GRACE` seconds, SIGKILL) and reap every process the exited child ``group`` (its pid, its
     group's id) left behind, as the module's docstring says; the running ones, by pid."""
     found: dict[int, Leftover] = {}
     me = os.getpid()
@@ -401,7 +401,7 @@ def sweep(group: int, ticket: Ticket, grace: float = GRACE) -> list[Leftover]:
             grew = bool(more)
         running = {pid: proc for pid, proc in picked.items() if proc.running}
         found.update({pid: Leftover(pid, proc.name) for pid, proc in running.items()})
-        _terminate(set(picked), grace)
+        _terminate(set(picked))
     return sorted(found.values(), key=lambda left: left.pid)
 
 
@@ -431,9 +431,9 @@ def _settle(pids: set[int], until: float) -> set[int]:
         time.sleep(0.02)
 
 
-def _terminate(pids: set[int], grace: float) -> None:
+def _terminate(pids: set[int]) -> None:
     _signal(pids, signal.SIGTERM)
-    stubborn = _settle(pids, time.monotonic() + grace)
+    stubborn = _settle(pids, time.monotonic() + GRACE)
     _signal(stubborn, signal.SIGKILL)
     _settle(pids, time.monotonic() + 5)
 
@@ -679,9 +679,8 @@ class Child:
 
     def say_leftovers(self) -> None:
         """The leftovers line, once: ``pgo: <label> left N processes running (…); killed them``."""
-        if self.leftovers and not self.told:
-            self.told = True
-            say(f"{self.label} {leftovers_line(self.leftovers)}")
+        if (line := self.take_leftovers()) is not None:
+            say(f"{self.label} {line}")
 
     def take_leftovers(self) -> str | None:
         """With :attr:`hold_leftovers`: the leftovers line (``left N processes running (…); killed them``) for

@@ -57,19 +57,14 @@ def project_dir(session: nox.Session) -> Path:
     return Path(session.invoked_from).resolve()
 
 
-def clean_orphans(work: Path) -> None:
-    """At a session's start: kill what a killed session of this work dir left running (``procs.reclaim``: only a
-    recorded pid whose start time is still the recorded one), saying so in one line."""
+@contextmanager
+def children_recorded(work: Path) -> Iterator[None]:
+    """The session's work in ``work``: first what a killed session of this work dir left running is killed
+    (``procs.reclaim``: only a recorded pid whose start time is still the recorded one), saying so in one line;
+    then every child recorded while it runs (``procs.recording_children``)."""
     left = procs.reclaim(WorkDir(work).children)
     if left:
         say(f"a session of {work} that was killed {procs.leftovers_line(left)}")
-
-
-@contextmanager
-def children_recorded(work: Path) -> Iterator[None]:
-    """The session's work in ``work``: first the orphans of a killed session cleaned (:func:`clean_orphans`), then
-    every child recorded while it runs (``procs.recording_children``)."""
-    clean_orphans(work)
     with procs.recording_children(WorkDir(work).children):
         yield
 
