@@ -217,9 +217,8 @@ class Heartbeat:
         state = units[0].state()
         started = self.since.setdefault(state, now)
         count = re.search(r"\((crate \d+ so far[^)]*)\)", text)
-        return f"{state} for {now - started:.0f} s, the only crate still building ({count[1] if count else ''})"[
-            :PROGRESS_WIDTH
-        ]
+        line = f"{state} for {now - started:.0f} s, the only crate still building ({count[1] if count else ''})"
+        return line[:PROGRESS_WIDTH]
 
 
 #: cc-rs (the C compiler of a build script: ring, zstd-sys, …) found no compiler for the target
