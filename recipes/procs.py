@@ -375,10 +375,7 @@ def ticket(env: Mapping[str, str]) -> tuple[Ticket, dict[str, str]]:
 
 
 def _belongs(proc: Process, group: int, owner: str) -> bool:
-    if group in {proc.pgrp, proc.session}:
-        return True
-    tag = owner_of(proc.pid)
-    return tag is None or tag == owner
+    return group in {proc.pgrp, proc.session} or owner_of(proc.pid) in {None, owner}
 
 
 def sweep(group: int, ticket: Ticket) -> list[Leftover]:
