@@ -270,9 +270,6 @@ class ProfileStore:
     def path_for(self, sha256: str, suffix: str = SUFFIX) -> Path:
         return self.root / f"{sha256}{suffix}"
 
-    def _lock(self) -> FileLock:
-        return FileLock(str(self.root / LOCK_NAME), timeout=LOCK_TIMEOUT, mode=0o600)
-
     def put(self, profile: Path, suffix: str = SUFFIX, *, digest: str | None = None) -> Path:
         """Copy ``profile`` into the store under its hash (and ``suffix``, one of :data:`SUFFIXES`); returns the
         store path, whose file is checked against its name (the copy, or the file already there). ``digest``: the
@@ -284,7 +281,7 @@ class ProfileStore:
         digest = digest or sha256_file(profile)
         target = self.path_for(digest, suffix)
         try:
-            with self._lock():
+            with FileLock(str(self.root / LOCK_NAME), timeout=LOCK_TIMEOUT, mode=0o600):
                 if target.is_symlink() or target.exists():
                     # Already there: it must be exactly this profile, or someone changed it.
                     self.verify(target, "before the build")
