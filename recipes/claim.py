@@ -6,8 +6,7 @@ Every session that writes the work dir (``PGO_OUT``) runs inside ``with claim(wo
   nor the marker ``.pgo-workdir``), naming a few of them; a work dir of the older layout (with a report) is adopted;
 - refuses a symbolic link inside the work dir, naming it: nothing is ever written through one;
 - makes and marks the folder, then takes the work-dir lock (``.pgo-lock``, ``fcntl.flock``) for the session's
-  whole run, or refuses at once naming the holder's pid and session;
-- then calls :func:`started`, the session-start hook (what every session does first, under the lock).
+  whole run, or refuses at once naming the holder's pid and session.
 
 ``held.identify(identity)`` then records the crate's identity in report.json when the work dir is first used
 (``"crate"``, beside the stages' records: readers that do not know it leave it be) and refuses a work dir of
@@ -22,7 +21,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from recipes import report
@@ -62,13 +61,7 @@ class CrateIdentity:
         return cls(str(crate.manifest), crate.package, crate.bin, target, tuple(sorted(features)))
 
     def as_json(self) -> dict[str, object]:
-        return {
-            "manifest": self.manifest,
-            "package": self.package,
-            "bin": self.bin,
-            "target": self.target,
-            "features": list(self.features),
-        }
+        return {**asdict(self), "features": list(self.features)}
 
     @classmethod
     def from_json(cls, value: Mapping[str, object]) -> CrateIdentity | None:
@@ -152,12 +145,6 @@ def check_identity(workdir: WorkDir, identity: CrateIdentity) -> None:
         )
 
 
-def started(workdir: WorkDir) -> None:
-    """The session-start hook: called once per session, right after the work-dir lock is taken (what a session
-    must do before anything else in its work dir goes here, under the lock)."""
-    _ = workdir
-
-
 def check_ours(workdir: WorkDir) -> None:
     """Refuse a ``PGO_OUT`` that is not a folder, or a non-empty one the pipeline did not make."""
     root = workdir.root
@@ -190,11 +177,6 @@ def find_link(root: Path) -> Path | None:
     return _link_in(root, root) if root.is_dir() else None
 
 
-def _is_work_dir(folder: Path) -> bool:
-    workdir = WorkDir(folder)
-    return workdir.marker.exists() or workdir.report.exists()
-
-
 def _link_in(folder: Path, work: Path) -> Path | None:
     """The first symbolic link under ``folder``, which is in the work dir ``work``."""
     for entry in sorted(folder.iterdir()):
@@ -204,7 +186,8 @@ def _link_in(folder: Path, work: Path) -> Path | None:
             continue
         if entry.relative_to(work).parts in _SCRATCH:
             continue
-        found = _link_in(entry, entry if _is_work_dir(entry) else work)
+        inner = WorkDir(entry)  # a work dir inside this one (a release's target): its own scratch folders
+        found = _link_in(entry, entry if inner.marker.exists() or inner.report.exists() else work)
         if found is not None:
             return found
     return None
@@ -284,7 +267,6 @@ def claim(work: Path, session: str) -> Iterator[Held]:
     fd = _lock(workdir, session)
     try:
         check_links(workdir)  # again, under the lock: another session may have been making the folder
-        started(workdir)
         yield Held(workdir, session)
     finally:
         os.close(fd)

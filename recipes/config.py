@@ -259,16 +259,11 @@ def read_pyproject(project_dir: Path) -> dict[str, Any]:
     return table
 
 
-def _parser() -> argparse.ArgumentParser:
+def parse_posargs(posargs: Sequence[str]) -> dict[str, str]:
+    """``--min-functions 10`` style overrides; anything unknown is a :class:`ConfigError`."""
     parser = argparse.ArgumentParser(prog="nox -s <session> --", add_help=False, exit_on_error=False)
     for setting in SETTINGS:
         parser.add_argument(setting.option, dest=setting.key, default=None)
-    return parser
-
-
-def parse_posargs(posargs: Sequence[str]) -> dict[str, str]:
-    """``--min-functions 10`` style overrides; anything unknown is a :class:`ConfigError`."""
-    parser = _parser()
     try:
         namespace, rest = parser.parse_known_args(list(posargs))
     except argparse.ArgumentError as exc:

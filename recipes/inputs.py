@@ -124,7 +124,5 @@ def read_json(path: Path, what: str, error: type[PgoError], hint: str) -> Any:
     text = read_text(path, what, error, hint)
     try:
         return json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise error(f"{what} {path} is not valid JSON: {exc}", hint) from exc
-    except (ValueError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # json.JSONDecodeError is a ValueError
         raise error(f"{what} {path} is not valid JSON: {exc}", hint) from exc

@@ -161,31 +161,32 @@ def make_plan(
         compiler, env = plan_rustc(config, crate.manifest.parent, base)
     info = compiler.info
     target = config.target or info.host
+    triple = rust_triple(target)
+    zigbuild = zig.uses_zigbuild(config.cargo)
+    bolt = config.bolt if bolt is None else bolt
     preflight.check(config, env, target, bin_name=crate.bin, instruments=instruments)
-    preflight.check_bolt_target(target, bolt=config.bolt if bolt is None else bolt)
-    preflight.check_tools(config, env, info, profdata=profdata, bolt_tools=config.bolt if bolt is None else bolt)
+    preflight.check_bolt_target(target, bolt=bolt)
+    preflight.check_tools(config, env, info, profdata=profdata, bolt_tools=bolt)
     workload = workload if workload is not None else plan_workload(config, crate.bin)
-    if zig.uses_zigbuild(config.cargo):
+    if zigbuild:
         claim.prepare(WorkDir(config.out))  # its install log is the first thing written there
         env = zig.ensure_zigbuild(env, logs=WorkDir(config.out).logs)
     configs = cargo_config_files(config.manifest.parent, env)  # read once: the flags and the cross linker
     flags = plan_rustflags(target, config.manifest.parent, env, configs)
-    env = emulation.cross_env(
-        rust_triple(target), env, [c.data for c in configs], zig_links=zig.uses_zigbuild(config.cargo)
-    )
+    env = emulation.cross_env(triple, env, [c.data for c in configs], zig_links=zigbuild)
     c_plan = cflags.plan_c(
         info,
         env,
-        rust_triple(target),
+        triple,
         setting=config.c,
         cxx=config.cxx,
         clang=config.clang,
-        zigbuild=zig.uses_zigbuild(config.cargo),
+        zigbuild=zigbuild,
         cwd=config.manifest.parent,
         cargo_configs=configs,
     )
     if isinstance(config.c, tuple) or isinstance(config.cxx, tuple):
-        packages, scripts = build_script_packages(config.manifest, rust_triple(target), env, locked=config.locked)
+        packages, scripts = build_script_packages(config.manifest, triple, env, locked=config.locked)
         cflags.refuse_unknown_packages({"PGO_C": config.c, "PGO_CXX": config.cxx}, packages, scripts)
     return BuildPlan(config, env, info, target, crate, flags, c_plan, workload, compiler, plan_shards(config))
 

@@ -34,6 +34,7 @@ whose start time matches (:func:`reclaim`), never a process that merely reuses a
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import os
 import resource
@@ -70,7 +71,6 @@ STDOUT = subprocess.STDOUT
 #: a child's standard stream as :func:`spawn` takes it: :data:`PIPE`, :data:`DEVNULL`, :data:`STDOUT`, or a file
 Stream: TypeAlias = int | IO[Any]
 
-_subreaper: bool | None = None
 _serial = itertools.count(1)
 #: the pids of this process's live children started here: never another child's leftovers
 _live: set[int] = set()
@@ -104,15 +104,12 @@ class Interrupted(BaseException):
         return PgoError(self.line())
 
 
+@functools.cache
 def become_subreaper() -> bool:
     """Make this process the reaper of its descendants' orphans (once; Linux only): whether it is one."""
-    global _subreaper  # noqa: PLW0603  (one process-wide setting, made once)
-    if _subreaper is None:
-        _subreaper = False
-        if sys.platform == "linux":
-            libc = ctypes.CDLL(None, use_errno=True)
-            _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    return _subreaper
+    if sys.platform != "linux":
+        return False
+    return bool(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
 def session_tag(pid: int | None = None) -> str:
@@ -199,7 +196,7 @@ def reclaim(folder: Path) -> list[Leftover]:
             entry.unlink()
     for pid in spared:
         picked.pop(pid, None)
-    _terminate(set(picked), GRACE)
+    _terminate(set(picked))
     return [Leftover(pid, proc.name) for pid, proc in sorted(picked.items())]
 
 
@@ -220,8 +217,8 @@ def _forward(signum: int, _frame: object) -> None:
         raise Interrupted(sig.name)
 
 
-def reap_children(grace: float = GRACE) -> list[Leftover]:
-    """Kill (SIGTERM, ``grace`` seconds, SIGKILL) and reap every child of this process still there, with the
+def reap_children() -> list[Leftover]:
+    """Kill (SIGTERM, :data:`GRACE` seconds, SIGKILL) and reap every child of this process still there, with the
     groups they lead: the last word of an interrupted session. Those that were running, by pid."""
     left = []
     for pid in sorted(children_of(os.getpid())):
@@ -231,7 +228,7 @@ def reap_children(grace: float = GRACE) -> list[Leftover]:
         if proc.running:
             left.append(Leftover(pid, proc.name))
         group = {p.pid for p in all_processes().values() if p.pgrp == pid} if proc.pgrp == pid else set()
-        _terminate({pid} | group, grace)
+        _terminate({pid} | group)
         with suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
         _unrecord(pid)
@@ -314,11 +311,8 @@ def read_process(pid: int) -> Process | None:
 
 
 def all_processes() -> dict[int, Process]:
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (proc := read_process(int(entry.name))) is not None:
-            found[proc.pid] = proc
-    return found
+    listed = (read_process(int(entry.name)) for entry in Path("/proc").iterdir() if entry.name.isdigit())
+    return {proc.pid: proc for proc in listed if proc is not None}
 
 
 def children_of(pid: int) -> set[int]:
@@ -342,10 +336,10 @@ def owner_of(pid: int) -> str | None:
     except OSError:
         return None
     prefix = f"{OWNER_VARIABLE}=".encode()
-    for entry in environ.split(b"\0"):
-        if entry.startswith(prefix):
-            return entry[len(prefix) :].decode("utf-8", "replace")
-    return None
+    tags = (
+        entry[len(prefix) :].decode("utf-8", "replace") for entry in environ.split(b"\0") if entry.startswith(prefix)
+    )
+    return next(tags, None)
 
 
 @dataclass(frozen=True)
@@ -381,14 +375,11 @@ def ticket(env: Mapping[str, str]) -> tuple[Ticket, dict[str, str]]:
 
 
 def _belongs(proc: Process, group: int, owner: str) -> bool:
-    if group in {proc.pgrp, proc.session}:
-        return True
-    tag = owner_of(proc.pid)
-    return tag is None or tag == owner
+    return group in {proc.pgrp, proc.session} or owner_of(proc.pid) in {None, owner}
 
 
-def sweep(group: int, ticket: Ticket, grace: float = GRACE) -> list[Leftover]:
-    """Kill (SIGTERM, ``grace`` seconds, SIGKILL) and reap every process the exited child ``group`` (its pid, its
+def sweep(group: int, ticket: Ticket) -> list[Leftover]:
+    """Kill (SIGTERM, :data:`GRACE` seconds, SIGKILL) and reap every process the exited child ``group`` (its pid, its
     group's id) left behind, as the module's docstring says; the running ones, by pid."""
     found: dict[int, Leftover] = {}
     me = os.getpid()
@@ -407,7 +398,7 @@ def sweep(group: int, ticket: Ticket, grace: float = GRACE) -> list[Leftover]:
             grew = bool(more)
         running = {pid: proc for pid, proc in picked.items() if proc.running}
         found.update({pid: Leftover(pid, proc.name) for pid, proc in running.items()})
-        _terminate(set(picked), grace)
+        _terminate(set(picked))
     return sorted(found.values(), key=lambda left: left.pid)
 
 
@@ -437,9 +428,9 @@ def _settle(pids: set[int], until: float) -> set[int]:
         time.sleep(0.02)
 
 
-def _terminate(pids: set[int], grace: float) -> None:
+def _terminate(pids: set[int]) -> None:
     _signal(pids, signal.SIGTERM)
-    stubborn = _settle(pids, time.monotonic() + grace)
+    stubborn = _settle(pids, time.monotonic() + GRACE)
     _signal(stubborn, signal.SIGKILL)
     _settle(pids, time.monotonic() + 5)
 
@@ -511,17 +502,15 @@ class Waited(NamedTuple):
 def wait_usage(proc: subprocess.Popen[bytes], deadline: float, interval: float = 0.02) -> Waited:
     """Wait for ``proc`` (from :func:`spawn`) until it exits or ``deadline`` (monotonic) passes, then SIGKILL it;
     reaped either way, with its resource usage."""
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            exited = True
-            break
+    exited = True
+    while not (waited := os.wait4(proc.pid, os.WNOHANG))[0]:
         if time.monotonic() > deadline:
             exited = False
             proc.kill()
-            _pid, status, usage = os.wait4(proc.pid, 0)
+            waited = os.wait4(proc.pid, 0)
             break
         time.sleep(interval)
+    _pid, status, usage = waited
     proc.returncode = os.waitstatus_to_exitcode(status)
     _unrecord(proc.pid)
     return Waited(exited, proc.returncode, usage)
@@ -585,19 +574,16 @@ class Child:
     ) -> Child:
         """Start ``argv`` (standard input closed, a session of its own); its standard error, and its output
         unless ``pipe_stdout``, go to ``log`` (truncated, or appended to)."""
-        tag, tagged = ticket(env)
         with log.open("ab" if append else "wb") as out:
-            proc = subprocess.Popen(
-                list(argv),
-                env=tagged,
-                stdout=subprocess.PIPE if pipe_stdout else out,
-                stderr=out if pipe_stdout else subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+            proc, tag = start_group(
+                argv,
+                env,
+                stdout=PIPE if pipe_stdout else out,
+                stderr=out if pipe_stdout else STDOUT,
+                stdin=DEVNULL,
                 cwd=cwd,
-                start_new_session=True,
             )
         _live.add(proc.pid)
-        _record(proc.pid, tag.owner)
         return cls(list(argv), proc, log, label or Path(argv[0]).name, tag)
 
     @property
@@ -690,9 +676,8 @@ class Child:
 
     def say_leftovers(self) -> None:
         """The leftovers line, once: ``pgo: <label> left N processes running (…); killed them``."""
-        if self.leftovers and not self.told:
-            self.told = True
-            say(f"{self.label} {leftovers_line(self.leftovers)}")
+        if (line := self.take_leftovers()) is not None:
+            say(f"{self.label} {line}")
 
     def take_leftovers(self) -> str | None:
         """With :attr:`hold_leftovers`: the leftovers line (``left N processes running (…); killed them``) for

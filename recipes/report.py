@@ -66,9 +66,7 @@ def parse(path: Path, records: Mapping[str, Any]) -> Report:
     its dataclass, one whose ``failed`` is a reason as a :class:`Failed`; a record that does not fit (a missing key,
     a value of another type) is one line naming the file, the stage and the key (:func:`check_record`). A record of
     a name this pgo-recipes does not write is left be."""
-    typed: dict[str, Any] = {}
-    for stage, record in records.items():
-        typed[stage] = check_record(path, stage, record)
+    typed = {stage: check_record(path, stage, record) for stage, record in records.items()}
     return Report(**{stage: record for stage, record in typed.items() if record is not None})
 
 
@@ -76,13 +74,13 @@ def check_record(path: Path, stage: str, record: dict[str, Any]) -> Any:
     """``stage``'s record as its type (``results``), or None for a name this pgo-recipes does not write; refused
     when it does not fit: a key of another type, or, in the record of a stage that succeeded (no ``failed``
     reason), a key its type requires that is missing."""
-    reason = record.get("failed")
-    failed = isinstance(reason, str) and bool(reason)
-    try:
-        if stage in STAGE_TYPES:
-            declared = STAGE_TYPES[stage]
-            return failed_from_json(declared, record) if failed else from_json(declared, record)
+    if stage not in STAGE_TYPES:
         return None  # a record this pgo-recipes does not write: nobody reads it
+    reason = record.get("failed")
+    try:
+        if isinstance(reason, str) and reason:
+            return failed_from_json(STAGE_TYPES[stage], record)
+        return from_json(STAGE_TYPES[stage], record)
     except Unfit as unfit:
         session = SESSION.get(stage, stage)
         raise WorkDirError(

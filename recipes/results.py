@@ -43,18 +43,7 @@ _Record = TypeVar("_Record", bound="StageResult | WorkloadRun")
 #: the stages of the pipeline, in order (``report.STAGES``)
 PipelineStage = Literal["instrument", "train", "merge", "optimise", "test", "bolt"]
 #: every name a record of report.json is kept under
-StageName = Literal[
-    "instrument",
-    "train",
-    "merge",
-    "optimise",
-    "test",
-    "bolt",
-    "plain",
-    "rebuild",
-    "determinism",
-    "cpu_baseline",
-]
+StageName = Literal[PipelineStage, "plain", "rebuild", "determinism", "cpu_baseline"]
 
 
 class PhaseRecord(TypedDict):
@@ -221,16 +210,7 @@ class TrainResult(WorkloadRun):
     @classmethod
     def of(cls, run: WorkloadRun, profraw: list[RawProfileRecord]) -> TrainResult:
         """The train stage's record of ``run`` and the raw profiles it wrote."""
-        return cls(
-            seconds=run.seconds,
-            requests=run.requests,
-            phases=run.phases,
-            scale=run.scale,
-            workload=run.workload,
-            profraw_files=run.profraw_files,
-            fdata_files=run.fdata_files,
-            profraw=profraw,
-        )
+        return cls(**{spec.name: getattr(run, spec.name) for spec in dataclasses.fields(WorkloadRun)}, profraw=profraw)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -510,30 +490,15 @@ class Report:
 
     def stage(self, name: PipelineStage | Literal["plain"]) -> StageResult | Failed | None:
         """The record of the pipeline stage (or plain build) ``name``."""
-        records: dict[str, StageResult | Failed | None] = {
-            "instrument": self.instrument,
-            "train": self.train,
-            "merge": self.merge,
-            "optimise": self.optimise,
-            "test": self.test,
-            "bolt": self.bolt,
-            "plain": self.plain,
-        }
-        return records[name]
+        record: StageResult | Failed | None = getattr(self, name)
+        return record
 
 
-#: the type of the record of each stage that succeeded; a record whose ``failed`` is a reason is a :class:`Failed`
+#: the type of the record of each stage that succeeded (its field's in :class:`Report`); a record whose ``failed``
+#: is a reason is a :class:`Failed`
 STAGE_TYPES: dict[str, type[StageResult]] = {
-    "instrument": InstrumentResult,
-    "train": TrainResult,
-    "merge": MergeResult,
-    "optimise": OptimiseResult,
-    "test": TestResult,
-    "bolt": BoltResult,
-    "plain": PlainResult,
-    "cpu_baseline": CpuBaselineResult,
-    "rebuild": RebuildResult,
-    "determinism": DeterminismResult,
+    name: next(option for option in get_args(hint) if option not in (Failed, type(None)))
+    for name, hint in get_type_hints(Report).items()
 }
 #: what any record may say besides its result: why the stage failed, and that it has not finished
 STATUS: dict[str, Any] = {"failed": str, "running": bool}
@@ -586,20 +551,14 @@ def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str
         if len(inner) == 1 and _fits_shape(value, inner[0]):  # a list or object of the right shape: what is inside
             return mismatch(value, inner[0], where, complete=complete)
         return _problem(value, declared, where)
-    if origin is list:
-        if not isinstance(value, list):
+    if origin in (list, dict):
+        if not isinstance(value, origin):
             return _problem(value, declared, where)
-        (item_type,) = get_args(declared)
-        for i, item in enumerate(value):
-            if found := mismatch(item, item_type, f"{where}[{i}]", complete=complete):
-                return found
-        return None
-    if origin is dict:
-        if not isinstance(value, dict):
-            return _problem(value, declared, where)
-        _, item_type = get_args(declared)
-        for key, item in value.items():
-            if found := mismatch(item, item_type, _at(where, key), complete=complete):
+        item_type = get_args(declared)[-1]  # a list's item, a dict's value
+        items = value.items() if origin is dict else ((f"[{i}]", item) for i, item in enumerate(value))
+        for key, item in items:
+            at = _at(where, key) if origin is dict else where + key
+            if found := mismatch(item, item_type, at, complete=complete):
                 return found
         return None
     if origin is Literal:
@@ -652,8 +611,7 @@ def json_of(value: Any) -> Any:
 def as_json(record: StageResult | WorkloadRun) -> dict[str, Any]:
     """A record as report.json has it (:func:`json_of`): its fields in order, paths as strings, a None of a field
     that may be absent left out (a None of a field without default is null)."""
-    written: dict[str, Any] = json_of(record)
-    return written
+    return dict(json_of(record))
 
 
 def _build(declared: type[_Record], value: dict[str, Any], where: str) -> _Record:

@@ -91,10 +91,6 @@ def plural(count: int, unit: str) -> str:
     return f"{count} {unit}" + ("" if count == 1 else "s")
 
 
-def _crates(count: int) -> str:
-    return plural(count, "crate")
-
-
 def last_progress_line(log: Path) -> str:
     """What a growing log says is going on, for the heartbeat of a long command. For cargo: the crate it is
     compiling now and how many crates it has reported so far (compiled or fresh); once it has finished (tests
@@ -124,9 +120,9 @@ def last_progress_line(log: Path) -> str:
     if not units:
         return last[:PROGRESS_WIDTH] or "(no output yet)"
     if finished:
-        return f"{_crates(units)} built{f' ({fresh} fresh)' if fresh else ''}; {last}"[:PROGRESS_WIDTH]
+        return f"{plural(units, 'crate')} built{f' ({fresh} fresh)' if fresh else ''}; {last}"[:PROGRESS_WIDTH]
     if not current:
-        return f"{_crates(units)} so far, all fresh"
+        return f"{plural(units, 'crate')} so far, all fresh"
     return f"compiling {current} (crate {units} so far{f', {fresh} fresh' if fresh else ''})"[:PROGRESS_WIDTH]
 
 
@@ -221,9 +217,8 @@ class Heartbeat:
         state = units[0].state()
         started = self.since.setdefault(state, now)
         count = re.search(r"\((crate \d+ so far[^)]*)\)", text)
-        return f"{state} for {now - started:.0f} s, the only crate still building ({count[1] if count else ''})"[
-            :PROGRESS_WIDTH
-        ]
+        line = f"{state} for {now - started:.0f} s, the only crate still building ({count[1] if count else ''})"
+        return line[:PROGRESS_WIDTH]
 
 
 #: cc-rs (the C compiler of a build script: ring, zstd-sys, …) found no compiler for the target

@@ -269,42 +269,33 @@ class Fields(Reader):
     def _wrong(self, key: str, value: Any, name: str) -> PgoError:
         return self._refusal(key, f"is {'a boolean' if isinstance(value, bool) else kind(value)}, not {name}")
 
-    def _get(self, key: str, types: tuple[type, ...], name: str, *, optional: bool) -> Any:
-        if optional and self.data.get(key) is None:
-            return None
-        return self._value(key, types, name, required=True)
-
     def string(self, key: str) -> str:
-        value: str = self._get(key, (str,), TYPE_NAMES[str], optional=False)
-        return value
+        return str(self._value(key, (str,), TYPE_NAMES[str], required=True))
 
     def opt_string(self, key: str) -> str | None:
-        value: str | None = self._get(key, (str,), TYPE_NAMES[str], optional=True)
-        return value
+        return None if self.data.get(key) is None else self.string(key)
 
     def integer(self, key: str) -> int:
-        value: int = self._get(key, (int,), TYPE_NAMES[int], optional=False)
-        return value
+        return int(self._value(key, (int,), TYPE_NAMES[int], required=True))
 
     def number(self, key: str) -> float:
-        value = self._get(key, (int, float), TYPE_NAMES[float], optional=False)
+        value = self._value(key, (int, float), TYPE_NAMES[float], required=True)
         if not math.isfinite(value):
             raise self._refusal(key, f"is {value}, not a finite number")
         return float(value)
 
     def boolean(self, key: str) -> bool:
-        value: bool = self._get(key, (bool,), TYPE_NAMES[bool], optional=False)
-        return value
+        return bool(self._value(key, (bool,), TYPE_NAMES[bool], required=True))
 
     def array(self, key: str) -> list[Any]:
-        value: list[Any] = self._get(key, (list,), "a list", optional=False)
+        value: list[Any] = self._value(key, (list,), "a list", required=True)
         return value
 
     def strings(self, key: str) -> list[str]:
         return self._only(key, self.array(key), str, "holds {kind}, not only strings")
 
     def object(self, key: str) -> Fields:
-        value = self._get(key, (dict,), "an object", optional=False)
+        value = self._value(key, (dict,), "an object", required=True)
         return Fields(value, f"{self.where}: {key}", self.refuse_as, self.hint)
 
     def record(self, declared: type[Record]) -> Record:

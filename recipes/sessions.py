@@ -34,7 +34,7 @@ from recipes.procs import Interrupted
 from recipes.release import cpu
 from recipes.release.reproducible.oci import Base
 from recipes.release.reproducible.tags import take_gather
-from recipes.results import PlainResult, RebuildResult
+from recipes.results import PlainResult
 from recipes.runner import say
 from recipes.stages import gather
 from recipes.stages.bolt import bolt as bolt_stage
@@ -57,19 +57,14 @@ def project_dir(session: nox.Session) -> Path:
     return Path(session.invoked_from).resolve()
 
 
-def clean_orphans(work: Path) -> None:
-    """At a session's start: kill what a killed session of this work dir left running (``procs.reclaim``: only a
-    recorded pid whose start time is still the recorded one), saying so in one line."""
+@contextmanager
+def children_recorded(work: Path) -> Iterator[None]:
+    """The session's work in ``work``: first what a killed session of this work dir left running is killed
+    (``procs.reclaim``: only a recorded pid whose start time is still the recorded one), saying so in one line;
+    then every child recorded while it runs (``procs.recording_children``)."""
     left = procs.reclaim(WorkDir(work).children)
     if left:
         say(f"a session of {work} that was killed {procs.leftovers_line(left)}")
-
-
-@contextmanager
-def children_recorded(work: Path) -> Iterator[None]:
-    """The session's work in ``work``: first the orphans of a killed session cleaned (:func:`clean_orphans`), then
-    every child recorded while it runs (``procs.recording_children``)."""
-    clean_orphans(work)
     with procs.recording_children(WorkDir(work).children):
         yield
 
@@ -101,24 +96,6 @@ def guarded(function: Callable[[nox.Session], None]) -> Callable[[nox.Session], 
     return session_of
 
 
-def _summary(session: nox.Session, lines: Iterable[str]) -> None:
-    """A session's last word: its result, a line at a time, through nox's log (progress went through runner.say)."""
-    for line in lines:
-        session.log(line)
-
-
-def _never(_config: Config) -> bool:
-    return False
-
-
-def _always(_config: Config) -> bool:
-    return True
-
-
-def _bolt_asked(config: Config) -> bool:
-    return config.bolt
-
-
 @dataclass(frozen=True)
 class PlanStage:
     """A session that runs one stage of the pipeline (or all of them) on the plan, and what its plan must find
@@ -128,16 +105,17 @@ class PlanStage:
 
     run: Callable[[BuildPlan], object]
     doc: str
-    instruments: Callable[[Config], bool] = _never
+    instruments: Callable[[Config], bool] = lambda _config: False
     profdata: bool = False
-    bolt: Callable[[Config], bool] = _never
+    bolt: Callable[[Config], bool] = lambda _config: False
 
 
 #: the sessions of one stage each, and pgo, by name: what each runs and what its plan must find
 PLAN_STAGES: dict[str, PlanStage] = {
     "instrument": PlanStage(
         instrument_stage, "Build the instrumented binary (-Cprofile-generate) in its own target dir.",
-        instruments=_always, profdata=True,  # its raw profiles are read by an llvm-profdata of rustc's LLVM alone
+        instruments=lambda _config: True,
+        profdata=True,  # its raw profiles are read by an llvm-profdata of rustc's LLVM alone
     ),
     "train": PlanStage(
         train_stage, "Run the training workload (profiles/<workload>.toml) on the instrumented binary; -- --shard "
@@ -150,16 +128,16 @@ PLAN_STAGES: dict[str, PlanStage] = {
     ),
     "optimise": PlanStage(
         optimise_stage, "Build with -Cprofile-use from the profile store, and check the result.",
-        profdata=True, bolt=_bolt_asked,
+        profdata=True, bolt=lambda config: config.bolt,
     ),
     "bolt": PlanStage(
         bolt_stage,
         "BOLT the optimised binary (PGO_BOLT=1 optimise): its own instrumentation and training, llvm-bolt, checks.",
-        bolt=_always,
+        bolt=lambda _config: True,
     ),
     "pgo": PlanStage(
         pgo_stage, "All four stages in order, every check on (PGO_BOLT=1: then the bolt stage).",
-        instruments=lambda config: config.profdata is None, profdata=True, bolt=_bolt_asked,
+        instruments=lambda config: config.profdata is None, profdata=True, bolt=lambda config: config.bolt,
     ),
     "pgo-test": PlanStage(
         test_stage, "The test suite compiled with the optimised build's profile, flags and target (<work>/test-target)."
@@ -234,7 +212,7 @@ def _held(at: Invocation, config_posargs: Sequence[str], stage: PlanStage, runs:
         config, at.environ, instruments=stage.instruments(config), profdata=stage.profdata, bolt=stage.bolt(config)
     )
     with claim(plan.work, at.name) as held, children_recorded(plan.work):
-        held.identify(identity_of(plan))
+        held.identify(CrateIdentity.of(plan.crate, plan.target, plan.config.features))
         return runs(plan)
 
 
@@ -259,11 +237,6 @@ def _plan_stage(name: str) -> Callable[[Invocation, PlanArgs], list[str]]:
     return run
 
 
-def identity_of(plan: BuildPlan) -> CrateIdentity:
-    """The crate identity of the plan's work dir: its manifest, package, binary, target and features."""
-    return CrateIdentity.of(plan.crate, plan.target, plan.config.features)
-
-
 def _plain_build(plan: BuildPlan) -> PlainResult:
     return compared(plan, prefix="")  # its line as nox -s plain's: no "bench: "
 
@@ -284,11 +257,6 @@ def _plain(at: Invocation, args: PlanArgs) -> list[str]:
 def _cpu_baseline(at: Invocation, args: cpu.CpuArgs) -> list[str]:
     with children_recorded(load_config(at.project, at.environ).out):
         return cpu.summary_lines(cpu.cpu_baseline(at.project, at.environ, args))
-
-
-def _rebuilt_lines(results: Iterable[RebuildResult]) -> list[str]:
-    """The match or mismatch line of each artefact of each target rebuilt."""
-    return [line for result in results for line in result.lines]
 
 
 # The release sessions: each parses its posargs with its own parser of recipes/release/args.py (a tag first,
@@ -340,7 +308,8 @@ def _rebuild_held(
         rebuilt = {target.published.manifest.triple: r.binary for target, r in zip(checked, results, strict=True)}
         work = WorkDir(WorkDir(config.out).rebuild(tag).absolute())
         directory = checked[0].published.directory
-        return _rebuilt_lines(results) + image_recipe.rebuild_image(tag, directory, rebuilt, work, at.environ, base)
+        lines = [line for result in results for line in result.lines]  # each artefact's match or mismatch
+        return lines + image_recipe.rebuild_image(tag, directory, rebuilt, work, at.environ, base)
 
 
 def _determinism(at: Invocation, args: DeterminismArgs) -> list[str]:
@@ -447,7 +416,9 @@ def session_function(declared: Session[Any]) -> Callable[[nox.Session], None]:
 
     def session_of(session: nox.Session) -> None:
         args = declared.parse(session.posargs)
-        _summary(session, declared.run(Invocation(project_dir(session), os.environ, declared.name), args))
+        # its last word, a line at a time, through nox's log (progress went through runner.say)
+        for line in declared.run(Invocation(project_dir(session), os.environ, declared.name), args):
+            session.log(line)
 
     session_of.__name__ = declared.name.replace("-", "_")
     session_of.__doc__ = declared.doc

@@ -12,6 +12,7 @@ import errno
 import hashlib
 import os
 import pwd
+import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -269,9 +270,6 @@ class ProfileStore:
     def path_for(self, sha256: str, suffix: str = SUFFIX) -> Path:
         return self.root / f"{sha256}{suffix}"
 
-    def _lock(self) -> FileLock:
-        return FileLock(str(self.root / LOCK_NAME), timeout=LOCK_TIMEOUT, mode=0o600)
-
     def put(self, profile: Path, suffix: str = SUFFIX, *, digest: str | None = None) -> Path:
         """Copy ``profile`` into the store under its hash (and ``suffix``, one of :data:`SUFFIXES`); returns the
         store path, whose file is checked against its name (the copy, or the file already there). ``digest``: the
@@ -283,7 +281,7 @@ class ProfileStore:
         digest = digest or sha256_file(profile)
         target = self.path_for(digest, suffix)
         try:
-            with self._lock():
+            with FileLock(str(self.root / LOCK_NAME), timeout=LOCK_TIMEOUT, mode=0o600):
                 if target.is_symlink() or target.exists():
                     # Already there: it must be exactly this profile, or someone changed it.
                     self.verify(target, "before the build")
@@ -292,8 +290,7 @@ class ProfileStore:
                 tmp = Path(tmp_name)
                 try:
                     with os.fdopen(fd, "wb") as out, profile.open("rb") as src:
-                        for block in iter(lambda: src.read(1 << 20), b""):
-                            out.write(block)
+                        shutil.copyfileobj(src, out, 1 << 20)
                         out.flush()
                         os.fsync(out.fileno())
                     os.chmod(tmp, 0o600)
