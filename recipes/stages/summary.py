@@ -15,6 +15,7 @@ from recipes.results import (
     ShardRecord,
     TestResult,
     TrainResult,
+    UnexecutedRecord,
     WorkloadRun,
 )
 from recipes.runner import plural
@@ -91,8 +92,18 @@ def shard_summary_lines(m: MergeResult) -> list[str]:
             f"unexecuted  {m.unexecuted_main_crate} functions of the main crate no training executed"
             + (heading if largest else "")
         )
-        lines += [f"            {f['bytes']:>8}  {f['name']}" if sized else f"            {f['name']}" for f in largest]
+        lines += [
+            (f"            {f['bytes']:>8}  " if sized else "            ") + f["name"] + _same_name(f["name"], largest)
+            for f in largest
+        ]
     return lines
+
+
+def _same_name(name: str, listed: list[UnexecutedRecord]) -> str:
+    """Said of a name that several listed symbols demangle to (a generic's instances, closures of one function),
+    which would otherwise read as one function listed twice."""
+    count = sum(1 for f in listed if f["name"] == name)
+    return f"  (one of {count} symbols of this name)" if count > 1 else ""
 
 
 def _tests_run(t: TrainResult) -> str:

@@ -241,6 +241,22 @@ def test_unexecuted_functions_without_sizes_are_listed_by_name_not_as_the_larges
     ]
 
 
+def test_one_name_of_several_unexecuted_symbols_is_said_to_be_several() -> None:
+    """Two instances of a generic demangle to one name (a new user's tokei listed serde's next_value twice, htmlq
+    html5ever's adjust_attributes): each line says it is one of them, not one function listed twice."""
+    largest = [
+        {"name": "serde::de::MapAccess::next_value", "bytes": 1574},
+        {"name": "tokei::cli::Cli::from_args", "bytes": 1200},
+        {"name": "serde::de::MapAccess::next_value", "bytes": 1574},
+    ]
+    record = from_json(MergeResult, _merge_record(unexecuted_main_crate=300, unexecuted_largest=largest))
+    assert shard_summary_lines(record)[1:] == [
+        "                1574  serde::de::MapAccess::next_value  (one of 2 symbols of this name)",
+        "                1200  tokei::cli::Cli::from_args",
+        "                1574  serde::de::MapAccess::next_value  (one of 2 symbols of this name)",
+    ]
+
+
 def test_the_shards_of_the_plan_weigh_one_unless_weighed(tmp_path: Path) -> None:
     workload = '[workload]\ndescription = "d"\n\n[[instance]]\nname = "cli"\nmode = "command"\n\n'
     phase = '[[instance.phase]]\nname = "p"\nkind = "command"\nargs = ["x"]\n'
