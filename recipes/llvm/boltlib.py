@@ -160,13 +160,11 @@ def relocation_sections(path: Path) -> dict[str, int]:
     """The binary's static relocation sections (``.rela.text``, ``.rela.data``…: not allocated, so kept only by
     ``--emit-relocs``) and their entry counts. The dynamic ones (``.rela.dyn``, ``.rela.plt``) are not counted."""
     with open_elf(path) as elf:
-        found: dict[str, int] = {}
-        for section in elf.iter_sections():
-            if section["sh_type"] not in ("SHT_RELA", "SHT_REL") or section["sh_flags"] & 0x2:  # SHF_ALLOC
-                continue
-            size = section["sh_entsize"] or 1
-            found[section.name] = section["sh_size"] // size
-        return found
+        return {
+            section.name: section["sh_size"] // (section["sh_entsize"] or 1)
+            for section in elf.iter_sections()
+            if section["sh_type"] in ("SHT_RELA", "SHT_REL") and not section["sh_flags"] & 0x2  # SHF_ALLOC
+        }
 
 
 def has_symbol_table(path: Path) -> bool:
@@ -440,9 +438,8 @@ def parse_dyno_stats(text: str) -> tuple[dict[str, int], dict[str, int]]:
             current = None
         else:
             in_stats = False
-    before = blocks[0] if blocks else {}
-    after = blocks[1] if len(blocks) > 1 else {}
-    return before, after
+    blocks += [{}, {}]  # none printed: both empty
+    return blocks[0], blocks[1]
 
 
 def parse_bolt_log(text: str) -> BoltLog:
@@ -543,11 +540,9 @@ class NameBudget:
     def skip_file_text(self) -> str:
         """``-skip-funcs-file``'s lines: llvm-bolt reads each as a regular expression matched whole against a
         function's names (a local one's with BOLT's ``/N``), so the mangled name is escaped."""
-        lines = []
-        for names in self.skipped.values():
-            for name in names:
-                lines.append(re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", name) + "(/[0-9]+)?")
-        return "".join(line + "\n" for line in sorted(lines))
+        names = (name for names in self.skipped.values() for name in names)
+        lines = sorted(re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", name) + "(/[0-9]+)?" for name in names)
+        return "".join(line + "\n" for line in lines)
 
 
 def _symbols(path: Path) -> dict[int, tuple[list[str], bool]]:

@@ -30,15 +30,13 @@ PROFILE_FILE_TEXTS = (
 def profile_file_warnings(log_text: str, profile: Path) -> list[str]:
     """The build log's warnings and errors about the profile file itself: lines naming it, or giving a reason
     above (``warning: <path>: invalid instrumentation profile data (bad magic)``)."""
-    found = []
-    for line in log_text.splitlines():
-        text = line.strip()
-        if not text.startswith(("warning:", "error:")):
-            continue
-        lowered = text.lower()
-        if str(profile) in text or ("profile" in lowered and any(reason in lowered for reason in PROFILE_FILE_TEXTS)):
-            found.append(text)
-    return found
+    said = [text for line in log_text.splitlines() if (text := line.strip()).startswith(("warning:", "error:"))]
+    return [
+        text
+        for text in said
+        if str(profile) in text
+        or ("profile" in text.lower() and any(reason in text.lower() for reason in PROFILE_FILE_TEXTS))
+    ]
 
 
 def refuse_profile_file_warnings(log_text: str, profile: Path, log: Path) -> None:

@@ -67,11 +67,8 @@ _GLIBC_ABI = {"GLIBC_ABI_DT_RELR": "2.36"}
 
 def glibc_of(name: str) -> Version | None:
     """The glibc release a version-need requires: ``GLIBC_2.3.4`` -> 2.3.4; ``GLIBC_PRIVATE`` -> None."""
-    if match := _GLIBC.match(name):
-        return Version(match.group(1))
-    if name in _GLIBC_ABI:
-        return Version(_GLIBC_ABI[name])
-    return None
+    found = match.group(1) if (match := _GLIBC.match(name)) else _GLIBC_ABI.get(name)
+    return Version(found) if found is not None else None
 
 
 def max_glibc(path: Path) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -256,13 +257,8 @@ def parse_binary_ids(text: str) -> list[str]:
     start = next((i for i, line in enumerate(lines) if line.strip() == "Binary IDs:"), None)
     if start is None:
         return []
-    ids: list[str] = []
-    for line in lines[start + 1 :]:
-        word = line.strip()
-        if not re.fullmatch(r"[0-9a-fA-F]+", word):
-            break
-        ids.append(word.lower())
-    return ids
+    words = (line.strip() for line in lines[start + 1 :])
+    return [word.lower() for word in itertools.takewhile(lambda word: re.fullmatch(r"[0-9a-fA-F]+", word), words)]
 
 
 def binary_ids(tool: ProfdataTool, raw: Path, *, env: Mapping[str, str], log: Path) -> list[str]:

@@ -221,28 +221,12 @@ def check_major(path: str, version: str | None, rustc: RustcInfo, what: str) -> 
     return version
 
 
-def refuse_profile_flags(env: Mapping[str, str], triple: str, *, cross: bool, cwd: Path | None = None) -> None:
+def refuse_profile_flags(
+    env: Mapping[str, str], triple: str, *, cross: bool, cwd: Path | None = None, where: str = ""
+) -> None:
     """A profile flag already in the user's ``CC``/``CXX`` or ``CFLAGS``/``CXXFLAGS`` (any variable cc-rs reads for
     ``triple``, and any ``@file`` they name, read recursively) is refused; so is a response file that cannot be
     read. A relative ``@file`` is read from ``cwd`` (the crate's directory, where cargo runs its build script)."""
-    _refuse_in(env, "", triple, cross=cross, cwd=cwd)
-
-
-def refuse_config_env_profile_flags(
-    configs: Sequence[CargoConfigFile], triple: str, *, cross: bool, cwd: Path | None = None
-) -> None:
-    """The same refusal for the compiler variables of a cargo config's ``[env]`` table, which cargo gives every
-    build script (``[env] CC = "clang-22 -fprofile-generate"``): each file's, named with it."""
-    base = cwd if cwd is not None else Path.cwd()
-    for config in configs:
-        table = config.data.get("env")
-        if isinstance(table, dict):  # a variable is a string or a table with a ``value``
-            texts = {name: value.get("value") if isinstance(value, dict) else value for name, value in table.items()}
-            env = {name: text for name, text in texts.items() if isinstance(text, str)}
-            _refuse_in(env, f" in [env] of {config.path}", triple, cross=cross, cwd=base)
-
-
-def _refuse_in(env: Mapping[str, str], where: str, triple: str, *, cross: bool, cwd: Path | None) -> None:
     base = cwd if cwd is not None else Path.cwd()
     for var in COMPILER_VARS:
         for name in env_names(var, triple, cross=cross):
@@ -252,6 +236,19 @@ def _refuse_in(env: Mapping[str, str], where: str, triple: str, *, cross: bool, 
                     "remove them: the pipeline adds -fprofile-generate / -fprofile-use to the C of build scripts "
                     "itself (PGO_C=0 leaves the C alone)",
                 )
+
+
+def refuse_config_env_profile_flags(
+    configs: Sequence[CargoConfigFile], triple: str, *, cross: bool, cwd: Path | None = None
+) -> None:
+    """The same refusal for the compiler variables of a cargo config's ``[env]`` table, which cargo gives every
+    build script (``[env] CC = "clang-22 -fprofile-generate"``): each file's, named with it."""
+    for config in configs:
+        table = config.data.get("env")
+        if isinstance(table, dict):  # a variable is a string or a table with a ``value``
+            texts = {name: value.get("value") if isinstance(value, dict) else value for name, value in table.items()}
+            env = {name: text for name, text in texts.items() if isinstance(text, str)}
+            refuse_profile_flags(env, triple, cross=cross, cwd=cwd, where=f" in [env] of {config.path}")
 
 
 def profile_flags_in(
@@ -355,7 +352,7 @@ def plan_c(
                 f"give {var}=1 (every package's C by clang --target) or {var}=0 for another target",
             )
     found = find_clang(rustc, env, clang) if any(mode != "off" for mode in modes.values()) and not zigbuild else None
-    where = _Where(rustc, env, triple, zigbuild, found, clang)
+    where = _Where(rustc, env, triple, cross, zigbuild, found, clang)
     languages = [
         _plan_language(where, name, var, flags_var, default, choices[name], modes[name])
         for name, var, flags_var, default in (("C", "CC", "CFLAGS", "cc"), ("C++", "CXX", "CXXFLAGS", "c++"))
@@ -376,13 +373,10 @@ class _Where:
     rustc: RustcInfo
     env: Mapping[str, str]
     triple: str
+    cross: bool
     zigbuild: bool
     found: Path | None
     clang: str | None
-
-    @property
-    def cross(self) -> bool:
-        return self.triple != self.rustc.host
 
 
 def _plan_language(
@@ -435,7 +429,7 @@ def language_compiler(
             return host, version, None
         what = f"clang {version}" if version else "not clang"
         return None, None, f"{user}={env[user]} (yours) is {what}, not clang {rustc.llvm_major}"
-    if triple != rustc.host and mode == "auto":
+    if where.cross and mode == "auto":
         return (
             None,
             None,
@@ -678,18 +672,14 @@ def refuse_clang_cannot_build(plan: CPlan, log: Path) -> None:
 
 
 def _cannot_build_line(lang: Language, pkg: str, words: Sequence[str], text: str) -> str:
-    errors = [m for line in text.splitlines() if (m := _SOURCE_ERROR.match(line)) and m.group("pkg") == pkg]
-    if errors:
-        error = f"{errors[0].group('file')}: {errors[0].group('text').strip()}"
-    else:
-        driver = [
-            m.group("text").strip()
-            for line in text.splitlines()
-            if (m := _DRIVER_ERROR.match(line))
-            and m.group("pkg") == pkg
-            and m.group("text").strip() not in _PROBE_NOISE
-        ]
-        error = driver[0] if driver else "see the log"
+    lines = text.splitlines()
+    source = next((m for line in lines if (m := _SOURCE_ERROR.match(line)) and m.group("pkg") == pkg), None)
+    driver = (m.group("text").strip() for line in lines if (m := _DRIVER_ERROR.match(line)) and m.group("pkg") == pkg)
+    error = (
+        f"{source.group('file')}: {source.group('text').strip()}"
+        if source
+        else next((said for said in driver if said not in _PROBE_NOISE), "see the log")
+    )
     stdlib = [w for w in words if w.startswith("-stdlib=")]
     said = f"{' '.join(lang.compiler or ())} (clang of rustc's LLVM, the profile's compiler)"
     line = f"the {lang.name} of crate {pkg}'s build script does not build with {said}: {error}"
@@ -833,10 +823,7 @@ def c_warnings(log_text: str) -> CWarnings:
     """clang's profile warnings in a build log, by package, as cargo prints build-script warnings."""
     stale: dict[str, set[str]] = {}
     missing: dict[str, set[str]] = {}
-    for line in log_text.splitlines():
-        match = _C_WARNING.match(line)
-        if not match:
-            continue
+    for match in filter(None, map(_C_WARNING.match, log_text.splitlines())):
         text, pkg, file = match.group("text"), match.group("pkg"), match.group("file")
         if s := _STALE.search(text):
             stale.setdefault(pkg, set()).add(f"{file}: {s.group('fn')}")
@@ -868,9 +855,7 @@ def c_crates(
     profiles for it, and (the optimised build: ``records``, the profile's function names) its functions with and
     without profile data, the stale and missing ones clang named. A package a ``PGO_C``/``PGO_CXX`` list leaves
     out is ``chosen: false``: its C is unprofiled by choice."""
-    commands = compile_commands(log_text)
-    for pkg, cmds in script_commands(target_dir, plan.triple, log_text=log_text).items():
-        commands.setdefault(pkg, cmds)
+    commands = {**script_commands(target_dir, plan.triple, log_text=log_text), **compile_commands(log_text)}
     reading = _Reading(plan, rustc, flag, records, commands, c_warnings(log_text))
     objects = c_objects(target_dir, plan.triple, log_text=log_text)
     return [_crate_entry(reading, pkg, found) for pkg, found in sorted(objects.items())]

@@ -69,13 +69,8 @@ def foreign(triple: str) -> Arch | None:
 
 
 def _configured(triple: str, key: str, configs: Iterable[Mapping[str, object]]) -> bool:
-    for data in configs:
-        targets = data.get("target")
-        if isinstance(targets, dict):
-            table = targets.get(triple)
-            if isinstance(table, dict) and key in table:
-                return True
-    return False
+    tables = (targets.get(triple) for data in configs if isinstance(targets := data.get("target"), dict))
+    return any(isinstance(table, dict) and key in table for table in tables)
 
 
 def qemu_path(arch: Arch, env: Mapping[str, str]) -> str:

@@ -100,9 +100,7 @@ def target_list(env: Mapping[str, str]) -> list[str]:
 
 def _custom_target(triple: str, env: Mapping[str, str]) -> bool:
     """A target spec file: a path ending in .json, or ``<triple>.json`` in a directory of RUST_TARGET_PATH."""
-    if triple.endswith(".json"):
-        return True
-    return any(
+    return triple.endswith(".json") or any(
         (Path(directory) / f"{triple}.json").is_file()
         for directory in env.get("RUST_TARGET_PATH", "").split(os.pathsep)
         if directory

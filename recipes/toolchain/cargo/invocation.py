@@ -66,14 +66,18 @@ exec "$@"
 """
 
 
+def install_script(script: Path, text: str) -> Path:
+    """``script``, an executable of ``text``, written when it is not there as it should be."""
+    if not script.is_file() or script.read_text(encoding="utf-8") != text:
+        with atomic_output(script) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+            tmp.chmod(0o755)
+    return script
+
+
 def with_lint_wrapper(base_env: Mapping[str, str], bin_dir: Path) -> dict[str, str]:
     """A new environment whose RUSTC_WRAPPER is :data:`LINT_WRAPPER` (chaining the caller's own wrapper)."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    script = bin_dir / "rustc-cap-lints-warn"
-    if not script.is_file() or script.read_text(encoding="utf-8") != LINT_WRAPPER:
-        with atomic_output(script) as tmp:
-            tmp.write_text(LINT_WRAPPER, encoding="utf-8")
-            tmp.chmod(0o755)
+    script = install_script(bin_dir / "rustc-cap-lints-warn", LINT_WRAPPER)
     env = dict(base_env)
     inner = env.pop("RUSTC_WRAPPER", "")
     if inner:
@@ -84,7 +88,4 @@ def with_lint_wrapper(base_env: Mapping[str, str], bin_dir: Path) -> dict[str, s
 
 def cargo_env(base_env: Mapping[str, str]) -> dict[str, str]:
     """Colour and progress off, so that logs parse and nothing hashed depends on the terminal."""
-    env = dict(base_env)
-    env["CARGO_TERM_COLOR"] = "never"
-    env["CARGO_TERM_PROGRESS_WHEN"] = "never"
-    return env
+    return {**base_env, "CARGO_TERM_COLOR": "never", "CARGO_TERM_PROGRESS_WHEN": "never"}

@@ -330,10 +330,7 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
         diagnostic = message.get("message", {})
         if isinstance(diagnostic, dict) and diagnostic.get("level") == "warning":
             lines.append(f"warning: {diagnostic.get('message', '')}")
-    for line in lines:
-        match = _WARNING.match(line)
-        if not match:
-            continue
+    for match in filter(None, map(_WARNING.match, lines)):
         text = match.group("text")
         crate = match.group("cgu").split(".")[0]
         if MISSING_TEXT in text:
@@ -341,5 +338,5 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
         elif any(s in text.lower() for s in STALE_TEXTS):
             stale += 1
             if len(examples) < 3:
-                examples.append(line.strip())
+                examples.append(match.group(0).strip())
     return ProfileWarnings(sum(missing_by.values()), stale, missing_by, tuple(examples))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import CheckFailed
-from recipes.files import atomic_output
+from recipes.toolchain.cargo.invocation import install_script
 from recipes.toolchain.cargo.log import RustcCall, crate_types, own_compiles
 from recipes.toolchain.cargo.metadata import CrateInfo
 
@@ -57,13 +57,7 @@ SHIM_NAME = "rustc"
 def install_shim(bin_dir: Path, shell: str = "/bin/sh") -> Path:
     """:data:`SHIM` run by ``shell`` written (when it is not there as it should be) into ``bin_dir``'s
     :data:`SHIM_DIR`; its path."""
-    script = bin_dir / SHIM_DIR / SHIM_NAME
-    text = SHIM.replace("{shell}", shell, 1)
-    if not script.is_file() or script.read_text(encoding="utf-8") != text:
-        with atomic_output(script) as tmp:
-            tmp.write_text(text, encoding="utf-8")
-            tmp.chmod(0o755)
-    return script
+    return install_script(bin_dir / SHIM_DIR / SHIM_NAME, SHIM.replace("{shell}", shell, 1))
 
 
 def env_with_shim(base_env: Mapping[str, str], shim: Path, records: Path) -> dict[str, str]:
