@@ -19,7 +19,6 @@ clang's own warnings (``-pgo-warn-missing-function``, hash mismatch) from the op
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shlex
@@ -856,7 +855,9 @@ def c_crates(
     without profile data, the stale and missing ones clang named. A package a ``PGO_C``/``PGO_CXX`` list leaves
     out is ``chosen: false``: its C is unprofiled by choice."""
     commands = {**script_commands(target_dir, plan.triple, log_text=log_text), **compile_commands(log_text)}
-    reading = _Reading(plan, rustc, flag, records, commands, c_warnings(log_text))
+    # a local function's record is ``<cgu>;<symbol>``: its symbol counts too
+    profile = None if records is None else {*records, *(r.rsplit(";", 1)[-1] for r in records if ";" in r)}
+    reading = _Reading(plan, rustc, flag, profile, commands, c_warnings(log_text))
     objects = c_objects(target_dir, plan.triple, log_text=log_text)
     return [_crate_entry(reading, pkg, found) for pkg, found in sorted(objects.items())]
 
@@ -868,22 +869,14 @@ class _Reading:
     plan: CPlan
     rustc: RustcInfo
     flag: str
-    records: Sequence[str] | None
+    profile: set[str] | None  # the profile's function names and local ones' symbols; None: the instrumented build
     commands: dict[str, list[list[str]]]
     warnings: CWarnings
-
-    @functools.cached_property
-    def profile(self) -> set[str]:
-        return set(self.records or ())
-
-    @functools.cached_property
-    def profile_tails(self) -> set[str]:
-        return {r.rsplit(";", 1)[-1] for r in self.profile if ";" in r}
 
 
 def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateRecord:
     """One package's record of :func:`c_crates`."""
-    plan, rustc, records = reading.plan, reading.rustc, reading.records
+    plan, rustc, profile = reading.plan, reading.rustc, reading.profile
     languages = object_languages(reading.commands.get(pkg, []), plan.triple)
 
     def language(o: CObject) -> str | None:
@@ -899,7 +892,7 @@ def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateR
     made = [o for o in objects if o.compiler != ASSEMBLED]
     compiled = [o for o in made if not left_by_choice(o)]  # all of them where the languages are not known
     right = bool(compiled) and all(clang_major_of(o.compiler) == rustc.llvm_major for o in compiled)
-    if records is None:  # the instrumented build: the objects say it
+    if profile is None:  # the instrumented build: the objects say it
         # an object that defines no function (a table of constants) has no counters to carry
         with_code = [o for o in compiled if o.functions]
         reached = bool(with_code) and all(o.instrumented for o in with_code)
@@ -929,7 +922,7 @@ def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateR
             for o in compiled
             if languages.get(str(o.path), ("", False))[1] and clang_major_of(o.compiler) != rustc.llvm_major
         ]
-    if records is not None:
+    if profile is not None:
         _add_functions(entry, reading, pkg, objects, compiled, reached=reached)
     return entry
 
@@ -941,7 +934,7 @@ def _add_functions(
     stale and missing ones clang named."""
     functions = sorted({f for o in compiled for f in o.functions})
     # profile data counts only where the profile flag reached the C (PGO_C=0, gcc's C: none of it)
-    with_profile = [f for f in functions if reached and (f in reading.profile or f in reading.profile_tails)]
+    with_profile = [f for f in functions if reached and f in (reading.profile or ())]
     # the objects of a language the plan leaves to the build's own compiler (PGO_CXX=0): without profile
     others = {f for o in objects if o.compiler != ASSEMBLED and o not in compiled for f in o.functions}
     entry["functions_with_profile"] = with_profile

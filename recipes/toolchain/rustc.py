@@ -35,11 +35,8 @@ class RustcInfo:
 
 def parse_rustc_vv(text: str) -> RustcInfo:
     """Parse the output of ``rustc -vV``."""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            fields[key.strip()] = value.strip()
+    parts = (line.partition(":") for line in text.splitlines())
+    fields = {key.strip(): value.strip() for key, sep, value in parts if sep}
     missing = [k for k in ("release", "host", "LLVM version") if k not in fields]
     if missing:
         raise ToolchainError(
@@ -65,13 +62,11 @@ def parse_llvm_version(text: str, tool: str = "llvm-profdata") -> str:
 
 
 def rustc_info(env: Mapping[str, str]) -> RustcInfo:
-    rustc = env.get("RUSTC", "rustc")
-    return parse_rustc_vv(capture([rustc, "-vV"], env=env))
+    return parse_rustc_vv(capture([env.get("RUSTC", "rustc"), "-vV"], env=env))
 
 
 def rustc_sysroot(env: Mapping[str, str]) -> Path:
-    rustc = env.get("RUSTC", "rustc")
-    return Path(capture([rustc, "--print", "sysroot"], env=env).strip())
+    return Path(capture([env.get("RUSTC", "rustc"), "--print", "sysroot"], env=env).strip())
 
 
 def cargo_version(env: Mapping[str, str], cwd: Path | None = None) -> str:

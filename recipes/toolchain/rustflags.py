@@ -204,13 +204,11 @@ def plan_rustflags(
     read = _read_configs(cargo_config_files(cwd, env) if configs is None else configs, triple)
     if "CARGO_BUILD_RUSTFLAGS" in env:
         read.add_build("CARGO_BUILD_RUSTFLAGS", env["CARGO_BUILD_RUSTFLAGS"].split())
-    build_flags, build_sources, flag_sources = read.build_flags, read.build_sources, read.flag_sources
-    target_flags, cfg_flags = read.target_flags, read.cfg_flags
     for where, flags in (
         (var, existing),
-        ("cargo config target rustflags", target_flags),
-        ("; ".join(build_sources), build_flags),
-        *cfg_flags,
+        ("cargo config target rustflags", read.target_flags),
+        ("; ".join(read.build_sources), read.build_flags),
+        *read.cfg_flags,
     ):
         found = profile_flags_in(flags)
         if found:
@@ -219,23 +217,21 @@ def plan_rustflags(
                 "remove them: the pipeline adds -Cprofile-generate / -Cprofile-use itself",
             )
     carried: list[str] = []
-    if build_flags:
-        plain_uses_build_flags = not existing and not target_flags and not cfg_flags
-        if cfg_flags:
+    if read.build_flags:
+        if read.cfg_flags:
             raise EnvironmentRefused(
-                f"cannot tell whether {cfg_flags[0][0]} applies to {triple}, and setting {var} would drop "
-                f"{build_sources[0]}",
+                f"cannot tell whether {read.cfg_flags[0][0]} applies to {triple}, and setting {var} would drop "
+                f"{read.build_sources[0]}",
                 f"move the flags into [target.{triple}] rustflags, which cargo keeps",
             )
-        if plain_uses_build_flags:
-            _refuse_white_space(build_flags, flag_sources, var, triple)
-            carried = build_flags
-    base = tuple(existing + carried)
+        if not existing and not read.target_flags:  # the plain build uses [build] rustflags
+            _refuse_white_space(read.build_flags, read.flag_sources, var, triple)
+            carried = read.build_flags
     return RustflagsPlan(
         var=var,
-        base=base,
-        carried_from=tuple(build_sources) if carried else (),
-        config_target_flags=tuple(target_flags),
+        base=tuple(existing + carried),
+        carried_from=tuple(read.build_sources) if carried else (),
+        config_target_flags=tuple(read.target_flags),
     )
 
 

@@ -154,12 +154,11 @@ class RustcCall:
 
 def rustc_calls(log_text: str) -> list[RustcCall]:
     """Every rustc (and rustdoc) command in a cargo ``-v``/``-vv`` log, however many lines each covers."""
-    calls = []
-    for inv in running_invocations(log_text):
-        argv = inv.argv
-        if "--crate-name" in argv[:-1]:
-            calls.append(RustcCall(argv[argv.index("--crate-name") + 1], crate_types(argv), argv, inv.env))
-    return calls
+    return [
+        RustcCall(argv[argv.index("--crate-name") + 1], crate_types(argv), argv, inv.env)
+        for inv in running_invocations(log_text)
+        if "--crate-name" in (argv := inv.argv)[:-1]
+    ]
 
 
 def crate_types(args: Sequence[str]) -> tuple[str, ...]:
