@@ -600,7 +600,6 @@ def c_env(
                 f"{flag!r} contains white space, which CFLAGS cannot carry (cc-rs splits it on white space)",
                 "use a work dir and profile store whose paths have no spaces",
             )
-    bin_dir.mkdir(parents=True, exist_ok=True)
     for lang in plan.languages:
         flags_name = target_var(lang.flags_var, plan.triple)
         if lang.compiler is None:  # PGO_CXX=0 beside a profiled C: the system's C++, with every build's flags
@@ -761,15 +760,9 @@ def _out_dirs(target_dir: Path, triple: str, log_text: str) -> list[tuple[str, P
         return []
     named = out_dirs_named(log_text, build)
     named_pkgs = {m.group("pkg") for d in named if (m := _BUILD_DIR.match(d))}
-    found = []
-    for out in sorted(build.glob("*/out")):
-        match = _BUILD_DIR.match(out.parent.name)
-        if not match:
-            continue
-        if match.group("pkg") in named_pkgs and out.parent.name not in named:
-            continue  # another build's OUT_DIR of this package
-        found.append((match.group("pkg"), out))
-    return found
+    outs = [(m.group("pkg"), out) for out in sorted(build.glob("*/out")) if (m := _BUILD_DIR.match(out.parent.name))]
+    # not another build's OUT_DIR of a package whose OUT_DIRs the log names
+    return [(pkg, out) for pkg, out in outs if pkg not in named_pkgs or out.parent.name in named]
 
 
 def c_objects(target_dir: Path, triple: str, *, log_text: str = "") -> dict[str, list[CObject]]:

@@ -98,9 +98,7 @@ def _parse_invocations(log_text: str) -> tuple[Invocation, ...]:
             words.pop(0)
         line += log_text.count("\n", counted, match.start())
         counted = match.start()
-        first = line
-        last = first + log_text.count("\n", match.start(), end)
-        found.append(Invocation(tuple(env), tuple(words), first, last))
+        found.append(Invocation(tuple(env), tuple(words), line, line + log_text.count("\n", match.start(), end)))
         pos = end
     return tuple(found)
 

@@ -102,11 +102,8 @@ def binary_under_test(invocation: Invocation, harnesses: frozenset[str] = frozen
         return None
     if harnesses:
         return next((word for word in invocation.argv if word in harnesses), None)
-    for word in invocation.argv:
-        path = Path(word)
-        if path.parent.name == "deps" and _HASH_SUFFIX.search(path.name) and "=" not in word:
-            return word
-    return None
+    deps = (word for word in invocation.argv if Path(word).parent.name == "deps" and "=" not in word)
+    return next((word for word in deps if _HASH_SUFFIX.search(Path(word).name)), None)
 
 
 def parse_cargo_test(text: str) -> CargoTestRun:
