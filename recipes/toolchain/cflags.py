@@ -117,7 +117,7 @@ class CPlan:
         return [
             f"{lang.name}: not in {lang.chosen_by}"
             for lang in self.languages
-            if lang.compiler is not None and lang.crates is not None and package not in lang.crates
+            if lang.compiler is not None and lang.left_by_choice(package)
         ]
 
     def clang_line(self) -> str | None:

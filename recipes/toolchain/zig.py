@@ -104,7 +104,8 @@ def ensure_zigbuild(
     base_env: Mapping[str, str], *, logs: Path, python: str = sys.executable, scripts: Path | None = None
 ) -> dict[str, str]:
     """The environment for ``cargo zigbuild``, installing cargo-zigbuild and zig from PyPI when missing."""
-    env = zigbuild_env(base_env, scripts=scripts or scripts_dir(), python=python)
+    scripts = scripts or scripts_dir()
+    env = zigbuild_env(base_env, scripts=scripts, python=python)
     missing = missing_tools(env, python)
     if not missing:
         return env
@@ -126,7 +127,7 @@ def ensure_zigbuild(
     if still:
         raise ToolchainError(
             f"PGO_CARGO='cargo zigbuild' needs {' and '.join(still)}, not found after pip install",
-            f"{INSTALL_HINT}, and put its scripts directory {scripts or scripts_dir()} on PATH",
+            f"{INSTALL_HINT}, and put its scripts directory {scripts} on PATH",
         )
     return env
 

@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,21 +320,16 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
     ``compiler-message`` JSON (``--message-format=json``, where no text of them is printed).
     """
     skip = {n for inv in running_invocations(log_text) for n in range(inv.first_line, inv.last_line + 1)}
-    missing_by: dict[str, int] = {}
-    stale = 0
-    examples: list[str] = []
     lines = [line for number, line in enumerate(log_text.split("\n")) if number not in skip]
     for message in _json_messages(log_text, "compiler-message"):
         diagnostic = message.get("message", {})
         if isinstance(diagnostic, dict) and diagnostic.get("level") == "warning":
             lines.append(f"warning: {diagnostic.get('message', '')}")
-    for match in filter(None, map(_WARNING.match, lines)):
-        text = match.group("text")
-        crate = match.group("cgu").split(".")[0]
-        if MISSING_TEXT in text:
-            missing_by[crate] = missing_by.get(crate, 0) + 1
-        elif any(s in text.lower() for s in STALE_TEXTS):
-            stale += 1
-            if len(examples) < 3:
-                examples.append(match.group(0).strip())
-    return ProfileWarnings(sum(missing_by.values()), stale, missing_by, tuple(examples))
+    found = list(filter(None, map(_WARNING.match, lines)))
+    missing = [m.group("cgu").split(".")[0] for m in found if MISSING_TEXT in m.group("text")]
+    stale = [
+        m.group(0).strip()
+        for m in found
+        if MISSING_TEXT not in m.group("text") and any(s in m.group("text").lower() for s in STALE_TEXTS)
+    ]
+    return ProfileWarnings(len(missing), len(stale), dict(Counter(missing)), tuple(stale[:3]))
