@@ -610,8 +610,7 @@ def name_budget(path: Path, disassembly: str, limit: int = RUNTIME_LINE_BYTES) -
         reference = _REFERENCE.search(line)
         if reference:
             taken.add(int(reference[1], 16))
-    starts = {addr for addr in taken if addr in width}
-    longest_taken = max((width[addr] for addr in starts), default=0)
+    longest_taken = max((width[addr] for addr in taken if addr in width), default=0)
     skipped: dict[int, tuple[str, ...]] = {}
     for addr, size in width.items():
         callees = [width[t] for t in calls.get(addr, ()) if t in width and t != addr]
