@@ -584,12 +584,12 @@ def _data_references(path: Path, starts: set[int]) -> set[int]:
     return found
 
 
-def name_budget(path: Path, disassembly: str, limit: int = RUNTIME_LINE_BYTES) -> NameBudget:
+def name_budget(path: Path, disassembly: str) -> NameBudget:
     """The functions of the binary at ``path`` (``disassembly``: ``objdump -d --no-show-raw-insn -w`` of it) that
     BOLT must not instrument (see :class:`NameBudget`)."""
     symbols = _symbols(path)
     width = {addr: max(map(len, names)) + (LOCAL_SUFFIX if local else 0) for addr, (names, local) in symbols.items()}
-    budget = limit - LINE_OVERHEAD
+    budget = RUNTIME_LINE_BYTES - LINE_OVERHEAD
     calls: dict[int, set[int]] = {}
     indirect: set[int] = set()
     taken = _data_references(path, set(symbols))

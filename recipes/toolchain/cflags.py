@@ -108,9 +108,9 @@ class CPlan:
     def enabled(self) -> bool:
         return any(lang.compiler is not None for lang in self.languages)
 
-    def profiles(self, package: str, name: str | None = None) -> bool:
-        """Whether ``package``'s target C of language ``name`` (any language: None) gets clang and the profile."""
-        return any(lang.profiles(package) for lang in self.languages if name is None or lang.name == name)
+    def profiles(self, package: str) -> bool:
+        """Whether ``package``'s target C (of any language) gets clang and the profile."""
+        return any(lang.profiles(package) for lang in self.languages)
 
     def left_out(self, package: str) -> list[str]:
         """Why ``package``'s C is not profiled though its language is: not among the packages a list names."""
@@ -542,11 +542,11 @@ def wrapper_script(
     profile flags (cargo gives the build script, and so cc-rs's compiler, ``CARGO_PKG_NAME``)."""
     if lang.compiler is None:
         raise ValueError(f"no {lang.name} compiler to wrap")  # c_env wraps only the languages that have one
-    target_cmd = " ".join(shlex.quote(w) for w in lang.compiler)
-    host_cmd = " ".join(shlex.quote(w) for w in lang.host)
+    target_cmd = shlex.join(lang.compiler)
+    host_cmd = shlex.join(lang.host)
     drops = " | ".join(shlex.quote(f) for f in drop) or "''"
     bases = " | ".join(shlex.quote(f) for f in base) or "''"
-    extra = " ".join(shlex.quote(w) for w in warn)
+    extra = shlex.join(warn)
     if lang.crates is None:
         target = f'exec {target_cmd} "$@" {extra} ;;'
         listed = ""
