@@ -156,19 +156,12 @@ class RustflagsPlan:
 
 @dataclass
 class _ConfigFlags:
-    """The rustflags cargo's config files give a target: [build]'s (with where each flag comes from), the
+    """The rustflags cargo's config files give a target: [build]'s (with where they come from), the
     target's own table's and the ``cfg(...)`` tables' (cargo joins those whose cfg matches to the target's)."""
 
-    build_flags: list[str] = field(default_factory=list)
-    build_sources: list[str] = field(default_factory=list)
-    flag_sources: list[str] = field(default_factory=list)  # where each of build_flags comes from
+    build: list[tuple[str, list[str]]] = field(default_factory=list)  # (source, flags)
     target_flags: list[str] = field(default_factory=list)
     cfg_flags: list[tuple[str, list[str]]] = field(default_factory=list)  # (source, flags)
-
-    def add_build(self, source: str, flags: list[str]) -> None:
-        self.build_flags += flags
-        self.build_sources.append(source)
-        self.flag_sources += [source] * len(flags)
 
 
 def _read_configs(configs: Sequence[CargoConfigFile], triple: str) -> _ConfigFlags:
@@ -177,7 +170,7 @@ def _read_configs(configs: Sequence[CargoConfigFile], triple: str) -> _ConfigFla
         build = config.data.get("build", {})
         if isinstance(build, dict) and "rustflags" in build:
             source = f"{config.path} [build] rustflags"
-            read.add_build(source, _flag_list(build["rustflags"], source))
+            read.build.append((source, _flag_list(build["rustflags"], source)))
         targets = config.data.get("target", {})
         if not isinstance(targets, dict):
             continue
@@ -203,11 +196,13 @@ def plan_rustflags(
     existing = env.get(var, "").split()
     read = _read_configs(cargo_config_files(cwd, env) if configs is None else configs, triple)
     if "CARGO_BUILD_RUSTFLAGS" in env:
-        read.add_build("CARGO_BUILD_RUSTFLAGS", env["CARGO_BUILD_RUSTFLAGS"].split())
+        read.build.append(("CARGO_BUILD_RUSTFLAGS", env["CARGO_BUILD_RUSTFLAGS"].split()))
+    build_sources = [source for source, _ in read.build]
+    build_flags = [flag for _, flags in read.build for flag in flags]
     for where, flags in (
         (var, existing),
         ("cargo config target rustflags", read.target_flags),
-        ("; ".join(read.build_sources), read.build_flags),
+        ("; ".join(build_sources), build_flags),
         *read.cfg_flags,
     ):
         found = profile_flags_in(flags)
@@ -217,27 +212,27 @@ def plan_rustflags(
                 "remove them: the pipeline adds -Cprofile-generate / -Cprofile-use itself",
             )
     carried: list[str] = []
-    if read.build_flags:
+    if build_flags:
         if read.cfg_flags:
             raise EnvironmentRefused(
                 f"cannot tell whether {read.cfg_flags[0][0]} applies to {triple}, and setting {var} would drop "
-                f"{read.build_sources[0]}",
+                f"{build_sources[0]}",
                 f"move the flags into [target.{triple}] rustflags, which cargo keeps",
             )
         if not existing and not read.target_flags:  # the plain build uses [build] rustflags
-            _refuse_white_space(read.build_flags, read.flag_sources, var, triple)
-            carried = read.build_flags
+            _refuse_white_space(read.build, var, triple)
+            carried = build_flags
     return RustflagsPlan(
         var=var,
         base=tuple(existing + carried),
-        carried_from=tuple(read.build_sources) if carried else (),
+        carried_from=tuple(build_sources) if carried else (),
         config_target_flags=tuple(read.target_flags),
     )
 
 
-def _refuse_white_space(flags: Sequence[str], sources: Sequence[str], var: str, triple: str) -> None:
+def _refuse_white_space(build: Sequence[tuple[str, list[str]]], var: str, triple: str) -> None:
     """A carried flag must survive the trip through ``var``, which cargo splits on white space."""
-    for flag, source in zip(flags, sources, strict=True):
+    for source, flag in ((source, flag) for source, flags in build for flag in flags):
         if any(ch.isspace() for ch in flag):
             raise EnvironmentRefused(
                 f"{source} has the entry {flag!r}, which contains white space: the pipeline must carry "
