@@ -32,9 +32,10 @@ from recipes.release.make import (
     strip_version,
     workload_of_tree,
 )
-from recipes.release.manifest import Artefact, CCode, Manifest, Toolchain
+from recipes.release.manifest import CCode, Manifest, Toolchain
 from recipes.release.matrix import refuse_twice
 from recipes.release.provenance import (
+    artefact,
     check_artefacts_folder,
     check_listed,
     check_listing,
@@ -81,15 +82,8 @@ class Published:
     sums: dict[str, str]
     names: Names
 
-    def artefact(self, kind: str) -> Artefact:
-        """The manifest's artefact of ``kind`` (``pgo``, ``pgo_bolt``, …); a KeyError for one the release has not."""
-        found = self.manifest.artefacts.get(kind)
-        if found is None:
-            raise KeyError(kind)
-        return found
-
     def path(self, kind: str) -> Path:
-        return self.directory / self.artefact(kind).file
+        return self.directory / artefact(self.manifest, kind).file
 
 
 def _require_file(path: Path, what: str) -> Path:
@@ -115,10 +109,8 @@ def load_release(directory: Path, tag: str) -> list[Published]:
             f"in {directory}",
             "keep one target's files per directory",
         )
-    published = []
-    for path in manifests:
-        manifest = _load_manifest(path, sums, tag)
-        published.append(Published(directory, manifest, sums, manifest.names))
+    loaded = [_load_manifest(path, sums, tag) for path in manifests]
+    published = [Published(directory, manifest, sums, manifest.names) for manifest in loaded]
     check_one_commit({p.names.manifest: p.manifest for p in published}, tag)
     needed = [path for one in published for path in _required_files(one)]
     check_listing(sums, [p.manifest for p in published], tag)
@@ -171,14 +163,6 @@ def _check_profiles(one: Published) -> None:
                 f"the BOLT profile {bolt_profile.name} is not the one the manifest records",
                 "it is not the profile llvm-bolt used: download it again",
             )
-
-
-def load_published(directory: Path, tag: str) -> Published:
-    """:func:`load_release` of a folder that holds one target's release."""
-    published = load_release(directory, tag)
-    if len(published) != 1:
-        raise ValueError(f"{directory} holds {len(published)} targets' releases: use load_release")
-    return published[0]
 
 
 def _triple_or_none(path: Path) -> Any:
@@ -379,18 +363,6 @@ def select_targets(published: Sequence[Published], targets: Sequence[str], tag: 
     return chosen
 
 
-def rebuild(
-    tag: str,
-    config: Config,
-    environ: Mapping[str, str],
-    artefacts: Path | None = None,
-    targets: Sequence[str] = (),
-) -> list[RebuildResult]:
-    """Rebuild the PGO binary of ``tag`` from its published profile and compare it with SHA256SUMS, for each target
-    of the folder (or those of ``targets``); every target's files are checked before anything is built."""
-    return rebuild_checked(rebuild_targets(tag, config, environ, artefacts, targets), config, environ)
-
-
 def rebuild_checked(
     targets: Sequence[RebuildTarget], config: Config, environ: Mapping[str, str]
 ) -> list[RebuildResult]:
@@ -535,15 +507,15 @@ def compare_with_published(target: RebuildTarget, built: Built) -> Compared:
     results: dict[str, tuple[str, str | None]] = {}
     binaries = []
     for kind, binary, binary_sha256, what in rebuilt:
-        artefact = published.artefact(kind)
-        tarball = binary_tarball(manifest.bin, binary.read_bytes(), artefact.top, manifest.source_date_epoch)
-        write_atomically(WorkDir(target.work).artefact(artefact.file), tarball)
-        results[artefact.file] = (sha256_bytes(tarball), published.sums[artefact.file])
-        results[str(artefact.binary)] = (binary_sha256, artefact.binary_sha256)
+        one = artefact(manifest, kind)
+        tarball = binary_tarball(manifest.bin, binary.read_bytes(), one.top, manifest.source_date_epoch)
+        write_atomically(WorkDir(target.work).artefact(one.file), tarball)
+        results[one.file] = (sha256_bytes(tarball), published.sums[one.file])
+        results[str(one.binary)] = (binary_sha256, one.binary_sha256)
         data = (
             target.checked.published_binary
             if kind == "pgo"
-            else release_binary(published.path(kind), str(artefact.binary), manifest.source_date_epoch)
+            else release_binary(published.path(kind), str(one.binary), manifest.source_date_epoch)
         )
         binaries.append((data, binary, what))
     return Compared(results, binaries)
