@@ -523,16 +523,12 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
         if release_manifest.peek(data, "tag") != tag:
             raise CheckFailed(f"{name} is not the manifest of {tag}", "check the files")
         manifests[name] = release_manifest.parse(data, name)
-    refuse_one_target_twice(
-        {name: manifest.triple for name, manifest in manifests.items()},
-        tag,
-        "in SHA256SUMS",
-        "keep one release of one target per directory",
-    )
+    triples = {name: manifest.triple for name, manifest in manifests.items()}
+    refuse_one_target_twice(triples, tag, "in SHA256SUMS", "keep one release of one target per directory")
     for name, manifest in manifests.items():
         check_named(name, manifest)
     check_one_commit(manifests, tag)
-    check_listing(sums, [manifests[name] for name in found], tag)
+    check_listing(sums, list(manifests.values()), tag)
 
     for name in sorted(sums):
         check_listed(release_file(directory, name), sums)
@@ -562,14 +558,12 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
                         f"{one.binary} in {name} has sha256 {inner}, the manifest records {one.binary_sha256}",
                         "download it again",
                     )
-            statement_path = directory / statement_name(name)
-            predicates.append(check_statement(statement_path, manifest, kind, sums[name]))
+            predicates.append(check_statement(directory / statement_name(name), manifest, kind, sums[name]))
             lines.append(f"ok  {name}: {statement_name(name)} names it and the manifest's parameters")
 
-    first = manifests[found[0]]
     if repo is not None:
         commit = tag_commit(repo, tag, environ)
-        check_tag_commit(tag, commit, first)
+        check_tag_commit(tag, commit, manifests[found[0]])
         lines.append(f"ok  {tag} is commit {commit[:12]}, the one the release was built from")
         locks = {lock for lock, _ in map(_recorded_extras, predicates) if lock is not None}
         for lock in sorted(locks):
