@@ -62,11 +62,8 @@ def target_configs(
     triples = refuse_twice(targets)
     for target in targets:
         preflight.check_target_triple(target, environ, source=TARGET)
-    configs = []
-    for target, triple in zip(targets, triples, strict=True):
-        config = load_config(project_dir, environ, [*posargs, TARGET, target])
-        configs.append(replace(config, out=WorkDir(config.out).for_target(triple)))
-    return configs
+    configs = [load_config(project_dir, environ, [*posargs, TARGET, target]) for target in targets]
+    return [replace(config, out=WorkDir(config.out).for_target(t)) for config, t in zip(configs, triples, strict=True)]
 
 
 # --- nox -s release -- vX.Y.Z --gather DIR [DIR ...] ---------------------------------------------------------

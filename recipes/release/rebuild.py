@@ -549,11 +549,7 @@ def mismatch_refusal(
     """The refusal of a rebuild that does not match, and its record: where the first differing binary differs
     (diffoscope's report when there is diffoscope), or which tarball differs around equal binaries."""
     work, tag = target.work, target.tag
-    differing = [
-        (data, rebuilt_binary, what)
-        for data, rebuilt_binary, what in compared.binaries
-        if sha256_bytes(data) != sha256_file(rebuilt_binary)
-    ]
+    differing = [one for one in compared.binaries if sha256_bytes(one[0]) != sha256_file(one[1])]
     if differing:
         data, rebuilt_binary, what = differing[0]
         copy_of = WorkDir(work).published_bolt if what == "PGO+BOLT" else WorkDir(work).published
