@@ -580,36 +580,29 @@ def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult
             "commit the changes first",
         )
     commit = git(repo, "rev-parse", "HEAD", env=environ)
-    with StageFrame(config.out, "determinism", timed=False) as frame:
-        return _determinism(frame, config, environ, repo, commit)
-
-
-def _determinism(
-    frame: StageFrame, config: Config, environ: Mapping[str, str], repo: Path, commit: str
-) -> DeterminismResult:
-    """The two builds of ``commit`` and their comparison, in the determinism check's frame."""
-    profile = determinism_profile(config)
-    manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
-    config = workload_of_tree(config, repo)
-    sde = commit_time(repo, commit, environ)
-    builds = [
-        build_in_worktree(
-            FromProfile(
-                repo,
-                commit,
-                manifest_rel=manifest_rel,
-                workload_rel=workload_in_repo(config, repo),
-                profile=profile,
-                work=WorkDir(config.out).determinism(label).absolute(),
-                sde=sde,
-                label=f"determinism-{label}",
-            ),
-            config,
-            environ,
-        )
-        for label in ("first", "second")
-    ]
-    return compare_two_builds(frame, config, environ, (commit, profile), builds)
+    with StageFrame(config.out, "determinism", timed=False) as frame:  # the two builds and their comparison
+        profile = determinism_profile(config)
+        manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
+        config = workload_of_tree(config, repo)
+        sde = commit_time(repo, commit, environ)
+        builds = [
+            build_in_worktree(
+                FromProfile(
+                    repo,
+                    commit,
+                    manifest_rel=manifest_rel,
+                    workload_rel=workload_in_repo(config, repo),
+                    profile=profile,
+                    work=WorkDir(config.out).determinism(label).absolute(),
+                    sde=sde,
+                    label=f"determinism-{label}",
+                ),
+                config,
+                environ,
+            )
+            for label in ("first", "second")
+        ]
+        return compare_two_builds(frame, config, environ, (commit, profile), builds)
 
 
 def determinism_profile(config: Config) -> Path:
