@@ -387,23 +387,16 @@ def rebuild_targets(
     several = len(published) > 1
     work = WorkDir(config.out).rebuild(tag).absolute()  # a folder of several targets: a work dir for each
     return [
-        RebuildTarget(one, tag, commit, repo, WorkDir(work).for_target(one.names.triple) if several else work, c)
+        RebuildTarget(one, tag, commit, repo, WorkDir(work).for_target(one.names.triple) if several else work, *c)
         for one, c in zip(chosen, checked, strict=True)
     ]
 
 
-@dataclass(frozen=True)
-class _Checked:
-    """What the checks before a rebuild give it: the C setting and the published PGO binary."""
-
-    c_on: bool
-    clang: str | None
-    published_binary: bytes
-
-
 def _check_before_rebuild(
     published: Published, tag: str, commit: str, repo: Path, environ: Mapping[str, str]
-) -> _Checked:
+) -> tuple[bool, str | None, bytes]:
+    """What the checks before a rebuild give it: the C setting (``PGO_C``, ``PGO_CLANG``) and the published PGO
+    binary."""
     manifest = published.manifest
     check_tag_commit(tag, commit, manifest)
     crate_dir = (repo / manifest.manifest_path).parent
@@ -417,19 +410,22 @@ def _check_before_rebuild(
     published_binary = release_binary(published.path("pgo"), str(pgo.binary), manifest.source_date_epoch)
     if sha256_bytes(published_binary) != pgo.binary_sha256:
         raise CheckFailed(f"the binary in {pgo.file} is not the one the manifest records", "download it again")
-    return _Checked(c_on, clang, published_binary)
+    return c_on, clang, published_binary
 
 
 @dataclass(frozen=True)
 class RebuildTarget:
-    """One target's rebuild: the published release (checked), its tag and commit in ``repo``, the work dir."""
+    """One target's rebuild: the published release (checked), its tag and commit in ``repo``, the work dir; what
+    the checks before it gave: the C setting and the published PGO binary."""
 
     published: Published
     tag: str
     commit: str
     repo: Path
     work: Path
-    checked: _Checked
+    c_on: bool
+    clang: str | None
+    published_binary: bytes
 
 
 def _rebuild_one(target: RebuildTarget, config: Config, environ: Mapping[str, str]) -> RebuildResult:
@@ -446,9 +442,10 @@ def _rebuild_one(target: RebuildTarget, config: Config, environ: Mapping[str, st
         return frame.done(summary)
 
 
-def as_released(config: Config, manifest: Manifest, checked: _Checked) -> Config:
+def as_released(config: Config, target: RebuildTarget) -> Config:
     """``config`` with what the release recorded: the package, binary, features, target, cargo command, llvm-bolt's
     arguments and the C setting."""
+    manifest = target.published.manifest
     return replace(
         config,
         package=manifest.package,
@@ -458,9 +455,9 @@ def as_released(config: Config, manifest: Manifest, checked: _Checked) -> Config
         target=manifest.target,
         cargo=manifest.cargo_command,
         bolt_args=" ".join(manifest.bolt.bolt_args) if manifest.bolt is not None else None,
-        c=checked.c_on,
+        c=target.c_on,
         cxx=None,  # the release profiled its C and C++ alike (nox -s release refuses PGO_CXX and PGO_C lists)
-        clang=checked.clang,
+        clang=target.clang,
     )
 
 
@@ -479,7 +476,7 @@ def rebuild_from_published(target: RebuildTarget, config: Config, environ: Mappi
         expect_rustflags=manifest.rustflags,
         bolt_profile=published.path("bolt_profile") if manifest.artefacts.pgo_bolt is not None else None,
     )
-    built = build_in_worktree(spec, as_released(config, manifest, target.checked), environ)
+    built = build_in_worktree(spec, as_released(config, target), environ)
     if str(built.optimise.store_path) != manifest.profile_store_path:
         say(
             f"note: the release read the profile from {manifest.profile_store_path}, this build from "
@@ -513,7 +510,7 @@ def compare_with_published(target: RebuildTarget, built: Built) -> Compared:
         results[one.file] = (sha256_bytes(tarball), published.sums[one.file])
         results[str(one.binary)] = (binary_sha256, one.binary_sha256)
         data = (
-            target.checked.published_binary
+            target.published_binary
             if kind == "pgo"
             else release_binary(published.path(kind), str(one.binary), manifest.source_date_epoch)
         )
