@@ -43,6 +43,7 @@ from recipes.release.provenance import (
     release_location,
     statement,
     statement_name,
+    tarball_binary,
     verify,
 )
 from recipes.release.reproducible import (
@@ -53,7 +54,6 @@ from recipes.release.reproducible import (
     Platform,
     image_layout,
     platform_of,
-    release_binary,
     rfc3339,
     sha256_bytes,
     sha256sums_text,
@@ -190,13 +190,7 @@ def pgo_binary(directory: Path, manifest: Manifest) -> bytes:
     pgo = manifest.artefacts.pgo
     if pgo.binary is None:  # not reached: the manifest's parser requires it
         raise CheckFailed(f"{manifest.names.manifest} names no binary in {pgo.file}", "download the release again")
-    data = release_binary(directory / pgo.file, pgo.binary, manifest.source_date_epoch)
-    if sha256_bytes(data) != pgo.binary_sha256:
-        raise CheckFailed(
-            f"{pgo.binary} in {pgo.file} has sha256 {sha256_bytes(data)}, the manifest records {pgo.binary_sha256}",
-            "download it again",
-        )
-    return data
+    return tarball_binary(directory, manifest, pgo)
 
 
 def base_images(chosen: Chosen, base: Base | None) -> dict[str, BaseImage]:
