@@ -579,10 +579,14 @@ def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest])
             _RECORD_HINT,
         )
     pred = data.get("predicate")
-    source = _stated(pred, "source")
+    # its parameters: ``source`` (the labels' org.opencontainers.image.source) and ``base``, strings not empty
+    definition = pred.get("buildDefinition") if isinstance(pred, dict) else None
+    params = definition.get("externalParameters") if isinstance(definition, dict) else None
+    stated = {k: v for k, v in params.items() if isinstance(v, str) and v} if isinstance(params, dict) else {}
+    source = stated.get("source")
     if source is None:
         raise CheckFailed(f"{stated_name} records no source URL of the image", _RECORD_HINT)
-    base = _stated(pred, "base")
+    base = stated.get("base")
     base = base if base is not None and is_digest(base) else None  # None: no base
     if pred != image_predicate(tag, choose_targets(manifests, tag, directory, base), source, base):
         raise CheckFailed(
@@ -590,15 +594,6 @@ def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest])
         )
     line = f"ok  {index_name}: the image index {digest}, SHA256SUMS and {stated_name} name it"
     return Recorded(digest, line, source, base)
-
-
-def _stated(pred: Any, key: str) -> str | None:
-    """An image statement's predicate's parameter ``key``, a string not empty, or None: ``source`` (its labels'
-    ``org.opencontainers.image.source``) or ``base``."""
-    definition = pred.get("buildDefinition") if isinstance(pred, dict) else None
-    params = definition.get("externalParameters") if isinstance(definition, dict) else None
-    value = params.get(key) if isinstance(params, dict) else None
-    return value if isinstance(value, str) and value else None
 
 
 # --- nox -s rebuild: the image made again from the rebuilt binaries ------------------------------------------------
