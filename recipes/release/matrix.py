@@ -97,9 +97,7 @@ def commit_of(files: Mapping[str, bytes], directory: Path, tag: str) -> str:
     and commit are read (:func:`recipes.release.manifest.identity`): the verify of the gathered folder reads the
     rest."""
     found: dict[str, Identity] = {}
-    for name in sorted(files):
-        if not name.endswith("-manifest.json"):
-            continue
+    for name in sorted(name for name in files if name.endswith("-manifest.json")):
         found[name] = identity(read_manifest(directory / name), f"{name} in {directory}")
         if found[name].tag != tag:
             raise CheckFailed(
