@@ -643,15 +643,14 @@ def rebuild_image(
     recorded = check_recorded(tag, directory, manifests)
     if recorded is None:
         return []
-    _check_base(tag, recorded, base)
-    digest = base.digest if base else None
-    chosen = choose_targets(manifests, tag, directory, digest)
+    _check_base(tag, recorded, base)  # the base given is the one recorded
+    chosen = choose_targets(manifests, tag, directory, recorded.base)
     bases = base_images(chosen, base)
     missing = [m.triple for m, _ in chosen.images if m.triple not in rebuilt]
     if missing:
         return [f"note: the image is not rebuilt: it holds {missing[0]}, which was not rebuilt (rebuild every target)"]
     first = chosen.images[0][0]
-    made = _layout(tag, chosen, bases, recorded.source, digest, lambda m: rebuilt[m.triple].read_bytes())
+    made = _layout(tag, chosen, bases, recorded.source, recorded.base, lambda m: rebuilt[m.triple].read_bytes())
     if made.index_digest == recorded.digest:
         return [f"match     image index {made.index_digest}, made again from the rebuilt binaries"]
     published = (directory / image_index_name(first.bin, tag)).read_bytes()
