@@ -177,9 +177,10 @@ def baseline_env(baseline: Baseline, env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def qemu_argv(model: str, binary: Path, args: Sequence[str], *, qemu: str = QEMU) -> list[str]:
-    """The binary under emulation, never leaving a core file behind when it dies."""
-    return ["prlimit", "--core=0", "--", qemu, "-cpu", model, str(binary), *args]
+def qemu_argv(baseline: Baseline, binary: Path, args: Sequence[str], model: str | None = None) -> list[str]:
+    """The binary under the baseline's emulation (its model, or ``model``), never leaving a core file behind when it
+    dies."""
+    return ["prlimit", "--core=0", "--", baseline.qemu, "-cpu", model or baseline.cpu, str(binary), *args]
 
 
 def describe_exit(returncode: int) -> str:
@@ -224,7 +225,7 @@ def check_controls(folder: Path, env: Mapping[str, str], baseline: Baseline = X8
         )
         ended = {
             label: run(
-                qemu_argv(model, program, [], qemu=baseline.qemu),
+                qemu_argv(baseline, program, [], model),
                 env=env,
                 log=folder / f"control-{name}-{label}.log",
                 check=False,
@@ -399,7 +400,7 @@ def check_server(
     http_port, https_port = net.free_ports(2)
     config = folder / "server.toml"
     config.write_text(server_config(http_port, https_port, cert, key), encoding="utf-8")
-    argv = qemu_argv(baseline.cpu, binary, ["--config", str(config)], qemu=baseline.qemu)
+    argv = qemu_argv(baseline, binary, ["--config", str(config)])
     log = folder / "server.log"
     answered: list[str] = []
     say(f"$ {quote(argv)}")
@@ -440,9 +441,7 @@ def check_command(
     binary: Path, args: Sequence[str], folder: Path, env: Mapping[str, str], baseline: Baseline = X86_64
 ) -> CommandCheck:
     """Run a command-line binary with ``args`` under the baseline model: it must exit 0."""
-    done = run(
-        qemu_argv(baseline.cpu, binary, args, qemu=baseline.qemu), env=env, log=folder / "command.log", check=False
-    )
+    done = run(qemu_argv(baseline, binary, args), env=env, log=folder / "command.log", check=False)
     if done.returncode == SIGILL_EXIT:
         raise CheckFailed(
             f"{binary.name} died with SIGILL (illegal instruction) under {baseline.described} (-cpu {baseline.cpu}): "
@@ -536,12 +535,7 @@ def check_binary(
         rustc_default_features=list(defaults),
     )
     check_build_info(info, defaults, binary)
-    emulated = run(
-        qemu_argv(baseline.cpu, binary, ["--build-info"], qemu=baseline.qemu),
-        env=env,
-        log=folder / "build-info.log",
-        check=False,
-    )
+    emulated = run(qemu_argv(baseline, binary, ["--build-info"]), env=env, log=folder / "build-info.log", check=False)
     if emulated.returncode != 0:
         raise CheckFailed(
             f"{binary.name} --build-info got {describe_exit(emulated.returncode)} under -cpu {baseline.cpu}",

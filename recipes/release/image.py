@@ -43,6 +43,7 @@ from recipes.release.provenance import (
     release_location,
     statement,
     statement_name,
+    tarball_binary,
     verify,
 )
 from recipes.release.reproducible import (
@@ -53,7 +54,6 @@ from recipes.release.reproducible import (
     Platform,
     image_layout,
     platform_of,
-    release_binary,
     rfc3339,
     sha256_bytes,
     sha256sums_text,
@@ -190,13 +190,7 @@ def pgo_binary(directory: Path, manifest: Manifest) -> bytes:
     pgo = manifest.artefacts.pgo
     if pgo.binary is None:  # not reached: the manifest's parser requires it
         raise CheckFailed(f"{manifest.names.manifest} names no binary in {pgo.file}", "download the release again")
-    data = release_binary(directory / pgo.file, pgo.binary, manifest.source_date_epoch)
-    if sha256_bytes(data) != pgo.binary_sha256:
-        raise CheckFailed(
-            f"{pgo.binary} in {pgo.file} has sha256 {sha256_bytes(data)}, the manifest records {pgo.binary_sha256}",
-            "download it again",
-        )
-    return data
+    return tarball_binary(directory, manifest, pgo)
 
 
 def base_images(chosen: Chosen, base: Base | None) -> dict[str, BaseImage]:
@@ -412,10 +406,11 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
     read from the layout). Every difference is one line; the result is one line per check (none without a layout)."""
     first = next(iter(manifests.values()))
     layout = directory / image_folder(first.bin, tag)
-    recorded, lines = check_recorded(tag, directory, manifests)
+    recorded = check_recorded(tag, directory, manifests)
+    lines = [recorded.line] if recorded else []
     if not is_image_layout(layout):
         if recorded:
-            lines.append(f"note: the layout {layout.name} is not here: pull the image by {recorded} to check it")
+            lines.append(f"note: the layout {layout.name} is not here: pull the image by {recorded.digest} to check it")
         return lines
     name = layout.name
     blobs = _blobs(layout)
@@ -430,15 +425,15 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
     index = _blob_json(blobs, named[0], "the image index")
     if recorded is None:
         lines.append(f"note: {name} is not recorded in SHA256SUMS (no {image_index_name(first.bin, tag)})")
-    elif named[0].get("digest") != recorded:
+    elif named[0].get("digest") != recorded.digest:
         raise CheckFailed(
-            f"{name}/index.json names the image index {named[0].get('digest')}, SHA256SUMS records {recorded}",
+            f"{name}/index.json names the image index {named[0].get('digest')}, SHA256SUMS records {recorded.digest}",
             _LAYOUT_HINT,
         )
     base_digest = _annotations(index).get(BASE_LABEL)
     if base_digest is not None and (not isinstance(base_digest, str) or not is_digest(base_digest)):
         raise CheckFailed(f"{name}'s image index names the base {str(base_digest)[:80]!r}, not a digest", _LAYOUT_HINT)
-    stated = _stated_base(_statement(tag, directory, first.bin)) if recorded is not None else base_digest
+    stated = recorded.base if recorded is not None else base_digest
     if stated != base_digest:
         raise CheckFailed(f"{name}'s image index names the base {base_digest}, its statement {stated}", _LAYOUT_HINT)
     base = Base(layout, base_digest) if base_digest else None
@@ -548,15 +543,26 @@ def _check_made(
 _RECORD_HINT = "download the release's SHA256SUMS and image files again"
 
 
-def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -> tuple[str | None, list[str]]:
+@dataclass(frozen=True)
+class Recorded:
+    """The image a release records: its index digest, the line of its checks, and what its statement's parameters
+    record: the source URL of its labels and the base's digest (None: no base)."""
+
+    digest: str
+    line: str
+    source: str
+    base: str | None
+
+
+def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -> Recorded | None:
     """The image index SHA256SUMS records (verify has checked every listed file's sha256) and its statement: the
     statement's subject is that index's digest and its predicate the one ``nox -s image`` writes from this release.
-    Returns the recorded index digest (None when the release has no image) and the lines of the checks."""
+    None when the release has no image."""
     first = next(iter(manifests.values()))
     index_name = image_index_name(first.bin, tag)
     sums = read_sums(directory)
     if index_name not in sums:
-        return None, []
+        return None
     digest = f"sha256:{sums[index_name]}"
     stated_name = statement_name(index_name)
     data = read_statement(directory / stated_name, "the image's provenance statement", _RECORD_HINT)
@@ -573,37 +579,21 @@ def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest])
             _RECORD_HINT,
         )
     pred = data.get("predicate")
-    source = _stated(pred, "source")
+    # its parameters: ``source`` (the labels' org.opencontainers.image.source) and ``base``, strings not empty
+    definition = pred.get("buildDefinition") if isinstance(pred, dict) else None
+    params = definition.get("externalParameters") if isinstance(definition, dict) else None
+    stated = {k: v for k, v in params.items() if isinstance(v, str) and v} if isinstance(params, dict) else {}
+    source = stated.get("source")
     if source is None:
         raise CheckFailed(f"{stated_name} records no source URL of the image", _RECORD_HINT)
-    base = _stated_base(pred)
+    base = stated.get("base")
+    base = base if base is not None and is_digest(base) else None  # None: no base
     if pred != image_predicate(tag, choose_targets(manifests, tag, directory, base), source, base):
         raise CheckFailed(
             f"{stated_name}'s predicate is not the one nox -s image writes from this release", _RECORD_HINT
         )
-    return digest, [f"ok  {index_name}: the image index {digest}, SHA256SUMS and {stated_name} name it"]
-
-
-def _statement(tag: str, directory: Path, bin_name: str) -> Any:
-    """The image's statement's predicate (verify has checked its sha256)."""
-    name = statement_name(image_index_name(bin_name, tag))
-    data = read_json(directory / name, "the image's provenance statement", CheckFailed, _RECORD_HINT)
-    return data.get("predicate") if isinstance(data, dict) else None
-
-
-def _stated(pred: Any, key: str) -> str | None:
-    """An image statement's predicate's parameter ``key``, a string not empty, or None: ``source`` (its labels'
-    ``org.opencontainers.image.source``) or ``base`` (see :func:`_stated_base`)."""
-    definition = pred.get("buildDefinition") if isinstance(pred, dict) else None
-    params = definition.get("externalParameters") if isinstance(definition, dict) else None
-    value = params.get(key) if isinstance(params, dict) else None
-    return value if isinstance(value, str) and value else None
-
-
-def _stated_base(pred: Any) -> str | None:
-    """The base's digest an image statement's predicate records (None: no base)."""
-    base = _stated(pred, "base")
-    return base if base is not None and is_digest(base) else None
+    line = f"ok  {index_name}: the image index {digest}, SHA256SUMS and {stated_name} name it"
+    return Recorded(digest, line, source, base)
 
 
 # --- nox -s rebuild: the image made again from the rebuilt binaries ------------------------------------------------
@@ -612,10 +602,12 @@ def _stated_base(pred: Any) -> str | None:
 def rebuild_base(tag: str, directory: Path, base: Base | None) -> None:
     """The base ``rebuild`` was given is the one the release's image records (none when it records none), checked
     before anything is built: a missing or other base refused in one line."""
-    manifests = read_manifests(tag, directory)
-    recorded, _ = check_recorded(tag, directory, manifests)
-    first = next(iter(manifests.values()))
-    stated = _stated_base(_statement(tag, directory, first.bin)) if recorded else None
+    _check_base(tag, check_recorded(tag, directory, read_manifests(tag, directory)), base)
+
+
+def _check_base(tag: str, recorded: Recorded | None, base: Base | None) -> None:
+    """:func:`rebuild_base` of the image the release records (``recorded``)."""
+    stated = recorded.base if recorded else None
     given = base.digest if base else None
     if stated == given:
         if base is not None:
@@ -648,27 +640,25 @@ def rebuild_image(
     config, layer), diffoscope's report of a layer (the published one from the layout in the folder, the rebuilt
     one written in ``work``, a rebuild's work dir). No image recorded: no lines."""
     manifests = read_manifests(tag, directory)
-    recorded, _ = check_recorded(tag, directory, manifests)
+    recorded = check_recorded(tag, directory, manifests)
     if recorded is None:
         return []
-    rebuild_base(tag, directory, base)
-    digest = base.digest if base else None
-    chosen = choose_targets(manifests, tag, directory, digest)
+    _check_base(tag, recorded, base)  # the base given is the one recorded
+    chosen = choose_targets(manifests, tag, directory, recorded.base)
     bases = base_images(chosen, base)
     missing = [m.triple for m, _ in chosen.images if m.triple not in rebuilt]
     if missing:
         return [f"note: the image is not rebuilt: it holds {missing[0]}, which was not rebuilt (rebuild every target)"]
     first = chosen.images[0][0]
-    source = _stated(_statement(tag, directory, first.bin), "source") or ""  # check_recorded has read it
-    made = _layout(tag, chosen, bases, source, digest, lambda m: rebuilt[m.triple].read_bytes())
-    if made.index_digest == recorded:
+    made = _layout(tag, chosen, bases, recorded.source, recorded.base, lambda m: rebuilt[m.triple].read_bytes())
+    if made.index_digest == recorded.digest:
         return [f"match     image index {made.index_digest}, made again from the rebuilt binaries"]
     published = (directory / image_index_name(first.bin, tag)).read_bytes()
     write_dir(work.image_rebuilt, made.files)
     where = _differing_blob(json.loads(published), made, directory / image_folder(first.bin, tag), work, environ)
     raise CheckFailed(
         f"the image of {tag} made again from the rebuilt binaries has index {made.index_digest}, the release "
-        f"records {recorded}: {where[0]}",
+        f"records {recorded.digest}: {where[0]}",
         f"{where[1]}the rebuilt layout is {work.image_rebuilt}",
     )
 

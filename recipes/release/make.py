@@ -243,20 +243,6 @@ def check_release_checkout(repo: Path, tag: str, env: Mapping[str, str]) -> str:
     return commit
 
 
-def plain_build(rplan: ReproduciblePlan) -> tuple[Path, dict[str, str]]:
-    """The plain stage (:func:`recipes.stages.plain.plain`, recorded as ``plain``) in the reproducible plan: its
-    rustflags and C flags remapped as the PGO build's, the package cleaned first; the binary and its crate
-    identities."""
-    plan = rplan.plan
-    _, built = plain(
-        plan,
-        log=plan.logs / "plain-build.log",
-        announce=f"release: the plain build of {plan.crate.bin} in {plan.workdir.plain_target}",
-        clean_log=plan.logs / "plain-clean.log",
-    )
-    return built.binary, built.crate_metadata
-
-
 def leaked_paths(data: bytes, pairs: tuple[tuple[str, str], ...]) -> list[str]:
     """The build machine's paths (the remapped ones) that are still in a binary.
 
@@ -439,10 +425,18 @@ def build_pgo_and_plain(rplan: ReproduciblePlan) -> TargetBuilds:
     full = report.load(plan.work)
     optimised = report.require(plan.work, "optimise", "the release")
     pgo_binary = optimised.binary  # the copy that was checked
-    plain_binary, plain_identity = plain_build(rplan)
-    if plain_identity != optimised.crate_metadata:
+    # the plain stage (recorded as ``plain``) in the reproducible plan: its rustflags and C flags remapped as the PGO
+    # build's, the package cleaned first
+    _, plain_built = plain(
+        plan,
+        log=plan.logs / "plain-build.log",
+        announce=f"release: the plain build of {plan.crate.bin} in {plan.workdir.plain_target}",
+        clean_log=plan.logs / "plain-clean.log",
+    )
+    plain_binary = plain_built.binary
+    if plain_built.crate_metadata != optimised.crate_metadata:
         raise CheckFailed(
-            f"the plain and the PGO build disagree on the crate identity: {plain_identity} and "
+            f"the plain and the PGO build disagree on the crate identity: {plain_built.crate_metadata} and "
             f"{optimised.crate_metadata}",
             "both must be the same build but for the profile: see plain-build.log and optimise-build.log",
         )

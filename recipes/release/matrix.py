@@ -62,11 +62,8 @@ def target_configs(
     triples = refuse_twice(targets)
     for target in targets:
         preflight.check_target_triple(target, environ, source=TARGET)
-    configs = []
-    for target, triple in zip(targets, triples, strict=True):
-        config = load_config(project_dir, environ, [*posargs, TARGET, target])
-        configs.append(replace(config, out=WorkDir(config.out).for_target(triple)))
-    return configs
+    configs = [load_config(project_dir, environ, [*posargs, TARGET, target]) for target in targets]
+    return [replace(config, out=WorkDir(config.out).for_target(t)) for config, t in zip(configs, triples, strict=True)]
 
 
 # --- nox -s release -- vX.Y.Z --gather DIR [DIR ...] ---------------------------------------------------------
@@ -100,9 +97,7 @@ def commit_of(files: Mapping[str, bytes], directory: Path, tag: str) -> str:
     and commit are read (:func:`recipes.release.manifest.identity`): the verify of the gathered folder reads the
     rest."""
     found: dict[str, Identity] = {}
-    for name in sorted(files):
-        if not name.endswith("-manifest.json"):
-            continue
+    for name in sorted(name for name in files if name.endswith("-manifest.json")):
         found[name] = identity(read_manifest(directory / name), f"{name} in {directory}")
         if found[name].tag != tag:
             raise CheckFailed(

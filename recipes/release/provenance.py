@@ -325,9 +325,7 @@ def check_listing(sums: Mapping[str, str], releases: Sequence[Manifest], tag: st
     """SHA256SUMS lists exactly the files the release makes (of every target's manifest in ``releases``), and
     those of its image when ``nox -s image`` added them (both or neither): a line for anything else is refused
     (before anything is hashed), and the line of each artefact and statement is there."""
-    made: dict[str, str] = {}
-    for manifest in releases:
-        made.update(release_files(manifest))
+    made = {name: what for manifest in releases for name, what in release_files(manifest).items()}
     # the files nox -s image adds: the image index (the blob whose sha256 is the index digest) and its statement
     index = image_index_name(releases[0].bin, tag) if releases else ""
     image = {index: "the image index", statement_name(index): f"the provenance statement of {index}"} if index else {}
@@ -481,6 +479,18 @@ def check_statement(path: Path, manifest: Manifest, kind: str, file_sha256: str)
     return found
 
 
+def tarball_binary(directory: Path, manifest: Manifest, one: Artefact) -> bytes:
+    """The binary in the tarball ``one`` of ``manifest`` (in ``directory``), read with every member checked, its
+    sha256 the manifest's."""
+    data = release_binary(directory / one.file, str(one.binary), manifest.source_date_epoch)
+    if sha256_bytes(data) != one.binary_sha256:
+        raise CheckFailed(
+            f"{one.binary} in {one.file} has sha256 {sha256_bytes(data)}, the manifest records {one.binary_sha256}",
+            "download it again",
+        )
+    return data
+
+
 def check_listed(path: Path, sums: Mapping[str, str]) -> None:
     """A file of a release's folder has the sha256 its SHA256SUMS lists."""
     digest = sha256_file(path)
@@ -523,16 +533,12 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
         if release_manifest.peek(data, "tag") != tag:
             raise CheckFailed(f"{name} is not the manifest of {tag}", "check the files")
         manifests[name] = release_manifest.parse(data, name)
-    refuse_one_target_twice(
-        {name: manifest.triple for name, manifest in manifests.items()},
-        tag,
-        "in SHA256SUMS",
-        "keep one release of one target per directory",
-    )
+    triples = {name: manifest.triple for name, manifest in manifests.items()}
+    refuse_one_target_twice(triples, tag, "in SHA256SUMS", "keep one release of one target per directory")
     for name, manifest in manifests.items():
         check_named(name, manifest)
     check_one_commit(manifests, tag)
-    check_listing(sums, [manifests[name] for name in found], tag)
+    check_listing(sums, list(manifests.values()), tag)
 
     for name in sorted(sums):
         check_listed(release_file(directory, name), sums)
@@ -556,20 +562,13 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
                     f"{name} has sha256 {sums[name]}, the manifest records {one.sha256}", "download both again"
                 )
             if one.binary is not None:
-                inner = sha256_bytes(release_binary(directory / name, one.binary, manifest.source_date_epoch))
-                if inner != one.binary_sha256:
-                    raise CheckFailed(
-                        f"{one.binary} in {name} has sha256 {inner}, the manifest records {one.binary_sha256}",
-                        "download it again",
-                    )
-            statement_path = directory / statement_name(name)
-            predicates.append(check_statement(statement_path, manifest, kind, sums[name]))
+                tarball_binary(directory, manifest, one)
+            predicates.append(check_statement(directory / statement_name(name), manifest, kind, sums[name]))
             lines.append(f"ok  {name}: {statement_name(name)} names it and the manifest's parameters")
 
-    first = manifests[found[0]]
     if repo is not None:
         commit = tag_commit(repo, tag, environ)
-        check_tag_commit(tag, commit, first)
+        check_tag_commit(tag, commit, manifests[found[0]])
         lines.append(f"ok  {tag} is commit {commit[:12]}, the one the release was built from")
         locks = {lock for lock, _ in map(_recorded_extras, predicates) if lock is not None}
         for lock in sorted(locks):

@@ -32,9 +32,10 @@ from recipes.release.make import (
     strip_version,
     workload_of_tree,
 )
-from recipes.release.manifest import Artefact, CCode, Manifest, Toolchain
+from recipes.release.manifest import CCode, Manifest, Toolchain
 from recipes.release.matrix import refuse_twice
 from recipes.release.provenance import (
+    artefact,
     check_artefacts_folder,
     check_listed,
     check_listing,
@@ -81,15 +82,8 @@ class Published:
     sums: dict[str, str]
     names: Names
 
-    def artefact(self, kind: str) -> Artefact:
-        """The manifest's artefact of ``kind`` (``pgo``, ``pgo_bolt``, …); a KeyError for one the release has not."""
-        found = self.manifest.artefacts.get(kind)
-        if found is None:
-            raise KeyError(kind)
-        return found
-
     def path(self, kind: str) -> Path:
-        return self.directory / self.artefact(kind).file
+        return self.directory / artefact(self.manifest, kind).file
 
 
 def _require_file(path: Path, what: str) -> Path:
@@ -115,10 +109,8 @@ def load_release(directory: Path, tag: str) -> list[Published]:
             f"in {directory}",
             "keep one target's files per directory",
         )
-    published = []
-    for path in manifests:
-        manifest = _load_manifest(path, sums, tag)
-        published.append(Published(directory, manifest, sums, manifest.names))
+    loaded = [_load_manifest(path, sums, tag) for path in manifests]
+    published = [Published(directory, manifest, sums, manifest.names) for manifest in loaded]
     check_one_commit({p.names.manifest: p.manifest for p in published}, tag)
     needed = [path for one in published for path in _required_files(one)]
     check_listing(sums, [p.manifest for p in published], tag)
@@ -171,14 +163,6 @@ def _check_profiles(one: Published) -> None:
                 f"the BOLT profile {bolt_profile.name} is not the one the manifest records",
                 "it is not the profile llvm-bolt used: download it again",
             )
-
-
-def load_published(directory: Path, tag: str) -> Published:
-    """:func:`load_release` of a folder that holds one target's release."""
-    published = load_release(directory, tag)
-    if len(published) != 1:
-        raise ValueError(f"{directory} holds {len(published)} targets' releases: use load_release")
-    return published[0]
 
 
 def _triple_or_none(path: Path) -> Any:
@@ -379,18 +363,6 @@ def select_targets(published: Sequence[Published], targets: Sequence[str], tag: 
     return chosen
 
 
-def rebuild(
-    tag: str,
-    config: Config,
-    environ: Mapping[str, str],
-    artefacts: Path | None = None,
-    targets: Sequence[str] = (),
-) -> list[RebuildResult]:
-    """Rebuild the PGO binary of ``tag`` from its published profile and compare it with SHA256SUMS, for each target
-    of the folder (or those of ``targets``); every target's files are checked before anything is built."""
-    return rebuild_checked(rebuild_targets(tag, config, environ, artefacts, targets), config, environ)
-
-
 def rebuild_checked(
     targets: Sequence[RebuildTarget], config: Config, environ: Mapping[str, str]
 ) -> list[RebuildResult]:
@@ -415,23 +387,16 @@ def rebuild_targets(
     several = len(published) > 1
     work = WorkDir(config.out).rebuild(tag).absolute()  # a folder of several targets: a work dir for each
     return [
-        RebuildTarget(one, tag, commit, repo, WorkDir(work).for_target(one.names.triple) if several else work, c)
+        RebuildTarget(one, tag, commit, repo, WorkDir(work).for_target(one.names.triple) if several else work, *c)
         for one, c in zip(chosen, checked, strict=True)
     ]
 
 
-@dataclass(frozen=True)
-class _Checked:
-    """What the checks before a rebuild give it: the C setting and the published PGO binary."""
-
-    c_on: bool
-    clang: str | None
-    published_binary: bytes
-
-
 def _check_before_rebuild(
     published: Published, tag: str, commit: str, repo: Path, environ: Mapping[str, str]
-) -> _Checked:
+) -> tuple[bool, str | None, bytes]:
+    """What the checks before a rebuild give it: the C setting (``PGO_C``, ``PGO_CLANG``) and the published PGO
+    binary."""
     manifest = published.manifest
     check_tag_commit(tag, commit, manifest)
     crate_dir = (repo / manifest.manifest_path).parent
@@ -445,19 +410,22 @@ def _check_before_rebuild(
     published_binary = release_binary(published.path("pgo"), str(pgo.binary), manifest.source_date_epoch)
     if sha256_bytes(published_binary) != pgo.binary_sha256:
         raise CheckFailed(f"the binary in {pgo.file} is not the one the manifest records", "download it again")
-    return _Checked(c_on, clang, published_binary)
+    return c_on, clang, published_binary
 
 
 @dataclass(frozen=True)
 class RebuildTarget:
-    """One target's rebuild: the published release (checked), its tag and commit in ``repo``, the work dir."""
+    """One target's rebuild: the published release (checked), its tag and commit in ``repo``, the work dir; what
+    the checks before it gave: the C setting and the published PGO binary."""
 
     published: Published
     tag: str
     commit: str
     repo: Path
     work: Path
-    checked: _Checked
+    c_on: bool
+    clang: str | None
+    published_binary: bytes
 
 
 def _rebuild_one(target: RebuildTarget, config: Config, environ: Mapping[str, str]) -> RebuildResult:
@@ -474,9 +442,10 @@ def _rebuild_one(target: RebuildTarget, config: Config, environ: Mapping[str, st
         return frame.done(summary)
 
 
-def as_released(config: Config, manifest: Manifest, checked: _Checked) -> Config:
+def as_released(config: Config, target: RebuildTarget) -> Config:
     """``config`` with what the release recorded: the package, binary, features, target, cargo command, llvm-bolt's
     arguments and the C setting."""
+    manifest = target.published.manifest
     return replace(
         config,
         package=manifest.package,
@@ -486,9 +455,9 @@ def as_released(config: Config, manifest: Manifest, checked: _Checked) -> Config
         target=manifest.target,
         cargo=manifest.cargo_command,
         bolt_args=" ".join(manifest.bolt.bolt_args) if manifest.bolt is not None else None,
-        c=checked.c_on,
+        c=target.c_on,
         cxx=None,  # the release profiled its C and C++ alike (nox -s release refuses PGO_CXX and PGO_C lists)
-        clang=checked.clang,
+        clang=target.clang,
     )
 
 
@@ -507,7 +476,7 @@ def rebuild_from_published(target: RebuildTarget, config: Config, environ: Mappi
         expect_rustflags=manifest.rustflags,
         bolt_profile=published.path("bolt_profile") if manifest.artefacts.pgo_bolt is not None else None,
     )
-    built = build_in_worktree(spec, as_released(config, manifest, target.checked), environ)
+    built = build_in_worktree(spec, as_released(config, target), environ)
     if str(built.optimise.store_path) != manifest.profile_store_path:
         say(
             f"note: the release read the profile from {manifest.profile_store_path}, this build from "
@@ -535,15 +504,15 @@ def compare_with_published(target: RebuildTarget, built: Built) -> Compared:
     results: dict[str, tuple[str, str | None]] = {}
     binaries = []
     for kind, binary, binary_sha256, what in rebuilt:
-        artefact = published.artefact(kind)
-        tarball = binary_tarball(manifest.bin, binary.read_bytes(), artefact.top, manifest.source_date_epoch)
-        write_atomically(WorkDir(target.work).artefact(artefact.file), tarball)
-        results[artefact.file] = (sha256_bytes(tarball), published.sums[artefact.file])
-        results[str(artefact.binary)] = (binary_sha256, artefact.binary_sha256)
+        one = artefact(manifest, kind)
+        tarball = binary_tarball(manifest.bin, binary.read_bytes(), one.top, manifest.source_date_epoch)
+        write_atomically(WorkDir(target.work).artefact(one.file), tarball)
+        results[one.file] = (sha256_bytes(tarball), published.sums[one.file])
+        results[str(one.binary)] = (binary_sha256, one.binary_sha256)
         data = (
-            target.checked.published_binary
+            target.published_binary
             if kind == "pgo"
-            else release_binary(published.path(kind), str(artefact.binary), manifest.source_date_epoch)
+            else release_binary(published.path(kind), str(one.binary), manifest.source_date_epoch)
         )
         binaries.append((data, binary, what))
     return Compared(results, binaries)
@@ -577,11 +546,7 @@ def mismatch_refusal(
     """The refusal of a rebuild that does not match, and its record: where the first differing binary differs
     (diffoscope's report when there is diffoscope), or which tarball differs around equal binaries."""
     work, tag = target.work, target.tag
-    differing = [
-        (data, rebuilt_binary, what)
-        for data, rebuilt_binary, what in compared.binaries
-        if sha256_bytes(data) != sha256_file(rebuilt_binary)
-    ]
+    differing = [one for one in compared.binaries if sha256_bytes(one[0]) != sha256_file(one[1])]
     if differing:
         data, rebuilt_binary, what = differing[0]
         copy_of = WorkDir(work).published_bolt if what == "PGO+BOLT" else WorkDir(work).published
@@ -612,36 +577,29 @@ def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult
             "commit the changes first",
         )
     commit = git(repo, "rev-parse", "HEAD", env=environ)
-    with StageFrame(config.out, "determinism", timed=False) as frame:
-        return _determinism(frame, config, environ, repo, commit)
-
-
-def _determinism(
-    frame: StageFrame, config: Config, environ: Mapping[str, str], repo: Path, commit: str
-) -> DeterminismResult:
-    """The two builds of ``commit`` and their comparison, in the determinism check's frame."""
-    profile = determinism_profile(config)
-    manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
-    config = workload_of_tree(config, repo)
-    sde = commit_time(repo, commit, environ)
-    builds = [
-        build_in_worktree(
-            FromProfile(
-                repo,
-                commit,
-                manifest_rel=manifest_rel,
-                workload_rel=workload_in_repo(config, repo),
-                profile=profile,
-                work=WorkDir(config.out).determinism(label).absolute(),
-                sde=sde,
-                label=f"determinism-{label}",
-            ),
-            config,
-            environ,
-        )
-        for label in ("first", "second")
-    ]
-    return compare_two_builds(frame, config, environ, (commit, profile), builds)
+    with StageFrame(config.out, "determinism", timed=False) as frame:  # the two builds and their comparison
+        profile = determinism_profile(config)
+        manifest_rel = relative_to_repo(config.manifest, repo, "the manifest")
+        config = workload_of_tree(config, repo)
+        sde = commit_time(repo, commit, environ)
+        builds = [
+            build_in_worktree(
+                FromProfile(
+                    repo,
+                    commit,
+                    manifest_rel=manifest_rel,
+                    workload_rel=workload_in_repo(config, repo),
+                    profile=profile,
+                    work=WorkDir(config.out).determinism(label).absolute(),
+                    sde=sde,
+                    label=f"determinism-{label}",
+                ),
+                config,
+                environ,
+            )
+            for label in ("first", "second")
+        ]
+        return compare_two_builds(frame, config, environ, (commit, profile), builds)
 
 
 def determinism_profile(config: Config) -> Path:

@@ -17,7 +17,7 @@ from recipes.release.manifest import MANIFEST_SCHEMA
 from recipes.release.reproducible import parse_sha256sums, sha256_bytes, sha256sums_text
 from recipes.release.reproducible.tags import take_all, take_gather
 from tests.conftest import clean_env
-from tests.unit.test_provenance import BASE, publish
+from tests.unit.test_provenance import BASE, load_published, publish
 
 TAG = "v1.0.0"
 COMMIT = "ab" * 20
@@ -242,7 +242,7 @@ def test_a_folder_of_two_targets_read_by_rebuild_and_of_two_commits_refused(tmp_
     dist = two_targets(tmp_path / "same")
     assert [p.names.triple for p in rebuild.load_release(dist, TAG)] == ["aarch64-unknown-linux-gnu", GNU]
     with pytest.raises(ValueError, match="holds 2 targets' releases: use load_release"):
-        rebuild.load_published(dist, TAG)
+        load_published(dist, TAG)
     published = rebuild.load_release(dist, TAG)
     assert rebuild.select_targets(published, [], TAG) == published
     assert rebuild.select_targets(published, [f"{GNU}.2.28"], TAG) == [published[1]]

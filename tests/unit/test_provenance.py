@@ -273,6 +273,14 @@ def publish(root: Path, *, zigbuild: dict[str, str] | None = ZIGBUILD) -> Publis
     return published
 
 
+def load_published(directory: Path, tag: str) -> rebuild.Published:
+    """:func:`recipes.release.rebuild.load_release` of a folder that holds one target's release."""
+    published = rebuild.load_release(directory, tag)
+    if len(published) != 1:
+        raise ValueError(f"{directory} holds {len(published)} targets' releases: use load_release")
+    return published[0]
+
+
 def refused(published: Published, *words: str) -> str:
     with pytest.raises(PgoError) as caught:
         published.verify()
@@ -394,7 +402,7 @@ def test_verify_another_cargo_lock_than_the_tag_s_refused(tmp_path: Path) -> Non
 @pytest.mark.refuses("manifest-another-schema")
 def test_a_manifest_of_another_schema_refused_by_verify_and_rebuild(tmp_path: Path) -> None:
     published = publish(tmp_path)
-    assert rebuild.load_published(published.dist, "v1.0.0").manifest.schema == 1
+    assert load_published(published.dist, "v1.0.0").manifest.schema == 1
     path = published.dist / f"{BASE}-manifest.json"
     data = json.loads(path.read_text())
     data["schema"] = 2
@@ -402,7 +410,7 @@ def test_a_manifest_of_another_schema_refused_by_verify_and_rebuild(tmp_path: Pa
     published.resum()
     refused(published, f"{BASE}-manifest.json has schema 2; this pgo-recipes reads manifests of schema 1")
     with pytest.raises(CheckFailed, match="has schema 2; this pgo-recipes reads manifests of schema 1"):
-        rebuild.load_published(published.dist, "v1.0.0")
+        load_published(published.dist, "v1.0.0")
 
 
 @pytest.mark.refuses("verify-no-artefacts-tag", "verify-sha256sums-missing")
@@ -489,11 +497,11 @@ def test_rebuild_without_one_manifest_of_the_tag_refused(tmp_path: Path) -> None
     other = published.dist / f"{BASE.replace('x86_64', 'aarch64')}-manifest.json"
     other.write_bytes(path.read_bytes())
     with pytest.raises(ConfigError, match=rf"2 manifests of v1.0.0 in {published.dist} \(keep one target's files"):
-        rebuild.load_published(published.dist, "v1.0.0")
+        load_published(published.dist, "v1.0.0")
     other.unlink()
     path.unlink()
     with pytest.raises(MissingInput, match=rf"no \*-v1.0.0-\*-manifest.json in {published.dist}"):
-        rebuild.load_published(published.dist, "v1.0.0")
+        load_published(published.dist, "v1.0.0")
 
 
 @pytest.mark.refuses("rebuild-manifest-not-json-not-object-another")
@@ -511,7 +519,7 @@ def test_rebuild_of_a_manifest_that_is_not_the_tags_refused(tmp_path: Path, cont
     path.write_bytes(content if content is not None else provenance.encode({**published.manifest, "tag": "v0.9.0"}))
     published.resum()
     with pytest.raises(CheckFailed, match=rf"{BASE}-manifest.json {words}"):
-        rebuild.load_published(published.dist, "v1.0.0")
+        load_published(published.dist, "v1.0.0")
 
 
 @pytest.mark.refuses("rebuild-another-file-sha256-not-sha256sums")
@@ -520,7 +528,7 @@ def test_rebuild_of_a_file_that_is_not_sha256sums_refused(tmp_path: Path) -> Non
     tarball = published.dist / f"{BASE}-pgo.tar.gz"
     tarball.write_bytes(tarball.read_bytes() + b"\0")
     with pytest.raises(CheckFailed, match=rf"{BASE}-pgo.tar.gz has sha256 {sha256_file(tarball)}, SHA256SUMS says"):
-        rebuild.load_published(published.dist, "v1.0.0")
+        load_published(published.dist, "v1.0.0")
 
 
 # --- hostile inputs: SHA256SUMS lists exactly the release's files, the manifest's keys typed, tarballs checked ------
@@ -557,7 +565,7 @@ def test_verify_a_sha256sums_line_that_is_not_a_file_of_the_folder_refused(
     line = refused(published, words, "download SHA256SUMS again from the release")
     assert line.startswith("SHA256SUMS line 8"), line
     with pytest.raises(CheckFailed, match=re.escape(words)):
-        rebuild.load_published(published.dist, "v1.0.0")
+        load_published(published.dist, "v1.0.0")
 
 
 @pytest.mark.refuses("verify-rebuild-sha256sums-lists-file-release-does")
@@ -568,7 +576,7 @@ def test_verify_an_extra_file_with_its_line_refused(tmp_path: Path) -> None:
     words = "SHA256SUMS lists extra.sh, a file the release v1.0.0 does not make (it makes 7:"
     refused(published, words, "remove the line and the file, or download the release again")
     with pytest.raises(CheckFailed, match=re.escape(words)):
-        rebuild.load_published(published.dist, "v1.0.0")
+        load_published(published.dist, "v1.0.0")
 
 
 @pytest.mark.refuses(
@@ -591,7 +599,7 @@ def test_verify_a_symlink_to_a_file_outside_refused(tmp_path: Path) -> None:
     words = f"{BASE}-pgo.profdata in {published.dist} is a symbolic link (to {moved}), not a file of the release"
     refused(published, words, "put the release's own files in the folder, not links")
     with pytest.raises(CheckFailed, match=re.escape(words)):
-        rebuild.load_published(published.dist, "v1.0.0")
+        load_published(published.dist, "v1.0.0")
 
 
 @pytest.mark.refuses("verify-rebuild-release-file-sha256sums-symbolic-link")
@@ -630,7 +638,7 @@ def test_verify_a_sha256sums_that_is_not_utf8_refused(tmp_path: Path) -> None:
     words = f"the checksum file {sums} is not UTF-8 text (byte 0xff on line 8"
     refused(published, words, "download SHA256SUMS again")
     with pytest.raises(CheckFailed, match=re.escape(words)):
-        rebuild.load_published(published.dist, "v1.0.0")
+        load_published(published.dist, "v1.0.0")
 
 
 def _edit_manifest(published: Published, edit: Callable[[dict[str, Any]], object]) -> None:
@@ -710,7 +718,7 @@ def test_a_manifest_with_a_missing_key_or_a_wrong_type_refused_by_verify_and_reb
     line = refused(published, f"{BASE}-manifest.json: {words}")
     assert line.endswith("(it is not a manifest nox -s release writes: download it again)"), line
     with pytest.raises(CheckFailed, match=re.escape(f"{BASE}-manifest.json: {words}")):
-        rebuild.load_published(published.dist, "v1.0.0")
+        load_published(published.dist, "v1.0.0")
 
 
 @pytest.mark.refuses("verify-rebuild-manifest-file-name-not-one")
@@ -724,7 +732,7 @@ def test_a_manifest_named_otherwise_than_its_release_refused(tmp_path: Path) -> 
     words = f"the manifest {renamed.name} names the release {BASE}, whose manifest is {BASE}-manifest.json"
     refused(published, words)
     with pytest.raises(CheckFailed, match=re.escape(words)):
-        rebuild.load_published(published.dist, "v1.0.0")
+        load_published(published.dist, "v1.0.0")
 
 
 @pytest.mark.refuses("verify-rebuild-manifest-key-missing-another-type")
@@ -849,7 +857,7 @@ def test_verify_and_rebuild_of_a_folder_that_is_a_dangling_link_or_a_file_refuse
     with pytest.raises(MissingInput, match=re.escape(words)):
         provenance.verify("v1.0.0", link, published.repo, clean_env())
     with pytest.raises(MissingInput, match=re.escape(words)):
-        rebuild.load_published(link, "v1.0.0")
+        load_published(link, "v1.0.0")
     afile = tmp_path / "afile"
     afile.write_text("x")
     with pytest.raises(MissingInput, match=re.escape(f"no artefacts of v1.0.0 at {afile}: it is not a directory")):

@@ -18,14 +18,9 @@ def outside_workspace(metadata: Mapping[str, object]) -> list[str]:
     """
     root = Path(str(metadata["workspace_root"]))
     packages = metadata.get("packages", [])
-    found = []
-    for package in packages if isinstance(packages, list) else []:
-        if package.get("source") is not None:
-            continue
-        manifest = Path(str(package["manifest_path"]))
-        if not manifest.is_relative_to(root):
-            found.append(f"{package['name']} ({manifest})")
-    return sorted(found)
+    listed = packages if isinstance(packages, list) else []
+    manifests = [(p, Path(str(p["manifest_path"]))) for p in listed if p.get("source") is None]
+    return sorted(f"{p['name']} ({manifest})" for p, manifest in manifests if not manifest.is_relative_to(root))
 
 
 # --- cargo's -v log: which units were compiled, which were fresh ---------------------------------

@@ -15,7 +15,7 @@ of its image index or manifest, every blob's sha256 checked): its layers come fi
 the binary's; its configuration is the base's with the entrypoint set, the labels added and the base's ``Cmd``
 dropped (as a Dockerfile's ENTRYPOINT does). The base's blobs that name those layers (its index, the platform's
 manifest and configuration) are copied into the layout too, unreferenced, so that the layout alone shows which base
-it was made on: :func:`read_base` reads the base back from it.
+it was made on: :func:`recipes.release.image.check_layout` reads the base back from it.
 """
 
 from __future__ import annotations

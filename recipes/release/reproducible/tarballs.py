@@ -24,10 +24,7 @@ def tar_bytes(files: Mapping[str, tuple[bytes, int]], mtime: int, tar_format: in
     gets in, so the same files give the same bytes anywhere (an image's layer is this,
     recipes/release/reproducible/oci.py).
     """
-    dirs: set[str] = set()
-    for name in files:
-        parts = name.split("/")[:-1]
-        dirs.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+    dirs = {"/".join(parts[:i]) for parts in (name.split("/") for name in files) for i in range(1, len(parts))}
     entries: list[tuple[str, bytes | None, int]] = [(d, None, 0o755) for d in dirs]
     entries += [(n, content, mode) for n, (content, mode) in files.items()]
     raw = io.BytesIO()
