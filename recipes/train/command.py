@@ -26,7 +26,7 @@ from recipes.errors import ConfigError, TrainingFailed
 from recipes.procs import piped
 from recipes.runner import plural, quote, say
 from recipes.schema import Table, fill
-from recipes.workload.fields import MAX_RUNS
+from recipes.workload.fields import parse_runs
 from recipes.workload.registry import (
     InstanceMode,
     Phase,
@@ -221,9 +221,7 @@ class CommandPhase(Phase):
 
     @classmethod
     def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
-        runs = table.integer("runs", 1, minimum=1)
-        if runs > MAX_RUNS:
-            raise table.error("runs", f"{runs} is too many", f"at most {MAX_RUNS}")
+        runs = parse_runs(table)
         return cls(
             name,
             timeout,
