@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping
-from pathlib import Path
 
-from recipes.llvm import elf
 from recipes.plan import BuildPlan
 from recipes.toolchain.cargo import observed
 from recipes.toolchain.cargo.log import RustcCall
@@ -64,9 +62,3 @@ def check_profile_flag(
     observed.check_profile_flag(
         calls, plan.crate, option=option, value=value, build=what, found=wrappers(plan), harnesses=harnesses
     )
-
-
-def check_shipped(plan: BuildPlan, binary: Path, what: str) -> None:
-    """A binary to ship: no instrumentation in it, and compiled by the plan's rustc (its ``.comment``)."""
-    elf.check_no_instrumentation(binary, what)
-    elf.check_comment_rustc(binary, plan.rustc.release, what)

@@ -293,7 +293,9 @@ def _check_observed(plan: BuildPlan, result: OptimiseResult, store_path: Path) -
     """What rustc received (the shim's records) and what the binary is: the profile reached every own crate,
     the plan's compiler ran, no instrumentation shipped, and the binary is not the plain build's."""
     _observe.compiles(plan, "optimise", "the optimised build")  # each run by the plan's compiler
-    _observe.check_shipped(plan, result.built_binary, "the optimised binary")
+    # a binary to ship: no instrumentation in it, and compiled by the plan's rustc (its .comment)
+    elf.check_no_instrumentation(result.built_binary, "the optimised binary")
+    elf.check_comment_rustc(result.built_binary, plan.rustc.release, "the optimised binary")
     _observe.check_profile_flag(plan, "optimise", "the optimised build", option="profile-use", value=str(store_path))
     plain = report.load(plan.work).plain
     if isinstance(plain, PlainResult) and plain.cargo_command == result.cargo_command and plain.target == result.target:
