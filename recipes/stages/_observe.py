@@ -18,12 +18,6 @@ def observing(plan: BuildPlan, env: Mapping[str, str], build: str) -> dict[str, 
     return observed.env_with_shim(env, shim, observed.fresh_records(plan.workdir.observed(build)))
 
 
-def wrappers(plan: BuildPlan) -> list[str]:
-    """The rustc wrappers the plan's environment and the crate's cargo configs set."""
-    configs = cargo_config_files(plan.cwd, plan.env)
-    return observed.wrappers(plan.env, [(config.path, config.data) for config in configs])
-
-
 def with_configured_wrapper(plan: BuildPlan, env: Mapping[str, str]) -> dict[str, str]:
     """``env`` whose RUSTC_WRAPPER is the wrapper cargo would run (the variable, else CARGO_BUILD_RUSTC_WRAPPER,
     else ``[build] rustc-wrapper`` of the crate's cargo configs), so that a wrapper of the pipeline's own (the
@@ -59,6 +53,10 @@ def check_profile_flag(
 ) -> None:
     """The compiles of ``build`` (each by the plan's compiler), the package's own all with ``-C <option>[=<value>]``."""
     calls = compiles(plan, build, what)
+    # the rustc wrappers the plan's environment and the crate's cargo configs set
+    found = observed.wrappers(
+        plan.env, [(config.path, config.data) for config in cargo_config_files(plan.cwd, plan.env)]
+    )
     observed.check_profile_flag(
-        calls, plan.crate, option=option, value=value, build=what, found=wrappers(plan), harnesses=harnesses
+        calls, plan.crate, option=option, value=value, build=what, found=found, harnesses=harnesses
     )
