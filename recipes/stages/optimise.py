@@ -148,12 +148,11 @@ def _build_and_check(
     env = _optimised_env(plan, store_path, trained_here=trained_here)
     log_text = _run_build(plan, env)
     built = plan.optimised_binary
-    c_flag = _c_flag(store_path)
     compiled = observed.compiles(observed.read_records(plan.workdir.observed("optimise")))
     warnings = cargo_log.profile_warnings(log_text)
     found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
     crates = cflags.c_crates(
-        plan.c, plan.rustc, plan.crate.target_directory, log_text=log_text, flag=c_flag, records=records
+        plan.c, plan.rustc, plan.crate.target_directory, log_text=log_text, flag=_c_flag(store_path), records=records
     )
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
