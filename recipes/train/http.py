@@ -117,7 +117,7 @@ def run_h2load(
         if proc.stdout is not None:
             proc.stdout.close()
     server = ctx.server
-    if server is not None and server.exit_status() is not None:
+    if server is not None and server.child.returncode is not None:
         raise server.died(f"during {label}")
     text = "".join(reader.lines)
     try:
@@ -141,7 +141,7 @@ def _watch(
         time.sleep(POLL_SECONDS)
         now = time.monotonic()
         server = ctx.server
-        if server is not None and server.exit_status() is not None:
+        if server is not None and server.child.returncode is not None:
             raise server.died(f"during {label} ({reader.percent}% of {requests} requests done)")
         if now > watched.deadline:
             if server is not None:

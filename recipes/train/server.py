@@ -71,12 +71,9 @@ class RunningServer:
             self.tail_shown = True
             show(f"--- tail of the server log {self.child.log}:\n{self.child.tail()}")
 
-    def exit_status(self) -> int | None:
-        return self.child.returncode
-
     def dump(self, extra_ports: list[int] | None = None) -> str:
         ports = [*self.ports.values(), *(extra_ports or [])]
-        return net.hang_dump(ports, self.child.pid if self.exit_status() is None else None, self.child.log, self.env)
+        return net.hang_dump(ports, self.child.pid if self.child.returncode is None else None, self.child.log, self.env)
 
     def died(self, what: str) -> TrainingFailed:
         """The error for a server that exited while ``what`` (its log's tail printed first)."""
