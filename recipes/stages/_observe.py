@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping
-from pathlib import Path
 
-from recipes.llvm import elf
 from recipes.plan import BuildPlan
 from recipes.toolchain.cargo import observed
 from recipes.toolchain.cargo.log import RustcCall
@@ -18,12 +16,6 @@ def observing(plan: BuildPlan, env: Mapping[str, str], build: str) -> dict[str, 
     """``env`` with the shim as RUSTC, recording into ``<work>/observed/<build>/`` (emptied first)."""
     shim = observed.install_shim(plan.workdir.bin, shutil.which("bash", path=plan.env.get("PATH")) or "/bin/sh")
     return observed.env_with_shim(env, shim, observed.fresh_records(plan.workdir.observed(build)))
-
-
-def wrappers(plan: BuildPlan) -> list[str]:
-    """The rustc wrappers the plan's environment and the crate's cargo configs set."""
-    configs = cargo_config_files(plan.cwd, plan.env)
-    return observed.wrappers(plan.env, [(config.path, config.data) for config in configs])
 
 
 def with_configured_wrapper(plan: BuildPlan, env: Mapping[str, str]) -> dict[str, str]:
@@ -61,12 +53,10 @@ def check_profile_flag(
 ) -> None:
     """The compiles of ``build`` (each by the plan's compiler), the package's own all with ``-C <option>[=<value>]``."""
     calls = compiles(plan, build, what)
-    observed.check_profile_flag(
-        calls, plan.crate, option=option, value=value, build=what, found=wrappers(plan), harnesses=harnesses
+    # the rustc wrappers the plan's environment and the crate's cargo configs set
+    found = observed.wrappers(
+        plan.env, [(config.path, config.data) for config in cargo_config_files(plan.cwd, plan.env)]
     )
-
-
-def check_shipped(plan: BuildPlan, binary: Path, what: str) -> None:
-    """A binary to ship: no instrumentation in it, and compiled by the plan's rustc (its ``.comment``)."""
-    elf.check_no_instrumentation(binary, what)
-    elf.check_comment_rustc(binary, plan.rustc.release, what)
+    observed.check_profile_flag(
+        calls, plan.crate, option=option, value=value, build=what, found=found, harnesses=harnesses
+    )

@@ -126,8 +126,14 @@ class StageFrame:
         return self.plan
 
     def copy_checked(self, binary: Path, sha: str, *, hint: str) -> Path:
-        """The stage's checked copy of ``binary`` (:func:`copy_checked`)."""
-        return copy_checked(self._planned(), self.name, binary, sha, hint=hint)
+        """Copy the binary the stage checked to its place in the work dir (:func:`checked_copy`); the copy must be
+        the bytes that were checked (``sha``), or it goes and the check fails (``hint``: who else may be writing)."""
+        copy = checked_copy(self._planned(), self.name)
+        copy_atomically(binary, copy)
+        if sha256_file(copy) != sha:
+            copy.unlink(missing_ok=True)
+            raise CheckFailed(f"{binary} changed while it was checked", hint)
+        return copy
 
     def done(self, result: _Result) -> _Result:
         """The stage's success: its record (timed), in place of the running one."""
@@ -147,9 +153,7 @@ class StageFrame:
             fields.update(kept.also)
             if kept.reject is not None:
                 what, built = kept.reject
-                plan = self._planned()
-                moved = reject(plan, self.name, what, built, checked_copy(plan, self.name))
-                fields["binary"] = moved
+                fields["binary"] = reject(self._planned(), self.name, what, built)
             so_far = kept.result()
             if kept.reason != "failed" and not isinstance(so_far, Mapping):
                 fields[kept.reason] = error.line()
@@ -184,24 +188,14 @@ def checked_copy(plan: BuildPlan, stage: str) -> Path:
     return plan.workdir.checked(stage, plan.crate.bin)
 
 
-def copy_checked(plan: BuildPlan, stage: str, binary: Path, sha: str, *, hint: str) -> Path:
-    """Copy the binary ``stage`` checked to its place in the work dir (:func:`checked_copy`); the copy must be the
-    bytes that were checked (``sha``), or it goes and the check fails (``hint``: who else may be writing)."""
-    copy = checked_copy(plan, stage)
-    copy_atomically(binary, copy)
-    if sha256_file(copy) != sha:
-        copy.unlink(missing_ok=True)
-        raise CheckFailed(f"{binary} changed while it was checked", hint)
-    return copy
-
-
-def reject(plan: BuildPlan, stage: str, what: str, built: Path, checked: Path | None = None) -> Path | None:
-    """Move a binary that failed its checks (its checked copy when there is one, else ``built``) to
+def reject(plan: BuildPlan, stage: str, what: str, built: Path) -> Path | None:
+    """Move a binary that failed its checks (``stage``'s checked copy when there is one, else ``built``) to
     ``<work>/rejected/<name of built>``, and remove ``built`` and ``stage``'s checked copy, so that nobody ships it
     by mistake. Works across filesystems; when no copy can be kept in rejected/ (a full disk) the binary is deleted
     all the same, and None returned."""
     rejected = plan.workdir.rejected(built.name)
-    source = checked if checked is not None and checked.is_file() else built
+    checked = checked_copy(plan, stage)
+    source = checked if checked.is_file() else built
     kept: Path | None = None
     try:
         if source.is_file():
@@ -211,7 +205,7 @@ def reject(plan: BuildPlan, stage: str, what: str, built: Path, checked: Path | 
     except WorkDirError as error:
         say(f"{what} failed its checks and was deleted: no copy kept ({error.line()})")
     finally:
-        for path in {built, checked_copy(plan, stage)}:
+        for path in {built, checked}:
             path.unlink(missing_ok=True)
     return kept
 

@@ -98,16 +98,7 @@ def merge(plan: BuildPlan, *, handed: Report | None = None) -> MergeResult:
         tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
         say(f"merge: {len(raws)} raw profiles with {tool.path} (LLVM {tool.llvm_version})")
         plan.merged_profile.unlink(missing_ok=True)
-        merged = profdata.merge(
-            tool,
-            raws,
-            plan.merged_profile,
-            env=plan.env,
-            log=plan.logs / "merge.log",
-            drop_bad=plan.config.drop_bad_profraw,
-        )
-        for name, why in merged.dropped.items():
-            say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
+        merged = _merge_raws(plan, tool, raws, plan.merged_profile, plan.logs / "merge.log")
         floor = function_floor(plan, plan.require_workload())
         #: the record so far, in report.json's words: what a failed record keeps, and the result when all is done
         known: dict[str, object] = {
@@ -123,21 +114,39 @@ def merge(plan: BuildPlan, *, handed: Report | None = None) -> MergeResult:
                 summary = profdata.check_usable(
                     tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
                 )
-                known.update(
-                    {
-                        "profile_sha256": sha256_file(plan.merged_profile),
-                        "executed_functions": summary.executed_functions,
-                        "total_functions": summary.total_functions,
-                        **floor.as_json(summary.total_functions),
-                    }
-                )
-                if summary.executed_functions < floor.for_total(summary.total_functions):
-                    raise floor.refusal(summary.executed_functions, summary.total_functions)
+                _check_floor(plan, floor, summary, known)
                 known.update(unexecuted(plan, tool, record_counts(plan, tool, plan.merged_profile, "merge-counts")))
             except PgoError:
                 plan.merged_profile.unlink(missing_ok=True)
                 raise
         return frame.done(from_json(MergeResult, {**known, "seconds": 0.0}))  # the frame's seconds
+
+
+def _merge_raws(
+    plan: BuildPlan, tool: ProfdataTool, raws: list[Path], profile: Path, log: Path
+) -> profdata.MergeResult:
+    """``raws`` merged into ``profile``; each raw profile PGO_DROP_BAD_PROFRAW=1 dropped said in a warning."""
+    merged = profdata.merge(tool, raws, profile, env=plan.env, log=log, drop_bad=plan.config.drop_bad_profraw)
+    for name, why in merged.dropped.items():
+        say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
+    return merged
+
+
+def _check_floor(
+    plan: BuildPlan, floor: FunctionFloor, summary: profdata.ProfileSummary, known: dict[str, object]
+) -> None:
+    """The merged profile's figures into ``known`` (the record so far), then its executed functions against the
+    floor."""
+    known.update(
+        {
+            "profile_sha256": sha256_file(plan.merged_profile),
+            "executed_functions": summary.executed_functions,
+            "total_functions": summary.total_functions,
+            **floor.as_json(summary.total_functions),
+        }
+    )
+    if summary.executed_functions < floor.for_total(summary.total_functions):
+        raise floor.refusal(summary.executed_functions, summary.total_functions)
 
 
 def refuse_other_rustc(plan: BuildPlan, handed: Report | None = None) -> None:
@@ -209,9 +218,7 @@ def _merge_one(plan: BuildPlan, tool: ProfdataTool, shard: Shard, recorded: Shar
     raws = profdata.check_raw_profiles(plan.workdir.shard_profraw(shard.name), recorded["profraw"])
     profile = plan.workdir.shard_profdata(shard.name)
     log = plan.logs / f"merge-{shard.name}.log"
-    merged = profdata.merge(tool, raws, profile, env=plan.env, log=log, drop_bad=plan.config.drop_bad_profraw)
-    for name, why in merged.dropped.items():
-        say(f"warning: dropped {name}: {why} (PGO_DROP_BAD_PROFRAW=1)")
+    merged = _merge_raws(plan, tool, raws, profile, log)
     what = f"the profile of shard {shard.name}"
     summary = profdata.check_usable(tool, profile, env=plan.env, log=log.with_suffix(".show.log"), what=what)
     refuse_empty_shard(shard.name, shard.source, summary)
@@ -286,14 +293,9 @@ def _combine(
             "profraw_dropped": {k: v for m in shards for k, v in m.dropped.items()},
             "llvm_profdata": str(tool.path),
             "llvm_profdata_version": tool.llvm_version,
-            "profile_sha256": sha256_file(plan.merged_profile),
-            "executed_functions": summary.executed_functions,
-            "total_functions": summary.total_functions,
-            **floor.as_json(summary.total_functions),
         }
     )
-    if summary.executed_functions < floor.for_total(summary.total_functions):
-        raise floor.refusal(summary.executed_functions, summary.total_functions)
+    _check_floor(plan, floor, summary, known)
     known["shards"] = _shard_records(plan, tool, shards, shares, weights, binary)
     known.update(unexecuted(plan, tool, merged_counts))
     return known

@@ -148,12 +148,11 @@ def _build_and_check(
     env = _optimised_env(plan, store_path, trained_here=trained_here)
     log_text = _run_build(plan, env)
     built = plan.optimised_binary
-    c_flag = _c_flag(store_path)
     compiled = observed.compiles(observed.read_records(plan.workdir.observed("optimise")))
     warnings = cargo_log.profile_warnings(log_text)
     found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
     crates = cflags.c_crates(
-        plan.c, plan.rustc, plan.crate.target_directory, log_text=log_text, flag=c_flag, records=records
+        plan.c, plan.rustc, plan.crate.target_directory, log_text=log_text, flag=_c_flag(store_path), records=records
     )
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
@@ -293,7 +292,9 @@ def _check_observed(plan: BuildPlan, result: OptimiseResult, store_path: Path) -
     """What rustc received (the shim's records) and what the binary is: the profile reached every own crate,
     the plan's compiler ran, no instrumentation shipped, and the binary is not the plain build's."""
     _observe.compiles(plan, "optimise", "the optimised build")  # each run by the plan's compiler
-    _observe.check_shipped(plan, result.built_binary, "the optimised binary")
+    # a binary to ship: no instrumentation in it, and compiled by the plan's rustc (its .comment)
+    elf.check_no_instrumentation(result.built_binary, "the optimised binary")
+    elf.check_comment_rustc(result.built_binary, plan.rustc.release, "the optimised binary")
     _observe.check_profile_flag(plan, "optimise", "the optimised build", option="profile-use", value=str(store_path))
     plain = report.load(plan.work).plain
     if isinstance(plain, PlainResult) and plain.cargo_command == result.cargo_command and plain.target == result.target:

@@ -35,11 +35,8 @@ def counted(run: WorkloadRun) -> str:
 
 def summary_lines(full: Report) -> list[str]:
     """The short summary printed at the end of a session."""
-    lines = []
-    for stage in report.STAGES:
-        # a test record whose suite ran and failed is a TestResult (its counts are shown); a reason is a Failed
-        if isinstance(record := full.stage(stage), Failed):
-            lines.append(f"{stage:<11} failed: {record.reason}")
+    # a test record whose suite ran and failed is a TestResult (its counts are shown); a reason is a Failed
+    lines = [f"{stage:<11} failed: {f.reason}" for stage in report.STAGES if isinstance(f := full.stage(stage), Failed)]
     if isinstance(i := full.instrument, InstrumentResult):
         lines.append(f"instrument  {i.seconds:8.1f} s  {i.binary}")
         lines += c_code_lines(i.c_code, profiled=True)

@@ -11,6 +11,7 @@ last line to the refusal, whatever ``output`` says.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
@@ -26,7 +27,7 @@ from recipes.errors import ConfigError, TrainingFailed
 from recipes.procs import piped
 from recipes.runner import plural, quote, say
 from recipes.schema import Table, fill
-from recipes.workload.fields import MAX_RUNS
+from recipes.workload.fields import parse_runs
 from recipes.workload.registry import (
     InstanceMode,
     Phase,
@@ -155,16 +156,13 @@ class Output:
             if len(self.stderr) > 2 * STDERR_TAIL_BYTES:
                 del self.stderr[:-STDERR_TAIL_BYTES]
 
-    def stderr_tail(self) -> str:
-        """The last :data:`STDERR_TAIL_BYTES` of the current run's stderr."""
-        with self.lock:
-            return bytes(self.stderr[-STDERR_TAIL_BYTES:]).decode("utf-8", errors="replace")
-
     def failed(self, run: int) -> str:
-        """Mark run ``run`` (1-based) failed: the log ends with its stderr's tail. Returns that tail's last line
-        (for the refusal), or ""."""
+        """Mark run ``run`` (1-based) failed: the log ends with its stderr's tail (its last
+        :data:`STDERR_TAIL_BYTES`). Returns that tail's telling line (for the refusal), or ""."""
         self.failed_run = run
-        return telling_line(self.stderr_tail())[:STDERR_LINE_CHARS]
+        with self.lock:
+            tail = bytes(self.stderr[-STDERR_TAIL_BYTES:]).decode("utf-8", errors="replace")
+        return telling_line(tail)[:STDERR_LINE_CHARS]
 
     def write(self, chunk: bytes) -> None:
         with self.lock:
@@ -221,9 +219,7 @@ class CommandPhase(Phase):
 
     @classmethod
     def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
-        runs = table.integer("runs", 1, minimum=1)
-        if runs > MAX_RUNS:
-            raise table.error("runs", f"{runs} is too many", f"at most {MAX_RUNS}")
+        runs = parse_runs(table)
         return cls(
             name,
             timeout,
@@ -313,11 +309,7 @@ def telling_line(stderr: str) -> str:
     for index in range(len(lines) - 1, -1, -1):
         panic = _PANIC.match(lines[index])
         if panic is not None:
-            message = []
-            for line in lines[index + 1 :]:
-                if _AFTER_PANIC.match(line):
-                    break
-                message.append(line)
+            message = list(itertools.takewhile(lambda line: not _AFTER_PANIC.match(line), lines[index + 1 :]))
             return f"panicked at {panic.group('place')}: {' '.join(message)}" if message else lines[index]
     return lines[-1] if lines else ""
 

@@ -22,9 +22,9 @@ from typing import ClassVar
 
 from recipes.runner import say
 from recipes.schema import Table, fill
-from recipes.train.http import codes_log_for, phase_label, run_batches, target
+from recipes.train.http import Watched, codes_log_for, run_batches, url
 from recipes.web import h2load
-from recipes.workload.fields import parse_expect
+from recipes.workload.fields import parse_expect, parse_path
 from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
 
 
@@ -43,9 +43,7 @@ class HandshakesPhase(Phase):
 
     @classmethod
     def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
-        path = table.string("path", "/health")
-        if not path.startswith("/"):
-            raise table.error("path", f"{path!r} must start with /")
+        path = parse_path(table)
         return cls(
             name,
             timeout,
@@ -64,29 +62,22 @@ class HandshakesPhase(Phase):
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
         handshakes = ctx.scaled(self.handshakes)
-        label = phase_label(ctx, self.name)
-        limit = ctx.limit(self.timeout)
-        url = target(ctx, "https").url(fill(self.path, ctx.values))
-        log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
-        log.write_text("")
-        say(f"{label}: {handshakes} full TLS handshakes ({self.protocol}), {self.batch} connections at a time")
-        start = time.monotonic()
+        where = url(ctx, "https", fill(self.path, ctx.values))
+        watched = Watched.begin(ctx, self.name, self.timeout)
+        say(f"{watched.label}: {handshakes} full TLS handshakes ({self.protocol}), {self.batch} connections at a time")
         done, status = run_batches(
             ctx,
             lambda count, log_file, _run: h2load.h2load_argv(
-                [url], requests=count, connections=count, http1=self.protocol == "h1", log_file=log_file
+                [where], requests=count, connections=count, http1=self.protocol == "h1", log_file=log_file
             ),
-            label=label,
+            watched,
             total=handshakes,
             batch=self.batch,
             expect=self.expect,
-            deadline=start + limit,
-            limit=limit,
-            log=log,
             codes_log=codes_log_for(ctx, self.name, self.expect),
             unit="handshakes",
         )
-        seconds = time.monotonic() - start
+        seconds = time.monotonic() - watched.start
         return PhaseResult(
             self.name, self.kind, handshakes, done, seconds, status, f"{self.protocol}, batch {self.batch}"
         )

@@ -33,7 +33,7 @@ from recipes.errors import TrainingFailed
 from recipes.runner import plural, quote, say, show
 from recipes.schema import Table, fill
 from recipes.web import h2load
-from recipes.workload.fields import iter_paths, parse_expect
+from recipes.workload.fields import parse_expect, parse_headers, parse_paths
 from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
 
 HEARTBEAT_SECONDS = 15.0
@@ -41,24 +41,31 @@ PROGRESS_STEPS = 10
 POLL_SECONDS = 0.2
 
 
+def url(ctx: PhaseContext, scheme: str, path: str) -> str:
+    """Where a phase's request for ``path`` goes: the scheme and the server's port for it."""
+    port = int(ctx.values["https_port" if scheme == "https" else "http_port"])
+    return f"{scheme}://127.0.0.1:{port}{path}"
+
+
 @dataclass(frozen=True)
-class Target:
-    """Where a phase's requests go: the scheme and the server's port for it."""
+class Watched:
+    """A phase's h2load runs: its label, its log (emptied), its time limit and when it started (the deadline is
+    the start plus the limit)."""
 
-    scheme: str
-    port: int
+    label: str
+    log: Path
+    limit: float
+    start: float
 
-    def url(self, path: str) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.port}{path}"
+    @classmethod
+    def begin(cls, ctx: PhaseContext, name: str, timeout: float | None) -> Watched:
+        log = ctx.logs / f"train-{ctx.instance}-{name}.log"
+        log.write_text("")
+        return cls(f"phase {ctx.instance}/{name}", log, ctx.limit(timeout), time.monotonic())
 
-
-def target(ctx: PhaseContext, scheme: str) -> Target:
-    port_key = "https_port" if scheme == "https" else "http_port"
-    return Target(scheme, int(ctx.values[port_key]))
-
-
-def phase_label(ctx: PhaseContext, name: str) -> str:
-    return f"phase {ctx.instance}/{name}"
+    @property
+    def deadline(self) -> float:
+        return self.start + self.limit
 
 
 class _Reader(threading.Thread):
@@ -83,18 +90,11 @@ class _Reader(threading.Thread):
 
 
 def run_h2load(
-    ctx: PhaseContext,
-    argv: list[str],
-    *,
-    label: str,
-    requests: int,
-    deadline: float,
-    limit: float,
-    log: Path,
-    quiet: bool = False,
+    ctx: PhaseContext, argv: list[str], watched: Watched, *, requests: int, quiet: bool = False
 ) -> h2load.H2loadSummary:
     """One h2load run with the phase's environment, watched: the server must stay up and the phase's deadline
     must hold. Prints done/total and the rate as h2load reports its progress."""
+    label, log = watched.label, watched.log
     with log.open("a", encoding="utf-8") as out:
         out.write(f"$ {quote(argv)}\n")
     if not quiet:
@@ -108,7 +108,7 @@ def run_h2load(
     reader = _Reader(proc.stdout, log)
     reader.start()
     try:
-        _watch(ctx, proc, reader, label=label, requests=requests, deadline=deadline, limit=limit, quiet=quiet)
+        _watch(ctx, proc, reader, watched, requests=requests, quiet=quiet)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -117,7 +117,7 @@ def run_h2load(
         if proc.stdout is not None:
             proc.stdout.close()
     server = ctx.server
-    if server is not None and server.exit_status() is not None:
+    if server is not None and server.child.returncode is not None:
         raise server.died(f"during {label}")
     text = "".join(reader.lines)
     try:
@@ -130,32 +130,25 @@ def run_h2load(
 
 
 def _watch(
-    ctx: PhaseContext,
-    proc: procs.Spawned,
-    reader: _Reader,
-    *,
-    label: str,
-    requests: int,
-    deadline: float,
-    limit: float,
-    quiet: bool,
+    ctx: PhaseContext, proc: procs.Spawned, reader: _Reader, watched: Watched, *, requests: int, quiet: bool
 ) -> None:
     """Until h2load exits: the server must stay up and the deadline hold (else the sockets and threads are shown
     and the phase fails); done/total and the rate said every 10 % or :data:`HEARTBEAT_SECONDS`."""
+    label = watched.label
     started = shown_at = time.monotonic()
     shown = 0
     while proc.poll() is None:
         time.sleep(POLL_SECONDS)
         now = time.monotonic()
         server = ctx.server
-        if server is not None and server.exit_status() is not None:
+        if server is not None and server.child.returncode is not None:
             raise server.died(f"during {label} ({reader.percent}% of {requests} requests done)")
-        if now > deadline:
+        if now > watched.deadline:
             if server is not None:
                 upstream = ctx.resources.get("upstream")
                 show(server.dump([upstream.port] if upstream is not None else []))
             raise TrainingFailed(
-                f"{label}: not finished within its time limit of {limit:.0f} s "
+                f"{label}: not finished within its time limit of {watched.limit:.0f} s "
                 f"(h2load at {reader.percent}% of {requests} requests); sockets and threads are shown above",
                 "a hung connection (see the ss output) or a slow machine: raise the phase's timeout or "
                 "PGO_PHASE_TIMEOUT, or lower PGO_TRAIN_SCALE",
@@ -185,14 +178,11 @@ class BodyTally:
 def run_batches(
     ctx: PhaseContext,
     argv_for: Callable[[int, Path | None, int], list[str]],
+    watched: Watched,
     *,
-    label: str,
     total: int,
     batch: int,
     expect: str,
-    deadline: float,
-    limit: float,
-    log: Path,
     codes_log: Path | None,
     unit: str,
     bodies: BodyTally | None = None,
@@ -210,14 +200,13 @@ def run_batches(
         count = min(batch, total - done)
         if codes_log is not None:
             codes_log.unlink(missing_ok=True)
-        summary = run_h2load(
-            ctx, argv_for(count, codes_log, runs), label=label, requests=count, deadline=deadline, limit=limit,
-            log=log, quiet=True,
-        )  # fmt: skip
+        summary = run_h2load(ctx, argv_for(count, codes_log, runs), watched, requests=count, quiet=True)
         codes = h2load.parse_log_codes(codes_log.read_text()) if codes_log is not None else None
         problem = h2load.check(summary, count, expect, codes)
         if problem is not None:
-            raise TrainingFailed(f"{label}: batch of {count} connections after {done} {unit}: {problem}", f"see {log}")
+            raise TrainingFailed(
+                f"{watched.label}: batch of {count} connections after {done} {unit}: {problem}", f"see {watched.log}"
+            )
         done += count
         runs += 1
         if bodies is not None:
@@ -226,7 +215,7 @@ def run_batches(
             status[key] += value
         if done >= next_report or done == total:
             elapsed = time.monotonic() - start
-            say(f"  {label}: {done}/{total} {unit}, {done / max(elapsed, 1e-6):,.0f}/s")
+            say(f"  {watched.label}: {done}/{total} {unit}, {done / max(elapsed, 1e-6):,.0f}/s")
             next_report = done + total / PROGRESS_STEPS
     return done, status
 
@@ -269,19 +258,14 @@ class HttpPhase(Phase):
 
     @classmethod
     def parse(cls, table: Table, name: str, timeout: float | None) -> Phase:
-        paths = list(iter_paths(table))
-        if not paths:
-            raise table.error("path", "missing", 'add path = "/…" or paths = ["/…", …]')
+        paths = parse_paths(table)
         method = table.string("method", "GET", choices=("GET", "POST", "PUT"))
         body = table.string("body")
         if method != "GET" and body is None:
             raise table.error("body", f"a {method} phase needs a body file", 'add body = "{bodies}/form-2k.txt"')
         if method == "GET" and body is not None:
             raise table.error("body", "a GET phase sends no body", 'set method = "POST"')
-        headers = table.strings("headers")
-        for header in headers:
-            if ":" not in header.lstrip(":"):
-                raise table.error("headers", f"{header!r} is not 'name: value'")
+        headers = parse_headers(table)
         min_mean_body = table.integer("min_mean_body", minimum=0)
         max_mean_body = table.integer("max_mean_body", minimum=0)
         if min_mean_body is not None and max_mean_body is not None and min_mean_body > max_mean_body:
@@ -321,8 +305,7 @@ class HttpPhase(Phase):
 
     def _urls(self, ctx: PhaseContext, label: str, requests: int) -> list[str]:
         """The phase's URLs, filled; a warning when its connections reach only the first few."""
-        where = target(ctx, self.scheme)
-        urls = [where.url(fill(p, ctx.values)) for p in self.paths]
+        urls = [url(ctx, self.scheme, fill(p, ctx.values)) for p in self.paths]
         if not self.one_per_connection and len(urls) > requests // self.connections:
             say(
                 f"warning: {label}: {requests} requests over {self.connections} connections reach only the first "
@@ -353,10 +336,8 @@ class HttpPhase(Phase):
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
         requests = ctx.scaled(self.requests)
-        label = phase_label(ctx, self.name)
-        limit = ctx.limit(self.timeout)
-        log = ctx.logs / f"train-{ctx.instance}-{self.name}.log"
-        log.write_text("")
+        watched = Watched.begin(ctx, self.name, self.timeout)
+        label, log = watched.label, watched.log
         codes_log = codes_log_for(ctx, self.name, self.expect)
         urls = self._urls(ctx, label, requests)
         say(
@@ -364,20 +345,16 @@ class HttpPhase(Phase):
             f"{plural(len(self.paths), 'path')}, {plural(self.connections, 'connection')}"
             f"{' (a new one per request)' if self.one_per_connection else ''}, expect {self.expect}"
         )
-        start = time.monotonic()
         bodies = BodyTally()
         with ctx.resources["upstream"].down() if self.upstream == "down" else nullcontext():
             if self.one_per_connection:
                 done, status = run_batches(
                     ctx,
                     lambda count, log_file, run: self._argv(ctx, urls, count, count, log_file, run),
-                    label=label,
+                    watched,
                     total=requests,
                     batch=self.connections,
                     expect=self.expect,
-                    deadline=start + limit,
-                    limit=limit,
-                    log=log,
                     codes_log=codes_log,
                     unit="requests",
                     bodies=bodies,
@@ -385,9 +362,7 @@ class HttpPhase(Phase):
                 detail = f"{self.protocol}, one request per connection"
             else:
                 argv = self._argv(ctx, urls, requests, self.connections, codes_log)
-                summary = run_h2load(
-                    ctx, argv, label=label, requests=requests, deadline=start + limit, limit=limit, log=log
-                )
+                summary = run_h2load(ctx, argv, watched, requests=requests)
                 codes = h2load.parse_log_codes(codes_log.read_text()) if codes_log is not None else None
                 problem = h2load.check(summary, requests, self.expect, codes)
                 if problem is not None:
@@ -395,7 +370,7 @@ class HttpPhase(Phase):
                 done, status = summary.done, summary_status(summary)
                 bodies.add(summary)
                 detail = f"{summary.protocol or '?'}, {summary.rate or 0:,.0f} req/s"
-        seconds = time.monotonic() - start
+        seconds = time.monotonic() - watched.start
         problem = h2load.check_mean_body(bodies.data_bytes, bodies.responses, self.min_mean_body, self.max_mean_body)
         if problem is not None:
             raise TrainingFailed(f"{label}: {problem}", f"see {log}; check the phase's headers and the server's config")

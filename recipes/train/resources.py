@@ -82,7 +82,8 @@ class Docroot(Resource):
     kind = "docroot"
 
     def parse(self, table: Table, key: str) -> Any:
-        if isinstance(table.data.get(key), str):
+        value = table.data.get(key)
+        if isinstance(value, str):
             text: str = table.string(key)
             path_text = (
                 text.replace("{workload_dir}", str(_workload_dir(table)), 1)
@@ -102,7 +103,6 @@ class Docroot(Resource):
                     key, f"no folder {folder}", "create it with the files to serve, or set docroot = true"
                 )
             return DocrootOptions(folder)
-        value = table.data.get(key)
         if not isinstance(value, bool) or table.boolean(key) is not True:
             raise table.error(
                 key, f"must be true (or left out), or the path of a folder of your own files; got {value!r}"

@@ -65,26 +65,15 @@ class RunningServer:
     env: dict[str, str]
     tail_shown: bool = False
 
-    @property
-    def log(self) -> Path:
-        return self.child.log
-
     def show_tail(self) -> None:
         """Print the tail of the server's log (once)."""
         if not self.tail_shown:
             self.tail_shown = True
-            show(f"--- tail of the server log {self.log}:\n{self.child.tail()}")
-
-    @property
-    def pid(self) -> int:
-        return self.child.pid
-
-    def exit_status(self) -> int | None:
-        return self.child.returncode
+            show(f"--- tail of the server log {self.child.log}:\n{self.child.tail()}")
 
     def dump(self, extra_ports: list[int] | None = None) -> str:
         ports = [*self.ports.values(), *(extra_ports or [])]
-        return net.hang_dump(ports, self.pid if self.exit_status() is None else None, self.log, self.env)
+        return net.hang_dump(ports, self.child.pid if self.child.returncode is None else None, self.child.log, self.env)
 
     def died(self, what: str) -> TrainingFailed:
         """The error for a server that exited while ``what`` (its log's tail printed first)."""
@@ -96,7 +85,7 @@ class RunningServer:
         return TrainingFailed(
             f"instance {self.instance}: the server exited with {describe_exit(returncode)} {what}"
             + (f"; its log ends: {last}" if last else ""),
-            f"see {self.log}",
+            f"see {self.child.log}",
         )
 
 
@@ -177,13 +166,13 @@ def not_ready(server: RunningServer, url: str, limit: float, readiness: net.Read
         return TrainingFailed(
             f"instance {server.instance}: the server {problem}",
             "set ready = to a URL it answers with 200 when it is up (a health check path), "
-            f"or fix the server's config; see {server.log}",
+            f"or fix the server's config; see {server.child.log}",
         )
     show(server.dump())
     answered = readiness.last is not None and readiness.last.status is not None
     return TrainingFailed(
         f"instance {server.instance}: the server {problem}",
-        f"see {server.log}; raise ready_timeout if it starts slowly"
+        f"see {server.child.log}; raise ready_timeout if it starts slowly"
         + (", or set ready = to a URL it answers with 200" if answered else ""),
     )
 
@@ -218,7 +207,7 @@ def _stop(server: RunningServer, options: ServerOptions, ctx: PhaseContext) -> N
     if not child.alive():
         raise server.died("before it was stopped")
     started = time.monotonic()
-    waiting = f"instance {server.instance}: waiting for the server (pid {server.pid}) to exit after SIGTERM"
+    waiting = f"instance {server.instance}: waiting for the server (pid {server.child.pid}) to exit after SIGTERM"
     returncode = child.stop(
         limit, progress=lambda waited: say(f"{waiting}: {waited:.0f} s of {limit:.0f} s"), every=STOP_PROGRESS_EVERY
     )
@@ -234,7 +223,7 @@ def _stop(server: RunningServer, options: ServerOptions, ctx: PhaseContext) -> N
             "expected exit code 0" + (": it has no SIGTERM handler, so it writes no profile" if killed else ""),
             "set exit_on_sigterm = true in the instance (SIGTERM then calls exit(0))"
             if killed
-            else f"see {server.log}",
+            else f"see {server.child.log}",
         )
     said = child.take_leftovers()
     if said is not None:

@@ -1,9 +1,7 @@
-"""Keys the phase kinds and the bench scenarios read alike: an HTTP ``path`` or ``paths``, an ``expect``, the
-ceiling of a command's ``runs``."""
+"""Keys the phase kinds and the bench scenarios read alike: an HTTP ``path`` or ``paths``, a handshakes' ``path``,
+``headers``, an ``expect``, a command's ``runs`` and their ceiling."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 from recipes.schema import Table
 from recipes.web import h2load
@@ -20,7 +18,15 @@ def parse_expect(table: Table) -> str:
     return expect
 
 
-def iter_paths(table: Table) -> Iterator[str]:
+def parse_runs(table: Table) -> int:
+    runs: int = table.integer("runs", 1, minimum=1)
+    if runs > MAX_RUNS:
+        raise table.error("runs", f"{runs} is too many", f"at most {MAX_RUNS}")
+    return runs
+
+
+def parse_paths(table: Table) -> list[str]:
+    """``path`` or ``paths``, one at least, each starting with /."""
     path = table.string("path")
     paths = table.strings("paths")
     if path is not None and paths:
@@ -28,4 +34,22 @@ def iter_paths(table: Table) -> Iterator[str]:
     for item in [path] if path is not None else paths:
         if not item.startswith("/"):
             raise table.error("path", f"{item!r} must start with /")
-        yield item
+    if path is None and not paths:
+        raise table.error("path", "missing", 'add path = "/…" or paths = ["/…", …]')
+    return [path] if path is not None else paths
+
+
+def parse_path(table: Table) -> str:
+    """A handshakes' ``path`` (default ``/health``), starting with /."""
+    path: str = table.string("path", "/health")
+    if not path.startswith("/"):
+        raise table.error("path", f"{path!r} must start with /")
+    return path
+
+
+def parse_headers(table: Table) -> list[str]:
+    headers = table.strings("headers")
+    for header in headers:
+        if ":" not in header.lstrip(":"):
+            raise table.error("headers", f"{header!r} is not 'name: value'")
+    return headers

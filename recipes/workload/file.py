@@ -79,9 +79,9 @@ def load_workload(path: Path) -> Workload:
     head.done()
     resources, provided, known_files = _setup(top.table("setup"))
     instances: list[Instance] = []
-    names: set[str] = set()
     for table in top.tables("instance", required=True):
-        instance = _instance(table, provided, {i.name: i for i in instances})
+        earlier = {i.name: i for i in instances}
+        instance = _instance(table, provided, earlier)
         for phase in instance.phases:
             missing = phase.needs() - {kind for kind, _ in resources}
             if missing:
@@ -90,11 +90,10 @@ def load_workload(path: Path) -> Workload:
                     f"add {sorted(missing)[0]} = … to the [setup] table",
                 )
             _check_files(f"{table.where} phase {phase.name!r}", phase.files(), known_files, path.parent)
-        if instance.name in names:
+        if instance.name in earlier:
             raise ConfigError(
                 f"{table.where}: name: {instance.name!r} is used twice", "give each instance its own name"
             )
-        names.add(instance.name)
         instances.append(instance)
     bench_instances, scenarios = _bench(top.table("bench"), provided, instances)
     top.done()

@@ -11,10 +11,10 @@ fast one; ``--scale`` multiplies the counts (the tests use tiny trials).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Any
 
 from recipes.schema import Table
-from recipes.workload.fields import MAX_RUNS, iter_paths, parse_expect
+from recipes.workload.fields import parse_expect, parse_headers, parse_path, parse_paths, parse_runs
 from recipes.workload.model import Instance, Scenario
 
 #: scenario kinds and the instance mode each runs against
@@ -37,82 +37,48 @@ def parse_scenario(table: Table, instances: dict[str, Instance]) -> Scenario:
             f"name a mode = {KINDS[kind]!r} instance",
         )
     warmup = table.integer("warmup", minimum=0)
-    scenario = _parse_kind(table, name, title, kind, instance, warmup)
-    return replace(scenario, declared_held_out=table.boolean("held_out"))
+    count, fields = _kind_fields(table, kind)
+    return Scenario(name, title, kind, instance, count, warmup, **fields, declared_held_out=table.boolean("held_out"))
 
 
-def _parse_kind(table: Table, name: str, title: str, kind: str, instance: Instance, warmup: int | None) -> Scenario:
+def _kind_fields(table: Table, kind: str) -> tuple[int, dict[str, Any]]:
+    """The scenario's count (runs, handshakes or requests) and the fields of its kind."""
     if kind == "command":
-        runs = table.integer("runs", 1, minimum=1)
-        if runs > MAX_RUNS:
-            raise table.error("runs", f"{runs} is too many", f"at most {MAX_RUNS}")
-        return Scenario(
-            name,
-            title,
-            kind,
-            instance,
-            runs,
-            warmup,
-            args=tuple(table.strings("args")),
-            stdin=table.string("stdin"),
-            cwd=table.string("cwd"),
-            expect_exit=table.exit_code("expect_exit"),
-        )
+        runs = parse_runs(table)
+        return runs, {
+            "args": tuple(table.strings("args")),
+            "stdin": table.string("stdin"),
+            "cwd": table.string("cwd"),
+            "expect_exit": table.exit_code("expect_exit"),
+        }
     expect = parse_expect(table)
     if not expect.endswith("xx") and expect not in {"ok", "any"}:
         raise table.error("expect", f"{expect!r}: the bench checks classes of status", 'say "ok", "any" or "2xx"')
     if kind == "handshakes":
-        return _handshakes(table, name, title, instance, warmup, expect)
-    return _http(table, name, title, instance, warmup, expect)
-
-
-def _handshakes(table: Table, name: str, title: str, instance: Instance, warmup: int | None, expect: str) -> Scenario:
-    path = table.string("path", "/health")
-    if not path.startswith("/"):
-        raise table.error("path", f"{path!r} must start with /")
-    batch = table.integer("batch", 50, minimum=1)
-    return Scenario(
-        name,
-        title,
-        "handshakes",
-        instance,
-        table.integer("handshakes", required=True, minimum=1),
-        warmup,
-        paths=(path,),
-        protocol=table.string("protocol", "h1", choices=("h1", "h2")),
-        scheme="https",
-        connections=batch,
-        one_per_connection=True,
-        expect=expect,
-    )
-
-
-def _http(table: Table, name: str, title: str, instance: Instance, warmup: int | None, expect: str) -> Scenario:
-    paths = tuple(iter_paths(table))
-    if not paths:
-        raise table.error("path", "missing", 'add path = "/…" or paths = ["/…", …]')
-    headers = table.strings("headers")
-    for header in headers:
-        if ":" not in header.lstrip(":"):
-            raise table.error("headers", f"{header!r} is not 'name: value'")
+        path = parse_path(table)
+        batch = table.integer("batch", 50, minimum=1)
+        return table.integer("handshakes", required=True, minimum=1), {
+            "paths": (path,),
+            "protocol": table.string("protocol", "h1", choices=("h1", "h2")),
+            "scheme": "https",
+            "connections": batch,
+            "one_per_connection": True,
+            "expect": expect,
+        }
+    paths = tuple(parse_paths(table))
+    headers = parse_headers(table)
     one_per_connection = bool(table.boolean("one_per_connection", default=False))
     rps = table.integer("rps", minimum=1)
     if rps is not None and one_per_connection:
         raise table.error("rps", "a rate and one_per_connection do not go together", "drop one of them")
-    return Scenario(
-        name,
-        title,
-        "http",
-        instance,
-        table.integer("requests", required=True, minimum=1),
-        warmup,
-        paths=paths,
-        protocol=table.string("protocol", "h2", choices=("h1", "h2")),
-        scheme=table.string("scheme", "http", choices=("http", "https")),
-        connections=table.integer("connections", 4, minimum=1),
-        streams=table.integer("streams", 1, minimum=1),
-        rps=rps,
-        one_per_connection=one_per_connection,
-        headers=tuple(headers),
-        expect=expect,
-    )
+    return table.integer("requests", required=True, minimum=1), {
+        "paths": paths,
+        "protocol": table.string("protocol", "h2", choices=("h1", "h2")),
+        "scheme": table.string("scheme", "http", choices=("http", "https")),
+        "connections": table.integer("connections", 4, minimum=1),
+        "streams": table.integer("streams", 1, minimum=1),
+        "rps": rps,
+        "one_per_connection": one_per_connection,
+        "headers": tuple(headers),
+        "expect": expect,
+    }
