@@ -12,7 +12,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -300,12 +300,7 @@ def _from_pyproject(project_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
     return raw, sources
 
 
-def load_config(
-    project_dir: Path,
-    environ: Mapping[str, str],
-    posargs: Sequence[str] = (),
-    overrides: Mapping[str, Any] | None = None,
-) -> Config:
+def load_config(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str] = ()) -> Config:
     """Merge the three sources into one :class:`Config`."""
     raw, sources = _from_pyproject(project_dir)
     if "PGO_MANIFEST" in environ or "manifest" in parse_posargs(posargs):
@@ -337,10 +332,7 @@ def load_config(
             form, example = FORMS.get(setting.parse, ("a string", "…"))
             hint = _example(sources[key], setting, example)
             raise ConfigError(f"{sources[key]}: {exc}: expected {form}", hint) from exc
-    config = _build(project_dir, parsed, sources)
-    if overrides:
-        config = replace(config, **overrides)
-    return config
+    return _build(project_dir, parsed, sources)
 
 
 def _example(source: str, setting: Setting, example: str) -> str:

@@ -638,11 +638,7 @@ def _build(declared: type[_Record], value: dict[str, Any], where: str) -> _Recor
 
 #: the scalar types of the records, and what a value of each may be (JSON writes a whole float as it likes)
 _SCALARS: dict[Any, type | tuple[type, ...]] = {
-    str: str,
-    int: int,
-    float: (int, float),
-    bool: bool,
-    type(None): type(None),
+    scalar: (int, float) if scalar is float else scalar for scalar in TYPE_NAMES
 }
 
 

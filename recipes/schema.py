@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import re
 import types
@@ -63,15 +64,10 @@ def without_none(hint: Any) -> Any:
     return hint
 
 
-#: each record type's fields' types, evaluated once (the annotations are strings)
-_FIELD_TYPES: dict[type, dict[str, object]] = {}
-
-
+@functools.cache
 def _field_types(declared: type) -> dict[str, object]:
-    """A dataclass's fields' types."""
-    if declared not in _FIELD_TYPES:
-        _FIELD_TYPES[declared] = get_type_hints(declared)
-    return _FIELD_TYPES[declared]
+    """A dataclass's fields' types, evaluated once (the annotations are strings)."""
+    return get_type_hints(declared)
 
 
 def kind(value: Any) -> str:
@@ -150,12 +146,11 @@ class Table(Reader):
     def __init__(self, where: str, data: Any) -> None:
         super().__init__(data, where, ConfigError, "see profiles/README.md")
 
-    def _refusal(self, key: str, problem: str, hint: str | None = None) -> PgoError:
+    def error(self, key: str, problem: str, hint: str | None = None) -> PgoError:
+        """A refusal of ``key`` with this table's name: ``w.toml [[instance]] 'cli': port: …``."""
         return self.refuse_as(f"{self.where}: {key}: {problem}", self.hint if hint is None else hint)
 
-    def error(self, key: str, problem: str, hint: str = "see profiles/README.md") -> PgoError:
-        """A refusal of ``key`` with this table's name: ``w.toml [[instance]] 'cli': port: …``."""
-        return self._refusal(key, problem, hint)
+    _refusal = error
 
     def _missing(self, key: str) -> PgoError:
         return self._refusal(key, "missing", f"add {key} = …")
@@ -201,16 +196,16 @@ class Table(Reader):
             raise self.error(key, f"must be at least {minimum}, got {value}")
         return value
 
-    def exit_code(self, key: str, default: int = 0) -> int:
-        """An exit status a program can have: 0 to 255 (a wait status keeps 8 bits of it)."""
-        value: int = self._get(key, (int,), TYPE_NAMES[int], default, required=False)
+    def exit_code(self, key: str) -> int:
+        """An exit status a program can have: 0 to 255 (a wait status keeps 8 bits of it); 0 when not given."""
+        value: int = self._get(key, (int,), TYPE_NAMES[int], 0, required=False)
         if not 0 <= value <= MAX_EXIT_CODE:
             raise self.error(key, f"{value} is not an exit code: a program exits with 0 to {MAX_EXIT_CODE}")
         return value
 
-    def number(self, key: str, default: float | None = None, *, required: bool = False, finite: bool = True) -> Any:
+    def number(self, key: str, default: float | None = None, *, finite: bool = True) -> Any:
         """A positive number; ``finite=False`` leaves inf and nan to the caller's own message."""
-        value = self._get(key, (int, float), TYPE_NAMES[float], default, required=required)
+        value = self._get(key, (int, float), TYPE_NAMES[float], default, required=False)
         if finite and value is not None and not math.isfinite(value):
             raise self.error(key, f"must be a finite number, got {value}")
         if value is not None and value <= 0:
@@ -220,8 +215,8 @@ class Table(Reader):
     def boolean(self, key: str, *, default: bool | None = None) -> Any:
         return self._get(key, (bool,), TYPE_NAMES[bool], default, required=False)
 
-    def strings(self, key: str, default: list[str] | None = None, *, required: bool = False) -> list[str]:
-        value = self._get(key, (list,), "a list of strings", default if default is not None else [], required=required)
+    def strings(self, key: str, *, required: bool = False) -> list[str]:
+        value = self._get(key, (list,), "a list of strings", [], required=required)
         return self._only(key, value, str, "expected a list of strings")
 
     def mapping(self, key: str) -> dict[str, str]:
@@ -233,7 +228,7 @@ class Table(Reader):
     def tables(self, key: str, *, required: bool = False) -> list[Table]:
         value = self._get(key, (list,), "an array of tables ([[…]])", [], required=False)
         if required and not value:
-            raise self.error(key, f"needs at least one [[{key}]] table", "see profiles/README.md")
+            raise self.error(key, f"needs at least one [[{key}]] table")
         return [Table(f"{self.where} [[{key}]] #{i + 1}", item) for i, item in enumerate(value)]
 
     def table(self, key: str) -> Table | None:
@@ -304,7 +299,7 @@ class Fields(Reader):
         :data:`NOT_WRITTEN` field without one keeps its default. The reader of what :func:`recipes.results.json_of`
         writes."""
         values: dict[str, object] = {}
-        types_of = _field_types(declared)
+        types_of = _field_types(declared)  # type: ignore[arg-type]
         for spec in dataclasses.fields(declared):  # type: ignore[arg-type]
             key = spec.metadata.get(JSON_KEY, spec.name)
             read = spec.metadata.get(READ)

@@ -72,7 +72,6 @@ def h2load_argv(
     uri_file: Path | None = None,
     log_file: Path | None = None,
     threads: int = 1,
-    program: str = "h2load",
 ) -> list[str]:
     """One h2load run of exactly ``requests`` requests (never a duration). With ``uri_file`` the URLs are read
     from it (h2load -i: its lines are full URLs) and ``urls`` must be empty."""
@@ -80,7 +79,7 @@ def h2load_argv(
         raise ValueError(f"requests must be at least 1, got {requests}")
     if bool(urls) == (uri_file is not None):
         raise ValueError("give either urls or uri_file")
-    argv = [program, "-n", str(requests), "-c", str(max(1, min(connections, requests))), "-m", str(max(1, streams))]
+    argv = ["h2load", "-n", str(requests), "-c", str(max(1, min(connections, requests))), "-m", str(max(1, streams))]
     argv += ["-t", str(max(1, min(threads, connections)))]
     if http1:
         argv.append("--h1")
