@@ -513,10 +513,8 @@ def _name(declared: Any) -> str:
     origin = get_origin(declared)
     if origin in (Union, types.UnionType):
         return " or ".join(_name(option) for option in get_args(declared))
-    if origin is list:
-        return "a list"
-    if origin is dict or is_typeddict(declared) or dataclasses.is_dataclass(declared):
-        return "an object"
+    if (container := _container(declared)) is not None:
+        return "a list" if container is list else "an object"
     if origin is Literal:
         return " or ".join(repr(option) for option in get_args(declared))
     return TYPE_NAMES[declared]
@@ -547,9 +545,9 @@ def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str
         options = get_args(declared)
         if any(mismatch(value, option, where, complete=complete) is None for option in options):
             return None
-        inner = [option for option in options if option is not type(None)]
-        if len(inner) == 1 and _fits_shape(value, inner[0]):  # a list or object of the right shape: what is inside
-            return mismatch(value, inner[0], where, complete=complete)
+        inner = without_none(declared)
+        if inner is not declared and isinstance(value, _container(inner) or ()):  # a list or object: what is inside
+            return mismatch(value, inner, where, complete=complete)
         return _problem(value, declared, where)
     if origin in (list, dict):
         if not isinstance(value, origin):
@@ -689,8 +687,9 @@ def _at(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
-def _fits_shape(value: object, declared: Any) -> bool:
+def _container(declared: Any) -> type | None:
+    """The JSON container a value of type ``declared`` is (list, or dict: an object), None for a scalar."""
     origin = get_origin(declared)
     if origin is list:
-        return isinstance(value, list)
-    return isinstance(value, dict) and (origin is dict or is_typeddict(declared) or dataclasses.is_dataclass(declared))
+        return list
+    return dict if origin is dict or is_typeddict(declared) or dataclasses.is_dataclass(declared) else None

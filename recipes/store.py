@@ -235,14 +235,11 @@ class ProfileStore:
 
     def _check_creatable(self) -> None:
         """The store does not exist yet: its nearest existing parent must let us create it."""
-        for parent in self.root.parents:
-            if parent.exists():
-                if not os.access(parent, os.W_OK | os.X_OK):
-                    raise StoreError(
-                        f"cannot create profile store {self.root}: {parent} is not writable",
-                        "choose another PGO_PROFILE_STORE",
-                    )
-                return
+        parent = next(parent for parent in self.root.parents if parent.exists())  # ``/`` at the latest
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise StoreError(
+                f"cannot create profile store {self.root}: {parent} is not writable", "choose another PGO_PROFILE_STORE"
+            )
 
     def _check_root(self, when: str = "") -> None:
         try:

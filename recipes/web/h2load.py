@@ -128,12 +128,8 @@ def parse_progress(line: str) -> int | None:
 def parse_log_codes(text: str) -> Counter[int]:
     """Status codes of an h2load ``--log-file`` (tab-separated: start time, status code, microseconds).
     Failed requests are logged with status -1."""
-    codes: Counter[int] = Counter()
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 2 and parts[1].lstrip("-").isdigit():
-            codes[int(parts[1])] += 1
-    return codes
+    rows = (line.split("\t") for line in text.splitlines())
+    return Counter(int(parts[1]) for parts in rows if len(parts) >= 2 and parts[1].lstrip("-").isdigit())
 
 
 def valid_expect(expect: str) -> bool:
