@@ -614,24 +614,18 @@ def as_json(record: StageResult | WorkloadRun) -> dict[str, Any]:
 
 def _build(declared: type[_Record], value: dict[str, Any], where: str) -> _Record:
     """The dataclass ``declared`` of ``value``, which fits it (:func:`mismatch`)."""
-    fields: dict[str, Any] = {}
-    for name, hint in get_type_hints(declared).items():
-        if name not in value:
-            continue
-        item = value[name]
-        target = without_none(hint)
-        if item is None:
-            if target is not hint:  # may be None
-                fields[name] = None
-                continue
-            raise Unfit(_problem(item, _as_written(target), _at(where, name)))  # a null only a failed record may have
-        if target is Path:
-            fields[name] = Path(item)
-        elif target is WorkloadRun:  # the one nested record that is a dataclass
-            fields[name] = _build(WorkloadRun, item, _at(where, name))
-        else:
-            fields[name] = item
-    return declared(**fields)
+    hints = get_type_hints(declared).items()
+    return declared(**{name: _field(value[name], hint, _at(where, name)) for name, hint in hints if name in value})
+
+
+def _field(item: Any, hint: Any, where: str) -> Any:
+    """A field's value as written, made its type ``hint``: a path a Path, the nested record its dataclass."""
+    target = without_none(hint)
+    if item is None and target is hint:
+        raise Unfit(_problem(item, _as_written(target), where))  # a null only a failed record may have
+    if item is None or target not in (Path, WorkloadRun):  # WorkloadRun: the one nested record that is a dataclass
+        return item
+    return Path(item) if target is Path else _build(WorkloadRun, item, where)
 
 
 #: the scalar types of the records, and what a value of each may be (JSON writes a whole float as it likes)
