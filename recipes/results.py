@@ -520,7 +520,7 @@ def _name(declared: Any) -> str:
     return TYPE_NAMES[declared]
 
 
-def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str | None:
+def mismatch(value: Any, declared: Any, where: str, *, complete: bool) -> str | None:
     """Where and how ``value`` (as read from JSON) does not fit the type ``declared``, or None when it does:
     ``'verify.seconds' is missing``, ``'binary' is the number 3, not a string or null``. Keys a record type does
     not declare are left alone; ``complete`` asks for the required keys (a record of a stage that succeeded: the
@@ -529,18 +529,6 @@ def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str
         fits = isinstance(value, _SCALARS[declared]) and (declared is bool or not isinstance(value, bool))
         return None if fits else _problem(value, declared, where)
     origin = get_origin(declared)
-    if is_typeddict(declared) or dataclasses.is_dataclass(declared):
-        if not isinstance(value, dict):
-            return _problem(value, declared, where)
-        needed = _required_keys(declared) if is_typeddict(declared) or complete else frozenset()
-        missing = sorted(needed - set(value))
-        if missing:
-            return f"{_at(where, missing[0])!r} is missing"
-        hints = _hints(declared)
-        for key, item in value.items():
-            if key in hints and (found := mismatch(item, hints[key], _at(where, key), complete=complete)):
-                return found
-        return None
     if origin in (Union, types.UnionType):
         options = get_args(declared)
         if any(mismatch(value, option, where, complete=complete) is None for option in options):
@@ -549,19 +537,26 @@ def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str
         if inner is not declared and isinstance(value, _container(inner) or ()):  # a list or object: what is inside
             return mismatch(value, inner, where, complete=complete)
         return _problem(value, declared, where)
-    if origin in (list, dict):
-        if not isinstance(value, origin):
-            return _problem(value, declared, where)
-        item_type = get_args(declared)[-1]  # a list's item, a dict's value
-        items = value.items() if origin is dict else ((f"[{i}]", item) for i, item in enumerate(value))
-        for key, item in items:
-            at = _at(where, key) if origin is dict else where + key
-            if found := mismatch(item, item_type, at, complete=complete):
-                return found
-        return None
     if origin is Literal:
         return None if value in get_args(declared) else _problem(value, declared, where)
-    raise TypeError(f"{where}: no check of the type {declared}")  # a type results.py does not use
+    container = _container(declared)
+    if container is None:
+        raise TypeError(f"{where}: no check of the type {declared}")  # a type results.py does not use
+    if not isinstance(value, container):
+        return _problem(value, declared, where)
+    keyed = value.items() if isinstance(value, dict) else ((f"[{i}]", item) for i, item in enumerate(value))
+    if origin in (list, dict):  # each of a list's items, a dict's values: of its last type argument
+        items = [
+            (get_args(declared)[-1], item, _at(where, key) if origin is dict else where + key) for key, item in keyed
+        ]
+    else:  # a record: a TypedDict, or a dataclass
+        needed = _required_keys(declared) if is_typeddict(declared) or complete else frozenset()
+        missing = sorted(needed - set(value))
+        if missing:
+            return f"{_at(where, missing[0])!r} is missing"
+        hints = _hints(declared)
+        items = [(hints[key], item, _at(where, key)) for key, item in keyed if key in hints]
+    return next(filter(None, (mismatch(item, hint, at, complete=complete) for hint, item, at in items)), None)
 
 
 def from_json(declared: type[_Record], value: dict[str, Any], where: str = "") -> _Record:
@@ -681,7 +676,7 @@ def _at(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
-def _container(declared: Any) -> type | None:
+def _container(declared: Any) -> type[list[Any] | dict[str, Any]] | None:
     """The JSON container a value of type ``declared`` is (list, or dict: an object), None for a scalar."""
     origin = get_origin(declared)
     if origin is list:
