@@ -150,7 +150,7 @@ def check(summary: H2loadSummary, requested: int, expect: str, codes: Counter[in
             f"{summary.done} of {requested} requests done ({summary.started} started, {summary.errored} errored, "
             f"{summary.timeout} timed out)"
         )
-    seen = sum(summary.status.values())
+    seen = summary.responses()
     if seen != requested:
         return f"{seen} status codes for {requested} requests (h2load counted {summary.status})"
     shown = ", ".join(f"{summary.status[c]} {c}" for c in STATUS_CLASSES if summary.status.get(c))
