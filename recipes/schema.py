@@ -41,7 +41,7 @@ TYPE_NAMES: dict[Any, str] = {
     type(None): "null",
 }
 
-#: a key not in the document (a None of its own would be a JSON null)
+#: a key not in the document (a None of its own would be a JSON null); as a default, none: the key is required
 _ABSENT: Any = object()
 
 #: a dataclass field's metadata key: the field's key in its JSON file, when it is not the field's name
@@ -113,14 +113,14 @@ class Reader:
     def _wrong(self, key: str, value: Any, name: str) -> PgoError:
         raise NotImplementedError
 
-    def _value(self, key: str, types: tuple[type, ...], name: str, *, required: bool) -> Any:
-        """The value of ``key`` when it is one of ``types`` (a boolean only when ``bool`` is one), :data:`_ABSENT`
-        when there is none and none is required; a refusal otherwise."""
+    def _value(self, key: str, types: tuple[type, ...], name: str, default: Any = _ABSENT) -> Any:
+        """The value of ``key`` when it is one of ``types`` (a boolean only when ``bool`` is one), ``default`` when
+        there is none and a default is given; a refusal otherwise."""
         self.seen.add(key)
         if key not in self.data:
-            if required:
+            if default is _ABSENT:
                 raise self._missing(key)
-            return _ABSENT
+            return default
         value = self.data[key]
         if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
             raise self._wrong(key, value, name)
@@ -159,10 +159,6 @@ class Table(Reader):
         got = "a boolean" if isinstance(value, bool) else f"{type(value).__name__} {value!r}"
         return self._refusal(key, f"expected {name}, got {got}")
 
-    def _get(self, key: str, types: tuple[type, ...], name: str, default: Any, *, required: bool) -> Any:
-        value = self._value(key, types, name, required=required)
-        return default if value is _ABSENT else value
-
     def named(self, what: str) -> str:
         """The table's required ``name`` (letters, digits, - and _: it names files); from then on its errors
         name it: ``w.toml [[instance]] #2`` becomes ``w.toml [[instance]] 'cli'``."""
@@ -177,7 +173,7 @@ class Table(Reader):
     def string(
         self, key: str, default: str | None = None, *, required: bool = False, choices: Iterable[str] | None = None
     ) -> Any:
-        value = self._get(key, (str,), TYPE_NAMES[str], default, required=required)
+        value = self._value(key, (str,), TYPE_NAMES[str], _ABSENT if required else default)
         if choices is not None and value is not None and value not in set(choices):
             known = sorted(choices)
             close = difflib.get_close_matches(value, known, n=1)
@@ -191,21 +187,21 @@ class Table(Reader):
     def integer(
         self, key: str, default: int | None = None, *, required: bool = False, minimum: int | None = None
     ) -> Any:
-        value = self._get(key, (int,), TYPE_NAMES[int], default, required=required)
+        value = self._value(key, (int,), TYPE_NAMES[int], _ABSENT if required else default)
         if value is not None and minimum is not None and value < minimum:
             raise self.error(key, f"must be at least {minimum}, got {value}")
         return value
 
     def exit_code(self, key: str) -> int:
         """An exit status a program can have: 0 to 255 (a wait status keeps 8 bits of it); 0 when not given."""
-        value: int = self._get(key, (int,), TYPE_NAMES[int], 0, required=False)
+        value: int = self._value(key, (int,), TYPE_NAMES[int], 0)
         if not 0 <= value <= MAX_EXIT_CODE:
             raise self.error(key, f"{value} is not an exit code: a program exits with 0 to {MAX_EXIT_CODE}")
         return value
 
     def number(self, key: str, default: float | None = None, *, finite: bool = True) -> Any:
         """A positive number; ``finite=False`` leaves inf and nan to the caller's own message."""
-        value = self._get(key, (int, float), TYPE_NAMES[float], default, required=False)
+        value = self._value(key, (int, float), TYPE_NAMES[float], default)
         if finite and value is not None and not math.isfinite(value):
             raise self.error(key, f"must be a finite number, got {value}")
         if value is not None and value <= 0:
@@ -213,20 +209,20 @@ class Table(Reader):
         return None if value is None else float(value)
 
     def boolean(self, key: str, *, default: bool | None = None) -> Any:
-        return self._get(key, (bool,), TYPE_NAMES[bool], default, required=False)
+        return self._value(key, (bool,), TYPE_NAMES[bool], default)
 
     def strings(self, key: str, *, required: bool = False) -> list[str]:
-        value = self._get(key, (list,), "a list of strings", [], required=required)
+        value = self._value(key, (list,), "a list of strings", _ABSENT if required else [])
         return self._only(key, value, str, "expected a list of strings")
 
     def mapping(self, key: str) -> dict[str, str]:
-        value = self._get(key, (dict,), "a table of strings", {}, required=False)
+        value = self._value(key, (dict,), "a table of strings", {})
         if not all(isinstance(v, str) for v in value.values()):
             raise self.error(key, "expected a table of string values")
         return dict(value)
 
     def tables(self, key: str, *, required: bool = False) -> list[Table]:
-        value = self._get(key, (list,), "an array of tables ([[…]])", [], required=False)
+        value = self._value(key, (list,), "an array of tables ([[…]])", [])
         if required and not value:
             raise self.error(key, f"needs at least one [[{key}]] table")
         return [Table(f"{self.where} [[{key}]] #{i + 1}", item) for i, item in enumerate(value)]
@@ -265,32 +261,32 @@ class Fields(Reader):
         return self._refusal(key, f"is {'a boolean' if isinstance(value, bool) else kind(value)}, not {name}")
 
     def string(self, key: str) -> str:
-        return str(self._value(key, (str,), TYPE_NAMES[str], required=True))
+        return str(self._value(key, (str,), TYPE_NAMES[str]))
 
     def opt_string(self, key: str) -> str | None:
         return None if self.data.get(key) is None else self.string(key)
 
     def integer(self, key: str) -> int:
-        return int(self._value(key, (int,), TYPE_NAMES[int], required=True))
+        return int(self._value(key, (int,), TYPE_NAMES[int]))
 
     def number(self, key: str) -> float:
-        value = self._value(key, (int, float), TYPE_NAMES[float], required=True)
+        value = self._value(key, (int, float), TYPE_NAMES[float])
         if not math.isfinite(value):
             raise self._refusal(key, f"is {value}, not a finite number")
         return float(value)
 
     def boolean(self, key: str) -> bool:
-        return bool(self._value(key, (bool,), TYPE_NAMES[bool], required=True))
+        return bool(self._value(key, (bool,), TYPE_NAMES[bool]))
 
     def array(self, key: str) -> list[Any]:
-        value: list[Any] = self._value(key, (list,), "a list", required=True)
+        value: list[Any] = self._value(key, (list,), "a list")
         return value
 
     def strings(self, key: str) -> list[str]:
         return self._only(key, self.array(key), str, "holds {kind}, not only strings")
 
     def object(self, key: str) -> Fields:
-        value = self._value(key, (dict,), "an object", required=True)
+        value = self._value(key, (dict,), "an object")
         return Fields(value, f"{self.where}: {key}", self.refuse_as, self.hint)
 
     def record(self, declared: type[Record]) -> Record:
