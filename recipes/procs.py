@@ -374,10 +374,6 @@ def ticket(env: Mapping[str, str]) -> tuple[Ticket, dict[str, str]]:
     return Ticket(owner, frozenset(children_of(os.getpid()))), {**env, OWNER_VARIABLE: owner}
 
 
-def _belongs(proc: Process, group: int, owner: str) -> bool:
-    return group in {proc.pgrp, proc.session} or owner_of(proc.pid) in {None, owner}
-
-
 def sweep(group: int, ticket: Ticket) -> list[Leftover]:
     """Kill (SIGTERM, :data:`GRACE` seconds, SIGKILL) and reap every process the exited child ``group`` (its pid, its
     group's id) left behind, as the module's docstring says; the running ones, by pid."""
@@ -385,9 +381,8 @@ def sweep(group: int, ticket: Ticket) -> list[Leftover]:
     me = os.getpid()
     for _ in range(10):  # a killed leftover's own orphans are re-parented to us: look again
         fresh = children_of(me) - ticket.before - _live - {group} - set(found)
-        picked = {
-            proc.pid: proc for pid in fresh if (proc := read_process(pid)) and _belongs(proc, group, ticket.owner)
-        }
+        listed = [proc for pid in fresh if (proc := read_process(pid))]  # this child's: its group, session or tag
+        picked = {p.pid: p for p in listed if group in {p.pgrp, p.session} or owner_of(p.pid) in {None, ticket.owner}}
         if not picked:
             break
         table = all_processes()
