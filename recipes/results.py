@@ -484,10 +484,6 @@ class Report:
     determinism: DeterminismResult | Failed | None = None
     cpu_baseline: CpuBaselineResult | Failed | None = None
 
-    def names(self) -> set[str]:
-        """The stages that have a record."""
-        return {f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
-
     def stage(self, name: PipelineStage | Literal["plain"]) -> StageResult | Failed | None:
         """The record of the pipeline stage (or plain build) ``name``."""
         record: StageResult | Failed | None = getattr(self, name)
