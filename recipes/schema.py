@@ -90,7 +90,7 @@ def kind(value: Any) -> str:
 
 class Reader:
     """Typed access to one object of a document, ``where`` naming it. A dialect says how a refusal reads:
-    :meth:`_refusal` (the key and the problem), :meth:`_missing` and :meth:`_wrong` (a value of another type)."""
+    :meth:`_refusal` (the key and the problem) and :meth:`_unfit` (a missing value, a value of another type)."""
 
     #: the words of a refusal of the whole object (a list where an object was expected)
     not_an_object: ClassVar[str]
@@ -107,23 +107,19 @@ class Reader:
     def _refusal(self, key: str, problem: str, hint: str | None = None) -> PgoError:
         raise NotImplementedError
 
-    def _missing(self, key: str) -> PgoError:
-        raise NotImplementedError
-
-    def _wrong(self, key: str, value: Any, name: str) -> PgoError:
+    def _unfit(self, key: str, value: Any, name: str) -> PgoError:
+        """The refusal of ``key`` whose ``value`` is not ``name`` (``a string``); :data:`_ABSENT`: it has none."""
         raise NotImplementedError
 
     def _value(self, key: str, types: tuple[type, ...], name: str, default: Any = _ABSENT) -> Any:
         """The value of ``key`` when it is one of ``types`` (a boolean only when ``bool`` is one), ``default`` when
         there is none and a default is given; a refusal otherwise."""
         self.seen.add(key)
-        if key not in self.data:
-            if default is _ABSENT:
-                raise self._missing(key)
+        if key not in self.data and default is not _ABSENT:
             return default
-        value = self.data[key]
-        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-            raise self._wrong(key, value, name)
+        value = self.data.get(key, _ABSENT)
+        if value is _ABSENT or (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            raise self._unfit(key, value, name)
         return value
 
     def _only(self, key: str, values: list[Any], item: type, problem: str) -> list[Any]:
@@ -152,10 +148,9 @@ class Table(Reader):
 
     _refusal = error
 
-    def _missing(self, key: str) -> PgoError:
-        return self._refusal(key, "missing", f"add {key} = …")
-
-    def _wrong(self, key: str, value: Any, name: str) -> PgoError:
+    def _unfit(self, key: str, value: Any, name: str) -> PgoError:
+        if value is _ABSENT:
+            return self._refusal(key, "missing", f"add {key} = …")
         got = "a boolean" if isinstance(value, bool) else f"{type(value).__name__} {value!r}"
         return self._refusal(key, f"expected {name}, got {got}")
 
@@ -254,10 +249,9 @@ class Fields(Reader):
     def _refusal(self, key: str, problem: str, hint: str | None = None) -> PgoError:
         return self.refuse_as(f"{self.where}: {key!r} {problem}", self.hint if hint is None else hint)
 
-    def _missing(self, key: str) -> PgoError:
-        return self._refusal(key, "is missing")
-
-    def _wrong(self, key: str, value: Any, name: str) -> PgoError:
+    def _unfit(self, key: str, value: Any, name: str) -> PgoError:
+        if value is _ABSENT:
+            return self._refusal(key, "is missing")
         return self._refusal(key, f"is {'a boolean' if isinstance(value, bool) else kind(value)}, not {name}")
 
     def string(self, key: str) -> str:
