@@ -303,7 +303,8 @@ def _from_pyproject(project_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
 def load_config(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str] = ()) -> Config:
     """Merge the three sources into one :class:`Config`."""
     raw, sources = _from_pyproject(project_dir)
-    if "PGO_MANIFEST" in environ or "manifest" in parse_posargs(posargs):
+    options = parse_posargs(posargs)
+    if "PGO_MANIFEST" in environ or "manifest" in options:
         # [tool.pgo] describes its own crate: another manifest drops what it says of that crate.
         for key in CRATE_KEYS:
             if raw.pop(key, None) is not None:
@@ -315,7 +316,7 @@ def load_config(project_dir: Path, environ: Mapping[str, str], posargs: Sequence
             raise ConfigError(f"unknown variable {name} in the environment", _suggest(name, list(BY_ENV)))
         raw[BY_ENV[name].key] = value
         sources[BY_ENV[name].key] = name
-    for key, value in parse_posargs(posargs).items():
+    for key, value in options.items():
         raw[key] = value
         sources[key] = BY_KEY[key].option
     parsed: dict[str, Any] = {}
@@ -323,11 +324,8 @@ def load_config(project_dir: Path, environ: Mapping[str, str], posargs: Sequence
         setting = BY_KEY[key]
         if text == "" and setting.parse not in (_bool, _c_choice):
             continue  # an empty variable means "not set"
-        if setting.parse is str:
-            parsed[key] = text
-            continue
         try:
-            parsed[key] = setting.parse(text)
+            parsed[key] = setting.parse(text)  # every value is text here: str keeps it as it is
         except ValueError as exc:
             form, example = FORMS.get(setting.parse, ("a string", "…"))
             hint = _example(sources[key], setting, example)
