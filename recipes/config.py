@@ -316,9 +316,8 @@ def load_config(project_dir: Path, environ: Mapping[str, str], posargs: Sequence
             raise ConfigError(f"unknown variable {name} in the environment", _suggest(name, list(BY_ENV)))
         raw[BY_ENV[name].key] = value
         sources[BY_ENV[name].key] = name
-    for key, value in options.items():
-        raw[key] = value
-        sources[key] = BY_KEY[key].option
+    raw.update(options)
+    sources.update({key: BY_KEY[key].option for key in options})
     parsed: dict[str, Any] = {}
     for key, text in raw.items():
         setting = BY_KEY[key]
