@@ -68,9 +68,7 @@ class CrateIdentity:
         """The recorded identity, or None when the record is not one (hand-edited: then it is written again)."""
         features = value.get("features")
         texts = [value.get(key) for key in ("manifest", "package", "bin", "target")]
-        if not all(isinstance(t, str) for t in texts) or not isinstance(features, list):
-            return None
-        if not all(isinstance(f, str) for f in features):
+        if not isinstance(features, list) or not all(isinstance(t, str) for t in [*texts, *features]):
             return None
         manifest, package, bin_name, target = (str(t) for t in texts)
         return cls(manifest, package, bin_name, target, tuple(str(f) for f in features))

@@ -12,7 +12,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -300,15 +300,11 @@ def _from_pyproject(project_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
     return raw, sources
 
 
-def load_config(
-    project_dir: Path,
-    environ: Mapping[str, str],
-    posargs: Sequence[str] = (),
-    overrides: Mapping[str, Any] | None = None,
-) -> Config:
+def load_config(project_dir: Path, environ: Mapping[str, str], posargs: Sequence[str] = ()) -> Config:
     """Merge the three sources into one :class:`Config`."""
     raw, sources = _from_pyproject(project_dir)
-    if "PGO_MANIFEST" in environ or "manifest" in parse_posargs(posargs):
+    options = parse_posargs(posargs)
+    if "PGO_MANIFEST" in environ or "manifest" in options:
         # [tool.pgo] describes its own crate: another manifest drops what it says of that crate.
         for key in CRATE_KEYS:
             if raw.pop(key, None) is not None:
@@ -320,27 +316,20 @@ def load_config(
             raise ConfigError(f"unknown variable {name} in the environment", _suggest(name, list(BY_ENV)))
         raw[BY_ENV[name].key] = value
         sources[BY_ENV[name].key] = name
-    for key, value in parse_posargs(posargs).items():
-        raw[key] = value
-        sources[key] = BY_KEY[key].option
+    raw.update(options)
+    sources.update({key: BY_KEY[key].option for key in options})
     parsed: dict[str, Any] = {}
     for key, text in raw.items():
         setting = BY_KEY[key]
         if text == "" and setting.parse not in (_bool, _c_choice):
             continue  # an empty variable means "not set"
-        if setting.parse is str:
-            parsed[key] = text
-            continue
         try:
-            parsed[key] = setting.parse(text)
+            parsed[key] = setting.parse(text)  # every value is text here: str keeps it as it is
         except ValueError as exc:
             form, example = FORMS.get(setting.parse, ("a string", "…"))
             hint = _example(sources[key], setting, example)
             raise ConfigError(f"{sources[key]}: {exc}: expected {form}", hint) from exc
-    config = _build(project_dir, parsed, sources)
-    if overrides:
-        config = replace(config, **overrides)
-    return config
+    return _build(project_dir, parsed, sources)
 
 
 def _example(source: str, setting: Setting, example: str) -> str:

@@ -1,7 +1,7 @@
 """The one reader of the files the sessions read: bad bytes are one line naming the file, never a traceback.
 
 Every file a session reads (workloads, ``pyproject.toml``, ``report.json``, a release's manifest, statements and
-``SHA256SUMS``, ``.fdata``) goes through :func:`read_bytes`, :func:`read_text`, :func:`read_toml` or
+``SHA256SUMS``, ``.fdata``) goes through :func:`read_bytes`, :func:`read_text` (then :func:`parse_toml`) or
 :func:`read_json`. A file that cannot be read, is not UTF-8, or is not valid TOML or JSON is the error class the
 caller names (a :class:`~recipes.errors.PgoError`), with a line that says which file, what is wrong and where.
 :class:`recipes.schema.Fields` then reads a JSON object's keys with their types, so a missing key or a value of
@@ -50,14 +50,9 @@ def decode(data: bytes, path: Path, what: str, error: type[PgoError], hint: str)
         ) from exc
 
 
-def read_text(path: Path, what: str, error: type[PgoError], hint: str, *, limit: int = MAX_BYTES) -> str:
+def read_text(path: Path, what: str, error: type[PgoError], hint: str) -> str:
     """The UTF-8 text of ``path``."""
-    return decode(read_bytes(path, what, error, hint, limit=limit), path, what, error, hint)
-
-
-def read_toml(path: Path, what: str, error: type[PgoError], hint: str) -> dict[str, Any]:
-    """The TOML document of ``path`` (:func:`parse_toml`)."""
-    return parse_toml(read_text(path, what, error, hint), f"{what} {path}", error, hint, invalid=" is")
+    return decode(read_bytes(path, what, error, hint), path, what, error, hint)
 
 
 #: TOML's integers are 64-bit signed (its specification: a parser must refuse one it cannot hold); Python's reads any

@@ -112,9 +112,9 @@ def become_subreaper() -> bool:
     return bool(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
-def session_tag(pid: int | None = None) -> str:
-    """``<pid>.<start time>`` of this process (or ``pid``): with the start time, a reused pid names another."""
-    pid = os.getpid() if pid is None else pid
+def session_tag() -> str:
+    """``<pid>.<start time>`` of this process: with the start time, a reused pid names another."""
+    pid = os.getpid()
     proc = read_process(pid)
     # fixed width: every child's environment is the same size whatever the pid, start time and serial (valgrind's
     # counts of one binary move with the size of its environment: the bench's runs must not)
@@ -374,10 +374,6 @@ def ticket(env: Mapping[str, str]) -> tuple[Ticket, dict[str, str]]:
     return Ticket(owner, frozenset(children_of(os.getpid()))), {**env, OWNER_VARIABLE: owner}
 
 
-def _belongs(proc: Process, group: int, owner: str) -> bool:
-    return group in {proc.pgrp, proc.session} or owner_of(proc.pid) in {None, owner}
-
-
 def sweep(group: int, ticket: Ticket) -> list[Leftover]:
     """Kill (SIGTERM, :data:`GRACE` seconds, SIGKILL) and reap every process the exited child ``group`` (its pid, its
     group's id) left behind, as the module's docstring says; the running ones, by pid."""
@@ -385,9 +381,8 @@ def sweep(group: int, ticket: Ticket) -> list[Leftover]:
     me = os.getpid()
     for _ in range(10):  # a killed leftover's own orphans are re-parented to us: look again
         fresh = children_of(me) - ticket.before - _live - {group} - set(found)
-        picked = {
-            proc.pid: proc for pid in fresh if (proc := read_process(pid)) and _belongs(proc, group, ticket.owner)
-        }
+        listed = [proc for pid in fresh if (proc := read_process(pid))]  # this child's: its group, session or tag
+        picked = {p.pid: p for p in listed if group in {p.pgrp, p.session} or owner_of(p.pid) in {None, ticket.owner}}
         if not picked:
             break
         table = all_processes()
@@ -473,19 +468,11 @@ class Reaped(NamedTuple):
 Spawned: TypeAlias = "subprocess.Popen[bytes]"
 
 
-def spawn(
-    argv: Sequence[str],
-    *,
-    env: Mapping[str, str],
-    stdout: Stream,
-    stderr: Stream,
-    stdin: Stream = DEVNULL,
-    cwd: Path | None = None,
-) -> subprocess.Popen[bytes]:
+def spawn(argv: Sequence[str], *, env: Mapping[str, str], stdout: Stream, stderr: Stream) -> subprocess.Popen[bytes]:
     """Start a short-lived helper (h2load, a load generator) with exactly ``env`` (its ``PATH`` finds the program)
-    in this process's session, its streams as given: the caller waits for it (:func:`wait_usage`) or kills it. Not
-    starting raises the :class:`OSError`."""
-    proc = subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd)
+    in this process's session, its streams as given (standard input closed): the caller waits for it
+    (:func:`wait_usage`) or kills it. Not starting raises the :class:`OSError`."""
+    proc = subprocess.Popen(list(argv), env=dict(env), stdin=DEVNULL, stdout=stdout, stderr=stderr)
     _record(proc.pid, f"{session_tag()}-{0:08d}")  # no tag in its environment: 0, which no child of ticket() has
     return proc
 
@@ -499,7 +486,7 @@ class Waited(NamedTuple):
     usage: resource.struct_rusage
 
 
-def wait_usage(proc: subprocess.Popen[bytes], deadline: float, interval: float = 0.02) -> Waited:
+def wait_usage(proc: subprocess.Popen[bytes], deadline: float) -> Waited:
     """Wait for ``proc`` (from :func:`spawn`) until it exits or ``deadline`` (monotonic) passes, then SIGKILL it;
     reaped either way, with its resource usage."""
     exited = True
@@ -509,7 +496,7 @@ def wait_usage(proc: subprocess.Popen[bytes], deadline: float, interval: float =
             proc.kill()
             waited = os.wait4(proc.pid, 0)
             break
-        time.sleep(interval)
+        time.sleep(0.02)
     _pid, status, usage = waited
     proc.returncode = os.waitstatus_to_exitcode(status)
     _unrecord(proc.pid)
@@ -609,7 +596,7 @@ class Child:
         """Poll ``url`` until it answers 200, while the child lives, for at most ``limit`` seconds."""
         return net.poll_ready(url, limit, self.alive)
 
-    def wait_for(self, ready: Callable[[], bool], limit: float, interval: float = 0.05) -> bool:
+    def wait_for(self, ready: Callable[[], bool], limit: float) -> bool:
         """Poll ``ready()`` while the child lives, for at most ``limit`` seconds: whether it came true."""
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
@@ -617,7 +604,7 @@ class Child:
                 return False
             if ready():
                 return True
-            time.sleep(interval)
+            time.sleep(0.05)
         return False
 
     def wait(self, limit: float, progress: Callable[[float], None] | None = None, every: float = 10.0) -> int | None:
@@ -635,23 +622,17 @@ class Child:
                 tick += every
         return self._reap()
 
-    def stop(
-        self,
-        limit: float,
-        sig: signal.Signals = signal.SIGTERM,
-        progress: Callable[[float], None] | None = None,
-        every: float = 10.0,
-    ) -> int | None:
-        """Send ``sig`` (if it still runs) and reap it: its exit status, or None when it did not end within
+    def stop(self, limit: float, progress: Callable[[float], None] | None = None, every: float = 10.0) -> int | None:
+        """Send SIGTERM (if it still runs) and reap it: its exit status, or None when it did not end within
         ``limit`` seconds (it is then still running: see :meth:`kill`); ``progress`` and ``every`` as in
         :meth:`wait`."""
         if self.alive():
-            os.kill(self.pid, sig)  # not Popen.send_signal: its poll() would reap the child before its group
+            os.kill(self.pid, signal.SIGTERM)  # not Popen.send_signal: its poll() would reap the child before its group
         return self.wait(limit, progress, every)
 
-    def stop_or_kill(self, limit: float, sig: signal.Signals = signal.SIGTERM) -> int:
+    def stop_or_kill(self, limit: float) -> int:
         """:meth:`stop`, then SIGKILL when it did not end in time: the exit status (negative when killed)."""
-        code = self.stop(limit, sig)
+        code = self.stop(limit)
         return self.kill() if code is None else code
 
     def kill(self) -> int:

@@ -484,10 +484,6 @@ class Report:
     determinism: DeterminismResult | Failed | None = None
     cpu_baseline: CpuBaselineResult | Failed | None = None
 
-    def names(self) -> set[str]:
-        """The stages that have a record."""
-        return {f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
-
     def stage(self, name: PipelineStage | Literal["plain"]) -> StageResult | Failed | None:
         """The record of the pipeline stage (or plain build) ``name``."""
         record: StageResult | Failed | None = getattr(self, name)
@@ -513,16 +509,14 @@ def _name(declared: Any) -> str:
     origin = get_origin(declared)
     if origin in (Union, types.UnionType):
         return " or ".join(_name(option) for option in get_args(declared))
-    if origin is list:
-        return "a list"
-    if origin is dict or is_typeddict(declared) or dataclasses.is_dataclass(declared):
-        return "an object"
+    if (container := _container(declared)) is not None:
+        return "a list" if container is list else "an object"
     if origin is Literal:
         return " or ".join(repr(option) for option in get_args(declared))
     return TYPE_NAMES[declared]
 
 
-def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str | None:
+def mismatch(value: Any, declared: Any, where: str, *, complete: bool) -> str | None:
     """Where and how ``value`` (as read from JSON) does not fit the type ``declared``, or None when it does:
     ``'verify.seconds' is missing``, ``'binary' is the number 3, not a string or null``. Keys a record type does
     not declare are left alone; ``complete`` asks for the required keys (a record of a stage that succeeded: the
@@ -531,39 +525,34 @@ def mismatch(value: object, declared: Any, where: str, *, complete: bool) -> str
         fits = isinstance(value, _SCALARS[declared]) and (declared is bool or not isinstance(value, bool))
         return None if fits else _problem(value, declared, where)
     origin = get_origin(declared)
-    if is_typeddict(declared) or dataclasses.is_dataclass(declared):
-        if not isinstance(value, dict):
-            return _problem(value, declared, where)
+    if origin in (Union, types.UnionType):
+        options = get_args(declared)
+        if any(mismatch(value, option, where, complete=complete) is None for option in options):
+            return None
+        inner = without_none(declared)
+        if inner is not declared and isinstance(value, _container(inner) or ()):  # a list or object: what is inside
+            return mismatch(value, inner, where, complete=complete)
+        return _problem(value, declared, where)
+    if origin is Literal:
+        return None if value in get_args(declared) else _problem(value, declared, where)
+    container = _container(declared)
+    if container is None:
+        raise TypeError(f"{where}: no check of the type {declared}")  # a type results.py does not use
+    if not isinstance(value, container):
+        return _problem(value, declared, where)
+    keyed = value.items() if isinstance(value, dict) else ((f"[{i}]", item) for i, item in enumerate(value))
+    if origin in (list, dict):  # each of a list's items, a dict's values: of its last type argument
+        items = [
+            (get_args(declared)[-1], item, _at(where, key) if origin is dict else where + key) for key, item in keyed
+        ]
+    else:  # a record: a TypedDict, or a dataclass
         needed = _required_keys(declared) if is_typeddict(declared) or complete else frozenset()
         missing = sorted(needed - set(value))
         if missing:
             return f"{_at(where, missing[0])!r} is missing"
         hints = _hints(declared)
-        for key, item in value.items():
-            if key in hints and (found := mismatch(item, hints[key], _at(where, key), complete=complete)):
-                return found
-        return None
-    if origin in (Union, types.UnionType):
-        options = get_args(declared)
-        if any(mismatch(value, option, where, complete=complete) is None for option in options):
-            return None
-        inner = [option for option in options if option is not type(None)]
-        if len(inner) == 1 and _fits_shape(value, inner[0]):  # a list or object of the right shape: what is inside
-            return mismatch(value, inner[0], where, complete=complete)
-        return _problem(value, declared, where)
-    if origin in (list, dict):
-        if not isinstance(value, origin):
-            return _problem(value, declared, where)
-        item_type = get_args(declared)[-1]  # a list's item, a dict's value
-        items = value.items() if origin is dict else ((f"[{i}]", item) for i, item in enumerate(value))
-        for key, item in items:
-            at = _at(where, key) if origin is dict else where + key
-            if found := mismatch(item, item_type, at, complete=complete):
-                return found
-        return None
-    if origin is Literal:
-        return None if value in get_args(declared) else _problem(value, declared, where)
-    raise TypeError(f"{where}: no check of the type {declared}")  # a type results.py does not use
+        items = [(hints[key], item, _at(where, key)) for key, item in keyed if key in hints]
+    return next(filter(None, (mismatch(item, hint, at, complete=complete) for hint, item, at in items)), None)
 
 
 def from_json(declared: type[_Record], value: dict[str, Any], where: str = "") -> _Record:
@@ -616,33 +605,23 @@ def as_json(record: StageResult | WorkloadRun) -> dict[str, Any]:
 
 def _build(declared: type[_Record], value: dict[str, Any], where: str) -> _Record:
     """The dataclass ``declared`` of ``value``, which fits it (:func:`mismatch`)."""
-    fields: dict[str, Any] = {}
-    for name, hint in get_type_hints(declared).items():
-        if name not in value:
-            continue
-        item = value[name]
-        target = without_none(hint)
-        if item is None:
-            if target is not hint:  # may be None
-                fields[name] = None
-                continue
-            raise Unfit(_problem(item, _as_written(target), _at(where, name)))  # a null only a failed record may have
-        if target is Path:
-            fields[name] = Path(item)
-        elif target is WorkloadRun:  # the one nested record that is a dataclass
-            fields[name] = _build(WorkloadRun, item, _at(where, name))
-        else:
-            fields[name] = item
-    return declared(**fields)
+    hints = get_type_hints(declared).items()
+    return declared(**{name: _field(value[name], hint, _at(where, name)) for name, hint in hints if name in value})
+
+
+def _field(item: Any, hint: Any, where: str) -> Any:
+    """A field's value as written, made its type ``hint``: a path a Path, the nested record its dataclass."""
+    target = without_none(hint)
+    if item is None and target is hint:
+        raise Unfit(_problem(item, _as_written(target), where))  # a null only a failed record may have
+    if item is None or target not in (Path, WorkloadRun):  # WorkloadRun: the one nested record that is a dataclass
+        return item
+    return Path(item) if target is Path else _build(WorkloadRun, item, where)
 
 
 #: the scalar types of the records, and what a value of each may be (JSON writes a whole float as it likes)
 _SCALARS: dict[Any, type | tuple[type, ...]] = {
-    str: str,
-    int: int,
-    float: (int, float),
-    bool: bool,
-    type(None): type(None),
+    scalar: (int, float) if scalar is float else scalar for scalar in TYPE_NAMES
 }
 
 
@@ -693,8 +672,9 @@ def _at(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
-def _fits_shape(value: object, declared: Any) -> bool:
+def _container(declared: Any) -> type[list[Any] | dict[str, Any]] | None:
+    """The JSON container a value of type ``declared`` is (list, or dict: an object), None for a scalar."""
     origin = get_origin(declared)
     if origin is list:
-        return isinstance(value, list)
-    return isinstance(value, dict) and (origin is dict or is_typeddict(declared) or dataclasses.is_dataclass(declared))
+        return list
+    return dict if origin is dict or is_typeddict(declared) or dataclasses.is_dataclass(declared) else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import re
 import types
@@ -40,7 +41,7 @@ TYPE_NAMES: dict[Any, str] = {
     type(None): "null",
 }
 
-#: a key not in the document (a None of its own would be a JSON null)
+#: a key not in the document (a None of its own would be a JSON null); as a default, none: the key is required
 _ABSENT: Any = object()
 
 #: a dataclass field's metadata key: the field's key in its JSON file, when it is not the field's name
@@ -63,15 +64,10 @@ def without_none(hint: Any) -> Any:
     return hint
 
 
-#: each record type's fields' types, evaluated once (the annotations are strings)
-_FIELD_TYPES: dict[type, dict[str, object]] = {}
-
-
+@functools.cache
 def _field_types(declared: type) -> dict[str, object]:
-    """A dataclass's fields' types."""
-    if declared not in _FIELD_TYPES:
-        _FIELD_TYPES[declared] = get_type_hints(declared)
-    return _FIELD_TYPES[declared]
+    """A dataclass's fields' types, evaluated once (the annotations are strings)."""
+    return get_type_hints(declared)
 
 
 def kind(value: Any) -> str:
@@ -94,7 +90,7 @@ def kind(value: Any) -> str:
 
 class Reader:
     """Typed access to one object of a document, ``where`` naming it. A dialect says how a refusal reads:
-    :meth:`_refusal` (the key and the problem), :meth:`_missing` and :meth:`_wrong` (a value of another type)."""
+    :meth:`_refusal` (the key and the problem) and :meth:`_unfit` (a missing value, a value of another type)."""
 
     #: the words of a refusal of the whole object (a list where an object was expected)
     not_an_object: ClassVar[str]
@@ -111,23 +107,19 @@ class Reader:
     def _refusal(self, key: str, problem: str, hint: str | None = None) -> PgoError:
         raise NotImplementedError
 
-    def _missing(self, key: str) -> PgoError:
+    def _unfit(self, key: str, value: Any, name: str) -> PgoError:
+        """The refusal of ``key`` whose ``value`` is not ``name`` (``a string``); :data:`_ABSENT`: it has none."""
         raise NotImplementedError
 
-    def _wrong(self, key: str, value: Any, name: str) -> PgoError:
-        raise NotImplementedError
-
-    def _value(self, key: str, types: tuple[type, ...], name: str, *, required: bool) -> Any:
-        """The value of ``key`` when it is one of ``types`` (a boolean only when ``bool`` is one), :data:`_ABSENT`
-        when there is none and none is required; a refusal otherwise."""
+    def _value(self, key: str, types: tuple[type, ...], name: str, default: Any = _ABSENT) -> Any:
+        """The value of ``key`` when it is one of ``types`` (a boolean only when ``bool`` is one), ``default`` when
+        there is none and a default is given; a refusal otherwise."""
         self.seen.add(key)
-        if key not in self.data:
-            if required:
-                raise self._missing(key)
-            return _ABSENT
-        value = self.data[key]
-        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-            raise self._wrong(key, value, name)
+        if key not in self.data and default is not _ABSENT:
+            return default
+        value = self.data.get(key, _ABSENT)
+        if value is _ABSENT or (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            raise self._unfit(key, value, name)
         return value
 
     def _only(self, key: str, values: list[Any], item: type, problem: str) -> list[Any]:
@@ -150,23 +142,17 @@ class Table(Reader):
     def __init__(self, where: str, data: Any) -> None:
         super().__init__(data, where, ConfigError, "see profiles/README.md")
 
-    def _refusal(self, key: str, problem: str, hint: str | None = None) -> PgoError:
+    def error(self, key: str, problem: str, hint: str | None = None) -> PgoError:
+        """A refusal of ``key`` with this table's name: ``w.toml [[instance]] 'cli': port: …``."""
         return self.refuse_as(f"{self.where}: {key}: {problem}", self.hint if hint is None else hint)
 
-    def error(self, key: str, problem: str, hint: str = "see profiles/README.md") -> PgoError:
-        """A refusal of ``key`` with this table's name: ``w.toml [[instance]] 'cli': port: …``."""
-        return self._refusal(key, problem, hint)
+    _refusal = error
 
-    def _missing(self, key: str) -> PgoError:
-        return self._refusal(key, "missing", f"add {key} = …")
-
-    def _wrong(self, key: str, value: Any, name: str) -> PgoError:
+    def _unfit(self, key: str, value: Any, name: str) -> PgoError:
+        if value is _ABSENT:
+            return self._refusal(key, "missing", f"add {key} = …")
         got = "a boolean" if isinstance(value, bool) else f"{type(value).__name__} {value!r}"
         return self._refusal(key, f"expected {name}, got {got}")
-
-    def _get(self, key: str, types: tuple[type, ...], name: str, default: Any, *, required: bool) -> Any:
-        value = self._value(key, types, name, required=required)
-        return default if value is _ABSENT else value
 
     def named(self, what: str) -> str:
         """The table's required ``name`` (letters, digits, - and _: it names files); from then on its errors
@@ -182,7 +168,7 @@ class Table(Reader):
     def string(
         self, key: str, default: str | None = None, *, required: bool = False, choices: Iterable[str] | None = None
     ) -> Any:
-        value = self._get(key, (str,), TYPE_NAMES[str], default, required=required)
+        value = self._value(key, (str,), TYPE_NAMES[str], _ABSENT if required else default)
         if choices is not None and value is not None and value not in set(choices):
             known = sorted(choices)
             close = difflib.get_close_matches(value, known, n=1)
@@ -196,21 +182,21 @@ class Table(Reader):
     def integer(
         self, key: str, default: int | None = None, *, required: bool = False, minimum: int | None = None
     ) -> Any:
-        value = self._get(key, (int,), TYPE_NAMES[int], default, required=required)
+        value = self._value(key, (int,), TYPE_NAMES[int], _ABSENT if required else default)
         if value is not None and minimum is not None and value < minimum:
             raise self.error(key, f"must be at least {minimum}, got {value}")
         return value
 
-    def exit_code(self, key: str, default: int = 0) -> int:
-        """An exit status a program can have: 0 to 255 (a wait status keeps 8 bits of it)."""
-        value: int = self._get(key, (int,), TYPE_NAMES[int], default, required=False)
+    def exit_code(self, key: str) -> int:
+        """An exit status a program can have: 0 to 255 (a wait status keeps 8 bits of it); 0 when not given."""
+        value: int = self._value(key, (int,), TYPE_NAMES[int], 0)
         if not 0 <= value <= MAX_EXIT_CODE:
             raise self.error(key, f"{value} is not an exit code: a program exits with 0 to {MAX_EXIT_CODE}")
         return value
 
-    def number(self, key: str, default: float | None = None, *, required: bool = False, finite: bool = True) -> Any:
+    def number(self, key: str, default: float | None = None, *, finite: bool = True) -> Any:
         """A positive number; ``finite=False`` leaves inf and nan to the caller's own message."""
-        value = self._get(key, (int, float), TYPE_NAMES[float], default, required=required)
+        value = self._value(key, (int, float), TYPE_NAMES[float], default)
         if finite and value is not None and not math.isfinite(value):
             raise self.error(key, f"must be a finite number, got {value}")
         if value is not None and value <= 0:
@@ -218,22 +204,22 @@ class Table(Reader):
         return None if value is None else float(value)
 
     def boolean(self, key: str, *, default: bool | None = None) -> Any:
-        return self._get(key, (bool,), TYPE_NAMES[bool], default, required=False)
+        return self._value(key, (bool,), TYPE_NAMES[bool], default)
 
-    def strings(self, key: str, default: list[str] | None = None, *, required: bool = False) -> list[str]:
-        value = self._get(key, (list,), "a list of strings", default if default is not None else [], required=required)
+    def strings(self, key: str, *, required: bool = False) -> list[str]:
+        value = self._value(key, (list,), "a list of strings", _ABSENT if required else [])
         return self._only(key, value, str, "expected a list of strings")
 
     def mapping(self, key: str) -> dict[str, str]:
-        value = self._get(key, (dict,), "a table of strings", {}, required=False)
+        value = self._value(key, (dict,), "a table of strings", {})
         if not all(isinstance(v, str) for v in value.values()):
             raise self.error(key, "expected a table of string values")
         return dict(value)
 
     def tables(self, key: str, *, required: bool = False) -> list[Table]:
-        value = self._get(key, (list,), "an array of tables ([[…]])", [], required=False)
+        value = self._value(key, (list,), "an array of tables ([[…]])", [])
         if required and not value:
-            raise self.error(key, f"needs at least one [[{key}]] table", "see profiles/README.md")
+            raise self.error(key, f"needs at least one [[{key}]] table")
         return [Table(f"{self.where} [[{key}]] #{i + 1}", item) for i, item in enumerate(value)]
 
     def table(self, key: str) -> Table | None:
@@ -263,39 +249,38 @@ class Fields(Reader):
     def _refusal(self, key: str, problem: str, hint: str | None = None) -> PgoError:
         return self.refuse_as(f"{self.where}: {key!r} {problem}", self.hint if hint is None else hint)
 
-    def _missing(self, key: str) -> PgoError:
-        return self._refusal(key, "is missing")
-
-    def _wrong(self, key: str, value: Any, name: str) -> PgoError:
+    def _unfit(self, key: str, value: Any, name: str) -> PgoError:
+        if value is _ABSENT:
+            return self._refusal(key, "is missing")
         return self._refusal(key, f"is {'a boolean' if isinstance(value, bool) else kind(value)}, not {name}")
 
     def string(self, key: str) -> str:
-        return str(self._value(key, (str,), TYPE_NAMES[str], required=True))
+        return str(self._value(key, (str,), TYPE_NAMES[str]))
 
     def opt_string(self, key: str) -> str | None:
         return None if self.data.get(key) is None else self.string(key)
 
     def integer(self, key: str) -> int:
-        return int(self._value(key, (int,), TYPE_NAMES[int], required=True))
+        return int(self._value(key, (int,), TYPE_NAMES[int]))
 
     def number(self, key: str) -> float:
-        value = self._value(key, (int, float), TYPE_NAMES[float], required=True)
+        value = self._value(key, (int, float), TYPE_NAMES[float])
         if not math.isfinite(value):
             raise self._refusal(key, f"is {value}, not a finite number")
         return float(value)
 
     def boolean(self, key: str) -> bool:
-        return bool(self._value(key, (bool,), TYPE_NAMES[bool], required=True))
+        return bool(self._value(key, (bool,), TYPE_NAMES[bool]))
 
     def array(self, key: str) -> list[Any]:
-        value: list[Any] = self._value(key, (list,), "a list", required=True)
+        value: list[Any] = self._value(key, (list,), "a list")
         return value
 
     def strings(self, key: str) -> list[str]:
         return self._only(key, self.array(key), str, "holds {kind}, not only strings")
 
     def object(self, key: str) -> Fields:
-        value = self._value(key, (dict,), "an object", required=True)
+        value = self._value(key, (dict,), "an object")
         return Fields(value, f"{self.where}: {key}", self.refuse_as, self.hint)
 
     def record(self, declared: type[Record]) -> Record:
@@ -304,7 +289,7 @@ class Fields(Reader):
         :data:`NOT_WRITTEN` field without one keeps its default. The reader of what :func:`recipes.results.json_of`
         writes."""
         values: dict[str, object] = {}
-        types_of = _field_types(declared)
+        types_of = _field_types(declared)  # type: ignore[arg-type]
         for spec in dataclasses.fields(declared):  # type: ignore[arg-type]
             key = spec.metadata.get(JSON_KEY, spec.name)
             read = spec.metadata.get(READ)

@@ -30,11 +30,8 @@ LOCK_TIMEOUT = 120.0
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def _free_bytes(directory: Path) -> int:
@@ -235,14 +232,11 @@ class ProfileStore:
 
     def _check_creatable(self) -> None:
         """The store does not exist yet: its nearest existing parent must let us create it."""
-        for parent in self.root.parents:
-            if parent.exists():
-                if not os.access(parent, os.W_OK | os.X_OK):
-                    raise StoreError(
-                        f"cannot create profile store {self.root}: {parent} is not writable",
-                        "choose another PGO_PROFILE_STORE",
-                    )
-                return
+        parent = next(parent for parent in self.root.parents if parent.exists())  # ``/`` at the latest
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise StoreError(
+                f"cannot create profile store {self.root}: {parent} is not writable", "choose another PGO_PROFILE_STORE"
+            )
 
     def _check_root(self, when: str = "") -> None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -14,9 +15,15 @@ from typing import Any
 import pytest
 
 from recipes import report
-from recipes.results import WorkloadRun
+from recipes.results import Report, WorkloadRun
 from recipes.train.trainer import VERIFY, Collect, RunSettings, run_workload
 from recipes.workload import Workload, load_workload
+
+
+def stage_names(records: Report) -> set[str]:
+    """The stages that have a record."""
+    return {f.name for f in dataclasses.fields(records) if getattr(records, f.name) is not None}
+
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"

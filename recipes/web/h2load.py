@@ -72,7 +72,6 @@ def h2load_argv(
     uri_file: Path | None = None,
     log_file: Path | None = None,
     threads: int = 1,
-    program: str = "h2load",
 ) -> list[str]:
     """One h2load run of exactly ``requests`` requests (never a duration). With ``uri_file`` the URLs are read
     from it (h2load -i: its lines are full URLs) and ``urls`` must be empty."""
@@ -80,7 +79,7 @@ def h2load_argv(
         raise ValueError(f"requests must be at least 1, got {requests}")
     if bool(urls) == (uri_file is not None):
         raise ValueError("give either urls or uri_file")
-    argv = [program, "-n", str(requests), "-c", str(max(1, min(connections, requests))), "-m", str(max(1, streams))]
+    argv = ["h2load", "-n", str(requests), "-c", str(max(1, min(connections, requests))), "-m", str(max(1, streams))]
     argv += ["-t", str(max(1, min(threads, connections)))]
     if http1:
         argv.append("--h1")
@@ -129,12 +128,8 @@ def parse_progress(line: str) -> int | None:
 def parse_log_codes(text: str) -> Counter[int]:
     """Status codes of an h2load ``--log-file`` (tab-separated: start time, status code, microseconds).
     Failed requests are logged with status -1."""
-    codes: Counter[int] = Counter()
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 2 and parts[1].lstrip("-").isdigit():
-            codes[int(parts[1])] += 1
-    return codes
+    rows = (line.split("\t") for line in text.splitlines())
+    return Counter(int(parts[1]) for parts in rows if len(parts) >= 2 and parts[1].lstrip("-").isdigit())
 
 
 def valid_expect(expect: str) -> bool:
@@ -155,7 +150,7 @@ def check(summary: H2loadSummary, requested: int, expect: str, codes: Counter[in
             f"{summary.done} of {requested} requests done ({summary.started} started, {summary.errored} errored, "
             f"{summary.timeout} timed out)"
         )
-    seen = sum(summary.status.values())
+    seen = summary.responses()
     if seen != requested:
         return f"{seen} status codes for {requested} requests (h2load counted {summary.status})"
     shown = ", ".join(f"{summary.status[c]} {c}" for c in STATUS_CLASSES if summary.status.get(c))

@@ -114,15 +114,10 @@ class Readiness:
         return f"did not answer {url} with 200 within {limit:g} s (last: {last})"
 
 
-def poll_ready(
-    url: str,
-    limit: float,
-    alive: Callable[[], bool],
-    interval: float = 0.05,
-    steady_seconds: float = STEADY_SECONDS,
-) -> Readiness:
+def poll_ready(url: str, limit: float, alive: Callable[[], bool], steady_seconds: float = STEADY_SECONDS) -> Readiness:
     """Poll ``url`` until it answers 200, ``limit`` runs out, ``alive()`` turns false, or the URL answers the
     same other status (not 503) for ``steady_seconds``."""
+    interval = 0.05
     start = time.monotonic()
     last: Answer | None = None
     same_since, same_count = start, 0

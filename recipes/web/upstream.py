@@ -138,15 +138,12 @@ class Http1(asyncio.Protocol):
         start = end + 4
         if chunked:
             decoded = self.chunked_length(start)
-            if decoded is None:
-                return None
-            body_length, consumed = decoded
-            del self.buffer[:consumed]
         else:
-            if len(self.buffer) < start + length:
-                return None
-            body_length = length
-            del self.buffer[: start + length]
+            decoded = (length, start + length) if len(self.buffer) >= start + length else None
+        if decoded is None:
+            return None
+        body_length, consumed = decoded
+        del self.buffer[:consumed]
         return method, target.split(b"?")[0], body_length, keep_alive
 
     def chunked_length(self, start: int) -> tuple[int, int] | None:

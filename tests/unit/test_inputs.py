@@ -6,12 +6,18 @@ import contextlib
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from recipes.errors import ConfigError, PgoError, WorkDirError
-from recipes.inputs import read_bytes, read_json, read_text, read_toml
+from recipes.inputs import parse_toml, read_bytes, read_json, read_text
 from recipes.schema import Fields, Table
+
+
+def read_toml(path: Path, what: str, error: type[PgoError], hint: str) -> dict[str, Any]:
+    """The TOML document of ``path`` (``parse_toml``), as a file is read whole."""
+    return parse_toml(read_text(path, what, error, hint), f"{what} {path}", error, hint, invalid=" is")
 
 
 def test_a_missing_file_a_directory_and_a_dangling_symlink_are_one_line(tmp_path: Path) -> None:

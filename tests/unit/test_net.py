@@ -145,9 +145,9 @@ def test_ask_says_what_answered(answering: ThreadingHTTPServer, refusing_port: i
     assert (refused.status, refused.describe()) == (None, "connection refused")
 
 
-def wait_ready(url: str, limit: float, alive: Callable[[], bool], interval: float = 0.05) -> float | None:
+def wait_ready(url: str, limit: float, alive: Callable[[], bool]) -> float | None:
     """Poll ``url`` until it answers 200; the seconds it took, or None when it did not (see :func:`poll_ready`)."""
-    result = net.poll_ready(url, limit, alive, interval)
+    result = net.poll_ready(url, limit, alive)
     return result.seconds if result.ready else None
 
 

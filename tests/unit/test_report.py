@@ -29,7 +29,7 @@ from recipes.results import (
 )
 from recipes.stages import summary
 from recipes.stages.summary import summary_lines
-from tests.conftest import DATA
+from tests.conftest import DATA, stage_names
 from tests.faults import small_tmpfs
 from tests.hostile import garbage, mutations
 
@@ -51,7 +51,7 @@ def test_a_started_stage_drops_its_old_success_and_the_later_stages(tmp_path: Pa
     report.record(tmp_path, "optimise", from_json(OptimiseResult, real["optimise"]))
     report.start(tmp_path, "train")
     full = report.load(tmp_path)
-    assert full.names() == {"instrument", "train"}
+    assert stage_names(full) == {"instrument", "train"}
     assert isinstance(full.instrument, InstrumentResult) and as_json(full.instrument) == real["instrument"]
     assert isinstance(full.train, Failed) and full.train.running
     assert "did not finish" in full.train.reason

@@ -26,6 +26,7 @@ from recipes.results import (
     as_json,
     from_json,
 )
+from tests.conftest import stage_names
 
 CAPTURED = Path(__file__).resolve().parent.parent / "data" / "report-demo-server-bolt.json"
 
@@ -39,7 +40,7 @@ def _captured() -> dict[str, Any]:
 def test_a_captured_report_loads_as_the_dataclasses_and_is_written_back_key_for_key(tmp_path: Path) -> None:
     shutil.copy(CAPTURED, tmp_path / "report.json")
     full = report.load(tmp_path)
-    assert full.names() == {"instrument", "train", "merge", "optimise", "bolt"}
+    assert stage_names(full) == {"instrument", "train", "merge", "optimise", "bolt"}
     real = _captured()
     for stage in ("instrument", "train", "merge", "optimise", "bolt"):
         record = full.stage(stage)

@@ -32,6 +32,7 @@ from recipes.toolchain.cflags import CPlan, Language
 from recipes.toolchain.rustc import RustcInfo
 from recipes.toolchain.rustflags import RustflagsPlan
 from recipes.workload import load_workload
+from tests.conftest import stage_names
 
 TRIPLE = "x86_64-unknown-linux-gnu"
 VAR = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS"
@@ -246,7 +247,7 @@ def _chained(plan: BuildPlan, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str
     def stand_in(name: str) -> object:
         def stage(_plan: BuildPlan, **options: object) -> str:
             handed = options.get("handed")
-            seen = sorted(handed.names()) if isinstance(handed, Report) else None
+            seen = sorted(stage_names(handed)) if isinstance(handed, Report) else None
             calls.append((name, (seen, options["verify"]) if name == "optimise" else seen))
             return f"{name}'s result"
 
