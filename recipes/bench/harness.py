@@ -32,9 +32,10 @@ from typing import Any, Generic, TypeVar
 
 from recipes.bench import canary
 from recipes.bench.commands import build_runs, stdin_file
-from recipes.bench.cpu_report import Result, write_results
+from recipes.bench.cpu_report import Result, build_keys, write_results
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.meta import Coverage, Meta
+from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, stop_server, tail_line
 from recipes.bench.settings import Build, Place, Settings, Setup, instance_env, raise_open_files_limit, started_setup
 from recipes.errors import PgoError
@@ -54,6 +55,7 @@ class Measure(ABC, Generic[TrialT, ResultT]):
     slowdown = 1.0  # the factor on --trial-timeout of a trial and of a server's warm-up
     warms_commands = True  # each build of a command scenario runs its warm-up before the trials
     heading: Mapping[str, object] = MappingProxyType({})  # results.json's keys after the run's, before its scenarios
+    markdown: Callable[[Sequence[ResultT], Meta], str]  # the measure's table (results.md)
 
     @abstractmethod
     def describe(self, scenario: Scenario, settings: Settings) -> str:
@@ -92,8 +94,17 @@ class Measure(ABC, Generic[TrialT, ResultT]):
         self, at: Place, trials: list[TrialT], problem: str, canaries: tuple[float | None, float | None]
     ) -> ResultT: ...
 
-    @abstractmethod
-    def markdown(self, results: Sequence[ResultT], meta: Meta) -> str: ...
+
+def result_fields(at: Place) -> dict[str, Any]:
+    """What a scenario's result says of it, of either measure: its name, title, unit, held-out status and builds."""
+    scenario, settings = at.scenario, at.settings
+    return {
+        "name": scenario.name,
+        "title": scenario.title,
+        "unit": scenario.unit,
+        "held_out": held_out(scenario, settings.workload).as_json(),
+        "builds": list(build_keys(len(settings.builds))),
+    }
 
 
 def run_scenario(measure: Measure[TrialT, ResultT], scenario: Scenario, settings: Settings, setup: Setup) -> ResultT:
