@@ -436,12 +436,6 @@ def build_lines(entries: Sequence[BuildMeta], named: dict[str, str], meta: Meta)
     return lines
 
 
-def held_out_status(held_out: HeldOutJson | None) -> str:
-    """``trained``, ``held-out`` or ``partly trained``: a scenario's status in a line (``""`` when unknown)."""
-    status = str((held_out or {}).get("status", ""))
-    return "partly trained" if status == "partly" else status
-
-
 def regressions(results: Sequence[ScenarioResult], named: dict[str, str]) -> list[str]:
     """The summary's lines on the scenarios, trained or held out, on which a candidate spends more CPU time per
     request (or run) than the baseline beyond the trials' spread (the larger of the two builds'), with the figure;
@@ -468,7 +462,8 @@ def worse_lines(
         for candidate in result.candidates:
             said = worse(result, candidate)
             if said:
-                status = held_out_status(result.held_out)
+                status = str((result.held_out or {}).get("status", ""))  # "" when unknown
+                status = "partly trained" if status == "partly" else status
                 lines.append(
                     f"worse: {named.get(candidate, candidate)} vs {base} on {status + ' ' if status else ''}scenario "
                     f"{result.name}: {said}"
