@@ -473,7 +473,7 @@ def worse_lines(
     return lines
 
 
-def labels(meta: Meta, builds: Sequence[str] = (BASELINE, CANDIDATE)) -> dict[str, str]:
+def labels(meta: Meta, builds: Sequence[str]) -> dict[str, str]:
     """Each build's label: from ``meta["builds"]``, else the baseline's and candidate's labels, else the key."""
     known = {b["key"]: b["label"] for b in meta.get("builds", []) if isinstance(b, dict) and "key" in b}
     known.setdefault(BASELINE, meta.get("baseline_label", BASELINE))

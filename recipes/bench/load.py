@@ -21,7 +21,6 @@ from recipes.workload import Scenario
 class LoadRun:
     """One h2load run: what it said, and the CPU it used."""
 
-    argv: tuple[str, ...]
     returncode: int
     wall: float
     cpu: float
@@ -92,9 +91,7 @@ def run_load(argv: Sequence[str], *, core: int, env: Mapping[str, str], log: Pat
         parsed: h2load.H2loadSummary | None = h2load.parse_summary(output)
     except ValueError:
         parsed = None
-    return LoadRun(
-        tuple(full), waited.returncode, wall, usage.ru_utime + usage.ru_stime, output, parsed, not waited.exited
-    )
+    return LoadRun(waited.returncode, wall, usage.ru_utime + usage.ru_stime, output, parsed, not waited.exited)
 
 
 def add_summaries(summaries: Sequence[h2load.H2loadSummary]) -> h2load.H2loadSummary:
@@ -134,7 +131,6 @@ def run_loads(argvs: Sequence[Sequence[str]], at: Place, log: Path, factor: floa
     parsed = [r.result for r in runs if r.result is not None]
     failed = runs[-1]  # the loop stops at the first run that failed: the last one, if any did
     return LoadRun(
-        argv=failed.argv,
         returncode=failed.returncode,
         wall=sum(r.wall for r in runs),
         cpu=sum(r.cpu for r in runs),
