@@ -177,6 +177,7 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
     stopping the whole run."""
 
     under = " under valgrind"
+    called = "counts: "
     slowdown = float(TRIAL_FACTOR)
     warms_commands = False
     heading = counts_report.HEADING
@@ -185,12 +186,6 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
     def __init__(self, tools: Tools, gate: Gate) -> None:
         self.tools = tools
         self.gate = gate
-
-    def describe(self, scenario: Scenario, settings: Settings) -> str:
-        return (
-            f"counts: {settings.trials} trials of {scenario.count} {scenario.unit}s under valgrind, "
-            f"{len(settings.builds)} builds"
-        )
 
     def meta(self, settings: Settings) -> Meta:
         meta = settings.meta()

@@ -217,8 +217,8 @@ class ScenarioResult(Result[Trial]):
     def load_bound(self) -> float | None:
         """The load generator's median CPU per wall second over the trials whose server was not kept busy, when it
         was flat out (:func:`recipes.bench.design.client_bound`): the client was the bound."""
-        flagged = self.not_busy
-        return design.client_bound([t.load_cpu for t in flagged], [t.wall for t in flagged]) if flagged else None
+        flagged = self.not_busy  # none: client_bound has no figure, None
+        return design.client_bound([t.load_cpu for t in flagged], [t.wall for t in flagged])
 
     @property
     def busy_fix(self) -> str:

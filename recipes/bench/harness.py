@@ -52,14 +52,11 @@ class Measure(ABC, Generic[TrialT, ResultT]):
     not overridden is CPU time's: no canary, the servers stopped in their own time, no refusal that stops the run."""
 
     under = ""  # said after what a server or a run did under the measure (" under valgrind")
+    called = ""  # said before a scenario's trials and builds ("counts: ")
     slowdown = 1.0  # the factor on --trial-timeout of a trial and of a server's warm-up
     warms_commands = True  # each build of a command scenario runs its warm-up before the trials
     heading: Mapping[str, object] = MappingProxyType({})  # results.json's keys after the run's, before its scenarios
     markdown: Callable[[Sequence[ResultT], Meta], str]  # the measure's table (results.md)
-
-    @abstractmethod
-    def describe(self, scenario: Scenario, settings: Settings) -> str:
-        """The scenario's line's parenthesis: the trials and builds."""
 
     def meta(self, settings: Settings) -> Meta:
         """The run's part of results.json."""
@@ -113,7 +110,10 @@ def run_scenario(measure: Measure[TrialT, ResultT], scenario: Scenario, settings
     at = Place(scenario, settings, setup, settings.out.run(scenario.name))
     shutil.rmtree(at.workdir, ignore_errors=True)
     at.workdir.mkdir(parents=True)
-    say(f"bench: {scenario.name}: {scenario.title} ({measure.describe(scenario, settings)})")
+    say(
+        f"bench: {scenario.name}: {scenario.title} ({measure.called}{settings.trials} trials of {scenario.count} "
+        f"{scenario.unit}s{measure.under}, {len(settings.builds)} builds)"
+    )
     before = measure.canary(settings.server_core)
     trials: list[TrialT] = []
     problem = ""

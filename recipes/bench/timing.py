@@ -20,7 +20,7 @@ from recipes.bench.cpu_report import ScenarioResult, Trial
 from recipes.bench.harness import Measure, result_fields
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.servers import Server, start_server
-from recipes.bench.settings import Build, Place, Settings
+from recipes.bench.settings import Build, Place
 from recipes.runner import say
 from recipes.workload import Scenario
 
@@ -56,9 +56,6 @@ class CpuTime(Measure[Trial, ScenarioResult]):
     warmed up first."""
 
     markdown = staticmethod(report.markdown)
-
-    def describe(self, scenario: Scenario, settings: Settings) -> str:
-        return f"{settings.trials} trials of {scenario.count} {scenario.unit}s, {len(settings.builds)} builds"
 
     def canary(self, core: int) -> float | None:
         return canary.time_canary(core).wall
