@@ -487,23 +487,6 @@ def per_what(results: Sequence[ScenarioResult]) -> str:
     return " or ".join(units)
 
 
-def _where(results: Sequence[ScenarioResult], meta: Meta) -> str:
-    servers = any(r.server for r in results)
-    commands = any(not r.server for r in results)
-    core = meta.get("server_core", "?")
-    parts = []
-    if servers:
-        parts.append(f"server on core {core}, load generator (h2load) on core {meta.get('load_core', '?')}")
-    if commands:
-        parts.append(f"the command's runs on core {core}")
-    return "; ".join(parts)
-
-
-def _trials(meta: Meta) -> str:
-    trials = meta.get("trials")
-    return design.plural(trials, "trial") if isinstance(trials, int) else "? trials"
-
-
 def _orders_text(meta: Meta, named: dict[str, str]) -> str:
     orders = (meta.get("design") or {}).get("orders") or []
     if not orders:
@@ -594,10 +577,17 @@ class CpuPage(Page[ScenarioResult]):
             named,
             meta,
         )
+        core, trials = meta.get("server_core", "?"), meta.get("trials")
+        where = []
+        if any(r.server for r in results):
+            where.append(f"server on core {core}, load generator (h2load) on core {meta.get('load_core', '?')}")
+        if any(not r.server for r in results):
+            where.append(f"the command's runs on core {core}")
         return [
             *lines,
-            f"- {_trials(meta)} per scenario and build, in rounds of one trial of each build, "
-            f"{design.DESIGN_TEXT}{_orders_text(meta, named)}; {_where(results, meta)}",
+            f"- {design.plural(trials, 'trial') if isinstance(trials, int) else '? trials'} per scenario and build, "
+            f"in rounds of one trial of each build, {design.DESIGN_TEXT}{_orders_text(meta, named)}; "
+            f"{'; '.join(where)}",
             f"- command: `{meta.get('command', '?')}`",
             "",
             "| scenario | held out (rule) | build | user | system | total (user + system) | difference | user part | "
