@@ -25,12 +25,8 @@ def main(argv: Sequence[str]) -> int:
         data = read_json(Path(argv[1]), "the bench results", BenchError, "run the bench again")
         if not isinstance(data, dict):
             raise BenchError(f"{argv[1]} is not the results of a bench run (not a JSON object)", "run the bench again")
-        if data.get("measure") == "counts":
-            counted, meta = counts_report.from_json(data)
-            counts_report.write_chart(Path(argv[2]), counted, meta)
-        else:
-            results, meta = report.from_json(data)
-            report.write_chart(Path(argv[2]), results, meta)
+        measure = counts_report if data.get("measure") == "counts" else report
+        measure.write_chart(Path(argv[2]), *measure.from_json(data))
     except PgoError as error:
         show(f"chart: {error.line()}")
         return 1

@@ -179,10 +179,11 @@ def parse_args(posargs: Sequence[str], base: Path | None = None) -> tuple[BenchA
 
 @dataclass(frozen=True)
 class ResultFiles(Generic[ResultT]):
-    """A bench run's folder, the files it writes there, and its results."""
+    """A bench run's folder, the files it writes there, its results and the run's meta."""
 
     out: BenchDir
     results: list[ResultT]
+    meta: Meta
 
     @property
     def json(self) -> Path:
@@ -209,8 +210,6 @@ class ResultFiles(Generic[ResultT]):
 @dataclass(frozen=True)
 class Outcome(ResultFiles[report.ScenarioResult]):
     """Where the results went, and what they say."""
-
-    meta: Meta = field(default_factory=Meta)
 
     def summary_lines(self) -> list[str]:
         named = report.labels(self.meta, self.results[0].builds if self.results else ())
@@ -247,11 +246,10 @@ class Outcome(ResultFiles[report.ScenarioResult]):
 class CountsOutcome(ResultFiles[CountsResult]):
     """Where the counts went, what they say, and the gate's verdicts."""
 
-    meta: Meta
     verdicts: list[str]
 
     def summary_lines(self) -> list[str]:
-        named = report.labels(self.meta, self.results[0].builds if self.results else ("baseline", "candidate"))
+        named = report.labels(self.meta, self.results[0].builds if self.results else ())
         lines = []
         for result in self.results:
             if not result.valid:

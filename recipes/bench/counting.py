@@ -23,7 +23,7 @@ valgrind is ~50 times slower than the machine: the readiness limit and the trial
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,11 +43,9 @@ from recipes.bench.counts import (
     version,
 )
 from recipes.bench.counts_report import CountsResult, CountTrial, Gate, too_short
-from recipes.bench.cpu_report import build_keys
-from recipes.bench.harness import Measure
+from recipes.bench.harness import Measure, result_fields
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.meta import Meta
-from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server, tail_line
 from recipes.bench.settings import Build, Place, Settings
 from recipes.errors import BenchError, PgoError
@@ -179,19 +177,15 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
     stopping the whole run."""
 
     under = " under valgrind"
+    called = "counts: "
     slowdown = float(TRIAL_FACTOR)
     warms_commands = False
     heading = counts_report.HEADING
+    markdown = staticmethod(counts_report.markdown)
 
     def __init__(self, tools: Tools, gate: Gate) -> None:
         self.tools = tools
         self.gate = gate
-
-    def describe(self, scenario: Scenario, settings: Settings) -> str:
-        return (
-            f"counts: {settings.trials} trials of {scenario.count} {scenario.unit}s under valgrind, "
-            f"{len(settings.builds)} builds"
-        )
 
     def meta(self, settings: Settings) -> Meta:
         meta = settings.meta()
@@ -281,16 +275,4 @@ class ValgrindCounts(Measure[CountTrial, CountsResult]):
         problem: str,
         canaries: tuple[float | None, float | None],  # noqa: ARG002  (no canary)
     ) -> CountsResult:
-        scenario, settings, _setup, _workdir = at
-        return CountsResult(
-            scenario.name,
-            scenario.title,
-            trials,
-            problem,
-            unit=scenario.unit,
-            held_out=held_out(scenario, settings.workload).as_json(),
-            builds=list(build_keys(len(settings.builds))),
-        )
-
-    def markdown(self, results: Sequence[CountsResult], meta: Meta) -> str:
-        return counts_report.markdown(results, meta)
+        return CountsResult(trials=trials, problem=problem, **result_fields(at))

@@ -172,8 +172,7 @@ def best_on_held_out(results: Sequence[CountsResult], named: dict[str, str]) -> 
         return ""
     means = {BASELINE: 1.0}
     for candidate in chosen[0].candidates:
-        ratios = [1 + r.difference(candidate, r.judged) for r in chosen]
-        means[candidate] = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        means[candidate] = math.exp(sum(math.log(1 + r.difference(candidate, r.judged)) for r in chosen) / len(chosen))
     ranked = sorted(means, key=lambda b: means[b])
     text = ", ".join(f"{named.get(b, b)} {percent(means[b] - 1)}" for b in ranked)
     return (
@@ -329,15 +328,13 @@ class CountsPage(Page[CountsResult]):
     def rows(self, result: CountsResult) -> list[str]:
         rows = []
         for number, build in enumerate(result.builds):
-            cells = []
-            for figure in _COLUMNS:
-                if figure not in result.figures:
-                    cells.append("—")
-                    continue
-                text = human(result.median(build, figure))
-                if build != BASELINE:
-                    text += f" ({percent(result.difference(build, figure))})"
-                cells.append(text)
+            cells = [
+                human(result.median(build, figure))
+                + (f" ({percent(result.difference(build, figure))})" if build != BASELINE else "")
+                if figure in result.figures
+                else "—"
+                for figure in _COLUMNS
+            ]
             spread = f"{result.spread(build, result.judged) * 100:.2f} %"
             if result.judged != "estimate":
                 spread += f" (whole: {result.spread(build) * 100:.2f} %)"

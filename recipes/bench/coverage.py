@@ -69,8 +69,10 @@ def parse_counts(text: str) -> dict[str, int]:
     return counts
 
 
-def untrained_hot(bench: Mapping[str, int], training: Mapping[str, int], top: int = TOP) -> list[tuple[str, int]]:
-    """The ``top`` functions with the most counts in the bench that have none in the training."""
+def untrained_hot(
+    bench: Mapping[str, int], training: Mapping[str, int], top: int | None = TOP
+) -> list[tuple[str, int]]:
+    """The ``top`` functions (None: all) with the most counts in the bench that have none in the training."""
     missed = [(name, count) for name, count in bench.items() if count > 0 and training.get(name, 0) == 0]
     return sorted(missed, key=lambda item: (-item[1], item[0]))[:top]
 
@@ -270,7 +272,8 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> Coverage:
     overlap = profdata.overlap(tool, training, bench_profile, env=plan.env, log=logs / "coverage-overlap.log")
     bench_counts = _counts(tool, bench_profile, plan.env, logs / "coverage-show-bench.log")
     training_counts = _counts(tool, training, plan.env, logs / "coverage-show-training.log")
-    hot = untrained_hot(bench_counts, training_counts)
+    untrained = untrained_hot(bench_counts, training_counts, top=None)
+    hot = untrained[:TOP]
     names = demangle([name for name, _ in hot], demangler(tool, plan.env), plan.env)
     result: Coverage = {
         "instrumented": str(instrumented),
@@ -278,9 +281,7 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> Coverage:
         "bench_profile": str(bench_profile),
         "overlap_percent": overlap,
         "bench_functions": sum(1 for c in bench_counts.values() if c > 0),
-        "bench_functions_untrained": sum(
-            1 for n, c in bench_counts.items() if c > 0 and training_counts.get(n, 0) == 0
-        ),
+        "bench_functions_untrained": len(untrained),
         "untrained_hot_functions": [
             {"function": name, "symbol": symbol, "count": count}
             for name, (symbol, count) in zip(names, hot, strict=True)

@@ -217,8 +217,8 @@ class ScenarioResult(Result[Trial]):
     def load_bound(self) -> float | None:
         """The load generator's median CPU per wall second over the trials whose server was not kept busy, when it
         was flat out (:func:`recipes.bench.design.client_bound`): the client was the bound."""
-        flagged = self.not_busy
-        return design.client_bound([t.load_cpu for t in flagged], [t.wall for t in flagged]) if flagged else None
+        flagged = self.not_busy  # none: client_bound has no figure, None
+        return design.client_bound([t.load_cpu for t in flagged], [t.wall for t in flagged])
 
     @property
     def busy_fix(self) -> str:
@@ -436,12 +436,6 @@ def build_lines(entries: Sequence[BuildMeta], named: dict[str, str], meta: Meta)
     return lines
 
 
-def held_out_status(held_out: HeldOutJson | None) -> str:
-    """``trained``, ``held-out`` or ``partly trained``: a scenario's status in a line (``""`` when unknown)."""
-    status = str((held_out or {}).get("status", ""))
-    return "partly trained" if status == "partly" else status
-
-
 def regressions(results: Sequence[ScenarioResult], named: dict[str, str]) -> list[str]:
     """The summary's lines on the scenarios, trained or held out, on which a candidate spends more CPU time per
     request (or run) than the baseline beyond the trials' spread (the larger of the two builds'), with the figure;
@@ -468,7 +462,8 @@ def worse_lines(
         for candidate in result.candidates:
             said = worse(result, candidate)
             if said:
-                status = held_out_status(result.held_out)
+                status = str((result.held_out or {}).get("status", ""))  # "" when unknown
+                status = "partly trained" if status == "partly" else status
                 lines.append(
                     f"worse: {named.get(candidate, candidate)} vs {base} on {status + ' ' if status else ''}scenario "
                     f"{result.name}: {said}"
@@ -478,7 +473,7 @@ def worse_lines(
     return lines
 
 
-def labels(meta: Meta, builds: Sequence[str] = (BASELINE, CANDIDATE)) -> dict[str, str]:
+def labels(meta: Meta, builds: Sequence[str]) -> dict[str, str]:
     """Each build's label: from ``meta["builds"]``, else the baseline's and candidate's labels, else the key."""
     known = {b["key"]: b["label"] for b in meta.get("builds", []) if isinstance(b, dict) and "key" in b}
     known.setdefault(BASELINE, meta.get("baseline_label", BASELINE))
@@ -490,23 +485,6 @@ def per_what(results: Sequence[ScenarioResult]) -> str:
     """``request``, ``run`` or ``request or run``: what the scenarios' figures are per."""
     units = list(dict.fromkeys(r.unit for r in results)) or ["request"]
     return " or ".join(units)
-
-
-def _where(results: Sequence[ScenarioResult], meta: Meta) -> str:
-    servers = any(r.server for r in results)
-    commands = any(not r.server for r in results)
-    core = meta.get("server_core", "?")
-    parts = []
-    if servers:
-        parts.append(f"server on core {core}, load generator (h2load) on core {meta.get('load_core', '?')}")
-    if commands:
-        parts.append(f"the command's runs on core {core}")
-    return "; ".join(parts)
-
-
-def _trials(meta: Meta) -> str:
-    trials = meta.get("trials")
-    return design.plural(trials, "trial") if isinstance(trials, int) else "? trials"
 
 
 def _orders_text(meta: Meta, named: dict[str, str]) -> str:
@@ -599,10 +577,17 @@ class CpuPage(Page[ScenarioResult]):
             named,
             meta,
         )
+        core, trials = meta.get("server_core", "?"), meta.get("trials")
+        where = []
+        if any(r.server for r in results):
+            where.append(f"server on core {core}, load generator (h2load) on core {meta.get('load_core', '?')}")
+        if any(not r.server for r in results):
+            where.append(f"the command's runs on core {core}")
         return [
             *lines,
-            f"- {_trials(meta)} per scenario and build, in rounds of one trial of each build, "
-            f"{design.DESIGN_TEXT}{_orders_text(meta, named)}; {_where(results, meta)}",
+            f"- {design.plural(trials, 'trial') if isinstance(trials, int) else '? trials'} per scenario and build, "
+            f"in rounds of one trial of each build, {design.DESIGN_TEXT}{_orders_text(meta, named)}; "
+            f"{'; '.join(where)}",
             f"- command: `{meta.get('command', '?')}`",
             "",
             "| scenario | held out (rule) | build | user | system | total (user + system) | difference | user part | "

@@ -32,9 +32,10 @@ from typing import Any, Generic, TypeVar
 
 from recipes.bench import canary
 from recipes.bench.commands import build_runs, stdin_file
-from recipes.bench.cpu_report import Result, write_results
+from recipes.bench.cpu_report import Result, build_keys, write_results
 from recipes.bench.load import load_argvs, run_loads, trial_problem
 from recipes.bench.meta import Coverage, Meta
+from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, stop_server, tail_line
 from recipes.bench.settings import Build, Place, Settings, Setup, instance_env, raise_open_files_limit, started_setup
 from recipes.errors import PgoError
@@ -51,13 +52,11 @@ class Measure(ABC, Generic[TrialT, ResultT]):
     not overridden is CPU time's: no canary, the servers stopped in their own time, no refusal that stops the run."""
 
     under = ""  # said after what a server or a run did under the measure (" under valgrind")
+    called = ""  # said before a scenario's trials and builds ("counts: ")
     slowdown = 1.0  # the factor on --trial-timeout of a trial and of a server's warm-up
     warms_commands = True  # each build of a command scenario runs its warm-up before the trials
     heading: Mapping[str, object] = MappingProxyType({})  # results.json's keys after the run's, before its scenarios
-
-    @abstractmethod
-    def describe(self, scenario: Scenario, settings: Settings) -> str:
-        """The scenario's line's parenthesis: the trials and builds."""
+    markdown: Callable[[Sequence[ResultT], Meta], str]  # the measure's table (results.md)
 
     def meta(self, settings: Settings) -> Meta:
         """The run's part of results.json."""
@@ -92,8 +91,17 @@ class Measure(ABC, Generic[TrialT, ResultT]):
         self, at: Place, trials: list[TrialT], problem: str, canaries: tuple[float | None, float | None]
     ) -> ResultT: ...
 
-    @abstractmethod
-    def markdown(self, results: Sequence[ResultT], meta: Meta) -> str: ...
+
+def result_fields(at: Place) -> dict[str, Any]:
+    """What a scenario's result says of it, of either measure: its name, title, unit, held-out status and builds."""
+    scenario, settings = at.scenario, at.settings
+    return {
+        "name": scenario.name,
+        "title": scenario.title,
+        "unit": scenario.unit,
+        "held_out": held_out(scenario, settings.workload).as_json(),
+        "builds": list(build_keys(len(settings.builds))),
+    }
 
 
 def run_scenario(measure: Measure[TrialT, ResultT], scenario: Scenario, settings: Settings, setup: Setup) -> ResultT:
@@ -102,7 +110,10 @@ def run_scenario(measure: Measure[TrialT, ResultT], scenario: Scenario, settings
     at = Place(scenario, settings, setup, settings.out.run(scenario.name))
     shutil.rmtree(at.workdir, ignore_errors=True)
     at.workdir.mkdir(parents=True)
-    say(f"bench: {scenario.name}: {scenario.title} ({measure.describe(scenario, settings)})")
+    say(
+        f"bench: {scenario.name}: {scenario.title} ({measure.called}{settings.trials} trials of {scenario.count} "
+        f"{scenario.unit}s{measure.under}, {len(settings.builds)} builds)"
+    )
     before = measure.canary(settings.server_core)
     trials: list[TrialT] = []
     problem = ""

@@ -21,7 +21,6 @@ from recipes.workload import Scenario
 class LoadRun:
     """One h2load run: what it said, and the CPU it used."""
 
-    argv: tuple[str, ...]
     returncode: int
     wall: float
     cpu: float
@@ -49,12 +48,10 @@ def load_argvs(
     if len(urls) > 1:
         for turn, path in enumerate(uri_files):
             path.write_text("".join(f"{url}\n" for url in h2load.rotated(urls, turn)), encoding="utf-8")
+    batches = [requests]
     if scenario.one_per_connection:
-        batches = [scenario.connections] * (requests // scenario.connections)
-        if requests % scenario.connections:
-            batches.append(requests % scenario.connections)
-    else:
-        batches = [requests]
+        full, rest = divmod(requests, scenario.connections)
+        batches = [scenario.connections] * full + ([rest] if rest else [])
     argvs = []
     for run, count in enumerate(batches):
         argv = h2load.h2load_argv(
@@ -94,9 +91,7 @@ def run_load(argv: Sequence[str], *, core: int, env: Mapping[str, str], log: Pat
         parsed: h2load.H2loadSummary | None = h2load.parse_summary(output)
     except ValueError:
         parsed = None
-    return LoadRun(
-        tuple(full), waited.returncode, wall, usage.ru_utime + usage.ru_stime, output, parsed, not waited.exited
-    )
+    return LoadRun(waited.returncode, wall, usage.ru_utime + usage.ru_stime, output, parsed, not waited.exited)
 
 
 def add_summaries(summaries: Sequence[h2load.H2loadSummary]) -> h2load.H2loadSummary:
@@ -105,14 +100,9 @@ def add_summaries(summaries: Sequence[h2load.H2loadSummary]) -> h2load.H2loadSum
     for summary in summaries:
         for key, value in summary.status.items():
             status[key] = status.get(key, 0) + value
+    counts = ("total", "started", "done", "succeeded", "failed", "errored", "timeout")
     return h2load.H2loadSummary(
-        total=sum(s.total for s in summaries),
-        started=sum(s.started for s in summaries),
-        done=sum(s.done for s in summaries),
-        succeeded=sum(s.succeeded for s in summaries),
-        failed=sum(s.failed for s in summaries),
-        errored=sum(s.errored for s in summaries),
-        timeout=sum(s.timeout for s in summaries),
+        **{key: sum(getattr(s, key) for s in summaries) for key in counts},
         status=status,
         protocol=summaries[0].protocol if summaries else None,
         seconds=sum(s.seconds or 0.0 for s in summaries),
@@ -139,9 +129,8 @@ def run_loads(argvs: Sequence[Sequence[str]], at: Place, log: Path, factor: floa
     if len(runs) == 1:
         return runs[0]
     parsed = [r.result for r in runs if r.result is not None]
-    failed = next((r for r in runs if r.timed_out or r.result is None or r.returncode != 0), runs[-1])
+    failed = runs[-1]  # the loop stops at the first run that failed: the last one, if any did
     return LoadRun(
-        argv=failed.argv,
         returncode=failed.returncode,
         wall=sum(r.wall for r in runs),
         cpu=sum(r.cpu for r in runs),

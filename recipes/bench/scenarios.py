@@ -73,11 +73,7 @@ def held_out(scenario: Scenario, workload: Workload) -> HeldOut:
     if scenario.kind == "command":
         runs = {(tuple(getattr(p, "args", ())), getattr(p, "stdin", None)) for p in phases if p.kind == "command"}
         return HeldOut(int((scenario.args, scenario.stdin) in runs), 1, "arguments")
-    trained_paths: set[str] = set()
-    for phase in phases:
-        if phase.kind == "http":
-            trained_paths.update(getattr(phase, "paths", ()))
-        elif phase.kind == "handshakes":
-            trained_paths.add(getattr(phase, "path", ""))
+    trained_paths = {p for phase in phases if phase.kind == "http" for p in getattr(phase, "paths", ())}
+    trained_paths |= {getattr(phase, "path", "") for phase in phases if phase.kind == "handshakes"}
     distinct = list(dict.fromkeys(scenario.paths))
     return HeldOut(sum(1 for p in distinct if p in trained_paths), len(distinct))

@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import resource
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from recipes.bench import canary, design, procstat
 from recipes.bench import cpu_report as report
 from recipes.bench.commands import build_runs
-from recipes.bench.cpu_report import ScenarioResult, Trial, build_keys
-from recipes.bench.harness import Measure
+from recipes.bench.cpu_report import ScenarioResult, Trial
+from recipes.bench.harness import Measure, result_fields
 from recipes.bench.load import load_argvs, run_loads, trial_problem
-from recipes.bench.meta import Meta
-from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, start_server
-from recipes.bench.settings import Build, Place, Settings
+from recipes.bench.settings import Build, Place
 from recipes.runner import say
 from recipes.workload import Scenario
 
@@ -58,8 +55,7 @@ class CpuTime(Measure[Trial, ScenarioResult]):
     """The CPU time measure: the canary around each scenario, the servers as they are, the command scenarios
     warmed up first."""
 
-    def describe(self, scenario: Scenario, settings: Settings) -> str:
-        return f"{settings.trials} trials of {scenario.count} {scenario.unit}s, {len(settings.builds)} builds"
+    markdown = staticmethod(report.markdown)
 
     def canary(self, core: int) -> float | None:
         return canary.time_canary(core).wall
@@ -131,24 +127,16 @@ class CpuTime(Measure[Trial, ScenarioResult]):
     def result(
         self, at: Place, trials: list[Trial], problem: str, canaries: tuple[float | None, float | None]
     ) -> ScenarioResult:
-        scenario, settings, _setup, _workdir = at
-        before, after = canaries
+        scenario, before, after = at.scenario, *canaries
         assert before is not None and after is not None
         return ScenarioResult(
-            scenario.name,
-            scenario.title,
-            trials,
-            before,
-            after,
-            problem,
-            unit=scenario.unit,
-            held_out=held_out(scenario, settings.workload).as_json(),
-            builds=list(build_keys(len(settings.builds))),
+            trials=trials,
+            canary_before=before,
+            canary_after=after,
+            problem=problem,
             kind=scenario.kind,
             paced=scenario.rps is not None,
             connections=scenario.connections,
             streams=scenario.streams,
+            **result_fields(at),
         )
-
-    def markdown(self, results: Sequence[ScenarioResult], meta: Meta) -> str:
-        return report.markdown(results, meta)

@@ -137,7 +137,7 @@ def _run(name: str, returncode: int = 0, *, timed_out: bool = False) -> LoadRun:
         summary: h2load.H2loadSummary | None = h2load.parse_summary(text)
     except ValueError:
         summary = None
-    return LoadRun(("h2load",), returncode, 0.1, 0.05, text, summary, timed_out)
+    return LoadRun(returncode, 0.1, 0.05, text, summary, timed_out)
 
 
 def test_a_full_run_of_2xx_is_valid() -> None:
@@ -159,7 +159,7 @@ def test_invalid_runs(name: str, requests: int, fragment: str) -> None:
 def test_a_killed_or_failed_h2load_is_invalid() -> None:
     assert "was killed" in trial_problem(_run("h2load-ok.txt", timed_out=True), 100, "2xx")
     assert "exited with 1" in trial_problem(_run("h2load-ok.txt", returncode=1), 100, "2xx")
-    nothing = LoadRun(("h2load",), 1, 0.0, 0.0, "h2load: unrecognized option '--nope'\n", None)
+    nothing = LoadRun(1, 0.0, 0.0, "h2load: unrecognized option '--nope'\n", None)
     assert "no summary: h2load: unrecognized option" in trial_problem(nothing, 100, "2xx")
 
 
