@@ -779,9 +779,63 @@ def c_objects(target_dir: Path, triple: str, *, log_text: str = "") -> dict[str,
             for p in sorted(out.rglob("*.o"))
             if p.is_file() and (o := read_object(p)) is not None and not o.compiler.startswith(RUST_OBJECT)
         ]
+        # where the script links static libraries of its OUT_DIR, their members: not the objects it compiled and
+        # left unlinked (jemalloc's make compiles each file thrice: .o, .pic.o and .sym.o, and links the .pic.o)
+        members = linked_members(out)
+        objects = [o for o in objects if o.path.name in members] or objects
         if objects:
             found.setdefault(pkg, []).extend(objects)
     return found
+
+
+#: a build script's instructions to cargo (its ``output``): a library to link, a folder to find it in
+_LINK_LIB = re.compile(r"^cargo::?rustc-link-lib=(?:(?P<kind>[a-z-]+)(?::[^=]*)?=)?(?P<name>[^\s=]+)\s*$")
+_LINK_SEARCH = re.compile(r"^cargo::?rustc-link-search=(?:[a-z]+=)?(?P<dir>.+?)\s*$")
+
+
+def linked_members(out: Path) -> set[str]:
+    """The members' names of the static libraries (``lib<name>.a``) in ``out`` (an ``OUT_DIR``) that its build
+    script links (``cargo:rustc-link-lib``, found on its ``rustc-link-search`` folders, in what cargo kept of its
+    output); none when it links none from there."""
+    try:
+        lines = (out.parent / "output").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return set()
+    names = [m["name"] for m in map(_LINK_LIB.match, lines) if m and m["kind"] in (None, "static")]
+    folders = [Path(m["dir"]) for m in map(_LINK_SEARCH.match, lines) if m]
+    archives = {f / f"lib{name}.a" for f in folders if f.is_relative_to(out) for name in names}
+    return {member for a in sorted(archives) if a.is_file() for member in archive_members(a)}
+
+
+def archive_members(path: Path) -> list[str]:
+    """The names of the members of an ``ar`` archive (GNU's long names too); none when it is not one (a thin
+    archive's members are paths, not copies: none either)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return []
+    if not data.startswith(b"!<arch>\n"):
+        return []
+    names: list[str] = []
+    long_names = b""
+    at = 8
+    while at + 60 <= len(data):
+        header = data[at : at + 60]
+        try:
+            size = int(header[48:58].decode("ascii"))
+        except ValueError:
+            return names  # damaged: what was read so far
+        raw = header[:16].rstrip(b" ")
+        body = data[at + 60 : at + 60 + size]
+        if raw == b"//":
+            long_names = body
+        elif raw.startswith(b"/") and raw[1:].isdigit():
+            start = int(raw[1:])
+            names.append(long_names[start:].split(b"/\n", 1)[0].decode("utf-8", "replace"))
+        elif raw not in (b"/", b"/SYM64/"):
+            names.append(raw.removesuffix(b"/").decode("utf-8", "replace"))
+        at += 60 + size + size % 2
+    return names
 
 
 def script_commands(target_dir: Path, triple: str, *, log_text: str = "") -> dict[str, list[list[str]]]:
@@ -799,7 +853,12 @@ def script_commands(target_dir: Path, triple: str, *, log_text: str = "") -> dic
     return found
 
 
-_C_WARNING = re.compile(r"^warning: (?P<pkg>[^\s@:]+)@\S+: warning: (?P<file>[^\s:]+): (?P<text>.*)$")
+#: clang's warning about a file, as cargo prints a build script's: cc-rs's (``cargo:warning=``, cargo's ``warning:
+#: pkg@ver: …``), or the compiler's own stderr under ``-vv`` (``[pkg ver] warning: …``: a build script that runs the
+#: compiler itself, as jemalloc-sys's configure and make do)
+_C_WARNING = re.compile(
+    r"^(?:warning: (?P<pkg>[^\s@:]+)@\S+: |\[(?P<script>[^\s\]]+) [^\s\]]+\] )warning: (?P<file>[^\s:]+): (?P<text>.*)$"
+)
 _STALE = re.compile(r"hash mismatch\)\s+(?P<fn>\S+)")
 _MISSING = re.compile(r"no profile data available for function\s+(?P<fn>\S+)")
 _RUNNING = re.compile(r"^\[(?P<pkg>\S+) \S+\] running: (?P<cmd>.*)$")
@@ -816,7 +875,7 @@ def c_warnings(log_text: str) -> CWarnings:
     stale: dict[str, set[str]] = {}
     missing: dict[str, set[str]] = {}
     for match in filter(None, map(_C_WARNING.match, log_text.splitlines())):
-        text, pkg, file = match.group("text"), match.group("pkg"), match.group("file")
+        text, pkg, file = match.group("text"), match.group("pkg") or match.group("script"), match.group("file")
         if s := _STALE.search(text):
             stale.setdefault(pkg, set()).add(f"{file}: {s.group('fn')}")
         elif m := _MISSING.search(text):

@@ -120,6 +120,54 @@ def test_a_c_function_changed_after_training_refused_as_stale(trained: Trained, 
     assert "train again on this tree" in line
 
 
+#: csys's build script as jemalloc-sys's configure and make: it runs cc-rs's compiler and flags itself (clang's
+#: warnings go to its own stderr, which cargo -vv prints as ``[csys 0.1.0] warning: …``), archives the object it
+#: links, and leaves another copy of the C unlinked (jemalloc's ``.sym.o``, compiled to list the symbols)
+_SCRIPT_RUNS_CLANG = """
+use std::{env, path::PathBuf, process::Command};
+
+fn main() {
+    assert_eq!(hostc::host_answer(), 42);
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap());
+    let cc = cc::Build::new().get_compiler();
+    for (object, extra) in [("hot.o", None), ("hot.sym.o", Some("-Dcsys_checksum=csys_listed_checksum"))] {
+        let mut command = cc.to_command();
+        command.args(["-c", "csrc/hot.c", "-o"]).arg(out.join(object)).args(extra);
+        assert!(command.status().unwrap().success());
+    }
+    let archived = Command::new("ar").arg("crs").arg(out.join("libhot.a")).arg(out.join("hot.o")).status();
+    assert!(archived.unwrap().success());
+    println!("cargo:rustc-link-search=native={}", out.display());
+    println!("cargo:rustc-link-lib=static=hot");
+    cc::Build::new().cpp(true).file("csrc/mix.cpp").compile("mix");
+    println!("cargo:rerun-if-changed=csrc/hot.c");
+}
+"""
+
+
+@pytest.mark.refuses("c-function-build-script-stale-hash-mismatch")
+def test_c_a_build_script_compiles_itself_is_counted_as_linked_and_refused_when_stale(
+    trained: Trained, tmp_path: Path
+) -> None:
+    """A new user's fd-find: jemalloc-sys's make compiled each file three times and linked one copy, so 580 of
+    the "606 C functions without profile data" were never in the binary; and clang's warnings, on the build
+    script's stderr rather than cc-rs's ``cargo:warning``, went unread: a stale C function would not refuse."""
+    pipeline = Pipeline(tmp_path, "csys")
+    (pipeline.crate_dir / "build.rs").write_text(_SCRIPT_RUNS_CLANG)
+    assert_ok(pipeline.nox("optimise", PGO_PROFDATA=str(trained.profile)))
+    crate = _crate(written_records(pipeline.work)["optimise"])
+    assert crate["objects"] == 2 and crate["profile_flags"] is True, crate  # hot.o and mix's, not hot.sym.o
+    assert "csys_checksum" in crate["functions_with_profile"], crate
+    assert "csys_listed_checksum" not in crate["functions_without_profile"], crate
+    log = (pipeline.work / "logs" / "optimise-build.log").read_text()
+    assert "[csys 0.1.0] warning: csrc/hot.c: no profile data available for function csys_listed_checksum" in log
+    hot = pipeline.crate_dir / "csrc" / "hot.c"
+    changed = "h = mix_step(h, i * 7u + 1u);\n            if (h == 7u) h = 1u;"  # the control flow changes
+    hot.write_text(hot.read_text().replace("h = mix_step(h, i * 7u + 1u);", changed))
+    line = assert_refused(pipeline.nox("optimise", PGO_PROFDATA=str(trained.profile)))
+    assert "the C of crate csys has 1 stale-profile warnings (hash mismatch), first: csrc/hot.c: csys_checksum" in line
+
+
 def test_user_cflags_are_carried_beside_the_profile_flag(trained: Trained, tmp_path: Path) -> None:
     pipeline, done = _again(trained, tmp_path, CFLAGS="-DCSYS_SALT=5u")
     assert_ok(done)

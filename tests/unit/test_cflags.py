@@ -516,3 +516,65 @@ def test_an_object_rustc_made_in_an_out_dir_is_not_c(tmp_path: Path) -> None:
     found = cflags.c_objects(tmp_path, "x86_64-unknown-linux-gnu")
     assert list(found) == ["csys"]
     assert [(o.path.name, o.functions) for o in found["csys"]] == [("c.o", ("twice",))]
+
+
+def test_only_the_objects_a_build_script_links_are_counted(tmp_path: Path) -> None:
+    """jemalloc-sys runs jemalloc's configure and make, which compile each file three times (``.o``, ``.pic.o``
+    and ``.sym.o``, this to list its symbols) and link only ``libjemalloc_pic.a``: a new user's fd-find read 606
+    C functions "without profile data", 580 of them from objects never linked. Where the script links static
+    libraries of its OUT_DIR, only their members count; a script that links none from there keeps every object."""
+    out = tmp_path / "target" / HOST / "release" / "build" / "jemalloc-sys-0123456789abcdef" / "out"
+    (out / "build" / "lib").mkdir(parents=True)
+    (tmp_path / "a.c").write_text("int je_arena_get(int x) { return x + 1; }\n")
+    (tmp_path / "b.c").write_text("int je_base_alloc_of_a_name_longer_than_sixteen(int x) { return x * 2; }\n")
+    objects = {
+        "arena.pic.o": ("a.c", "-DX=1"),
+        "arena.sym.o": ("a.c", "-Dje_arena_get=arena_get"),  # the symbols' listing: the unprefixed name
+        "base_of_a_long_member_name.pic.o": ("b.c", "-DX=1"),
+    }
+    for name, (source, define) in objects.items():
+        subprocess.run(["clang-22", define, "-c", str(tmp_path / source), "-o", str(out / name)], check=True)
+    archive = out / "build" / "lib" / "libjemalloc_pic.a"
+    members = [str(out / "arena.pic.o"), str(out / "base_of_a_long_member_name.pic.o")]
+    subprocess.run(["ar", "crs", str(archive), *members], check=True)
+    listed = subprocess.run(["ar", "t", str(archive)], capture_output=True, text=True, check=True).stdout.split()
+    assert (
+        sorted(cflags.archive_members(archive)) == sorted(listed) == ["arena.pic.o", "base_of_a_long_member_name.pic.o"]
+    )
+    assert cflags.archive_members(out / "arena.pic.o") == []  # not an archive
+    every = cflags.c_objects(tmp_path / "target", HOST)["jemalloc-sys"]
+    assert len(every) == 3  # no output beside the OUT_DIR yet: every object
+    (out.parent / "output").write_text(
+        "cargo:rustc-link-lib=static=jemalloc_pic\n"
+        f"cargo:rustc-link-search=native={out / 'build' / 'lib'}\n"
+        "cargo:rustc-link-arg=-pthread\n"
+    )
+    assert cflags.linked_members(out) == {"arena.pic.o", "base_of_a_long_member_name.pic.o"}
+    plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, clang=None, zigbuild=False)
+    (crate,) = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text="", flag="-x", records=["je_arena_get"])
+    assert crate["objects"] == 2, crate
+    assert crate["functions_with_profile"] == ["je_arena_get"], crate
+    assert crate["functions_without_profile"] == ["je_base_alloc_of_a_name_longer_than_sixteen"], crate
+    (out.parent / "output").write_text("cargo:rustc-link-lib=dylib=jemalloc_pic\n")  # not a static library of its own
+    assert cflags.linked_members(out) == set() and len(cflags.c_objects(tmp_path / "target", HOST)["jemalloc-sys"]) == 3
+
+
+@pytest.mark.refuses("c-function-build-script-stale-hash-mismatch")
+def test_clangs_warnings_printed_by_a_build_script_that_runs_it_are_read(tmp_path: Path) -> None:
+    """A build script that runs the compiler itself (jemalloc-sys's configure and make) leaves clang's warnings on
+    its stderr, which cargo -vv prints as ``[pkg ver] warning: …``, not as cc-rs's ``warning: pkg@ver: warning:
+    …``: a new user's fd-find had 642 of them unread, and a stale C function would not have refused the build."""
+    log = (
+        "[jemalloc-sys 0.5.4+5.3.0-patched] warning: src/arena.c: no profile data available for function "
+        "arena_nthreads_get Hash = 742261418966908927 up to 0 count discarded [-Wbackend-plugin]\n"
+        "[jemalloc-sys 0.5.4+5.3.0-patched] warning: src/tcache.c: function control flow change detected (hash "
+        "mismatch) je_tcache_alloc Hash = 1234 [-Wbackend-plugin]\n"
+        "[jemalloc-sys 0.5.4+5.3.0-patched] cargo:warning=detect_compiler_family.c:2:9: warning: clang\n"
+        "warning: csys@0.1.0: warning: csrc/hot.c: no profile data available for function csys_new\n"
+    )
+    found = cflags.c_warnings(log)
+    assert found.stale == {"jemalloc-sys": ["src/tcache.c: je_tcache_alloc"]}
+    assert found.missing == {"csys": ["csrc/hot.c: csys_new"], "jemalloc-sys": ["src/arena.c: arena_nthreads_get"]}
+    crate = _crate(crate="jemalloc-sys", profile_flags=True, stale=found.stale["jemalloc-sys"])
+    with pytest.raises(CheckFailed, match=r"the C of crate jemalloc-sys has 1 stale-profile warnings .* first: src/tc"):
+        cflags.check_c([crate], None, tmp_path)
