@@ -40,7 +40,7 @@ from recipes.bench.servers import Server, stop_server, tail_line
 from recipes.bench.settings import Build, Place, Settings, Setup, instance_env, raise_open_files_limit, started_setup
 from recipes.errors import PgoError
 from recipes.procs import describe_exit
-from recipes.runner import say
+from recipes.runner import plural, say
 from recipes.workload import Scenario
 
 TrialT = TypeVar("TrialT")
@@ -111,8 +111,8 @@ def run_scenario(measure: Measure[TrialT, ResultT], scenario: Scenario, settings
     shutil.rmtree(at.workdir, ignore_errors=True)
     at.workdir.mkdir(parents=True)
     say(
-        f"bench: {scenario.name}: {scenario.title} ({measure.called}{settings.trials} trials of {scenario.count} "
-        f"{scenario.unit}s{measure.under}, {len(settings.builds)} builds)"
+        f"bench: {scenario.name}: {scenario.title} ({measure.called}{plural(settings.trials, 'trial')} of "
+        f"{plural(scenario.count, scenario.unit)}{measure.under}, {len(settings.builds)} builds)"
     )
     before = measure.canary(settings.server_core)
     trials: list[TrialT] = []

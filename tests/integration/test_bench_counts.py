@@ -36,6 +36,7 @@ def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> Non
     cheap = ("--measure", "counts", "--trials", "2", "--scale", "0.05")  # one run per trial
     once = ("--measure", "counts", "--trials", "1", "--scale", "0.05")  # counts repeat exactly: one trial will do
     text = assert_ok(hello.nox("bench", *cheap))
+    assert "bench: collatz: " in text and "(counts: 2 trials of 1 run under valgrind, 2 builds)" in text  # not 1 runs
     results = _results(hello)
     assert results["measure"] == "counts" and results["valgrind"]["version"].startswith("valgrind-3.")
     assert "--branch-sim=yes" in results["valgrind"]["cachegrind"]
