@@ -864,6 +864,20 @@ _MISSING = re.compile(r"no profile data available for function\s+(?P<fn>\S+)")
 _RUNNING = re.compile(r"^\[(?P<pkg>\S+) \S+\] running: (?P<cmd>.*)$")
 
 
+def script_stderr(target_dir: Path, triple: str, log_text: str) -> str:
+    """What each target build script of this build wrote to its stderr, as cargo ``-vv`` prints it (``[pkg 0] …``),
+    from the file cargo keeps beside its ``OUT_DIR``: a build script that runs clang itself (jemalloc-sys's make)
+    leaves clang's warnings there, and cargo does not print them again when it finds the package fresh."""
+    texts = []
+    for pkg, out in _out_dirs(target_dir, triple, log_text):
+        try:
+            text = (out.parent / "stderr").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        texts += [f"\n[{pkg} 0] {line}" for line in text.splitlines()]
+    return "".join(texts)
+
+
 @dataclass(frozen=True)
 class CWarnings:
     stale: dict[str, list[str]]  # package -> "file: function"
@@ -876,6 +890,8 @@ def c_warnings(log_text: str) -> CWarnings:
     missing: dict[str, set[str]] = {}
     for match in filter(None, map(_C_WARNING.match, log_text.splitlines())):
         text, pkg, file = match.group("text"), match.group("pkg") or match.group("script"), match.group("file")
+        if match.group("script") and not file.endswith((".c", ".h", *_CXX_SUFFIXES)):
+            continue  # rustc's, of a build script's probe (autocfg's probe1.<hash>-cgu.0): not the crate's C
         if s := _STALE.search(text):
             stale.setdefault(pkg, set()).add(f"{file}: {s.group('fn')}")
         elif m := _MISSING.search(text):
@@ -909,7 +925,9 @@ def c_crates(
     commands = {**script_commands(target_dir, plan.triple, log_text=log_text), **compile_commands(log_text)}
     # a local function's record is ``<cgu>;<symbol>``: its symbol counts too
     profile = None if records is None else {*records, *(r.rsplit(";", 1)[-1] for r in records if ";" in r)}
-    reading = _Reading(plan, rustc, flag, profile, commands, c_warnings(log_text))
+    reading = _Reading(
+        plan, rustc, flag, profile, commands, c_warnings(log_text + script_stderr(target_dir, plan.triple, log_text))
+    )
     objects = c_objects(target_dir, plan.triple, log_text=log_text)
     return [_crate_entry(reading, pkg, found) for pkg, found in sorted(objects.items())]
 

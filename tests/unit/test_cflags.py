@@ -578,3 +578,22 @@ def test_clangs_warnings_printed_by_a_build_script_that_runs_it_are_read(tmp_pat
     crate = _crate(crate="jemalloc-sys", profile_flags=True, stale=found.stale["jemalloc-sys"])
     with pytest.raises(CheckFailed, match=r"the C of crate jemalloc-sys has 1 stale-profile warnings .* first: src/tc"):
         cflags.check_c([crate], None, tmp_path)
+
+
+def test_clangs_warnings_kept_in_a_fresh_build_scripts_stderr_are_read(tmp_path: Path) -> None:
+    """cargo prints a build script's stderr only when it runs: an optimised build that finds jemalloc-sys fresh (the
+    same profile again, after a refusal) has none of clang's warnings in its log, so they are read from the
+    ``stderr`` file cargo keeps beside the ``OUT_DIR``; rustc's of a build script's probe (autocfg) are not C."""
+    out = tmp_path / "target" / HOST / "release" / "build" / "jemalloc-sys-0123456789abcdef" / "out"
+    out.mkdir(parents=True)
+    (tmp_path / "t.c").write_text("int je_tcache_alloc(int x) { return x + 1; }\n")
+    subprocess.run(["clang-22", "-c", str(tmp_path / "t.c"), "-o", str(out / "tcache.pic.o")], check=True)
+    (out.parent / "stderr").write_text(
+        "checking for gcc... clang\n"
+        "warning: src/tcache.c: function control flow change detected (hash mismatch) je_tcache_alloc Hash = 1\n"
+        "warning: probe1.0a1b-cgu.0: function control flow change detected (hash mismatch) _ZN5probe1f Hash = 2\n"
+    )
+    log = "       Fresh jemalloc-sys v0.5.4+5.3.0-patched\n"
+    plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, clang=None, zigbuild=False)
+    (crate,) = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text=log, flag="-x", records=["je_tcache_alloc"])
+    assert crate["stale"] == ["src/tcache.c: je_tcache_alloc"], crate
