@@ -200,10 +200,42 @@ def rustc_units(pid: int) -> list[RustcUnit]:
     return sorted(units.values(), key=lambda unit: unit.crate)
 
 
+#: a build script that cargo runs: ``<target>/…/build/<pkg>-<16 hex>/build-script-<name>``, its package ``<pkg>``
+#: (not ``deps/build_script_build-<hash>``, the file rustc writes while it compiles one)
+_BUILD_SCRIPT = re.compile(r"(?:^|/)build/(?P<package>[^/]+)-[0-9a-f]{16}/build-script-[^/]+$")
+
+
+def _build_script_package(pid: int, argv: Sequence[str]) -> str | None:
+    """The package of a build script running as ``pid`` (its argv[0], else its executable), else None."""
+    match = _BUILD_SCRIPT.search(argv[0]) if argv else None
+    if match is None:
+        try:
+            match = _BUILD_SCRIPT.search(str(Path(f"/proc/{pid}/exe").readlink()).removesuffix(" (deleted)"))
+        except OSError:
+            return None  # gone, or not ours to read
+    return match["package"] if match else None
+
+
+def build_scripts(pid: int) -> list[str]:
+    """The packages whose build script is running below ``pid`` (a cargo), from /proc, sorted. What a build
+    script runs (configure, make, cc) is below it: its package is the build script's."""
+    packages: set[str] = set()
+    todo = _children(pid)
+    while todo:
+        child = todo.pop()
+        package = _build_script_package(child, _cmdline(child))
+        if package is None:
+            todo += _children(child)
+        else:
+            packages.add(package)
+    return sorted(packages)
+
+
 class Heartbeat:
     """The progress line of a long command: what its log says, and for a cargo whose only rustc left is one
     crate's (the binary's codegen, LTO and link take minutes after the last other crate), what that rustc is
-    doing and for how long."""
+    doing and for how long; with no rustc left, the build scripts still running (jemalloc-sys's configure and
+    make take minutes) and for how long."""
 
     def __init__(self, log: Path, pid: int) -> None:
         self.log, self.pid = log, pid
@@ -212,12 +244,26 @@ class Heartbeat:
     def line(self, now: float) -> str:
         text = last_progress_line(self.log)
         units = rustc_units(self.pid) if text.startswith("compiling ") else []
+        count = re.search(r"\((crate \d+ so far[^)]*)\)", text)
+        so_far = count[1] if count else ""
+        if not units and text.startswith("compiling "):
+            return self._build_scripts_line(now, so_far) or text
         if len(units) != 1:
             return text
         state = units[0].state()
         started = self.since.setdefault(state, now)
-        count = re.search(r"\((crate \d+ so far[^)]*)\)", text)
-        line = f"{state} for {now - started:.0f} s, the only crate still building ({count[1] if count else ''})"
+        line = f"{state} for {now - started:.0f} s, the only crate still building ({so_far})"
+        return line[:PROGRESS_WIDTH]
+
+    def _build_scripts_line(self, now: float, so_far: str) -> str:
+        """With no rustc left, the build scripts running (jemalloc-sys's configure and make), for how long the
+        longest has run; "" when none is."""
+        packages = build_scripts(self.pid)
+        if not packages:
+            return ""
+        started = min(self.since.setdefault(f"the build script of {package}", now) for package in packages)
+        scripts = "build script" if len(packages) == 1 else "build scripts"
+        line = f"running the {scripts} of {', '.join(packages)} for {now - started:.0f} s ({so_far})"
         return line[:PROGRESS_WIDTH]
 
 

@@ -202,6 +202,101 @@ def test_the_only_crate_still_building_is_named_with_what_it_does_and_for_how_lo
     assert runner.Heartbeat(log, lto.pid).line(0.0).startswith("2 crates built; Finished")  # cargo's word, once done
 
 
+#: where cargo runs the build script of a package (``build/<pkg>-<16 hex>/build-script-build``)
+_SCRIPT = "/tmp/x/target/release/build/{}-0123456789abcdef/build-script-build"
+
+
+def _fake_build(*processes: str) -> subprocess.Popen[bytes]:
+    """A process tree as cargo's while build scripts run: ``script:<pkg>`` a process named as the build script of
+    ``<pkg>`` (``exec -a``, sleep), ``script+make:<pkg>`` one that runs a child named ``make``; any other entry
+    the arguments of a rustc, as :func:`_fake_cargo`'s."""
+    sleeper = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(30)'"
+    parts = []
+    for entry in processes:
+        kind, _, package = entry.partition(":")
+        if kind == "script":
+            parts.append(f"(exec -a {_SCRIPT.format(package)} sleep 30) &")
+        elif kind == "script+make":
+            parts.append(f"(exec -a {_SCRIPT.format(package)} bash -c 'exec -a make sleep 30 & wait') &")
+        else:
+            parts.append(f"{sleeper} {entry} &")
+    return subprocess.Popen(["bash", "-c", f"{' '.join(parts)} wait"], start_new_session=True)
+
+
+def _programs(pid: int) -> list[str]:
+    """The argv[0] of every process below ``pid``."""
+    found, todo = [], runner._children(pid)
+    while todo:
+        child = todo.pop()
+        found += runner._cmdline(child)[:1]
+        todo += runner._children(child)
+    return sorted(found)
+
+
+def _started(proc: subprocess.Popen[bytes], *programs: str) -> list[str]:
+    """Once exactly ``programs`` (argv[0], ``script:<pkg>`` the build script of ``<pkg>``, ``rustc`` the fake
+    one) run below ``proc``, each past its exec: the packages of the build scripts among them."""
+    wanted = sorted(
+        _SCRIPT.format(name.removeprefix("script:"))
+        if name.startswith("script:")
+        else sys.executable
+        if name == "rustc"
+        else name
+        for name in programs
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _programs(proc.pid) != wanted:
+        time.sleep(0.02)
+    assert _programs(proc.pid) == wanted
+    return runner.build_scripts(proc.pid)
+
+
+def test_the_build_scripts_running_when_no_rustc_is_are_named_with_for_how_long(
+    tmp_path: Path, stop_all: list[subprocess.Popen[bytes]]
+) -> None:
+    """The new user's fd build: jemalloc-sys's build script ran configure and make for two minutes while the log
+    named the last crate cargo started (normpath, the 63rd); a build script's own children (make) are its
+    package's, and the file rustc writes while it compiles one (``deps/build_script_build-<hash>``) is not one."""
+    log = tmp_path / "build.log"
+    log.write_text("".join(f"   Compiling c{i} v0.1.0\n" for i in range(62)) + "   Compiling normpath v1.3.0\n")
+    assert runner.last_progress_line(log) == "compiling normpath v1.3.0 (crate 63 so far)"
+    deps = "/tmp/x/target/release/deps/build_script_build-0123456789abcdef"  # a build script, compiled
+    stop_all.append(jemalloc := _fake_build("script+make:jemalloc-sys"))
+    assert _started(jemalloc, "script:jemalloc-sys", "make") == ["jemalloc-sys"]
+    heartbeat = runner.Heartbeat(log, jemalloc.pid)
+    assert heartbeat.line(100.0) == "running the build script of jemalloc-sys for 0 s (crate 63 so far)"
+    assert heartbeat.line(180.0) == "running the build script of jemalloc-sys for 80 s (crate 63 so far)"
+    stop_all.append(two := _fake_build("script:ring", "script+make:jemalloc-sys"))
+    assert _started(two, "script:ring", "script:jemalloc-sys", "make") == ["jemalloc-sys", "ring"]
+    assert runner.Heartbeat(log, two.pid).line(0.0) == (
+        "running the build scripts of jemalloc-sys, ring for 0 s (crate 63 so far)"
+    )
+    stop_all.append(
+        compiled := subprocess.Popen(["bash", "-c", f"(exec -a {deps} sleep 30) & wait"], start_new_session=True)
+    )
+    assert _started(compiled, deps) == []
+    assert runner.Heartbeat(log, compiled.pid).line(0.0) == "compiling normpath v1.3.0 (crate 63 so far)"
+
+
+def test_a_build_script_beside_a_rustc_keeps_the_line_of_the_rustc_or_the_log(
+    tmp_path: Path, stop_all: list[subprocess.Popen[bytes]]
+) -> None:
+    """While rustcs run too, the line is what it was without build scripts: the only rustc's, or the log's."""
+    log = tmp_path / "build.log"
+    log.write_text("   Compiling serde v1.0.0\n   Compiling memchr v2.8.3\n")
+    stop_all.append(one := _fake_build("script:jemalloc-sys", "--crate-name a"))
+    assert _started(one, "script:jemalloc-sys", "rustc") == ["jemalloc-sys"]
+    assert _units(one, 1) == [runner.RustcUnit("a", "", "")]
+    assert runner.Heartbeat(log, one.pid).line(0.0) == (
+        "optimising a (codegen) for 0 s, the only crate still building (crate 2 so far)"
+    )
+    stop_all.append(two := _fake_build("script+make:jemalloc-sys", "--crate-name a", "--crate-name b"))
+    assert _started(two, "script:jemalloc-sys", "make", "rustc", "rustc") == ["jemalloc-sys"]
+    assert runner.Heartbeat(log, two.pid).line(0.0) == "compiling memchr v2.8.3 (crate 2 so far)"
+    log.write_text(log.read_text() + "    Finished `release` profile [optimized] target(s) in 1.0s\n")
+    assert runner.Heartbeat(log, one.pid).line(0.0).startswith("2 crates built; Finished")  # cargo's word, once done
+
+
 # --- query: a short command's output, with exactly the environment given ---------------------------------
 
 
