@@ -1009,8 +1009,10 @@ def _add_functions(
     others = {f for o in objects if o.compiler != ASSEMBLED and o not in compiled for f in o.functions}
     entry["functions_with_profile"] = with_profile
     entry["functions_without_profile"] = sorted({*(f for f in functions if f not in with_profile), *others})
-    entry["stale"] = reading.warnings.stale.get(pkg, [])
-    entry["missing"] = reading.warnings.missing.get(pkg, [])
+    entry["stale"] = reading.warnings.stale.get(pkg, [])  # every one: a stale function refuses the build
+    # those of the functions counted: not of a copy the build script left unlinked (jemalloc's .sym.o)
+    counted = {*functions, *others}
+    entry["missing"] = [m for m in reading.warnings.missing.get(pkg, []) if m.rpartition(": ")[2] in counted]
 
 
 _CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C", ".CPP")
