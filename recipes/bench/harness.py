@@ -28,13 +28,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar
 
 from recipes.bench import canary
 from recipes.bench.commands import build_runs, stdin_file
 from recipes.bench.cpu_report import Result, build_keys, write_results
 from recipes.bench.load import load_argvs, run_loads, trial_problem
-from recipes.bench.meta import Coverage, Meta
+from recipes.bench.meta import Coverage, HeldOutJson, Meta
 from recipes.bench.scenarios import held_out
 from recipes.bench.servers import Server, stop_server, tail_line
 from recipes.bench.settings import Build, Place, Settings, Setup, instance_env, raise_open_files_limit, started_setup
@@ -92,7 +92,17 @@ class Measure(ABC, Generic[TrialT, ResultT]):
     ) -> ResultT: ...
 
 
-def result_fields(at: Place) -> dict[str, Any]:
+class ResultFields(TypedDict):
+    """The fields of a scenario's :class:`~recipes.bench.cpu_report.Result` that either measure fills alike."""
+
+    name: str
+    title: str
+    unit: str
+    held_out: HeldOutJson | None
+    builds: list[str]
+
+
+def result_fields(at: Place) -> ResultFields:
     """What a scenario's result says of it, of either measure: its name, title, unit, held-out status and builds."""
     scenario, settings = at.scenario, at.settings
     return {
