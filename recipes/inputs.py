@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -114,10 +115,18 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: Python's float would read it as infinity
+        raise ValueError(f"the number {text if len(text) <= 24 else text[:20] + '…'} is beyond a 64-bit float")
+    return value
+
+
 def read_json(path: Path, what: str, error: type[PgoError], hint: str) -> Any:
-    """The JSON document of ``path`` (NaN and Infinity, which Python would take, are refused)."""
+    """The JSON document of ``path`` (NaN and Infinity, and a number beyond a float that Python would read as
+    infinity, are refused)."""
     text = read_text(path, what, error, hint)
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError) as exc:  # json.JSONDecodeError is a ValueError
         raise error(f"{what} {path} is not valid JSON: {exc}", hint) from exc

@@ -51,6 +51,14 @@ def test_invalid_toml_and_json_are_one_line(tmp_path: Path) -> None:
     path.write_text('{"a": NaN}')
     with pytest.raises(WorkDirError, match="NaN is not a JSON number"):
         read_json(path, "the report", WorkDirError, "")
+    path.write_text('{"seconds": 1e400}')  # Python's float: infinity, a figure no stage wrote
+    with pytest.raises(WorkDirError, match=r"is not valid JSON: the number 1e400 is beyond a 64-bit float$"):
+        read_json(path, "the report", WorkDirError, "")
+    path.write_text('{"seconds": -' + "9" * 400 + ".5}")
+    with pytest.raises(WorkDirError, match=r"the number -9999999999999999999… is beyond a 64-bit float$"):
+        read_json(path, "the report", WorkDirError, "")
+    path.write_text('{"seconds": 1.5e300, "n": ' + "9" * 400 + "}")  # a large float and an int: both read
+    assert read_json(path, "the report", WorkDirError, "")["seconds"] == 1.5e300
     path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(WorkDirError, match="is not valid JSON"):
         read_json(path, "the report", WorkDirError, "")
