@@ -788,6 +788,15 @@ def c_objects(target_dir: Path, triple: str, *, log_text: str = "") -> dict[str,
     return found
 
 
+def kept_lines(out: Path, name: str) -> list[str]:
+    """The lines of what cargo kept of a build script's last run beside its ``OUT_DIR`` ``out``: ``output`` (its
+    stdout, the ``cargo:`` instructions among it) or ``stderr``; none when it cannot be read."""
+    try:
+        return (out.parent / name).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
 #: a build script's instructions to cargo (its ``output``): a library to link, a folder to find it in
 _LINK_LIB = re.compile(r"^cargo::?rustc-link-lib=(?:(?P<kind>[a-z-]+)(?::[^=]*)?=)?(?P<name>[^\s=]+)\s*$")
 _LINK_SEARCH = re.compile(r"^cargo::?rustc-link-search=(?:[a-z]+=)?(?P<dir>.+?)\s*$")
@@ -797,10 +806,7 @@ def linked_members(out: Path) -> set[str]:
     """The members' names of the static libraries (``lib<name>.a``) in ``out`` (an ``OUT_DIR``) that its build
     script links (``cargo:rustc-link-lib``, found on its ``rustc-link-search`` folders, in what cargo kept of its
     output); none when it links none from there."""
-    try:
-        lines = (out.parent / "output").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return set()
+    lines = kept_lines(out, "output")
     names = [m["name"] for m in map(_LINK_LIB.match, lines) if m and m["kind"] in (None, "static")]
     folders = [Path(m["dir"]) for m in map(_LINK_SEARCH.match, lines) if m]
     archives = {f / f"lib{name}.a" for f in folders if f.is_relative_to(out) for name in names}
@@ -843,11 +849,7 @@ def script_commands(target_dir: Path, triple: str, *, log_text: str = "") -> dic
     its ``OUT_DIR``: cc-rs's ``running:`` lines under ``CC_ENABLE_DEBUG_OUTPUT``), whatever the build's verbosity."""
     found: dict[str, list[list[str]]] = {}
     for pkg, out in _out_dirs(target_dir, triple, log_text):
-        try:
-            text = (out.parent / "output").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        lines = "\n".join(f"[{pkg} 0] {line}" for line in text.splitlines() if line.startswith("running: "))
+        lines = "\n".join(f"[{pkg} 0] {line}" for line in kept_lines(out, "output") if line.startswith("running: "))
         for words in compile_commands(lines).get(pkg, []):
             found.setdefault(pkg, []).append(words)
     return found
@@ -868,14 +870,11 @@ def script_stderr(target_dir: Path, triple: str, log_text: str) -> str:
     """What each target build script of this build wrote to its stderr, as cargo ``-vv`` prints it (``[pkg 0] …``),
     from the file cargo keeps beside its ``OUT_DIR``: a build script that runs clang itself (jemalloc-sys's make)
     leaves clang's warnings there, and cargo does not print them again when it finds the package fresh."""
-    texts = []
-    for pkg, out in _out_dirs(target_dir, triple, log_text):
-        try:
-            text = (out.parent / "stderr").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        texts += [f"\n[{pkg} 0] {line}" for line in text.splitlines()]
-    return "".join(texts)
+    return "".join(
+        f"\n[{pkg} 0] {line}"
+        for pkg, out in _out_dirs(target_dir, triple, log_text)
+        for line in kept_lines(out, "stderr")
+    )
 
 
 @dataclass(frozen=True)
