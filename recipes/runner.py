@@ -243,10 +243,12 @@ class Heartbeat:
 
     def line(self, now: float) -> str:
         text = last_progress_line(self.log)
-        units = rustc_units(self.pid) if text.startswith("compiling ") else []
+        if not text.startswith("compiling "):
+            return text
+        units = rustc_units(self.pid)
         count = re.search(r"\((crate \d+ so far[^)]*)\)", text)
         so_far = count[1] if count else ""
-        if not units and text.startswith("compiling "):
+        if not units:
             return self._build_scripts_line(now, so_far) or text
         if len(units) != 1:
             return text

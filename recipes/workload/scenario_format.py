@@ -11,7 +11,7 @@ fast one; ``--scale`` multiplies the counts (the tests use tiny trials).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from recipes.schema import Table
 from recipes.workload.fields import parse_expect, parse_headers, parse_path, parse_paths, parse_runs
@@ -41,7 +41,25 @@ def parse_scenario(table: Table, instances: dict[str, Instance]) -> Scenario:
     return Scenario(name, title, kind, instance, count, warmup, **fields, declared_held_out=table.boolean("held_out"))
 
 
-def _kind_fields(table: Table, kind: str) -> tuple[int, dict[str, Any]]:
+class _KindFields(TypedDict, total=False):
+    """The fields of a :class:`~recipes.workload.model.Scenario` its kind reads (the others keep their defaults)."""
+
+    paths: tuple[str, ...]
+    protocol: str
+    scheme: str
+    connections: int
+    streams: int
+    rps: int | None
+    one_per_connection: bool
+    headers: tuple[str, ...]
+    expect: str
+    args: tuple[str, ...]
+    stdin: str | None
+    cwd: str | None
+    expect_exit: int
+
+
+def _kind_fields(table: Table, kind: str) -> tuple[int, _KindFields]:
     """The scenario's count (runs, handshakes or requests) and the fields of its kind."""
     if kind == "command":
         runs = parse_runs(table)
