@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import ConfigError
-from recipes.inputs import parse_toml, read_text
-from recipes.schema import kind
+from recipes.inputs import kind, parse_toml, read_text
 
 #: bounds of numeric settings: beyond them a count or a deadline overflows later, after the build
 MAX_COUNT = 2**31 - 1
@@ -197,7 +196,7 @@ class Config:
     locked: bool = False
     #: the first shard's workload (the only one without shards): what the stages that run one workload take
     workload: str | None = None
-    #: every shard's workload, in the order given, when there are two or more (recipes/shards.py); else empty
+    #: every shard's workload, in the order given, when there are two or more (recipes/workload/shards.py); else empty
     shards: tuple[str, ...] = ()
     #: the shards' weights as given (``name=weight``), by shard name; a shard not named weighs 1
     weights: tuple[tuple[str, float], ...] = ()

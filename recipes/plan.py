@@ -10,7 +10,6 @@ from pathlib import Path
 from recipes import claim, train
 from recipes.config import Config
 from recipes.runner import run
-from recipes.shards import Shard, plan_shards
 from recipes.store import ProfileStore
 from recipes.toolchain import cflags, emulation, preflight, zig
 from recipes.toolchain.cargo import invocation as cargo_command
@@ -25,6 +24,7 @@ from recipes.toolchain.rustflags import (
 )
 from recipes.workdir import WorkDir
 from recipes.workload import Workload, load_workload, no_workload_file, workload_path
+from recipes.workload.shards import Shard, plan_shards
 
 _ = train  # imported for its registrations: the instance modes and phase kinds a workload file names
 
@@ -45,7 +45,7 @@ class BuildPlan:
     workload: Workload | None
     #: the rustc cargo builds with in the crate's directory (``env["RUSTC"]``), and how it was chosen
     compiler: ResolvedRustc | None = None
-    #: the shards (recipes/shards.py) when the workload is several; empty for one workload (then ``workload``)
+    #: the shards (recipes/workload/shards.py) when the workload is several; empty for one workload (then ``workload``)
     shards: tuple[Shard, ...] = ()
 
     @property

@@ -36,7 +36,7 @@ from typing import (
     is_typeddict,
 )
 
-from recipes.schema import JSON_KEY, NOT_WRITTEN, TYPE_NAMES, kind, without_none
+from recipes.inputs import JSON_KEY, NOT_WRITTEN, TYPE_NAMES, kind, without_none
 
 _Record = TypeVar("_Record", bound="StageResult | WorkloadRun")
 
@@ -77,7 +77,7 @@ class TestCountsRecord(TypedDict):
 
 
 class ShardTrainRecord(TypedDict):
-    """One shard's training (recipes/shards.py): its workload run and the raw profiles it wrote."""
+    """One shard's training (recipes/workload/shards.py): its workload run and the raw profiles it wrote."""
 
     name: str
     workload: str | None  # the tests shard has none

@@ -14,9 +14,9 @@ from recipes import procs
 from recipes.bench import canary
 from recipes.bench.settings import Build, Place, instance_env
 from recipes.errors import ConfigError
+from recipes.inputs import fill
 from recipes.procs import describe_exit
 from recipes.runner import say
-from recipes.schema import fill
 from recipes.train.command import EnvironmentValues
 from recipes.workload import Scenario
 

@@ -12,7 +12,7 @@ from recipes import procs
 from recipes.bench.servers import Server
 from recipes.bench.settings import Place
 from recipes.errors import BenchError
-from recipes.schema import fill
+from recipes.inputs import fill
 from recipes.web import h2load
 from recipes.workload import Scenario
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from recipes.bench import procstat
 from recipes.bench.settings import Build, Place, instance_env
 from recipes.errors import BenchError
+from recipes.inputs import fill
 from recipes.procs import Child, describe_exit
 from recipes.runner import log_tail, quote, say
-from recipes.schema import fill
 from recipes.train import sigterm
 from recipes.web import net
 

@@ -20,7 +20,7 @@ from recipes.bench import canary, design, procstat
 from recipes.bench.cpu_report import build_keys
 from recipes.bench.meta import Meta
 from recipes.errors import BenchError, ConfigError
-from recipes.schema import fill
+from recipes.inputs import fill
 from recipes.train.resources import UpstreamBackend
 from recipes.workdir import BenchDir
 from recipes.workload import Instance, Scenario, Workload

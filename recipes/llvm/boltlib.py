@@ -23,10 +23,9 @@ from elftools.elf.sections import SymbolTableSection
 from recipes import runner
 from recipes.errors import CheckFailed, ConfigError, ToolchainError
 from recipes.files import atomic_output
-from recipes.inputs import read_bytes, read_json
+from recipes.inputs import Fields, read_bytes, read_json
 from recipes.llvm import checks
 from recipes.llvm.elf import open_elf
-from recipes.schema import Fields
 from recipes.toolchain import rustc as toolchain
 from recipes.toolchain.rustc import RustcInfo
 

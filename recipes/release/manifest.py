@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recipes.errors import CheckFailed
+from recipes.inputs import JSON_KEY, NOT_WRITTEN, READ, Fields
 from recipes.release.reproducible import Names, sum_name_problem
 from recipes.results import json_of
-from recipes.schema import JSON_KEY, NOT_WRITTEN, READ, Fields
 
 #: the release manifest's layout (its "schema"): rebuild and verify read only this one
 MANIFEST_SCHEMA = 1
@@ -297,7 +297,7 @@ def identity(data: Any, name: str) -> Identity:
 
 def parse(data: Any, name: str) -> Manifest:
     """The manifest of the JSON ``data`` of the file ``name``: its schema, then each key as its field in
-    :class:`Manifest` declares it (:meth:`recipes.schema.Fields.record`); a missing key or a value of another type
+    :class:`Manifest` declares it (:meth:`recipes.inputs.Fields.record`); a missing key or a value of another type
     is one line naming ``name`` and the key."""
     fields = Fields(data, name, CheckFailed, HINT)
     check_schema(fields.data, name)

@@ -34,7 +34,6 @@ from recipes.plan import BuildPlan
 from recipes.release.reproducible.tags import GATHER, take_all
 from recipes.results import InstrumentResult, MergeResult, PhaseRecord, ShardTrainRecord, TrainResult
 from recipes.runner import say
-from recipes.shards import Shard
 from recipes.stages import tests_shard
 from recipes.stages.frame import StageFrame, check_runnable, run_on
 from recipes.stages.merge import _merge_shards, refuse_other_rustc
@@ -43,6 +42,7 @@ from recipes.store import sha256_file
 from recipes.toolchain.rustc import ProfdataTool, find_profdata, rustc_sysroot
 from recipes.train.trainer import Collect
 from recipes.workdir import WorkDir
+from recipes.workload.shards import Shard
 
 SHARD = "--shard"
 #: what to give --gather, the hint of every refusal of a DIR

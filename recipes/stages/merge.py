@@ -22,12 +22,12 @@ from recipes.results import (
     from_json,
 )
 from recipes.runner import say
-from recipes.shards import Shard, asked_shares, integer_weights, reached_shares, weighted_inputs
 from recipes.stages import tests_shard
 from recipes.stages.frame import StageFrame, threshold
 from recipes.store import sha256_file
 from recipes.toolchain.rustc import ProfdataTool, find_profdata, rustc_sysroot
 from recipes.workload import Workload
+from recipes.workload.shards import Shard, asked_shares, integer_weights, reached_shares, weighted_inputs
 
 #: how many of the main crate's unexecuted functions report.json and the summary name, the largest first
 UNEXECUTED_LISTED = 20
@@ -235,7 +235,7 @@ def _merge_one(plan: BuildPlan, tool: ProfdataTool, shard: Shard, recorded: Shar
 
 def _merge_shards(plan: BuildPlan, frame: StageFrame, recorded: list[ShardTrainRecord] | None) -> MergeResult:
     """Each shard merged alone and checked, then all merged with the integer weights that give each its share of
-    the total count (recipes/shards.py); a failure leaves no merged profile, the shards' nor the whole's."""
+    the total count (recipes/workload/shards.py); a failure leaves no merged profile, the shards' nor the whole's."""
     by_name = {r["name"]: r for r in recorded or []}
     names = [shard.name for shard in plan.shards]
     if list(by_name) != names:

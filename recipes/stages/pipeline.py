@@ -7,7 +7,6 @@ from dataclasses import replace
 from recipes import report
 from recipes.plan import BuildPlan
 from recipes.results import Report
-from recipes.shards import workload_shards
 from recipes.stages.bolt import bolt
 from recipes.stages.frame import check_runnable
 from recipes.stages.instrument import instrument
@@ -15,6 +14,7 @@ from recipes.stages.merge import merge
 from recipes.stages.optimise import optimise
 from recipes.stages.test import test
 from recipes.stages.train import train
+from recipes.workload.shards import workload_shards
 
 
 def pgo(plan: BuildPlan) -> Report:

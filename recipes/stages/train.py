@@ -10,12 +10,12 @@ from recipes.llvm import profdata
 from recipes.plan import BuildPlan
 from recipes.results import PhaseRecord, Report, ShardTrainRecord, TrainResult, WorkloadRun
 from recipes.runner import say
-from recipes.shards import workload_shards
 from recipes.stages import tests_shard
 from recipes.stages.frame import StageFrame, check_runnable, run_on
 from recipes.store import sha256_file
 from recipes.train.trainer import Collect
 from recipes.workload import Workload
+from recipes.workload.shards import workload_shards
 
 
 def instrumented_binary(plan: BuildPlan, handed: Report | None = None) -> Path:

@@ -24,9 +24,9 @@ from typing import IO, ClassVar
 
 from recipes import procs
 from recipes.errors import ConfigError, TrainingFailed
+from recipes.inputs import Table, fill
 from recipes.procs import piped
 from recipes.runner import plural, quote, say
-from recipes.schema import Table, fill
 from recipes.workload.fields import parse_runs
 from recipes.workload.registry import (
     InstanceMode,

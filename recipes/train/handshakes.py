@@ -20,8 +20,8 @@ import time
 from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar
 
+from recipes.inputs import Table, fill
 from recipes.runner import say
-from recipes.schema import Table, fill
 from recipes.train.http import Watched, codes_log_for, run_batches, url
 from recipes.web import h2load
 from recipes.workload.fields import parse_expect, parse_path

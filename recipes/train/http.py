@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 
 from recipes import procs
 from recipes.errors import TrainingFailed
+from recipes.inputs import Table, fill
 from recipes.runner import plural, quote, say, show
-from recipes.schema import Table, fill
 from recipes.web import h2load
 from recipes.workload.fields import parse_expect, parse_headers, parse_paths
 from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import PgoError, TrainingFailed
+from recipes.inputs import Table, fill
 from recipes.procs import Child
 from recipes.runner import log_tail, run, say
-from recipes.schema import Table, fill
 from recipes.web import certs, docroot, net
 from recipes.workload.registry import LiveResource, Resource, ResourceContext, register_resource
 

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from recipes.errors import PgoError, TrainingFailed
 from recipes.files import write_atomically
+from recipes.inputs import Table, fill
 from recipes.procs import Child, describe_exit
 from recipes.runner import say, show
-from recipes.schema import Table, fill
 from recipes.train import sigterm
 from recipes.train.command import LEFTOVER_HINT
 from recipes.web import net

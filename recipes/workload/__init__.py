@@ -7,7 +7,7 @@
 - ``scenario_format``: the ``[[bench.scenario]]`` format (what the bench does with one is :mod:`recipes.bench`'s);
 - ``file``: the TOML file found, loaded and checked (placeholders, files, tools, environment).
 
-It imports nothing above it: only the modules every layer shares (errors, inputs, schema, config, results,
+It imports nothing above it: only the modules every layer shares (errors, inputs, config, results,
 h2load's parsers). ``tests/unit/test_layers.py`` keeps it so.
 """
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from recipes.schema import Table
+from recipes.inputs import Table
 from recipes.web import h2load
 
 #: the most runs a phase (or a command scenario) may ask for (times PGO_TRAIN_SCALE, it is still a count, never a

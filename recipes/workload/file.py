@@ -13,8 +13,7 @@ from typing import Any
 
 from recipes.config import MAX_SECONDS, MIN_SECONDS
 from recipes.errors import ConfigError, ToolchainError
-from recipes.inputs import parse_toml, read_text
-from recipes.schema import Table
+from recipes.inputs import Table, parse_toml, read_text
 from recipes.workload.model import Instance, Scenario, Workload
 from recipes.workload.registry import INSTANCE_MODES, PHASE_KINDS, RESOURCES
 from recipes.workload.scenario_format import HOW_TO_ADD, parse_scenario

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
+from recipes.inputs import Table
 from recipes.results import PhaseRecord
-from recipes.schema import Table
 
 
 @dataclass

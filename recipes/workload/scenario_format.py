@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from recipes.schema import Table
+from recipes.inputs import Table
 from recipes.workload.fields import parse_expect, parse_headers, parse_path, parse_paths, parse_runs
 from recipes.workload.model import Instance, Scenario
 

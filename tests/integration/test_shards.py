@@ -16,9 +16,9 @@ import pytest
 
 from recipes.errors import CheckFailed
 from recipes.llvm import profdata
-from recipes.shards import TOLERANCE
 from recipes.stages.merge import refuse_empty_shard
 from recipes.toolchain.rustc import ProfdataTool
+from recipes.workload.shards import TOLERANCE
 from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env
 
 WORKLOAD = """[workload]

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from recipes.errors import ConfigError, PgoError, WorkDirError
-from recipes.inputs import parse_toml, read_bytes, read_json, read_text
-from recipes.schema import Fields, Table
+from recipes.inputs import Fields, Table, parse_toml, read_bytes, read_json, read_text
 
 
 def read_toml(path: Path, what: str, error: type[PgoError], hint: str) -> dict[str, Any]:

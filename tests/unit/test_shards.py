@@ -1,5 +1,5 @@
-"""Shards (recipes/shards.py, recipes/config.py): the configuration's list of workloads and its weights, and the
-arithmetic of the integer weights of ``llvm-profdata merge --weighted-input``."""
+"""Shards (recipes/workload/shards.py, recipes/config.py): the configuration's list of workloads and its weights,
+and the arithmetic of the integer weights of ``llvm-profdata merge --weighted-input``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from recipes.config import load_config, shard_name
 from recipes.errors import ConfigError
 from recipes.llvm.profdata import parse_record_counts, parse_show
 from recipes.results import MergeResult, from_json
-from recipes.shards import (
+from recipes.stages.summary import shard_summary_lines
+from recipes.workload.shards import (
     MAX_MULTIPLIER,
     TOLERANCE,
     asked_shares,
@@ -21,7 +22,6 @@ from recipes.shards import (
     reached_shares,
     weighted_inputs,
 )
-from recipes.stages.summary import shard_summary_lines
 
 _ = train  # imported for its registrations: the phase kinds a workload file names
 DATA = Path(__file__).resolve().parents[1] / "data"

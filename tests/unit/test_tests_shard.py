@@ -1,5 +1,5 @@
-"""The tests shard (recipes/stages/tests_shard.py, recipes/config.py, recipes/shards.py): the reserved name in the
-configuration and its refusals, its failed tests named from real ``cargo test`` logs, and its records counted
+"""The tests shard (recipes/stages/tests_shard.py, recipes/config.py, recipes/workload/shards.py): the reserved name
+in the configuration and its refusals, its failed tests named from real ``cargo test`` logs, and its records counted
 against the binary's functions."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from recipes.config import TESTS_SHARD, load_config
 from recipes.errors import CheckFailed, ConfigError, TrainingFailed
 from recipes.llvm.profdata import ProfileSummary
 from recipes.results import MergeResult, Report, ShardRecord, TrainResult, from_json
-from recipes.shards import plan_shards, workload_shards
 from recipes.stages import tests_shard
 from recipes.stages.summary import shard_summary_lines, summary_lines
 from recipes.toolchain.cargo.testlog import parse_cargo_test
+from recipes.workload.shards import plan_shards, workload_shards
 from tests.conftest import DATA
 
 _ = train  # imported for its registrations: the phase kinds a workload file names
