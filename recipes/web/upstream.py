@@ -10,6 +10,9 @@ SIGTERM. Paths (anything after the prefix is free, so the proxy's cache sees man
 - ``/large/…`` 200, 1 MiB, ``Cache-Control: no-store``
 - ``/error/NNN`` status NNN (e.g. 500, 503), no-store
 - anything else: 404
+
+A request it cannot read (a request line not of three words, a Content-Length or a chunk size that is not a
+number) is answered 400 and its connection closed, as an HTTP server answers one: never a traceback in its log.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import asyncio
 import functools
 import hashlib
+import re
 import signal
 import socket
 import sys
@@ -29,8 +33,18 @@ PAGE = (
 )[:5120] + b"</body></html>\n"
 IMAGE = b"".join(hashlib.sha256(b"img%d" % i).digest() for i in range(200 * 1024 // 32))
 LARGE = b"".join(hashlib.sha256(b"large%d" % i).digest() for i in range(1024 * 1024 // 32))
-REASONS = {200: b"OK", 404: b"Not Found", 500: b"Internal Server Error", 502: b"Bad Gateway", 503: b"Unavailable"}
+REASONS = {
+    200: b"OK",
+    400: b"Bad Request",
+    404: b"Not Found",
+    500: b"Internal Server Error",
+    502: b"Bad Gateway",
+    503: b"Unavailable",
+}
 MAX_HEAD = 64 * 1024
+#: a Content-Length (decimal digits) and a chunk's size (hex digits, before any chunk extension)
+LENGTH = re.compile(rb"[0-9]+")
+CHUNK_SIZE = re.compile(rb"[0-9a-fA-F]+")
 
 
 def response(status: int, body: bytes, content_type: bytes, cache: bytes, *, keep_alive: bool, head: bool) -> bytes:
@@ -118,8 +132,8 @@ class Http1(asyncio.Protocol):
             return None
         head = bytes(self.buffer[:end]).split(b"\r\n")
         parts = head[0].split(b" ")
-        if len(parts) != 3 and self.transport is not None:
-            self.transport.close()
+        if len(parts) != 3:
+            self.refuse()
             return None
         method, target, version = parts
         length = 0
@@ -130,6 +144,9 @@ class Http1(asyncio.Protocol):
             name = name.strip().lower()
             value = value.strip().lower()
             if name == b"content-length":
+                if not LENGTH.fullmatch(value):
+                    self.refuse()
+                    return None
                 length = int(value)
             elif name == b"transfer-encoding" and b"chunked" in value:
                 chunked = True
@@ -146,6 +163,14 @@ class Http1(asyncio.Protocol):
         del self.buffer[:consumed]
         return method, target.split(b"?")[0], body_length, keep_alive
 
+    def refuse(self) -> None:
+        """Answer a request that cannot be read 400 and close the connection (what follows it cannot be read)."""
+        self.buffer.clear()
+        if self.transport is not None:
+            bad = response(400, b"bad request\n", b"text/plain", b"no-store", keep_alive=False, head=False)
+            self.transport.write(bad)
+            self.transport.close()
+
     def chunked_length(self, start: int) -> tuple[int, int] | None:
         """(body length, bytes consumed up to the end of the chunked body) or None when incomplete."""
         position = start
@@ -154,7 +179,11 @@ class Http1(asyncio.Protocol):
             line_end = self.buffer.find(b"\r\n", position)
             if line_end < 0:
                 return None
-            size = int(bytes(self.buffer[position:line_end]).split(b";")[0], 16)
+            field = bytes(self.buffer[position:line_end]).split(b";")[0].strip()
+            if not CHUNK_SIZE.fullmatch(field):
+                self.refuse()
+                return None
+            size = int(field, 16)
             position = line_end + 2
             if size == 0:
                 trailer_end = self.buffer.find(b"\r\n", position)

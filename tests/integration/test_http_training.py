@@ -4,6 +4,7 @@ workload's expectations hold, and every way a phase or an instance can fail fail
 from __future__ import annotations
 
 import http.client
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -391,6 +392,37 @@ def test_upstream_backend_serves_and_restarts(tmp_path: Path) -> None:
         assert net.ask(f"http://127.0.0.1:{port}/api/x").status == 200
     finally:
         backend.stop()
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"POST /api/x HTTP/1.1\r\ncontent-length: abc\r\n\r\n",
+        b"POST /api/x HTTP/1.1\r\ncontent-length: -5\r\n\r\nxxxxx",
+        b"POST /api/x HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nxx\r\n0\r\n\r\n",
+        b"GET /api/x\r\n\r\n",
+    ],
+    ids=["length-not-a-number", "length-negative", "chunk-size-not-hex", "request-line-of-two-words"],
+)
+def test_upstream_backend_answers_a_request_it_cannot_read_400(tmp_path: Path, request_bytes: bytes) -> None:
+    """A server under training that sends the upstream a malformed request gets a 400 and a closed connection, as
+    from any HTTP server; the upstream's log holds no traceback, and it goes on serving."""
+    (port,) = net.free_ports(1)
+    log = tmp_path / "upstream.log"
+    backend = UpstreamBackend(port, log, clean_env())
+    backend.start()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(request_bytes)
+            answer = b""
+            while chunk := sock.recv(65536):  # until the upstream closes the connection
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer[:80]
+        assert b"connection: close" in answer
+        assert net.ask(f"http://127.0.0.1:{port}/api/x").status == 200
+    finally:
+        backend.stop()
+    assert "Traceback" not in log.read_text()
 
 
 def test_certificates_are_ecdsa_and_rsa(tmp_path: Path) -> None:
