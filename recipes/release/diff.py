@@ -136,3 +136,12 @@ def explain(
         partial.unlink(missing_ok=True)
     text = report.read_text(encoding="utf-8", errors="replace")
     return Explanation(report, tuple(summarise(text).screen(report)))
+
+
+def hint_words(explanation: Explanation, env: Mapping[str, str]) -> str:
+    """A refusal's hint's first words: where diffoscope's report is, or which package would write one."""
+    if explanation.report is not None:
+        return f"diffoscope's report: {explanation.report}; "
+    if find_diffoscope(env) is None:
+        return f"install {PACKAGE} for diffoscope's report; "
+    return ""

@@ -700,8 +700,8 @@ def _differing_blob(
             explained = diffoscope.explain(theirs_tar, ours_tar, work.image, environ)
             for line in explained.lines:
                 say(line)
-            report = f"diffoscope's report: {explained.report}; " if explained.report else ""
-            return f"the {platform} layer differs ({digest} published, {blobs.layer.digest} rebuilt)", report
+            hint = diffoscope.hint_words(explained, environ)
+            return f"the {platform} layer differs ({digest} published, {blobs.layer.digest} rebuilt)", hint
         config = manifest.get("config")
         if not isinstance(config, dict) or config.get("digest") != blobs.config.digest:
             digest = config.get("digest") if isinstance(config, dict) else None

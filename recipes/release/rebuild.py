@@ -336,11 +336,7 @@ def explain(first: Path, second: Path, dest: Path, environ: Mapping[str, str]) -
         "report": str(explanation.report) if explanation.report else None,
         "summary": list(explanation.lines),
     }
-    if explanation.report is not None:
-        return f"diffoscope's report: {explanation.report}; ", record
-    if diffoscope.find_diffoscope(environ) is None:
-        return f"install {diffoscope.PACKAGE} for diffoscope's report; ", record
-    return "", record
+    return diffoscope.hint_words(explanation, environ), record
 
 
 def _repo_of(config: Config, environ: Mapping[str, str]) -> Path:

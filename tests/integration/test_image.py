@@ -514,6 +514,12 @@ def test_rebuild_makes_the_image_again_and_names_the_blob_that_differs(
     with pytest.raises(PgoError) as refused:
         rebuild_image(TAG, labels, rebuilt, WorkDir(tmp_path / "w2"), clean_env())
     assert "the linux/arm64/v8 config differs (sha256:" in refused.value.line(), refused.value.line()
+    empty = tmp_path / "no-tools"  # no diffoscope on PATH: the hint names the package that writes the report
+    empty.mkdir()
+    with pytest.raises(PgoError) as refused:
+        rebuild_image(TAG, forged, rebuilt, WorkDir(tmp_path / "w3"), {**clean_env(), "PATH": str(empty)})
+    line = refused.value.line()
+    assert "the linux/amd64 layer differs (sha256:" in line and "install diffoscope-minimal for diffoscope's" in line
 
 
 # --- a glibc release on a base image (--base DIR@sha256:D) ---------------------------------------------------------
