@@ -272,7 +272,16 @@ class Heartbeat:
 #: cc-rs (the C compiler of a build script: ring, zstd-sys, …) found no compiler for the target
 _CC_TOOL = re.compile(r'error occurred in cc-rs: failed to find tool "(?P<tool>[^"]+)"')
 #: the Debian package of a target's C compiler that cc-rs looks for
-_CC_PACKAGES = {"x86_64-linux-musl-gcc": "musl-tools", "musl-gcc": "musl-tools", "cc": "gcc", "gcc": "gcc"}
+_CC_PACKAGES = {
+    "x86_64-linux-musl-gcc": "musl-tools",
+    "musl-gcc": "musl-tools",
+    "cc": "gcc",
+    "gcc": "gcc",
+    "c++": "g++",
+    "g++": "g++",
+}
+#: a Debian cross compiler (``aarch64-linux-gnu-g++``): its package is the driver's name, then the triple
+_CROSS_COMPILER = re.compile(r"(?P<triple>[\w.]+-linux-gnu\w*)-(?P<driver>gcc|g\+\+)")
 
 
 def known_cause(output: str) -> str:
@@ -281,9 +290,12 @@ def known_cause(output: str) -> str:
     if match is None:
         return ""
     tool = match["tool"]
-    package = _CC_PACKAGES.get(tool)
-    fix = f"apt-get install {package}" if package else f"install {tool} or name a compiler in CC_<target>"
-    return f"a build script needs the C compiler {tool}, which is not installed ({fix})"
+    name = Path(tool).name
+    cross = _CROSS_COMPILER.fullmatch(name)
+    package = _CC_PACKAGES.get(name) or (f"{cross['driver']}-{cross['triple']}" if cross else None)
+    language, variable = ("C++", "CXX") if name.endswith("++") else ("C", "CC")
+    fix = f"apt-get install {package}" if package else f"install {tool} or name a compiler in {variable}_<target>"
+    return f"a build script needs the {language} compiler {tool}, which is not installed ({fix})"
 
 
 def not_found(argv: Sequence[str], cwd: Path | None, exc: FileNotFoundError) -> PgoError:

@@ -128,8 +128,19 @@ def test_a_build_scripts_missing_c_compiler_is_named_with_its_package() -> None:
     assert runner.known_cause(output) == (
         "a build script needs the C compiler x86_64-linux-musl-gcc, which is not installed (apt-get install musl-tools)"
     )
+    assert runner.known_cause(output.replace("x86_64-linux-musl-gcc", "riscv64-unknown-elf-gcc")).endswith(
+        "(install riscv64-unknown-elf-gcc or name a compiler in CC_<target>)"
+    )
+    # Debian's cross compilers, as cc-rs names them for aarch64 under PGO_CXX=0 (the system's C++, a full path)
     assert runner.known_cause(output.replace("x86_64-linux-musl-gcc", "riscv64-linux-gnu-gcc")).endswith(
-        "(install riscv64-linux-gnu-gcc or name a compiler in CC_<target>)"
+        "the C compiler riscv64-linux-gnu-gcc, which is not installed (apt-get install gcc-riscv64-linux-gnu)"
+    )
+    assert runner.known_cause(output.replace("x86_64-linux-musl-gcc", "/usr/bin/aarch64-linux-gnu-g++")) == (
+        "a build script needs the C++ compiler /usr/bin/aarch64-linux-gnu-g++, which is not installed "
+        "(apt-get install g++-aarch64-linux-gnu)"
+    )
+    assert runner.known_cause(output.replace("x86_64-linux-musl-gcc", "my-clang++")).endswith(
+        "the C++ compiler my-clang++, which is not installed (install my-clang++ or name a compiler in CXX_<target>)"
     )
     assert runner.known_cause("error[E0425]: cannot find value `x` in this scope") == ""
 
