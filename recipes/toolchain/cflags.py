@@ -503,11 +503,15 @@ def probe(
             " (no C++ standard library headers)" if headers else ""
         )
         if strict:
+            leave = (
+                "PGO_CXX=0 to leave the C++ unprofiled (the C keeps the profile)"
+                if name == "C++"
+                else "PGO_C=0 to leave the C unprofiled"
+            )
             raise ToolchainError(
                 f"{asked} but {why}",
                 (f"`apt-get install {install}`, " if headers else "")
-                + f"or give {'CXX' if name == 'C++' else 'CC'}=<a compiler of clang's major that can>, or PGO_C=0 "
-                "to leave the C unprofiled",
+                + f"or give {'CXX' if name == 'C++' else 'CC'}=<a compiler of clang's major that can>, or {leave}",
             )
         return why + (f": `apt-get install {install}`" if headers else "")
     said = seen.compiler if seen is not None else "no ELF object"

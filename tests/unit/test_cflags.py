@@ -265,6 +265,7 @@ def test_cxx_without_the_targets_headers_refused_under_pgo_c_with_the_package() 
     ), message
     assert message.endswith("' file not found (no C++ standard library headers)"), message
     assert caught.value.hint.startswith("`apt-get install libstdc++-12-dev-arm64-cross`, or give CXX=")
+    assert caught.value.hint.endswith(", or PGO_CXX=0 to leave the C++ unprofiled (the C keeps the profile)")
     assert (
         cflags.probe(
             "C", ["clang-22"], "aarch64-unknown-linux-gnu", cross=True, env=env, rustc=RUSTC, what="clang", strict=True
