@@ -318,3 +318,39 @@ def test_the_test_suite_of_an_aarch64_build_runs_under_qemu_as_cargos_runner(tmp
     else:
         assert suites["-p tested-pgo --test cli"]["failed"] == 3
         assert_refused(done, "the test suite compiled with the profile failed: 3 of")
+
+
+def _csys_c_only(tmp_path: Path) -> Pipeline:
+    """csys without its C++ (no arm64 C++ headers are needed): a hot loop in C, compiled by cc-rs."""
+    pipeline = Pipeline(tmp_path, "csys")
+    build = pipeline.crate_dir / "build.rs"
+    build.write_text("\n".join(line for line in build.read_text().splitlines() if "mix.cpp" not in line) + "\n")
+    main = pipeline.crate_dir / "src" / "main.rs"
+    text = main.read_text().replace("    fn csys_cpp_sum(n: u32) -> u32;\n", "")
+    main.write_text(text.replace("unsafe { csys_cpp_sum(rounds) }", "(0..rounds).fold(0u32, u32::wrapping_add)"))
+    return pipeline
+
+
+@pytest.mark.refuses("c-function-build-script-stale-hash-mismatch")
+def test_the_c_of_an_aarch64_build_is_trained_under_qemu_and_its_stale_profile_refused(tmp_path: Path) -> None:
+    """PGO_C=1 for aarch64: clang-22 --target compiles csys's C with the profile flags, the training under qemu
+    writes its counts into the one profile, the optimised C uses them; then the C changed is refused as stale."""
+    pipeline = _csys_c_only(tmp_path / "trained")
+    output = assert_ok(pipeline.nox("pgo", PGO_TARGET=TARGET, PGO_C="1", PGO_CXX="0"))
+    assert "c code      csys: 2 C/C++ functions with profile data, 0 without (C by Debian clang version 22." in output
+    report = json.loads((pipeline.work / "report.json").read_text())
+    crate = next(c for c in report["optimise"]["c_code"]["crates"] if c["crate"] == "csys")
+    assert "csys_checksum" in crate["functions_with_profile"] and crate["stale"] == [], crate
+    assert _machine(Path(report["optimise"]["binary"])) == "EM_AARCH64"
+    objects = list((pipeline.work / "generate-target" / TARGET / "release" / "build").glob("csys-*/out/**/*hot.o"))
+    assert objects and all(_machine(o) == "EM_AARCH64" for o in objects), objects
+    profile = report["merge"]["profile"]
+
+    again = _csys_c_only(tmp_path / "changed")
+    hot = again.crate_dir / "csrc" / "hot.c"
+    text = hot.read_text()
+    step = "h = mix_step(h, i * 7u + 1u);"
+    hot.write_text(text.replace(step, step + "\n            if (h == 7u) h = 1u;"))
+    assert hot.read_text() != text
+    line = assert_refused(again.nox("optimise", PGO_TARGET=TARGET, PGO_C="1", PGO_CXX="0", PGO_PROFDATA=profile))
+    assert "the C of crate csys has 1 stale-profile warnings (hash mismatch), first: csrc/hot.c: csys_checksum" in line
