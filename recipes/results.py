@@ -138,7 +138,8 @@ class CCrateRecord(TypedDict):
     objects: int
     compilers: list[str]
     profile_flags: bool
-    functions_with_profile: NotRequired[list[str]]  # the optimised build's only
+    # the optimised build's only; each function as the profile names it: a static one `<source>;<name>`
+    functions_with_profile: NotRequired[list[str]]
     functions_without_profile: NotRequired[list[str]]
     stale: NotRequired[list[str]]  # "file: function", as clang named them
     missing: NotRequired[list[str]]

@@ -234,8 +234,10 @@ def build_scripts(pid: int) -> list[str]:
 class Heartbeat:
     """The progress line of a long command: what its log says, and for a cargo whose only rustc left is one
     crate's (the binary's codegen, LTO and link take minutes after the last other crate), what that rustc is
-    doing and for how long; with no rustc left, the build scripts still running (jemalloc-sys's configure and
-    make take minutes) and for how long."""
+    doing and for how long, and the build scripts running beside it (libgit2-sys's cc-rs compiles libgit2's C for
+    two minutes while other crates' rustcs come and go: that rustc is then not the only crate still building);
+    with no rustc left, the build scripts still running (jemalloc-sys's configure and make take minutes) and for
+    how long."""
 
     def __init__(self, log: Path, pid: int) -> None:
         self.log, self.pid = log, pid
@@ -254,19 +256,29 @@ class Heartbeat:
             return text
         state = units[0].state()
         started = self.since.setdefault(state, now)
-        line = f"{state} for {now - started:.0f} s, the only crate still building ({so_far})"
+        scripts = self._build_scripts(now)
+        beside = f"beside {scripts}" if scripts else "the only crate still building"
+        line = f"{state} for {now - started:.0f} s, {beside} ({so_far})"
         return line[:PROGRESS_WIDTH]
 
     def _build_scripts_line(self, now: float, so_far: str) -> str:
         """With no rustc left, the build scripts running (jemalloc-sys's configure and make), for how long the
         longest has run; "" when none is."""
+        scripts = self._build_scripts(now)
+        if not scripts:
+            return ""
+        line = f"running {scripts} ({so_far})"
+        return line[:PROGRESS_WIDTH]
+
+    def _build_scripts(self, now: float) -> str:
+        """``the build script of jemalloc-sys for 80 s``: the build scripts running, for how long the longest has
+        run; "" when none is."""
         packages = build_scripts(self.pid)
         if not packages:
             return ""
         started = min(self.since.setdefault(f"the build script of {package}", now) for package in packages)
         scripts = "build script" if len(packages) == 1 else "build scripts"
-        line = f"running the {scripts} of {', '.join(packages)} for {now - started:.0f} s ({so_far})"
-        return line[:PROGRESS_WIDTH]
+        return f"the {scripts} of {', '.join(packages)} for {now - started:.0f} s"
 
 
 #: cc-rs (the C compiler of a build script: ring, zstd-sys, …) found no compiler for the target

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from recipes import report
@@ -49,12 +49,28 @@ def parse_counts(text: str) -> dict[str, int]:
     """``llvm-profdata show --all-functions --counts``: each function record's counters added up (its entry
     count and its block counts), by symbol (a local function's ``cgu;`` prefix dropped); records of one
     symbol are added together."""
+    return by_symbol(parse_record_counts(text))
+
+
+def by_symbol(counts: Mapping[str, int]) -> dict[str, int]:
+    """Counts by record name (:func:`parse_record_counts`) by symbol: a local function's ``cgu;`` (a C file's
+    ``<source>;``) prefix dropped, the records of one symbol added together."""
+    found: dict[str, int] = {}
+    for name, count in counts.items():
+        symbol = name.rsplit(";", 1)[-1]
+        found[symbol] = found.get(symbol, 0) + count
+    return found
+
+
+def parse_record_counts(text: str) -> dict[str, int]:
+    """``llvm-profdata show --all-functions --counts``: each function record's counters added up (its entry
+    count and its block counts), by the record's name (a local function's ``<cgu or source file>;<symbol>``)."""
     counts: dict[str, int] = {}
     name: str | None = None
     for line in text.splitlines():
         record = _RECORD.match(line)
         if record:
-            name = record.group("name").rsplit(";", 1)[-1]
+            name = record.group("name")
             counts.setdefault(name, 0)
             continue
         if name is None:
@@ -78,9 +94,10 @@ def untrained_hot(
 
 
 def c_coverage(crates: Mapping[str, Sequence[str]], bench: Mapping[str, int], training: Mapping[str, int]) -> CCoverage:
-    """The C and C++ functions of the target's build scripts (``crates``: package -> its objects' functions) in the
-    two profiles: how many the training executed (profile data with counts) and how many it did not, how many the
-    bench executed, and those the bench executed that the training never did."""
+    """The C and C++ functions of the target's build scripts (``crates``: package -> its objects' functions, as the
+    profiles name them: :func:`recipes.toolchain.cflags.function_keys`) in the two profiles (``bench``,
+    ``training``: counts by record name): how many the training executed (profile data with counts) and how many it
+    did not, how many the bench executed, and those the bench executed that the training never did."""
     per_crate: list[CCrateCoverage] = []
     for crate, functions in sorted(crates.items()):
         names = sorted(set(functions))
@@ -103,6 +120,17 @@ def c_coverage(crates: Mapping[str, Sequence[str]], bench: Mapping[str, int], tr
         "bench_executed": sum(c["bench_executed"] for c in per_crate),
         "bench_untrained": sorted(f for c in per_crate for f in c["bench_untrained"]),
         "crates": per_crate,
+    }
+
+
+def c_functions(target_dir: Path, triple: str, records: Iterable[str]) -> dict[str, list[str]]:
+    """The C and C++ functions of each target build script in ``target_dir`` (the instrumented build's), as the
+    profile's ``records`` name them (:func:`recipes.toolchain.cflags.function_keys`): a static function by its
+    source file and name, so that two of one name in two files are two, and their counts are their own."""
+    commands = cflags.script_commands(target_dir, triple)
+    return {
+        crate: cflags.function_keys(objects, commands.get(crate, []), records)
+        for crate, objects in cflags.c_objects(target_dir, triple).items()
     }
 
 
@@ -184,8 +212,9 @@ def demangle(names: list[str], program: Path | None, env: Mapping[str, str]) -> 
 
 
 def _counts(tool: ProfdataTool, profile: Path, env: Mapping[str, str], log: Path) -> dict[str, int]:
+    """The counts of each record of ``profile``, by its name (:func:`parse_record_counts`)."""
     argv = [str(tool.path), "show", "--all-functions", "--counts", str(profile)]
-    return parse_counts(run(argv, env=env, log=log, what="llvm-profdata show").output())
+    return parse_record_counts(run(argv, env=env, log=log, what="llvm-profdata show").output())
 
 
 def skipped(why: str) -> Coverage:
@@ -270,8 +299,9 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> Coverage:
     bench_profile = root / "bench.profdata"
     profdata.merge(tool, raws, bench_profile, env=plan.env, log=logs / "coverage-merge.log", drop_bad=True)
     overlap = profdata.overlap(tool, training, bench_profile, env=plan.env, log=logs / "coverage-overlap.log")
-    bench_counts = _counts(tool, bench_profile, plan.env, logs / "coverage-show-bench.log")
-    training_counts = _counts(tool, training, plan.env, logs / "coverage-show-training.log")
+    bench_records = _counts(tool, bench_profile, plan.env, logs / "coverage-show-bench.log")
+    training_records = _counts(tool, training, plan.env, logs / "coverage-show-training.log")
+    bench_counts, training_counts = by_symbol(bench_records), by_symbol(training_records)
     untrained = untrained_hot(bench_counts, training_counts, top=None)
     hot = untrained[:TOP]
     names = demangle([name for name, _ in hot], demangler(tool, plan.env), plan.env)
@@ -288,12 +318,9 @@ def run_check(plan: BuildPlan, settings: Settings, setup: Setup) -> Coverage:
         ],
         "problems": problems,
     }
-    c_functions = {
-        crate: [f for o in objects for f in o.functions]
-        for crate, objects in cflags.c_objects(plan.generate_dir, plan.triple).items()
-    }
-    if c_functions:
-        c_code = result["c_code"] = c_coverage(c_functions, bench_counts, training_counts)
+    functions = c_functions(plan.generate_dir, plan.triple, training_records)
+    if functions:
+        c_code = result["c_code"] = c_coverage(functions, bench_records, training_records)
         say(
             f"bench: coverage: {c_code['functions']} C/C++ functions of build scripts, {c_code['with_training_counts']}"
             f" with training counts, {c_code['without_training_counts']} without; the bench executed "

@@ -24,7 +24,7 @@ import re
 import shlex
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -715,6 +715,8 @@ class CObject:
     compiler: str  # the .comment line: "Debian clang version 22.1.8 (…)", "GCC: (Debian …) 12.2.0"
     instrumented: bool
     functions: tuple[str, ...]
+    #: those of ``functions`` bound locally (``static``): a profile names each ``<its source file>;<name>``
+    local: frozenset[str] = frozenset()
 
 
 def read_object(path: Path) -> CObject | None:
@@ -726,19 +728,21 @@ def read_object(path: Path) -> CObject | None:
             lines = [] if comment is None else [p.decode("utf-8", "replace") for p in comment.data().split(b"\0") if p]
             names = {s.name for s in elf.iter_sections()}
             table = elf.get_section_by_name(".symtab")
-            functions: list[str] = []
+            defined = []
             if isinstance(table, SymbolTableSection):
-                functions = sorted(
-                    s.name
+                defined = [
+                    s
                     for s in table.iter_symbols()
                     if s["st_info"]["type"] == "STT_FUNC" and s["st_shndx"] != "SHN_UNDEF" and s.name
-                )
+                ]
+            functions = sorted(s.name for s in defined)
+            local = frozenset(s.name for s in defined if s["st_info"]["bind"] == "STB_LOCAL")
     except (ELFError, OSError):
         return None
     compiler = next(
         (c for c in reversed(lines) if "clang version" in c or c.startswith("GCC:")), lines[-1] if lines else ASSEMBLED
     )
-    return CObject(path, compiler.strip(), "__llvm_prf_cnts" in names, tuple(functions))
+    return CObject(path, compiler.strip(), "__llvm_prf_cnts" in names, tuple(functions), local)
 
 
 #: the compiler of an object whose .comment names none: assembled (clang's and GNU as's write no .comment)
@@ -926,8 +930,7 @@ def c_crates(
     without profile data, the stale and missing ones clang named. A package a ``PGO_C``/``PGO_CXX`` list leaves
     out is ``chosen: false``: its C is unprofiled by choice."""
     commands = {**script_commands(target_dir, plan.triple, log_text=log_text), **compile_commands(log_text)}
-    # a local function's record is ``<cgu>;<symbol>``: its symbol counts too
-    profile = None if records is None else {*records, *(r.rsplit(";", 1)[-1] for r in records if ";" in r)}
+    profile = None if records is None else set(records)
     reading = _Reading(
         plan, rustc, flag, profile, commands, c_warnings(log_text + script_stderr(target_dir, plan.triple, log_text))
     )
@@ -942,7 +945,7 @@ class _Reading:
     plan: CPlan
     rustc: RustcInfo
     flag: str
-    profile: set[str] | None  # the profile's function names and local ones' symbols; None: the instrumented build
+    profile: set[str] | None  # the profile's record names; None: the instrumented build
     commands: dict[str, list[list[str]]]
     warnings: CWarnings
 
@@ -1003,19 +1006,57 @@ def _crate_entry(reading: _Reading, pkg: str, objects: list[CObject]) -> CCrateR
 def _add_functions(
     entry: CCrateRecord, reading: _Reading, pkg: str, objects: list[CObject], compiled: list[CObject], *, reached: bool
 ) -> None:
-    """The optimised build's part of a package's record: its functions with and without profile data, and the
-    stale and missing ones clang named."""
-    functions = sorted({f for o in compiled for f in o.functions})
+    """The optimised build's part of a package's record: its functions with and without profile data (each as the
+    profile names it: :func:`function_keys`), and the stale and missing ones clang named."""
+    records = reading.profile or set()
+    commands = reading.commands.get(pkg, [])
+    functions = function_keys(compiled, commands, records)
     # profile data counts only where the profile flag reached the C (PGO_C=0, gcc's C: none of it)
-    with_profile = [f for f in functions if reached and f in (reading.profile or ())]
+    with_profile = [f for f in functions if reached and f in records]
     # the objects of a language the plan leaves to the build's own compiler (PGO_CXX=0): without profile
-    others = {f for o in objects if o.compiler != ASSEMBLED and o not in compiled for f in o.functions}
+    others = function_keys([o for o in objects if o.compiler != ASSEMBLED and o not in compiled], commands, records)
     entry["functions_with_profile"] = with_profile
     entry["functions_without_profile"] = sorted({*(f for f in functions if f not in with_profile), *others})
     entry["stale"] = reading.warnings.stale.get(pkg, [])  # every one: a stale function refuses the build
     # those of the functions counted: not of a copy the build script left unlinked (jemalloc's .sym.o)
-    counted = {*functions, *others}
+    counted = {f.rpartition(";")[2] for f in (*functions, *others)}
     entry["missing"] = [m for m in reading.warnings.missing.get(pkg, []) if m.rpartition(": ")[2] in counted]
+
+
+#: cc-rs's name of an object: ``<16 hex digits>-<the source's stem>.o``
+_CC_RS_OBJECT = re.compile(r"^[0-9a-f]{16}-")
+
+
+def _stem(name: str) -> str:
+    """A file's name to its first dot, without cc-rs's prefix: ``a445302c6d3dcb51-regexec.o`` and
+    ``oniguruma/src/regexec.c`` are ``regexec``, jemalloc's ``src/arena.pic.o`` is ``arena``."""
+    return _CC_RS_OBJECT.sub("", Path(name).name).split(".", 1)[0]
+
+
+def function_keys(objects: Sequence[CObject], commands: Sequence[Sequence[str]], records: Iterable[str]) -> list[str]:
+    """The functions ``objects`` define, each as a profile names it: a global one by its symbol (one, however many
+    objects define it: an inline function of a header, as the binary keeps one), a local (``static``) one
+    ``<source>;<name>``, its source file as the compile command (``commands``: cc-rs's) gave it to clang, so that
+    two static functions of one name in two files are two (Oniguruma's ``mbc_enc_len`` is in each encoding's file).
+    For an object no command names (jemalloc's make runs clang itself), the source is the file of the ``records``'
+    ``<file>;<name>`` of the object's stem, else the object's name."""
+    sources = object_sources(commands)
+    files: dict[str, list[str]] = {}
+    for record in records:
+        file, sep, name = record.rpartition(";")
+        if sep:
+            files.setdefault(name, []).append(file)
+    keys: set[str] = set()
+    for o in objects:
+        source = sources.get(str(o.path))
+        for f in o.functions:
+            if f not in o.local:
+                keys.add(f)
+                continue
+            if source is None:
+                named = next((file for file in files.get(f, []) if _stem(file) == _stem(o.path.name)), o.path.name)
+            keys.add(f"{source or named};{f}")
+    return sorted(keys)
 
 
 _CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C", ".CPP")
@@ -1028,13 +1069,26 @@ def object_languages(commands: Sequence[Sequence[str]], triple: str) -> dict[str
     compiled it."""
     wrappers = {f"cc-{triple}", f"cxx-{triple}"}
     found: dict[str, tuple[str, bool]] = {}
+    for obj, (words, source) in _compiled(commands).items():
+        lang = "C++" if source.endswith(_CXX_SUFFIXES) else "assembly" if source.endswith(_ASM_SUFFIXES) else "C"
+        found[obj] = (lang, Path(words[0]).name in wrappers)
+    return found
+
+
+def object_sources(commands: Sequence[Sequence[str]]) -> dict[str, str]:
+    """Each object of cc-rs's compile commands (its ``-o``): its source file, as the command gives it."""
+    return {obj: source for obj, (_, source) in _compiled(commands).items() if source}
+
+
+def _compiled(commands: Sequence[Sequence[str]]) -> dict[str, tuple[Sequence[str], str]]:
+    """Each object of compile commands (its ``-o``): the command, and its source (its last word with a dot that is
+    not a flag nor the object; "" when none is)."""
+    found: dict[str, tuple[Sequence[str], str]] = {}
     for words in commands:
         if "-o" not in words[:-1]:
             continue
         obj = words[words.index("-o") + 1]
-        source = next((w for w in reversed(words) if not w.startswith("-") and w != obj and "." in w), "")
-        lang = "C++" if source.endswith(_CXX_SUFFIXES) else "assembly" if source.endswith(_ASM_SUFFIXES) else "C"
-        found[obj] = (lang, Path(words[0]).name in wrappers)
+        found[obj] = (words, next((w for w in reversed(words) if not w.startswith("-") and w != obj and "." in w), ""))
     return found
 
 

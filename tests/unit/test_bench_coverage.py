@@ -4,6 +4,7 @@ bench profile (tests/data/profdata-show-counts.txt, LLVM 22: block counts only, 
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,47 @@ def test_the_main_crates_executed_functions_of_two_targets_compare_as_paths() ->
     compared = coverage.executed_overlap(sorted(a), sorted(b))
     assert compared == {"first": 2, "second": 2, "both": 1, "only_first": 1, "only_second": 1, "share": 1 / 3}
     assert coverage.executed_overlap([], [])["share"] == 1.0
+
+
+def test_static_c_functions_of_one_name_counted_each_with_its_own_counts(tmp_path: Path) -> None:
+    """Two C files, each with a ``static`` ``helper`` (as Oniguruma's encodings have, in bat 0.26.1's onig_sys):
+    a real training runs ``used.c``'s and a bench runs ``other.c``'s too. Each is a function with its own counts
+    (the profile names them ``<source>;helper``): not one name that the training's counts of one make 'trained'."""
+    out = tmp_path / "target" / "x86_64-unknown-linux-gnu" / "release" / "build" / "encsys-0123456789abcdef" / "out"
+    out.mkdir(parents=True)
+    (tmp_path / "src").mkdir()
+    for name, entry in (("used", "enc_used"), ("other", "enc_other")):
+        (tmp_path / "src" / f"{name}.c").write_text(
+            f"static __attribute__((noinline)) int helper(int x) {{ return x * 3 + {len(name)}; }}\n"
+            f"int {entry}(int x) {{ return helper(x) + 1; }}\n"
+        )
+        obj = out / f"0123456789abcdef-{name}.o"
+        subprocess.run(
+            ["clang-22", "-O2", "-fprofile-generate", "-c", "-o", str(obj), f"src/{name}.c"], cwd=tmp_path, check=True
+        )
+    (tmp_path / "main.c").write_text(
+        "int enc_used(int);\nint enc_other(int);\n"
+        "int main(int argc, char **argv) { return (argc > 1 ? enc_other(argc) : enc_used(argc)) == 0; }\n"
+    )
+    program = tmp_path / "program"
+    subprocess.run(
+        ["clang-22", "-O2", "-fprofile-generate", "-o", str(program), "main.c", *map(str, sorted(out.glob("*.o")))],
+        cwd=tmp_path,
+        check=True,
+    )
+
+    def profile(name: str, *args: str) -> dict[str, int]:
+        raw, merged = tmp_path / f"{name}.profraw", tmp_path / f"{name}.profdata"
+        subprocess.run([str(program), *args], env={"LLVM_PROFILE_FILE": str(raw)}, check=True)
+        subprocess.run(["llvm-profdata-22", "merge", "-o", str(merged), str(raw)], check=True)
+        shown = ["llvm-profdata-22", "show", "--all-functions", "--counts", str(merged)]
+        return coverage.parse_record_counts(subprocess.run(shown, capture_output=True, text=True, check=True).stdout)
+
+    training, bench = profile("training"), profile("bench", "other")
+    assert training["src/used.c;helper"] > 0 and training["src/other.c;helper"] == 0, training
+    functions = coverage.c_functions(tmp_path / "target", "x86_64-unknown-linux-gnu", training)
+    assert functions == {"encsys": ["enc_other", "enc_used", "src/other.c;helper", "src/used.c;helper"]}
+    found = coverage.c_coverage(functions, bench, training)
+    assert (found["functions"], found["with_training_counts"], found["without_training_counts"]) == (4, 2, 2)
+    assert found["bench_untrained"] == ["enc_other", "src/other.c;helper"], found
+    assert coverage.by_symbol(training)["helper"] == training["src/used.c;helper"]  # the hot list's names: symbols

@@ -598,3 +598,65 @@ def test_clangs_warnings_kept_in_a_fresh_build_scripts_stderr_are_read(tmp_path:
     plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, clang=None, zigbuild=False)
     (crate,) = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text=log, flag="-x", records=["je_tcache_alloc"])
     assert crate["stale"] == ["src/tcache.c: je_tcache_alloc"], crate
+
+
+def test_static_c_functions_of_one_name_in_two_files_are_two_functions(tmp_path: Path) -> None:
+    """bat 0.26.1's Oniguruma (onig_sys) defines ``static`` functions of one name in each encoding's file
+    (``mbc_enc_len``, ``code_to_mbc``…), and the binary links only some of the files: clang warned of 170 functions
+    without profile data, and the summary said 91, counting names, not functions (568 functions, 489 names), and a
+    static function of a file never linked as with profile data when another file's of its name had it. A real
+    training here: ``used.c`` is linked and run, ``unused.c`` compiled beside it and never linked; each defines a
+    ``static`` ``helper``. The profile names a static function ``<source>;<name>``, the source as cc-rs's command
+    gave it to clang; an object no command names (jemalloc's make) is matched by its file's stem."""
+    out = tmp_path / "target" / HOST / "release" / "build" / "encsys-0123456789abcdef" / "out"
+    out.mkdir(parents=True)
+    (tmp_path / "src").mkdir()
+    for name, entry in (("used", "enc_used"), ("unused", "enc_unused")):
+        (tmp_path / "src" / f"{name}.c").write_text(
+            f"static __attribute__((noinline)) int helper(int x) {{ return x * 3 + {len(name)}; }}\n"
+            f"int {entry}(int x) {{ return helper(x) + 1; }}\n"
+        )
+    (tmp_path / "main.c").write_text(
+        "int enc_used(int);\nint main(int argc, char **argv) { return enc_used(argc) == 0; }\n"
+    )
+    flags = ["clang-22", "-O2", "-fprofile-generate", "-c"]
+    commands = []
+    for name in ("used", "unused"):
+        obj = out / f"0123456789abcdef-{name}.o"
+        argv = [*flags, "-o", str(obj), f"src/{name}.c"]
+        subprocess.run(argv, cwd=tmp_path, check=True)
+        commands.append(f"[encsys 0.1.0] running: {' '.join(argv)}")
+    subprocess.run([*flags, "-o", str(tmp_path / "main.o"), "main.c"], cwd=tmp_path, check=True)
+    program = tmp_path / "program"
+    subprocess.run(
+        [
+            "clang-22",
+            "-fprofile-generate",
+            "-o",
+            str(program),
+            str(tmp_path / "main.o"),
+            str(out / "0123456789abcdef-used.o"),
+        ],
+        check=True,
+    )
+    raw = tmp_path / "p.profraw"
+    subprocess.run([str(program)], env={"LLVM_PROFILE_FILE": str(raw)}, check=True)
+    subprocess.run(["llvm-profdata-22", "merge", "-o", str(tmp_path / "p.profdata"), str(raw)], check=True)
+    shown = subprocess.run(
+        ["llvm-profdata-22", "show", "--all-functions", str(tmp_path / "p.profdata")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    records = [line.strip()[:-1] for line in shown.splitlines() if line.startswith("  ") and line.endswith(":")]
+    assert "src/used.c;helper" in records and not any("unused" in r for r in records), records
+    plan = cflags.plan_c(RUSTC, {"PATH": "/usr/bin"}, HOST, setting=None, clang=None, zigbuild=False)
+    (crate,) = cflags.c_crates(
+        plan, RUSTC, tmp_path / "target", log_text="\n".join(commands), flag="-fprofile-generate", records=records
+    )
+    assert crate["functions_with_profile"] == ["enc_used", "src/used.c;helper"], crate
+    assert crate["functions_without_profile"] == ["enc_unused", "src/unused.c;helper"], crate
+    # without cc-rs's commands (a build script that runs clang itself): the object's stem finds its source
+    (made,) = cflags.c_crates(plan, RUSTC, tmp_path / "target", log_text="", flag="-x", records=records)
+    assert made["functions_with_profile"] == ["enc_used", "src/used.c;helper"], made
+    assert made["functions_without_profile"] == ["0123456789abcdef-unused.o;helper", "enc_unused"], made

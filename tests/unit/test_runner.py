@@ -292,14 +292,20 @@ def test_the_build_scripts_running_when_no_rustc_is_are_named_with_for_how_long(
 def test_a_build_script_beside_a_rustc_keeps_the_line_of_the_rustc_or_the_log(
     tmp_path: Path, stop_all: list[subprocess.Popen[bytes]]
 ) -> None:
-    """While rustcs run too, the line is what it was without build scripts: the only rustc's, or the log's."""
+    """While rustcs run too, the line is the only rustc's, or the log's. A new user's bat 0.26.1: for two
+    minutes libgit2-sys's build script compiled libgit2's C while the line called serde_json, regex, crossterm…
+    in turn "the only crate still building" (crates 93 to 155 of 168): beside a build script, it says so."""
     log = tmp_path / "build.log"
     log.write_text("   Compiling serde v1.0.0\n   Compiling memchr v2.8.3\n")
     stop_all.append(one := _fake_build("script:jemalloc-sys", "--crate-name a"))
     assert _started(one, "script:jemalloc-sys", "rustc") == ["jemalloc-sys"]
     assert _units(one, 1) == [runner.RustcUnit("a", "", "")]
-    assert runner.Heartbeat(log, one.pid).line(0.0) == (
-        "optimising a (codegen) for 0 s, the only crate still building (crate 2 so far)"
+    heartbeat = runner.Heartbeat(log, one.pid)
+    assert heartbeat.line(100.0) == (
+        "optimising a (codegen) for 0 s, beside the build script of jemalloc-sys for 0 s (crate 2 so far)"
+    )
+    assert heartbeat.line(140.0) == (
+        "optimising a (codegen) for 40 s, beside the build script of jemalloc-sys for 40 s (crate 2 so far)"
     )
     stop_all.append(two := _fake_build("script+make:jemalloc-sys", "--crate-name a", "--crate-name b"))
     assert _started(two, "script:jemalloc-sys", "make", "rustc", "rustc") == ["jemalloc-sys"]
