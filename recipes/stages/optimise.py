@@ -156,6 +156,11 @@ def _build_and_check(
     )
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
+    libraries = cflags.system_libraries(
+        plan.crate.target_directory, plan.triple, log_text, [c["crate"] for c in crates]
+    )
+    if line := cflags.system_libraries_line(libraries):
+        say(line)
     result = _result(plan, profile, log_text, env, warnings, found, crates, compiled)
     # a failure: recorded with what the stage found, the binary rejected, under the lock
     with frame.kept(lambda: result, reject=("the optimised binary", built)):

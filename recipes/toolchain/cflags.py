@@ -1141,6 +1141,36 @@ def unprofiled(crates: Sequence[CCrateRecord]) -> list[str]:
     return [c["crate"] for c in crates if not c["profile_flags"] and c.get("chosen", True)]
 
 
+#: the C and C++ runtime's libraries, which every program links: not a package's own C
+_RUNTIME_LIBRARIES = frozenset({"c", "m", "dl", "pthread", "rt", "util", "gcc", "gcc_s", "stdc++", "c++", "c++abi"})
+
+
+def system_libraries(target_dir: Path, triple: str, log_text: str, compiled: Iterable[str]) -> dict[str, list[str]]:
+    """The libraries each target build script that compiled no C (not in ``compiled``) links from the system: a
+    ``cargo:rustc-link-lib`` of a shared library or of no kind, found in none of its ``rustc-link-search`` folders
+    under its ``OUT_DIR`` (libz-sys finding zlib1g-dev's ``libz.so``, openssl-sys ``libssl``): C built elsewhere,
+    which no profile reaches. The C runtime's (libc, libm, libstdc++, …) are left out."""
+    skip = set(compiled)
+    found: dict[str, list[str]] = {}
+    for pkg, out in _out_dirs(target_dir, triple, log_text):
+        lines = kept_lines(out, "output") if pkg not in skip else []
+        folders = [f for m in map(_LINK_SEARCH.match, lines) if m and (f := Path(m["dir"])).is_relative_to(out)]
+        for match in map(_LINK_LIB.match, lines):
+            name = match["name"] if match and match["kind"] in (None, "dylib") else ""
+            built_here = any(list(f.glob(f"lib{name}.*")) for f in folders)
+            if name and name not in _RUNTIME_LIBRARIES and not built_here and name not in found.get(pkg, []):
+                found.setdefault(pkg, []).append(name)
+    return found
+
+
+def system_libraries_line(libraries: Mapping[str, Sequence[str]]) -> str | None:
+    """The line that names the C the profile does not reach because the system built it (None: none)."""
+    if not libraries:
+        return None
+    named = "; ".join(f"{pkg} links {', '.join(f'lib{n}' for n in names)}" for pkg, names in sorted(libraries.items()))
+    return f"c code: the system's shared C libraries, built elsewhere, get no profile: {named}"
+
+
 def unprofiled_warning(crates: Sequence[CCrateRecord], plan: CPlan) -> str | None:
     """The warning line of the packages whose C is unprofiled (None: none is)."""
     missed = [c for c in crates if not c["profile_flags"] and c.get("chosen", True)]

@@ -357,3 +357,24 @@ def test_a_clang_that_lies_only_to_the_probe_refused_naming_the_object(trained: 
     assert re.search(r"the C object \S+/out/\w+-hot\.o of crate csys was compiled by 'GCC: \(", line), line
     assert "the compiler given as clang of rustc's LLVM is not clang" in line, line
     assert not (pipeline.work / "optimised" / "csys").exists()
+
+
+def test_a_system_library_a_build_script_links_is_named_as_getting_no_profile(hello: Pipeline) -> None:
+    """A build script that compiles no C but links the system's shared libssl (as openssl-sys and libz-sys do when
+    they find the system's library): the optimised build says that C was built elsewhere and gets no profile; the
+    C runtime's libm and a library of its own OUT_DIR are not named."""
+    (hello.crate_dir / "build.rs").write_text(
+        "use std::{env, fs, path::PathBuf};\n"
+        "fn main() {\n"
+        '    let out = PathBuf::from(env::var("OUT_DIR").unwrap());\n'
+        '    fs::write(out.join("libown.so"), b"").unwrap();\n'
+        '    println!("cargo:rustc-link-search=native={}", out.display());\n'
+        '    println!("cargo:rustc-link-lib=dylib=ssl");\n'
+        '    println!("cargo:rustc-link-lib=m");\n'
+        '    println!("cargo::metadata=own=1");\n'
+        "}\n"
+    )
+    output = assert_ok(hello.nox("pgo"))
+    said = [line for line in output.splitlines() if "get no profile" in line]
+    assert said == ["pgo: c code: the system's shared C libraries, built elsewhere, get no profile: hello-pgo links "
+                    "libssl"], said  # fmt: skip
