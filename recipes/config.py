@@ -260,7 +260,11 @@ def read_pyproject(project_dir: Path) -> dict[str, Any]:
 
 def parse_posargs(posargs: Sequence[str]) -> dict[str, str]:
     """``--min-functions 10`` style overrides; anything unknown is a :class:`ConfigError`."""
-    parser = argparse.ArgumentParser(prog="nox -s <session> --", add_help=False, exit_on_error=False)
+    # allow_abbrev=False: an abbreviation (``--min``) is an unknown argument, never taken for a whole name, nor, when
+    # it could be several (``--m``), argparse's usage and exit 2
+    parser = argparse.ArgumentParser(
+        prog="nox -s <session> --", add_help=False, allow_abbrev=False, exit_on_error=False
+    )
     for setting in SETTINGS:
         parser.add_argument(setting.option, dest=setting.key, default=None)
     try:
@@ -269,7 +273,14 @@ def parse_posargs(posargs: Sequence[str]) -> dict[str, str]:
         raise ConfigError(f"session arguments: {exc}", "write them as --name value") from exc
     if rest:
         options = [s.option for s in SETTINGS]
-        raise ConfigError(f"session arguments: unknown argument {rest[0]!r}", _suggest(rest[0].split("=")[0], options))
+        flag = rest[0].split("=")[0]
+        whole = [option for option in options if len(flag) > 2 and option.startswith(flag)]
+        if flag.startswith("--") and whole:
+            raise ConfigError(
+                f"session arguments: {flag} is an abbreviation of {' or '.join(whole)}",
+                f"write {whole[0]} whole" if len(whole) == 1 else "write the one you mean whole",
+            )
+        raise ConfigError(f"session arguments: unknown argument {rest[0]!r}", _suggest(flag, options))
     return {k: v for k, v in vars(namespace).items() if v is not None}
 
 

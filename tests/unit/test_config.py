@@ -73,6 +73,26 @@ def test_unknown_posarg(tmp_path: Path) -> None:
         load_config(_project(tmp_path), {}, ["--min-fuctions", "3"])
 
 
+@pytest.mark.refuses("unknown-malformed-session-argument")
+@pytest.mark.parametrize(
+    ("posargs", "message"),
+    [
+        # taken for --min-functions before: an abbreviation is refused, as a session's own options refuse one
+        (["--min", "5"], r"--min is an abbreviation of --min-functions \(write --min-functions whole\)"),
+        (["--man=x"], r"--man is an abbreviation of --manifest \(write --manifest whole\)"),
+        # argparse's usage (twenty lines) and exit 2 before: no refusal line
+        (
+            ["--m", "1"],
+            r"--m is an abbreviation of --manifest or --min-functions or .*\(write the one you mean whole\)",
+        ),
+        (["--=x"], r"unknown argument '--=x'"),
+    ],
+)
+def test_abbreviated_posarg_is_refused(tmp_path: Path, posargs: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(_project(tmp_path), {}, posargs)
+
+
 def test_another_manifest_drops_the_pyproject_crate(tmp_path: Path) -> None:
     project = _project(tmp_path, 'manifest = "a/Cargo.toml"\npackage = "a"\nbin = "a"\nworkload = "a"')
     config = load_config(project, {"PGO_MANIFEST": "/elsewhere/Cargo.toml"})
