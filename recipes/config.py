@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import ConfigError
-from recipes.inputs import kind, parse_toml, read_text
+from recipes.inputs import kind, parse_toml, read_text, user_path
 
 #: bounds of numeric settings: beyond them a count or a deadline overflows later, after the build
 MAX_COUNT = 2**31 - 1
@@ -353,15 +353,16 @@ def _example(source: str, setting: Setting, example: str) -> str:
     return f"for example {setting.key} = {example} in [tool.pgo]"
 
 
-def _path(project_dir: Path, text: str) -> Path:
-    path = Path(text).expanduser()
-    return path if path.is_absolute() else (project_dir / path)
+def _path(project_dir: Path, text: str, source: str) -> Path:
+    return user_path(text, project_dir, source)
 
 
 def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -> Config:
     project_dir = project_dir.resolve()
     kwargs: dict[str, Any] = {"project_dir": project_dir, "sources": sources}
-    kwargs["manifest"] = _path(project_dir, parsed.pop("manifest", "Cargo.toml")).resolve()
+    kwargs["manifest"] = _path(
+        project_dir, parsed.pop("manifest", "Cargo.toml"), sources.get("manifest", "the manifest")
+    ).resolve()
     if "features" in parsed:
         kwargs["features"] = tuple(f.strip() for f in parsed.pop("features").split(",") if f.strip())
     if "cargo" in parsed:
@@ -373,7 +374,7 @@ def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -
             )
         kwargs["cargo"] = words
     if "workload" in parsed:
-        kwargs.update(_shards(parsed.pop("workload"), parsed.pop("weights", None), sources))
+        kwargs.update(_shards(project_dir, parsed.pop("workload"), parsed.pop("weights", None), sources))
     elif "weights" in parsed:
         raise ConfigError(
             f"{sources['weights']}: weights without shards: no workload is given",
@@ -381,7 +382,7 @@ def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -
         )
     for key in ("out", "store", "profdata", "bolt_profile"):
         if key in parsed:
-            kwargs[key] = _path(project_dir, parsed.pop(key))
+            kwargs[key] = _path(project_dir, parsed.pop(key), sources[key])
     kwargs.setdefault("out", project_dir / "target" / "pgo")
     kwargs.update(parsed)
     return Config(**kwargs)  # a key Config has no field for is a bug: its TypeError names it
@@ -392,11 +393,17 @@ def shard_name(workload: str) -> str:
     return Path(workload).stem if workload.endswith(".toml") else Path(workload).name
 
 
-def _shards(text: str, weights: str | None, sources: dict[str, str]) -> dict[str, Any]:
-    """``workload`` (one, or several comma-separated: the shards) and ``weights`` (``name=weight,…``): a shard
-    named twice (two paths with one stem too), a weight that is not a positive number and a weight for a shard
-    not named are refused here, before anything is built."""
+def _shards(project_dir: Path, text: str, weights: str | None, sources: dict[str, str]) -> dict[str, Any]:
+    """``workload`` (one, or several comma-separated: the shards) and ``weights`` (``name=weight,…``): a path no
+    file can have, a shard named twice (two paths with one stem too), a weight that is not a positive number and a
+    weight for a shard not named are refused here, before anything is built."""
     workloads = [w.strip() for w in text.split(",") if w.strip()]
+    for workload in workloads:  # a name is profiles/<name>.toml (recipes/workload/file.py: workload_path)
+        is_path = workload.endswith(".toml") or "/" in workload
+        if is_path:
+            user_path(workload, project_dir, sources["workload"])
+        else:
+            user_path(f"{workload}.toml", project_dir / "profiles", sources["workload"])
     names = [shard_name(w) for w in workloads]
     _refuse_tests_shard(workloads, names, sources["workload"])
     for i, name in enumerate(names):

@@ -93,6 +93,32 @@ def test_abbreviated_posarg_is_refused(tmp_path: Path, posargs: list[str], messa
         load_config(_project(tmp_path), {}, posargs)
 
 
+@pytest.mark.refuses("path-setting-no-file-can-have")
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        # before: OSError ENAMETOOLONG from Path.is_file() in make_plan, a traceback
+        (
+            {"PGO_MANIFEST": "x" * 300},
+            r"PGO_MANIFEST: 'x{60}…' holds a name of 300 bytes, and a file name is at most 255",
+        ),
+        ({"PGO_OUT": "/w/" + "d/" * 2100}, r"PGO_OUT: '/w/d/d.*' is a path of \d+ bytes, and a path is at most 4095"),
+        ({"PGO_PROFILE_STORE": "s/" + "y" * 256}, r"PGO_PROFILE_STORE: .* holds a name of 256 bytes"),
+        ({"PGO_WORKLOAD": "hello," + "w" * 251}, r"PGO_WORKLOAD: 'w+…' holds a name of 256 bytes"),
+        # before: RuntimeError from Path.expanduser(), a traceback
+        (
+            {"PGO_MANIFEST": "~nosuchuser/Cargo.toml"},
+            r"PGO_MANIFEST: '~nosuchuser/Cargo.toml' starts with ~nosuchuser, ",
+        ),
+        ({"PGO_PROFDATA": "~nosuchuser/p.profdata"}, r"PGO_PROFDATA: .* no home directory of nosuchuser here"),
+        ({"PGO_WORKLOAD": "~nosuchuser/main.toml"}, r"PGO_WORKLOAD: .* \(write the path without ~\)"),
+    ],
+)
+def test_a_path_no_file_can_have_is_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(_project(tmp_path), env)
+
+
 def test_another_manifest_drops_the_pyproject_crate(tmp_path: Path) -> None:
     project = _project(tmp_path, 'manifest = "a/Cargo.toml"\npackage = "a"\nbin = "a"\nworkload = "a"')
     config = load_config(project, {"PGO_MANIFEST": "/elsewhere/Cargo.toml"})
