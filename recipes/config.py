@@ -297,10 +297,20 @@ def _from_pyproject(project_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
         if isinstance(value, bool) and setting.parse not in (_bool, _c_choice):
             form, example = FORMS.get(setting.parse, ("a string", '"…"'))
             raise ConfigError(f"{where}: {value!r} is a boolean: expected {form}", f"for example {key} = {example}")
+        if isinstance(value, float) and setting.parse in (str, _glibc):
+            # str(2.30) is '2.3': TOML keeps a float's value, not its digits, and a version or a name is its digits
+            raise ConfigError(
+                f"{where}: the number {value!r} where a string is expected (TOML does not keep a number's digits: "
+                "2.30 reads as 2.3)",
+                f'write it as a string, quoted: {key} = "…"',
+            )
         if isinstance(value, bool | int | float) and not isinstance(value, str):
             value = str(int(value)) if isinstance(value, bool) else str(value)
         elif isinstance(value, list) and key in ("features", "workload", "c", "cxx"):
-            value = ",".join(str(v) for v in value)
+            other = next((v for v in value if not isinstance(v, str)), None)
+            if other is not None:  # str() of it before: [1, 2] read as "1,2", [true] as the feature "True"
+                raise ConfigError(f"{where}: expected a list of strings, got {kind(other)} in it", setting.help)
+            value = ",".join(value)
         elif isinstance(value, dict) and key == "weights":
             value = ",".join(f"{name}={weight}" for name, weight in value.items())
         elif not isinstance(value, str):

@@ -252,6 +252,30 @@ def test_a_pyproject_value_that_is_not_a_string_refused(tmp_path: Path, table: s
         load_config(_project(tmp_path, table), {})
 
 
+@pytest.mark.refuses("tool-pgo-value-not-string-where-one")
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        # read as the strings "2.3" and "1.1" before: a glibc limit of 2.3 refuses every binary; a wrong package
+        ("max_glibc = 2.30", r"max_glibc: the number 2.3 where a string is expected .*\(write it as a string, quoted"),
+        ("package = 1.10", r"package: the number 1.1 where a string is expected"),
+        # joined with str() before: the shards "1" and "2", the feature "True", the shard "['a']"
+        ("workload = [1, 2]", r"workload: expected a list of strings, got the number 1 in it"),
+        ("features = [true]", r"features: expected a list of strings, got the boolean true in it"),
+        ("workload = [['a'], 'b']", r"workload: expected a list of strings, got a list in it"),
+        ("c = [{ name = 'zstd-sys' }]", r"c: expected a list of strings, got an object in it"),
+    ],
+)
+def test_a_pyproject_value_of_another_type_than_its_setting_refused(tmp_path: Path, table: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(_project(tmp_path, table), {})
+
+
+def test_a_pyproject_number_where_a_number_is_read_is_taken(tmp_path: Path) -> None:
+    config = load_config(_project(tmp_path, "min_functions = 30\ntrain_scale = 0.50\nbin = 7\nlocked = 1"), {})
+    assert (config.min_functions, config.train_scale, config.bin, config.locked) == (30, 0.5, "7", True)
+
+
 @pytest.mark.refuses("pyproject-toml-not-utf-8-text")
 def test_a_pyproject_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "pyproject.toml"
