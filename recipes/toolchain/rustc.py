@@ -246,8 +246,11 @@ def llvm_candidates(tool: str, major: int, search_path: str, llvm_root: Path = P
 def explicit_program(explicit: str, var: str, env: Mapping[str, str], fix: str) -> Path:
     """The program ``var`` names: an executable file at that path, else that name on PATH; refused when neither."""
     path = Path(explicit)
-    if path.is_file() and os.access(path, os.X_OK):
-        return path
+    try:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    except OSError:  # a name no file can have (ENAMETOOLONG): no program, as shutil.which finds
+        pass
     found = shutil.which(explicit, path=env.get("PATH", os.defpath))
     if not found:
         raise ToolchainError(f"{var}={explicit}: no such program", fix)

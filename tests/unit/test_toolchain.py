@@ -90,6 +90,14 @@ def test_find_profdata_explicit_missing() -> None:
         find_profdata(_info(22), Path("/nonexistent"), {"PATH": "/usr/bin"}, "/no/such/llvm-profdata")
 
 
+@pytest.mark.refuses("pgo-llvm-profdata-no-such-program")
+@pytest.mark.parametrize("name", ["x" * 300, "/usr/bin/" + "y" * 256])
+def test_find_profdata_explicit_name_no_file_can_have(name: str) -> None:
+    # OSError ENAMETOOLONG from Path.is_file() before: a traceback
+    with pytest.raises(ToolchainError, match=r"PGO_LLVM_PROFDATA=.*: no such program"):
+        find_profdata(_info(22), Path("/nonexistent"), {"PATH": "/usr/bin"}, name)
+
+
 # --- +toolchain in PGO_CARGO ------------------------------------------------------------------------------------
 
 
