@@ -15,7 +15,7 @@ _TAG = re.compile(r"^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z][0-9A
 
 def check_tag(text: str) -> str:
     """A release tag ``vX.Y.Z`` (an optional ``-rc.1`` suffix); anything else is a :class:`ConfigError`."""
-    if not _TAG.match(text):
+    if not _TAG.fullmatch(text):  # match: $ also matches before a final newline ("v1.2.3\n")
         raise ConfigError(f"{text!r} is not a release tag", "give the tag first, as vX.Y.Z: nox -s release -- v1.2.3")
     return text
 
