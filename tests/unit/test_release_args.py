@@ -116,3 +116,10 @@ def test_verify_refuses_a_malformed_base_as_itself_and_a_base_without_rebuild() 
         parse_verify(["v1.2.3", "--base", f"/layout@sha256:{'a' * 64}"])
     args = parse_verify(["v1.2.3", "--rebuild", "--base", f"/layout@sha256:{'a' * 64}"])
     assert args.base is not None and args.base.digest == f"sha256:{'a' * 64}"
+
+
+@pytest.mark.refuses("option-without-value")
+def test_a_value_given_to_a_flag_is_refused_as_such() -> None:
+    # before: '--rebuild needs a value (write --rebuild VALUE)', for an option that takes none
+    with pytest.raises(ConfigError, match=r"^--rebuild takes no value \(write --rebuild alone\)$"):
+        parse_verify(["v1.2.3", "--rebuild=1"])

@@ -43,7 +43,10 @@ class Option:
     hint: str | None = None
 
     def missing(self) -> ConfigError:
-        """The refusal of this option without its value (none, an empty one, or the next option)."""
+        """The refusal of this option without its value (none, an empty one, or the next option); of a flag, the
+        refusal of a value given to it (``--rebuild=1``)."""
+        if self.kind == "flag":
+            return ConfigError(f"{self.flag} takes no value", f"write {self.flag} alone")
         if self.kind == "folders":
             hint = self.hint or f"write {self.flag} DIR [DIR ...]"
             return ConfigError(f"{self.flag} needs at least one folder", hint)
