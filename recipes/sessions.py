@@ -29,6 +29,7 @@ from recipes import procs, report
 from recipes.claim import CrateIdentity, claim, identity_of_config
 from recipes.config import Config, load_config
 from recipes.errors import PgoError
+from recipes.inputs import user_path
 from recipes.plan import BuildPlan, make_plan
 from recipes.procs import Interrupted
 from recipes.release import cpu
@@ -226,7 +227,8 @@ def _plan_stage(name: str) -> Callable[[Invocation, PlanArgs], list[str]]:
         if args.shard is not None:
             runs = functools.partial(gather.train_shard, name=args.shard)
         if args.gather is not None:  # relative to where nox was run
-            runs = functools.partial(gather.merge_gathered, folders=[at.project / f for f in args.gather])
+            folders = [user_path(folder, at.project, "--gather") for folder in args.gather]
+            runs = functools.partial(gather.merge_gathered, folders=folders)
 
         def summarised(plan: BuildPlan) -> list[str]:
             runs(plan)
@@ -280,7 +282,7 @@ def _release(at: Invocation, args: ReleaseArgs) -> Iterator[str]:
     from recipes.release import matrix  # noqa: PLC0415  (only the release sessions need them)
 
     if args.gather is not None:  # relative to where nox was run, as merge -- --gather's
-        folders = [at.project / folder for folder in args.gather]
+        folders = [at.project / folder for folder in args.gather]  # parse_release read each (inputs.user_path)
         yield from matrix.gather(args.tag, folders, args.artefacts or at.project / "dist" / args.tag)
         return
     configs = matrix.target_configs(at.project, at.environ, args.config, args.targets)
