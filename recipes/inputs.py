@@ -111,6 +111,31 @@ def user_path(text: str, base: Path, what: str, error: type[PgoError] = ConfigEr
     return path
 
 
+def home_expanded(path: Path) -> Path:
+    """``path`` with ``~`` expanded; a ``~user`` of no user here is left as written (Path.expanduser raises
+    RuntimeError), to be refused as a path that does not exist."""
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        return path
+
+
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a name no file can have (ENAMETOOLONG, which Path.is_file raises) is not one."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def is_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory; a name no file can have (ENAMETOOLONG) is not one."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 #: TOML's integers are 64-bit signed (its specification: a parser must refuse one it cannot hold); Python's reads any
 TOML_INTEGERS = range(-(2**63), 2**63)
 

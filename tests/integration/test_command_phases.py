@@ -227,6 +227,24 @@ def test_a_missing_cwd_is_one_line(tmp_path: Path, instance: str, extra: str, wh
     )
 
 
+@pytest.mark.refuses("cwd-not-directory")
+@pytest.mark.parametrize(
+    ("cwd", "shown"),
+    [
+        # RuntimeError of Path.expanduser before: a traceback mid-training
+        ("~nosuchuser/data", "~nosuchuser/data"),
+        # OSError ENAMETOOLONG of Path.is_dir before (a {env:NAME} may fill in anything)
+        ("{env:LONG}", "d" * 300),
+    ],
+)
+def test_a_cwd_no_directory_can_be_is_one_line(tmp_path: Path, cwd: str, shown: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _run(tmp_path, _workload(tmp_path, _phase("p", "true", f"cwd = {cwd!r}")), env={"LONG": "d" * 300})
+    assert caught.value.line() == (
+        f"phase cli/p: cwd {tmp_path / 'project' / shown} is not a directory (create it, or fix cwd in the workload)"
+    )
+
+
 def test_env_placeholder(tmp_path: Path) -> None:
     phase = (
         '[[instance.phase]]\nname = "env"\nkind = "command"\noutput = "keep"\n'

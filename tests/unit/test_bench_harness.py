@@ -220,3 +220,9 @@ def test_a_command_scenario_whose_cwd_is_not_a_directory_is_refused(tmp_path: Pa
         command_parts(chosen, values, {})
     (tmp_path / "data").mkdir()
     assert command_parts(chosen, values, {}) == (["primes", "10"], tmp_path / "data")
+    # a cwd no directory can be: RuntimeError of Path.expanduser, OSError ENAMETOOLONG of is_dir, before
+    for cwd, shown in (("~nosuchuser/x", tmp_path / "~nosuchuser/x"), ("{env:LONG}", tmp_path / ("d" * 300))):
+        path.write_text((BUILTIN_PROFILES / "hello.toml").read_text() + scenario + f"cwd = {cwd!r}\n")
+        chosen = next(s for s in load_workload(path).scenarios if s.name == "x")
+        with pytest.raises(ConfigError, match=rf"scenario x: cwd {re.escape(str(shown))} is not a directory"):
+            command_parts(chosen, values, {"LONG": "d" * 300})
