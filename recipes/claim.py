@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
@@ -201,6 +202,20 @@ def check_links(workdir: WorkDir) -> None:
         )
 
 
+def check_folders(workdir: WorkDir) -> None:
+    """Refuse a file (or a fifo, a socket) where the pipeline keeps a folder of the work dir: before, the session
+    met it as the OSError of its first mkdir there, a traceback (train's ``train``, optimise's ``bin``, ...)."""
+    if not workdir.root.is_dir():
+        return
+    for path in workdir.folders():
+        with suppress(FileNotFoundError):
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                raise WorkDirError(
+                    f"{path} is not a folder, and the pipeline keeps one there",
+                    "remove it (the pipeline makes its folders itself), or give PGO_OUT another folder",
+                )
+
+
 def _mark(workdir: WorkDir) -> None:
     """Make the work dir and its marker (a report of the older layout is adopted: it gets one too)."""
     try:
@@ -254,6 +269,7 @@ def prepare(workdir: WorkDir) -> None:
     pipeline's: before a session writes anything there (its lock, or the plan's install log of cargo-zigbuild)."""
     check_links(workdir)
     check_ours(workdir)
+    check_folders(workdir)
     _mark(workdir)
 
 
