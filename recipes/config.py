@@ -376,13 +376,7 @@ def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -
     if "features" in parsed:
         kwargs["features"] = tuple(f.strip() for f in parsed.pop("features").split(",") if f.strip())
     if "cargo" in parsed:
-        words = tuple(parsed.pop("cargo").split())
-        if len(words) < 2 or words[0] != "cargo" or (words[1].startswith("+") and len(words) < 3):
-            raise ConfigError(
-                f"{sources['cargo']}: {' '.join(words)!r} is not a cargo build command",
-                'write it as "cargo build" or "cargo zigbuild"',
-            )
-        kwargs["cargo"] = words
+        kwargs["cargo"] = _cargo(parsed.pop("cargo"), sources["cargo"])
     if "workload" in parsed:
         kwargs.update(_shards(project_dir, parsed.pop("workload"), parsed.pop("weights", None), sources))
     elif "weights" in parsed:
@@ -396,6 +390,46 @@ def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -
     kwargs.setdefault("out", project_dir / "target" / "pgo")
     kwargs.update(parsed)
     return Config(**kwargs)  # a key Config has no field for is a bug: its TypeError names it
+
+
+#: options of the cargo command the pipeline gives itself (recipes/toolchain/cargo/invocation.py), and where to set
+#: what each says: given in PGO_CARGO too, cargo refuses the command, or builds what the pipeline does not check
+_CARGO_OPTIONS = {
+    "--release": "the pipeline builds the release profile: leave it out",
+    "-r": "the pipeline builds the release profile: leave it out",
+    "--profile": "the pipeline builds the release profile: set its options in [profile.release] of Cargo.toml",
+    "--target": "set PGO_TARGET",
+    "--manifest-path": "set PGO_MANIFEST",
+    "-p": "set PGO_PACKAGE",
+    "--package": "set PGO_PACKAGE",
+    "--bin": "set PGO_BIN",
+    "--features": "set PGO_FEATURES",
+    "-F": "set PGO_FEATURES",
+    "--locked": "set PGO_LOCKED=1",
+    "--target-dir": "leave it out: each build has its own target dir",
+}
+
+
+def _cargo(text: str, source: str) -> tuple[str, ...]:
+    """``PGO_CARGO``: ``cargo [+toolchain] build|zigbuild [options]``, without an option the pipeline gives."""
+    words = tuple(text.split())
+    plus = len(words) > 1 and words[1].startswith("+")
+    subcommand = words[2 if plus else 1] if len(words) > (2 if plus else 1) else None
+    # before: 'cargo + build' reached rustup ("invalid toolchain name ''", a backtrace in the log), 'cargo test' and
+    # 'cargo run' built something else than the binary, after the build started
+    if words[:1] != ("cargo",) or subcommand not in ("build", "zigbuild") or (plus and words[1] == "+"):
+        raise ConfigError(
+            f"{source}: {' '.join(words)!r} is not a cargo build command",
+            'write it as "cargo build" or "cargo zigbuild"',
+        )
+    for word in words[3 if plus else 2 :]:
+        option = word.split("=", 1)[0]
+        if option in _CARGO_OPTIONS:
+            raise ConfigError(
+                f"{source}: {' '.join(words)!r} gives {option}, which the pipeline gives cargo itself",
+                _CARGO_OPTIONS[option],
+            )
+    return words
 
 
 def shard_name(workload: str) -> str:

@@ -119,6 +119,32 @@ def test_a_path_no_file_can_have_is_refused(tmp_path: Path, env: dict[str, str],
         load_config(_project(tmp_path), env)
 
 
+@pytest.mark.refuses("pgo-cargo-not-cargo-build-command")
+@pytest.mark.parametrize(
+    ("cargo", "message"),
+    [
+        # each built first before, and failed or built something else
+        ("cargo test", r"PGO_CARGO: 'cargo test' is not a cargo build command"),
+        ("cargo run", r"'cargo run' is not a cargo build command"),
+        ("cargo + build", r"'cargo \+ build' is not a cargo build command"),  # rustup: invalid toolchain name ''
+        (
+            "cargo build --target aarch64-unknown-linux-gnu",
+            r"gives --target, which the pipeline gives .*set PGO_TARGET",
+        ),
+        ("cargo build --profile=dev", r"gives --profile, which .*\[profile.release\] of Cargo.toml"),
+        ("cargo +1.94.0 build --bin other", r"gives --bin, which the pipeline gives cargo itself \(set PGO_BIN\)"),
+    ],
+)
+def test_a_cargo_command_the_pipeline_cannot_build_with_is_refused(tmp_path: Path, cargo: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(_project(tmp_path), {"PGO_CARGO": cargo})
+
+
+@pytest.mark.parametrize("cargo", ["cargo build", "cargo +1.94.0 zigbuild", "cargo build -Zbuild-std", "cargo  build"])
+def test_a_cargo_build_command_is_taken(tmp_path: Path, cargo: str) -> None:
+    assert load_config(_project(tmp_path), {"PGO_CARGO": cargo}).cargo == tuple(cargo.split())
+
+
 def test_another_manifest_drops_the_pyproject_crate(tmp_path: Path) -> None:
     project = _project(tmp_path, 'manifest = "a/Cargo.toml"\npackage = "a"\nbin = "a"\nworkload = "a"')
     config = load_config(project, {"PGO_MANIFEST": "/elsewhere/Cargo.toml"})
