@@ -441,7 +441,12 @@ def _shards(project_dir: Path, text: str, weights: str | None, sources: dict[str
     """``workload`` (one, or several comma-separated: the shards) and ``weights`` (``name=weight,…``): a path no
     file can have, a shard named twice (two paths with one stem too), a weight that is not a positive number and a
     weight for a shard not named are refused here, before anything is built."""
-    workloads = [w.strip() for w in text.split(",") if w.strip()]
+    workloads = [w.strip() for w in text.split(",")]
+    if "" in workloads:  # before: left out, and PGO_WORKLOAD=, trained the default workload
+        raise ConfigError(
+            f"{sources['workload']}: {text!r} names an empty workload",
+            "name each shard once, comma-separated: PGO_WORKLOAD=main,breadth",
+        )
     for workload in workloads:  # a name is profiles/<name>.toml (recipes/workload/file.py: workload_path)
         is_path = workload.endswith(".toml") or "/" in workload
         if is_path:

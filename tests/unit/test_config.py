@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,14 @@ def test_a_cargo_command_the_pipeline_cannot_build_with_is_refused(tmp_path: Pat
 @pytest.mark.parametrize("cargo", ["cargo build", "cargo +1.94.0 zigbuild", "cargo build -Zbuild-std", "cargo  build"])
 def test_a_cargo_build_command_is_taken(tmp_path: Path, cargo: str) -> None:
     assert load_config(_project(tmp_path), {"PGO_CARGO": cargo}).cargo == tuple(cargo.split())
+
+
+@pytest.mark.refuses("pgo-workload-names-empty-workload")
+@pytest.mark.parametrize("workload", [",", "main,,breadth", "main,", " , "])
+def test_an_empty_workload_name_is_refused(tmp_path: Path, workload: str) -> None:
+    # left out before: PGO_WORKLOAD=, trained the binary's default workload, main,,breadth two shards
+    with pytest.raises(ConfigError, match=rf"PGO_WORKLOAD: {re.escape(repr(workload))} names an empty workload"):
+        load_config(_project(tmp_path), {"PGO_WORKLOAD": workload})
 
 
 def test_another_manifest_drops_the_pyproject_crate(tmp_path: Path) -> None:
