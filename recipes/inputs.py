@@ -402,6 +402,15 @@ class Table(Reader):
             raise self.error(key, "expected a table of string values")
         return dict(value)
 
+    def environment(self, key: str) -> dict[str, str]:
+        """A table of environment variables: :meth:`mapping`, each name one a process can be given (not empty, no
+        ``=``: the start of the program raised ValueError, a traceback, mid-training before)."""
+        value = self.mapping(key)
+        bad = next((name for name in value if not name or "=" in name), None)
+        if bad is not None:
+            raise self.error(key, f"{bad!r} is not a variable name (a name is not empty and has no =)")
+        return value
+
     def tables(self, key: str, *, required: bool = False) -> list[Table]:
         value = self._value(key, (list,), "an array of tables ([[…]])", [])
         if required and not value:

@@ -255,7 +255,7 @@ def _parse_setup_command(table: Table, earlier: list[SetupCommand], later_output
         raise table.error("output", f"{output!r} is not a placeholder name", "letters, digits and _ (ASCII)")
     if output is not None and any(c.output == output for c in earlier):
         raise table.error("output", f"{output!r} is used twice", "one folder per command")
-    command = SetupCommand(name, tuple(args), table.string("cwd"), tuple(table.mapping("env").items()), output)
+    command = SetupCommand(name, tuple(args), table.string("cwd"), tuple(table.environment("env").items()), output)
     table.done()
     for text in command.texts():
         try:

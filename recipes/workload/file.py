@@ -244,7 +244,7 @@ def _instance(table: Table, provided: set[str], earlier: dict[str, Instance], *,
     mode_name = table.string("mode", "command", choices=INSTANCE_MODES)
     mode = INSTANCE_MODES[mode_name]
     options = mode.parse(table)
-    env = table.mapping("env")
+    env = table.environment("env")
     phases = []
     phase_names: set[str] = set()
     same_as = None if bench else table.string("phases_from", choices=earlier if "phases_from" in table.data else None)
