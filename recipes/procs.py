@@ -165,6 +165,8 @@ def recording_children(folder: Path) -> Iterator[None]:
 def _recorded(entry: Path) -> tuple[int, int, str] | None:
     """A record of :func:`_record`: pid, start time and owner tag, or None when it is not one."""
     try:
+        if not entry.is_file():  # a fifo would be read forever (a hang of the next session, before)
+            return None
         pid, started, owner = entry.read_text(encoding="utf-8").split()
         return int(pid), int(started), owner
     except (OSError, UnicodeDecodeError, ValueError):
