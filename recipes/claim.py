@@ -177,9 +177,10 @@ def find_link(root: Path) -> Path | None:
 
 
 def _link_in(folder: Path, work: Path) -> Path | None:
-    """The first symbolic link under ``folder``, which is in the work dir ``work``."""
+    """The first symbolic link under ``folder``, which is in the work dir ``work``, or the first fifo, socket or
+    device (a log opened for writing there waited forever for a reader before: the session hung)."""
     for entry in sorted(folder.iterdir()):
-        if entry.is_symlink():
+        if entry.is_symlink() or _special(entry):
             return entry
         if not entry.is_dir() or entry.name.endswith(_NOT_SCANNED_SUFFIX):
             continue
@@ -192,9 +193,23 @@ def _link_in(folder: Path, work: Path) -> Path | None:
     return None
 
 
+def _special(entry: Path) -> bool:
+    """Whether ``entry`` is a fifo, a socket or a device: nothing the pipeline writes."""
+    try:
+        mode = entry.lstat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+
+
 def check_links(workdir: WorkDir) -> None:
-    """Refuse a symbolic link inside the work dir, naming it and where it points."""
+    """Refuse a symbolic link inside the work dir, naming it and where it points, and a fifo, socket or device."""
     link = find_link(workdir.root)
+    if link is not None and _special(link):
+        raise WorkDirError(
+            f"{link} is a fifo, socket or device, and the pipeline writes only files and folders in the work dir",
+            "remove it (the pipeline makes its files itself), or give PGO_OUT another folder",
+        )
     if link is not None:
         raise WorkDirError(
             f"{link} is a symbolic link (to {link.readlink()}), and the pipeline never writes through one",
