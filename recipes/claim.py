@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
@@ -176,9 +177,10 @@ def find_link(root: Path) -> Path | None:
 
 
 def _link_in(folder: Path, work: Path) -> Path | None:
-    """The first symbolic link under ``folder``, which is in the work dir ``work``."""
+    """The first symbolic link under ``folder``, which is in the work dir ``work``, or the first fifo, socket or
+    device (a log opened for writing there waited forever for a reader before: the session hung)."""
     for entry in sorted(folder.iterdir()):
-        if entry.is_symlink():
+        if entry.is_symlink() or _special(entry):
             return entry
         if not entry.is_dir() or entry.name.endswith(_NOT_SCANNED_SUFFIX):
             continue
@@ -191,14 +193,42 @@ def _link_in(folder: Path, work: Path) -> Path | None:
     return None
 
 
+def _special(entry: Path) -> bool:
+    """Whether ``entry`` is a fifo, a socket or a device: nothing the pipeline writes."""
+    try:
+        mode = entry.lstat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+
+
 def check_links(workdir: WorkDir) -> None:
-    """Refuse a symbolic link inside the work dir, naming it and where it points."""
+    """Refuse a symbolic link inside the work dir, naming it and where it points, and a fifo, socket or device."""
     link = find_link(workdir.root)
+    if link is not None and _special(link):
+        raise WorkDirError(
+            f"{link} is a fifo, socket or device, and the pipeline writes only files and folders in the work dir",
+            "remove it (the pipeline makes its files itself), or give PGO_OUT another folder",
+        )
     if link is not None:
         raise WorkDirError(
             f"{link} is a symbolic link (to {link.readlink()}), and the pipeline never writes through one",
             "remove the link (the pipeline makes its folders itself), or give PGO_OUT another folder",
         )
+
+
+def check_folders(workdir: WorkDir) -> None:
+    """Refuse a file (or a fifo, a socket) where the pipeline keeps a folder of the work dir: before, the session
+    met it as the OSError of its first mkdir there, a traceback (train's ``train``, optimise's ``bin``, ...)."""
+    if not workdir.root.is_dir():
+        return
+    for path in workdir.folders():
+        with suppress(FileNotFoundError):
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                raise WorkDirError(
+                    f"{path} is not a folder, and the pipeline keeps one there",
+                    "remove it (the pipeline makes its folders itself), or give PGO_OUT another folder",
+                )
 
 
 def _mark(workdir: WorkDir) -> None:
@@ -254,6 +284,7 @@ def prepare(workdir: WorkDir) -> None:
     pipeline's: before a session writes anything there (its lock, or the plan's install log of cargo-zigbuild)."""
     check_links(workdir)
     check_ours(workdir)
+    check_folders(workdir)
     _mark(workdir)
 
 

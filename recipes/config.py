@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import ConfigError
-from recipes.inputs import kind, parse_toml, read_text
+from recipes.inputs import kind, parse_toml, read_text, user_path
 
 #: bounds of numeric settings: beyond them a count or a deadline overflows later, after the build
 MAX_COUNT = 2**31 - 1
@@ -260,7 +260,11 @@ def read_pyproject(project_dir: Path) -> dict[str, Any]:
 
 def parse_posargs(posargs: Sequence[str]) -> dict[str, str]:
     """``--min-functions 10`` style overrides; anything unknown is a :class:`ConfigError`."""
-    parser = argparse.ArgumentParser(prog="nox -s <session> --", add_help=False, exit_on_error=False)
+    # allow_abbrev=False: an abbreviation (``--min``) is an unknown argument, never taken for a whole name, nor, when
+    # it could be several (``--m``), argparse's usage and exit 2
+    parser = argparse.ArgumentParser(
+        prog="nox -s <session> --", add_help=False, allow_abbrev=False, exit_on_error=False
+    )
     for setting in SETTINGS:
         parser.add_argument(setting.option, dest=setting.key, default=None)
     try:
@@ -269,7 +273,14 @@ def parse_posargs(posargs: Sequence[str]) -> dict[str, str]:
         raise ConfigError(f"session arguments: {exc}", "write them as --name value") from exc
     if rest:
         options = [s.option for s in SETTINGS]
-        raise ConfigError(f"session arguments: unknown argument {rest[0]!r}", _suggest(rest[0].split("=")[0], options))
+        flag = rest[0].split("=")[0]
+        whole = [option for option in options if len(flag) > 2 and option.startswith(flag)]
+        if flag.startswith("--") and whole:
+            raise ConfigError(
+                f"session arguments: {flag} is an abbreviation of {' or '.join(whole)}",
+                f"write {whole[0]} whole" if len(whole) == 1 else "write the one you mean whole",
+            )
+        raise ConfigError(f"session arguments: unknown argument {rest[0]!r}", _suggest(flag, options))
     return {k: v for k, v in vars(namespace).items() if v is not None}
 
 
@@ -286,10 +297,20 @@ def _from_pyproject(project_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
         if isinstance(value, bool) and setting.parse not in (_bool, _c_choice):
             form, example = FORMS.get(setting.parse, ("a string", '"…"'))
             raise ConfigError(f"{where}: {value!r} is a boolean: expected {form}", f"for example {key} = {example}")
+        if isinstance(value, float) and setting.parse in (str, _glibc):
+            # str(2.30) is '2.3': TOML keeps a float's value, not its digits, and a version or a name is its digits
+            raise ConfigError(
+                f"{where}: the number {value!r} where a string is expected (TOML does not keep a number's digits: "
+                "2.30 reads as 2.3)",
+                f'write it as a string, quoted: {key} = "…"',
+            )
         if isinstance(value, bool | int | float) and not isinstance(value, str):
             value = str(int(value)) if isinstance(value, bool) else str(value)
         elif isinstance(value, list) and key in ("features", "workload", "c", "cxx"):
-            value = ",".join(str(v) for v in value)
+            other = next((v for v in value if not isinstance(v, str)), None)
+            if other is not None:  # str() of it before: [1, 2] read as "1,2", [true] as the feature "True"
+                raise ConfigError(f"{where}: expected a list of strings, got {kind(other)} in it", setting.help)
+            value = ",".join(value)
         elif isinstance(value, dict) and key == "weights":
             value = ",".join(f"{name}={weight}" for name, weight in value.items())
         elif not isinstance(value, str):
@@ -342,27 +363,22 @@ def _example(source: str, setting: Setting, example: str) -> str:
     return f"for example {setting.key} = {example} in [tool.pgo]"
 
 
-def _path(project_dir: Path, text: str) -> Path:
-    path = Path(text).expanduser()
-    return path if path.is_absolute() else (project_dir / path)
+def _path(project_dir: Path, text: str, source: str) -> Path:
+    return user_path(text, project_dir, source)
 
 
 def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -> Config:
     project_dir = project_dir.resolve()
     kwargs: dict[str, Any] = {"project_dir": project_dir, "sources": sources}
-    kwargs["manifest"] = _path(project_dir, parsed.pop("manifest", "Cargo.toml")).resolve()
+    kwargs["manifest"] = _path(
+        project_dir, parsed.pop("manifest", "Cargo.toml"), sources.get("manifest", "the manifest")
+    ).resolve()
     if "features" in parsed:
         kwargs["features"] = tuple(f.strip() for f in parsed.pop("features").split(",") if f.strip())
     if "cargo" in parsed:
-        words = tuple(parsed.pop("cargo").split())
-        if len(words) < 2 or words[0] != "cargo" or (words[1].startswith("+") and len(words) < 3):
-            raise ConfigError(
-                f"{sources['cargo']}: {' '.join(words)!r} is not a cargo build command",
-                'write it as "cargo build" or "cargo zigbuild"',
-            )
-        kwargs["cargo"] = words
+        kwargs["cargo"] = _cargo(parsed.pop("cargo"), sources["cargo"])
     if "workload" in parsed:
-        kwargs.update(_shards(parsed.pop("workload"), parsed.pop("weights", None), sources))
+        kwargs.update(_shards(project_dir, parsed.pop("workload"), parsed.pop("weights", None), sources))
     elif "weights" in parsed:
         raise ConfigError(
             f"{sources['weights']}: weights without shards: no workload is given",
@@ -370,10 +386,50 @@ def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -
         )
     for key in ("out", "store", "profdata", "bolt_profile"):
         if key in parsed:
-            kwargs[key] = _path(project_dir, parsed.pop(key))
+            kwargs[key] = _path(project_dir, parsed.pop(key), sources[key])
     kwargs.setdefault("out", project_dir / "target" / "pgo")
     kwargs.update(parsed)
     return Config(**kwargs)  # a key Config has no field for is a bug: its TypeError names it
+
+
+#: options of the cargo command the pipeline gives itself (recipes/toolchain/cargo/invocation.py), and where to set
+#: what each says: given in PGO_CARGO too, cargo refuses the command, or builds what the pipeline does not check
+_CARGO_OPTIONS = {
+    "--release": "the pipeline builds the release profile: leave it out",
+    "-r": "the pipeline builds the release profile: leave it out",
+    "--profile": "the pipeline builds the release profile: set its options in [profile.release] of Cargo.toml",
+    "--target": "set PGO_TARGET",
+    "--manifest-path": "set PGO_MANIFEST",
+    "-p": "set PGO_PACKAGE",
+    "--package": "set PGO_PACKAGE",
+    "--bin": "set PGO_BIN",
+    "--features": "set PGO_FEATURES",
+    "-F": "set PGO_FEATURES",
+    "--locked": "set PGO_LOCKED=1",
+    "--target-dir": "leave it out: each build has its own target dir",
+}
+
+
+def _cargo(text: str, source: str) -> tuple[str, ...]:
+    """``PGO_CARGO``: ``cargo [+toolchain] build|zigbuild [options]``, without an option the pipeline gives."""
+    words = tuple(text.split())
+    plus = len(words) > 1 and words[1].startswith("+")
+    subcommand = words[2 if plus else 1] if len(words) > (2 if plus else 1) else None
+    # before: 'cargo + build' reached rustup ("invalid toolchain name ''", a backtrace in the log), 'cargo test' and
+    # 'cargo run' built something else than the binary, after the build started
+    if words[:1] != ("cargo",) or subcommand not in ("build", "zigbuild") or (plus and words[1] == "+"):
+        raise ConfigError(
+            f"{source}: {' '.join(words)!r} is not a cargo build command",
+            'write it as "cargo build" or "cargo zigbuild"',
+        )
+    for word in words[3 if plus else 2 :]:
+        option = word.split("=", 1)[0]
+        if option in _CARGO_OPTIONS:
+            raise ConfigError(
+                f"{source}: {' '.join(words)!r} gives {option}, which the pipeline gives cargo itself",
+                _CARGO_OPTIONS[option],
+            )
+    return words
 
 
 def shard_name(workload: str) -> str:
@@ -381,11 +437,22 @@ def shard_name(workload: str) -> str:
     return Path(workload).stem if workload.endswith(".toml") else Path(workload).name
 
 
-def _shards(text: str, weights: str | None, sources: dict[str, str]) -> dict[str, Any]:
-    """``workload`` (one, or several comma-separated: the shards) and ``weights`` (``name=weight,…``): a shard
-    named twice (two paths with one stem too), a weight that is not a positive number and a weight for a shard
-    not named are refused here, before anything is built."""
-    workloads = [w.strip() for w in text.split(",") if w.strip()]
+def _shards(project_dir: Path, text: str, weights: str | None, sources: dict[str, str]) -> dict[str, Any]:
+    """``workload`` (one, or several comma-separated: the shards) and ``weights`` (``name=weight,…``): a path no
+    file can have, a shard named twice (two paths with one stem too), a weight that is not a positive number and a
+    weight for a shard not named are refused here, before anything is built."""
+    workloads = [w.strip() for w in text.split(",")]
+    if "" in workloads:  # before: left out, and PGO_WORKLOAD=, trained the default workload
+        raise ConfigError(
+            f"{sources['workload']}: {text!r} names an empty workload",
+            "name each shard once, comma-separated: PGO_WORKLOAD=main,breadth",
+        )
+    for workload in workloads:  # a name is profiles/<name>.toml (recipes/workload/file.py: workload_path)
+        is_path = workload.endswith(".toml") or "/" in workload
+        if is_path:
+            user_path(workload, project_dir, sources["workload"])
+        else:
+            user_path(f"{workload}.toml", project_dir / "profiles", sources["workload"])
     names = [shard_name(w) for w in workloads]
     _refuse_tests_shard(workloads, names, sources["workload"])
     for i, name in enumerate(names):

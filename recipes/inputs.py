@@ -30,6 +30,7 @@ import errno
 import functools
 import json
 import math
+import os
 import re
 import tomllib
 import types
@@ -74,6 +75,65 @@ def decode(data: bytes, path: Path, what: str, error: type[PgoError], hint: str)
 def read_text(path: Path, what: str, error: type[PgoError], hint: str) -> str:
     """The UTF-8 text of ``path``."""
     return decode(read_bytes(path, what, error, hint), path, what, error, hint)
+
+
+#: the longest file name and path Linux takes (NAME_MAX; PATH_MAX less its NUL): every call on a longer one fails
+#: with ENAMETOOLONG, so a path given so is refused where it is given, not where it is first used
+NAME_MAX = 255
+PATH_MAX = 4095
+
+
+def user_path(text: str, base: Path, what: str, error: type[PgoError] = ConfigError) -> Path:
+    """The path ``text`` a user gave (``what`` says where: ``PGO_MANIFEST``), ``~`` expanded, relative to ``base``. A
+    ``~user`` of no user here, a file name longer than NAME_MAX bytes or a path longer than PATH_MAX is one line."""
+    shown = text if len(text) <= 80 else f"{text[:60]}…"
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # Python's words: "Could not determine home directory."
+        user = text.split("/", 1)[0]
+        raise error(
+            f"{what}: {shown!r} starts with {user}, and there is no home directory of {user[1:] or 'yours'} here",
+            "write the path without ~",
+        ) from None
+    path = path if path.is_absolute() else base / path
+    longest = max(path.parts, key=lambda part: len(os.fsencode(part)))
+    if len(os.fsencode(longest)) > NAME_MAX:
+        raise error(
+            f"{what}: {shown!r} holds a name of {len(os.fsencode(longest))} bytes, and a file name is at most "
+            f"{NAME_MAX}",
+            "give a path whose every name is shorter",
+        )
+    if len(os.fsencode(path)) > PATH_MAX:
+        raise error(
+            f"{what}: {shown!r} is a path of {len(os.fsencode(path))} bytes, and a path is at most {PATH_MAX}",
+            "give a shorter path",
+        )
+    return path
+
+
+def home_expanded(path: Path) -> Path:
+    """``path`` with ``~`` expanded; a ``~user`` of no user here is left as written (Path.expanduser raises
+    RuntimeError), to be refused as a path that does not exist."""
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        return path
+
+
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; a name no file can have (ENAMETOOLONG, which Path.is_file raises) is not one."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def is_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory; a name no file can have (ENAMETOOLONG) is not one."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 #: TOML's integers are 64-bit signed (its specification: a parser must refuse one it cannot hold); Python's reads any
@@ -341,6 +401,15 @@ class Table(Reader):
         if not all(isinstance(v, str) for v in value.values()):
             raise self.error(key, "expected a table of string values")
         return dict(value)
+
+    def environment(self, key: str) -> dict[str, str]:
+        """A table of environment variables: :meth:`mapping`, each name one a process can be given (not empty, no
+        ``=``: the start of the program raised ValueError, a traceback, mid-training before)."""
+        value = self.mapping(key)
+        bad = next((name for name in value if not name or "=" in name), None)
+        if bad is not None:
+            raise self.error(key, f"{bad!r} is not a variable name (a name is not empty and has no =)")
+        return value
 
     def tables(self, key: str, *, required: bool = False) -> list[Table]:
         value = self._value(key, (list,), "an array of tables ([[…]])", [])

@@ -34,6 +34,7 @@ whose start time matches (:func:`reclaim`), never a process that merely reuses a
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import itertools
 import os
@@ -52,7 +53,7 @@ from typing import IO, Any, NamedTuple, TypeAlias
 
 from recipes.errors import PgoError
 from recipes.files import write_atomically
-from recipes.runner import log_tail, say
+from recipes.runner import log_tail, say, too_long
 from recipes.web import net
 
 #: the environment variable that names the child a process was started under (inherited by what it starts)
@@ -164,6 +165,8 @@ def recording_children(folder: Path) -> Iterator[None]:
 def _recorded(entry: Path) -> tuple[int, int, str] | None:
     """A record of :func:`_record`: pid, start time and owner tag, or None when it is not one."""
     try:
+        if not entry.is_file():  # a fifo would be read forever (a hang of the next session, before)
+            return None
         pid, started, owner = entry.read_text(encoding="utf-8").split()
         return int(pid), int(started), owner
     except (OSError, UnicodeDecodeError, ValueError):
@@ -468,11 +471,22 @@ class Reaped(NamedTuple):
 Spawned: TypeAlias = "subprocess.Popen[bytes]"
 
 
+def _popen(argv: Sequence[str], env: Mapping[str, str], **popen: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen``; arguments and an environment the kernel refuses to start a program with (E2BIG: a
+    workload's args or env, filled in) are one line (:func:`recipes.runner.too_long`), not the OSError's traceback."""
+    try:
+        return subprocess.Popen(list(argv), env=dict(env), **popen)
+    except OSError as exc:
+        if exc.errno != errno.E2BIG:
+            raise
+        raise too_long(argv, env, exc) from None
+
+
 def spawn(argv: Sequence[str], *, env: Mapping[str, str], stdout: Stream, stderr: Stream) -> subprocess.Popen[bytes]:
     """Start a short-lived helper (h2load, a load generator) with exactly ``env`` (its ``PATH`` finds the program)
     in this process's session, its streams as given (standard input closed): the caller waits for it
     (:func:`wait_usage`) or kills it. Not starting raises the :class:`OSError`."""
-    proc = subprocess.Popen(list(argv), env=dict(env), stdin=DEVNULL, stdout=stdout, stderr=stderr)
+    proc = _popen(argv, env, stdin=DEVNULL, stdout=stdout, stderr=stderr)
     _record(proc.pid, f"{session_tag()}-{0:08d}")  # no tag in its environment: 0, which no child of ticket() has
     return proc
 
@@ -506,7 +520,7 @@ def wait_usage(proc: subprocess.Popen[bytes], deadline: float) -> Waited:
 def start_group(argv: Sequence[str], env: Mapping[str, str], **popen: Any) -> tuple[subprocess.Popen[bytes], Ticket]:
     """``argv`` started in a session of its own with an owner tag (for a run that :func:`reap_group` ends)."""
     tag, tagged = ticket(env)
-    proc = subprocess.Popen(list(argv), env=tagged, start_new_session=True, **popen)
+    proc = _popen(argv, tagged, start_new_session=True, **popen)
     _record(proc.pid, tag.owner)
     return proc, tag
 

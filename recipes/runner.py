@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import shlex
 import subprocess
@@ -310,6 +312,21 @@ def known_cause(output: str) -> str:
     return f"a build script needs the {language} compiler {tool}, which is not installed ({fix})"
 
 
+def too_long(argv: Sequence[str], env: Mapping[str, str], exc: OSError) -> PgoError:
+    """The refusal of a program the kernel would not start with these arguments and environment (E2BIG: an
+    argument or variable over 128 KiB, or all of them over the system's limit), or ``exc`` itself when not that."""
+    if exc.errno != errno.E2BIG:
+        raise exc
+    size = sum(len(os.fsencode(a)) + 1 for a in argv) + sum(len(os.fsencode(f"{k}={v}")) + 1 for k, v in env.items())
+    longest = max((*argv, *env.values()), key=len)
+    return CommandFailed(
+        f"cannot start {Path(argv[0]).name}: its arguments and environment are {size} bytes, the longest "
+        f"{len(os.fsencode(longest))}, more than the system takes ({exc.strerror})",
+        "shorten the workload's args or env, or the setting that fills them (an argument or variable is at most "
+        "131072 bytes): give a long input through stdin or a file",
+    )
+
+
 def not_found(argv: Sequence[str], cwd: Path | None, exc: FileNotFoundError) -> PgoError:
     """What a :class:`FileNotFoundError` of starting ``argv`` in ``cwd`` means: the working directory is missing
     (the error names it, or it is not a directory), or else the command is."""
@@ -360,6 +377,8 @@ def run(
                 raise
     except FileNotFoundError as exc:
         raise not_found(argv, cwd, exc) from exc
+    except OSError as exc:  # E2BIG: a traceback before
+        raise too_long(argv, env, exc) from None
     done = Completed(argv, returncode, log)
     if check and proc.returncode != 0:
         show(tail(done.output()))

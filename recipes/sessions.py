@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import chdir, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -29,6 +29,7 @@ from recipes import procs, report
 from recipes.claim import CrateIdentity, claim, identity_of_config
 from recipes.config import Config, load_config
 from recipes.errors import PgoError
+from recipes.inputs import user_path
 from recipes.plan import BuildPlan, make_plan
 from recipes.procs import Interrupted
 from recipes.release import cpu
@@ -226,7 +227,8 @@ def _plan_stage(name: str) -> Callable[[Invocation, PlanArgs], list[str]]:
         if args.shard is not None:
             runs = functools.partial(gather.train_shard, name=args.shard)
         if args.gather is not None:  # relative to where nox was run
-            runs = functools.partial(gather.merge_gathered, folders=[at.project / f for f in args.gather])
+            folders = [user_path(folder, at.project, "--gather") for folder in args.gather]
+            runs = functools.partial(gather.merge_gathered, folders=folders)
 
         def summarised(plan: BuildPlan) -> list[str]:
             runs(plan)
@@ -279,8 +281,9 @@ def _release(at: Invocation, args: ReleaseArgs) -> Iterator[str]:
     from recipes.release import make as release_recipe  # noqa: PLC0415
     from recipes.release import matrix  # noqa: PLC0415  (only the release sessions need them)
 
-    if args.gather is not None:
-        yield from matrix.gather(args.tag, args.gather, args.artefacts or at.project / "dist" / args.tag)
+    if args.gather is not None:  # relative to where nox was run, as merge -- --gather's
+        folders = [at.project / folder for folder in args.gather]  # parse_release read each (inputs.user_path)
+        yield from matrix.gather(args.tag, folders, args.artefacts or at.project / "dist" / args.tag)
         return
     configs = matrix.target_configs(at.project, at.environ, args.config, args.targets)
     for manifest, out_dir in release_recipe.release_targets(args.tag, configs, at.environ, args.artefacts):
@@ -415,7 +418,10 @@ def session_function(declared: Session[Any]) -> Callable[[nox.Session], None]:
     its summary through nox's log; :func:`guarded`, the one place a known failure becomes nox's."""
 
     def session_of(session: nox.Session) -> None:
-        args = declared.parse(session.posargs)
+        # a relative path among the session's own options (--artefacts, --base, --binary) is the project's, as the
+        # configuration's are: nox runs the session in the noxfile's folder, which is pgo-recipes' under nox -f
+        with chdir(project_dir(session)):
+            args = declared.parse(session.posargs)
         # its last word, a line at a time, through nox's log (progress went through runner.say)
         for line in declared.run(Invocation(project_dir(session), os.environ, declared.name), args):
             session.log(line)

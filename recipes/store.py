@@ -275,7 +275,7 @@ class ProfileStore:
         digest = digest or sha256_file(profile)
         target = self.path_for(digest, suffix)
         try:
-            with FileLock(str(self.root / LOCK_NAME), timeout=LOCK_TIMEOUT, mode=0o600):
+            with self._lock():
                 if target.is_symlink() or target.exists():
                     # Already there: it must be exactly this profile, or someone changed it.
                     self.verify(target, "before the build")
@@ -307,6 +307,22 @@ class ProfileStore:
                 "free space or choose another PGO_PROFILE_STORE",
             ) from exc
         return target
+
+    def _lock(self) -> FileLock:
+        """The store's lock, a file of its own (made when missing); anything else there is refused: filelock would
+        fail to open a directory (a traceback before) and would flock a fifo or a link's target."""
+        lock = self.root / LOCK_NAME
+        try:
+            info = os.lstat(lock)
+        except FileNotFoundError:
+            info = None
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a symlink" if stat.S_ISLNK(info.st_mode) else None
+            raise StoreError(
+                f"the profile store's lock {lock} is {kind or 'not a file (a fifo, socket or device)'}",
+                f"remove it (rm -r {lock}): a stage that writes the store makes it again",
+            )
+        return FileLock(str(lock), timeout=LOCK_TIMEOUT, mode=0o600)
 
     def verify(self, path: Path, when: str) -> str:
         """Check the way to the store again (who could have swapped it meanwhile), then re-hash a store file

@@ -15,6 +15,16 @@ from pathlib import Path
 CHECKED_COPIES: dict[str, str] = {"optimise": "optimised", "bolt": "bolted"}
 
 
+#: the folders the sessions make right under the work dir (of the properties below, and the workload runs' scratch):
+#: a file or anything else at one of these names is refused before a session writes there (recipes/claim.py)
+FOLDERS = (
+    "logs", "bin", "observed", "children", "profraw", "generate-target", "shards", "rejected", "bolt", "test-target",
+    "tests-shard-target", "plain-target", "variant-target", "bench", "cpu-baseline", "release", "rebuild",
+    "determinism", "stripped", "stripped-bolt", "published", "published-bolt", "image",
+    *CHECKED_COPIES.values(), "train", "verify", "bolt-train", "bolt-verify",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class BenchDir:
     """``<work>/bench``: one bench run's frozen binaries, its runs, its results and its logs."""
@@ -78,6 +88,10 @@ class WorkDir:
     def report(self) -> Path:
         """report.json: one record per stage (recipes/report.py)."""
         return self.root / "report.json"
+
+    def folders(self) -> list[Path]:
+        """The folders the sessions make right under the work dir (:data:`FOLDERS`)."""
+        return [self.root / name for name in FOLDERS]
 
     @property
     def marker(self) -> Path:

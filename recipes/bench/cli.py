@@ -46,8 +46,9 @@ from recipes.bench.scenarios import held_out, require_scenarios, select
 from recipes.bench.settings import Settings, choose_cores
 from recipes.bench.timing import CpuTime
 from recipes.claim import CrateIdentity, Held, claim
-from recipes.config import Config, load_config
+from recipes.config import MAX_SCALE, MAX_SECONDS, Config, load_config
 from recipes.errors import BenchError, ConfigError
+from recipes.inputs import user_path
 from recipes.plan import BuildPlan, make_plan
 from recipes.runner import quote
 from recipes.stages import plain as plain_stage
@@ -86,8 +87,15 @@ class BenchArgs:
         return self.candidates[0] if self.candidates else None
 
 
-def _number(kind: type[int] | type[float], what: str, least: float, below: float = math.inf) -> Callable[[str], Any]:
-    """An option's parser: its text as ``kind``, refused unless ``least <= value < below`` (nan, inf: refused too)."""
+def _number(
+    kind: type[int] | type[float],
+    what: str,
+    least: float,
+    below: float = math.inf,
+    most: tuple[float, str] | None = None,
+) -> Callable[[str], Any]:
+    """An option's parser: its text as ``kind``, refused unless ``least <= value < below`` (nan, inf: refused too)
+    and, with ``most`` (the largest value and what it counts), ``value <= most``."""
 
     def parse(text: str) -> float:
         try:
@@ -99,13 +107,20 @@ def _number(kind: type[int] | type[float], what: str, least: float, below: float
             raise argparse.ArgumentTypeError(f"a number of {len(text)} digits is too large for {what}") from None
         if not fits:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        if most is not None and value > most[0]:
+            shown = text if len(text) <= 40 else f"a number of {len(text)} characters"
+            raise argparse.ArgumentTypeError(f"{shown!r} is too large: at most {most[0]:g} {most[1]}")
         return value
 
     return parse
 
 
-_positive_int = _number(int, "a positive integer", 1e-12)
-_positive_float = _number(float, "a positive number", 1e-12)
+#: the most trials of each build: their order is made whole before the first (--trials 1e20 filled the memory)
+MAX_TRIALS = 1000
+_trials = _number(int, "a positive integer", 1e-12, most=(MAX_TRIALS, "trials"))
+#: the bench's factor on each trial's count, bounded as the training's (PGO_TRAIN_SCALE)
+_scale = _number(float, "a positive number", 1e-12, most=(MAX_SCALE, "times each scenario's count"))
+_seconds = _number(float, "a positive number", 1e-12, most=(MAX_SECONDS, "seconds (a week)"))
 _percent = _number(float, "a percentage from 0 to 100", 0, 100)
 _core = _number(int, "a core number", 0)
 
@@ -118,8 +133,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--candidate-label", action="append", default=[])
     parser.add_argument("--no-coverage", action="store_true")
     parser.add_argument("--scenarios")
-    parser.add_argument("--trials", type=_positive_int)
-    parser.add_argument("--scale", type=_positive_float)
+    parser.add_argument("--trials", type=_trials)
+    parser.add_argument("--scale", type=_scale)
     parser.add_argument("--measure", choices=MEASURES, default="cpu")
     parser.add_argument("--gate-trained", type=_percent)
     parser.add_argument("--gate-held-out", type=_percent)
@@ -127,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--server-core", type=_core)
     parser.add_argument("--load-core", type=_core)
     parser.add_argument("--upstream")
-    parser.add_argument("--trial-timeout", type=_positive_float, default=120.0)
+    parser.add_argument("--trial-timeout", type=_seconds, default=120.0)
     return parser
 
 
@@ -139,7 +154,7 @@ def parse_args(posargs: Sequence[str], base: Path | None = None) -> tuple[BenchA
         namespace, rest = _parser().parse_known_args(list(posargs))
     except argparse.ArgumentError as exc:
         raise ConfigError(f"session arguments: {exc}", "see `nox -s bench` in docs/worth.md for the options") from exc
-    candidates = tuple((where / c.expanduser()).resolve() for c in namespace.candidate)
+    candidates = tuple(user_path(str(c), where, "--candidate").resolve() for c in namespace.candidate)
     labels = tuple(namespace.candidate_label)
     if len(labels) > max(1, len(candidates)):
         raise ConfigError(
@@ -158,7 +173,7 @@ def parse_args(posargs: Sequence[str], base: Path | None = None) -> tuple[BenchA
     knobs = tuple(variants.parse_variant(text) for text in namespace.profile_use_args)
     default_trials, default_scale = (COUNTS_TRIALS, COUNTS_SCALE) if counts else (DEFAULT_TRIALS, 1.0)
     args = BenchArgs(
-        baseline=(where / namespace.baseline.expanduser()).resolve() if namespace.baseline else None,
+        baseline=user_path(str(namespace.baseline), where, "--baseline").resolve() if namespace.baseline else None,
         candidates=candidates,
         baseline_label=namespace.baseline_label,
         candidate_labels=labels,

@@ -14,7 +14,7 @@ from recipes import procs
 from recipes.bench import canary
 from recipes.bench.settings import Build, Place, instance_env
 from recipes.errors import ConfigError
-from recipes.inputs import fill
+from recipes.inputs import fill, home_expanded, is_dir
 from recipes.procs import describe_exit
 from recipes.runner import say
 from recipes.train.command import EnvironmentValues
@@ -38,10 +38,10 @@ def command_parts(scenario: Scenario, values: Mapping[str, str], env: Mapping[st
     known = {**values, "env": EnvironmentValues(env, where)}
     args = [fill(a, known) for a in scenario.args]
     cwd_text = scenario.cwd if scenario.cwd is not None else scenario.instance.options.cwd
-    cwd = Path(values["project"]) if cwd_text is None else Path(fill(cwd_text, known)).expanduser()
+    cwd = Path(values["project"]) if cwd_text is None else home_expanded(Path(fill(cwd_text, known)))
     if not cwd.is_absolute():
         cwd = Path(values["project"]) / cwd
-    if not cwd.is_dir():
+    if not is_dir(cwd):
         raise ConfigError(f"{where}: cwd {cwd} is not a directory", "create it, or fix cwd in the workload")
     return args, cwd
 

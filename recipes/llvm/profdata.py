@@ -211,8 +211,28 @@ def merge(
 _LEVEL = re.compile(r"^Instrumentation level:\s*(?P<level>\S+)", re.MULTILINE)
 
 
+#: the first bytes of an indexed profile, what llvm-profdata merge writes and the only one -Cprofile-use reads
+#: (LLVM's IndexedInstrProf::Magic, little-endian); of the others llvm-profdata show also reads, a raw profile's
+INDEXED_MAGIC = b"\xfflprofi\x81"
+_RAW = "a raw profile (.profraw)"
+_OTHER_FORMATS = {b"\x81rforpl\xff": _RAW, b"\x81Rforpl\xff": _RAW}  # a 64-bit and a 32-bit program's
+
+
+def _format_of(profile: Path) -> str | None:
+    """What ``profile`` is when it is not an indexed profile (None: it is one, or it cannot be read here)."""
+    try:
+        with profile.open("rb") as stream:
+            head = stream.read(len(INDEXED_MAGIC))
+    except OSError:
+        return None  # llvm-profdata show has said why
+    if head == INDEXED_MAGIC:
+        return None
+    return _OTHER_FORMATS.get(head, "a text profile" if head.isascii() else "of another format")
+
+
 def check_usable(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path, what: str) -> ProfileSummary:
-    """Refuse a profile this LLVM cannot use: unreadable, not an IR-level profile (rustc's), or without functions."""
+    """Refuse a profile this LLVM cannot use: unreadable, not indexed (a .profraw or a text profile, which show reads
+    and rustc does not), not an IR-level profile (rustc's), or without functions."""
     done = _profdata(tool, "show", "--value-cutoff=1", str(profile), env=env, log=log, check=False)
     text = done.output()
     if done.returncode != 0:
@@ -220,6 +240,13 @@ def check_usable(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], l
         raise CheckFailed(
             f"{what} {profile} is not a profile LLVM {tool.llvm_version} can read: {reason or 'see ' + str(log)}",
             "give the .profdata that llvm-profdata merge of rustc's LLVM wrote",
+        )
+    if (other := _format_of(profile)) is not None:
+        # before: put in the store and built with, and refused after the build (rustc: "bad magic")
+        raise CheckFailed(
+            f"{what} {profile} is {other}, not an indexed profile: -Cprofile-use reads only what llvm-profdata "
+            "merge writes",
+            f"merge it first: llvm-profdata merge -o merged.profdata {profile}",
         )
     level = _LEVEL.search(text)
     if not level or level.group("level") != "IR":

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import ConfigError
+from recipes.inputs import user_path
 from recipes.release.matrix import TARGET
 from recipes.release.reproducible import split_tag
 from recipes.release.reproducible.oci import Base, is_digest
@@ -110,7 +111,7 @@ class _Parsed:
     @property
     def artefacts(self) -> Path | None:
         given = self.taken.one(ARTEFACTS)
-        return Path(given).absolute() if given else None
+        return user_path(given, Path.cwd(), ARTEFACTS).absolute() if given else None
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -135,7 +136,7 @@ def parse_base(given: str) -> Base:
     folder, _, digest = given.rpartition("@")
     if not folder or not is_digest(digest):
         raise ConfigError(f"{BASE} {given!r} is not DIR@sha256:<64 hex digits>", BASE_HINT)
-    return Base(Path(folder).absolute(), digest)
+    return Base(user_path(folder, Path.cwd(), BASE).absolute(), digest)
 
 
 def parse_release(posargs: Sequence[str]) -> ReleaseArgs:
@@ -147,7 +148,8 @@ def parse_release(posargs: Sequence[str]) -> ReleaseArgs:
             f"--gather joins folders: {(['--target'] if args.targets else args.rest)[0]} is not an option of it",
             "nox -s release -- vX.Y.Z --gather DIR [DIR ...] [--artefacts OUT]",
         )
-    gather = None if gathered is None else tuple(Path(folder) for folder in gathered)
+    # relative ones stay relative: the session joins them to the project (recipes/sessions.py)
+    gather = None if gathered is None else tuple(user_path(folder, Path(), GATHER) for folder in gathered)
     return ReleaseArgs(args.tag, args.artefacts, args.targets, gather, tuple(args.rest))
 
 

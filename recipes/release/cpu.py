@@ -36,6 +36,7 @@ from recipes import procs, report
 from recipes.claim import claim, identity_of_config, own_optimised_binary
 from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, ToolchainError
+from recipes.inputs import user_path
 from recipes.llvm import elf
 from recipes.results import CommandCheck, CpuBaselineResult, Failed, Report, ServerCheck
 from recipes.runner import capture, query, quote, run, say
@@ -554,7 +555,10 @@ class CpuArgs:
 
 def parse_cpu_args(posargs: Sequence[str]) -> CpuArgs:
     """``--binary PATH`` (default: the work dir's optimised binary) and ``--run ARG...`` (not a server)."""
-    parser = argparse.ArgumentParser(prog="nox -s cpu-baseline --", add_help=False, exit_on_error=False)
+    # allow_abbrev=False: --b is not taken for --binary, nor is --= argparse's usage and exit 2 (it could be either)
+    parser = argparse.ArgumentParser(
+        prog="nox -s cpu-baseline --", add_help=False, allow_abbrev=False, exit_on_error=False
+    )
     parser.add_argument("--binary", default=None)
     parser.add_argument("--run", nargs=argparse.REMAINDER, default=None)
     try:
@@ -562,8 +566,14 @@ def parse_cpu_args(posargs: Sequence[str]) -> CpuArgs:
     except argparse.ArgumentError as exc:
         raise ConfigError(f"session arguments: {exc}", "write them as --binary PATH [--run ARG...]") from exc
     if rest:
+        flag = rest[0].split("=", 1)[0]
+        whole = [option for option in ("--binary", "--run") if len(flag) > 2 and option.startswith(flag)]
+        if whole:
+            raise ConfigError(f"session arguments: {flag} is an abbreviation of {whole[0]}", f"write {whole[0]} whole")
         raise ConfigError(f"session arguments: unknown argument {rest[0]!r}", "known: --binary PATH, --run ARG...")
-    binary = Path(namespace.binary).absolute() if namespace.binary else None
+    if namespace.binary is not None and not namespace.binary.strip():  # an empty one was the work dir's binary
+        raise ConfigError("--binary needs a path", "write --binary PATH, or leave it out for the optimised binary")
+    binary = user_path(namespace.binary, Path.cwd(), "--binary").absolute() if namespace.binary else None
     run_args = tuple(namespace.run) if namespace.run is not None else None
     return CpuArgs(binary, run_args)
 

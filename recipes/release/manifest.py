@@ -32,7 +32,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 def _sha256(fields: Fields, key: str) -> str:
     value = fields.string(key)
-    if not _SHA256.match(value):
+    if not _SHA256.fullmatch(value):  # match: $ also matches before a final newline
         raise CheckFailed(f"{fields.where}: {key!r} is {value[:80]!r}, not a sha256 (64 hex digits)", fields.hint)
     return value
 

@@ -27,7 +27,14 @@ from recipes.stages.frame import StageFrame, threshold
 from recipes.store import sha256_file
 from recipes.toolchain.rustc import ProfdataTool, find_profdata, rustc_sysroot
 from recipes.workload import Workload
-from recipes.workload.shards import Shard, asked_shares, integer_weights, reached_shares, weighted_inputs
+from recipes.workload.shards import (
+    Shard,
+    asked_shares,
+    integer_weights,
+    reached_shares,
+    refuse_heavy,
+    weighted_inputs,
+)
 
 #: how many of the main crate's unexecuted functions report.json and the summary name, the largest first
 UNEXECUTED_LISTED = 20
@@ -274,6 +281,7 @@ def _combine(
     shares = asked_shares([m.shard.weight for m in shards])
     totals = [m.summary.total_count for m in shards]
     weights = integer_weights(shares, totals)
+    refuse_heavy([m.shard.name for m in shards], weights, shares)
     inputs = weighted_inputs(weights, [m.profile for m in shards])
     profdata.merge_weighted(tool, inputs, plan.merged_profile, env=plan.env, log=plan.logs / "merge.log")
     summary = profdata.check_usable(

@@ -72,11 +72,23 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | No
             return _build_and_check(plan, frame, built, trained_here=trained_here, verify=verify, handed=handed)
 
 
+def target_dir_lock(target_dir: Path) -> FileLock:
+    """The lock of optimised builds in the crate's target dir, not taken yet; a directory (or a link, a fifo) at its
+    name is refused: filelock failed to open a directory (IsADirectoryError, a traceback) before."""
+    path = target_dir / ".pgo-optimise.lock"
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise CommandFailed(
+            f"{path} is not a file, and optimise locks the crate's target dir with it",
+            f"remove it (rm -r {path}): optimise makes it again",
+        )
+    return FileLock(str(path))
+
+
 def _target_dir_lock(plan: BuildPlan) -> FileLock:
     """The lock that serialises optimised builds of one crate (its target dir), announced when it waits."""
     target_dir = plan.crate.target_directory
     target_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(target_dir / ".pgo-optimise.lock"))
+    lock = target_dir_lock(target_dir)
     try:
         lock.acquire(timeout=0)
     except Timeout:

@@ -273,6 +273,8 @@ def _response_file(path: Path, name: str, depth: int) -> list[str]:
             "give the C compiler's flags without a cycle of @files",
         )
     try:
+        if path.exists() and not path.is_file() and not path.is_dir():  # reading a fifo waited forever before
+            raise OSError(0, "not a file: a fifo, socket or device")
         words = shlex.split(path.read_text(encoding="utf-8"), comments=False)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -30,11 +31,26 @@ def check(
     zig.check_target(config.cargo, target)
     if instruments:
         zig.check_generate_linker(config.cargo, config.generate_linker, rust_triple(target))
+        check_linker_found(config.generate_linker, env)
     check_target_triple(target, env)
     root = store_root(config, bin_name or config.bin)
     if root is not None:
         ProfileStore(root).check()  # owner, mode, not a symlink, parents: checked without creating anything
         check_apart(config.out, root)
+
+
+def check_linker_found(linker: str | None, env: Mapping[str, str]) -> None:
+    """``PGO_GENERATE_LINKER`` names a program rustc can run: a name on PATH, or an absolute path to an executable
+    file (a relative path is rustc's to resolve, from where cargo runs it). Else the instrumented build would fail
+    at its link, after ``cargo clean`` and a compile, with rustc's ``linker `…` not found``."""
+    if not linker or ("/" in linker and not Path(linker).is_absolute()):
+        return
+    if shutil.which(linker, path=env.get("PATH", os.defpath)) is None:
+        raise ConfigError(
+            f"PGO_GENERATE_LINKER={linker}: no such program, and the instrumented build links with it",
+            "give the linker's name on PATH or its absolute path (cc, or the cross compiler for another target), "
+            "or unset PGO_GENERATE_LINKER",
+        )
 
 
 def check_tools(config: Config, env: Mapping[str, str], rustc: RustcInfo, *, profdata: bool, bolt_tools: bool) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import CommandFailed, ToolchainError
+from recipes.inputs import home_expanded, is_file
 from recipes.runner import capture, query
 from recipes.toolchain.rustflags import CargoConfigFile
 
@@ -113,9 +114,9 @@ def _program(cwd: Path, env: Mapping[str, str], configs: Sequence[CargoConfigFil
 
 def _which(program: str, where: str, base: Path, env: Mapping[str, str]) -> Path:
     if "/" in program:
-        path = Path(program).expanduser()
+        path = home_expanded(Path(program))
         path = path if path.is_absolute() else base / path
-        if path.is_file() and os.access(path, os.X_OK):
+        if is_file(path) and os.access(path, os.X_OK):
             return path.absolute()
     elif found := shutil.which(program, path=env.get("PATH", os.defpath)):
         return Path(found).absolute()
@@ -246,8 +247,11 @@ def llvm_candidates(tool: str, major: int, search_path: str, llvm_root: Path = P
 def explicit_program(explicit: str, var: str, env: Mapping[str, str], fix: str) -> Path:
     """The program ``var`` names: an executable file at that path, else that name on PATH; refused when neither."""
     path = Path(explicit)
-    if path.is_file() and os.access(path, os.X_OK):
-        return path
+    try:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    except OSError:  # a name no file can have (ENAMETOOLONG): no program, as shutil.which finds
+        pass
     found = shutil.which(explicit, path=env.get("PATH", os.defpath))
     if not found:
         raise ToolchainError(f"{var}={explicit}: no such program", fix)

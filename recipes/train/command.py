@@ -24,7 +24,7 @@ from typing import IO, ClassVar
 
 from recipes import procs
 from recipes.errors import ConfigError, TrainingFailed
-from recipes.inputs import Table, fill
+from recipes.inputs import Table, fill, home_expanded, is_dir
 from recipes.procs import piped
 from recipes.runner import plural, quote, say
 from recipes.workload.fields import parse_runs
@@ -92,10 +92,10 @@ def filled(text: str, ctx: PhaseContext, where: str) -> str:
 
 def working_dir(text: str, ctx: PhaseContext, where: str) -> Path:
     """A ``cwd`` setting, filled; relative to the project. It must be an existing directory."""
-    path = Path(filled(text, ctx, where)).expanduser()
+    path = home_expanded(Path(filled(text, ctx, where)))
     if not path.is_absolute():
         path = Path(ctx.values["project"]) / path
-    if not path.is_dir():
+    if not is_dir(path):
         raise ConfigError(f"{where}: cwd {path} is not a directory", "create it, or fix cwd in the workload")
     return path
 

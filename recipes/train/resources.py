@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import PgoError, TrainingFailed
-from recipes.inputs import Table, fill
+from recipes.inputs import Table, fill, home_expanded, is_dir
 from recipes.procs import Child
 from recipes.runner import log_tail, run, say
 from recipes.web import certs, docroot, net
@@ -96,9 +96,9 @@ class Docroot(Resource):
                     f"{text!r} is not a folder path",
                     "a path, absolute or relative to the workload file's folder (only {workload_dir} may start it)",
                 )
-            folder = Path(path_text).expanduser()
+            folder = home_expanded(Path(path_text))
             folder = (folder if folder.is_absolute() else _workload_dir(table) / folder).resolve()
-            if not folder.is_dir():
+            if not is_dir(folder):
                 raise table.error(
                     key, f"no folder {folder}", "create it with the files to serve, or set docroot = true"
                 )
@@ -255,7 +255,7 @@ def _parse_setup_command(table: Table, earlier: list[SetupCommand], later_output
         raise table.error("output", f"{output!r} is not a placeholder name", "letters, digits and _ (ASCII)")
     if output is not None and any(c.output == output for c in earlier):
         raise table.error("output", f"{output!r} is used twice", "one folder per command")
-    command = SetupCommand(name, tuple(args), table.string("cwd"), tuple(table.mapping("env").items()), output)
+    command = SetupCommand(name, tuple(args), table.string("cwd"), tuple(table.environment("env").items()), output)
     table.done()
     for text in command.texts():
         try:
@@ -315,10 +315,10 @@ def _run_setup_command(command: SetupCommand, values: dict[str, str], ctx: Resou
     # the folder its -Cprofile-generate names, the training's: its profiles go where nothing merges them
     env["LLVM_PROFILE_FILE"] = str(ctx.scratch / "setup-profraw" / f"{command.name}-%m-%p.profraw")
     project = Path(values.get("project", "."))
-    cwd = project / Path(fill(command.cwd, values)).expanduser() if command.cwd is not None else project
+    cwd = project / home_expanded(Path(fill(command.cwd, values))) if command.cwd is not None else project
     log = ctx.logs / f"setup-{command.name}.log"
     label = f"[setup] command {command.name!r}"
-    if not cwd.is_dir():
+    if not is_dir(cwd):
         raise TrainingFailed(f"{label}: cwd {cwd} is not a directory", "create it, or fix cwd in the workload")
     started = time.monotonic()
     try:

@@ -17,6 +17,7 @@ from typing import Literal
 
 from recipes import train  # noqa: F401  (registers the instance modes, phase kinds and resources it drives)
 from recipes.errors import TrainingFailed
+from recipes.inputs import is_file
 from recipes.results import WorkloadRun
 from recipes.runner import plural, say
 from recipes.toolchain import emulation
@@ -213,5 +214,5 @@ def status_words(status: Mapping[str, int]) -> str:
 def _check_phase_files(files: list[str], values: dict[str, str], label: str) -> None:
     for name in files:
         path = Path(name.format_map(values))
-        if not path.is_file():
+        if not is_file(path):
             raise TrainingFailed(f"phase {label}: no file {path}", "fix the path in the workload")

@@ -134,7 +134,7 @@ def parse_log_codes(text: str) -> Counter[int]:
 
 def valid_expect(expect: str) -> bool:
     """``ok``, ``any``, a class (``4xx``) or a code (``403``)."""
-    return _EXPECT.match(expect) is not None
+    return _EXPECT.fullmatch(expect) is not None  # match: $ also matches before a final newline ("ok\n")
 
 
 def needs_codes(expect: str) -> bool:

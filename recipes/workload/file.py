@@ -13,7 +13,7 @@ from typing import Any
 
 from recipes.config import MAX_SECONDS, MIN_SECONDS
 from recipes.errors import ConfigError, ToolchainError
-from recipes.inputs import Table, parse_toml, read_text
+from recipes.inputs import Table, home_expanded, is_file, parse_toml, read_text
 from recipes.workload.model import Instance, Scenario, Workload
 from recipes.workload.registry import INSTANCE_MODES, PHASE_KINDS, RESOURCES
 from recipes.workload.scenario_format import HOW_TO_ADD, parse_scenario
@@ -32,7 +32,7 @@ def workload_path(project_dir: Path, name: str) -> Path:
     """A workload name (``demo-server``) is the project's ``profiles/<name>.toml``, else pgo-recipes' own
     ``profiles/<name>.toml``; a path (``x.toml``, ``dir/x``) is itself, relative to the project."""
     if name.endswith(".toml") or "/" in name:
-        path = Path(name).expanduser()
+        path = home_expanded(Path(name))
         return path if path.is_absolute() else project_dir / path
     own = project_dir / "profiles" / f"{name}.toml"
     builtin = BUILTIN_PROFILES / f"{name}.toml"
@@ -180,7 +180,7 @@ def _check_files(where: str, files: list[str], made: set[str], workload_dir: Pat
                 raise ConfigError(f"{where}: no file {name} is made by [setup]", f"it makes: {known}")
             continue  # under {work} or {project}: checked when the phase starts
         path = Path(name.format_map({"workload_dir": str(workload_dir)}))
-        if not path.is_file():
+        if not is_file(path):
             raise ConfigError(f"{where}: no file {path}", "fix the path, or create the file")
 
 
@@ -244,7 +244,7 @@ def _instance(table: Table, provided: set[str], earlier: dict[str, Instance], *,
     mode_name = table.string("mode", "command", choices=INSTANCE_MODES)
     mode = INSTANCE_MODES[mode_name]
     options = mode.parse(table)
-    env = table.mapping("env")
+    env = table.environment("env")
     phases = []
     phase_names: set[str] = set()
     same_as = None if bench else table.string("phases_from", choices=earlier if "phases_from" in table.data else None)

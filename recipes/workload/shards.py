@@ -117,6 +117,24 @@ def integer_weights(shares: Sequence[float], totals: Sequence[int]) -> list[int]
     return best[1]
 
 
+#: the largest weight ``llvm-profdata merge --weighted-input`` takes (a 64-bit unsigned integer)
+MAX_WEIGHT = 2**64 - 1
+
+
+def refuse_heavy(names: Sequence[str], weights: Sequence[int], shares: Sequence[float]) -> None:
+    """Refuse integer weights llvm-profdata cannot take: shares asked so far apart (``PGO_WEIGHTS=main=1e-300``),
+    or of shards whose total counts are, that one shard's weight is beyond :data:`MAX_WEIGHT`. Before, the merge
+    ran and failed with llvm-profdata's "input weight must be a positive integer"."""
+    heaviest = max(range(len(weights)), key=lambda i: weights[i])
+    if weights[heaviest] > MAX_WEIGHT:
+        asked = ", ".join(f"{name} {share:.3g}" for name, share in zip(names, shares, strict=True))
+        raise ConfigError(
+            f"the shares asked ({asked}) need the shard {names[heaviest]} weighed {float(weights[heaviest]):.3g} "
+            f"times, beyond the largest weight llvm-profdata takes ({MAX_WEIGHT})",
+            "ask for shares less far apart in PGO_WEIGHTS (or weights in [tool.pgo])",
+        )
+
+
 def weighted_inputs(weights: Sequence[int], profiles: Sequence[Path]) -> list[str]:
     """The ``--weighted-input=W,FILE`` arguments of the merge."""
     return [f"--weighted-input={w},{p}" for w, p in zip(weights, profiles, strict=True)]

@@ -65,10 +65,14 @@ def _project(tmp_path: Path) -> Path:
 
 
 def _nox(
-    argv: Sequence[str], project: Path, session: str, env: Mapping[str, str] | None = None
+    argv: Sequence[str],
+    project: Path,
+    session: str,
+    env: Mapping[str, str] | None = None,
+    posargs: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*argv, "-s", session],
+        [*argv, "-s", session, *(["--", *posargs] if posargs else [])],
         cwd=project,
         env=clean_env(env),
         capture_output=True,
@@ -153,6 +157,26 @@ def test_a_bad_number_is_one_line_before_any_build(tmp_path: Path, name: str, va
     assert len([x for x in output(proc).splitlines() if fragment in x]) == 1, line
     assert not (project / "pgo-work").exists()
     assert not (project / "target").exists()
+
+
+@pytest.mark.parametrize(
+    ("session", "posargs", "fragment"),
+    [
+        ("verify", ["v0.1.0", "--artefacts", "rel"], "no artefacts of v0.1.0 at {project}/rel ("),
+        ("image", ["v0.1.0", "--artefacts", "rel"], "no artefacts of v0.1.0 at {project}/rel ("),
+        ("release", ["v0.1.0", "--gather", "rel"], "no artefacts of v0.1.0 at {project}/rel ("),
+        ("cpu-baseline", ["--binary", "rel/hello-pgo"], "no binary at {project}/rel/hello-pgo ("),
+    ],
+)
+def test_a_relative_path_of_a_session_option_is_the_projects(
+    tmp_path: Path, session: str, posargs: list[str], fragment: str
+) -> None:
+    """Before, a relative --artefacts, --gather or --binary was taken from nox's own folder, the noxfile's: from
+    pgo-recipes' checkout under ``nox -f`` (a release written there, another folder verified)."""
+    project = _project(tmp_path)
+    proc = _nox([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py")], project, session, posargs=posargs)
+    assert_refused(proc, fragment.format(project=project))
+    assert not (REPO / "rel").exists()
 
 
 def test_a_workload_name_missing_from_the_project_is_pgo_recipes_own(tmp_path: Path) -> None:

@@ -3,13 +3,15 @@ output kept or discarded, cwd, {env:NAME}, and errors that name the phase."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
 
-from recipes.errors import ConfigError, TrainingFailed
+from recipes.errors import CommandFailed, ConfigError, TrainingFailed
 from recipes.results import WorkloadRun
 from recipes.train.command import TAIL_BYTES
 from recipes.train.trainer import Collect, RunSettings, run_workload
@@ -225,6 +227,54 @@ def test_a_missing_cwd_is_one_line(tmp_path: Path, instance: str, extra: str, wh
     assert caught.value.line() == (
         f"{where}: cwd {tmp_path / 'project' / 'nowhere'} is not a directory (create it, or fix cwd in the workload)"
     )
+
+
+@pytest.mark.refuses("cwd-not-directory")
+@pytest.mark.parametrize(
+    ("cwd", "shown"),
+    [
+        # RuntimeError of Path.expanduser before: a traceback mid-training
+        ("~nosuchuser/data", "~nosuchuser/data"),
+        # OSError ENAMETOOLONG of Path.is_dir before (a {env:NAME} may fill in anything)
+        ("{env:LONG}", "d" * 300),
+    ],
+)
+def test_a_cwd_no_directory_can_be_is_one_line(tmp_path: Path, cwd: str, shown: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _run(tmp_path, _workload(tmp_path, _phase("p", "true", f"cwd = {cwd!r}")), env={"LONG": "d" * 300})
+    assert caught.value.line() == (
+        f"phase cli/p: cwd {tmp_path / 'project' / shown} is not a directory (create it, or fix cwd in the workload)"
+    )
+
+
+@pytest.mark.refuses("command-arguments-too-long")
+@pytest.mark.parametrize(
+    ("phase", "instance"),
+    [
+        ('args = ["-c", "true", "' + "a" * 200_000 + '"]', ""),
+        ('args = ["-c", "true"]', 'env = { BIG = "' + "b" * 200_000 + '" }'),
+    ],
+    ids=["argument", "variable"],
+)
+def test_arguments_the_system_will_not_start_a_program_with_are_one_line(
+    tmp_path: Path, phase: str, instance: str
+) -> None:
+    # OSError E2BIG (Argument list too long) from Popen before: a traceback mid-training
+    path = tmp_path / "w.toml"
+    path.write_text(
+        f'[workload]\ndescription = "d"\n\n[[instance]]\nname = "cli"\n{instance}\n'
+        f'[[instance.phase]]\nname = "p"\nkind = "command"\n{phase}\n'
+    )
+    with pytest.raises(CommandFailed, match=r"cannot start sh: its arguments and environment are \d+ bytes, the "):
+        _run(tmp_path, path)
+
+
+@pytest.mark.refuses("env-variable-name-invalid")
+@pytest.mark.parametrize("name", ["A=B", ""])
+def test_an_env_name_no_process_can_be_given_is_refused(tmp_path: Path, name: str) -> None:
+    # ValueError (illegal environment variable name) when the run started, before: a traceback
+    with pytest.raises(ConfigError, match=rf"env: {re.escape(repr(name))} is not a variable name"):
+        load_workload(_workload(tmp_path, _phase("p", "true"), f'env = {{ {json.dumps(name)} = "x" }}'))
 
 
 def test_env_placeholder(tmp_path: Path) -> None:

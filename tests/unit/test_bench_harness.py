@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,41 @@ def test_cores_refused() -> None:
 )
 def test_parse_args_refusals(posargs: list[str], fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
+        cli.parse_args(posargs)
+
+
+@pytest.mark.refuses("bad-session-argument")
+@pytest.mark.parametrize(
+    ("posargs", "fragment"),
+    [
+        # --trials 99999999999999999999999 made the trials' order whole first: 9 GB in a minute, then killed
+        (
+            ["--trials", "99999999999999999999999"],
+            "argument --trials: '99999999999999999999999' is too large: at most ",
+        ),
+        (["--trials", "1001"], "'1001' is too large: at most 1000 trials"),
+        # ran each scenario 1e300 times its count (PGO_TRAIN_SCALE stops at 10000)
+        (["--scale", "1e300"], "argument --scale: '1e300' is too large: at most 10000 times each scenario's count"),
+        (["--trial-timeout", "1e308"], "'1e308' is too large: at most 604800 seconds"),
+    ],
+)
+def test_parse_args_refuses_what_no_bench_can_run(posargs: list[str], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        cli.parse_args(posargs)
+
+
+@pytest.mark.refuses("path-setting-no-file-can-have")
+@pytest.mark.parametrize(
+    ("posargs", "fragment"),
+    [
+        # RuntimeError of Path.expanduser, OSError ENAMETOOLONG of is_file: tracebacks before
+        (["--candidate", "~nosuchuser/pgo"], "--candidate: '~nosuchuser/pgo' starts with ~nosuchuser"),
+        (["--baseline", "~nosuchuser/plain"], "--baseline: '~nosuchuser/plain' starts with ~nosuchuser"),
+        (["--candidate", "c" * 300], "--candidate: '" + "c" * 60 + "…' holds a name of 300 bytes"),
+    ],
+)
+def test_parse_args_refuses_a_build_path_no_file_can_have(posargs: list[str], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
         cli.parse_args(posargs)
 
 
@@ -184,3 +220,9 @@ def test_a_command_scenario_whose_cwd_is_not_a_directory_is_refused(tmp_path: Pa
         command_parts(chosen, values, {})
     (tmp_path / "data").mkdir()
     assert command_parts(chosen, values, {}) == (["primes", "10"], tmp_path / "data")
+    # a cwd no directory can be: RuntimeError of Path.expanduser, OSError ENAMETOOLONG of is_dir, before
+    for cwd, shown in (("~nosuchuser/x", tmp_path / "~nosuchuser/x"), ("{env:LONG}", tmp_path / ("d" * 300))):
+        path.write_text((BUILTIN_PROFILES / "hello.toml").read_text() + scenario + f"cwd = {cwd!r}\n")
+        chosen = next(s for s in load_workload(path).scenarios if s.name == "x")
+        with pytest.raises(ConfigError, match=rf"scenario x: cwd {re.escape(str(shown))} is not a directory"):
+            command_parts(chosen, values, {"LONG": "d" * 300})

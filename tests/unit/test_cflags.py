@@ -295,6 +295,9 @@ def test_response_files_read_for_profile_flags(tmp_path: Path) -> None:
         cflags.refuse_profile_flags({"CXXFLAGS": "@loop.rsp"}, HOST, cross=False, cwd=tmp_path)
     with pytest.raises(EnvironmentRefused, match=r"CC names the response file .*/none.rsp, which cannot be read"):
         cflags.refuse_profile_flags({"CC": "clang-22 @none.rsp"}, HOST, cross=False, cwd=tmp_path)
+    os.mkfifo(tmp_path / "fifo.rsp")  # read before, and waited forever for a writer: the session hung
+    with pytest.raises(EnvironmentRefused, match=r"fifo.rsp, which cannot be read \(not a file: a fifo, socket"):
+        cflags.refuse_profile_flags({"CFLAGS": "@fifo.rsp"}, HOST, cross=False, cwd=tmp_path)
     cflags.refuse_profile_flags({"CRATE_CC_NO_DEFAULTS": "1", "CC": "ccache clang-22"}, HOST, cross=False)
 
 

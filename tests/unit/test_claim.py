@@ -89,6 +89,42 @@ def test_a_symbolic_link_inside_is_refused_naming_it_and_nothing_is_written_thro
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.refuses("work-dir-folder-not-folder")
+@pytest.mark.parametrize("name", ["train", "bin", "observed", "optimised", "children", "logs"])
+def test_a_file_where_the_pipeline_keeps_a_folder_is_refused(tmp_path: Path, name: str) -> None:
+    # before: the session's first mkdir there raised (FileExistsError, NotADirectoryError): a traceback of train
+    # (train), optimise (bin, observed, optimised), or a misleading line of merge (logs: "cannot write
+    # <bin>.profdata: File exists (free space in PGO_OUT ...)")
+    work = tmp_path / "work"
+    with claim(work, "pgo"):
+        pass
+    (work / name).write_text("not a folder")
+    with pytest.raises(WorkDirError) as caught, claim(work, "pgo"):
+        pass
+    assert caught.value.line() == (
+        f"{work / name} is not a folder, and the pipeline keeps one there (remove it (the pipeline makes its folders "
+        "itself), or give PGO_OUT another folder)"
+    )
+
+
+@pytest.mark.refuses("work-dir-fifo-socket-device")
+@pytest.mark.parametrize("inside", ["logs/merge.log", "logs/train-cli-collatz.log", "report.json"])
+def test_a_fifo_inside_is_refused_naming_it(tmp_path: Path, inside: str) -> None:
+    # a log there was opened for writing before, and the session waited forever for a reader (merge, train)
+    work = tmp_path / "work"
+    with claim(work, "pgo"):
+        pass
+    fifo = work / inside
+    fifo.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(fifo)
+    with pytest.raises(WorkDirError) as caught, claim(work, "pgo"):
+        pass
+    assert caught.value.line() == (
+        f"{fifo} is a fifo, socket or device, and the pipeline writes only files and folders in the work dir "
+        "(remove it (the pipeline makes its files itself), or give PGO_OUT another folder)"
+    )
+
+
 def test_links_inside_target_dirs_and_a_workloads_scratch_are_not_looked_for(tmp_path: Path) -> None:
     """Nor in those of a work dir inside it (a release of several targets: one per target, marked)."""
     inner = "x86_64-unknown-linux-gnu"

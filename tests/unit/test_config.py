@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,86 @@ def test_bad_values_name_their_source(tmp_path: Path, env: dict[str, str], messa
 def test_unknown_posarg(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown argument '--min-fuctions'.*--min-functions"):
         load_config(_project(tmp_path), {}, ["--min-fuctions", "3"])
+
+
+@pytest.mark.refuses("unknown-malformed-session-argument")
+@pytest.mark.parametrize(
+    ("posargs", "message"),
+    [
+        # taken for --min-functions before: an abbreviation is refused, as a session's own options refuse one
+        (["--min", "5"], r"--min is an abbreviation of --min-functions \(write --min-functions whole\)"),
+        (["--man=x"], r"--man is an abbreviation of --manifest \(write --manifest whole\)"),
+        # argparse's usage (twenty lines) and exit 2 before: no refusal line
+        (
+            ["--m", "1"],
+            r"--m is an abbreviation of --manifest or --min-functions or .*\(write the one you mean whole\)",
+        ),
+        (["--=x"], r"unknown argument '--=x'"),
+    ],
+)
+def test_abbreviated_posarg_is_refused(tmp_path: Path, posargs: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(_project(tmp_path), {}, posargs)
+
+
+@pytest.mark.refuses("path-setting-no-file-can-have")
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        # before: OSError ENAMETOOLONG from Path.is_file() in make_plan, a traceback
+        (
+            {"PGO_MANIFEST": "x" * 300},
+            r"PGO_MANIFEST: 'x{60}…' holds a name of 300 bytes, and a file name is at most 255",
+        ),
+        ({"PGO_OUT": "/w/" + "d/" * 2100}, r"PGO_OUT: '/w/d/d.*' is a path of \d+ bytes, and a path is at most 4095"),
+        ({"PGO_PROFILE_STORE": "s/" + "y" * 256}, r"PGO_PROFILE_STORE: .* holds a name of 256 bytes"),
+        ({"PGO_WORKLOAD": "hello," + "w" * 251}, r"PGO_WORKLOAD: 'w+…' holds a name of 256 bytes"),
+        # before: RuntimeError from Path.expanduser(), a traceback
+        (
+            {"PGO_MANIFEST": "~nosuchuser/Cargo.toml"},
+            r"PGO_MANIFEST: '~nosuchuser/Cargo.toml' starts with ~nosuchuser, ",
+        ),
+        ({"PGO_PROFDATA": "~nosuchuser/p.profdata"}, r"PGO_PROFDATA: .* no home directory of nosuchuser here"),
+        ({"PGO_WORKLOAD": "~nosuchuser/main.toml"}, r"PGO_WORKLOAD: .* \(write the path without ~\)"),
+    ],
+)
+def test_a_path_no_file_can_have_is_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(_project(tmp_path), env)
+
+
+@pytest.mark.refuses("pgo-cargo-not-cargo-build-command")
+@pytest.mark.parametrize(
+    ("cargo", "message"),
+    [
+        # each built first before, and failed or built something else
+        ("cargo test", r"PGO_CARGO: 'cargo test' is not a cargo build command"),
+        ("cargo run", r"'cargo run' is not a cargo build command"),
+        ("cargo + build", r"'cargo \+ build' is not a cargo build command"),  # rustup: invalid toolchain name ''
+        (
+            "cargo build --target aarch64-unknown-linux-gnu",
+            r"gives --target, which the pipeline gives .*set PGO_TARGET",
+        ),
+        ("cargo build --profile=dev", r"gives --profile, which .*\[profile.release\] of Cargo.toml"),
+        ("cargo +1.94.0 build --bin other", r"gives --bin, which the pipeline gives cargo itself \(set PGO_BIN\)"),
+    ],
+)
+def test_a_cargo_command_the_pipeline_cannot_build_with_is_refused(tmp_path: Path, cargo: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(_project(tmp_path), {"PGO_CARGO": cargo})
+
+
+@pytest.mark.parametrize("cargo", ["cargo build", "cargo +1.94.0 zigbuild", "cargo build -Zbuild-std", "cargo  build"])
+def test_a_cargo_build_command_is_taken(tmp_path: Path, cargo: str) -> None:
+    assert load_config(_project(tmp_path), {"PGO_CARGO": cargo}).cargo == tuple(cargo.split())
+
+
+@pytest.mark.refuses("pgo-workload-names-empty-workload")
+@pytest.mark.parametrize("workload", [",", "main,,breadth", "main,", " , "])
+def test_an_empty_workload_name_is_refused(tmp_path: Path, workload: str) -> None:
+    # left out before: PGO_WORKLOAD=, trained the binary's default workload, main,,breadth two shards
+    with pytest.raises(ConfigError, match=rf"PGO_WORKLOAD: {re.escape(repr(workload))} names an empty workload"):
+        load_config(_project(tmp_path), {"PGO_WORKLOAD": workload})
 
 
 def test_another_manifest_drops_the_pyproject_crate(tmp_path: Path) -> None:
@@ -204,6 +285,30 @@ def test_a_pyproject_value_that_is_not_a_string_refused(tmp_path: Path, table: s
     key = table.split(maxsplit=1)[0]
     with pytest.raises(ConfigError, match=rf"\[tool.pgo\] {key}: expected a string, got {got}"):
         load_config(_project(tmp_path, table), {})
+
+
+@pytest.mark.refuses("tool-pgo-value-not-string-where-one")
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        # read as the strings "2.3" and "1.1" before: a glibc limit of 2.3 refuses every binary; a wrong package
+        ("max_glibc = 2.30", r"max_glibc: the number 2.3 where a string is expected .*\(write it as a string, quoted"),
+        ("package = 1.10", r"package: the number 1.1 where a string is expected"),
+        # joined with str() before: the shards "1" and "2", the feature "True", the shard "['a']"
+        ("workload = [1, 2]", r"workload: expected a list of strings, got the number 1 in it"),
+        ("features = [true]", r"features: expected a list of strings, got the boolean true in it"),
+        ("workload = [['a'], 'b']", r"workload: expected a list of strings, got a list in it"),
+        ("c = [{ name = 'zstd-sys' }]", r"c: expected a list of strings, got an object in it"),
+    ],
+)
+def test_a_pyproject_value_of_another_type_than_its_setting_refused(tmp_path: Path, table: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(_project(tmp_path, table), {})
+
+
+def test_a_pyproject_number_where_a_number_is_read_is_taken(tmp_path: Path) -> None:
+    config = load_config(_project(tmp_path, "min_functions = 30\ntrain_scale = 0.50\nbin = 7\nlocked = 1"), {})
+    assert (config.min_functions, config.train_scale, config.bin, config.locked) == (30, 0.5, "7", True)
 
 
 @pytest.mark.refuses("pyproject-toml-not-utf-8-text")

@@ -135,6 +135,27 @@ def test_posargs() -> None:
         cpu.parse_cpu_args(["--cpu", "max"])
 
 
+@pytest.mark.refuses("cpu-baseline-unknown-session-argument")
+@pytest.mark.parametrize(
+    ("posargs", "message"),
+    [
+        # taken for --binary before
+        (["--b", "/bin/true"], r"--b is an abbreviation of --binary \(write --binary whole\)"),
+        # argparse's usage and exit 2 before (--= could be --binary or --run)
+        (["--=x"], r"unknown argument '--=x'"),
+        # the work dir's optimised binary before
+        (["--binary", ""], r"--binary needs a path"),
+        # OSError ENAMETOOLONG from is_file() before: a traceback
+        (["--binary", "b" * 300], r"--binary: 'b+…' holds a name of 300 bytes"),
+        # a folder named ~nosuchuser before; ~ is now expanded as in the other paths given
+        (["--binary", "~nosuchuser/hello"], r"--binary: '~nosuchuser/hello' starts with ~nosuchuser"),
+    ],
+)
+def test_bad_posargs_are_one_line(posargs: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        cpu.parse_cpu_args(posargs)
+
+
 @pytest.mark.refuses("cpu-baseline-work-dir-names-no-optimised", "cpu-baseline-last-optimised-build-failed-checks")
 def test_no_optimised_binary_in_the_work_dir(tmp_path: Path) -> None:
     path = tmp_path / "report.json"

@@ -117,7 +117,7 @@ def test_expect_values(expect: str, valid: bool, codes: bool) -> None:
     assert h2load.needs_codes(expect) is codes
 
 
-@pytest.mark.parametrize("expect", ["OK", "6xx", "40", "2xxx", "fine", ""])
+@pytest.mark.parametrize("expect", ["OK", "6xx", "40", "2xxx", "fine", "", "ok\n", "500\n"])
 def test_bad_expect_values(expect: str) -> None:
     assert not h2load.valid_expect(expect)
 

@@ -118,6 +118,8 @@ def _edit(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
         (lambda m: m.update(profile_sha256="x"), "'profile_sha256' is 'x', not a sha256 (64 hex digits)"),
         (lambda m: m["bolt"].update(profile_sha256="y"), "bolt: 'profile_sha256' is 'y', not a sha256"),
         (lambda m: m.update(workload_sha256="z"), "'workload_sha256' is 'z', not a sha256"),
+        # taken for a sha256 before ($ matches before a final newline), then unequal to SHA256SUMS' line
+        (lambda m: m.update(profile_sha256="a" * 64 + "\n"), f"'profile_sha256' is '{'a' * 64}\\n', not a sha256"),
         (
             lambda m: m.update(c_code={"profiled": True, "crates": [{"crate": "ring"}]}),
             "c_code: crates[0]: 'compilers' is",

@@ -97,6 +97,22 @@ def test_zigbuild_needs_a_generate_linker_only_where_it_instruments(tmp_path: Pa
     preflight.check(config, clean_env(), HOST, instruments=False)  # optimise, pgo-test, rebuild
 
 
+@pytest.mark.refuses("pgo-generate-linker-names-no-program")
+@pytest.mark.parametrize("linker", ["no-such-linker", "/usr/bin/no-such-linker", "/etc/passwd", "x" * 300])
+def test_a_generate_linker_that_is_no_program_is_refused_before_anything(tmp_path: Path, linker: str) -> None:
+    # before: cargo clean and the instrumented build ran, and failed at the link (rustc: linker `…` not found)
+    config = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "store"), PGO_GENERATE_LINKER=linker)
+    with pytest.raises(ConfigError, match=rf"PGO_GENERATE_LINKER={linker}: no such program, and the instrumented"):
+        preflight.check(config, clean_env(), HOST)
+    preflight.check(config, clean_env(), HOST, instruments=False)  # optimise links with the build's own linker
+
+
+@pytest.mark.parametrize("linker", ["cc", "/usr/bin/cc", "tools/my-linker"])
+def test_a_generate_linker_that_is_a_program_or_relative_passes(tmp_path: Path, linker: str) -> None:
+    config = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "store"), PGO_GENERATE_LINKER=linker)
+    preflight.check(config, clean_env(), HOST)
+
+
 @pytest.mark.refuses("work-dir-store-inside-one-another-one")
 @pytest.mark.parametrize(
     ("out", "store", "said"),

@@ -423,6 +423,17 @@ def test_reclaim_of_a_folder_that_is_not_there_is_nothing(tmp_path: Path) -> Non
     assert procs.reclaim(tmp_path / "absent") == []
 
 
+def test_reclaim_passes_over_what_is_not_a_record(tmp_path: Path) -> None:
+    """A fifo among the records was read, and the next session in the work dir waited forever for a writer;
+    garbage, a folder and a fifo are no record of a child: nothing to kill, and they go as any record."""
+    folder = tmp_path / "children"
+    folder.mkdir()
+    (folder / "garbage").write_text("not a record")
+    (folder / "folder").mkdir()
+    os.mkfifo(folder / "fifo")
+    assert procs.reclaim(folder) == []
+
+
 def test_reclaim_leaves_the_children_of_a_session_still_running(tmp_path: Path) -> None:
     """Two sessions in one work dir at once: the second does not take the first's running children for orphans."""
     folder = tmp_path / "children"

@@ -158,3 +158,24 @@ def test_a_profile_without_functions_is_not_usable(tool: ProfdataTool, tmp_path:
         CheckFailed, match=rf"PGO_PROFDATA {empty} has no functions \(train again: the profile is empty"
     ):
         check_usable(tool, empty, env=os.environ, log=tmp_path / "logs" / "show.log", what="PGO_PROFDATA")
+
+
+#: a text profile of one function: llvm-profdata show reads it, rustc's -Cprofile-use does not
+ONE_FUNCTION = ":ir\nmain\n# Func Hash:\n12345\n# Num Counters:\n1\n# Counter Values:\n100\n"
+
+
+@pytest.mark.refuses("pgo-profdata-not-indexed-profile")
+def test_a_profile_that_is_not_indexed_is_not_usable(tool: ProfdataTool, tmp_path: Path) -> None:
+    """Before, show read it, the store took it and the build used it: rustc's "invalid instrumentation profile data
+    (bad magic)" refused it after the build (a .profraw, met with PGO_PROFDATA=<work>/profraw/….profraw)."""
+    text = tmp_path / "one.proftext"
+    text.write_text(ONE_FUNCTION)
+    with pytest.raises(
+        CheckFailed,
+        match=rf"PGO_PROFDATA {text} is a text profile, not an indexed profile: -Cprofile-use reads only what "
+        rf"llvm-profdata merge writes \(merge it first: llvm-profdata merge -o merged.profdata {text}\)",
+    ):
+        check_usable(tool, text, env=os.environ, log=tmp_path / "logs" / "show.log", what="PGO_PROFDATA")
+    indexed = tmp_path / "one.profdata"
+    merge(tool, [text], indexed, env=os.environ, log=tmp_path / "logs" / "merge.log")
+    assert check_usable(tool, indexed, env=os.environ, log=tmp_path / "logs" / "show.log", what="x").total_functions

@@ -116,3 +116,25 @@ def test_verify_refuses_a_malformed_base_as_itself_and_a_base_without_rebuild() 
         parse_verify(["v1.2.3", "--base", f"/layout@sha256:{'a' * 64}"])
     args = parse_verify(["v1.2.3", "--rebuild", "--base", f"/layout@sha256:{'a' * 64}"])
     assert args.base is not None and args.base.digest == f"sha256:{'a' * 64}"
+
+
+@pytest.mark.refuses("option-without-value")
+def test_a_value_given_to_a_flag_is_refused_as_such() -> None:
+    # before: '--rebuild needs a value (write --rebuild VALUE)', for an option that takes none
+    with pytest.raises(ConfigError, match=r"^--rebuild takes no value \(write --rebuild alone\)$"):
+        parse_verify(["v1.2.3", "--rebuild=1"])
+
+
+@pytest.mark.refuses("path-setting-no-file-can-have")
+@pytest.mark.parametrize(
+    ("posargs", "message"),
+    [
+        # OSError ENAMETOOLONG when the folder was first looked at, before: a traceback of verify, image, release
+        (["--artefacts", "a" * 300], r"--artefacts: 'a+…' holds a name of 300 bytes, and a file name is at most 255"),
+        (["--gather", "g" * 256], r"--gather: 'g+…' holds a name of 256 bytes"),
+        (["--artefacts", "~nosuchuser/dist"], r"--artefacts: '~nosuchuser/dist' starts with ~nosuchuser, and there is"),
+    ],
+)
+def test_a_folder_no_file_can_have_is_refused_with_the_arguments(posargs: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_release(["v1.2.3", *posargs])

@@ -44,7 +44,7 @@ def test_release_tags(tag: str) -> None:
 
 
 @pytest.mark.refuses("tag-not-vx-y-z")
-@pytest.mark.parametrize("tag", ["1.2.3", "v1.2", "v1.2.3.4", "v01.2.3", "release", "v1.2.3-", "v1.2.3 "])
+@pytest.mark.parametrize("tag", ["1.2.3", "v1.2", "v1.2.3.4", "v01.2.3", "release", "v1.2.3-", "v1.2.3 ", "v1.2.3\n"])
 def test_ill_formed_tags_refused(tag: str) -> None:
     with pytest.raises(ConfigError, match="is not a release tag"):
         check_tag(tag)

@@ -20,6 +20,7 @@ from recipes.workload.shards import (
     integer_weights,
     plan_shards,
     reached_shares,
+    refuse_heavy,
     weighted_inputs,
 )
 
@@ -270,3 +271,14 @@ def test_the_shards_of_the_plan_weigh_one_unless_weighed(tmp_path: Path) -> None
     ]
     assert asked_shares([s.weight for s in shards]) == [0.25, 0.75]
     assert plan_shards(load_config(_project(tmp_path), {"PGO_WORKLOAD": "main.toml"})) == ()
+
+
+@pytest.mark.refuses("shard-weight-beyond-llvm-profdata")
+def test_shares_so_far_apart_that_a_weight_is_beyond_llvm_profdata_are_refused() -> None:
+    """PGO_WEIGHTS=main=1e-300 (any number above 0 is taken): before, llvm-profdata merge ran with a weight of 301
+    digits and failed ("input weight must be a positive integer"), after the training."""
+    shares = asked_shares([1e-300, 1.0])
+    weights = integer_weights(shares, [1000, 1000])
+    with pytest.raises(ConfigError, match=r"need the shard breadth weighed 1e\+300 times, beyond the largest weight"):
+        refuse_heavy(["main", "breadth"], weights, shares)
+    refuse_heavy(["main", "breadth"], integer_weights(asked_shares([9.0, 1.0]), [1000, 50]), asked_shares([9.0, 1.0]))

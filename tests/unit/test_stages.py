@@ -16,14 +16,14 @@ import pytest
 
 from recipes import report
 from recipes.config import load_config
-from recipes.errors import CheckFailed, ConfigError, MissingInput, StoreError
+from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, StoreError
 from recipes.llvm import boltlib
 from recipes.plan import BuildPlan
 from recipes.results import InstrumentResult, MergeResult, Report
 from recipes.stages import pipeline
 from recipes.stages.instrument import instrumented_env
 from recipes.stages.merge import refuse_other_rustc
-from recipes.stages.optimise import _optimised_env, _profile_to_use, check_same_build
+from recipes.stages.optimise import _optimised_env, _profile_to_use, check_same_build, target_dir_lock
 from recipes.stages.plain import link_flags
 from recipes.stages.test import suite_argv
 from recipes.stages.train import instrumented_binary
@@ -295,3 +295,14 @@ def test_pgo_without_a_workload_is_refused_before_anything_is_built(
 ) -> None:
     with pytest.raises(ConfigError, match=r"no workload file .*profiles/demo\.toml"):
         _chained(_plan(tmp_path), monkeypatch)
+
+
+@pytest.mark.refuses("optimise-target-dir-lock-not-file")
+def test_an_optimise_lock_that_is_not_a_file_is_refused(tmp_path: Path) -> None:
+    # a directory there: IsADirectoryError from filelock before, a traceback of nox -s optimise
+    (tmp_path / ".pgo-optimise.lock").mkdir()
+    with pytest.raises(CommandFailed, match=r"\.pgo-optimise\.lock is not a file, and optimise locks the crate's"):
+        target_dir_lock(tmp_path)
+    (tmp_path / ".pgo-optimise.lock").rmdir()
+    with target_dir_lock(tmp_path):
+        assert (tmp_path / ".pgo-optimise.lock").is_file()

@@ -4,6 +4,7 @@ import multiprocessing
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,25 @@ def test_put_names_by_content_mode_0700(tmp_path: Path) -> None:
     assert (store.root.stat().st_mode & 0o777) == 0o700
     assert store.put(_profile(tmp_path, b"profile one", "again.profdata")) == stored
     assert [p.name for p in store.root.iterdir() if not p.name.startswith(".")] == [stored.name]
+
+
+@pytest.mark.refuses("store-lock-not-file")
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [
+        (Path.mkdir, "a directory"),  # IsADirectoryError from filelock before: a traceback
+        (os.mkfifo, "not a file (a fifo, socket or device)"),
+        (lambda lock: lock.symlink_to(lock.parent / "elsewhere"), "a symlink"),
+    ],
+)
+def test_a_lock_that_is_not_a_file_is_refused(tmp_path: Path, make: Callable[[Path], object], kind: str) -> None:
+    store = ProfileStore(tmp_path / "store")
+    store.ensure()
+    lock = store.root / ".lock"
+    make(lock)
+    with pytest.raises(StoreError, match=rf"the profile store's lock {lock} is {re.escape(kind)} \(remove it"):
+        store.put(_profile(tmp_path, b"profile one"))
+    assert [p.name for p in store.root.iterdir() if p.suffix == ".profdata"] == []
 
 
 @pytest.mark.refuses("pgo-profile-store-not-absolute-path")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,7 +11,14 @@ from recipes.errors import ToolchainError
 from recipes.toolchain import zig
 from recipes.toolchain.cargo.invocation import build_argv
 from recipes.toolchain.cargo.metadata import CrateInfo
-from recipes.toolchain.rustc import RustcInfo, find_profdata, parse_llvm_version, parse_rustc_vv, split_toolchain
+from recipes.toolchain.rustc import (
+    RustcInfo,
+    find_profdata,
+    parse_llvm_version,
+    parse_rustc_vv,
+    resolve_rustc,
+    split_toolchain,
+)
 from tests.conftest import DATA
 
 
@@ -88,6 +96,22 @@ def test_find_profdata_none_of_the_major(tmp_path: Path) -> None:
 def test_find_profdata_explicit_missing() -> None:
     with pytest.raises(ToolchainError, match="no such program"):
         find_profdata(_info(22), Path("/nonexistent"), {"PATH": "/usr/bin"}, "/no/such/llvm-profdata")
+
+
+@pytest.mark.refuses("pgo-llvm-profdata-no-such-program")
+@pytest.mark.parametrize("name", ["x" * 300, "/usr/bin/" + "y" * 256])
+def test_find_profdata_explicit_name_no_file_can_have(name: str) -> None:
+    # OSError ENAMETOOLONG from Path.is_file() before: a traceback
+    with pytest.raises(ToolchainError, match=r"PGO_LLVM_PROFDATA=.*: no such program"):
+        find_profdata(_info(22), Path("/nonexistent"), {"PATH": "/usr/bin"}, name)
+
+
+@pytest.mark.refuses("rustc-program-not-found")
+@pytest.mark.parametrize("program", ["~nosuchuser/bin/rustc", "/opt/" + "r" * 300 + "/rustc"])
+def test_a_rustc_path_no_file_can_have_is_no_program(tmp_path: Path, program: str) -> None:
+    # RuntimeError of Path.expanduser, OSError ENAMETOOLONG of Path.is_file, before: tracebacks
+    with pytest.raises(ToolchainError, match=rf"RUSTC names rustc {re.escape(program)}, which is no program here"):
+        resolve_rustc(tmp_path, {"PATH": "/usr/bin", "RUSTC": program}, [])
 
 
 # --- +toolchain in PGO_CARGO ------------------------------------------------------------------------------------

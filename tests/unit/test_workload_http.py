@@ -99,6 +99,9 @@ def test_good_server_workload(tmp_path: Path) -> None:
         ('kind = "handshakes"', 'kind = "grpc"', r"kind: unknown value 'grpc'"),
         ("{bodies}/form-2k.txt", "{bodies}/form-3k.txt", r"no file \{bodies\}/form-3k.txt is made by \[setup\]"),
         ("{bodies}/form-2k.txt", "{workload_dir}/nope.bin", r"no file .*/nope.bin"),
+        # OSError ENAMETOOLONG of Path.is_file before: a traceback
+        ("{bodies}/form-2k.txt", "{workload_dir}/" + "n" * 300, r"no file .*/n{300} \(fix the path"),
+        ("docroot = true", 'docroot = "~nosuchuser/site"', r"docroot: no folder .*/~nosuchuser/site \(create it"),
         ("docroot = true", "docrot = true", r"docrot: unknown setup resource.*did you mean 'docroot'"),
         ('certs = ["ecdsa"]', 'certs = ["dsa"]', r"unknown key type 'dsa'"),
         ("upstream = true\n", "\n", r"unknown placeholder \{upstream\}"),

@@ -15,7 +15,7 @@ _TAG = re.compile(r"^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z][0-9A
 
 def check_tag(text: str) -> str:
     """A release tag ``vX.Y.Z`` (an optional ``-rc.1`` suffix); anything else is a :class:`ConfigError`."""
-    if not _TAG.match(text):
+    if not _TAG.fullmatch(text):  # match: $ also matches before a final newline ("v1.2.3\n")
         raise ConfigError(f"{text!r} is not a release tag", "give the tag first, as vX.Y.Z: nox -s release -- v1.2.3")
     return text
 
@@ -43,7 +43,10 @@ class Option:
     hint: str | None = None
 
     def missing(self) -> ConfigError:
-        """The refusal of this option without its value (none, an empty one, or the next option)."""
+        """The refusal of this option without its value (none, an empty one, or the next option); of a flag, the
+        refusal of a value given to it (``--rebuild=1``)."""
+        if self.kind == "flag":
+            return ConfigError(f"{self.flag} takes no value", f"write {self.flag} alone")
         if self.kind == "folders":
             hint = self.hint or f"write {self.flag} DIR [DIR ...]"
             return ConfigError(f"{self.flag} needs at least one folder", hint)
