@@ -153,6 +153,26 @@ def test_dead_upstream_phase_needs_the_upstream(tmp_path: Path) -> None:
         load_workload(_write(tmp_path, text))
 
 
+@pytest.mark.refuses("unknown-placeholder-lone-brace-bad-env-placeholder")
+@pytest.mark.parametrize(
+    ("old", "new", "told"),
+    [
+        # a PUT phase's body, as the refusal of a body-less PUT suggests, without [setup] docroot (seen on dufs 0.47.0)
+        ("docroot = true\n", "", "{bodies} is made by [setup] docroot = true: add it to the workload's [setup] table"),
+        ("upstream = true\n", "", "{upstream} is made by [setup] upstream = true: add it"),
+        ("'{ecdsa_cert}'", "'{rsa_cert}'", '{rsa_cert} is made by [setup] certs = ["rsa"]: add it'),
+    ],
+)
+def test_a_setup_placeholder_without_its_setup_line_names_the_line(
+    tmp_path: Path, old: str, new: str, told: str
+) -> None:
+    text = GOOD.replace(old, new, 1).replace('upstream = "down"\n', "" if "upstream" in old else 'upstream = "down"\n')
+    with pytest.raises(ConfigError, match=r"unknown placeholder \{") as caught:
+        load_workload(_write(tmp_path, text))
+    assert told in caught.value.line(), caught.value.line()
+    assert "known: " in caught.value.line()
+
+
 @pytest.mark.refuses("phase-kind-instance-mode-cannot-run")
 def test_http_phase_in_a_command_instance_is_refused(tmp_path: Path) -> None:
     text = """
