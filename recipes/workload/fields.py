@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from recipes.inputs import Table
 from recipes.web import h2load
 
@@ -53,3 +55,15 @@ def parse_headers(table: Table) -> list[str]:
         if ":" not in header.lstrip(":"):
             raise table.error("headers", f"{header!r} is not 'name: value'")
     return headers
+
+
+def header_method(headers: Iterable[str]) -> str | None:
+    """The method a ``:method: X`` header gives the requests (h2load's override of its own; the last one wins), or
+    None."""
+    method = None
+    for header in headers:
+        if header.startswith(":"):
+            name, _, value = header[1:].partition(":")
+            if name.strip().lower() == "method" and value.strip():
+                method = value.strip()
+    return method
