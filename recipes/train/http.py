@@ -33,7 +33,7 @@ from recipes.errors import TrainingFailed
 from recipes.inputs import Table, fill
 from recipes.runner import plural, quote, say, show
 from recipes.web import h2load
-from recipes.workload.fields import header_method, parse_expect, parse_headers, parse_paths
+from recipes.workload.fields import header_method, parse_expect, parse_headers, parse_paths, refuse_head_over_http1
 from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
 
 HEARTBEAT_SECONDS = 15.0
@@ -267,6 +267,7 @@ class HttpPhase(Phase):
             raise table.error("body", "a GET phase sends no body", 'set method = "POST"')
         headers = parse_headers(table)
         protocol = table.string("protocol", "h2", choices=("h1", "h2"))
+        refuse_head_over_http1(table, headers, protocol)
         min_mean_body = table.integer("min_mean_body", minimum=0)
         max_mean_body = table.integer("max_mean_body", minimum=0)
         if min_mean_body is not None and max_mean_body is not None and min_mean_body > max_mean_body:

@@ -67,3 +67,15 @@ def header_method(headers: Iterable[str]) -> str | None:
             if name.strip().lower() == "method" and value.strip():
                 method = value.strip()
     return method
+
+
+def refuse_head_over_http1(table: Table, headers: Iterable[str], protocol: str) -> None:
+    """h2load's HTTP/1.1 client does not know a HEAD response has no body: it waits for the ``content-length`` bytes
+    the headers announce, and every request runs out of time (seen on dufs 0.47.0: HTTP/2 ends the stream)."""
+    if protocol == "h1" and (header_method(headers) or "").upper() == "HEAD":
+        raise table.error(
+            "headers",
+            "HEAD over HTTP/1.1: h2load waits for the body the response's content-length announces, and the "
+            "requests never complete",
+            'send HEAD requests over HTTP/2: protocol = "h2"',
+        )
