@@ -33,7 +33,7 @@ from recipes.errors import TrainingFailed
 from recipes.inputs import Table, fill
 from recipes.runner import plural, quote, say, show
 from recipes.web import h2load
-from recipes.workload.fields import parse_expect, parse_headers, parse_paths
+from recipes.workload.fields import header_method, parse_expect, parse_headers, parse_paths, refuse_head_over_http1
 from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
 
 HEARTBEAT_SECONDS = 15.0
@@ -266,6 +266,8 @@ class HttpPhase(Phase):
         if method == "GET" and body is not None:
             raise table.error("body", "a GET phase sends no body", 'set method = "POST"')
         headers = parse_headers(table)
+        protocol = table.string("protocol", "h2", choices=("h1", "h2"))
+        refuse_head_over_http1(table, headers, protocol)
         min_mean_body = table.integer("min_mean_body", minimum=0)
         max_mean_body = table.integer("max_mean_body", minimum=0)
         if min_mean_body is not None and max_mean_body is not None and min_mean_body > max_mean_body:
@@ -276,7 +278,7 @@ class HttpPhase(Phase):
             name,
             timeout,
             requests=table.integer("requests", required=True, minimum=1),
-            protocol=table.string("protocol", "h2", choices=("h1", "h2")),
+            protocol=protocol,
             scheme=table.string("scheme", "http", choices=("http", "https")),
             paths=paths,
             method=method,
@@ -293,6 +295,14 @@ class HttpPhase(Phase):
 
     def texts(self) -> list[str]:
         return [*self.paths, *self.headers, *([self.body] if self.body else [])]
+
+    @property
+    def sent_method(self) -> str:
+        """The requests' method: PUT (its ``:method`` header goes last, so h2load takes it), else a ``:method: X``
+        header's X (``headers = [":method: HEAD"]``), else ``method``."""
+        if self.method == "PUT":
+            return "PUT"
+        return header_method(self.headers) or self.method
 
     def files(self) -> list[str]:
         return [self.body] if self.body else []
@@ -341,7 +351,7 @@ class HttpPhase(Phase):
         codes_log = codes_log_for(ctx, self.name, self.expect)
         urls = self._urls(ctx, label, requests)
         say(
-            f"{label}: {plural(requests, self.method + ' request')}, {self.protocol} over {self.scheme}, "
+            f"{label}: {plural(requests, self.sent_method + ' request')}, {self.protocol} over {self.scheme}, "
             f"{plural(len(self.paths), 'path')}, {plural(self.connections, 'connection')}"
             f"{' (a new one per request)' if self.one_per_connection else ''}, expect {self.expect}"
         )

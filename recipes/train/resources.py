@@ -50,6 +50,9 @@ class Certs(Resource):
     def placeholders(self, options: Any) -> set[str]:
         return {f"{kind}_{part}" for kind in options for part in ("cert", "key")}
 
+    def offers(self) -> dict[str, str]:
+        return {f"{kind}_{part}": f'certs = ["{kind}"]' for kind in certs.KEY_TYPES for part in ("cert", "key")}
+
     def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:
         return nullcontext(LiveResource(certs.make_certs(options, ctx.scratch / "certs", env=ctx.env, logs=ctx.logs)))
 
@@ -111,6 +114,9 @@ class Docroot(Resource):
 
     def placeholders(self, options: Any) -> set[str]:  # noqa: ARG002  (the Resource interface)
         return {"docroot", "bodies"}
+
+    def offers(self) -> dict[str, str]:
+        return {"docroot": "docroot = true", "bodies": "docroot = true"}
 
     def files(self, options: Any) -> set[str]:
         options = _docroot_options(options)
@@ -190,6 +196,9 @@ class Upstream(Resource):
 
     def placeholders(self, options: Any) -> set[str]:  # noqa: ARG002  (the Resource interface)
         return {"upstream", "upstream_port", "dead_port"}
+
+    def offers(self) -> dict[str, str]:
+        return dict.fromkeys(("upstream", "upstream_port", "dead_port"), "upstream = true")
 
     def start(self, options: Any, ctx: ResourceContext) -> AbstractContextManager[LiveResource]:  # noqa: ARG002
         @contextmanager

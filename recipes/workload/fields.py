@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from recipes.inputs import Table
 from recipes.web import h2load
 
@@ -53,3 +55,27 @@ def parse_headers(table: Table) -> list[str]:
         if ":" not in header.lstrip(":"):
             raise table.error("headers", f"{header!r} is not 'name: value'")
     return headers
+
+
+def header_method(headers: Iterable[str]) -> str | None:
+    """The method a ``:method: X`` header gives the requests (h2load's override of its own; the last one wins), or
+    None."""
+    method = None
+    for header in headers:
+        if header.startswith(":"):
+            name, _, value = header[1:].partition(":")
+            if name.strip().lower() == "method" and value.strip():
+                method = value.strip()
+    return method
+
+
+def refuse_head_over_http1(table: Table, headers: Iterable[str], protocol: str) -> None:
+    """h2load's HTTP/1.1 client does not know a HEAD response has no body: it waits for the ``content-length`` bytes
+    the headers announce, and every request runs out of time (seen on dufs 0.47.0: HTTP/2 ends the stream)."""
+    if protocol == "h1" and (header_method(headers) or "").upper() == "HEAD":
+        raise table.error(
+            "headers",
+            "HEAD over HTTP/1.1: h2load waits for the body the response's content-length announces, and the "
+            "requests never complete",
+            'send HEAD requests over HTTP/2: protocol = "h2"',
+        )

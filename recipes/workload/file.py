@@ -221,12 +221,24 @@ def check_texts(where: str, texts: Iterable[str], known: Iterable[str]) -> None:
                 hint = f"known: {', '.join(listed)}; {LITERAL_BRACES}"
                 if field == "env":
                     hint = "{env:NAME} is filled only in a command instance's cwd and its phases' args, stdin and cwd"
+                line = _setup_line(field)
+                if line is not None:
+                    hint = f"{{{field}}} is made by [setup] {line}: add it to the workload's [setup] table; {hint}"
                 raise ConfigError(f"{where}: unknown placeholder {written} in {text!r}", hint)
             if conversion or spec:
                 raise ConfigError(
                     f"{where}: {written} in {text!r}: a placeholder takes no {'!' if conversion else ':'}",
                     f"write {{{field}}}; {LITERAL_BRACES}",
                 )
+
+
+def _setup_line(field: str) -> str | None:
+    """The ``[setup]`` line that would provide the placeholder ``field`` (``docroot = true`` for ``bodies``), if any."""
+    for resource in RESOURCES.values():
+        line = resource.offers().get(field)
+        if line is not None:
+            return line
+    return None
 
 
 def _timeout(table: Table, key: str) -> float | None:

@@ -167,6 +167,11 @@ class Resource(ABC):
     def placeholders(self, options: Any) -> set[str]:
         """The placeholder names the resource provides."""
 
+    def offers(self) -> dict[str, str]:
+        """Every placeholder it can provide, with the ``[setup]`` line that makes it (``{"bodies": "docroot = true"}``):
+        a workload using one without that line is told which line to add."""
+        return {}
+
     def files(self, options: Any) -> set[str]:  # noqa: ARG002  (the interface: a resource may use its options)
         """The files it makes, with placeholders (``{bodies}/attack.txt``), so phases naming others are refused."""
         return set()

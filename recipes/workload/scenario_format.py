@@ -14,7 +14,14 @@ from __future__ import annotations
 from typing import TypedDict
 
 from recipes.inputs import Table
-from recipes.workload.fields import parse_expect, parse_headers, parse_path, parse_paths, parse_runs
+from recipes.workload.fields import (
+    parse_expect,
+    parse_headers,
+    parse_path,
+    parse_paths,
+    parse_runs,
+    refuse_head_over_http1,
+)
 from recipes.workload.model import Instance, Scenario
 
 #: scenario kinds and the instance mode each runs against
@@ -89,9 +96,11 @@ def _kind_fields(table: Table, kind: str) -> tuple[int, _KindFields]:
     rps = table.integer("rps", minimum=1)
     if rps is not None and one_per_connection:
         raise table.error("rps", "a rate and one_per_connection do not go together", "drop one of them")
+    protocol = table.string("protocol", "h2", choices=("h1", "h2"))
+    refuse_head_over_http1(table, headers, protocol)
     return table.integer("requests", required=True, minimum=1), {
         "paths": paths,
-        "protocol": table.string("protocol", "h2", choices=("h1", "h2")),
+        "protocol": protocol,
         "scheme": table.string("scheme", "http", choices=("http", "https")),
         "connections": table.integer("connections", 4, minimum=1),
         "streams": table.integer("streams", 1, minimum=1),

@@ -18,7 +18,8 @@ from tests.conftest import train_workload
 # no marker: neither a cargo build (slow) nor the demo server (server); about 15 s with real h2load runs
 
 #: GET /health answers the status given as its third argument; any other path is a file under the folder of the
-#: second, gzip-compressed when the request accepts gzip; SIGTERM: exit 0
+#: second, gzip-compressed when the request accepts gzip; DELETE answers 204 and appends its method to methods.log in
+#: that folder; SIGTERM: exit 0
 SERVER = """
 import gzip, signal, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,6 +49,12 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def do_DELETE(self):
+        with open(root / "methods.log", "a") as log:
+            log.write(self.command + "\\n")
+        self.send_response(204)
+        self.end_headers()
 
     def log_message(self, format, *args):
         pass
@@ -264,3 +271,26 @@ def test_a_server_that_leaves_a_daemon_replayed_is_one_line(tmp_path: Path, capf
     assert procs.read_process(daemon) is None
     err = capfd.readouterr().err
     assert f"pgo: instance tiny: the server left 1 process running (pid {daemon}: sleep); killed them\n" in err
+
+
+def test_a_method_header_names_the_requests_method(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """``headers = [":method: DELETE"]``: h2load sends DELETE, and the phase's line says so (it said "5 GET requests"
+    of dufs 0.47.0's HEAD phase, ``:method: HEAD`` over HTTP/2)."""
+    phases = """
+[[instance.phase]]
+name = "delete"
+kind = "http"
+protocol = "h1"
+path = "/gone.txt"
+headers = [":method: DELETE"]
+requests = 5
+connections = 1
+expect = "204"
+"""
+    site = tmp_path / "site"
+    site.mkdir()
+    report = train(tmp_path, workload(tmp_path, setup='docroot = "site"', phases=phases), server_binary(tmp_path))
+    assert [(p["name"], p["done"]) for p in report.phases] == [("delete", 5)]
+    assert (site / "methods.log").read_text() == "DELETE\n" * 5
+    err = capfd.readouterr().err
+    assert "phase tiny/delete: 5 DELETE requests, h1 over http, 1 path, 1 connection, expect 204\n" in err, err

@@ -151,6 +151,7 @@ def test_a_workload_without_scenarios_is_refused_saying_how_to_add_one() -> None
     "scenario-path-does-not-start",
     "scenario-header-not-name-value",
     "rps-one-per-connection",
+    "scenario-head-over-http1",
 )
 @pytest.mark.parametrize(
     ("scenario", "fragment"),
@@ -179,6 +180,11 @@ def test_a_workload_without_scenarios_is_refused_saying_how_to_add_one() -> None
         (
             'name = "x"\ninstance = "one"\nkind = "http"\npath = "/"\nrequests = 1\nheaders = ["accept"]',
             "'x': headers: 'accept' is not 'name: value'",
+        ),
+        (
+            'name = "x"\ninstance = "one"\nkind = "http"\nprotocol = "h1"\npath = "/"\nrequests = 1\n'
+            'headers = [":method: head"]',
+            "'x': headers: HEAD over HTTP/1.1: h2load waits for the body",
         ),
     ],
 )

@@ -156,6 +156,44 @@ def test_dead_upstream_phase_needs_the_upstream(tmp_path: Path) -> None:
         load_workload(_write(tmp_path, text))
 
 
+@pytest.mark.refuses("unknown-placeholder-lone-brace-bad-env-placeholder")
+@pytest.mark.parametrize(
+    ("old", "new", "told"),
+    [
+        # a PUT phase's body, as the refusal of a body-less PUT suggests, without [setup] docroot (seen on dufs 0.47.0)
+        ("docroot = true\n", "", "{bodies} is made by [setup] docroot = true: add it to the workload's [setup] table"),
+        ("upstream = true\n", "", "{upstream} is made by [setup] upstream = true: add it"),
+        ("'{ecdsa_cert}'", "'{rsa_cert}'", '{rsa_cert} is made by [setup] certs = ["rsa"]: add it'),
+    ],
+)
+def test_a_setup_placeholder_without_its_setup_line_names_the_line(
+    tmp_path: Path, old: str, new: str, told: str
+) -> None:
+    text = GOOD.replace(old, new, 1).replace('upstream = "down"\n', "" if "upstream" in old else 'upstream = "down"\n')
+    with pytest.raises(ConfigError, match=r"unknown placeholder \{") as caught:
+        load_workload(_write(tmp_path, text))
+    assert told in caught.value.line(), caught.value.line()
+    assert "known: " in caught.value.line()
+
+
+@pytest.mark.refuses("head-over-http1")
+def test_head_over_http1_is_refused_and_over_http2_taken(tmp_path: Path) -> None:
+    """h2load's HTTP/1.1 client waits for the body a HEAD response's content-length announces (a 4 KiB file of dufs
+    0.47.0, or any server): the phase would run out of time. Over HTTP/2 the response's stream ends with its
+    headers, and dufs's training phase of 300 HEAD requests took 0.2 s."""
+    head = 'requests = 10\nheaders = [":method: HEAD"]'
+    text = GOOD.replace("requests = 10", head, 1)
+    with pytest.raises(ConfigError) as caught:
+        load_workload(_write(tmp_path, text.replace('path = "/page/a"', 'path = "/page/a"\nprotocol = "h1"', 1)))
+    assert caught.value.line().endswith(
+        "[[phase]] 'get': headers: HEAD over HTTP/1.1: h2load waits for the body the response's content-length "
+        'announces, and the requests never complete (send HEAD requests over HTTP/2: protocol = "h2")'
+    ), caught.value.line()
+    phase = load_workload(_write(tmp_path, text)).instances[0].phases[0]
+    assert isinstance(phase, HttpPhase)
+    assert (phase.protocol, phase.sent_method) == ("h2", "HEAD")
+
+
 @pytest.mark.refuses("phase-kind-instance-mode-cannot-run")
 def test_http_phase_in_a_command_instance_is_refused(tmp_path: Path) -> None:
     text = """
