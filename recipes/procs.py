@@ -238,6 +238,21 @@ def reap_children() -> list[Leftover]:
     return left
 
 
+def open_files_to_hard_limit() -> int:
+    """This process's limit of open files (``ulimit -n``) raised to its hard limit, as Go's runtime does for its
+    programs, and the limit now in force: every child inherits it, so an HTTP phase's h2load and the server under
+    training can each hold the phase's ``connections`` past a shell's common soft limit of 1024 (a workload asking
+    past the hard limit is refused when it is loaded: ``workload.fields.parse_connections``)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):  # an unlimited hard limit is past the kernel's nr_open: left as it was
+        return soft
+    return hard
+
+
 @contextmanager
 def forwarding_signals() -> Iterator[None]:
     """While the block runs (in the main thread), SIGTERM and SIGHUP are forwarded to the children and end the

@@ -85,6 +85,7 @@ def guarded(function: Callable[[nox.Session], None]) -> Callable[[nox.Session], 
     def session_of(session: nox.Session) -> None:
         if _interrupted:
             session.skip(f"not run: an earlier session of this nox run was interrupted by {_interrupted[0]}")
+        procs.open_files_to_hard_limit()  # h2load's and the server's connections: one file descriptor each
         try:
             with procs.forwarding_signals():
                 function(session)

@@ -24,7 +24,7 @@ from recipes.inputs import Table, fill
 from recipes.runner import say
 from recipes.train.http import Watched, codes_log_for, run_batches, url
 from recipes.web import h2load
-from recipes.workload.fields import parse_expect, parse_path
+from recipes.workload.fields import parse_connections, parse_count, parse_expect, parse_path
 from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
 
 
@@ -47,8 +47,8 @@ class HandshakesPhase(Phase):
         return cls(
             name,
             timeout,
-            handshakes=table.integer("handshakes", required=True, minimum=1),
-            batch=table.integer("batch", 50, minimum=1),
+            handshakes=parse_count(table, "handshakes"),
+            batch=parse_connections(table, "batch", 50),
             protocol=table.string("protocol", "h1", choices=("h1", "h2")),
             path=path,
             expect=parse_expect(table),

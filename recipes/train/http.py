@@ -33,7 +33,15 @@ from recipes.errors import TrainingFailed
 from recipes.inputs import Table, fill
 from recipes.runner import plural, quote, say, show
 from recipes.web import h2load
-from recipes.workload.fields import header_method, parse_expect, parse_headers, parse_paths, refuse_head_over_http1
+from recipes.workload.fields import (
+    header_method,
+    parse_connections,
+    parse_count,
+    parse_expect,
+    parse_headers,
+    parse_paths,
+    refuse_head_over_http1,
+)
 from recipes.workload.registry import Phase, PhaseContext, PhaseResult, register_phase
 
 HEARTBEAT_SECONDS = 15.0
@@ -277,14 +285,14 @@ class HttpPhase(Phase):
         return cls(
             name,
             timeout,
-            requests=table.integer("requests", required=True, minimum=1),
+            requests=parse_count(table, "requests"),
             protocol=protocol,
             scheme=table.string("scheme", "http", choices=("http", "https")),
             paths=paths,
             method=method,
             body=body,
             headers=headers,
-            connections=table.integer("connections", 4, minimum=1),
+            connections=parse_connections(table, "connections", 4),
             streams=table.integer("streams", 1, minimum=1),
             expect=parse_expect(table),
             upstream=table.string("upstream", "up", choices=("up", "down")),

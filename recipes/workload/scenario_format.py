@@ -15,6 +15,8 @@ from typing import TypedDict
 
 from recipes.inputs import Table
 from recipes.workload.fields import (
+    parse_connections,
+    parse_count,
     parse_expect,
     parse_headers,
     parse_path,
@@ -81,8 +83,8 @@ def _kind_fields(table: Table, kind: str) -> tuple[int, _KindFields]:
         raise table.error("expect", f"{expect!r}: the bench checks classes of status", 'say "ok", "any" or "2xx"')
     if kind == "handshakes":
         path = parse_path(table)
-        batch = table.integer("batch", 50, minimum=1)
-        return table.integer("handshakes", required=True, minimum=1), {
+        batch = parse_connections(table, "batch", 50)
+        return parse_count(table, "handshakes"), {
             "paths": (path,),
             "protocol": table.string("protocol", "h1", choices=("h1", "h2")),
             "scheme": "https",
@@ -98,11 +100,11 @@ def _kind_fields(table: Table, kind: str) -> tuple[int, _KindFields]:
         raise table.error("rps", "a rate and one_per_connection do not go together", "drop one of them")
     protocol = table.string("protocol", "h2", choices=("h1", "h2"))
     refuse_head_over_http1(table, headers, protocol)
-    return table.integer("requests", required=True, minimum=1), {
+    return parse_count(table, "requests"), {
         "paths": paths,
         "protocol": protocol,
         "scheme": table.string("scheme", "http", choices=("http", "https")),
-        "connections": table.integer("connections", 4, minimum=1),
+        "connections": parse_connections(table, "connections", 4),
         "streams": table.integer("streams", 1, minimum=1),
         "rps": rps,
         "one_per_connection": one_per_connection,

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from recipes.errors import ConfigError, TrainingFailed
+from recipes.inputs import Table
 from recipes.train.http import HttpPhase
 from recipes.workload import load_workload
+from recipes.workload.fields import MAX_RUNS, parse_connections
 from recipes.workload.registry import RESOURCES, ResourceContext
 
 GOOD = """
@@ -257,3 +262,92 @@ def test_a_docroot_folder_gone_at_start_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TrainingFailed, match=gone), RESOURCES["docroot"].start(options, context):
         pass
     assert not (tmp_path / "setup").exists()
+
+
+@pytest.mark.refuses("http-phase-too-many-requests")
+@pytest.mark.parametrize(
+    ("old", "key"),
+    [('requests = 10\n\n[[instance.phase]]\nname = "post"', "requests"), ("handshakes = 10", "handshakes")],
+)
+def test_a_count_past_the_ceiling_is_refused(tmp_path: Path, old: str, key: str) -> None:
+    """h2load would refuse a -n past a signed 64-bit number only after the build; any count is held to the runs'
+    ceiling when the workload is loaded."""
+    too_many = old.replace("10", str(MAX_RUNS + 1), 1)
+    with pytest.raises(ConfigError) as caught:
+        load_workload(_write(tmp_path, GOOD.replace(old, too_many, 1)))
+    assert caught.value.line().endswith(f"{key}: {MAX_RUNS + 1} is too many (at most {MAX_RUNS})"), caught.value.line()
+    load_workload(_write(tmp_path, GOOD.replace(old, old.replace("10", str(MAX_RUNS), 1), 1)))
+
+
+def _with_open_files(limits: tuple[int, int], code: str) -> str:
+    """What ``code`` prints, run by a Python whose limit of open files (soft, hard) is ``limits`` (lowered in the
+    child alone: the test's own stays as it was)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[2],
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, limits),
+    )
+    return done.stdout.strip()
+
+
+_LOAD = """
+from pathlib import Path
+import recipes.train
+from recipes.errors import ConfigError
+from recipes.workload import load_workload
+try:
+    load_workload(Path({path!r}))
+    print("loaded")
+except ConfigError as error:
+    print(error.line())
+"""
+
+
+@pytest.mark.refuses("http-phase-more-connections-than-open")
+@pytest.mark.parametrize(
+    ("old", "key"),
+    [('requests = 10\n\n[[instance.phase]]\nname = "post"', "connections"), ("handshakes = 10", "batch")],
+)
+def test_connections_at_the_hard_limit_of_open_files_are_refused_at_load(tmp_path: Path, old: str, key: str) -> None:
+    """30000 connections under a limit of 20000 against dufs 0.47.0: 10006 errored requests and 6003 5xx answers,
+    found by h2load after the whole build; now the file is refused when it is loaded, naming the hard limit. The
+    soft one does not refuse: every session raises it to the hard one, which h2load and the server inherit."""
+    path = _write(tmp_path, GOOD.replace(old, old.replace("10", f"4000\n{key} = 1024", 1), 1))
+    refused = _with_open_files((1024, 1024), _LOAD.format(path=str(path)))
+    assert refused.endswith(
+        f"{key}: 1024 connections cannot be open at once here: h2load and the server each need a file descriptor "
+        f"per connection, and the hard limit of open files (ulimit -Hn) is 1024 (lower {key} well below 1024, or "
+        "raise the hard limit)"
+    ), refused
+    assert _with_open_files((1024, 4096), _LOAD.format(path=str(path))) == "loaded"
+
+
+def test_a_session_raises_the_open_files_limit_its_children_inherit() -> None:
+    """A shell's soft limit of 1024 (the hard one 4096): the session's children (h2load, the server) get 4096."""
+    code = (
+        "import subprocess; from recipes import procs; print(procs.open_files_to_hard_limit()); "
+        "print(subprocess.run(['sh', '-c', 'ulimit -n'], capture_output=True, text=True).stdout.strip())"
+    )
+    assert _with_open_files((1024, 4096), code).split() == ["4096", "4096"]
+    assert _with_open_files((4096, 4096), code).split() == ["4096", "4096"]
+
+
+@pytest.mark.refuses("http-phase-more-connections-than-ports")
+def test_more_connections_than_local_ports_are_refused(tmp_path: Path) -> None:
+    """Each of h2load's connections holds a local port: a range of 100 ports (a real file of the kernel's format,
+    the one parse_connections reads from /proc) holds 100 connections, not 101."""
+    ports = tmp_path / "ip_local_port_range"
+    ports.write_text("40000\t40099\n")
+    table = Table("w.toml [[phase]] 'get'", {"connections": 101})
+    with pytest.raises(ConfigError) as caught:
+        parse_connections(table, "connections", 4, port_range=ports)
+    assert caught.value.line().endswith(
+        f"connections: 101 connections cannot be open at once here: each takes a local port, and {ports} gives 100 "
+        "(40000 to 40099) (lower connections to at most 100)"
+    ), caught.value.line()
+    assert parse_connections(Table("x", {"connections": 100}), "connections", 4, port_range=ports) == 100
+    # the machine's own range holds the default
+    assert parse_connections(Table("x", {}), "connections", 4) == 4
