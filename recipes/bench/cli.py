@@ -252,7 +252,8 @@ class Outcome(ResultFiles[report.ScenarioResult]):
                     )
             else:
                 lines.append(f"{result.name:18}   invalid  {result.why_invalid}")
-        lines += report.regressions(self.results, named)
+        worse = report.regressions(self.results, named)
+        lines += [*worse, *report.held_out_hint(worse)]
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
         return lines
 
@@ -287,7 +288,8 @@ class CountsOutcome(ResultFiles[CountsResult]):
                 )
         best = counts_report.best_on_held_out(self.results, named)
         lines += [best] if best else []
-        lines += counts_report.regressions(self.results, named)
+        worse = counts_report.regressions(self.results, named)
+        lines += [*worse, *report.held_out_hint(worse)]
         lines += self.verdicts
         lines += [f"table  {self.markdown}", f"json   {self.json}", f"chart  {self.chart}"]
         return lines

@@ -473,6 +473,23 @@ def worse_lines(
     return lines
 
 
+#: what to do about a held-out scenario made worse, said once under the ``worse:`` lines (docs/worth.md: the cold
+#: inlining thresholds at 225 met both aims on ripgrep and dufs, and kept too little of the trained gains on jaq,
+#: grex and simple-http-server)
+HELD_OUT_HINT = (
+    "held out and worse: PGO compiles what the training never ran as cold, and LLVM inlines less there; train it (a "
+    "phase that runs it), or measure the cold inlining thresholds at 225: --profile-use-args='-inline-cold-callsite-"
+    "threshold=225 -inlinecold-threshold=225' (docs/worth.md, held-out paths)"
+)
+
+
+def held_out_hint(lines: Sequence[str]) -> list[str]:
+    """:data:`HELD_OUT_HINT` when a ``worse:`` line is of a held-out or partly trained scenario, else nothing."""
+    held = (" on held-out scenario ", " on partly trained scenario ")
+    worse = [line for line in lines if line.startswith("worse: ")]
+    return [HELD_OUT_HINT] if any(h in line for line in worse for h in held) else []
+
+
 def labels(meta: Meta, builds: Sequence[str]) -> dict[str, str]:
     """Each build's label: from ``meta["builds"]``, else the baseline's and candidate's labels, else the key."""
     known = {b["key"]: b["label"] for b in meta.get("builds", []) if isinstance(b, dict) and "key" in b}

@@ -55,7 +55,26 @@ def test_the_cpu_summary_says_them_and_the_run_still_passes(tmp_path: Path) -> N
         "held-out scenario primes-held-out",
     ]
     assert lines.index(worse[-1]) < next(i for i, line in enumerate(lines) if line.startswith("table "))
+    # a held-out scenario among them: what to do, once, under the last of them
+    assert lines[lines.index(worse[-1]) + 1] == report.HELD_OUT_HINT and lines.count(report.HELD_OUT_HINT) == 1
     outcome.check()  # said, not a failure: no gate judges CPU time
+
+
+def test_the_hint_is_said_only_when_a_held_out_scenario_is_worse(tmp_path: Path) -> None:
+    """The trained collatz alone worse (the held-out rows dropped): no hint; a partly trained one worse: the hint.
+    Counts as CPU time: the held-out rust-held-out worse gives it, the trained zstd-trained alone does not."""
+    results, meta = _cpu()
+    trained = [r for r in results if "held-out" not in r.name]
+    assert [line for line in Outcome(BenchDir(tmp_path), trained, meta).summary_lines() if "held out" in line] == []
+    assert report.held_out_hint(["worse: PGO vs plain on partly trained scenario x: CPU time +3 %"]) == [
+        report.HELD_OUT_HINT
+    ]
+    counted, counts_meta = _counts()
+    lines = CountsOutcome(BenchDir(tmp_path), counted, counts_meta, []).summary_lines()
+    assert lines.count(report.HELD_OUT_HINT) == 1, lines
+    alone = [r for r in counted if "held-out" not in r.name]
+    lines = CountsOutcome(BenchDir(tmp_path), alone, counts_meta, []).summary_lines()
+    assert any(line.startswith("worse: ") for line in lines) and report.HELD_OUT_HINT not in lines, lines
 
 
 def test_none_worse_is_said_too() -> None:
