@@ -363,15 +363,11 @@ def _example(source: str, setting: Setting, example: str) -> str:
     return f"for example {setting.key} = {example} in [tool.pgo]"
 
 
-def _path(project_dir: Path, text: str, source: str) -> Path:
-    return user_path(text, project_dir, source)
-
-
 def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -> Config:
     project_dir = project_dir.resolve()
     kwargs: dict[str, Any] = {"project_dir": project_dir, "sources": sources}
-    kwargs["manifest"] = _path(
-        project_dir, parsed.pop("manifest", "Cargo.toml"), sources.get("manifest", "the manifest")
+    kwargs["manifest"] = user_path(
+        parsed.pop("manifest", "Cargo.toml"), project_dir, sources.get("manifest", "the manifest")
     ).resolve()
     if "features" in parsed:
         kwargs["features"] = tuple(f.strip() for f in parsed.pop("features").split(",") if f.strip())
@@ -386,7 +382,7 @@ def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -
         )
     for key in ("out", "store", "profdata", "bolt_profile"):
         if key in parsed:
-            kwargs[key] = _path(project_dir, parsed.pop(key), sources[key])
+            kwargs[key] = user_path(parsed.pop(key), project_dir, sources[key])
     kwargs.setdefault("out", project_dir / "target" / "pgo")
     kwargs.update(parsed)
     return Config(**kwargs)  # a key Config has no field for is a bug: its TypeError names it

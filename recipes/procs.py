@@ -34,7 +34,6 @@ whose start time matches (:func:`reclaim`), never a process that merely reuses a
 from __future__ import annotations
 
 import ctypes
-import errno
 import functools
 import itertools
 import os
@@ -491,9 +490,7 @@ def _popen(argv: Sequence[str], env: Mapping[str, str], **popen: Any) -> subproc
     workload's args or env, filled in) are one line (:func:`recipes.runner.too_long`), not the OSError's traceback."""
     try:
         return subprocess.Popen(list(argv), env=dict(env), **popen)
-    except OSError as exc:
-        if exc.errno != errno.E2BIG:
-            raise
+    except OSError as exc:  # too_long raises any other OSError as it is
         raise too_long(argv, env, exc) from None
 
 

@@ -247,11 +247,8 @@ def llvm_candidates(tool: str, major: int, search_path: str, llvm_root: Path = P
 def explicit_program(explicit: str, var: str, env: Mapping[str, str], fix: str) -> Path:
     """The program ``var`` names: an executable file at that path, else that name on PATH; refused when neither."""
     path = Path(explicit)
-    try:
-        if path.is_file() and os.access(path, os.X_OK):
-            return path
-    except OSError:  # a name no file can have (ENAMETOOLONG): no program, as shutil.which finds
-        pass
+    if is_file(path) and os.access(path, os.X_OK):  # a name no file can have (ENAMETOOLONG): no program
+        return path
     found = shutil.which(explicit, path=env.get("PATH", os.defpath))
     if not found:
         raise ToolchainError(f"{var}={explicit}: no such program", fix)
