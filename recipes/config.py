@@ -162,6 +162,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("train_scale", "PGO_TRAIN_SCALE", _scale, "factor on every request and run count of the workload"),
     Setting("phase_timeout", "PGO_PHASE_TIMEOUT", _seconds, "seconds each training phase may take (default 300)"),
     Setting("drop_bad_profraw", "PGO_DROP_BAD_PROFRAW", _bool, "merge: drop corrupt .profraw files with a warning"),
+    Setting(
+        "partial",
+        "PGO_PARTIAL",
+        _bool,
+        "build from the profile without the functions the training never ran: they are compiled as with no profile, "
+        "not as cold (default: 1)",
+    ),
     Setting("bolt", "PGO_BOLT", _bool, "link optimise for BOLT (--emit-relocs); pgo then runs the bolt stage"),
     Setting("bolt_args", "PGO_BOLT_ARGS", str, "llvm-bolt's optimisation flags (default: rustc opt-dist's)"),
     Setting("llvm_bolt", "PGO_LLVM_BOLT", str, "the llvm-bolt to use (must be rustc's LLVM major; merge-fdata beside)"),
@@ -215,6 +222,8 @@ class Config:
     train_scale: float = 1.0
     phase_timeout: float | None = None
     drop_bad_profraw: bool = False
+    #: partial training: the optimised build reads the profile without its never-run records (PGO_PARTIAL)
+    partial: bool = True
     bolt: bool = False
     bolt_args: str | None = None
     llvm_bolt: str | None = None

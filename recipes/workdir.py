@@ -138,6 +138,11 @@ class WorkDir:
         """The merged profile, ``<bin>.profdata``."""
         return self.root / f"{bin_name}.profdata"
 
+    def partial_profdata(self, bin_name: str) -> Path:
+        """The profile the optimised build reads under partial training: the merged (or given) one without its
+        never-run records, ``<bin>.partial.profdata``."""
+        return self.root / f"{bin_name}.partial.profdata"
+
     def shard(self, name: str) -> Path:
         """A shard's folder (``shards/<name>``): its raw profiles and its own merged profile."""
         return self.root / "shards" / name

@@ -20,6 +20,9 @@ Options (everything else goes to the pipeline's configuration, ``--out`` and fri
                            e.g. =-disable-icp)
     --gate-held-out PCT    counts: fail if a candidate's estimate is more than PCT % above the baseline's on a
                            held-out (or partly trained) scenario
+    --both-profiles        the work dir's training built from its other profile too, a candidate beside the
+                           PGO build: the whole profile when the PGO build read the partial one (PGO_PARTIAL,
+                           the default), the partial one when it read the whole (labels: PGO partial, PGO whole)
     --server-core N        the server's core (default: the last allowed); --load-core N the load's
     --upstream URL         proxy to this upstream instead of the Python backend the bench starts
     --trial-timeout S      seconds one trial may take (default 120)
@@ -81,6 +84,7 @@ class BenchArgs:
     measure: str = "cpu"
     gate: Gate = field(default_factory=Gate)
     variants: tuple[tuple[str, ...], ...] = ()
+    both_profiles: bool = False
 
     @property
     def candidate(self) -> Path | None:
@@ -139,6 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--gate-trained", type=_percent)
     parser.add_argument("--gate-held-out", type=_percent)
     parser.add_argument("--profile-use-args", action="append", default=[])
+    parser.add_argument("--both-profiles", action="store_true")
     parser.add_argument("--server-core", type=_core)
     parser.add_argument("--load-core", type=_core)
     parser.add_argument("--upstream")
@@ -188,6 +193,7 @@ def parse_args(posargs: Sequence[str], base: Path | None = None) -> tuple[BenchA
         measure=namespace.measure,
         gate=gate,
         variants=knobs,
+        both_profiles=namespace.both_profiles,
     )
     return args, rest
 
@@ -368,6 +374,11 @@ def _run(
     else:
         candidates = [(builds.build_pgo(plan()), _labels(args, ["PGO"])[0])]
         c_compilers[candidates[0][0]] = builds.pgo_c_compilers(plan().work)
+    if args.both_profiles:  # after the PGO build (made above, or the work dir's), from its training's other profile
+        profile, which = variants.other_profile(plan())
+        built = variants.build_variant(plan(), (), profile, name=f"profile-{which}")
+        c_compilers[built] = variants.variant_c_compilers(plan(), (), name=f"profile-{which}")
+        candidates.append((built, f"PGO {which}"))
     for options in args.variants:
         variant = variants.build_variant(plan(), options)
         c_compilers[variant] = variants.variant_c_compilers(plan(), options)

@@ -17,11 +17,13 @@ from pathlib import Path
 from recipes import report
 from recipes.bench.builds import built_c_compilers
 from recipes.errors import ConfigError, MissingInput
+from recipes.llvm import profdata
 from recipes.plan import BuildPlan
 from recipes.results import OptimiseResult
 from recipes.runner import run, say
 from recipes.stages.plain import link_flags
 from recipes.toolchain import cflags
+from recipes.toolchain.rustc import find_profdata, rustc_sysroot
 from recipes.toolchain.rustflags import env_with_rustflags
 
 
@@ -56,27 +58,51 @@ def pgo_profile(work: Path) -> Path:
     return optimised.store_path
 
 
-def _log(plan: BuildPlan, options: Sequence[str]) -> Path:
-    return plan.logs / f"bench-variant-{_slug(options)}-build.log"
+def _log(plan: BuildPlan, slug: str) -> Path:
+    return plan.logs / f"bench-variant-{slug}-build.log"
 
 
-def variant_c_compilers(plan: BuildPlan, options: Sequence[str]) -> str:
+def variant_c_compilers(plan: BuildPlan, options: Sequence[str], name: str | None = None) -> str:
     """What compiled a variant's C and C++ (:func:`build_variant`'s target dir and log), for the bench table: the
     bench built it, so it is known, not a binary given by path."""
-    return built_c_compilers(plan, plan.workdir.variant_target(_slug(options)), _log(plan, options))
+    slug = name or _slug(options)
+    return built_c_compilers(plan, plan.workdir.variant_target(slug), _log(plan, slug))
 
 
-def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:
-    """The work dir's PGO build again with ``-Cllvm-args=<option>`` for each of ``options``."""
-    store_path = pgo_profile(plan.work)
+def other_profile(plan: BuildPlan) -> tuple[Path, str]:
+    """``--both-profiles``: the store path of the work dir's training's other profile, and its label: the whole one
+    when the PGO build read the partial one (PGO_PARTIAL, the default), else the partial one, written here."""
+    optimised = report.load(plan.work).optimise
+    if not isinstance(optimised, OptimiseResult) or not optimised.store_path.is_file():
+        raise MissingInput(
+            f"--both-profiles needs the profile of the work dir's PGO build, and {plan.work} has none",
+            "run `nox -s pgo` first",
+        )
+    if optimised.partial and optimised.whole_profile is not None:
+        return optimised.whole_profile, "whole"
+    tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
+    log = plan.logs / "bench-partial.log"
+    rewritten = profdata.partial(
+        tool, optimised.store_path, plan.workdir.partial_profdata(plan.crate.bin), env=plan.env, log=log
+    )
+    return plan.store.put(rewritten.path), "partial"
+
+
+def build_variant(
+    plan: BuildPlan, options: Sequence[str], profile: Path | None = None, name: str | None = None
+) -> Path:
+    """The work dir's PGO build again with ``-Cllvm-args=<option>`` for each of ``options``, from its profile or
+    from ``profile`` (a store path); ``name``: its folder's and log's name (default: the options')."""
+    store_path = profile or pgo_profile(plan.work)
     flags = [
         f"-Cprofile-use={store_path}",
         "-Cllvm-args=-pgo-warn-missing-function",
         *(f"-Cllvm-args={o}" for o in options),
         *link_flags(plan),
     ]
-    target_dir = plan.workdir.variant_target(_slug(options))
-    say(f"bench: the PGO build with {' '.join(options)} in {target_dir}")
+    slug = name or _slug(options)
+    target_dir = plan.workdir.variant_target(slug)
+    say(f"bench: the PGO build {' '.join(options) or 'again'} from {store_path.name} in {target_dir}")
     # the C and C++ of build scripts as the optimised build compiles them (the same compilers, the C profile):
     # the variant differs from the PGO binary by its options alone
     rust_env = env_with_rustflags(plan.env, plan.rustflags, flags)
@@ -84,8 +110,8 @@ def build_variant(plan: BuildPlan, options: Sequence[str]) -> Path:
     run(
         plan.build_argv(target_dir),
         env=env,
-        log=_log(plan, options),
+        log=_log(plan, slug),
         cwd=plan.cwd,
-        what=f"the PGO build with {' '.join(options)}",
+        what=f"the PGO build {' '.join(options) or 'from ' + store_path.name}",
     )
     return plan.binary(target_dir)  # one that is not there is refused by the copy (builds.check_executable)

@@ -160,6 +160,65 @@ def parse_record_counts(text: str) -> dict[str, int]:
     return counts
 
 
+_HASH_LINE = re.compile(r"^    Hash: 0x(?P<hash>[0-9a-fA-F]+)$")
+
+
+def parse_never_run(text: str) -> dict[str, frozenset[int]]:
+    """``llvm-profdata show --all-functions --counts``: the records whose counters are all zero (the functions the
+    training never ran), each name with the CFG hashes of its records (a name may hold records of several)."""
+    hashes: dict[str, set[int]] = {}
+    counts: dict[tuple[str, int], int] = {}
+    key: tuple[str, int] | None = None
+    name: str | None = None
+    for line in text.splitlines():
+        if record := _FUNCTION.match(line):
+            name, key = record.group("name"), None
+        elif name is not None and (found := _HASH_LINE.match(line)):
+            key = (name, int(found.group("hash"), 16))
+            counts.setdefault(key, 0)
+        elif key is not None and (found := _COUNTS_LINE.match(line)):
+            numbers = found.group("entry") or (found.group("blocks") or "").replace(",", " ")
+            counts[key] += sum(int(c) for c in numbers.split())
+    for (record_name, cfg_hash), count in counts.items():
+        if count == 0:
+            hashes.setdefault(record_name, set()).add(cfg_hash)
+    return {record_name: frozenset(found) for record_name, found in hashes.items()}
+
+
+def never_run_records(
+    tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path
+) -> dict[str, frozenset[int]]:
+    """The records of ``profile`` whose counters are all zero, with their CFG hashes (:func:`parse_never_run`)."""
+    return parse_never_run(
+        _profdata(tool, "show", "--all-functions", "--counts", str(profile), env=env, log=log).output()
+    )
+
+
+@dataclass(frozen=True)
+class PartialProfile:
+    """A profile rewritten for partial training: ``path`` holds the records of ``whole`` with a counter above zero;
+    ``never_run`` the records left out (name: their CFG hashes), which the build then compiles as unprofiled."""
+
+    path: Path
+    whole: Path
+    never_run: dict[str, frozenset[int]]
+
+
+def partial(tool: ProfdataTool, whole: Path, output: Path, *, env: Mapping[str, str], log: Path) -> PartialProfile:
+    """``whole`` without the records of the functions it never ran (``llvm-profdata merge --sparse``: LLVM gives a
+    function with a record of zero counts the ``cold`` attribute and an entry count of 0, and compiles one with no
+    record as without a profile), written atomically to ``output``."""
+    never_run = never_run_records(tool, whole, env=env, log=log.with_suffix(".show.log"))
+    try:
+        with atomic_output(output) as tmp:
+            done = _profdata(tool, "merge", "--sparse", "-o", str(tmp), str(whole), env=env, log=log, check=False)
+            if done.returncode != 0:
+                raise merge_failed(done, "llvm-profdata merge --sparse (the partial profile)", log)
+    except OSError as exc:
+        raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
+    return PartialProfile(output, whole, never_run)
+
+
 def record_counts(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> dict[str, int]:
     """Each function record's counters added up (:func:`parse_record_counts`)."""
     done = _profdata(tool, "show", "--all-functions", "--counts", str(profile), env=env, log=log)

@@ -36,6 +36,7 @@ from recipes.release.manifest import (
     CCrate,
     CpuBaseline,
     Manifest,
+    Partial,
     PgoBuild,
     Toolchain,
     Training,
@@ -545,7 +546,15 @@ def release_manifest_of(
         ),
         artefacts=artefacts_of(names, checked, packed, bolted),
         bolt=bolted.info if bolted is not None else None,
+        partial=partial_of(builds.optimised),
     )
+
+
+def partial_of(optimised: OptimiseResult) -> Partial | None:
+    """What the manifest records of a build from a partial profile (None: it read the whole one)."""
+    if not optimised.partial or optimised.whole_profile_sha256 is None:
+        return None
+    return Partial(optimised.whole_profile_sha256, optimised.never_run_records, optimised.never_run_functions)
 
 
 def toolchain_of(plan: BuildPlan) -> Toolchain:

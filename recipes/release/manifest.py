@@ -26,7 +26,17 @@ MANIFEST_SCHEMA = 1
 ARTEFACTS = ("plain", "pgo", "profile", "pgo_bolt", "bolt_profile")
 HINT = "it is not a manifest nox -s release writes: download it again"
 #: keys a release of before may not have written (read as None, left out when written again)
-LATER_KEYS = ("workload", "workload_sha256", "c_code", "training", "pgo_build", "max_glibc", "libc", "cpu_baseline")
+LATER_KEYS = (
+    "workload",
+    "workload_sha256",
+    "c_code",
+    "training",
+    "pgo_build",
+    "max_glibc",
+    "libc",
+    "cpu_baseline",
+    "partial",
+)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -112,6 +122,17 @@ class PgoBuild:
     stale_profile_warnings: int
     crate_metadata: dict[str, str]
     max_glibc: str | None
+
+
+@dataclass(frozen=True)
+class Partial:
+    """Partial training (PGO_PARTIAL): the published profile is the one the build read, the training's whole profile
+    (``whole_profile_sha256``) without the records of what it never ran; the functions the build compiled without
+    profile data for that. A release without it (of before, or of ``PGO_PARTIAL=0``) read the whole profile."""
+
+    whole_profile_sha256: str = field(metadata={READ: _sha256})
+    never_run_records: int
+    never_run_functions: int
 
 
 @dataclass(frozen=True)
@@ -252,6 +273,7 @@ class Manifest:
     cpu_baseline: CpuBaseline | None
     artefacts: Artefacts = field(metadata={READ: _artefacts})
     bolt: BoltInfo | None = field(default=None, metadata={READ: _bolt})
+    partial: Partial | None = None
     #: the keys of :data:`LATER_KEYS` the file did not have (a release of before): left out when written
     unrecorded: frozenset[str] = field(default=frozenset(), repr=False, metadata={NOT_WRITTEN: True, READ: _unrecorded})
 

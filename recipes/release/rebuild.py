@@ -454,7 +454,19 @@ def as_released(config: Config, target: RebuildTarget) -> Config:
         c=target.c_on,
         cxx=None,  # the release profiled its C and C++ alike (nox -s release refuses PGO_CXX and PGO_C lists)
         clang=target.clang,
+        # the published profile is the one the build read: used as it is; a partial one's left-out records are
+        # functions without profile data here, as many as the release's build counted (its binary, compared byte
+        # for byte, is the judge)
+        partial=False,
+        **released_missing(manifest),
     )
+
+
+def released_missing(manifest: release_manifest.Manifest) -> dict[str, Any]:
+    """A partial release's ceiling of functions without profile data: what its build counted, never-run or not."""
+    if manifest.partial is None or manifest.pgo_build is None:
+        return {}
+    return {"max_missing": manifest.pgo_build.missing_profile_functions + manifest.partial.never_run_functions}
 
 
 def rebuild_from_published(target: RebuildTarget, config: Config, environ: Mapping[str, str]) -> Built:

@@ -62,14 +62,33 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | No
                 tool, profile, env=plan.env, log=plan.logs / "optimise-profile-show.log", what="PGO_PROFDATA"
             )
         store = plan.store
-        store_path = store.put(profile, digest=digest)  # checked against its name, the copy or the file already there
+        whole = store.put(profile, digest=digest)  # checked against its name, the copy or the file already there
+        # the checks judge the build against the whole profile: its records, and those the partial one left out
+        records = profdata.function_names(tool, whole, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
+        store_path, never_run = whole, None
+        if plan.config.partial:
+            rewritten = profdata.partial(
+                tool,
+                whole,
+                plan.workdir.partial_profdata(plan.crate.bin),
+                env=plan.env,
+                log=plan.logs / "optimise-partial.log",
+            )
+            store_path, never_run = store.put(rewritten.path), rewritten.never_run
+            say(partial_line(len(records), len(never_run)))
         sha = store_path.name.removesuffix(SUFFIX)
-        records = profdata.function_names(
-            tool, store_path, env=plan.env, log=plan.logs / "optimise-profile-functions.log"
-        )
         with _target_dir_lock(plan):
-            built = Profile(store_path, sha, records)
+            built = Profile(store_path, sha, records, whole, never_run)
             return _build_and_check(plan, frame, built, trained_here=trained_here, verify=verify, handed=handed)
+
+
+def partial_line(records: int, never_run: int) -> str:
+    """What partial training left out of the profile the build reads, in a user's words."""
+    return (
+        f"optimise: partial training: the build reads the profile without its {never_run} records of functions the "
+        f"training never ran ({records - never_run} of {records} kept); those are compiled as with no profile, not "
+        "as cold (PGO_PARTIAL=0: the whole profile)"
+    )
 
 
 def target_dir_lock(target_dir: Path) -> FileLock:
@@ -102,7 +121,9 @@ class Profile(NamedTuple):
 
     store_path: Path
     sha: str
-    records: list[str]
+    records: list[str]  # the whole profile's
+    whole: Path  # the whole profile's store path (``store_path`` itself unless the build reads a partial one)
+    never_run: dict[str, frozenset[int]] | None  # the records a partial profile left out (name: CFG hashes)
 
 
 def _optimised_env(plan: BuildPlan, store_path: Path, *, trained_here: bool) -> dict[str, str]:
@@ -156,12 +177,12 @@ def _build_and_check(
     verify: bool | None,
     handed: Report | None,
 ) -> OptimiseResult:
-    store_path, _, records = profile
+    store_path, records = profile.store_path, profile.records
     env = _optimised_env(plan, store_path, trained_here=trained_here)
     log_text = _run_build(plan, env)
     built = plan.optimised_binary
     compiled = observed.compiles(observed.read_records(plan.workdir.observed("optimise")))
-    warnings = cargo_log.profile_warnings(log_text)
+    warnings = cargo_log.profile_warnings(log_text, profile.never_run)
     found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
     crates = cflags.c_crates(
         plan.c, plan.rustc, plan.crate.target_directory, log_text=log_text, flag=_c_flag(store_path), records=records
@@ -205,6 +226,11 @@ def _result(
         profile_sha256=profile.sha,
         profile_functions=len(profile.records),
         missing_profile_functions=warnings.missing,
+        partial=profile.never_run is not None,
+        whole_profile=profile.whole,
+        whole_profile_sha256=profile.whole.name.removesuffix(SUFFIX),
+        never_run_records=len(profile.never_run or ()),
+        never_run_functions=warnings.never_run,
         missing_by_crate=dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),
         stale_profile_warnings=warnings.stale,
         main_crate_functions_with_profile=found.main_crate_with_profile,

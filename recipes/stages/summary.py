@@ -134,6 +134,12 @@ def optimise_summary_lines(o: OptimiseResult) -> list[str]:
         f"coverage    {o.main_crate_functions_with_profile} functions of the main crate with a profile record "
         f"(executed or not), {o.main_crate_functions_without_profile} without (rustc warned: no profile data)",
     ]
+    if o.partial:
+        lines.append(
+            f"partial     {o.never_run_functions} functions compiled as unprofiled because the training never ran "
+            f"them ({o.never_run_records} records left out of the profile the build read, {o.store_path.name}; "
+            "the checks read the whole one)"
+        )
     if o.crates_compiled is not None:
         lines.append(
             f"observed    rustc received -Cprofile-use in {o.crates_with_profile} of the build's "

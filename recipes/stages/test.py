@@ -16,9 +16,9 @@ from pathlib import Path
 
 from recipes import report
 from recipes.errors import CheckFailed
-from recipes.llvm import checks
+from recipes.llvm import checks, profdata
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import Report, TestResult
+from recipes.results import OptimiseResult, Report, TestResult
 from recipes.runner import run, say
 from recipes.stages import _observe
 from recipes.stages.frame import StageFrame
@@ -27,6 +27,7 @@ from recipes.toolchain.cargo import invocation as cargo_command
 from recipes.toolchain.cargo import log as cargo_log
 from recipes.toolchain.cargo.metadata import CrateInfo
 from recipes.toolchain.cargo.testlog import CargoTestRun, failed_named, parse_cargo_test, summary_line
+from recipes.toolchain.rustc import find_profdata, rustc_sysroot
 
 
 def test(plan: BuildPlan, *, handed: Report | None = None) -> TestResult:
@@ -60,7 +61,7 @@ def _test(plan: BuildPlan, frame: StageFrame, handed: Report | None) -> TestResu
     done = run(suite_argv(plan, test_dir), env=env, log=log, cwd=plan.cwd, check=False, what="cargo test")
     text = done.output()
     tests = parse_cargo_test(text)
-    warnings = cargo_log.profile_warnings(text)
+    warnings = cargo_log.profile_warnings(text, _left_out(plan, optimised))
     result = TestResult(
         seconds=0.0,  # the frame's
         store_path=store_path,
@@ -91,6 +92,15 @@ def _test(plan: BuildPlan, frame: StageFrame, handed: Report | None) -> TestResu
         plan.store.verify(store_path, "after the test build")
         _check(plan, tests, text, done.returncode, store_path, log)
     return frame.done(result)
+
+
+def _left_out(plan: BuildPlan, optimised: OptimiseResult) -> dict[str, frozenset[int]] | None:
+    """The records the optimised build's partial profile left out (its whole profile's never-run ones), so that the
+    suite's functions without profile data are counted as the optimised build's are; None: it read the whole one."""
+    if not optimised.partial or optimised.whole_profile is None or not optimised.whole_profile.is_file():
+        return None
+    tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
+    return profdata.never_run_records(tool, optimised.whole_profile, env=plan.env, log=plan.logs / "test-whole.log")
 
 
 def suite_argv(plan: BuildPlan, test_dir: Path) -> list[str]:

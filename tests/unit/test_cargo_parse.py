@@ -55,6 +55,33 @@ def test_profile_warnings_missing_real_log() -> None:
     assert set(warnings.missing_by_crate) == {"numkit", "textkit", "multi_pgo"}
 
 
+#: two functions of the missing log (multi's numkit, a global and its CFG hash as LLVM printed it)
+DIGIT_SUM = "_ZN6numkit14digit_sum_upto17h348949b3083eda8fE"
+DIGIT_SUM_HASH = 391331302482175184
+GCD_LOCAL = "numkit.5e46d1255d93ae2b-cgu.0;_ZN6numkit3gcd17h244cca0ee42981c0E"
+
+
+def test_a_partial_profiles_left_out_functions_are_never_run_not_missing() -> None:
+    # the whole profile held both with zero counts and the partial one left them out: compiled as unprofiled on
+    # purpose, not "without profile data"; a local function's record is <cgu>;<symbol>
+    dropped = {DIGIT_SUM: frozenset({DIGIT_SUM_HASH}), GCD_LOCAL: frozenset({146835646621254984})}
+    warnings = profile_warnings((DATA / "cargo-optimise-missing.log").read_text(), dropped)
+    assert (warnings.missing, warnings.never_run, warnings.stale) == (22, 2, 0)
+    assert "numkit" not in warnings.missing_by_crate
+
+
+def test_a_left_out_function_of_another_cfg_hash_is_stale() -> None:
+    # edited since the training: its never-run record's hash is not what this build compiled, so the whole
+    # profile judges it stale even though the build never read that record
+    dropped = {DIGIT_SUM: frozenset({DIGIT_SUM_HASH + 1})}
+    warnings = profile_warnings((DATA / "cargo-optimise-missing.log").read_text(), dropped)
+    assert (warnings.missing, warnings.never_run, warnings.stale) == (23, 0, 1)
+    assert warnings.stale_examples[0] == (
+        "numkit.5e46d1255d93ae2b-cgu.0: changed since the training (its never-run record in the whole profile has "
+        f"another CFG hash): {DIGIT_SUM}"
+    )
+
+
 def test_profile_warnings_stale_real_log() -> None:
     warnings = profile_warnings((DATA / "cargo-optimise-stale.log").read_text())
     assert warnings.stale == 2

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, PgoError, ToolchainError, WorkDirError
+from recipes.llvm import profdata
 from recipes.llvm.profdata import bad_inputs, check_raw_profiles, check_usable, merge, parse_overlap, parse_show
 from recipes.results import RawProfileRecord
 from recipes.toolchain.rustc import ProfdataTool
@@ -179,3 +180,15 @@ def test_a_profile_that_is_not_indexed_is_not_usable(tool: ProfdataTool, tmp_pat
     indexed = tmp_path / "one.profdata"
     merge(tool, [text], indexed, env=os.environ, log=tmp_path / "logs" / "merge.log")
     assert check_usable(tool, indexed, env=os.environ, log=tmp_path / "logs" / "show.log", what="x").total_functions
+
+
+def test_never_run_records_with_their_cfg_hashes() -> None:
+    # LLVM 22's show --all-functions --counts of hello (block counts only): a record of zero counters never ran
+    never_run = profdata.parse_never_run((DATA / "profdata-show-counts.txt").read_text())
+    counts = profdata.parse_record_counts((DATA / "profdata-show-counts.txt").read_text())
+    assert set(never_run) == {name for name, count in counts.items() if count == 0}
+    assert never_run["_ZN5alloc5boxed16Box$LT$T$C$A$GT$13new_uninit_in17h6de384a55917245fE"] == {0x0AE15A442A4D8805}
+    assert (
+        "hello_pgo.9e151ce622a56ce3-cgu.3;_ZN3std2rt10lang_start28_$u7b$$u7b$closure$u7d$$u7d$17h693b42edc21d2aecE"
+        not in never_run
+    )

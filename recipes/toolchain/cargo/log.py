@@ -13,7 +13,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -299,6 +299,8 @@ class ProfileWarnings:
     stale: int
     missing_by_crate: dict[str, int]
     stale_examples: tuple[str, ...]
+    #: functions without profile data because a partial profile left out their records (never run, unchanged)
+    never_run: int = 0
 
 
 #: a CGU name has no ``@``: ``warning: <pkg>@<version>: …`` is a build script's (clang's, read by
@@ -312,8 +314,12 @@ STALE_TEXTS = (
 )
 
 
-def profile_warnings(log_text: str) -> ProfileWarnings:
+def profile_warnings(log_text: str, dropped: Mapping[str, frozenset[int]] | None = None) -> ProfileWarnings:
     """Count ``-pgo-warn-missing-function`` and stale-profile warnings, per crate (from the CGU name).
+
+    With ``dropped`` (the records a partial profile left out, name: CFG hashes), a missing function whose record
+    was left out with its own hash is counted as never run, not missing; one whose left-out record has another
+    hash is stale: the whole profile judges the build.
 
     Lines inside a ``Running `…` `` command (a multi-line value of ``-vv``) are not warnings. The warnings are
     read as cargo renders them (text, and ``--message-format=json-render-diagnostics``) or from its
@@ -326,10 +332,60 @@ def profile_warnings(log_text: str) -> ProfileWarnings:
         if isinstance(diagnostic, dict) and diagnostic.get("level") == "warning":
             lines.append(f"warning: {diagnostic.get('message', '')}")
     found = list(filter(None, map(_WARNING.match, lines)))
-    missing = [m.group("cgu").split(".")[0] for m in found if MISSING_TEXT in m.group("text")]
+    missing: list[str] = []
+    edited: list[str] = []
+    never_run = 0
+    by_symbol = by_symbols(dropped or {})
+    for m in (m for m in found if MISSING_TEXT in m.group("text")):
+        match left_out(m.group("cgu"), m.group("text"), dropped or {}, by_symbol):
+            case None:
+                missing.append(m.group("cgu").split(".")[0])
+            case True:
+                never_run += 1
+            case False:
+                edited.append(f"{m.group('cgu')}: {_EDITED_TEXT} {missing_function_name(m.group('text'))}")
     stale = [
         m.group(0).strip()
         for m in found
         if MISSING_TEXT not in m.group("text") and any(s in m.group("text").lower() for s in STALE_TEXTS)
     ]
-    return ProfileWarnings(len(missing), len(stale), dict(Counter(missing)), tuple(stale[:3]))
+    stale = edited + stale
+    return ProfileWarnings(len(missing), len(stale), dict(Counter(missing)), tuple(stale[:3]), never_run)
+
+
+#: a function a partial profile left out whose CFG hash is not its record's in the whole profile
+_EDITED_TEXT = "changed since the training (its never-run record in the whole profile has another CFG hash):"
+_MISSING_FUNCTION = re.compile(rf"{MISSING_TEXT} (?P<name>\S+) Hash = (?P<hash>\d+)")
+
+
+def missing_function_name(text: str) -> str:
+    """The function a missing-profile warning's text names."""
+    found = _MISSING_FUNCTION.search(text)
+    return found.group("name") if found else text
+
+
+def by_symbols(dropped: Mapping[str, frozenset[int]]) -> dict[str, frozenset[int]]:
+    """The left-out records by their symbol alone: a local function's record is ``<cgu>;<symbol>``, and an edit
+    elsewhere in the crate can move it to another CGU (cgu.2 to cgu.1) while its symbol stays."""
+    symbols: dict[str, frozenset[int]] = {}
+    for name, hashes in dropped.items():
+        symbol = name.rsplit(";", 1)[-1]
+        symbols[symbol] = symbols.get(symbol, frozenset()) | hashes
+    return symbols
+
+
+def left_out(
+    cgu: str, text: str, dropped: Mapping[str, frozenset[int]], by_symbol: Mapping[str, frozenset[int]]
+) -> bool | None:
+    """Whether the function of a missing-profile warning (``text``, of the CGU ``cgu``) was left out of a partial
+    profile as never run (True), or has a never-run record of another CFG hash, so was edited since (False); None:
+    the whole profile has no never-run record of it (by its record's name, ``<cgu>;<symbol>`` for a local
+    function, else by its symbol: :func:`by_symbols`)."""
+    found = _MISSING_FUNCTION.search(text)
+    if found is None:
+        return None
+    name = found.group("name")
+    hashes = dropped.get(f"{cgu};{name}", dropped.get(name, by_symbol.get(name)))
+    if hashes is None:
+        return None
+    return int(found.group("hash")) in hashes
