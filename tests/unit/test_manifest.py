@@ -20,6 +20,7 @@ from recipes.errors import CheckFailed
 from recipes.release import make as release
 from recipes.release import manifest as release_manifest
 from recipes.release.manifest import CCode, Manifest
+from recipes.release.rebuild import released_missing
 from tests.conftest import DATA
 from tests.unit.test_provenance import manifest as fixture_manifest
 
@@ -37,7 +38,7 @@ def test_a_real_manifest_round_trips_byte_for_byte() -> None:
     parsed = release_manifest.parse(real(), NAME)
     assert release_manifest.encode(parsed) == REAL.read_bytes()
     assert release_manifest.parse(json.loads(release_manifest.encode(parsed)), NAME) == parsed
-    assert parsed.unrecorded == frozenset()
+    assert parsed.unrecorded == {"partial"}  # written before partial training's record
 
 
 def test_a_real_manifest_read_by_attribute() -> None:
@@ -69,7 +70,7 @@ def test_a_manifest_of_before_keeps_its_keys_and_nulls() -> None:
     old = fixture_manifest()
     parsed = release_manifest.parse(old, "old.json")
     assert parsed.c_code is None and parsed.pgo_build is None and parsed.cpu_baseline is None
-    assert parsed.unrecorded == {"c_code", "pgo_build", "max_glibc", "libc", "cpu_baseline"}
+    assert parsed.unrecorded == {"c_code", "pgo_build", "max_glibc", "libc", "cpu_baseline", "partial"}
     assert release_manifest.to_json(parsed) == old
     musl = fixture_manifest(max_glibc=None, libc="static, needs no glibc", training=None)
     assert release_manifest.to_json(release_manifest.parse(musl, "musl.json")) == musl
@@ -162,3 +163,27 @@ def test_the_identity_a_gather_reads_and_what_is_peeked_before_the_parse() -> No
     assert release_manifest.peek(data, "triple") == data["triple"]
     assert release_manifest.peek([data], "tag") is None
     assert release_manifest.peek({}, "tag") is None
+
+
+def test_a_release_of_before_partial_training_rebuilds_as_it_was_built() -> None:
+    # the real manifest was written before partial training: no 'partial' key, read as a build from the whole
+    # profile, written back without the key, and its rebuild keeps the workload's ceiling of missing functions
+    parsed = release_manifest.parse(real(), NAME)
+    assert parsed.partial is None and "partial" in parsed.unrecorded
+    assert "partial" not in json.loads(release_manifest.encode(parsed))
+    assert released_missing(parsed) == {}
+
+
+def test_a_partial_release_names_its_whole_profile_and_rebuilds_with_its_own_count() -> None:
+    # the published profile is the partial one the build read: its rebuild may find as many functions without
+    # profile data as the release's build did, never-run ones included (the binary is then compared byte for byte)
+    partial = {"whole_profile_sha256": "ab" * 32, "never_run_records": 42, "never_run_functions": 32}
+    data = real() | {"partial": partial}
+    data["pgo_build"] = dict(data["pgo_build"], missing_profile_functions=3)
+    parsed = release_manifest.parse(data, NAME)
+    assert parsed.partial == release_manifest.Partial("ab" * 32, 42, 32)
+    assert json.loads(release_manifest.encode(parsed))["partial"]["never_run_functions"] == 32
+    assert released_missing(parsed) == {"max_missing": 35}
+    bad = real() | {"partial": {"whole_profile_sha256": "not a sha", "never_run_records": 1, "never_run_functions": 1}}
+    with pytest.raises(CheckFailed, match="whole_profile_sha256"):
+        release_manifest.parse(bad, NAME)
