@@ -6,6 +6,7 @@ import errno
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -312,6 +313,22 @@ def known_cause(output: str) -> str:
     return f"a build script needs the {language} compiler {tool}, which is not installed ({fix})"
 
 
+#: free bytes under which a failed command's folder is called full: its log could not be written whole, and a
+#: build that writes beside it (cargo's target dir, the RUSTC shim's records) fails for that, not for its code
+FULL_BELOW = 64 * 1024
+
+
+def disk_full(folder: Path) -> str:
+    """Why a command failed when the filesystem of ``folder`` (its log's) is full, or ""."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return ""
+    if free >= FULL_BELOW:
+        return ""
+    return f"No space left on device: {free} bytes free in {folder} (free space in PGO_OUT or choose another)"
+
+
 def too_long(argv: Sequence[str], env: Mapping[str, str], exc: OSError) -> PgoError:
     """The refusal of a program the kernel would not start with these arguments and environment (E2BIG: an
     argument or variable over 128 KiB, or all of them over the system's limit), or ``exc`` itself when not that."""
@@ -383,7 +400,7 @@ def run(
     if check and proc.returncode != 0:
         show(tail(done.output()))
         name = what or Path(argv[0]).name
-        cause = known_cause(done.output())
+        cause = known_cause(done.output()) or disk_full(log.parent)
         raise CommandFailed(
             f"{name} failed with exit code {proc.returncode}{f': {cause}' if cause else ''}", f"see {log}"
         )

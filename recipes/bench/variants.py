@@ -79,7 +79,13 @@ def other_profile(plan: BuildPlan) -> tuple[Path, str]:
             "run `nox -s pgo` first",
         )
     if optimised.partial and optimised.whole_profile is not None:
-        return optimised.whole_profile, "whole"
+        if not optimised.whole_profile.is_file():
+            raise MissingInput(
+                f"--both-profiles needs the whole profile of the PGO build's partial one, {optimised.whole_profile}: "
+                "it is gone",
+                "run `nox -s pgo` again",
+            )  # into the store as the optimised build's would be, checked against the sha256 optimise recorded
+        return plan.store.put(optimised.whole_profile, digest=optimised.whole_profile_sha256), "whole"
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
     log = plan.logs / "bench-partial.log"
     rewritten = profdata.partial(

@@ -197,18 +197,23 @@ def never_run_records(
 @dataclass(frozen=True)
 class PartialProfile:
     """A profile rewritten for partial training: ``path`` holds the records of ``whole`` with a counter above zero;
-    ``never_run`` the records left out (name: their CFG hashes), which the build then compiles as unprofiled."""
+    ``never_run`` the records left out (name: their CFG hashes), which the build then compiles as unprofiled;
+    ``records`` the names of all of ``whole``'s, read in the same pass."""
 
     path: Path
     whole: Path
     never_run: dict[str, frozenset[int]]
+    records: list[str]  # every record of ``whole``, by name
 
 
 def partial(tool: ProfdataTool, whole: Path, output: Path, *, env: Mapping[str, str], log: Path) -> PartialProfile:
     """``whole`` without the records of the functions it never ran (``llvm-profdata merge --sparse``: LLVM gives a
     function with a record of zero counts the ``cold`` attribute and an entry count of 0, and compiles one with no
     record as without a profile), written atomically to ``output``."""
-    never_run = never_run_records(tool, whole, env=env, log=log.with_suffix(".show.log"))
+    shown = _profdata(
+        tool, "show", "--all-functions", "--counts", str(whole), env=env, log=log.with_suffix(".show.log")
+    )
+    never_run, records = parse_never_run(shown.output()), parse_function_names(shown.output())
     try:
         with atomic_output(output) as tmp:
             done = _profdata(tool, "merge", "--sparse", "-o", str(tmp), str(whole), env=env, log=log, check=False)
@@ -216,7 +221,7 @@ def partial(tool: ProfdataTool, whole: Path, output: Path, *, env: Mapping[str, 
                 raise merge_failed(done, "llvm-profdata merge --sparse (the partial profile)", log)
     except OSError as exc:
         raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
-    return PartialProfile(output, whole, never_run)
+    return PartialProfile(output, whole, never_run, records)
 
 
 def record_counts(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> dict[str, int]:

@@ -62,11 +62,14 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | No
                 tool, profile, env=plan.env, log=plan.logs / "optimise-profile-show.log", what="PGO_PROFDATA"
             )
         store = plan.store
-        whole = store.put(profile, digest=digest)  # checked against its name, the copy or the file already there
-        # the checks judge the build against the whole profile: its records, and those the partial one left out
-        records = profdata.function_names(tool, whole, env=plan.env, log=plan.logs / "optimise-profile-functions.log")
-        store_path, never_run = whole, None
-        if plan.config.partial:
+        # the checks judge the build against the whole profile: its records, and those a partial one left out
+        if not plan.config.partial:
+            store_path = store.put(profile, digest=digest)  # checked against its name, the copy or the one there
+            whole, whole_sha, never_run = store_path, store_path.name.removesuffix(SUFFIX), None
+            log = plan.logs / "optimise-profile-functions.log"
+            records = profdata.function_names(tool, store_path, env=plan.env, log=log)
+        else:  # the store holds the profile the build reads; the whole one stays where it is, checked unchanged
+            whole, whole_sha = profile, digest or sha256_file(profile)
             rewritten = profdata.partial(
                 tool,
                 whole,
@@ -74,11 +77,13 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | No
                 env=plan.env,
                 log=plan.logs / "optimise-partial.log",
             )
-            store_path, never_run = store.put(rewritten.path), rewritten.never_run
+            if sha256_file(whole) != whole_sha:
+                raise StoreError(f"{whole} changed while its partial profile was written", "run optimise again")
+            store_path, never_run, records = store.put(rewritten.path), rewritten.never_run, rewritten.records
             say(partial_line(len(records), len(never_run)))
         sha = store_path.name.removesuffix(SUFFIX)
         with _target_dir_lock(plan):
-            built = Profile(store_path, sha, records, whole, never_run)
+            built = Profile(store_path, sha, records, whole, whole_sha, never_run)
             return _build_and_check(plan, frame, built, trained_here=trained_here, verify=verify, handed=handed)
 
 
@@ -122,7 +127,8 @@ class Profile(NamedTuple):
     store_path: Path
     sha: str
     records: list[str]  # the whole profile's
-    whole: Path  # the whole profile's store path (``store_path`` itself unless the build reads a partial one)
+    whole: Path  # the whole profile: ``store_path`` itself, or the merged (given) one a partial profile came from
+    whole_sha: str
     never_run: dict[str, frozenset[int]] | None  # the records a partial profile left out (name: CFG hashes)
 
 
@@ -228,7 +234,7 @@ def _result(
         missing_profile_functions=warnings.missing,
         partial=profile.never_run is not None,
         whole_profile=profile.whole,
-        whole_profile_sha256=profile.whole.name.removesuffix(SUFFIX),
+        whole_profile_sha256=profile.whole_sha,
         never_run_records=len(profile.never_run or ()),
         never_run_functions=warnings.never_run,
         missing_by_crate=dict(sorted(warnings.missing_by_crate.items(), key=lambda kv: -kv[1])),

@@ -81,7 +81,8 @@ def test_the_build_reads_the_profile_without_what_never_ran_and_the_whole_one_ju
     assert read.parent == p.store and read.name == sha256_file(read) + ".profdata"
     assert optimised["partial"] is True
     assert optimised["whole_profile_sha256"] == sha256_file(merged)
-    assert Path(optimised["whole_profile"]).parent == p.store
+    assert optimised["whole_profile"] == str(merged)  # where merge wrote it; the store holds the one read
+    assert sorted(f.name for f in p.store.iterdir()) == [".lock", read.name]
     assert optimised["never_run_records"] == len(never_run)
     assert (p.work / "hello-pgo.partial.profdata").read_bytes() == read.read_bytes()
     # the never-run functions this build compiled are counted as such, not as without profile data
@@ -94,7 +95,8 @@ def test_the_build_reads_the_profile_without_what_never_ran_and_the_whole_one_ju
     # PGO_PARTIAL=0: the whole profile, read as it is
     text = assert_ok(p.nox("optimise", PGO_PARTIAL="0"))
     whole_build = written_records(p.work)["optimise"]
-    assert whole_build["store_path"] == optimised["whole_profile"]
+    assert whole_build["store_path"] == str(p.store / f"{sha256_file(merged)}.profdata")
+    assert whole_build["whole_profile"] == whole_build["store_path"]
     assert (whole_build["partial"], whole_build["never_run_records"], whole_build["never_run_functions"]) == (
         False,
         0,
@@ -104,20 +106,43 @@ def test_the_build_reads_the_profile_without_what_never_ran_and_the_whole_one_ju
     assert whole_build["binary_sha256"] != optimised["binary_sha256"]  # cold, not unprofiled: another binary
 
 
+TEXT_ONLY = """\
+[workload]
+description = "multi-pgo: its text helpers alone (numkit never runs)"
+
+[[instance]]
+name = "cli"
+
+[[instance.phase]]
+name = "text"
+kind = "command"
+args = ["text", "profile guided optimisation of a small tool"]
+runs = 2
+"""
+
+
 @pytest.mark.refuses("stale-profile-warnings")
-def test_a_never_run_function_edited_since_the_training_is_stale(collatz_only: Pipeline) -> None:
-    # the partial profile has no record of primes_below, so LLVM says nothing of its hash: the whole profile's
-    # never-run record, of another CFG hash than the build's, makes it stale all the same
-    p = collatz_only
+def test_a_never_run_function_edited_since_the_training_is_stale(tmp_path: Path) -> None:
+    # the partial profile has no record of numkit::gcd (its training never ran it), so LLVM says nothing of its
+    # hash: the whole profile's never-run record of it, of another CFG hash than this build's, makes it stale
+    workload = tmp_path / "text.toml"
+    workload.write_text(TEXT_ONLY, encoding="utf-8")
+    p = Pipeline(tmp_path, "multi", str(workload))
     for stage in ("instrument", "train", "merge"):
         assert_ok(p.nox(stage))
-    main = p.crate_dir / "src" / "main.rs"
-    source = main.read_text(encoding="utf-8")
+    lib = p.crate_dir / "numkit" / "src" / "lib.rs"
+    source = lib.read_text(encoding="utf-8")
     edited = source.replace(
-        "    let mut i = 2;\n", "    let mut i = 2;\n    if limit == 7 {\n        return vec![7];\n    }\n"
+        "    while b != 0 {\n", "    if a == 0 {\n        return b;\n    }\n    while b != 0 {\n", 1
     )
     assert edited != source
-    main.write_text(edited, encoding="utf-8")
+    lib.write_text(edited, encoding="utf-8")
     line = assert_refused(p.nox("optimise"), "stale-profile warnings")
     assert "changed since the training (its never-run record in the whole profile has another CFG hash)" in line
-    assert "primes_below" in line
+    assert "_ZN6numkit3gcd" in line
+    # unedited, the same training builds: gcd is never run, not missing
+    lib.write_text(source, encoding="utf-8")
+    assert_ok(p.nox("optimise"))
+    optimised = written_records(p.work)["optimise"]
+    assert optimised["stale_profile_warnings"] == 0 and optimised["never_run_functions"] > 0
+    assert "numkit" not in optimised["missing_by_crate"]

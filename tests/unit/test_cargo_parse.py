@@ -82,6 +82,23 @@ def test_a_left_out_function_of_another_cfg_hash_is_stale() -> None:
     )
 
 
+def test_a_local_copy_in_another_cgu_is_never_run_by_its_hash_and_missing_by_another() -> None:
+    # captured on minijinja-cli 3.0.5: the instrumented build had local copies of one drop_in_place in cgu.3 and
+    # cgu.6 of deser_json5 (each its own CFG hash), the optimised build one in cgu.2; a copy of another hash is
+    # not an edit (under the whole profile LLVM would say "no profile data" of it too): missing, not stale
+    symbol = "_ZN4core3ptr50drop_in_place$LT$deser_json5..de..Deserializer$GT$17hbac29ddfa1eb2d65E"
+    dropped = {f"deser_json5.5dc6cdaed2b1db1d-cgu.6;{symbol}": frozenset({0x08E43D4D0FF4EC00})}
+    line = (
+        f"warning: deser_json5.5dc6cdaed2b1db1d-cgu.2: no profile data available for function {symbol} "
+        "Hash = {} up to 0 count discarded\n"
+    )
+    same = profile_warnings(line.format(0x08E43D4D0FF4EC00), dropped)
+    assert (same.missing, same.never_run, same.stale) == (0, 1, 0)
+    other = profile_warnings(line.format(0x08E43D4DA72F672F), dropped)
+    assert (other.missing, other.never_run, other.stale) == (1, 0, 0)
+    assert other.missing_by_crate == {"deser_json5": 1}
+
+
 def test_profile_warnings_stale_real_log() -> None:
     warnings = profile_warnings((DATA / "cargo-optimise-stale.log").read_text())
     assert warnings.stale == 2

@@ -17,6 +17,7 @@ import pytest
 from recipes import runner
 from recipes.errors import CommandFailed, PgoError
 from tests.conftest import DATA
+from tests.faults import fill_up, small_tmpfs
 
 CARGO_LOGS = sorted(DATA.glob("cargo-*.log"))
 
@@ -379,3 +380,21 @@ def test_capture_runs_with_the_env_given_and_refuses_a_failure_in_one_line(tmp_p
     with pytest.raises(PgoError) as nowhere:
         runner.capture(["true"], env=env, cwd=tmp_path / "gone")
     assert nowhere.value.line().startswith(f"cannot run true: working directory {tmp_path / 'gone'} does not exist")
+
+
+def test_a_command_that_fails_where_its_log_filled_the_disk_says_so(tmp_path: Path) -> None:
+    # a real full filesystem: the command's output (its log) cannot be written whole, and the command fails as a
+    # build does when its target dir or records are full; the line names the cause, not only the exit code
+    with small_tmpfs(tmp_path / "full", size="1m") as mnt:
+        fill_up(mnt, leave=16 * 1024)
+        script = "import sys; sys.stdout.write('x' * 200000); sys.stdout.flush(); sys.exit(101)"
+        with pytest.raises(CommandFailed) as caught:
+            runner.run(
+                [sys.executable, "-c", script], env=dict(os.environ), log=mnt / "logs" / "x.log", what="the build"
+            )
+        assert caught.value.message.startswith("the build failed with exit code 101: No space left on device:")
+        assert f"bytes free in {mnt / 'logs'} (free space in PGO_OUT" in caught.value.message
+    done = tmp_path / "ok"
+    with pytest.raises(CommandFailed) as caught:
+        runner.run([sys.executable, "-c", "raise SystemExit(3)"], env=dict(os.environ), log=done / "y.log")
+    assert "No space" not in caught.value.message  # a disk with room: the exit code alone

@@ -378,14 +378,18 @@ def left_out(
     cgu: str, text: str, dropped: Mapping[str, frozenset[int]], by_symbol: Mapping[str, frozenset[int]]
 ) -> bool | None:
     """Whether the function of a missing-profile warning (``text``, of the CGU ``cgu``) was left out of a partial
-    profile as never run (True), or has a never-run record of another CFG hash, so was edited since (False); None:
-    the whole profile has no never-run record of it (by its record's name, ``<cgu>;<symbol>`` for a local
-    function, else by its symbol: :func:`by_symbols`)."""
+    profile as never run (True), or has a never-run record of its own name with another CFG hash, so was edited
+    since (False); None: the whole profile has no never-run record of it. Its record's name is ``<cgu>;<symbol>``
+    for a local function, else its symbol; a local function the optimised build put in another CGU than the
+    instrumented one is found by its symbol (:func:`by_symbols`), and only with the same CFG hash: the same symbol
+    is often a local copy in several CGUs, each with its own hash."""
     found = _MISSING_FUNCTION.search(text)
     if found is None:
         return None
-    name = found.group("name")
-    hashes = dropped.get(f"{cgu};{name}", dropped.get(name, by_symbol.get(name)))
-    if hashes is None:
-        return None
-    return int(found.group("hash")) in hashes
+    name, cfg_hash = found.group("name"), int(found.group("hash"))
+    hashes = dropped.get(f"{cgu};{name}", dropped.get(name))
+    if hashes is not None:
+        return cfg_hash in hashes
+    # a local copy in another CGU (the instrumented build's partitioning, or an edit, moved it): the same function
+    # when its CFG hash is a left-out record's; else, as for a whole profile, a function without a record
+    return True if cfg_hash in by_symbol.get(name, frozenset()) else None
