@@ -6,9 +6,10 @@ from __future__ import annotations
 import shutil
 from collections.abc import Mapping
 
+from recipes.llvm import checks
 from recipes.plan import BuildPlan
 from recipes.toolchain.cargo import observed
-from recipes.toolchain.cargo.log import RustcCall
+from recipes.toolchain.cargo.log import RustcCall, rustc_calls
 from recipes.toolchain.rustflags import cargo_config_files
 
 
@@ -48,15 +49,37 @@ def compiles(plan: BuildPlan, build: str, what: str) -> list[RustcCall]:
     return observed.compiles(records)
 
 
+def _wrappers(plan: BuildPlan) -> list[str]:
+    """The rustc wrappers the plan's environment and the crate's cargo configs set."""
+    return observed.wrappers(
+        plan.env, [(config.path, config.data) for config in cargo_config_files(plan.cwd, plan.env)]
+    )
+
+
 def check_profile_flag(
     plan: BuildPlan, build: str, what: str, *, option: str, value: str | None, harnesses: bool = False
 ) -> None:
     """The compiles of ``build`` (each by the plan's compiler), the package's own all with ``-C <option>[=<value>]``."""
     calls = compiles(plan, build, what)
-    # the rustc wrappers the plan's environment and the crate's cargo configs set
-    found = observed.wrappers(
-        plan.env, [(config.path, config.data) for config in cargo_config_files(plan.cwd, plan.env)]
-    )
+    found = _wrappers(plan)
     observed.check_profile_flag(
         calls, plan.crate, option=option, value=value, build=what, found=found, harnesses=harnesses
     )
+
+
+def refuse_silencing_rustflags(plan: BuildPlan) -> None:
+    """Before a build with the profile: the rustflags the plan gives it (``CARGO_TARGET_<TRIPLE>_RUSTFLAGS``, the
+    ``[build] rustflags`` or ``CARGO_BUILD_RUSTFLAGS`` it carries, the cargo configs' ``[target.<triple>]``) hold no
+    flag that silences LLVM's warnings of stale and unprofiled functions."""
+    flags = plan.rustflags
+    checks.refuse_silencing_flags(flags.base, "; ".join(flags.carried_from) or flags.var)
+    checks.refuse_silencing_flags(flags.config_target_flags, f"the cargo configs' [target.{plan.triple}] rustflags")
+
+
+def check_profile_use(plan: BuildPlan, build: str, what: str, *, cargo_log: str | None = None) -> None:
+    """After a build with the profile (``build``, ``what`` in words): no compile with it received a flag that
+    silences LLVM's warnings of stale and unprofiled functions (``cargo_log``: the build's log, when cargo's own
+    ``--cap-lints allow`` reached rustc)."""
+    calls = compiles(plan, build, what)
+    capped = observed.cargo_capped(rustc_calls(cargo_log)) if cargo_log is not None else set()
+    observed.refuse_silenced(calls, build=what, found=_wrappers(plan), capped=capped)

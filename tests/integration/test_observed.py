@@ -47,6 +47,13 @@ exec rustc "$@"
 """
 
 
+#: appends LLVM's switch of its stale-profile warnings to every compile with the profile
+SILENCING = """#!/bin/sh
+case " $* " in *" -Cprofile-use="*) exec "$@" -Cllvm-args=-no-pgo-warn-mismatch ;; esac
+exec "$@"
+"""
+
+
 def _script(root: Path, name: str, text: str) -> Path:
     path = root / name
     path.write_text(text)
@@ -237,3 +244,65 @@ def test_a_test_build_whose_wrapper_drops_the_profile_is_refused(tmp_path: Path)
     )
     records = observed.read_records(tested.work / "observed" / "test")
     assert any(call.codegen("profile-use") is None for call in observed.compiles(records))
+
+
+def _stale(crate_dir: Path) -> tuple[Path, str]:
+    """hello's collatz_steps edited after the training (its control flow: the profile's record of it is stale);
+    the source file and its text before."""
+    source = crate_dir / "src" / "main.rs"
+    text = source.read_text()
+    source.write_text(
+        text.replace(
+            "        steps += 1;\n",
+            "        steps += 1;\n        if steps > 100_000 {\n            break;\n        }\n",
+            1,
+        )
+    )
+    assert source.read_text() != text
+    return source, text
+
+
+@pytest.mark.refuses("observed-profile-warnings-silenced")
+def test_a_wrapper_that_silences_the_stale_profile_warnings_is_refused(trained: Pipeline) -> None:
+    """Issue 48: a function edited after the training, and a wrapper that switches LLVM's warning of it off: the
+    build said "0 stale" and passed. Without the wrapper the same tree is refused naming the function."""
+    source, text = _stale(trained.crate_dir)
+    try:
+        assert_refused(trained.nox("optimise"), "stale-profile warnings (hash mismatch), first:", "collatz_steps")
+        wrapper = _script(trained.root, "silence.sh", SILENCING)
+        assert_refused(
+            trained.nox("optimise", RUSTC_WRAPPER=str(wrapper)),
+            "rustc compiled hello_pgo in the optimised build with -Cllvm-args=-no-pgo-warn-mismatch, which silences "
+            "LLVM's warnings of stale and unprofiled functions that the pipeline checks",
+            f"RUSTC_WRAPPER={wrapper}",
+        )
+    finally:
+        source.write_text(text)
+
+
+@pytest.mark.refuses("rustflags-silence-profile-warnings")
+@pytest.mark.parametrize(
+    "where", ["CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "config"]
+)
+def test_rustflags_that_silence_the_profile_warnings_are_refused_before_building(trained: Pipeline, where: str) -> None:
+    """Where docs/configuration.md tells users to put their flags, the cargo config's [build] rustflags, and
+    CARGO_BUILD_RUSTFLAGS (both carried into the per-target variable): refused as the plan reads them, before the
+    optimised build, and in pgo before the instrumented build."""
+    config = trained.crate_dir / ".cargo" / "config.toml"
+    flag = "-Cllvm-args=-no-pgo-warn-mismatch"
+    extra = {} if where == "config" else {where: f"-Copt-level=3 {flag}"}
+    if where == "config":
+        config.parent.mkdir(exist_ok=True)  # an earlier test's
+        config.write_text(f'[build]\nrustflags = ["{flag}"]\n')
+    build_log = trained.work / "logs" / "optimise-build.log"
+    before = build_log.stat().st_mtime_ns
+    try:
+        named = f"{config} [build] rustflags" if where == "config" else where
+        words = f"{named} holds {flag}, which silences LLVM's warnings of stale and unprofiled functions"
+        assert_refused(trained.nox("optimise", **extra), words)
+        assert build_log.stat().st_mtime_ns == before
+        other = trained.root / f"pgo-{where}"
+        assert_refused(trained.nox("pgo", PGO_OUT=str(other), **extra), words)
+        assert not (other / "logs" / "instrument-build.log").exists()
+    finally:
+        config.unlink(missing_ok=True)

@@ -15,6 +15,7 @@ import pytest
 
 from recipes.errors import CheckFailed
 from recipes.toolchain.cargo import observed
+from recipes.toolchain.cargo.log import RustcCall
 from recipes.toolchain.cargo.metadata import CrateInfo
 from tests.conftest import DATA
 
@@ -202,3 +203,51 @@ def test_the_shim_records_and_runs_the_real_compiler(tmp_path: Path) -> None:
     subprocess.run([bare["RUSTC"], "-vV"], env=bare, check=True)
     (record,) = observed.read_records(records)
     assert record.compiler == str(tmp_path / "path" / "rustc")
+
+
+def _dependency(call: RustcCall, name: str, *, drop: str | None = None, add: tuple[str, ...] = ()) -> RustcCall:
+    """``call`` (a compile of hello's binary) as the compile of another crate for the target, a library of the
+    workspace's: its name and source, without the arguments starting with ``drop``, with ``add``."""
+    argv = [name if a == "hello_pgo" else f"{name}/src/lib.rs" if a == "src/main.rs" else a for a in call.argv]
+    argv = [a for a in argv if drop is None or not a.startswith(drop)]
+    return replace(call, crate_name=name, crate_types=("lib",), argv=(*argv, *add))
+
+
+def _optimised() -> RustcCall:
+    call = _read("optimise-hello-bin.rec").call()
+    assert call is not None and "src/main.rs" in call.argv
+    return call
+
+
+@pytest.mark.refuses("observed-profile-warnings-silenced")
+@pytest.mark.parametrize("added", [("-Cllvm-args=-no-pgo-warn-mismatch",), ("-A", "warnings"), ("--cap-lints=allow",)])
+def test_a_compile_with_the_profile_that_silences_llvms_warnings_is_refused(added: tuple[str, ...]) -> None:
+    main = _optimised()
+    numkit = _dependency(main, "numkit", add=added)
+    found = ["RUSTC_WRAPPER=/w"]
+    observed.refuse_silenced([main], build="the optimised build", found=found)
+    with pytest.raises(CheckFailed) as caught:
+        observed.refuse_silenced([main, numkit], build="the optimised build", found=found)
+    assert caught.value.message == (
+        f"rustc compiled numkit in the optimised build with {' '.join(added)}, which silences LLVM's warnings of stale "
+        "and unprofiled functions that the pipeline checks"
+    )
+    assert caught.value.hint.startswith("remove it from the rustflags and from the rustc wrappers (RUSTC_WRAPPER=/w)")
+    # a compile without the profile (a build script's) has no warning of it to silence
+    observed.refuse_silenced([_dependency(main, "numkit", drop="-Cprofile-use=", add=added)], build="b", found=[])
+
+
+def test_cargos_own_cap_of_a_registry_crate_is_not_a_wrappers() -> None:
+    """cargo gives the registry's crates ``--cap-lints allow`` (pgo-test's build keeps it; optimise's lint wrapper
+    turns it into warn): read from cargo's own command in its log, it is not refused; a wrapper's is."""
+    main = _optimised()
+    registry = _dependency(main, "memchr", add=("--cap-lints", "allow"))
+    asked = _dependency(main, "memchr", add=("--cap-lints", "allow"))
+    capped = observed.cargo_capped([asked, main])
+    assert capped == {("memchr", registry.metadata)}
+    observed.refuse_silenced([registry], build="the test build", found=[], capped=capped)
+    allowed = replace(registry, argv=(*registry.argv, "-Awarnings"))
+    with pytest.raises(CheckFailed, match=r"memchr in the test build with -Awarnings, which"):
+        observed.refuse_silenced([allowed], build="the test build", found=[], capped=capped)
+    with pytest.raises(CheckFailed, match=r"memchr in the test build with --cap-lints allow, which"):
+        observed.refuse_silenced([registry], build="the test build", found=[], capped=set())

@@ -10,11 +10,12 @@ for an ``@file`` argument (its content copied, one argument a line, as rustc rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import CheckFailed
+from recipes.llvm.checks import silencing_flags
 from recipes.toolchain.cargo.invocation import install_script
 from recipes.toolchain.cargo.log import RustcCall, crate_types, own_compiles
 from recipes.toolchain.cargo.metadata import CrateInfo
@@ -214,3 +215,36 @@ def check_compiler(observed: Sequence[Observed], expected: str | None, build: st
 def with_flag(calls: Iterable[RustcCall], option: str, value: str) -> int:
     """How many crate compiles got ``-C <option>=<value>``."""
     return sum(1 for call in calls if call.codegen(option) == value)
+
+
+def refuse_silenced(
+    calls: Sequence[RustcCall], *, build: str, found: Sequence[str], capped: Collection[tuple[str, str | None]] = ()
+) -> None:
+    """Refuse a compile with the profile that received a flag silencing LLVM's warnings of stale and unprofiled
+    functions (:func:`recipes.llvm.checks.silencing_flags`); ``capped``: the crates (name, ``-C metadata``) cargo
+    itself gave ``--cap-lints allow`` (the registry's), whose cap is cargo's, not a wrapper's."""
+    for call in calls:
+        if call.target is None or call.codegen("profile-use") is None:
+            continue
+        flags = silencing_flags(call.argv)
+        if (call.crate_name, call.metadata) in capped:
+            flags = [flag for flag in flags if not flag.startswith("--cap-lints")]
+        if flags:
+            raise CheckFailed(
+                f"rustc compiled {call.crate_name} in {build} with {' '.join(flags)}, which silences LLVM's warnings "
+                "of stale and unprofiled functions that the pipeline checks",
+                f"remove it from the rustflags and from the rustc wrappers ({', '.join(found) or 'none set'}): "
+                "a stale profile would pass unseen",
+            )
+
+
+def cargo_capped(cargo_calls: Iterable[RustcCall]) -> set[tuple[str, str | None]]:
+    """The crates (name, ``-C metadata``) whose command, as cargo ran it (its log), starts with ``--cap-lints allow``
+    (cargo caps the registry's crates)."""
+    capped = set()
+    for call in cargo_calls:
+        caps = [b for a, b in zip(call.argv, call.argv[1:], strict=False) if a == "--cap-lints"]
+        caps += [a.removeprefix("--cap-lints=") for a in call.argv if a.startswith("--cap-lints=")]
+        if caps[:1] == ["allow"]:
+            capped.add((call.crate_name, call.metadata))
+    return capped
