@@ -3,9 +3,11 @@ stages' side of it: the environment of an observed build, and its records and ch
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
+from recipes.errors import CheckFailed
 from recipes.llvm import checks
 from recipes.plan import BuildPlan
 from recipes.toolchain.cargo import observed
@@ -59,12 +61,25 @@ def _wrappers(plan: BuildPlan) -> list[str]:
 def check_profile_flag(
     plan: BuildPlan, build: str, what: str, *, option: str, value: str | None, harnesses: bool = False
 ) -> None:
-    """The compiles of ``build`` (each by the plan's compiler), the package's own all with ``-C <option>[=<value>]``."""
+    """The compiles of ``build`` (each by the plan's compiler), every one for the target with
+    ``-C <option>[=<value>]``."""
     calls = compiles(plan, build, what)
     found = _wrappers(plan)
-    observed.check_profile_flag(
-        calls, plan.crate, option=option, value=value, build=what, found=found, harnesses=harnesses
-    )
+    with forgotten_when_refused(calls):
+        observed.check_profile_flag(
+            calls, plan.crate, option=option, value=value, build=what, found=found, harnesses=harnesses
+        )
+
+
+@contextlib.contextmanager
+def forgotten_when_refused(calls: Sequence[RustcCall]) -> Iterator[None]:
+    """A refusal of what rustc received removes what those compiles wrote (:func:`observed.forget`): the next
+    build compiles them again, observed, instead of finding them Fresh (the package alone is cleaned)."""
+    try:
+        yield
+    except CheckFailed:
+        observed.forget(calls)
+        raise
 
 
 def refuse_silencing_rustflags(plan: BuildPlan) -> None:
@@ -82,4 +97,5 @@ def check_profile_use(plan: BuildPlan, build: str, what: str, *, cargo_log: str 
     ``--cap-lints allow`` reached rustc)."""
     calls = compiles(plan, build, what)
     capped = observed.cargo_capped(rustc_calls(cargo_log)) if cargo_log is not None else set()
-    observed.refuse_silenced(calls, build=what, found=_wrappers(plan), capped=capped)
+    with forgotten_when_refused(calls):
+        observed.refuse_silenced(calls, build=what, found=_wrappers(plan), capped=capped)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,13 @@ exec rustc "$@"
 #: appends LLVM's switch of its stale-profile warnings to every compile with the profile
 SILENCING = """#!/bin/sh
 case " $* " in *" -Cprofile-use="*) exec "$@" -Cllvm-args=-no-pgo-warn-mismatch ;; esac
+exec "$@"
+"""
+
+#: drops the profile flags from every compile but the main crate's (multi's path dependencies get none)
+DROPPING_BUT_MAIN = """#!/bin/sh
+case " $* " in *" --crate-name multi_pgo "*) exec "$@" ;; esac
+for a do shift; case $a in -Cprofile-use=*|-Cprofile-generate=*) ;; *) set -- "$@" "$a" ;; esac; done
 exec "$@"
 """
 
@@ -306,3 +314,38 @@ def test_rustflags_that_silence_the_profile_warnings_are_refused_before_building
         assert not (other / "logs" / "instrument-build.log").exists()
     finally:
         config.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def multi(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
+    pipeline = Pipeline(tmp_path_factory.mktemp("observed-multi"), "multi")
+    for stage in ("instrument", "train", "merge"):
+        assert_ok(pipeline.nox(stage))
+    return pipeline
+
+
+@pytest.mark.refuses("observed-profile-flag-dropped")
+def test_a_wrapper_that_gives_the_profile_to_the_main_crate_alone_is_refused(multi: Pipeline) -> None:
+    """Issue 48: the workspace's libraries, whose functions the profile holds records of, built without it passed
+    ("rustc received -Cprofile-use in 1 of the build's 3 crate compiles")."""
+    wrapper = _script(multi.root, "drop-but-main.sh", DROPPING_BUT_MAIN)
+    line = assert_refused(
+        multi.nox("optimise", RUSTC_WRAPPER=str(wrapper)),
+        "in the optimised build without -Cprofile-use=",
+        f"dropped by RUSTC_WRAPPER={wrapper}",
+    )
+    assert re.search(r"rustc compiled (numkit|textkit) in the optimised build", line), line
+    text = assert_ok(multi.nox("optimise"))
+    assert "rustc received -Cprofile-use in 3 of the build's 3 crate compiles" in text
+
+
+@pytest.mark.refuses("observed-profile-flag-dropped")
+def test_an_instrumented_build_whose_libraries_get_no_profile_generate_is_refused(multi: Pipeline) -> None:
+    """With -Cprofile-generate dropped for the libraries, the training never profiled their code, and pgo passed."""
+    wrapper = _script(multi.root, "drop-generate-but-main.sh", DROPPING_BUT_MAIN)
+    line = assert_refused(
+        multi.nox("pgo", PGO_OUT=str(multi.root / "pgo-dropped"), RUSTC_WRAPPER=str(wrapper)),
+        "in the instrumented build without -Cprofile-generate=",
+        f"dropped by RUSTC_WRAPPER={wrapper}",
+    )
+    assert re.search(r"rustc compiled (numkit|textkit) in the instrumented build", line), line

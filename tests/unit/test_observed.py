@@ -219,6 +219,35 @@ def _optimised() -> RustcCall:
     return call
 
 
+@pytest.mark.refuses("observed-profile-flag-dropped")
+def test_a_dependency_without_the_profile_flag_is_refused_naming_it() -> None:
+    """A wrapper that drops the profile for every crate but the main one: the workspace's libraries and the
+    dependencies get the target's rustflags from cargo as the main crate does, so each must have the flag."""
+    main = _optimised()
+    numkit = _dependency(main, "numkit", drop="-Cprofile-use=")
+    script = _dependency(main, "build_script_build", drop="-Cprofile-use=")
+    build_script = replace(script, argv=tuple(a for a in script.argv if not a.startswith("--target")))
+    assert numkit.target is not None and build_script.target is None
+    with pytest.raises(CheckFailed) as caught:
+        observed.check_profile_flag(
+            [numkit, main],
+            HELLO,
+            option="profile-use",
+            value=str(STORE),
+            build="the optimised build",
+            found=["RUSTC_WRAPPER=/w"],
+        )
+    assert caught.value.message.startswith(
+        f"rustc compiled numkit in the optimised build without -Cprofile-use={STORE}: the flag was dropped by "
+        "RUSTC_WRAPPER=/w"
+    )
+    with_it = _dependency(main, "numkit")
+    # a build script (compiled for the host: no --target) takes no rustflags of the target
+    assert observed.check_profile_flag(
+        [with_it, build_script, main], HELLO, option="profile-use", value=str(STORE), build="b", found=[]
+    ) == [main]
+
+
 @pytest.mark.refuses("observed-profile-warnings-silenced")
 @pytest.mark.parametrize("added", [("-Cllvm-args=-no-pgo-warn-mismatch",), ("-A", "warnings"), ("--cap-lints=allow",)])
 def test_a_compile_with_the_profile_that_silences_llvms_warnings_is_refused(added: tuple[str, ...]) -> None:
@@ -251,3 +280,21 @@ def test_cargos_own_cap_of_a_registry_crate_is_not_a_wrappers() -> None:
         observed.refuse_silenced([allowed], build="the test build", found=[], capped=capped)
     with pytest.raises(CheckFailed, match=r"memchr in the test build with --cap-lints allow, which"):
         observed.refuse_silenced([registry], build="the test build", found=[], capped=set())
+
+
+def test_a_refused_builds_compiles_are_forgotten_so_that_none_is_fresh_next_time(tmp_path: Path) -> None:
+    """What a refused build's compiles wrote is removed: cargo would find a library built without the profile
+    Fresh in the next build, which cleans the package alone, and the shim would never see it compiled."""
+    main = _optimised()
+    argv = [a for a in _dependency(main, "numkit").argv if not a.startswith(("--out-dir", "-Cextra-filename"))]
+    numkit = replace(main, crate_name="numkit", argv=(*argv, "--out-dir", str(tmp_path), "-C", "extra-filename=-ab12"))
+    host = replace(numkit, argv=tuple(a for a in numkit.argv if not a.startswith("--target")))
+    written = [tmp_path / name for name in ("libnumkit-ab12.rlib", "libnumkit-ab12.rmeta", "numkit-ab12.d")]
+    others = [tmp_path / name for name in ("libnumkit-cd34.rlib", "libnumkit_extra-ab12.rlib", "textkit-ab12.d")]
+    for path in (*written, *others):
+        path.write_text("")
+    assert observed.outputs(numkit) == sorted(written)
+    observed.forget([host])  # compiled for the host (a build script): nothing of the target's
+    assert all(path.exists() for path in written)
+    observed.forget([numkit])
+    assert [path.exists() for path in (*written, *others)] == [False] * 3 + [True] * 3

@@ -179,8 +179,9 @@ def check_profile_flag(
     harnesses: bool = False,
 ) -> list[RustcCall]:
     """Refuse a build (``build``) whose binary no observed compile made (with ``harnesses``: none of the package's
-    crates or test harnesses), or whose own crates did not get ``-C <option>[=value]``: ``found`` names the
-    wrappers that may have dropped it. The own crates' compiles."""
+    crates or test harnesses), or any of whose crates for the target (its own first, then the workspace's others and
+    the dependencies: cargo gives them all the target's rustflags) did not get ``-C <option>[=value]``: ``found``
+    names the wrappers that may have dropped it. The own crates' compiles."""
     own = own_compiles(calls, crate, harnesses=harnesses)
     if not (own if harnesses else bin_compiles(own, crate)):
         raise CheckFailed(
@@ -188,7 +189,7 @@ def check_profile_flag(
             f"made {_by(found)}, not by rustc",
             "a caching or replacing rustc wrapper cannot build a PGO binary: unset it for the pipeline",
         )
-    for call in own:
+    for call in [*own, *(c for c in calls if c.target is not None and c not in own)]:
         got = call.codegen(option)
         if got is None or (value is not None and got != value):
             wanted = f"-C{option}={value}" if value is not None else f"-C{option}"
@@ -248,3 +249,25 @@ def cargo_capped(cargo_calls: Iterable[RustcCall]) -> set[tuple[str, str | None]
         if caps[:1] == ["allow"]:
             capped.add((call.crate_name, call.metadata))
     return capped
+
+
+def outputs(call: RustcCall) -> list[Path]:
+    """The files a crate compile wrote (in its ``--out-dir``, named by its crate name and ``-C extra-filename``:
+    the rlib, rmeta, dep-info, the binary)."""
+    out_dirs = [b for a, b in zip(call.argv, call.argv[1:], strict=False) if a == "--out-dir"]
+    out_dirs += [a.removeprefix("--out-dir=") for a in call.argv if a.startswith("--out-dir=")]
+    if not out_dirs:
+        return []
+    stem = f"{call.crate_name}{call.codegen('extra-filename') or ''}"
+    found = Path(out_dirs[-1]).glob(f"*{stem}*")
+    return sorted(path for path in found if path.name.removeprefix("lib").startswith(stem) and path.is_file())
+
+
+def forget(calls: Iterable[RustcCall]) -> None:
+    """Remove what the compiles for the target wrote, so that cargo compiles them again next time instead of
+    finding them Fresh: a refused build (a wrapper dropped the profile) leaves no crate the next build would take
+    unobserved."""
+    for call in calls:
+        if call.target is not None:
+            for path in outputs(call):
+                path.unlink(missing_ok=True)
