@@ -214,3 +214,43 @@ def refuse_silencing_flags(flags: Sequence[str], where: str) -> None:
             "that the pipeline checks: a stale profile would pass unseen",
             "remove it from the rustflags for the PGO builds",
         )
+
+
+def _options(argv: Sequence[str], short: str, long: str | None = None) -> list[tuple[str, str | None, str]]:
+    """``(name, value or None, word)`` of rustc's ``-C``/``-Z`` options in ``argv`` (``-Cx``, ``-C x``, ``--codegen
+    x``, ``--codegen=x``, each ``x`` or ``x=value``; ``_`` read as ``-`` in the name, as rustc does)."""
+    found = []
+    previous = ""
+    for arg in argv:
+        if arg.startswith(short) and len(arg) > 2:
+            text = arg[2:]
+        elif long is not None and arg.startswith(f"{long}="):
+            text = arg.removeprefix(f"{long}=")
+        elif previous in (short, long):
+            text, arg = arg, f"{previous} {arg}"
+        else:
+            previous = arg
+            continue
+        name, eq, value = text.partition("=")
+        found.append((name.replace("_", "-"), value if eq else None, arg))
+        previous = ""
+    return found
+
+
+_RUSTC_OFF = {"n", "no", "off", "false"}
+#: rustc's options that instrument the code they compile (a binary that ships must have none): ``-C``'s and ``-Z``'s
+INSTRUMENTING_OPTIONS = {
+    "-C": ("profile-generate", "instrument-coverage"),
+    "-Z": ("instrument-mcount", "instrument-xray", "instrument-coverage", "profile"),
+}
+
+
+def instrumenting_flags(argv: Sequence[str]) -> list[str]:
+    """The options among rustc's arguments ``argv`` that instrument the code (``-Zinstrument-mcount``,
+    ``-Cinstrument-coverage``, ``-Cprofile-generate``, …), each as written, unless its last value turns it off."""
+    last: dict[str, tuple[str | None, str]] = {}
+    for short, long in (("-C", "--codegen"), ("-Z", None)):
+        for name, value, word in _options(argv, short, long):
+            if name in INSTRUMENTING_OPTIONS[short]:
+                last[f"{short}{name}"] = (value, word)
+    return [word for value, word in last.values() if value is None or value.lower() not in _RUSTC_OFF]

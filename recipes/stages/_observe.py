@@ -91,11 +91,24 @@ def refuse_silencing_rustflags(plan: BuildPlan) -> None:
     checks.refuse_silencing_flags(flags.config_target_flags, f"the cargo configs' [target.{plan.triple}] rustflags")
 
 
-def check_profile_use(plan: BuildPlan, build: str, what: str, *, cargo_log: str | None = None) -> None:
+def check_profile_use(
+    plan: BuildPlan, build: str, what: str, *, cargo_log: str | None = None, ships: bool = True
+) -> None:
     """After a build with the profile (``build``, ``what`` in words): no compile with it received a flag that
     silences LLVM's warnings of stale and unprofiled functions (``cargo_log``: the build's log, when cargo's own
-    ``--cap-lints allow`` reached rustc)."""
+    ``--cap-lints allow`` reached rustc), and (``ships``) none for the target was instrumented."""
     calls = compiles(plan, build, what)
+    found = _wrappers(plan)
     capped = observed.cargo_capped(rustc_calls(cargo_log)) if cargo_log is not None else set()
     with forgotten_when_refused(calls):
-        observed.refuse_silenced(calls, build=what, found=_wrappers(plan), capped=capped)
+        observed.refuse_silenced(calls, build=what, found=found, capped=capped)
+        if ships:
+            observed.refuse_instrumented(calls, build=what, found=found)
+
+
+def refuse_instrumented(plan: BuildPlan, build: str, what: str) -> None:
+    """After a build that ships (the plain build a release packs too): none of its compiles for the target was
+    instrumented."""
+    calls = compiles(plan, build, what)
+    with forgotten_when_refused(calls):
+        observed.refuse_instrumented(calls, build=what, found=_wrappers(plan))

@@ -314,7 +314,7 @@ def _check_observed(plan: BuildPlan, result: OptimiseResult, store_path: Path) -
     elf.check_no_instrumentation(result.built_binary, "the optimised binary")
     elf.check_comment_rustc(result.built_binary, plan.rustc.release, "the optimised binary")
     _observe.check_profile_flag(plan, "optimise", "the optimised build", option="profile-use", value=str(store_path))
-    _observe.check_profile_use(plan, "optimise", "the optimised build")  # LLVM's warnings not silenced
+    _observe.check_profile_use(plan, "optimise", "the optimised build")  # LLVM's warnings not silenced; no mcount
     plain = report.load(plan.work).plain
     if isinstance(plain, PlainResult) and plain.cargo_command == result.cargo_command and plain.target == result.target:
         checks.check_not_plain(

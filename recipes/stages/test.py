@@ -152,4 +152,4 @@ def _check(plan: BuildPlan, tests: CargoTestRun, text: str, returncode: int, sto
     _observe.check_profile_flag(
         plan, "test", "the test build", option="profile-use", value=str(store_path), harnesses=True
     )
-    _observe.check_profile_use(plan, "test", "the test build", cargo_log=text)
+    _observe.check_profile_use(plan, "test", "the test build", cargo_log=text, ships=False)

@@ -54,6 +54,12 @@ case " $* " in *" -Cprofile-use="*) exec "$@" -Cllvm-args=-no-pgo-warn-mismatch 
 exec "$@"
 """
 
+#: compiles every crate with gprof's mcount calls (a nightly option, on stable rustc through RUSTC_BOOTSTRAP)
+MCOUNT = """#!/bin/sh
+case " $* " in *" --crate-name "*) RUSTC_BOOTSTRAP=1 exec "$@" -Zinstrument-mcount ;; esac
+exec "$@"
+"""
+
 #: drops the profile flags from every compile but the main crate's (multi's path dependencies get none)
 DROPPING_BUT_MAIN = """#!/bin/sh
 case " $* " in *" --crate-name multi_pgo "*) exec "$@" ;; esac
@@ -314,6 +320,19 @@ def test_rustflags_that_silence_the_profile_warnings_are_refused_before_building
         assert not (other / "logs" / "instrument-build.log").exists()
     finally:
         config.unlink(missing_ok=True)
+
+
+@pytest.mark.refuses("observed-instrumentation-shipped")
+def test_a_wrapper_that_adds_mcount_is_refused(trained: Pipeline) -> None:
+    wrapper = _script(trained.root, "mcount.sh", MCOUNT)
+    assert_refused(
+        trained.nox("optimise", RUSTC_WRAPPER=str(wrapper)),
+        "rustc compiled hello_pgo in the optimised build with -Zinstrument-mcount: the binary would ship instrumented",
+    )
+    rejected = Path(_report(trained)["optimise"]["binary"])  # the failed build's binary, moved to rejected/
+    assert rejected.parent.name == "rejected"
+    assert "mcount" in subprocess.run(["nm", "-u", str(rejected)], capture_output=True, text=True, check=True).stdout
+    assert not (trained.work / "optimised" / "hello-pgo").exists()
 
 
 @pytest.fixture(scope="module")

@@ -184,3 +184,21 @@ def test_rustflags_that_silence_the_profile_warnings_are_refused_naming_them() -
         "CARGO_BUILD_RUSTFLAGS holds -Cllvm-args=-no-pgo-warn-mismatch, which silences LLVM's warnings of stale and "
         "unprofiled functions that the pipeline checks"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "instrumenting"),
+    [
+        (["-Zinstrument-mcount"], ["-Zinstrument-mcount"]),
+        (["-Z", "instrument_mcount=yes"], ["-Z instrument_mcount=yes"]),
+        (["-Zinstrument-mcount", "-Zinstrument-mcount=no"], []),
+        (["-Cinstrument-coverage"], ["-Cinstrument-coverage"]),
+        (["--codegen", "instrument-coverage=off"], []),
+        (["-Zinstrument-xray=always"], ["-Zinstrument-xray=always"]),
+        (["-Zprofile"], ["-Zprofile"]),
+        (["--codegen=profile-generate=/tmp/x"], ["--codegen=profile-generate=/tmp/x"]),
+        (["-Cprofile-use=/p", "-Zprofile-sample-use=/s", "-Copt-level=3"], []),
+    ],
+)
+def test_the_flags_that_instrument_a_binary(argv: list[str], instrumenting: list[str]) -> None:
+    assert checks.instrumenting_flags(["rustc", *argv]) == instrumenting

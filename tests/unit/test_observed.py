@@ -282,6 +282,19 @@ def test_cargos_own_cap_of_a_registry_crate_is_not_a_wrappers() -> None:
         observed.refuse_silenced([registry], build="the test build", found=[], capped=set())
 
 
+@pytest.mark.refuses("observed-instrumentation-shipped")
+def test_a_compile_for_the_target_with_mcount_is_refused() -> None:
+    main = _optimised()
+    observed.refuse_instrumented([main], build="the optimised build", found=[])
+    textkit = _dependency(main, "textkit", add=("-Zinstrument-mcount",))
+    with pytest.raises(CheckFailed) as caught:
+        observed.refuse_instrumented([main, textkit], build="the optimised build", found=[])
+    assert caught.value.line().startswith(
+        "rustc compiled textkit in the optimised build with -Zinstrument-mcount: the binary would ship instrumented "
+        "(remove it from the rustflags and from the rustc wrappers (none set)"
+    )
+
+
 def test_a_refused_builds_compiles_are_forgotten_so_that_none_is_fresh_next_time(tmp_path: Path) -> None:
     """What a refused build's compiles wrote is removed: cargo would find a library built without the profile
     Fresh in the next build, which cleans the package alone, and the shim would never see it compiled."""

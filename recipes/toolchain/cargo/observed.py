@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import CheckFailed
-from recipes.llvm.checks import silencing_flags
+from recipes.llvm.checks import instrumenting_flags, silencing_flags
 from recipes.toolchain.cargo.invocation import install_script
 from recipes.toolchain.cargo.log import RustcCall, crate_types, own_compiles
 from recipes.toolchain.cargo.metadata import CrateInfo
@@ -236,6 +236,19 @@ def refuse_silenced(
                 "of stale and unprofiled functions that the pipeline checks",
                 f"remove it from the rustflags and from the rustc wrappers ({', '.join(found) or 'none set'}): "
                 "a stale profile would pass unseen",
+            )
+
+
+def refuse_instrumented(calls: Sequence[RustcCall], *, build: str, found: Sequence[str]) -> None:
+    """Refuse a build to ship one of whose crates for the target rustc compiled with instrumentation
+    (:func:`recipes.llvm.checks.instrumenting_flags`: ``-Zinstrument-mcount``, ``-Cinstrument-coverage``, …)."""
+    for call in calls:
+        if call.target is not None and (flags := instrumenting_flags(call.argv)):
+            raise CheckFailed(
+                f"rustc compiled {call.crate_name} in {build} with {' '.join(flags)}: the binary would ship "
+                "instrumented",
+                f"remove it from the rustflags and from the rustc wrappers ({', '.join(found) or 'none set'}): "
+                "a binary to ship is built with the profile only",
             )
 
 
