@@ -47,8 +47,10 @@ def compiles(plan: BuildPlan, build: str, what: str) -> list[RustcCall]:
     expected = plan.env.get("RUSTC") or None
     if expected is not None and "/" not in expected:  # a name: the shim ran the one of the PATH
         expected = shutil.which(expected, path=plan.env.get("PATH")) or expected
-    observed.check_compiler(records, expected, what)
-    return observed.compiles(records)
+    calls = observed.compiles(records)
+    with forgotten_when_refused(calls):  # another compiler's crates are not taken Fresh by the next build
+        observed.check_compiler(records, expected, what)
+    return calls
 
 
 def _wrappers(plan: BuildPlan) -> list[str]:

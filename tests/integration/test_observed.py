@@ -83,6 +83,13 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
     return pipeline
 
 
+def _forgotten(p: Pipeline, build: str) -> int:
+    """How many compiles for the target the records of ``build`` hold, each of whose outputs is gone."""
+    calls = [c for c in observed.compiles(observed.read_records(p.work / "observed" / build)) if c.target]
+    assert all(observed.outputs(call) == [] for call in calls), [observed.outputs(call) for call in calls]
+    return len(calls)
+
+
 def _report(p: Pipeline) -> dict[str, Any]:
     data = json.loads((p.work / "report.json").read_text())
     assert isinstance(data, dict)
@@ -100,6 +107,8 @@ def test_the_pipeline_observes_what_rustc_received(trained: Pipeline) -> None:
             observed.compiles(records), crate_info(trained.manifest, None, None, dict(os.environ))
         )
         assert calls and all(any(a.startswith(flag) for a in c.argv) for c in calls)
+        # what each wrote, found as a refusal removes it (observed.forget): the binary and its dep-info
+        assert all(len(observed.outputs(c)) >= 2 for c in calls), [observed.outputs(c) for c in calls]
         assert all(Path(r.compiler).is_absolute() for r in records)
 
 
@@ -198,6 +207,7 @@ def test_an_observed_compile_by_another_compiler_than_the_plans_rustc_is_refused
         trained.nox("optimise", RUSTC=str(STABLE), RUSTC_WRAPPER=str(wrapper)),
         f"the optimised build ran the compiler {NIGHTLY}, not the plan's RUSTC={STABLE}",
     )
+    assert _forgotten(trained, "optimise") == 1  # what the other compiler wrote: the next build compiles it again
 
 
 @pytest.mark.refuses("pgo-binary-identical-to-plain")
@@ -354,6 +364,7 @@ def test_a_wrapper_that_gives_the_profile_to_the_main_crate_alone_is_refused(mul
         f"dropped by RUSTC_WRAPPER={wrapper}",
     )
     assert re.search(r"rustc compiled (numkit|textkit) in the optimised build", line), line
+    assert _forgotten(multi, "optimise") == 3
     text = assert_ok(multi.nox("optimise"))
     assert "rustc received -Cprofile-use in 3 of the build's 3 crate compiles" in text
 
