@@ -10,6 +10,7 @@ from pathlib import Path
 
 from recipes.errors import CheckFailed
 from recipes.results import InstrumentResult, OptimiseResult
+from recipes.toolchain.rustflags import codegen_values
 
 #: what LLVM and rustc say when they cannot use the profile file itself (it is then ignored, silently but for this)
 PROFILE_FILE_TEXTS = (
@@ -139,3 +140,117 @@ def check_not_plain(pgo: Path, pgo_sha256: str, plain: Path, plain_sha256: str, 
             "the profile changed nothing, so the compiler did not use it",
             f"something between cargo and rustc dropped the profile (a RUSTC_WRAPPER?); what rustc received: {records}",
         )
+
+
+#: LLVM's options (PGOInstrumentation.cpp) that silence the warnings of a profile-use build the checks read (a
+#: stale function, "hash mismatch"; a function without profile data), each with the value that silences them
+SILENCING_LLVM_OPTIONS = {
+    "no-pgo-warn-mismatch": True,
+    "no-pgo-warn-mismatch-comdat-weak": True,
+    "pgo-warn-missing-function": False,
+}
+_LLVM_BOOLS = {"": True, "true": True, "1": True, "false": False, "0": False}
+
+
+def _silencing_llvm_args(argv: Sequence[str]) -> list[str]:
+    """The LLVM options of ``-C llvm-args`` (rustc splits each value on white space and passes LLVM them all, in
+    order; LLVM takes an option's last value) left set to a value of :data:`SILENCING_LLVM_OPTIONS`."""
+    last: dict[str, tuple[bool | None, str]] = {}
+    for value in codegen_values(argv, "llvm-args"):
+        for word in value.split():
+            name, _, setting = word.lstrip("-").partition("=")
+            if word.startswith("-") and name in SILENCING_LLVM_OPTIONS:
+                last[name] = (_LLVM_BOOLS.get(setting.lower()), word)
+    return [f"-Cllvm-args={word}" for name, (on, word) in last.items() if on is SILENCING_LLVM_OPTIONS[name]]
+
+
+_LINT_LEVELS = {"-A": "allow", "--allow": "allow", "-W": "warn", "--warn": "warn", "-D": "deny", "--deny": "deny"}
+_LINT_LEVELS |= {"-F": "forbid", "--forbid": "forbid", "--force-warn": "force-warn"}
+
+
+def _lint_settings(argv: Sequence[str]) -> list[tuple[str, str, str]]:
+    """``(flag, value, word)`` of rustc's lint flags and ``--cap-lints`` in ``argv`` (``-A x``, ``-Ax``,
+    ``--allow x``, ``--allow=x``)."""
+    found = []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if (arg in _LINT_LEVELS or arg == "--cap-lints") and index + 1 < len(argv):
+            found.append((arg, argv[index + 1], f"{arg} {argv[index + 1]}"))
+            index += 2
+            continue
+        if arg[:2] in ("-A", "-W", "-D", "-F") and len(arg) > 2:
+            found.append((arg[:2], arg[2:], arg))
+        elif (flag := arg.split("=", 1)[0]) != arg and (flag in _LINT_LEVELS or flag == "--cap-lints"):
+            found.append((flag, arg.split("=", 1)[1], arg))
+        index += 1
+    return found
+
+
+def _silencing_lint_flags(argv: Sequence[str]) -> list[str]:
+    """rustc's flags that keep LLVM's warnings from the log: ``warnings`` allowed (the last level given it wins),
+    or ``--cap-lints allow`` (the first ``--cap-lints`` wins; tried with rustc 1.95)."""
+    settings = _lint_settings(argv)
+    levels = [
+        (_LINT_LEVELS[flag], word) for flag, value, word in settings if flag in _LINT_LEVELS and value == "warnings"
+    ]
+    caps = [(value, word) for flag, value, word in settings if flag == "--cap-lints"]
+    found = [levels[-1][1]] if levels and levels[-1][0] == "allow" else []
+    return found + ([caps[0][1]] if caps and caps[0][0] == "allow" else [])
+
+
+def silencing_flags(argv: Sequence[str]) -> list[str]:
+    """The flags among rustc's arguments ``argv`` that silence LLVM's warnings of stale functions and of functions
+    without profile data, which the checks of a profile-use build read: ``-Cllvm-args=-no-pgo-warn-mismatch``,
+    ``-pgo-warn-missing-function=false`` and the like, ``-A warnings``, ``--cap-lints allow``."""
+    return _silencing_llvm_args(argv) + _silencing_lint_flags(argv)
+
+
+def refuse_silencing_flags(flags: Sequence[str], where: str) -> None:
+    """Refuse flags (``where``: the rustflags they come from, in words) that silence the profile's warnings."""
+    if found := silencing_flags(flags):
+        raise CheckFailed(
+            f"{where} holds {' '.join(found)}, which silences LLVM's warnings of stale and unprofiled functions "
+            "that the pipeline checks: a stale profile would pass unseen",
+            "remove it from the rustflags for the PGO builds",
+        )
+
+
+def _options(argv: Sequence[str], short: str, long: str | None = None) -> list[tuple[str, str | None, str]]:
+    """``(name, value or None, word)`` of rustc's ``-C``/``-Z`` options in ``argv`` (``-Cx``, ``-C x``, ``--codegen
+    x``, ``--codegen=x``, each ``x`` or ``x=value``; ``_`` read as ``-`` in the name, as rustc does)."""
+    found = []
+    previous = ""
+    for arg in argv:
+        if arg.startswith(short) and len(arg) > 2:
+            text = arg[2:]
+        elif long is not None and arg.startswith(f"{long}="):
+            text = arg.removeprefix(f"{long}=")
+        elif previous in (short, long):
+            text, arg = arg, f"{previous} {arg}"
+        else:
+            previous = arg
+            continue
+        name, eq, value = text.partition("=")
+        found.append((name.replace("_", "-"), value if eq else None, arg))
+        previous = ""
+    return found
+
+
+_RUSTC_OFF = {"n", "no", "off", "false"}
+#: rustc's options that instrument the code they compile (a binary that ships must have none): ``-C``'s and ``-Z``'s
+INSTRUMENTING_OPTIONS = {
+    "-C": ("profile-generate", "instrument-coverage"),
+    "-Z": ("instrument-mcount", "instrument-xray", "instrument-coverage", "profile"),
+}
+
+
+def instrumenting_flags(argv: Sequence[str]) -> list[str]:
+    """The options among rustc's arguments ``argv`` that instrument the code (``-Zinstrument-mcount``,
+    ``-Cinstrument-coverage``, ``-Cprofile-generate``, …), each as written, unless its last value turns it off."""
+    last: dict[str, tuple[str | None, str]] = {}
+    for short, long in (("-C", "--codegen"), ("-Z", None)):
+        for name, value, word in _options(argv, short, long):
+            if name in INSTRUMENTING_OPTIONS[short]:
+                last[f"{short}{name}"] = (value, word)
+    return [word for value, word in last.values() if value is None or value.lower() not in _RUSTC_OFF]

@@ -55,6 +55,7 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | No
     Clean, build, checks and copy hold a lock on the crate's target dir: several pipelines on one crate take
     turns, and the copy is the binary the checks saw."""
     with StageFrame(plan, "optimise") as frame:
+        _observe.refuse_silencing_rustflags(plan)  # LLVM's warnings of a stale profile are what the checks read
         profile, trained_here, digest = _profile_to_use(plan, handed)
         tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
         if not trained_here:  # a given profile is checked before anything is built
@@ -345,6 +346,7 @@ def _check_observed(plan: BuildPlan, result: OptimiseResult, store_path: Path) -
     elf.check_no_instrumentation(result.built_binary, "the optimised binary")
     elf.check_comment_rustc(result.built_binary, plan.rustc.release, "the optimised binary")
     _observe.check_profile_flag(plan, "optimise", "the optimised build", option="profile-use", value=str(store_path))
+    _observe.check_profile_use(plan, "optimise", "the optimised build")  # LLVM's warnings not silenced; no mcount
     plain = report.load(plan.work).plain
     if isinstance(plain, PlainResult) and plain.cargo_command == result.cargo_command and plain.target == result.target:
         checks.check_not_plain(

@@ -7,6 +7,7 @@ from dataclasses import replace
 from recipes import report
 from recipes.plan import BuildPlan
 from recipes.results import Report
+from recipes.stages._observe import refuse_silencing_rustflags
 from recipes.stages.bolt import bolt
 from recipes.stages.frame import check_runnable
 from recipes.stages.instrument import instrument
@@ -21,6 +22,7 @@ def pgo(plan: BuildPlan) -> Report:
     """All four stages in order, every check on (the optimised binary replays the training)."""
     # llvm-profdata, llvm-bolt and merge-fdata (PGO_BOLT=1) were checked when the plan was made (plan.make_plan)
     handed = Report()
+    refuse_silencing_rustflags(plan)  # before the training, not at the optimised build
     if plan.config.profdata is None:
         # what it needs (each shard's) is refused before anything is built
         check_runnable(plan, [w for _, w in workload_shards(plan.shards)] or [plan.require_workload()])

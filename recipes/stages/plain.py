@@ -57,7 +57,7 @@ def build(
     except CommandFailed:
         cflags.refuse_clang_cannot_build(plan.c, log)
         raise
-    _observe.compiles(plan, log.stem, "the plain build")  # run by the plan's compiler
+    _observe.refuse_instrumented(plan, log.stem, "the plain build")  # run by the plan's compiler, not instrumented
     binary = plan.binary(target_dir)
     if not binary.is_file():
         raise MissingInput(f"the plain build left no binary at {binary}", f"see {done.log}")

@@ -49,6 +49,8 @@ def _test(plan: BuildPlan, frame: StageFrame, handed: Report | None) -> TestResu
         earlier="the optimised build",
         now="the test suite would be",
     )
+    _observe.refuse_silencing_rustflags(plan)
+    checks.refuse_silencing_flags(optimised.rustflags.split(), f"the optimised build's {plan.rustflags.var}")
     store_path = optimised.store_path
     sha = plan.store.verify(store_path, "before the test build")
     test_dir = plan.workdir.test_target
@@ -160,3 +162,4 @@ def _check(plan: BuildPlan, tests: CargoTestRun, text: str, returncode: int, sto
     _observe.check_profile_flag(
         plan, "test", "the test build", option="profile-use", value=str(store_path), harnesses=True
     )
+    _observe.check_profile_use(plan, "test", "the test build", cargo_log=text, ships=False)

@@ -78,7 +78,14 @@ def profile_flags_in(flags: Sequence[str]) -> list[str]:
 def codegen_value(argv: Sequence[str], option: str) -> str | None:
     """The value of ``-C <option>=…`` in ``argv`` (``-Cx=``, ``-C x=``, ``--codegen x=``, ``--codegen=x=``, and ``_``
     for ``-`` in the option's name: rustc takes them all), the last one winning, as in rustc."""
-    value = None
+    values = codegen_values(argv, option)
+    return values[-1] if values else None
+
+
+def codegen_values(argv: Sequence[str], option: str) -> list[str]:
+    """Every value of ``-C <option>=…`` in ``argv``, in their order, in any of rustc's spellings
+    (:func:`codegen_value`); ``-C llvm-args=…`` given several times, rustc passes LLVM them all."""
+    values: list[str] = []
     previous = ""
     for arg in argv:
         if arg.startswith("-C") and len(arg) > 2:
@@ -89,9 +96,9 @@ def codegen_value(argv: Sequence[str], option: str) -> str | None:
             text = arg if previous in ("-C", "--codegen") else ""
         name, eq, setting = text.partition("=")
         if eq and name.replace("_", "-") == option:  # rustc reads -Cprofile_use= as -Cprofile-use=
-            value = setting
+            values.append(setting)
         previous = arg
-    return value
+    return values
 
 
 def target_cpu_in(flags: Sequence[str]) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,26 @@ exec rustc "$@"
 """
 
 
+#: appends LLVM's switch of its stale-profile warnings to every compile with the profile
+SILENCING = """#!/bin/sh
+case " $* " in *" -Cprofile-use="*) exec "$@" -Cllvm-args=-no-pgo-warn-mismatch ;; esac
+exec "$@"
+"""
+
+#: compiles every crate with gprof's mcount calls (a nightly option, on stable rustc through RUSTC_BOOTSTRAP)
+MCOUNT = """#!/bin/sh
+case " $* " in *" --crate-name "*) RUSTC_BOOTSTRAP=1 exec "$@" -Zinstrument-mcount ;; esac
+exec "$@"
+"""
+
+#: drops the profile flags from every compile but the main crate's (multi's path dependencies get none)
+DROPPING_BUT_MAIN = """#!/bin/sh
+case " $* " in *" --crate-name multi_pgo "*) exec "$@" ;; esac
+for a do shift; case $a in -Cprofile-use=*|-Cprofile-generate=*) ;; *) set -- "$@" "$a" ;; esac; done
+exec "$@"
+"""
+
+
 def _script(root: Path, name: str, text: str) -> Path:
     path = root / name
     path.write_text(text)
@@ -60,6 +81,13 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
     for stage in ("instrument", "train", "merge"):
         assert_ok(pipeline.nox(stage))
     return pipeline
+
+
+def _forgotten(p: Pipeline, build: str) -> int:
+    """How many compiles for the target the records of ``build`` hold, each of whose outputs is gone."""
+    calls = [c for c in observed.compiles(observed.read_records(p.work / "observed" / build)) if c.target]
+    assert all(observed.outputs(call) == [] for call in calls), [observed.outputs(call) for call in calls]
+    return len(calls)
 
 
 def _report(p: Pipeline) -> dict[str, Any]:
@@ -79,6 +107,8 @@ def test_the_pipeline_observes_what_rustc_received(trained: Pipeline) -> None:
             observed.compiles(records), crate_info(trained.manifest, None, None, dict(os.environ))
         )
         assert calls and all(any(a.startswith(flag) for a in c.argv) for c in calls)
+        # what each wrote, found as a refusal removes it (observed.forget): the binary and its dep-info
+        assert all(len(observed.outputs(c)) >= 2 for c in calls), [observed.outputs(c) for c in calls]
         assert all(Path(r.compiler).is_absolute() for r in records)
 
 
@@ -177,6 +207,7 @@ def test_an_observed_compile_by_another_compiler_than_the_plans_rustc_is_refused
         trained.nox("optimise", RUSTC=str(STABLE), RUSTC_WRAPPER=str(wrapper)),
         f"the optimised build ran the compiler {NIGHTLY}, not the plan's RUSTC={STABLE}",
     )
+    assert _forgotten(trained, "optimise") == 1  # what the other compiler wrote: the next build compiles it again
 
 
 @pytest.mark.refuses("pgo-binary-identical-to-plain")
@@ -237,3 +268,114 @@ def test_a_test_build_whose_wrapper_drops_the_profile_is_refused(tmp_path: Path)
     )
     records = observed.read_records(tested.work / "observed" / "test")
     assert any(call.codegen("profile-use") is None for call in observed.compiles(records))
+
+
+def _stale(crate_dir: Path) -> tuple[Path, str]:
+    """hello's collatz_steps edited after the training (its control flow: the profile's record of it is stale);
+    the source file and its text before."""
+    source = crate_dir / "src" / "main.rs"
+    text = source.read_text()
+    source.write_text(
+        text.replace(
+            "        steps += 1;\n",
+            "        steps += 1;\n        if steps > 100_000 {\n            break;\n        }\n",
+            1,
+        )
+    )
+    assert source.read_text() != text
+    return source, text
+
+
+@pytest.mark.refuses("observed-profile-warnings-silenced")
+def test_a_wrapper_that_silences_the_stale_profile_warnings_is_refused(trained: Pipeline) -> None:
+    """Issue 48: a function edited after the training, and a wrapper that switches LLVM's warning of it off: the
+    build said "0 stale" and passed. Without the wrapper the same tree is refused naming the function."""
+    source, text = _stale(trained.crate_dir)
+    try:
+        assert_refused(trained.nox("optimise"), "stale-profile warnings (hash mismatch), first:", "collatz_steps")
+        wrapper = _script(trained.root, "silence.sh", SILENCING)
+        assert_refused(
+            trained.nox("optimise", RUSTC_WRAPPER=str(wrapper)),
+            "rustc compiled hello_pgo in the optimised build with -Cllvm-args=-no-pgo-warn-mismatch, which silences "
+            "LLVM's warnings of stale and unprofiled functions that the pipeline checks",
+            f"RUSTC_WRAPPER={wrapper}",
+        )
+    finally:
+        source.write_text(text)
+
+
+@pytest.mark.refuses("rustflags-silence-profile-warnings")
+@pytest.mark.parametrize(
+    "where", ["CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "config"]
+)
+def test_rustflags_that_silence_the_profile_warnings_are_refused_before_building(trained: Pipeline, where: str) -> None:
+    """Where docs/configuration.md tells users to put their flags, the cargo config's [build] rustflags, and
+    CARGO_BUILD_RUSTFLAGS (both carried into the per-target variable): refused as the plan reads them, before the
+    optimised build, and in pgo before the instrumented build."""
+    config = trained.crate_dir / ".cargo" / "config.toml"
+    flag = "-Cllvm-args=-no-pgo-warn-mismatch"
+    extra = {} if where == "config" else {where: f"-Copt-level=3 {flag}"}
+    if where == "config":
+        config.parent.mkdir(exist_ok=True)  # an earlier test's
+        config.write_text(f'[build]\nrustflags = ["{flag}"]\n')
+    build_log = trained.work / "logs" / "optimise-build.log"
+    before = build_log.stat().st_mtime_ns
+    try:
+        named = f"{config} [build] rustflags" if where == "config" else where
+        words = f"{named} holds {flag}, which silences LLVM's warnings of stale and unprofiled functions"
+        assert_refused(trained.nox("optimise", **extra), words)
+        assert build_log.stat().st_mtime_ns == before
+        other = trained.root / f"pgo-{where}"
+        assert_refused(trained.nox("pgo", PGO_OUT=str(other), **extra), words)
+        assert not (other / "logs" / "instrument-build.log").exists()
+    finally:
+        config.unlink(missing_ok=True)
+
+
+@pytest.mark.refuses("observed-instrumentation-shipped")
+def test_a_wrapper_that_adds_mcount_is_refused(trained: Pipeline) -> None:
+    wrapper = _script(trained.root, "mcount.sh", MCOUNT)
+    assert_refused(
+        trained.nox("optimise", RUSTC_WRAPPER=str(wrapper)),
+        "rustc compiled hello_pgo in the optimised build with -Zinstrument-mcount: the binary would ship instrumented",
+    )
+    rejected = Path(_report(trained)["optimise"]["binary"])  # the failed build's binary, moved to rejected/
+    assert rejected.parent.name == "rejected"
+    assert "mcount" in subprocess.run(["nm", "-u", str(rejected)], capture_output=True, text=True, check=True).stdout
+    assert not (trained.work / "optimised" / "hello-pgo").exists()
+
+
+@pytest.fixture(scope="module")
+def multi(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
+    pipeline = Pipeline(tmp_path_factory.mktemp("observed-multi"), "multi")
+    for stage in ("instrument", "train", "merge"):
+        assert_ok(pipeline.nox(stage))
+    return pipeline
+
+
+@pytest.mark.refuses("observed-profile-flag-dropped")
+def test_a_wrapper_that_gives_the_profile_to_the_main_crate_alone_is_refused(multi: Pipeline) -> None:
+    """Issue 48: the workspace's libraries, whose functions the profile holds records of, built without it passed
+    ("rustc received -Cprofile-use in 1 of the build's 3 crate compiles")."""
+    wrapper = _script(multi.root, "drop-but-main.sh", DROPPING_BUT_MAIN)
+    line = assert_refused(
+        multi.nox("optimise", RUSTC_WRAPPER=str(wrapper)),
+        "in the optimised build without -Cprofile-use=",
+        f"dropped by RUSTC_WRAPPER={wrapper}",
+    )
+    assert re.search(r"rustc compiled (numkit|textkit) in the optimised build", line), line
+    assert _forgotten(multi, "optimise") == 3
+    text = assert_ok(multi.nox("optimise"))
+    assert "rustc received -Cprofile-use in 3 of the build's 3 crate compiles" in text
+
+
+@pytest.mark.refuses("observed-profile-flag-dropped")
+def test_an_instrumented_build_whose_libraries_get_no_profile_generate_is_refused(multi: Pipeline) -> None:
+    """With -Cprofile-generate dropped for the libraries, the training never profiled their code, and pgo passed."""
+    wrapper = _script(multi.root, "drop-generate-but-main.sh", DROPPING_BUT_MAIN)
+    line = assert_refused(
+        multi.nox("pgo", PGO_OUT=str(multi.root / "pgo-dropped"), RUSTC_WRAPPER=str(wrapper)),
+        "in the instrumented build without -Cprofile-generate=",
+        f"dropped by RUSTC_WRAPPER={wrapper}",
+    )
+    assert re.search(r"rustc compiled (numkit|textkit) in the instrumented build", line), line

@@ -138,3 +138,67 @@ def test_another_target_is_refused() -> None:
         checks.refuse_other_build(
             _instrument_record(), cargo=["cargo", "build"], target=musl, earlier="the instrumented build", now="this"
         )
+
+
+@pytest.mark.parametrize(
+    ("argv", "silencing"),
+    [
+        (["-Cllvm-args=-no-pgo-warn-mismatch"], ["-Cllvm-args=-no-pgo-warn-mismatch"]),
+        (["-C", "llvm-args=--no-pgo-warn-mismatch=TRUE"], ["-Cllvm-args=--no-pgo-warn-mismatch=TRUE"]),
+        (["--codegen=llvm_args=-pgo-warn-missing-function=0"], ["-Cllvm-args=-pgo-warn-missing-function=0"]),
+        # one -C llvm-args of several options, rustc splits it on white space
+        (["-Cllvm-args=-x -no-pgo-warn-mismatch-comdat-weak"], ["-Cllvm-args=-no-pgo-warn-mismatch-comdat-weak"]),
+        # LLVM takes an option's last value: the pipeline's -pgo-warn-missing-function after a user's =false
+        (["-Cllvm-args=-pgo-warn-missing-function=false", "-Cllvm-args=-pgo-warn-missing-function"], []),
+        (
+            ["-Cllvm-args=-pgo-warn-missing-function", "-Cllvm-args=-pgo-warn-missing-function=false"],
+            ["-Cllvm-args=-pgo-warn-missing-function=false"],
+        ),
+        (["-Cllvm-args=-no-pgo-warn-mismatch -no-pgo-warn-mismatch=false"], []),
+        (["-Cllvm-args=-no-pgo-warn-mismatch-comdat-weak=false"], []),
+        # rustc's lint flags (tried with rustc 1.95 on a stale profile): warnings allowed, the last level winning
+        (["-Awarnings"], ["-Awarnings"]),
+        (["-A", "warnings"], ["-A warnings"]),
+        (["--allow=warnings"], ["--allow=warnings"]),
+        (["--force-warn", "warnings", "-Awarnings"], ["-Awarnings"]),
+        (["-Awarnings", "-Wwarnings"], []),
+        (["-Aunused", "-Dwarnings"], []),
+        # --cap-lints: the first one wins
+        (["--cap-lints", "allow", "--cap-lints", "warn"], ["--cap-lints allow"]),
+        (["--cap-lints", "warn", "--cap-lints=allow"], []),
+        (["-Cprofile-use=/p", "-Cllvm-args=-pgo-warn-missing-function", "-Copt-level=3"], []),
+    ],
+)
+def test_the_flags_that_silence_llvms_profile_warnings_as_rustc_and_llvm_read_them(
+    argv: list[str], silencing: list[str]
+) -> None:
+    assert checks.silencing_flags(["rustc", *argv]) == silencing
+
+
+@pytest.mark.refuses("rustflags-silence-profile-warnings")
+def test_rustflags_that_silence_the_profile_warnings_are_refused_naming_them() -> None:
+    checks.refuse_silencing_flags(["-Copt-level=3"], "CARGO_TARGET_X_RUSTFLAGS")
+    with pytest.raises(CheckFailed) as caught:
+        checks.refuse_silencing_flags(["-Cllvm-args=-no-pgo-warn-mismatch"], "CARGO_BUILD_RUSTFLAGS")
+    assert caught.value.line().startswith(
+        "CARGO_BUILD_RUSTFLAGS holds -Cllvm-args=-no-pgo-warn-mismatch, which silences LLVM's warnings of stale and "
+        "unprofiled functions that the pipeline checks"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "instrumenting"),
+    [
+        (["-Zinstrument-mcount"], ["-Zinstrument-mcount"]),
+        (["-Z", "instrument_mcount=yes"], ["-Z instrument_mcount=yes"]),
+        (["-Zinstrument-mcount", "-Zinstrument-mcount=no"], []),
+        (["-Cinstrument-coverage"], ["-Cinstrument-coverage"]),
+        (["--codegen", "instrument-coverage=off"], []),
+        (["-Zinstrument-xray=always"], ["-Zinstrument-xray=always"]),
+        (["-Zprofile"], ["-Zprofile"]),
+        (["--codegen=profile-generate=/tmp/x"], ["--codegen=profile-generate=/tmp/x"]),
+        (["-Cprofile-use=/p", "-Zprofile-sample-use=/s", "-Copt-level=3"], []),
+    ],
+)
+def test_the_flags_that_instrument_a_binary(argv: list[str], instrumenting: list[str]) -> None:
+    assert checks.instrumenting_flags(["rustc", *argv]) == instrumenting

@@ -15,6 +15,7 @@ import pytest
 
 from recipes.errors import CheckFailed
 from recipes.toolchain.cargo import observed
+from recipes.toolchain.cargo.log import RustcCall
 from recipes.toolchain.cargo.metadata import CrateInfo
 from tests.conftest import DATA
 
@@ -202,3 +203,111 @@ def test_the_shim_records_and_runs_the_real_compiler(tmp_path: Path) -> None:
     subprocess.run([bare["RUSTC"], "-vV"], env=bare, check=True)
     (record,) = observed.read_records(records)
     assert record.compiler == str(tmp_path / "path" / "rustc")
+
+
+def _dependency(call: RustcCall, name: str, *, drop: str | None = None, add: tuple[str, ...] = ()) -> RustcCall:
+    """``call`` (a compile of hello's binary) as the compile of another crate for the target, a library of the
+    workspace's: its name and source, without the arguments starting with ``drop``, with ``add``."""
+    argv = [name if a == "hello_pgo" else f"{name}/src/lib.rs" if a == "src/main.rs" else a for a in call.argv]
+    argv = [a for a in argv if drop is None or not a.startswith(drop)]
+    return replace(call, crate_name=name, crate_types=("lib",), argv=(*argv, *add))
+
+
+def _optimised() -> RustcCall:
+    call = _read("optimise-hello-bin.rec").call()
+    assert call is not None and "src/main.rs" in call.argv
+    return call
+
+
+@pytest.mark.refuses("observed-profile-flag-dropped")
+def test_a_dependency_without_the_profile_flag_is_refused_naming_it() -> None:
+    """A wrapper that drops the profile for every crate but the main one: the workspace's libraries and the
+    dependencies get the target's rustflags from cargo as the main crate does, so each must have the flag."""
+    main = _optimised()
+    numkit = _dependency(main, "numkit", drop="-Cprofile-use=")
+    script = _dependency(main, "build_script_build", drop="-Cprofile-use=")
+    build_script = replace(script, argv=tuple(a for a in script.argv if not a.startswith("--target")))
+    assert numkit.target is not None and build_script.target is None
+    with pytest.raises(CheckFailed) as caught:
+        observed.check_profile_flag(
+            [numkit, main],
+            HELLO,
+            option="profile-use",
+            value=str(STORE),
+            build="the optimised build",
+            found=["RUSTC_WRAPPER=/w"],
+        )
+    assert caught.value.message.startswith(
+        f"rustc compiled numkit in the optimised build without -Cprofile-use={STORE}: the flag was dropped by "
+        "RUSTC_WRAPPER=/w"
+    )
+    with_it = _dependency(main, "numkit")
+    # a build script (compiled for the host: no --target) takes no rustflags of the target
+    assert observed.check_profile_flag(
+        [with_it, build_script, main], HELLO, option="profile-use", value=str(STORE), build="b", found=[]
+    ) == [main]
+
+
+@pytest.mark.refuses("observed-profile-warnings-silenced")
+@pytest.mark.parametrize("added", [("-Cllvm-args=-no-pgo-warn-mismatch",), ("-A", "warnings"), ("--cap-lints=allow",)])
+def test_a_compile_with_the_profile_that_silences_llvms_warnings_is_refused(added: tuple[str, ...]) -> None:
+    main = _optimised()
+    numkit = _dependency(main, "numkit", add=added)
+    found = ["RUSTC_WRAPPER=/w"]
+    observed.refuse_silenced([main], build="the optimised build", found=found)
+    with pytest.raises(CheckFailed) as caught:
+        observed.refuse_silenced([main, numkit], build="the optimised build", found=found)
+    assert caught.value.message == (
+        f"rustc compiled numkit in the optimised build with {' '.join(added)}, which silences LLVM's warnings of stale "
+        "and unprofiled functions that the pipeline checks"
+    )
+    assert caught.value.hint.startswith("remove it from the rustflags and from the rustc wrappers (RUSTC_WRAPPER=/w)")
+    # a compile without the profile (a build script's) has no warning of it to silence
+    observed.refuse_silenced([_dependency(main, "numkit", drop="-Cprofile-use=", add=added)], build="b", found=[])
+
+
+def test_cargos_own_cap_of_a_registry_crate_is_not_a_wrappers() -> None:
+    """cargo gives the registry's crates ``--cap-lints allow`` (pgo-test's build keeps it; optimise's lint wrapper
+    turns it into warn): read from cargo's own command in its log, it is not refused; a wrapper's is."""
+    main = _optimised()
+    registry = _dependency(main, "memchr", add=("--cap-lints", "allow"))
+    asked = _dependency(main, "memchr", add=("--cap-lints", "allow"))
+    capped = observed.cargo_capped([asked, main])
+    assert capped == {("memchr", registry.metadata)}
+    observed.refuse_silenced([registry], build="the test build", found=[], capped=capped)
+    allowed = replace(registry, argv=(*registry.argv, "-Awarnings"))
+    with pytest.raises(CheckFailed, match=r"memchr in the test build with -Awarnings, which"):
+        observed.refuse_silenced([allowed], build="the test build", found=[], capped=capped)
+    with pytest.raises(CheckFailed, match=r"memchr in the test build with --cap-lints allow, which"):
+        observed.refuse_silenced([registry], build="the test build", found=[], capped=set())
+
+
+@pytest.mark.refuses("observed-instrumentation-shipped")
+def test_a_compile_for_the_target_with_mcount_is_refused() -> None:
+    main = _optimised()
+    observed.refuse_instrumented([main], build="the optimised build", found=[])
+    textkit = _dependency(main, "textkit", add=("-Zinstrument-mcount",))
+    with pytest.raises(CheckFailed) as caught:
+        observed.refuse_instrumented([main, textkit], build="the optimised build", found=[])
+    assert caught.value.line().startswith(
+        "rustc compiled textkit in the optimised build with -Zinstrument-mcount: the binary would ship instrumented "
+        "(remove it from the rustflags and from the rustc wrappers (none set)"
+    )
+
+
+def test_a_refused_builds_compiles_are_forgotten_so_that_none_is_fresh_next_time(tmp_path: Path) -> None:
+    """What a refused build's compiles wrote is removed: cargo would find a library built without the profile
+    Fresh in the next build, which cleans the package alone, and the shim would never see it compiled."""
+    main = _optimised()
+    argv = [a for a in _dependency(main, "numkit").argv if not a.startswith(("--out-dir", "-Cextra-filename"))]
+    numkit = replace(main, crate_name="numkit", argv=(*argv, "--out-dir", str(tmp_path), "-C", "extra-filename=-ab12"))
+    host = replace(numkit, argv=tuple(a for a in numkit.argv if not a.startswith("--target")))
+    written = [tmp_path / name for name in ("libnumkit-ab12.rlib", "libnumkit-ab12.rmeta", "numkit-ab12.d")]
+    others = [tmp_path / name for name in ("libnumkit-cd34.rlib", "libnumkit_extra-ab12.rlib", "textkit-ab12.d")]
+    for path in (*written, *others):
+        path.write_text("")
+    assert observed.outputs(numkit) == sorted(written)
+    observed.forget([host])  # compiled for the host (a build script): nothing of the target's
+    assert all(path.exists() for path in written)
+    observed.forget([numkit])
+    assert [path.exists() for path in (*written, *others)] == [False] * 3 + [True] * 3

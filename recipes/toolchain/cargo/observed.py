@@ -10,11 +10,12 @@ for an ``@file`` argument (its content copied, one argument a line, as rustc rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.errors import CheckFailed
+from recipes.llvm.checks import instrumenting_flags, silencing_flags
 from recipes.toolchain.cargo.invocation import install_script
 from recipes.toolchain.cargo.log import RustcCall, crate_types, own_compiles
 from recipes.toolchain.cargo.metadata import CrateInfo
@@ -178,8 +179,9 @@ def check_profile_flag(
     harnesses: bool = False,
 ) -> list[RustcCall]:
     """Refuse a build (``build``) whose binary no observed compile made (with ``harnesses``: none of the package's
-    crates or test harnesses), or whose own crates did not get ``-C <option>[=value]``: ``found`` names the
-    wrappers that may have dropped it. The own crates' compiles."""
+    crates or test harnesses), or any of whose crates for the target (its own first, then the workspace's others and
+    the dependencies: cargo gives them all the target's rustflags) did not get ``-C <option>[=value]``: ``found``
+    names the wrappers that may have dropped it. The own crates' compiles."""
     own = own_compiles(calls, crate, harnesses=harnesses)
     if not (own if harnesses else bin_compiles(own, crate)):
         raise CheckFailed(
@@ -187,7 +189,7 @@ def check_profile_flag(
             f"made {_by(found)}, not by rustc",
             "a caching or replacing rustc wrapper cannot build a PGO binary: unset it for the pipeline",
         )
-    for call in own:
+    for call in [*own, *(c for c in calls if c.target is not None and c not in own)]:
         got = call.codegen(option)
         if got is None or (value is not None and got != value):
             wanted = f"-C{option}={value}" if value is not None else f"-C{option}"
@@ -214,3 +216,71 @@ def check_compiler(observed: Sequence[Observed], expected: str | None, build: st
 def with_flag(calls: Iterable[RustcCall], option: str, value: str) -> int:
     """How many crate compiles got ``-C <option>=<value>``."""
     return sum(1 for call in calls if call.codegen(option) == value)
+
+
+def refuse_silenced(
+    calls: Sequence[RustcCall], *, build: str, found: Sequence[str], capped: Collection[tuple[str, str | None]] = ()
+) -> None:
+    """Refuse a compile with the profile that received a flag silencing LLVM's warnings of stale and unprofiled
+    functions (:func:`recipes.llvm.checks.silencing_flags`); ``capped``: the crates (name, ``-C metadata``) cargo
+    itself gave ``--cap-lints allow`` (the registry's), whose cap is cargo's, not a wrapper's."""
+    for call in calls:
+        if call.target is None or call.codegen("profile-use") is None:
+            continue
+        flags = silencing_flags(call.argv)
+        if (call.crate_name, call.metadata) in capped:
+            flags = [flag for flag in flags if not flag.startswith("--cap-lints")]
+        if flags:
+            raise CheckFailed(
+                f"rustc compiled {call.crate_name} in {build} with {' '.join(flags)}, which silences LLVM's warnings "
+                "of stale and unprofiled functions that the pipeline checks",
+                f"remove it from the rustflags and from the rustc wrappers ({', '.join(found) or 'none set'}): "
+                "a stale profile would pass unseen",
+            )
+
+
+def refuse_instrumented(calls: Sequence[RustcCall], *, build: str, found: Sequence[str]) -> None:
+    """Refuse a build to ship one of whose crates for the target rustc compiled with instrumentation
+    (:func:`recipes.llvm.checks.instrumenting_flags`: ``-Zinstrument-mcount``, ``-Cinstrument-coverage``, …)."""
+    for call in calls:
+        if call.target is not None and (flags := instrumenting_flags(call.argv)):
+            raise CheckFailed(
+                f"rustc compiled {call.crate_name} in {build} with {' '.join(flags)}: the binary would ship "
+                "instrumented",
+                f"remove it from the rustflags and from the rustc wrappers ({', '.join(found) or 'none set'}): "
+                "a binary to ship is built with the profile only",
+            )
+
+
+def cargo_capped(cargo_calls: Iterable[RustcCall]) -> set[tuple[str, str | None]]:
+    """The crates (name, ``-C metadata``) whose command, as cargo ran it (its log), starts with ``--cap-lints allow``
+    (cargo caps the registry's crates)."""
+    capped = set()
+    for call in cargo_calls:
+        caps = [b for a, b in zip(call.argv, call.argv[1:], strict=False) if a == "--cap-lints"]
+        caps += [a.removeprefix("--cap-lints=") for a in call.argv if a.startswith("--cap-lints=")]
+        if caps[:1] == ["allow"]:
+            capped.add((call.crate_name, call.metadata))
+    return capped
+
+
+def outputs(call: RustcCall) -> list[Path]:
+    """The files a crate compile wrote (in its ``--out-dir``, named by its crate name and ``-C extra-filename``:
+    the rlib, rmeta, dep-info, the binary)."""
+    out_dirs = [b for a, b in zip(call.argv, call.argv[1:], strict=False) if a == "--out-dir"]
+    out_dirs += [a.removeprefix("--out-dir=") for a in call.argv if a.startswith("--out-dir=")]
+    if not out_dirs:
+        return []
+    stem = f"{call.crate_name}{call.codegen('extra-filename') or ''}"
+    found = Path(out_dirs[-1]).glob(f"*{stem}*")
+    return sorted(path for path in found if path.name.removeprefix("lib").startswith(stem) and path.is_file())
+
+
+def forget(calls: Iterable[RustcCall]) -> None:
+    """Remove what the compiles for the target wrote, so that cargo compiles them again next time instead of
+    finding them Fresh: a refused build (a wrapper dropped the profile) leaves no crate the next build would take
+    unobserved."""
+    for call in calls:
+        if call.target is not None:
+            for path in outputs(call):
+                path.unlink(missing_ok=True)
