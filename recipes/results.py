@@ -248,12 +248,12 @@ class OptimiseResult:
     missing_profile_functions: int
     #: partial training (PGO_PARTIAL): the build read ``store_path``, the whole profile without its never-run
     #: records; ``whole_profile`` (in the store) is what the checks judged by. A record of before: the whole one.
-    partial: bool = False
+    partial: bool | None = None
     whole_profile: Path | None = None
     whole_profile_sha256: str | None = None
     #: records the partial profile left out, and the build's functions compiled without profile data for that
-    never_run_records: int = 0
-    never_run_functions: int = 0
+    never_run_records: int | None = None
+    never_run_functions: int | None = None
     missing_by_crate: dict[str, int]
     stale_profile_warnings: int
     main_crate_functions_with_profile: int

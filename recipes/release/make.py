@@ -554,7 +554,7 @@ def partial_of(optimised: OptimiseResult) -> Partial | None:
     """What the manifest records of a build from a partial profile (None: it read the whole one)."""
     if not optimised.partial or optimised.whole_profile_sha256 is None:
         return None
-    return Partial(optimised.whole_profile_sha256, optimised.never_run_records, optimised.never_run_functions)
+    return Partial(optimised.whole_profile_sha256, optimised.never_run_records or 0, optimised.never_run_functions or 0)
 
 
 def toolchain_of(plan: BuildPlan) -> Toolchain:
