@@ -6,7 +6,7 @@ import difflib
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from recipes.config import Config
@@ -16,7 +16,7 @@ from recipes.runner import capture
 from recipes.store import ProfileStore
 from recipes.toolchain import emulation, zig
 from recipes.toolchain.rustc import RustcInfo, find_profdata, rustc_sysroot
-from recipes.toolchain.rustflags import rust_triple
+from recipes.toolchain.rustflags import cargo_config_files, rust_triple
 
 
 def check(
@@ -33,6 +33,7 @@ def check(
         zig.check_generate_linker(config.cargo, config.generate_linker, rust_triple(target))
         check_linker_found(config.generate_linker, env)
     check_target_triple(target, env)
+    check_target_installed(target, env, config)
     root = store_root(config, bin_name or config.bin)
     if root is not None:
         ProfileStore(root).check()  # owner, mode, not a symlink, parents: checked without creating anything
@@ -145,3 +146,53 @@ def check_target_triple(target: str, env: Mapping[str, str], *, source: str = "P
         f"{what} is not a target this rustc knows",
         f"{suggestion}see `rustc --print target-list` for the valid triples",
     )
+
+
+def check_target_installed(target: str, env: Mapping[str, str], config: Config) -> None:
+    """The target's standard library is installed beside this rustc (``rustc --print target-libdir``); else every
+    build would fail at its first crate with ``can't find crate for `core```, after ``cargo clean``, as
+    "instrumented build failed (see log)". A target spec file, and a cargo that builds std itself, are let be."""
+    triple = rust_triple(target)
+    if _custom_target(triple, env):
+        return
+    libdir = Path(capture([env.get("RUSTC", "rustc"), "--print", "target-libdir", "--target", triple], env=env).strip())
+    names = [p.name for p in libdir.iterdir()] if libdir.is_dir() else []
+    refusal = std_missing(target, libdir, names, env.get("RUSTUP_TOOLCHAIN"))
+    if refusal is not None and not builds_std(config, env):
+        raise refusal
+
+
+def std_missing(target: str, libdir: Path, names: Sequence[str], toolchain: str | None) -> ConfigError | None:
+    """The refusal of a target whose standard library is not in ``libdir`` (its files ``names``: no
+    ``libcore-*.rlib``), naming what installs it: rustup's ``target add`` for the toolchain, else the rust-std of
+    this rustc; None when it is there."""
+    if any(name.startswith("libcore-") and name.endswith(".rlib") for name in names):
+        return None
+    triple = rust_triple(target)
+    where = f"PGO_TARGET={target}" + (f" ({triple})" if triple != target else "")
+    whose = f"the toolchain {toolchain}" if toolchain else "this rustc"
+    fix = (
+        f"install it: rustup target add --toolchain {toolchain} {triple}"
+        if toolchain
+        else f"install the rust-std component for {triple} into this rustc's sysroot, or use rustup's rustc"
+    )
+    missing = "no such directory" if not names else "no libcore-*.rlib there"
+    return ConfigError(
+        f"{where}: the standard library for {triple} is not installed in {whose} ({libdir}: {missing}), "
+        "and every build needs it",
+        fix,
+    )
+
+
+def builds_std(config: Config, env: Mapping[str, str]) -> bool:
+    """Cargo builds the standard library itself: ``-Zbuild-std`` in PGO_CARGO, ``CARGO_UNSTABLE_BUILD_STD``, or
+    ``[unstable] build-std`` in a cargo config."""
+    if any(word.startswith(("-Zbuild-std", "build-std")) for word in config.cargo) or env.get(
+        "CARGO_UNSTABLE_BUILD_STD"
+    ):
+        return True
+    for file in cargo_config_files(config.manifest.parent, env):
+        unstable = file.data.get("unstable")
+        if isinstance(unstable, dict) and unstable.get("build-std"):
+            return True
+    return False

@@ -156,6 +156,19 @@ def test_unknown_target_refused_before_cargo(hello: Pipeline, target: str, sugge
     _nothing_built(hello)
 
 
+@pytest.mark.refuses("target-standard-library-not-installed")
+def test_a_target_without_its_std_refused_before_cargo(hello: Pipeline) -> None:
+    # it used to be "instrumented build failed (see log)", after cargo clean: can't find crate for `core`
+    target = "riscv64gc-unknown-linux-gnu"  # known to rustc, its std installed in no toolchain here
+    line = assert_refused(
+        hello.nox("instrument", PGO_TARGET=target),
+        f"PGO_TARGET={target}: the standard library for {target} is not installed in the toolchain stable-",
+        f"rustup target add --toolchain stable-{HOST} {target}",
+    )
+    assert "failed (see log)" not in line
+    _nothing_built(hello)
+
+
 # --- carried rustflags ------------------------------------------------------------------------------------
 
 

@@ -145,3 +145,50 @@ def test_work_dir_inside_the_store_behind_a_symlink_refused(tmp_path: Path) -> N
     )
     preflight.check_apart(tmp_path / "work", store)  # beside one another: fine
     preflight.check_apart(tmp_path / "store-work", store)  # a common prefix of the names is not inside
+
+
+# --- the target's standard library -----------------------------------------------------------------------------
+
+NOT_INSTALLED = "riscv64gc-unknown-linux-gnu"  # a target rustc knows whose std no toolchain here has
+
+
+@pytest.mark.refuses("target-standard-library-not-installed")
+def test_a_target_whose_std_is_not_installed_is_refused_naming_rustup_target_add(tmp_path: Path) -> None:
+    # it used to be "instrumented build failed (see log)", after cargo clean, at the first crate: can't find core
+    config = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "store"))
+    env = clean_env({"RUSTUP_TOOLCHAIN": "stable"})
+    with pytest.raises(ConfigError) as caught:
+        preflight.check(config, env, NOT_INSTALLED, bin_name="hello")
+    line = caught.value.line()
+    assert line.startswith(f"PGO_TARGET={NOT_INSTALLED}: the standard library for {NOT_INSTALLED} is not installed")
+    assert f"rustlib/{NOT_INSTALLED}/lib: no such directory" in line
+    assert line.endswith(f"(install it: rustup target add --toolchain stable {NOT_INSTALLED})")
+
+
+def test_an_installed_target_and_a_std_built_by_cargo_pass(tmp_path: Path) -> None:
+    config = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "store"))
+    preflight.check_target_installed("x86_64-unknown-linux-musl", clean_env(), config)  # installed (CONTRIBUTING.md)
+    preflight.check_target_installed(f"{HOST}.2.28", clean_env(), config)  # zigbuild's suffix: the host's std
+    with pytest.raises(ConfigError):
+        preflight.check_target_installed(NOT_INSTALLED, clean_env(), config)
+    (tmp_path / ".cargo").mkdir()
+    (tmp_path / ".cargo" / "config.toml").write_text('[unstable]\nbuild-std = ["std", "panic_abort"]\n')
+    preflight.check_target_installed(NOT_INSTALLED, clean_env(), config)  # cargo builds std: rustc's to judge
+    (tmp_path / ".cargo" / "config.toml").unlink()
+    preflight.check_target_installed(NOT_INSTALLED, clean_env({"CARGO_UNSTABLE_BUILD_STD": "std"}), config)
+    zbuild = _config(tmp_path, PGO_PROFILE_STORE=str(tmp_path / "store"), PGO_CARGO="cargo build -Zbuild-std")
+    preflight.check_target_installed(NOT_INSTALLED, clean_env(), zbuild)
+
+
+def test_the_verdict_on_a_sysroots_files() -> None:
+    libdir = Path("/sysroot/lib/rustlib") / NOT_INSTALLED / "lib"
+    assert preflight.std_missing(NOT_INSTALLED, libdir, ["libcore-0123.rlib", "libstd-0123.rlib"], "1.94.0") is None
+    half = preflight.std_missing(NOT_INSTALLED, libdir, ["libstd-0123.so"], None)
+    assert half is not None
+    assert f"{libdir}: no libcore-*.rlib there" in half.message
+    assert "is not installed in this rustc" in half.message
+    assert half.hint.startswith(f"install the rust-std component for {NOT_INSTALLED} into this rustc's sysroot")
+    suffixed = preflight.std_missing(f"{NOT_INSTALLED}.2.28", libdir, [], "1.94.0")
+    assert suffixed is not None
+    assert suffixed.message.startswith(f"PGO_TARGET={NOT_INSTALLED}.2.28 ({NOT_INSTALLED}): ")
+    assert suffixed.hint == f"install it: rustup target add --toolchain 1.94.0 {NOT_INSTALLED}"
