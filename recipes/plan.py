@@ -4,7 +4,7 @@ and the workload, worked out once (``make_plan``), and what every stage does wit
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from recipes import claim, train
@@ -14,7 +14,7 @@ from recipes.runner import run
 from recipes.store import ProfileStore
 from recipes.toolchain import cflags, emulation, preflight, zig
 from recipes.toolchain.cargo import invocation as cargo_command
-from recipes.toolchain.cargo.metadata import CrateInfo, build_script_packages, crate_info
+from recipes.toolchain.cargo.metadata import CrateInfo, build_script_packages, c_packages, crate_info
 from recipes.toolchain.rustc import ResolvedRustc, RustcInfo, resolve_rustc, split_toolchain
 from recipes.toolchain.rustflags import (
     RustflagsPlan,
@@ -188,6 +188,11 @@ def make_plan(
         cwd=config.manifest.parent,
         cargo_configs=configs,
     )
+    if cflags.missing_clang(c_plan) and not zigbuild:  # said before the build: the C that will stay unprofiled
+        c_plan = replace(
+            c_plan,
+            before=cflags.missing_clang_line(c_plan, c_packages(config.manifest, triple, env, locked=config.locked)),
+        )
     if isinstance(config.c, tuple) or isinstance(config.cxx, tuple):
         packages, scripts = build_script_packages(config.manifest, triple, env, locked=config.locked)
         cflags.refuse_unknown_packages({"PGO_C": config.c, "PGO_CXX": config.cxx}, packages, scripts)

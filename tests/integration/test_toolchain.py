@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from recipes.release.reproducible import tar_member
-from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env, run_nox
+from tests.conftest import FIXTURES, Pipeline, assert_ok, assert_refused, clean_env, run_nox
 from tests.integration.test_release import BASE, TAG, Release
 
 pytestmark = pytest.mark.slow
@@ -70,8 +70,28 @@ def test_a_pinned_toolchain_builds_merges_and_is_recorded(pinned: Pinned) -> Non
     assert merge["llvm_profdata_version"].startswith("21.")
     for binary in (pinned.report["instrument"]["binary"], pinned.report["optimise"]["binary"]):
         assert f"rustc version {PINNED}" in _comment(Path(binary))
-    # the C profile's clang follows the same LLVM major: there is no clang-21 here, so the C is left as it is
-    assert pinned.report["instrument"]["c_code"]["languages"]["C"]["off"] == "no clang-21 (apt-get install clang-21)"
+    # the C profile's clang follows the same LLVM major: there is no clang-21 here, nor in Debian 12's apt, so the C
+    # is left as it is, and the way out named is what is here: clang-22, the LLVM of another toolchain
+    off = pinned.report["instrument"]["c_code"]["languages"]["C"]["off"]
+    assert off.startswith(
+        "no clang-21 (apt has no clang-21 here; clang-22 is here (/usr/bin/clang-22), of the LLVM "
+    ), off
+    assert "RUSTUP_TOOLCHAIN=" in off and "apt-get install" not in off
+
+
+def test_c_that_no_clang_of_the_pinned_llvm_can_profile_is_said_before_the_build(tmp_path: Path) -> None:
+    """csys (C by cc-rs) pinned to 1.94.0 (LLVM 21): its C stays unprofiled; that was said after the instrumented
+    build, with `apt-get install clang-21`, a package Debian 12 does not have."""
+    p = Pipeline(tmp_path, "csys", workload="hello")
+    (p.crate_dir / "rust-toolchain.toml").write_text((FIXTURES / "pinned" / "rust-toolchain.toml").read_text())
+    text = assert_ok(p.nox("instrument"))
+    warning = next(line for line in text.splitlines() if "will stay unprofiled" in line)
+    assert (
+        "the C of csys, hostc (build scripts using cc or cmake) will stay unprofiled: no clang-21 (apt has no "
+        in warning
+    )
+    assert "RUSTUP_TOOLCHAIN=" in warning and "apt-get install clang-21" not in text
+    assert text.index(warning) < text.index("cargo clean")  # before anything is built
 
 
 @pytest.mark.refuses("no-llvm-bolt-rustc-llvm-major")

@@ -88,13 +88,33 @@ def linking_tests(targets: list[dict[str, Any]]) -> tuple[str, ...]:
     return tuple(t["name"] for t in targets if kinds & set(t["kind"]) and t.get("test", t["kind"] == ["test"]))
 
 
+def _graph(manifest: Path, triple: str, env: Mapping[str, str], *, locked: bool) -> list[dict[str, Any]]:
+    """The packages of ``manifest``'s dependency graph for ``triple`` (``cargo metadata`` with its dependencies)."""
+    argv = ["cargo", "metadata", "--format-version", "1", "--filter-platform", triple, "--manifest-path", str(manifest)]
+    packages: list[dict[str, Any]] = json.loads(
+        capture([*argv, "--locked"] if locked else argv, env=env, cwd=manifest.parent)
+    )["packages"]
+    return packages
+
+
 def build_script_packages(
     manifest: Path, triple: str, env: Mapping[str, str], *, locked: bool
 ) -> tuple[frozenset[str], frozenset[str]]:
     """The names of the packages of ``manifest``'s dependency graph for ``triple`` (``cargo metadata`` with its
     dependencies), and of those among them with a build script: the only ones with C or C++ to profile."""
-    argv = ["cargo", "metadata", "--format-version", "1", "--filter-platform", triple, "--manifest-path", str(manifest)]
-    meta = json.loads(capture([*argv, "--locked"] if locked else argv, env=env, cwd=manifest.parent))
-    packages = meta["packages"]
+    packages = _graph(manifest, triple, env, locked=locked)
     scripts = (p["name"] for p in packages if any("custom-build" in t["kind"] for t in p["targets"]))
     return frozenset(p["name"] for p in packages), frozenset(scripts)
+
+
+#: the build-dependencies through which a build script compiles C or C++ (cmake drives cc-rs's compiler too)
+C_BUILDERS = frozenset({"cc", "cmake"})
+
+
+def c_packages(manifest: Path, triple: str, env: Mapping[str, str], *, locked: bool) -> list[str]:
+    """The packages of the graph whose build script compiles C or C++: a build-dependency on cc or cmake."""
+    return sorted(
+        p["name"]
+        for p in _graph(manifest, triple, env, locked=locked)
+        if any(d["name"] in C_BUILDERS and d.get("kind") == "build" for d in p["dependencies"])
+    )
