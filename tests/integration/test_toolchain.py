@@ -210,6 +210,29 @@ def test_a_toolchain_variable_or_plus_that_is_not_installed_is_one_line(
     _not_built(hello)
 
 
+@pytest.mark.refuses("rust-toolchain-install-incomplete")
+def test_a_pinned_toolchain_whose_install_was_interrupted_names_the_file_and_the_install(hello: Pipeline) -> None:
+    """rustup's toolchain folder with cargo and no rustc (an install cut short), under a RUSTUP_HOME of the test's
+    own: `rustc --print sysroot` said only rustup's "Missing manifest in toolchain '1.93.0-…'"."""
+    host = subprocess.run(["rustc", "-vV"], env=clean_env(), capture_output=True, text=True, check=True).stdout
+    toolchain = f"1.93.0-{host.split('host: ', 1)[1].split()[0]}"
+    home = hello.root / "rustup"
+    cargo = home / "toolchains" / toolchain / "bin" / "cargo"
+    cargo.parent.mkdir(parents=True)
+    cargo.write_text("#!/bin/sh\nexit 1\n")
+    cargo.chmod(0o755)
+    toolchain_file = hello.crate_dir / "rust-toolchain.toml"
+    toolchain_file.write_text('[toolchain]\nchannel = "1.93.0"\n')
+    line = assert_refused(
+        hello.nox("instrument", RUSTUP_HOME=str(home), RUSTUP_AUTO_INSTALL="0", RUST_BACKTRACE="1"),
+        f"Rust toolchain {toolchain} (chosen by rust-toolchain.toml at {toolchain_file}) for the crate in "
+        f"{hello.crate_dir} cannot run rustc: rustup says \"Missing manifest in toolchain '{toolchain}'\"",
+        f"(install it again: cd {hello.crate_dir} && rustup toolchain install {toolchain} --profile minimal",
+    )
+    assert "Stack backtrace" not in line and "<unknown>" not in line
+    _not_built(hello)
+
+
 @pytest.mark.refuses("rustup-cannot-choose-toolchain")
 def test_a_toolchain_file_rustup_cannot_parse_is_one_line(hello: Pipeline) -> None:
     (hello.crate_dir / "rust-toolchain.toml").write_text("garbage ][\n")
