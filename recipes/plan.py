@@ -176,6 +176,7 @@ def make_plan(
         env = zig.ensure_zigbuild(env, logs=WorkDir(config.out).logs)
     configs = cargo_config_files(config.manifest.parent, env)  # read once: the flags and the cross linker
     flags = plan_rustflags(target, config.manifest.parent, env, configs)
+    preflight.check_rustflags(flags, triple, env, config.manifest.parent)
     env = emulation.cross_env(triple, env, [c.data for c in configs], zig_links=zigbuild)
     c_plan = cflags.plan_c(
         info,

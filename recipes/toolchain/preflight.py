@@ -12,11 +12,11 @@ from pathlib import Path
 from recipes.config import Config
 from recipes.errors import ConfigError
 from recipes.llvm import boltlib as bolt
-from recipes.runner import capture
+from recipes.runner import capture, query
 from recipes.store import ProfileStore
 from recipes.toolchain import emulation, zig
 from recipes.toolchain.rustc import RustcInfo, find_profdata, rustc_sysroot
-from recipes.toolchain.rustflags import cargo_config_files, rust_triple
+from recipes.toolchain.rustflags import RustflagsPlan, cargo_config_files, rust_triple
 
 
 def check(
@@ -196,3 +196,41 @@ def builds_std(config: Config, env: Mapping[str, str]) -> bool:
         if isinstance(unstable, dict) and unstable.get("build-std"):
             return True
     return False
+
+
+def check_rustflags(flags: RustflagsPlan, triple: str, env: Mapping[str, str], cwd: Path) -> None:
+    """The flags every build gets, each source's, are flags this rustc takes (``rustc <flags> --print sysroot``,
+    which parses ``-Cllvm-args`` too): else cargo's first question to rustc fails, and the session with it, as
+    "cargo clean failed", its log saying why."""
+    existing = tuple(env.get(flags.var, "").split())
+    groups = (
+        (flags.var, existing),
+        ("; ".join(flags.carried_from), flags.base[len(existing) :]),
+        (f"[target.{triple}] rustflags of the cargo config", flags.config_target_flags),
+    )
+    for where, given in groups:
+        if not given:
+            continue
+        done = query([env.get("RUSTC", "rustc"), *given, "--print", "sysroot", "--target", triple], env=env, cwd=cwd)
+        if done.returncode != 0:
+            raise rustflags_refused(where, done.stderr)
+
+
+_UNKNOWN_LLVM = re.compile(r"Unknown command line argument '([^']+)'")
+_MEANT = re.compile(r"Did you mean '([^']+)'")
+
+
+def rustflags_refused(where: str, stderr: str) -> ConfigError:
+    """The refusal of flags rustc will not take, from what it said: an LLVM option it does not know named, with
+    LLVM's guess; else rustc's first error."""
+    hint = "fix or remove it: every build would fail at its first step"
+    if unknown := _UNKNOWN_LLVM.search(stderr):
+        meant = _MEANT.search(stderr)
+        return ConfigError(
+            f"{where}: LLVM has no option {unknown.group(1)} (-Cllvm-args={unknown.group(1)})",
+            (f"did you mean {meant.group(1)}? " if meant else "") + hint + " (rustc -Cllvm-args=--help lists them)",
+        )
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    error = next((line for line in lines if line.startswith("error")), lines[0] if lines else "no output")
+    said = re.sub(r"^error:\s*", "", error)
+    return ConfigError(f"{where}: rustc refuses these flags: {said}", hint)

@@ -169,6 +169,18 @@ def test_a_target_without_its_std_refused_before_cargo(hello: Pipeline) -> None:
     _nothing_built(hello)
 
 
+@pytest.mark.refuses("rustflags-rustc-refuses")
+def test_an_llvm_option_llvm_does_not_have_refused_before_cargo(hello: Pipeline) -> None:
+    # it used to be "cargo clean failed (see log)": cargo's first question to rustc failed
+    line = assert_refused(
+        hello.nox("instrument", **{VAR: "-Cllvm-args=-inline-thresold=225"}),
+        f"{VAR}: LLVM has no option -inline-thresold=225",
+        "did you mean --inline-threshold=225?",
+    )
+    assert "cargo clean" not in line
+    _nothing_built(hello)
+
+
 # --- carried rustflags ------------------------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ import pytest
 from recipes.config import Config, load_config
 from recipes.errors import ConfigError, StoreError
 from recipes.toolchain import preflight
+from recipes.toolchain.rustflags import RustflagsPlan
 from tests.conftest import clean_env
 
 HOST = "x86_64-unknown-linux-gnu"
@@ -192,3 +193,44 @@ def test_the_verdict_on_a_sysroots_files() -> None:
     assert suffixed is not None
     assert suffixed.message.startswith(f"PGO_TARGET={NOT_INSTALLED}.2.28 ({NOT_INSTALLED}): ")
     assert suffixed.hint == f"install it: rustup target add --toolchain 1.94.0 {NOT_INSTALLED}"
+
+
+# --- rustflags rustc will not take -------------------------------------------------------------------------------
+
+#: what rustc 1.95.0 says of -Cllvm-args=-inline-thresold=225 (stderr, as captured)
+UNKNOWN_LLVM = (
+    "rustc -Cllvm-args=\"...\" with: Unknown command line argument '-inline-thresold=225'.  Try: 'rustc "
+    '-Cllvm-args="..." with --help\'\nrustc -Cllvm-args="..." with: Did you mean \'--inline-threshold=225\'?\n'
+)
+VAR = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS"
+
+
+def _flags(env: dict[str, str], base: tuple[str, ...] = (), target: tuple[str, ...] = ()) -> RustflagsPlan:
+    return RustflagsPlan(VAR, (*env.get(VAR, "").split(), *base), ("c.toml [build] rustflags",) if base else (), target)
+
+
+@pytest.mark.refuses("rustflags-rustc-refuses")
+def test_the_verdict_on_what_rustc_said() -> None:
+    # it used to be "cargo clean failed (see log)", the log saying why
+    unknown = preflight.rustflags_refused(VAR, UNKNOWN_LLVM)
+    assert unknown.message == f"{VAR}: LLVM has no option -inline-thresold=225 (-Cllvm-args=-inline-thresold=225)"
+    assert unknown.hint.startswith("did you mean --inline-threshold=225? fix or remove it")
+    codegen = preflight.rustflags_refused("c.toml [build] rustflags", "error: unknown codegen option: `no-such`\n\n")
+    assert codegen.line() == (
+        "c.toml [build] rustflags: rustc refuses these flags: unknown codegen option: `no-such` "
+        "(fix or remove it: every build would fail at its first step)"
+    )
+
+
+@pytest.mark.refuses("rustflags-rustc-refuses")
+def test_each_source_of_flags_is_asked_of_real_rustc(tmp_path: Path) -> None:
+    good = {VAR: "-Cllvm-args=-inline-threshold=225 -Cdebuginfo=1"}
+    preflight.check_rustflags(_flags(good), HOST, clean_env(good), tmp_path)
+    preflight.check_rustflags(_flags({}), HOST, clean_env(), tmp_path)  # no flags: nothing asked
+    bad = {VAR: "-Cllvm-args=-inline-thresold=225"}
+    with pytest.raises(ConfigError, match=f"^{VAR}: LLVM has no option -inline-thresold=225 "):
+        preflight.check_rustflags(_flags(bad), HOST, clean_env(bad), tmp_path)
+    with pytest.raises(ConfigError, match=r"^c.toml \[build\] rustflags: rustc refuses these flags: unknown codegen"):
+        preflight.check_rustflags(_flags({}, base=("-Cno-such=1",)), HOST, clean_env(), tmp_path)
+    with pytest.raises(ConfigError, match=rf"^\[target.{HOST}\] rustflags of the cargo config: LLVM has no option"):
+        preflight.check_rustflags(_flags({}, target=("-Cllvm-args=-no-such",)), HOST, clean_env(), tmp_path)
