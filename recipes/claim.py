@@ -168,6 +168,26 @@ def check_ours(workdir: WorkDir) -> None:
         )
 
 
+#: what makes a folder a project's (its sources, its nox sessions, its repository): never a work dir
+_PROJECT_FILES = ("Cargo.toml", "pyproject.toml", "noxfile.py", ".git")
+
+
+def check_not_a_project(workdir: WorkDir) -> None:
+    """Refuse a ``PGO_OUT`` that is a project's folder (the crate's, this project's root: a Cargo.toml, a
+    pyproject.toml, a noxfile.py, a .git), before the other checks: they met its ``.nox`` or ``target`` first and
+    blamed a symbolic link in it. A work dir the pipeline made already is let be."""
+    root = workdir.root
+    if not root.is_dir() or workdir.report.exists() or workdir.marker.exists():
+        return
+    held = [name for name in _PROJECT_FILES if os.path.lexists(root / name)]
+    if held:
+        raise WorkDirError(
+            f"PGO_OUT={root} is a project's folder (it holds {', '.join(held)}): the work dir may not be the project "
+            "root, and every stage empties folders of it",
+            "give PGO_OUT a folder of its own, such as a new folder beside the project",
+        )
+
+
 def find_link(root: Path) -> Path | None:
     """A symbolic link anywhere in the work dir, at any depth (the first in name order), or None: a log or a control
     program three folders down is written through a link as surely as one at the top. Not looked inside: cargo's
@@ -282,6 +302,7 @@ def _lock(workdir: WorkDir, session: str) -> int:
 def prepare(workdir: WorkDir) -> None:
     """Refuse a link inside the work dir and a folder the pipeline did not make, then make and mark it as the
     pipeline's: before a session writes anything there (its lock, or the plan's install log of cargo-zigbuild)."""
+    check_not_a_project(workdir)
     check_links(workdir)
     check_ours(workdir)
     check_folders(workdir)

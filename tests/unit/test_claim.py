@@ -176,3 +176,20 @@ def test_a_session_that_builds_nothing_takes_the_recorded_target(tmp_path: Path)
     check_identity(work, replace(HELLO, target=ANY_TARGET))
     with pytest.raises(WorkDirError, match="not of csys"):
         check_identity(work, replace(CSYS, target=ANY_TARGET))
+
+
+@pytest.mark.refuses("work-dir-project-folder")
+@pytest.mark.parametrize("project", ["noxfile.py", "Cargo.toml", ".git"])
+def test_a_projects_folder_is_refused_as_such_not_for_its_links(tmp_path: Path, project: str) -> None:
+    # PGO_OUT=<the project's root> used to blame its .nox symlink (a virtualenv's lib64 -> lib)
+    (tmp_path / ".nox" / "tests").mkdir(parents=True)
+    (tmp_path / ".nox" / "tests" / "lib64").symlink_to("lib")
+    (tmp_path / project).mkdir() if project == ".git" else (tmp_path / project).write_text("")
+    with pytest.raises(WorkDirError) as caught, claim(tmp_path, "instrument"):
+        pass
+    assert caught.value.line() == (
+        f"PGO_OUT={tmp_path} is a project's folder (it holds {project}): the work dir may not be the project root, "
+        "and every stage empties folders of it (give PGO_OUT a folder of its own, such as a new folder beside the "
+        "project)"
+    )
+    assert not WorkDir(tmp_path).marker.exists()
