@@ -28,6 +28,7 @@ from pathlib import Path
 from recipes import report
 from recipes.config import Config
 from recipes.errors import CheckFailed, MissingInput, WorkDirError
+from recipes.inputs import not_a_file
 from recipes.results import OptimiseResult
 from recipes.store import sha256_file
 from recipes.toolchain.cargo.invocation import cargo_env
@@ -242,6 +243,11 @@ def check_folders(workdir: WorkDir) -> None:
     met it as the OSError of its first mkdir there, a traceback (train's ``train``, optimise's ``bin``, ...)."""
     if not workdir.root.is_dir():
         return
+    if os.path.lexists(workdir.report) and (what := not_a_file(workdir.report)) is not None:
+        raise WorkDirError(
+            f"{workdir.report} is {what}, and the pipeline keeps its report there, a file",
+            "remove it (the pipeline writes the report itself), or give PGO_OUT another folder",
+        )
     for path in workdir.folders():
         with suppress(FileNotFoundError):
             if not stat.S_ISDIR(os.lstat(path).st_mode):

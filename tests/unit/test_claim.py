@@ -193,3 +193,18 @@ def test_a_projects_folder_is_refused_as_such_not_for_its_links(tmp_path: Path, 
         "project)"
     )
     assert not WorkDir(tmp_path).marker.exists()
+
+
+@pytest.mark.refuses("work-dir-report-not-a-file")
+def test_a_report_that_is_a_folder_is_refused_saying_what_it_is(tmp_path: Path) -> None:
+    # it used to get "cannot write …/report.json: Is a directory (free space in PGO_OUT or choose another)"
+    work = tmp_path / "work"
+    with claim(work, "pgo"):
+        pass
+    (work / "report.json").mkdir()
+    with pytest.raises(WorkDirError) as caught, claim(work, "instrument"):
+        pass
+    assert caught.value.line() == (
+        f"{work / 'report.json'} is a directory, and the pipeline keeps its report there, a file (remove it (the "
+        "pipeline writes the report itself), or give PGO_OUT another folder)"
+    )
