@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -208,3 +209,35 @@ def test_a_report_that_is_a_folder_is_refused_saying_what_it_is(tmp_path: Path) 
         f"{work / 'report.json'} is a directory, and the pipeline keeps its report there, a file (remove it (the "
         "pipeline writes the report itself), or give PGO_OUT another folder)"
     )
+
+
+def test_the_temporaries_of_a_killed_run_are_removed_when_the_work_dir_is_claimed(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # a SIGKILLed merge left .<bin>.profdata.<pid>.tmp in the work dir, for good
+    work = tmp_path / "work"
+    with claim(work, "merge"):
+        pass
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    alive = subprocess.Popen(["sleep", "30"])
+    try:
+        names = {
+            f".hello-pgo.profdata.{dead.pid}.tmp": False,
+            f"shards/main/.main.profdata.{dead.pid}.tmp": False,
+            f".report.json.{alive.pid}.tmp": True,  # its writer runs: not ours to remove
+            f"train/.scratch.{dead.pid}.tmp": True,  # a workload's scratch: its own files
+            f"generate-target/.x.{dead.pid}.tmp": True,  # cargo's
+            "notes.tmp": True,
+        }
+        for name in names:
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_text("half")
+        with claim(work, "merge"):
+            pass
+        assert {name: (work / name).exists() for name in names} == names
+        err = capfd.readouterr().err
+        assert f"work dir: removed what a killed run left half-written: .hello-pgo.profdata.{dead.pid}.tmp, " in err
+    finally:
+        alive.kill()
+        alive.wait()
