@@ -148,28 +148,31 @@ def check_target_triple(target: str, env: Mapping[str, str], *, source: str = "P
     )
 
 
-def check_target_installed(target: str, env: Mapping[str, str], config: Config) -> None:
+def check_target_installed(target: str, env: Mapping[str, str], config: Config, *, source: str = "PGO_TARGET") -> None:
     """The target's standard library is installed beside this rustc (``rustc --print target-libdir``); else every
     build would fail at its first crate with ``can't find crate for `core```, after ``cargo clean``, as
-    "instrumented build failed (see log)". A target spec file, and a cargo that builds std itself, are let be."""
+    "instrumented build failed (see log)". A target spec file, and a cargo that builds std itself, are let be;
+    ``source``: where the target was given (``--target`` of a release of several)."""
     triple = rust_triple(target)
     if _custom_target(triple, env):
         return
     libdir = Path(capture([env.get("RUSTC", "rustc"), "--print", "target-libdir", "--target", triple], env=env).strip())
     names = [p.name for p in libdir.iterdir()] if libdir.is_dir() else []
-    refusal = std_missing(target, libdir, names, env.get("RUSTUP_TOOLCHAIN"))
+    refusal = std_missing(target, libdir, names, env.get("RUSTUP_TOOLCHAIN"), source=source)
     if refusal is not None and not builds_std(config, env):
         raise refusal
 
 
-def std_missing(target: str, libdir: Path, names: Sequence[str], toolchain: str | None) -> ConfigError | None:
+def std_missing(
+    target: str, libdir: Path, names: Sequence[str], toolchain: str | None, *, source: str = "PGO_TARGET"
+) -> ConfigError | None:
     """The refusal of a target whose standard library is not in ``libdir`` (its files ``names``: no
     ``libcore-*.rlib``), naming what installs it: rustup's ``target add`` for the toolchain, else the rust-std of
     this rustc; None when it is there."""
     if any(name.startswith("libcore-") and name.endswith(".rlib") for name in names):
         return None
     triple = rust_triple(target)
-    where = f"PGO_TARGET={target}" + (f" ({triple})" if triple != target else "")
+    where = f"{source}={target}" + (f" ({triple})" if triple != target else "")
     whose = f"the toolchain {toolchain}" if toolchain else "this rustc"
     fix = (
         f"install it: rustup target add --toolchain {toolchain} {triple}"
