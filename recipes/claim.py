@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import stat
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,7 +29,9 @@ from pathlib import Path
 from recipes import report
 from recipes.config import Config
 from recipes.errors import CheckFailed, MissingInput, WorkDirError
+from recipes.inputs import not_a_file
 from recipes.results import OptimiseResult
+from recipes.runner import say
 from recipes.store import sha256_file
 from recipes.toolchain.cargo.invocation import cargo_env
 from recipes.toolchain.cargo.metadata import CrateInfo, crate_info
@@ -168,6 +171,26 @@ def check_ours(workdir: WorkDir) -> None:
         )
 
 
+#: what makes a folder a project's (its sources, its nox sessions, its repository): never a work dir
+_PROJECT_FILES = ("Cargo.toml", "pyproject.toml", "noxfile.py", ".git")
+
+
+def check_not_a_project(workdir: WorkDir) -> None:
+    """Refuse a ``PGO_OUT`` that is a project's folder (the crate's, this project's root: a Cargo.toml, a
+    pyproject.toml, a noxfile.py, a .git), before the other checks: they met its ``.nox`` or ``target`` first and
+    blamed a symbolic link in it. A work dir the pipeline made already is let be."""
+    root = workdir.root
+    if not root.is_dir() or workdir.report.exists() or workdir.marker.exists():
+        return
+    held = [name for name in _PROJECT_FILES if os.path.lexists(root / name)]
+    if held:
+        raise WorkDirError(
+            f"PGO_OUT={root} is a project's folder (it holds {', '.join(held)}): the work dir may not be the project "
+            "root, and every stage empties folders of it",
+            "give PGO_OUT a folder of its own, such as a new folder beside the project",
+        )
+
+
 def find_link(root: Path) -> Path | None:
     """A symbolic link anywhere in the work dir, at any depth (the first in name order), or None: a log or a control
     program three folders down is written through a link as surely as one at the top. Not looked inside: cargo's
@@ -222,6 +245,11 @@ def check_folders(workdir: WorkDir) -> None:
     met it as the OSError of its first mkdir there, a traceback (train's ``train``, optimise's ``bin``, ...)."""
     if not workdir.root.is_dir():
         return
+    if os.path.lexists(workdir.report) and (what := not_a_file(workdir.report)) is not None:
+        raise WorkDirError(
+            f"{workdir.report} is {what}, and the pipeline keeps its report there, a file",
+            "remove it (the pipeline writes the report itself), or give PGO_OUT another folder",
+        )
     for path in workdir.folders():
         with suppress(FileNotFoundError):
             if not stat.S_ISDIR(os.lstat(path).st_mode):
@@ -279,9 +307,53 @@ def _lock(workdir: WorkDir, session: str) -> int:
     return fd
 
 
+#: a temporary name of :func:`recipes.files.atomic_output` (``.<name>.<pid>.tmp<suffix>``), and its writer's pid
+_TEMPORARY = re.compile(r"^\..+\.(\d+)\.tmp[^/]*$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process, or no pid at all: not ours to judge
+    return True
+
+
+def dead_temporaries(folder: Path, work: Path) -> list[Path]:
+    """The files under ``folder`` (of the work dir ``work``; not in cargo's target dirs nor a workload's scratch)
+    named as a temporary of a whole-file write whose writer is no longer running: a session killed mid-write (a
+    merge's ``.<bin>.profdata.<pid>.tmp`` after SIGKILL), which nothing else removes."""
+    found: list[Path] = []
+    for entry in sorted(folder.iterdir()):
+        if entry.is_symlink():
+            continue
+        if entry.is_dir():
+            scanned = not entry.name.endswith(_NOT_SCANNED_SUFFIX) and entry.relative_to(work).parts not in _SCRATCH
+            found += dead_temporaries(entry, work) if scanned else []
+        elif (match := _TEMPORARY.match(entry.name)) and entry.is_file() and not _alive(int(match.group(1))):
+            found.append(entry)
+    return found
+
+
+def remove_dead_temporaries(workdir: WorkDir) -> None:
+    """Remove the temporaries of killed runs (:func:`dead_temporaries`) from the work dir, saying so; called under
+    the work dir's lock, so no session of this work dir is writing."""
+    dead = dead_temporaries(workdir.root, workdir.root)
+    for path in dead:
+        with suppress(FileNotFoundError):
+            path.unlink()
+    if dead:
+        shown = ", ".join(str(p.relative_to(workdir.root)) for p in dead[:_NAMED])
+        more = f" and {len(dead) - _NAMED} more" if len(dead) > _NAMED else ""
+        say(f"work dir: removed what a killed run left half-written: {shown}{more}")
+
+
 def prepare(workdir: WorkDir) -> None:
     """Refuse a link inside the work dir and a folder the pipeline did not make, then make and mark it as the
     pipeline's: before a session writes anything there (its lock, or the plan's install log of cargo-zigbuild)."""
+    check_not_a_project(workdir)
     check_links(workdir)
     check_ours(workdir)
     check_folders(workdir)
@@ -296,6 +368,7 @@ def claim(work: Path, session: str) -> Iterator[Held]:
     fd = _lock(workdir, session)
     try:
         check_links(workdir)  # again, under the lock: another session may have been making the folder
+        remove_dead_temporaries(workdir)
         yield Held(workdir, session)
     finally:
         os.close(fd)

@@ -32,6 +32,7 @@ import json
 import math
 import os
 import re
+import stat
 import tomllib
 import types
 from collections.abc import Iterable
@@ -134,6 +135,25 @@ def is_dir(path: Path) -> bool:
         return path.is_dir()
     except OSError:
         return False
+
+
+def not_a_file(path: Path) -> str | None:
+    """What ``path`` is when it is not a regular file (followed through a symbolic link), in words: ``no such file``,
+    ``a directory``, ``a character device`` (/dev/null), ``a fifo``, ``a socket``, ``a block device``; None when it is
+    a regular file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:  # missing, a dangling link, a name no file can have
+        return "no such file"
+    kinds = (
+        (stat.S_ISREG, None),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a fifo"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((words for test, words in kinds if test(mode)), "not a regular file")
 
 
 #: TOML's integers are 64-bit signed (its specification: a parser must refuse one it cannot hold); Python's reads any

@@ -3,17 +3,18 @@ and the workload, worked out once (``make_plan``), and what every stage does wit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from recipes import claim, train
-from recipes.config import Config
+from recipes.config import TESTS_SHARD, Config
+from recipes.errors import ConfigError
 from recipes.runner import run
 from recipes.store import ProfileStore
 from recipes.toolchain import cflags, emulation, preflight, zig
 from recipes.toolchain.cargo import invocation as cargo_command
-from recipes.toolchain.cargo.metadata import CrateInfo, build_script_packages, crate_info
+from recipes.toolchain.cargo.metadata import CrateInfo, build_script_packages, c_packages, crate_info
 from recipes.toolchain.rustc import ResolvedRustc, RustcInfo, resolve_rustc, split_toolchain
 from recipes.toolchain.rustflags import (
     RustflagsPlan,
@@ -168,11 +169,14 @@ def make_plan(
     preflight.check_bolt_target(target, bolt=bolt)
     preflight.check_tools(config, env, info, profdata=profdata, bolt_tools=bolt)
     workload = workload if workload is not None else plan_workload(config, crate.bin)
+    shards = plan_shards(config)
+    refuse_tests_without_reach(shards, crate)
     if zigbuild:
         claim.prepare(WorkDir(config.out))  # its install log is the first thing written there
         env = zig.ensure_zigbuild(env, logs=WorkDir(config.out).logs)
     configs = cargo_config_files(config.manifest.parent, env)  # read once: the flags and the cross linker
     flags = plan_rustflags(target, config.manifest.parent, env, configs)
+    preflight.check_rustflags(flags, triple, env, config.manifest.parent)
     env = emulation.cross_env(triple, env, [c.data for c in configs], zig_links=zigbuild)
     c_plan = cflags.plan_c(
         info,
@@ -185,10 +189,32 @@ def make_plan(
         cwd=config.manifest.parent,
         cargo_configs=configs,
     )
+    if cflags.missing_clang(c_plan) and not zigbuild:  # said before the build: the C that will stay unprofiled
+        c_plan = replace(
+            c_plan,
+            before=cflags.missing_clang_line(c_plan, c_packages(config.manifest, triple, env, locked=config.locked)),
+        )
     if isinstance(config.c, tuple) or isinstance(config.cxx, tuple):
         packages, scripts = build_script_packages(config.manifest, triple, env, locked=config.locked)
         cflags.refuse_unknown_packages({"PGO_C": config.c, "PGO_CXX": config.cxx}, packages, scripts)
-    return BuildPlan(config, env, info, target, crate, flags, c_plan, workload, compiler, plan_shards(config))
+    return BuildPlan(config, env, info, target, crate, flags, c_plan, workload, compiler, shards)
+
+
+def refuse_tests_without_reach(shards: Sequence[Shard], crate: CrateInfo) -> None:
+    """The tests shard trains the binary only through tests that run it or call its library as it has it: an
+    integration test (or an example or bench with ``test = true``). A package whose tests are unit tests alone (its
+    lib's and bins', compiled again as test crates, their functions named apart from the binary's) would train for
+    nothing, refused by the merge after the instrumented build and the training; here ``cargo metadata`` says so
+    before anything is built."""
+    if not any(shard.is_tests for shard in shards) or crate.linking_tests:
+        return
+    raise ConfigError(
+        f"the shard {TESTS_SHARD} cannot train the binary: {crate.package} has no integration test (tests/*.rs), "
+        "and its unit tests (of its lib and bins, each compiled again as a test crate) never run the binary "
+        "nor call the code it ships",
+        f"add an integration test that runs the binary (CARGO_BIN_EXE_{crate.bin}) or calls its library, "
+        f"or drop {TESTS_SHARD} from PGO_WORKLOAD",
+    )
 
 
 def plan_rustc(config: Config, cwd: Path, env: Mapping[str, str]) -> tuple[ResolvedRustc, dict[str, str]]:

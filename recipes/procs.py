@@ -78,8 +78,9 @@ _live: set[int] = set()
 _registry: Path | None = None
 #: the signal that is ending this session (:func:`forwarding_signals`), once one came
 _ending: signal.Signals | None = None
-#: the signals a session forwards to its children before it ends
-FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+#: the signals a session forwards to its children before it ends (SIGINT, Ctrl-C, too: it ended as nox's bare "Session
+#: train interrupted.", the stage's record saying only that it did not finish)
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 class Interrupted(BaseException):
@@ -254,7 +255,7 @@ def open_files_to_hard_limit() -> int:
 
 @contextmanager
 def forwarding_signals() -> Iterator[None]:
-    """While the block runs (in the main thread), SIGTERM and SIGHUP are forwarded to the children and end the
+    """While the block runs (in the main thread), SIGTERM, SIGHUP and SIGINT are forwarded to the children and end the
     session with :class:`Interrupted`; after an interruption, nothing the session started is left running."""
     global _ending  # noqa: PLW0603
     if threading.current_thread() is not threading.main_thread():

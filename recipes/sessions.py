@@ -76,7 +76,7 @@ _interrupted: list[str] = []
 
 def guarded(function: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]:
     """``function`` as a session: the one place a known failure (:class:`~recipes.errors.PgoError`) becomes nox's,
-    in one line and no traceback, and where SIGTERM or SIGHUP ends it in one line (``procs.forwarding_signals``:
+    in one line and no traceback, and where SIGTERM, SIGHUP or SIGINT ends it in one line (``procs.forwarding_signals``:
     forwarded to its children, which are stopped and reaped), not a traceback nor a child left running; the
     sessions named after it on nox's command line (``nox -s train merge``) are then skipped, as nox would go on to
     them."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from recipes.config import Config, load_config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
+from recipes.plan import plan_rustc
 from recipes.release.make import check_new_folder, join_files, write_dir
 from recipes.release.manifest import Identity, check_schema, identity, peek
 from recipes.release.provenance import (
@@ -29,6 +30,7 @@ from recipes.release.reproducible.tags import GATHER
 from recipes.runner import say
 from recipes.store import sha256_file
 from recipes.toolchain import preflight
+from recipes.toolchain.cargo.invocation import cargo_env
 from recipes.toolchain.rustflags import rust_triple
 from recipes.workdir import WorkDir
 
@@ -63,6 +65,9 @@ def target_configs(
     for target in targets:
         preflight.check_target_triple(target, environ, source=TARGET)
     configs = [load_config(project_dir, environ, [*posargs, TARGET, target]) for target in targets]
+    _, env = plan_rustc(configs[0], configs[0].manifest.parent, cargo_env(environ))  # the crate's rustc
+    for config, target in zip(configs, targets, strict=True):  # each std installed, before the first is built
+        preflight.check_target_installed(target, env, config, source=TARGET)
     return [replace(config, out=WorkDir(config.out).for_target(t)) for config, t in zip(configs, triples, strict=True)]
 
 

@@ -20,6 +20,7 @@ from recipes import report
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput, PgoError, ToolchainError
 from recipes.files import write_atomically
+from recipes.inputs import not_a_file
 from recipes.llvm.boltlib import find_llvm_strip
 from recipes.release import diff as diffoscope
 from recipes.release import manifest as release_manifest
@@ -613,6 +614,10 @@ def determinism(config: Config, environ: Mapping[str, str]) -> DeterminismResult
 def determinism_profile(config: Config) -> Path:
     """A copy of the profile (PGO_PROFDATA, else the last merge's) in ``<work>/determinism``: the merge of a later
     run must not change it."""
+    if config.profdata is not None and (what := not_a_file(config.profdata)) not in (None, "no such file"):
+        raise MissingInput(
+            f"PGO_PROFDATA={config.profdata}: {what}, not a regular file", "give the path of a .profdata"
+        )
     profile = config.profdata or report.require(config.out, "merge", "determinism").profile
     if not profile.is_file():
         raise MissingInput(f"the profile {profile} is gone", "run `nox -s pgo` first, or give PGO_PROFDATA")

@@ -20,7 +20,7 @@ def instrument(plan: BuildPlan) -> InstrumentResult:
         say(f"instrument: {plan.crate.package} ({plan.crate.bin}) for {plan.target}")
         env = instrumented_env(plan)
         c_flag = generate_c_flag(plan)
-        for line in (cflags.cross_line(plan.c, plan.rustc), cflags.choice_line(plan.c)):
+        for line in (cflags.cross_line(plan.c, plan.rustc), cflags.choice_line(plan.c), plan.c.before):
             if line:
                 say(line)
         clean_package(plan, plan.generate_dir, plan.logs / "instrument-clean.log")

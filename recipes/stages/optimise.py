@@ -12,6 +12,7 @@ from filelock import FileLock, Timeout
 
 from recipes import report
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, StoreError
+from recipes.inputs import not_a_file
 from recipes.llvm import boltlib, checks, elf, profdata
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import CCrateRecord, InstrumentResult, OptimiseResult, PlainResult, Report
@@ -32,8 +33,9 @@ def _profile_to_use(plan: BuildPlan, handed: Report | None) -> tuple[Path, bool,
     """The profile of the optimised build, whether it came from this work dir's training, and its sha256 when the
     check of the training's profile computed it."""
     if plan.config.profdata is not None:
-        if not plan.config.profdata.is_file():
-            raise MissingInput(f"PGO_PROFDATA={plan.config.profdata}: no such file", "give the path of a .profdata")
+        if (what := not_a_file(plan.config.profdata)) is not None:
+            said = what if what == "no such file" else f"{what}, not a regular file"
+            raise MissingInput(f"PGO_PROFDATA={plan.config.profdata}: {said}", "give the path of a .profdata")
         return plan.config.profdata, False, None
     merged = report.require(plan.work, "merge", "optimise", handed)
     path = merged.profile

@@ -36,6 +36,7 @@ from recipes.errors import CheckFailed, CommandFailed, ConfigError, EnvironmentR
 from recipes.files import atomic_output
 from recipes.results import CCodeRecord, CCrateRecord, CLanguageRecord
 from recipes.runner import capture, query
+from recipes.toolchain.clang_route import clang_route
 from recipes.toolchain.rustc import RustcInfo
 from recipes.toolchain.rustflags import CargoConfigFile
 
@@ -103,6 +104,9 @@ class CPlan:
     base_flags: tuple[str, ...] = ()
     #: the build's environment, which the compilers' version queries run with (its PATH finds them)
     env: Mapping[str, str] = field(kw_only=True, repr=False, compare=False)
+    #: said before the build: the C of these packages' build scripts will stay unprofiled, and why (no clang of
+    #: rustc's LLVM: :func:`missing_clang_line`); None when there is nothing to say
+    before: str | None = field(default=None, kw_only=True, compare=False)
 
     @property
     def enabled(self) -> bool:
@@ -437,12 +441,15 @@ def language_compiler(
             f"{triple} is not the host: set PGO_C=1 to compile its {name} with clang {rustc.llvm_major} --target",
         )
     if found is None:
+        way = clang_route(rustc, env)
         if mode == "on":
             raise ToolchainError(
                 f"{asked} but no clang of LLVM {rustc.llvm_major} (rustc {rustc.release}) is found",
-                f"`{package(rustc.llvm_major)}`, or PGO_C=0 to leave the C unprofiled",
+                f"`{way}`, or PGO_C=0 to leave the C unprofiled"
+                if way == package(rustc.llvm_major)
+                else f"{way}, or PGO_C=0 to leave the C unprofiled",
             )
-        return None, None, f"no clang-{rustc.llvm_major} ({package(rustc.llvm_major)})"
+        return None, None, f"no clang-{rustc.llvm_major} ({way})"
     # the C++'s is clang++ beside clang: clang-22 -> clang++-22, clang -> clang++
     path = found if name == "C" else found.with_name(found.name.replace("clang", "clang++", 1))
     if not path.is_file():
@@ -1108,6 +1115,23 @@ def cross_line(plan: CPlan, rustc: RustcInfo) -> str | None:
     return (
         f"C of build scripts: unprofiled for {plan.triple} (a cross target: not the host {rustc.host}); every build "
         "compiles it alike, with cc-rs's compiler for the target"
+    )
+
+
+def missing_clang(plan: CPlan) -> list[Language]:
+    """The languages left unprofiled (``PGO_C`` unset) for want of a clang of rustc's LLVM."""
+    return [lang for lang in plan.languages if lang.compiler is None and (lang.off or "").startswith("no clang-")]
+
+
+def missing_clang_line(plan: CPlan, packages: Sequence[str]) -> str | None:
+    """The line said before the build when ``packages`` compile C (a build-dependency on cc or cmake) that no clang
+    of rustc's LLVM can profile; it used to be said only after the instrumented build (None: nothing to say)."""
+    langs = missing_clang(plan)
+    if not langs or not packages:
+        return None
+    return (
+        f"warning: the C of {', '.join(packages)} (build scripts using cc or cmake) will stay unprofiled: "
+        f"{langs[0].off}"
     )
 
 

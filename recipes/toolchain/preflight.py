@@ -6,17 +6,17 @@ import difflib
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from recipes.config import Config
 from recipes.errors import ConfigError
 from recipes.llvm import boltlib as bolt
-from recipes.runner import capture
+from recipes.runner import capture, query
 from recipes.store import ProfileStore
 from recipes.toolchain import emulation, zig
 from recipes.toolchain.rustc import RustcInfo, find_profdata, rustc_sysroot
-from recipes.toolchain.rustflags import rust_triple
+from recipes.toolchain.rustflags import RustflagsPlan, cargo_config_files, rust_triple
 
 
 def check(
@@ -33,6 +33,7 @@ def check(
         zig.check_generate_linker(config.cargo, config.generate_linker, rust_triple(target))
         check_linker_found(config.generate_linker, env)
     check_target_triple(target, env)
+    check_target_installed(target, env, config)
     root = store_root(config, bin_name or config.bin)
     if root is not None:
         ProfileStore(root).check()  # owner, mode, not a symlink, parents: checked without creating anything
@@ -145,3 +146,94 @@ def check_target_triple(target: str, env: Mapping[str, str], *, source: str = "P
         f"{what} is not a target this rustc knows",
         f"{suggestion}see `rustc --print target-list` for the valid triples",
     )
+
+
+def check_target_installed(target: str, env: Mapping[str, str], config: Config, *, source: str = "PGO_TARGET") -> None:
+    """The target's standard library is installed beside this rustc (``rustc --print target-libdir``); else every
+    build would fail at its first crate with ``can't find crate for `core```, after ``cargo clean``, as
+    "instrumented build failed (see log)". A target spec file, and a cargo that builds std itself, are let be;
+    ``source``: where the target was given (``--target`` of a release of several)."""
+    triple = rust_triple(target)
+    if _custom_target(triple, env):
+        return
+    libdir = Path(capture([env.get("RUSTC", "rustc"), "--print", "target-libdir", "--target", triple], env=env).strip())
+    names = [p.name for p in libdir.iterdir()] if libdir.is_dir() else []
+    refusal = std_missing(target, libdir, names, env.get("RUSTUP_TOOLCHAIN"), source=source)
+    if refusal is not None and not builds_std(config, env):
+        raise refusal
+
+
+def std_missing(
+    target: str, libdir: Path, names: Sequence[str], toolchain: str | None, *, source: str = "PGO_TARGET"
+) -> ConfigError | None:
+    """The refusal of a target whose standard library is not in ``libdir`` (its files ``names``: no
+    ``libcore-*.rlib``), naming what installs it: rustup's ``target add`` for the toolchain, else the rust-std of
+    this rustc; None when it is there."""
+    if any(name.startswith("libcore-") and name.endswith(".rlib") for name in names):
+        return None
+    triple = rust_triple(target)
+    where = f"{source}={target}" + (f" ({triple})" if triple != target else "")
+    whose = f"the toolchain {toolchain}" if toolchain else "this rustc"
+    fix = (
+        f"install it: rustup target add --toolchain {toolchain} {triple}"
+        if toolchain
+        else f"install the rust-std component for {triple} into this rustc's sysroot, or use rustup's rustc"
+    )
+    missing = "no such directory" if not names else "no libcore-*.rlib there"
+    return ConfigError(
+        f"{where}: the standard library for {triple} is not installed in {whose} ({libdir}: {missing}), "
+        "and every build needs it",
+        fix,
+    )
+
+
+def builds_std(config: Config, env: Mapping[str, str]) -> bool:
+    """Cargo builds the standard library itself: ``-Zbuild-std`` in PGO_CARGO, ``CARGO_UNSTABLE_BUILD_STD``, or
+    ``[unstable] build-std`` in a cargo config."""
+    if any(word.startswith(("-Zbuild-std", "build-std")) for word in config.cargo) or env.get(
+        "CARGO_UNSTABLE_BUILD_STD"
+    ):
+        return True
+    for file in cargo_config_files(config.manifest.parent, env):
+        unstable = file.data.get("unstable")
+        if isinstance(unstable, dict) and unstable.get("build-std"):
+            return True
+    return False
+
+
+def check_rustflags(flags: RustflagsPlan, triple: str, env: Mapping[str, str], cwd: Path) -> None:
+    """The flags every build gets, each source's, are flags this rustc takes (``rustc <flags> --print sysroot``,
+    which parses ``-Cllvm-args`` too): else cargo's first question to rustc fails, and the session with it, as
+    "cargo clean failed", its log saying why."""
+    existing = tuple(env.get(flags.var, "").split())
+    groups = (
+        (flags.var, existing),
+        ("; ".join(flags.carried_from), flags.base[len(existing) :]),
+        (f"[target.{triple}] rustflags of the cargo config", flags.config_target_flags),
+    )
+    for where, given in groups:
+        if not given:
+            continue
+        done = query([env.get("RUSTC", "rustc"), *given, "--print", "sysroot", "--target", triple], env=env, cwd=cwd)
+        if done.returncode != 0:
+            raise rustflags_refused(where, done.stderr)
+
+
+_UNKNOWN_LLVM = re.compile(r"Unknown command line argument '([^']+)'")
+_MEANT = re.compile(r"Did you mean '([^']+)'")
+
+
+def rustflags_refused(where: str, stderr: str) -> ConfigError:
+    """The refusal of flags rustc will not take, from what it said: an LLVM option it does not know named, with
+    LLVM's guess; else rustc's first error."""
+    hint = "fix or remove it: every build would fail at its first step"
+    if unknown := _UNKNOWN_LLVM.search(stderr):
+        meant = _MEANT.search(stderr)
+        return ConfigError(
+            f"{where}: LLVM has no option {unknown.group(1)} (-Cllvm-args={unknown.group(1)})",
+            (f"did you mean {meant.group(1)}? " if meant else "") + hint + " (rustc -Cllvm-args=--help lists them)",
+        )
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    error = next((line for line in lines if line.startswith("error")), lines[0] if lines else "no output")
+    said = re.sub(r"^error:\s*", "", error)
+    return ConfigError(f"{where}: rustc refuses these flags: {said}", hint)

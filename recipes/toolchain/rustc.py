@@ -187,6 +187,23 @@ def _rustup_of(path: Path, env: Mapping[str, str]) -> Path | None:
     return Path(found) if found is not None and Path(found).samefile(path) else None
 
 
+def _toolchain_rustc(proxy: Path, toolchain: str, chosen: str, cwd: Path, env: Mapping[str, str]) -> Path:
+    """The toolchain's own rustc, from its sysroot (asked through rustup's proxy); a toolchain rustup has but cannot
+    run rustc of (an interrupted install: cargo there, rustc missing, rustup's bare "Missing manifest in toolchain")
+    refused in one line naming who chose it and the install that repairs it."""
+    try:
+        sysroot = Path(capture([str(proxy), "--print", "sysroot"], env=_quiet(env), cwd=cwd).strip())
+    except CommandFailed as exc:
+        last = exc.message.split(" failed with exit code ", 1)[-1].partition(": ")[2]  # rustup's last line
+        said = re.sub(r"^error:\s*", "", last, flags=re.IGNORECASE) or "no output"
+        raise ToolchainError(
+            f"Rust toolchain {toolchain} (chosen by {chosen}) for the crate in {cwd} cannot run rustc: rustup says "
+            f'"{said}": its install is incomplete',
+            f"install it again: cd {cwd} && rustup toolchain install {toolchain} --profile minimal -c llvm-tools",
+        ) from exc
+    return sysroot / "bin" / "rustc"
+
+
 def resolve_rustc(
     cwd: Path, env: Mapping[str, str], configs: Sequence[CargoConfigFile], plus: str | None = None
 ) -> tuple[ResolvedRustc, dict[str, str]]:
@@ -206,8 +223,7 @@ def resolve_rustc(
         toolchain, chosen = _rustup_toolchain(rustup, cwd, new, plus)
         new["RUSTUP_TOOLCHAIN"] = toolchain
         source = chosen if where == "default" else f"{where} ({chosen})"
-        sysroot = Path(capture([str(path), "--print", "sysroot"], env=_quiet(new), cwd=cwd).strip())
-        path = sysroot / "bin" / "rustc"
+        path = _toolchain_rustc(path, toolchain, chosen, cwd, new)
     info = parse_rustc_vv(capture([str(path), "-vV"], env=new, cwd=cwd))
     new["RUSTC"] = str(path)
     return ResolvedRustc(path, source, toolchain, info), new

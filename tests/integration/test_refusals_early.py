@@ -156,6 +156,32 @@ def test_unknown_target_refused_before_cargo(hello: Pipeline, target: str, sugge
     _nothing_built(hello)
 
 
+@pytest.mark.refuses("target-standard-library-not-installed")
+def test_a_target_without_its_std_refused_before_cargo(hello: Pipeline) -> None:
+    # it used to be "instrumented build failed (see log)", after cargo clean: can't find crate for `core`
+    target = "riscv64gc-unknown-linux-gnu"  # known to rustc, its std installed in no toolchain here
+    line = assert_refused(
+        hello.nox("instrument", PGO_TARGET=target),
+        f"PGO_TARGET={target}: the standard library for {target} is not installed in the toolchain ",
+        "(install it: rustup target add --toolchain ",
+    )
+    assert line.endswith(f"-{HOST} {target}).")  # the toolchain rustup chose for the crate, by its full name
+    assert "failed (see log)" not in line
+    _nothing_built(hello)
+
+
+@pytest.mark.refuses("rustflags-rustc-refuses")
+def test_an_llvm_option_llvm_does_not_have_refused_before_cargo(hello: Pipeline) -> None:
+    # it used to be "cargo clean failed (see log)": cargo's first question to rustc failed
+    line = assert_refused(
+        hello.nox("instrument", **{VAR: "-Cllvm-args=-inline-thresold=225"}),
+        f"{VAR}: LLVM has no option -inline-thresold=225",
+        "did you mean --inline-threshold=225?",
+    )
+    assert "cargo clean" not in line
+    _nothing_built(hello)
+
+
 # --- carried rustflags ------------------------------------------------------------------------------------
 
 

@@ -133,7 +133,9 @@ def _terminated(pipeline: Pipeline, sig: signal.Signals, *, group: bool) -> subp
 
 @pytest.mark.refuses("session-interrupted-sigterm-sighup")
 @pytest.mark.parametrize(
-    ("sig", "group"), [(signal.SIGTERM, True), (signal.SIGHUP, False)], ids=["sigterm-to-group", "sighup-to-nox"]
+    ("sig", "group"),
+    [(signal.SIGTERM, True), (signal.SIGHUP, False), (signal.SIGINT, True)],
+    ids=["sigterm-to-group", "sighup-to-nox", "sigint-to-group"],  # SIGINT: Ctrl-C, nox's bare "interrupted." before
 )
 def test_a_signal_during_a_command_phase_stops_the_run_and_fails_the_train_record(
     hello_hanging: Pipeline, sig: signal.Signals, group: bool

@@ -180,18 +180,39 @@ def test_the_tests_shard_is_refused_before_anything_is_built(hello: Pipeline, wo
     assert not (hello.crate_dir / "target").exists()
 
 
+@pytest.mark.refuses("tests-shard-no-test-can-run-the-binary")
+def test_a_tests_shard_of_unit_tests_alone_is_refused_before_anything_is_built(hello: Pipeline) -> None:
+    """hello is a binary alone, without integration tests: `cargo test` would compile it again as a test harness,
+    whose functions are named apart from the binary's; cargo metadata says so before the instrumented build (the
+    merge used to refuse it after the build and the training: "executed none of the main crate's … functions")."""
+    line = assert_refused(
+        hello.nox("instrument", PGO_WORKLOAD="hello,tests"),
+        "the shard tests cannot train the binary: hello-pgo has no integration test (tests/*.rs)",
+        "add an integration test that runs the binary (CARGO_BIN_EXE_hello-pgo)",
+    )
+    assert "failed (see" not in line
+    assert not hello.work.exists() or not (hello.work / "generate-target").exists()
+    assert not (hello.crate_dir / "target").exists()
+
+
+#: an integration test that neither runs the binary nor can call it (hello has no library)
+UNREACHING = "#[test]\nfn arithmetic() {\n    assert_eq!(2 + 2, 4);\n}\n"
+
+
 @pytest.mark.refuses("tests-shard-reaches-no-binary-function")
 def test_a_tests_shard_of_only_the_binarys_own_harness_is_refused(tmp_path: Path) -> None:
-    """hello is a binary alone, without tests: `cargo test` compiles it again as a test harness, whose functions are
-    named apart from the binary's (but its entry point, main); the shard runs (its harness executes), and none of the
-    crate's code in the binary."""
+    """hello, with an integration test that does not run it: `cargo test` compiles the binary again as a test
+    harness, whose functions are named apart from the binary's (but its entry point, main); the shard runs (its
+    harnesses execute), and none of the crate's code in the binary."""
     hello = Pipeline(tmp_path, "hello")
+    (hello.crate_dir / "tests").mkdir()
+    (hello.crate_dir / "tests" / "arithmetic.rs").write_text(UNREACHING)
     env = {"PGO_WORKLOAD": "hello,tests"}
     assert_ok(hello.nox("instrument", **env))
     assert_ok(hello.nox("train", **env))
     line = assert_refused(hello.nox("merge", **env), "the shard tests executed none of the main crate's")
     # the harness's entry point is named main as the binary's is
-    assert "of its 6 records, 1 are named as the binary's functions and 5 are the test build's own" in line
+    assert "of its 12 records, 1 are named as the binary's functions and 11 are the test build's own" in line
     assert not (hello.work / "hello-pgo.profdata").exists()
     assert not list((hello.work / "shards").glob("*/*.profdata"))
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from recipes.release.reproducible import tar_member
-from tests.conftest import Pipeline, assert_ok, assert_refused, clean_env, run_nox
+from tests.conftest import FIXTURES, Pipeline, assert_ok, assert_refused, clean_env, run_nox
 from tests.integration.test_release import BASE, TAG, Release
 
 pytestmark = pytest.mark.slow
@@ -70,8 +70,28 @@ def test_a_pinned_toolchain_builds_merges_and_is_recorded(pinned: Pinned) -> Non
     assert merge["llvm_profdata_version"].startswith("21.")
     for binary in (pinned.report["instrument"]["binary"], pinned.report["optimise"]["binary"]):
         assert f"rustc version {PINNED}" in _comment(Path(binary))
-    # the C profile's clang follows the same LLVM major: there is no clang-21 here, so the C is left as it is
-    assert pinned.report["instrument"]["c_code"]["languages"]["C"]["off"] == "no clang-21 (apt-get install clang-21)"
+    # the C profile's clang follows the same LLVM major: there is no clang-21 here, nor in Debian 12's apt, so the C
+    # is left as it is, and the way out named is what is here: clang-22, the LLVM of another toolchain
+    off = pinned.report["instrument"]["c_code"]["languages"]["C"]["off"]
+    assert off.startswith(
+        "no clang-21 (apt has no clang-21 here; clang-22 is here (/usr/bin/clang-22), of the LLVM "
+    ), off
+    assert "RUSTUP_TOOLCHAIN=" in off and "apt-get install" not in off
+
+
+def test_c_that_no_clang_of_the_pinned_llvm_can_profile_is_said_before_the_build(tmp_path: Path) -> None:
+    """csys (C by cc-rs) pinned to 1.94.0 (LLVM 21): its C stays unprofiled; that was said after the instrumented
+    build, with `apt-get install clang-21`, a package Debian 12 does not have."""
+    p = Pipeline(tmp_path, "csys", workload="hello")
+    (p.crate_dir / "rust-toolchain.toml").write_text((FIXTURES / "pinned" / "rust-toolchain.toml").read_text())
+    text = assert_ok(p.nox("instrument"))
+    warning = next(line for line in text.splitlines() if "will stay unprofiled" in line)
+    assert (
+        "the C of csys, hostc (build scripts using cc or cmake) will stay unprofiled: no clang-21 (apt has no "
+        in warning
+    )
+    assert "RUSTUP_TOOLCHAIN=" in warning and "apt-get install clang-21" not in text
+    assert text.index(warning) < text.index("cargo clean")  # before anything is built
 
 
 @pytest.mark.refuses("no-llvm-bolt-rustc-llvm-major")
@@ -187,6 +207,29 @@ def test_a_toolchain_variable_or_plus_that_is_not_installed_is_one_line(
         "rustup toolchain install nonexistent",
     )
     assert "<unknown>" not in line
+    _not_built(hello)
+
+
+@pytest.mark.refuses("rust-toolchain-install-incomplete")
+def test_a_pinned_toolchain_whose_install_was_interrupted_names_the_file_and_the_install(hello: Pipeline) -> None:
+    """rustup's toolchain folder with cargo and no rustc (an install cut short), under a RUSTUP_HOME of the test's
+    own: `rustc --print sysroot` said only rustup's "Missing manifest in toolchain '1.93.0-…'"."""
+    host = subprocess.run(["rustc", "-vV"], env=clean_env(), capture_output=True, text=True, check=True).stdout
+    toolchain = f"1.93.0-{host.split('host: ', 1)[1].split()[0]}"
+    home = hello.root / "rustup"
+    cargo = home / "toolchains" / toolchain / "bin" / "cargo"
+    cargo.parent.mkdir(parents=True)
+    cargo.write_text("#!/bin/sh\nexit 1\n")
+    cargo.chmod(0o755)
+    toolchain_file = hello.crate_dir / "rust-toolchain.toml"
+    toolchain_file.write_text('[toolchain]\nchannel = "1.93.0"\n')
+    line = assert_refused(
+        hello.nox("instrument", RUSTUP_HOME=str(home), RUSTUP_AUTO_INSTALL="0", RUST_BACKTRACE="1"),
+        f"Rust toolchain {toolchain} (chosen by rust-toolchain.toml at {toolchain_file}) for the crate in "
+        f"{hello.crate_dir} cannot run rustc: rustup says \"Missing manifest in toolchain '{toolchain}'\"",
+        f"(install it again: cd {hello.crate_dir} && rustup toolchain install {toolchain} --profile minimal",
+    )
+    assert "Stack backtrace" not in line and "<unknown>" not in line
     _not_built(hello)
 
 

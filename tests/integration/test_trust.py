@@ -411,3 +411,41 @@ def test_merged_profile_changed_or_gone_then_a_workload_the_optimised_binary_fai
     instrumented = Path(_report(p)["instrument"]["binary"])
     instrumented.unlink()
     assert_refused(p.nox("train"), f"the instrumented binary {instrumented} is gone", "run `nox -s instrument` again")
+
+
+#: llvm-profdata that, for a merge, writes half its output and waits to be killed (the version query passes on)
+HALF_WRITING = """#!/bin/sh
+out=""; prev=""
+for arg; do [ "$prev" = "-o" ] && out="$arg"; prev="$arg"; done
+if [ -n "$out" ]; then echo half > "$out"; sleep 120; fi
+exec llvm-profdata-22 "$@"
+"""
+
+
+def test_a_killed_merges_half_written_profile_is_removed_by_the_next_session(hello: Pipeline, tmp_path: Path) -> None:
+    """merge SIGKILLed while llvm-profdata writes: its .<bin>.profdata.<pid>.tmp stayed in the work dir for good."""
+    assert_ok(hello.nox("instrument"))
+    assert_ok(hello.nox("train"))
+    tool = tmp_path / "llvm-profdata"
+    tool.write_text(HALF_WRITING)
+    tool.chmod(0o755)
+    proc = start_nox(
+        "merge",
+        hello.env(PGO_LLVM_PROFDATA=str(tool)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (half := sorted(hello.work.rglob(".*.tmp"))) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert half, "the merge wrote nothing"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert all(path.exists() for path in half)
+    text = assert_ok(hello.nox("merge"))
+    assert "work dir: removed what a killed run left half-written: " in text
+    assert str(half[0].relative_to(hello.work)) in text
+    assert not any(path.exists() for path in half)

@@ -154,6 +154,34 @@ def test_a_work_dir_of_someone_elses_files_is_refused_and_left_whole(hello: Pipe
     assert sorted(str(p.relative_to(hello.work)) for p in hello.work.rglob("*")) == before
 
 
+@pytest.mark.refuses("work-dir-project-folder")
+def test_the_projects_root_as_the_work_dir_is_refused_as_such(hello: Pipeline) -> None:
+    """PGO_OUT=<the project's root>, its .nox a virtualenv with a symbolic link: the line blamed the link."""
+    (hello.crate_dir / ".nox" / "tests").mkdir(parents=True)
+    (hello.crate_dir / ".nox" / "tests" / "lib64").symlink_to("lib")
+    line = assert_refused(
+        hello.nox("instrument", PGO_OUT=str(hello.crate_dir)),
+        f"PGO_OUT={hello.crate_dir} is a project's folder (it holds Cargo.toml): the work dir may not be the project "
+        "root",
+        "give PGO_OUT a folder of its own",
+    )
+    assert "symbolic link" not in line
+    assert not (hello.crate_dir / "target").exists()
+
+
+@pytest.mark.refuses("work-dir-report-not-a-file", "pgo-profdata-not-a-regular-file")
+def test_a_report_that_is_a_folder_and_a_profile_that_is_a_device_are_said_as_what_they_are(hello: Pipeline) -> None:
+    """report.json a folder got a line about free space; PGO_PROFDATA=/dev/null was "no such file"."""
+    (hello.work / "report.json").mkdir(parents=True)
+    line = assert_refused(hello.nox("instrument"), f"{hello.work / 'report.json'} is a directory, and the pipeline")
+    assert "free space" not in line
+    (hello.work / "report.json").rmdir()
+    line = assert_refused(
+        hello.nox("optimise", PGO_PROFDATA="/dev/null"), "PGO_PROFDATA=/dev/null: a character device, not a regular"
+    )
+    assert not (hello.crate_dir / "target").exists()
+
+
 @pytest.mark.refuses("release-work-dir-inside-release-folder")
 def test_a_release_whose_work_dir_or_store_is_its_folder_is_refused_before_building(tmp_path: Path) -> None:
     """It was built whole, then died with OSError: Directory not empty (and the store's files were left in the

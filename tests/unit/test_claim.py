@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -176,3 +177,67 @@ def test_a_session_that_builds_nothing_takes_the_recorded_target(tmp_path: Path)
     check_identity(work, replace(HELLO, target=ANY_TARGET))
     with pytest.raises(WorkDirError, match="not of csys"):
         check_identity(work, replace(CSYS, target=ANY_TARGET))
+
+
+@pytest.mark.refuses("work-dir-project-folder")
+@pytest.mark.parametrize("project", ["noxfile.py", "Cargo.toml", ".git"])
+def test_a_projects_folder_is_refused_as_such_not_for_its_links(tmp_path: Path, project: str) -> None:
+    # PGO_OUT=<the project's root> used to blame its .nox symlink (a virtualenv's lib64 -> lib)
+    (tmp_path / ".nox" / "tests").mkdir(parents=True)
+    (tmp_path / ".nox" / "tests" / "lib64").symlink_to("lib")
+    (tmp_path / project).mkdir() if project == ".git" else (tmp_path / project).write_text("")
+    with pytest.raises(WorkDirError) as caught, claim(tmp_path, "instrument"):
+        pass
+    assert caught.value.line() == (
+        f"PGO_OUT={tmp_path} is a project's folder (it holds {project}): the work dir may not be the project root, "
+        "and every stage empties folders of it (give PGO_OUT a folder of its own, such as a new folder beside the "
+        "project)"
+    )
+    assert not WorkDir(tmp_path).marker.exists()
+
+
+@pytest.mark.refuses("work-dir-report-not-a-file")
+def test_a_report_that_is_a_folder_is_refused_saying_what_it_is(tmp_path: Path) -> None:
+    # it used to get "cannot write …/report.json: Is a directory (free space in PGO_OUT or choose another)"
+    work = tmp_path / "work"
+    with claim(work, "pgo"):
+        pass
+    (work / "report.json").mkdir()
+    with pytest.raises(WorkDirError) as caught, claim(work, "instrument"):
+        pass
+    assert caught.value.line() == (
+        f"{work / 'report.json'} is a directory, and the pipeline keeps its report there, a file (remove it (the "
+        "pipeline writes the report itself), or give PGO_OUT another folder)"
+    )
+
+
+def test_the_temporaries_of_a_killed_run_are_removed_when_the_work_dir_is_claimed(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # a SIGKILLed merge left .<bin>.profdata.<pid>.tmp in the work dir, for good
+    work = tmp_path / "work"
+    with claim(work, "merge"):
+        pass
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    alive = subprocess.Popen(["sleep", "30"])
+    try:
+        names = {
+            f".hello-pgo.profdata.{dead.pid}.tmp": False,
+            f"shards/main/.main.profdata.{dead.pid}.tmp": False,
+            f".report.json.{alive.pid}.tmp": True,  # its writer runs: not ours to remove
+            f"train/.scratch.{dead.pid}.tmp": True,  # a workload's scratch: its own files
+            f"generate-target/.x.{dead.pid}.tmp": True,  # cargo's
+            "notes.tmp": True,
+        }
+        for name in names:
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_text("half")
+        with claim(work, "merge"):
+            pass
+        assert {name: (work / name).exists() for name in names} == names
+        err = capfd.readouterr().err
+        assert f"work dir: removed what a killed run left half-written: .hello-pgo.profdata.{dead.pid}.tmp, " in err
+    finally:
+        alive.kill()
+        alive.wait()

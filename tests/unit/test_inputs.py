@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from recipes.errors import ConfigError, PgoError, WorkDirError
-from recipes.inputs import Fields, Table, parse_toml, read_bytes, read_json, read_text
+from recipes.inputs import Fields, Table, not_a_file, parse_toml, read_bytes, read_json, read_text
 
 
 def read_toml(path: Path, what: str, error: type[PgoError], hint: str) -> dict[str, Any]:
@@ -125,3 +126,16 @@ def test_garbage_in_any_reader_is_a_pgo_error_or_a_value(tmp_path: Path) -> None
                 continue
             with contextlib.suppress(PgoError):  # a value came back: reading its fields is one line too
                 Fields(data, "the file", WorkDirError, "").object("optimise").boolean("ok")
+
+
+def test_what_a_path_is_when_it_is_not_a_regular_file(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "link").symlink_to("file")
+    os.mkfifo(tmp_path / "fifo")
+    assert not_a_file(tmp_path / "file") is None
+    assert not_a_file(tmp_path / "link") is None  # followed, as open() does
+    assert not_a_file(tmp_path) == "a directory"
+    assert not_a_file(Path("/dev/null")) == "a character device"
+    assert not_a_file(tmp_path / "fifo") == "a fifo"
+    assert not_a_file(tmp_path / "missing") == "no such file"
+    assert not_a_file(tmp_path / ("n" * 300)) == "no such file"  # ENAMETOOLONG

@@ -76,6 +76,17 @@ def test_target_configs_one_work_dir_per_target_of_several(tmp_path: Path) -> No
         matrix.target_configs(tmp_path, env, [], [GNU, "x86_64-unknown-linux-gun"])
 
 
+@pytest.mark.refuses("target-standard-library-not-installed")
+def test_a_target_of_several_without_its_std_refused_before_the_first_is_built(tmp_path: Path) -> None:
+    env = clean_env({"PGO_OUT": str(tmp_path / "work")})
+    riscv = "riscv64gc-unknown-linux-gnu"  # known to rustc, its std installed in no toolchain here
+    with pytest.raises(ConfigError) as caught:
+        matrix.target_configs(tmp_path, env, [], [GNU, riscv])
+    assert caught.value.message.startswith(f"--target={riscv}: the standard library for {riscv} is not installed")
+    assert caught.value.hint.startswith("install it: rustup target add --toolchain ")
+    assert caught.value.hint.endswith(f"-{GNU} {riscv}")  # the toolchain rustup chose for the crate's folder
+
+
 @pytest.mark.refuses("release-folder-inside-work-dir-or-store")
 def test_a_release_folder_inside_the_work_dir_of_several_targets_refused(tmp_path: Path) -> None:
     """Several targets: PGO_OUT holds their work dirs; a release folder anywhere in it is refused, one beside it

@@ -19,6 +19,7 @@ from recipes.config import load_config
 from recipes.errors import CheckFailed, CommandFailed, ConfigError, MissingInput, StoreError
 from recipes.llvm import boltlib
 from recipes.plan import BuildPlan
+from recipes.release.rebuild import determinism_profile
 from recipes.results import InstrumentResult, MergeResult, Report
 from recipes.stages import pipeline
 from recipes.stages.instrument import instrumented_env
@@ -149,6 +150,19 @@ def test_a_given_profile_is_used_as_it_is_and_a_missing_one_refused(tmp_path: Pa
     gone = _plan(tmp_path, {"PGO_PROFDATA": str(tmp_path / "gone.profdata")})
     with pytest.raises(MissingInput, match=r"PGO_PROFDATA=.*gone\.profdata: no such file"):
         _profile_to_use(gone, None)
+
+
+@pytest.mark.refuses("pgo-profdata-not-a-regular-file")
+def test_a_given_profile_that_is_no_regular_file_is_said_so(tmp_path: Path) -> None:
+    # PGO_PROFDATA=/dev/null said "no such file" here, and "the profile /dev/null is gone" in determinism
+    for given, what in (("/dev/null", "a character device"), (str(tmp_path), "a directory")):
+        plan = _plan(tmp_path, {"PGO_PROFDATA": given})
+        with pytest.raises(MissingInput) as caught:
+            _profile_to_use(plan, None)
+        assert caught.value.line() == f"PGO_PROFDATA={given}: {what}, not a regular file (give the path of a .profdata)"
+        with pytest.raises(MissingInput) as caught:
+            determinism_profile(plan.config)
+        assert caught.value.line() == f"PGO_PROFDATA={given}: {what}, not a regular file (give the path of a .profdata)"
 
 
 def test_optimise_uses_only_this_work_dir_s_merge_and_only_as_merge_wrote_it(tmp_path: Path) -> None:

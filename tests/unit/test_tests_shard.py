@@ -12,9 +12,12 @@ from recipes import train
 from recipes.config import TESTS_SHARD, load_config
 from recipes.errors import CheckFailed, ConfigError, TrainingFailed
 from recipes.llvm.profdata import ProfileSummary
+from recipes.plan import refuse_tests_without_reach
 from recipes.results import MergeResult, Report, ShardRecord, TrainResult, from_json
 from recipes.stages import tests_shard
 from recipes.stages.summary import shard_summary_lines, summary_lines
+from recipes.toolchain.cargo import metadata
+from recipes.toolchain.cargo.metadata import CrateInfo
 from recipes.toolchain.cargo.testlog import parse_cargo_test
 from recipes.workload.shards import plan_shards, workload_shards
 from tests.conftest import DATA
@@ -226,3 +229,48 @@ def test_a_binary_cargo_built_again_between_the_runs_is_said(
     assert not tests_shard.still_replaced(replaced, instrumented)
     line = capsys.readouterr().err.strip()
     assert line.startswith("pgo: warning: train: shard tests: cargo built ") and "not the instrumented one" in line
+
+
+# --- before anything is built: a suite whose tests cannot run the binary ----------------------------------------
+
+
+def _target(name: str, kind: str, *, test: bool) -> dict[str, object]:
+    """A target as ``cargo metadata`` describes it (the keys read)."""
+    return {"name": name, "kind": [kind], "test": test}
+
+
+def test_the_targets_that_link_the_crate_as_the_binary_has_it() -> None:
+    lib, binary = _target("tested_pgo", "lib", test=True), _target("tested-pgo", "bin", test=True)
+    assert metadata.linking_tests([lib, binary]) == ()  # unit tests only
+    cli = _target("cli", "test", test=True)
+    assert metadata.linking_tests([lib, binary, cli]) == ("cli",)
+    examples = [_target("demo", "example", test=False), _target("checked", "example", test=True)]
+    assert metadata.linking_tests([binary, *examples, _target("b", "bench", test=False)]) == ("checked",)
+    assert metadata.linking_tests([_target("off", "test", test=False)]) == ()  # [[test]] test = false
+
+
+def _crate(linking: tuple[str, ...]) -> CrateInfo:
+    return CrateInfo(
+        Path("Cargo.toml"),
+        "tested-pgo",
+        Path(),
+        "tested-pgo",
+        ("tested_pgo",),
+        Path("target"),
+        linking_tests=linking,
+    )
+
+
+@pytest.mark.refuses("tests-shard-no-test-can-run-the-binary")
+def test_a_tests_shard_of_unit_tests_alone_is_refused(tmp_path: Path) -> None:
+    shards = plan_shards(load_config(_project(tmp_path), {"PGO_WORKLOAD": "main.toml,tests"}))
+    with pytest.raises(ConfigError) as caught:
+        refuse_tests_without_reach(shards, _crate(()))
+    line = caught.value.line()
+    assert line.startswith("the shard tests cannot train the binary: tested-pgo has no integration test (tests/*.rs)")
+    assert line.endswith(
+        "(add an integration test that runs the binary (CARGO_BIN_EXE_tested-pgo) or calls its "
+        "library, or drop tests from PGO_WORKLOAD)"
+    )
+    refuse_tests_without_reach(shards, _crate(("cli",)))
+    refuse_tests_without_reach(shards[:1], _crate(()))  # no tests shard: nothing to say

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from recipes.errors import ConfigError, MissingInput
 from recipes.runner import capture
@@ -25,6 +26,10 @@ class CrateInfo:
     #: command is the package's own only when it compiles one of these files, not merely a crate of that name
     sources: tuple[Path, ...] = ()
     workspace_root: Path | None = None  # the directory cargo runs rustc in for the workspace's packages
+    #: the package's targets ``cargo test`` builds apart from its lib and bins (integration tests, and examples and
+    #: benches with ``test = true``): the only tests that can run the binary (``CARGO_BIN_EXE_<bin>``) or call the
+    #: lib as the binary has it; the lib's and the bins' unit tests are those crates compiled again as test crates
+    linking_tests: tuple[str, ...] = ()
 
 
 def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: Mapping[str, str]) -> CrateInfo:
@@ -72,7 +77,24 @@ def crate_info(manifest: Path, package: str | None, bin_name: str | None, env: M
         target_directory=Path(meta["target_directory"]),
         sources=tuple(Path(t["src_path"]) for t in own_targets),
         workspace_root=Path(meta["workspace_root"]),
+        linking_tests=linking_tests(chosen["targets"]),
     )
+
+
+def linking_tests(targets: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The names of the targets (``cargo metadata``'s) that ``cargo test`` builds as tests of their own: an
+    integration test (kind ``test``), an example or a bench with ``test = true``."""
+    kinds = {"test", "example", "bench"}
+    return tuple(t["name"] for t in targets if kinds & set(t["kind"]) and t.get("test", t["kind"] == ["test"]))
+
+
+def _graph(manifest: Path, triple: str, env: Mapping[str, str], *, locked: bool) -> list[dict[str, Any]]:
+    """The packages of ``manifest``'s dependency graph for ``triple`` (``cargo metadata`` with its dependencies)."""
+    argv = ["cargo", "metadata", "--format-version", "1", "--filter-platform", triple, "--manifest-path", str(manifest)]
+    packages: list[dict[str, Any]] = json.loads(
+        capture([*argv, "--locked"] if locked else argv, env=env, cwd=manifest.parent)
+    )["packages"]
+    return packages
 
 
 def build_script_packages(
@@ -80,8 +102,19 @@ def build_script_packages(
 ) -> tuple[frozenset[str], frozenset[str]]:
     """The names of the packages of ``manifest``'s dependency graph for ``triple`` (``cargo metadata`` with its
     dependencies), and of those among them with a build script: the only ones with C or C++ to profile."""
-    argv = ["cargo", "metadata", "--format-version", "1", "--filter-platform", triple, "--manifest-path", str(manifest)]
-    meta = json.loads(capture([*argv, "--locked"] if locked else argv, env=env, cwd=manifest.parent))
-    packages = meta["packages"]
+    packages = _graph(manifest, triple, env, locked=locked)
     scripts = (p["name"] for p in packages if any("custom-build" in t["kind"] for t in p["targets"]))
     return frozenset(p["name"] for p in packages), frozenset(scripts)
+
+
+#: the build-dependencies through which a build script compiles C or C++ (cmake drives cc-rs's compiler too)
+C_BUILDERS = frozenset({"cc", "cmake"})
+
+
+def c_packages(manifest: Path, triple: str, env: Mapping[str, str], *, locked: bool) -> list[str]:
+    """The packages of the graph whose build script compiles C or C++: a build-dependency on cc or cmake."""
+    return sorted(
+        p["name"]
+        for p in _graph(manifest, triple, env, locked=locked)
+        if any(d["name"] in C_BUILDERS and d.get("kind") == "build" for d in p["dependencies"])
+    )
