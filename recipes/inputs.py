@@ -32,6 +32,7 @@ import json
 import math
 import os
 import re
+import stat
 import tomllib
 import types
 from collections.abc import Iterable
@@ -134,6 +135,46 @@ def is_dir(path: Path) -> bool:
         return path.is_dir()
     except OSError:
         return False
+
+
+class NotRegularFile(ValueError):
+    """What a path is when it is not a regular file (``str``: "a fifo", "a symbolic link (to /etc)", ...)."""
+
+
+def file_kind(path: Path, mode: int) -> str:
+    """What ``mode`` (an lstat's) makes ``path``, in a refusal's words: "a fifo", "a symbolic link (to X)", ..."""
+    if stat.S_ISLNK(mode):
+        return f"a symbolic link (to {path.readlink()})"
+    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket")]
+    kinds += [(stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]
+    return next((name for test, name in kinds if test(mode)), "a regular file" if stat.S_ISREG(mode) else "no file")
+
+
+def regular_size(path: Path) -> int:
+    """The size of ``path`` when it is a regular file itself (by lstat: a link is not followed); else
+    :class:`NotRegularFile` naming what it is (an OSError as it is: a missing file)."""
+    mode = path.lstat()
+    if not stat.S_ISREG(mode.st_mode):
+        raise NotRegularFile(file_kind(path, mode.st_mode))
+    return mode.st_size
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of ``path`` when it is a regular file, never following a link nor waiting on a fifo (opened with
+    O_NOFOLLOW and O_NONBLOCK, then checked by fstat: a file swapped after a check is caught too); else
+    :class:`NotRegularFile` (an OSError as it is)."""
+    regular_size(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # made a link since the lstat
+            raise NotRegularFile("a symbolic link") from exc
+        raise
+    with os.fdopen(fd, "rb") as stream:
+        mode = os.fstat(stream.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(file_kind(path, mode))
+        return stream.read()
 
 
 #: TOML's integers are 64-bit signed (its specification: a parser must refuse one it cannot hold); Python's reads any
