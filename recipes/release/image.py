@@ -30,6 +30,7 @@ from recipes.files import write_atomically
 from recipes.inputs import read_json
 from recipes.release import diff as diffoscope
 from recipes.release import manifest as release_manifest
+from recipes.release.args import check_source, url_problem
 from recipes.release.make import write_dir
 from recipes.release.manifest import Manifest
 from recipes.release.provenance import (
@@ -320,6 +321,8 @@ def make_image(
             f"no repository for {first.package}",
             'add repository = "https://..." to its [package], or give --source URL',
         )
+    if source is None:
+        check_source(url, f"the repository of {first.package} in {config.manifest},")
     layout, chosen = build_layout(tag, directory, manifests, url, base)
     digest = base.digest if base else None
     write_dir(out, layout.files)
@@ -586,6 +589,11 @@ def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest])
     source = stated.get("source")
     if source is None:
         raise CheckFailed(f"{stated_name} records no source URL of the image", _RECORD_HINT)
+    if url_problem(source) is not None:
+        raise CheckFailed(
+            f"{stated_name} records the source {source[:200]!r}, not an http(s) URL: {url_problem(source)}",
+            _RECORD_HINT,
+        )
     base = stated.get("base")
     base = base if base is not None and is_digest(base) else None  # None: no base
     if pred != image_predicate(tag, choose_targets(manifests, tag, directory, base), source, base):

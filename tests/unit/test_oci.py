@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from recipes.errors import ConfigError, MissingInput
-from recipes.release.args import parse_image
+from recipes.release.args import check_source, parse_image
 from recipes.release.make import write_dir
 from recipes.release.reproducible import sha256_bytes
 from recipes.release.reproducible.oci import (
@@ -184,6 +184,41 @@ def test_an_empty_source_or_no_tag_refused() -> None:
         parse_image(["v1.2.3", "--source="])
     with pytest.raises(ConfigError, match="nox -s image needs a release tag first"):
         parse_image(["--source", "https://example.org"])
+
+
+@pytest.mark.refuses("image-source-not-http")
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        ("javascript:alert(1)", "its scheme is javascript, not http or https"),
+        ("file:///etc/passwd", "its scheme is file, not http or https"),
+        ("ftp://example.org/r", "its scheme is ftp, not http or https"),
+        ("example.org/r", "its scheme is missing, not http or https"),
+        ("https://example.org/r\nX-Injected: 1", "it holds white space or a control character"),
+        ("https://example.org/a b", "it holds white space or a control character"),
+        ("https://example.org/\x1b[2J", "it holds white space or a control character"),
+        ("https://example.org/\u200b", "it holds white space or a control character"),
+        ("https:///r", "it names no host"),
+        ("http://[::1/r", "it is not a URL (Invalid IPv6 URL)"),
+    ],
+)
+def test_a_source_not_an_http_url_is_refused_in_one_line(source: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_image(["v1.2.3", "--source", source])
+    assert refused.value.line() == (
+        f"--source {source!r} is not an http(s) URL for the image's source label: {problem} "
+        "(write --source https://github.com/OWNER/REPO)"
+    )
+    assert "\n" not in refused.value.line()
+    # a Cargo.toml's repository goes into the same label: the same words, naming it
+    with pytest.raises(ConfigError, match=r"^the repository of hello in /c/Cargo.toml, '.*' is not an http\(s\) URL"):
+        check_source(source, "the repository of hello in /c/Cargo.toml,")
+
+
+def test_an_http_source_is_taken() -> None:
+    for source in ("https://example.org/r", "HTTP://example.org:8080/a?b=c#d", "https://[::1]/r"):
+        assert parse_image(["v1.2.3", "--source", source]).source == source
+        assert check_source(source, "x") == source
 
 
 def test_a_layout_that_fails_half_written_leaves_nothing(tmp_path: Path) -> None:
