@@ -22,7 +22,7 @@ from recipes import report
 from recipes.claim import CrateIdentity, claim_each
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
-from recipes.files import atomic_output, write_atomically
+from recipes.files import atomic_output, temporary_name, write_atomically
 from recipes.llvm import boltlib, checks, elf
 from recipes.plan import BuildPlan, make_plan
 from recipes.release import cpu, provenance
@@ -651,7 +651,7 @@ def write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:
     """All the files (a name may be a path in it: an image layout's ``blobs/sha256/<hex>``) in a new directory at
     once: written in a temp dir next to it, then renamed."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
+    staging = temporary_name(out_dir)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
