@@ -538,6 +538,14 @@ def check_tag_commit(tag: str, commit: str, manifest: Manifest) -> None:
         )
 
 
+#: what verify says of the facts it cannot check: a manifest and statements forged consistently pass it
+CANNOT_TELL = (
+    "note: verify checks the files against each other and the tag; it cannot tell whether the binaries were built "
+    "as the manifests and statements say (features, rustflags, toolchain, cargo's command, profile, workload): "
+    "nox -s rebuild (or verify --rebuild) builds them again and compares"
+)
+
+
 def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, str]) -> list[str]:
     """Check a release's files: SHA256SUMS, the manifest's artefacts, each statement's subjects and parameters,
     and, when the repository is here, the tag's commit and Cargo.lock. Every inconsistency is a one-line refusal;
@@ -605,6 +613,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
                         "the release was built with another Cargo.lock than the tag's",
                     )
                 lines.append(f"ok  {lock[0]} is the tag's")
+    lines.append(CANNOT_TELL)
     targets = "" if len(found) == 1 else f" of {len(found)} targets ({', '.join(m.triple for m in manifests.values())})"
     lines.append(f"verified {tag}: {len(sums)} files, {len(predicates)} provenance statements{targets}")
     return lines

@@ -299,6 +299,28 @@ def test_verify_a_release_as_written(tmp_path: Path) -> None:
     assert lines[-1] == "verified v1.0.0: 7 files, 3 provenance statements"
 
 
+def test_features_forged_in_every_json_pass_verify_which_says_it_cannot_tell(tmp_path: Path) -> None:
+    """The manifest's features changed, and every statement written again from it, SHA256SUMS too: nothing verify
+    reads disagrees, so it passes, and says which facts only a rebuild checks (rebuild compares the binaries)."""
+    published = publish(tmp_path)
+    forged = {**published.manifest, "features": ["forged"]}
+    files = {name: (published.dist / name).read_bytes() for name in FILES}
+    (published.dist / f"{BASE}-manifest.json").write_bytes(provenance.encode(forged))
+    files[f"{BASE}-manifest.json"] = provenance.encode(forged)
+    for name, data in provenance.release_statements(typed(forged), files, published.repo, ZIGBUILD).items():
+        (published.dist / name).write_bytes(data)
+    published.resum()
+    stated = json.loads(published.statement(f"{BASE}-pgo.tar.gz").read_text())
+    assert stated["predicate"]["buildDefinition"]["externalParameters"]["features"] == ["forged"]
+    lines = published.verify()
+    assert lines[-2:] == [
+        "note: verify checks the files against each other and the tag; it cannot tell whether the binaries were built "
+        "as the manifests and statements say (features, rustflags, toolchain, cargo's command, profile, workload): "
+        "nox -s rebuild (or verify --rebuild) builds them again and compares",
+        "verified v1.0.0: 7 files, 3 provenance statements",
+    ]
+
+
 @pytest.mark.refuses("verify-file-sha256-not-sha256sums", "verify-artefact-sha256-not-manifest")
 def test_verify_a_changed_byte_in_an_artefact_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
