@@ -56,6 +56,7 @@ from recipes.release.reproducible import (
     sha256_bytes,
     sha256sums_text,
     tag_commit,
+    tag_objects,
     without_remap,
 )
 from recipes.results import BoltResult, MergeResult, OptimiseResult, Report
@@ -227,8 +228,16 @@ def refuse_release_folder_inside(configs: Sequence[Config], out_dir: Path) -> No
 
 
 def check_release_checkout(repo: Path, tag: str, env: Mapping[str, str]) -> str:
-    """The tag's commit, if HEAD is that commit and nothing is modified or untracked; else a refusal."""
+    """The tag's commit, if the tag names it (not another tag), HEAD is that commit and nothing is modified or
+    untracked; else a refusal."""
     commit = tag_commit(repo, tag, env)
+    others = [name for name in tag_objects(repo, tag, env) if name != tag]
+    if others:
+        raise EnvironmentRefused(
+            f"tag {tag} is a tag of the tag {others[0]} (its object is {others[0]}'s tag object, not a commit): a "
+            "release's tag names its commit",
+            f"tag the commit itself: git tag -f -a {tag} -m {tag} {others[0]}^{{commit}}",
+        )
     head = git(repo, "rev-parse", "HEAD", env=env)
     if head != commit:
         raise EnvironmentRefused(
