@@ -48,10 +48,16 @@ MAX_BYTES = 1 << 30
 def read_bytes(path: Path, what: str, error: type[PgoError], hint: str, *, limit: int = MAX_BYTES) -> bytes:
     """The bytes of ``path``, ``what`` it is (``"the workload"``) naming it in the refusal."""
     try:
-        size = path.stat().st_size
-        if size > limit:
-            raise error(f"{what} {path} is {size} bytes, more than the {limit} this reads", hint)
-        return path.read_bytes()
+        # O_NONBLOCK: a fifo is opened at once (and refused below), not waited on for a writer
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as stream:
+            found = os.fstat(stream.fileno())
+            if stat.S_ISDIR(found.st_mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+            if not stat.S_ISREG(found.st_mode):
+                raise error(f"{what} {path} is {file_kind(path, found.st_mode)}, not a file", hint)
+            if found.st_size > limit:
+                raise error(f"{what} {path} is {found.st_size} bytes, more than the {limit} this reads", hint)
+            return stream.read()
     except OSError as exc:
         problem = {
             errno.ENOENT: "does not exist (or is a dangling symlink)",

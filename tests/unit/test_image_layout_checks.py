@@ -6,6 +6,7 @@ whose layer leaves the image's root is refused both when the image is made and w
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from recipes.errors import PgoError
 from recipes.release.image import build_layout, check_layout, read_manifests, record_image
 from recipes.release.make import write_dir
 from recipes.release.reproducible.oci import Base
-from tests.unit.test_oci import DEBIAN_LIKE, _base, _sym, _tar
+from tests.unit.test_oci import DEBIAN_LIKE, _base, _sym, _tar, _within
 from tests.unit.test_provenance import publish
 
 TAG = "v1.0.0"
@@ -89,3 +90,17 @@ def test_a_base_layer_out_of_the_root_is_refused_when_made_and_when_verified(
     assert line.startswith(f"{LAYOUT}: the base's linux/amd64 layer sha256:"), line
     assert ": the symbolic link 'etc' points to the system folder /etc; unpacked on a host" in line, line
     assert line.endswith("(remove the layout and make it again: nox -s image)"), line
+
+
+@pytest.mark.refuses("file-not-regular")
+def test_a_fifo_for_the_layout_s_index_json_is_refused_not_waited_on(tmp_path: Path) -> None:
+    dist = _imaged(tmp_path / "r", _base(tmp_path / "base", *DEBIAN_LIKE))
+    index_json = dist / LAYOUT / "index.json"
+    index_json.unlink()
+    os.mkfifo(index_json)  # read whole, it waited forever for a writer: verify hung
+    with _within(10):
+        line = _refused(dist)
+    assert line == (
+        f"the image layout's index.json {index_json} is a fifo, not a file (remove the layout and make it again: nox "
+        "-s image)"
+    )
