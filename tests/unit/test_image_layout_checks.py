@@ -104,3 +104,19 @@ def test_a_fifo_for_the_layout_s_index_json_is_refused_not_waited_on(tmp_path: P
         f"the image layout's index.json {index_json} is a fifo, not a file (remove the layout and make it again: nox "
         "-s image)"
     )
+
+
+@pytest.mark.refuses("image-source-not-http")
+def test_a_recorded_source_not_an_http_url_is_refused_by_verify(tmp_path: Path) -> None:
+    """A layout and statement written with a source nox -s image refuses (a forger's tool): verify refuses it too."""
+    dist = publish(tmp_path).dist
+    manifests = read_manifests(TAG, dist)
+    base = _base(tmp_path / "base", *DEBIAN_LIKE)
+    forged = "javascript:alert(1)"
+    layout, chosen = build_layout(TAG, dist, manifests, forged, base)
+    write_dir(dist / LAYOUT, layout.files)
+    record_image(dist, TAG, "hello-pgo", layout.files, chosen, forged, base.digest)
+    assert _refused(dist) == (
+        f"{LAYOUT}-index.json.intoto.json records the source 'javascript:alert(1)', not an http(s) URL: its scheme is "
+        "javascript, not http or https (download the release's SHA256SUMS and image files again)"
+    )
