@@ -7,6 +7,7 @@ does the rename; :func:`write_atomically` and :func:`copy_atomically` are it for
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -14,12 +15,38 @@ from pathlib import Path
 
 from recipes.errors import WorkDirError
 
+#: a temporary name of :func:`temporary_name`: the name it stands for, the writer's pid
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)\.tmp[^/]*")
+
+
+def temporary_name(dest: Path, suffix: str = "") -> Path:
+    """The temporary name beside ``dest`` that this process writes it under (``.<name>.<pid>.tmp<suffix>``): a file,
+    or a folder written whole (recipes/release/make.py:write_dir)."""
+    return dest.with_name(f".{dest.name}.{os.getpid()}.tmp{suffix}")
+
+
+def temporary_of(name: str) -> tuple[str, int] | None:
+    """The name a :func:`temporary_name` stands for and the pid of the process that wrote it, or None."""
+    found = _TEMPORARY.fullmatch(name)
+    return (found["name"], int(found["pid"])) if found else None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs now (signal 0; one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
 
 @contextmanager
 def atomic_output(dest: Path, suffix: str = "") -> Iterator[Path]:
-    """A temporary name beside ``dest`` (``.<name>.<pid>.tmp<suffix>``) to write to; when the block ends without
+    """A temporary name beside ``dest`` (:func:`temporary_name`) to write to; when the block ends without
     an error it is renamed to ``dest``, and in any case nothing is left under the temporary name."""
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp{suffix}")
+    tmp = temporary_name(dest, suffix)
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         yield tmp

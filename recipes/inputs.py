@@ -48,10 +48,16 @@ MAX_BYTES = 1 << 30
 def read_bytes(path: Path, what: str, error: type[PgoError], hint: str, *, limit: int = MAX_BYTES) -> bytes:
     """The bytes of ``path``, ``what`` it is (``"the workload"``) naming it in the refusal."""
     try:
-        size = path.stat().st_size
-        if size > limit:
-            raise error(f"{what} {path} is {size} bytes, more than the {limit} this reads", hint)
-        return path.read_bytes()
+        # O_NONBLOCK: a fifo is opened at once (and refused below), not waited on for a writer
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as stream:
+            found = os.fstat(stream.fileno())
+            if stat.S_ISDIR(found.st_mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+            if not stat.S_ISREG(found.st_mode):
+                raise error(f"{what} {path} is {file_kind(path, found.st_mode)}, not a file", hint)
+            if found.st_size > limit:
+                raise error(f"{what} {path} is {found.st_size} bytes, more than the {limit} this reads", hint)
+            return stream.read()
     except OSError as exc:
         problem = {
             errno.ENOENT: "does not exist (or is a dangling symlink)",
@@ -154,6 +160,46 @@ def not_a_file(path: Path) -> str | None:
         (stat.S_ISSOCK, "a socket"),
     )
     return next((words for test, words in kinds if test(mode)), "not a regular file")
+
+
+class NotRegularFile(ValueError):
+    """What a path is when it is not a regular file (``str``: "a fifo", "a symbolic link (to /etc)", ...)."""
+
+
+def file_kind(path: Path, mode: int) -> str:
+    """What ``mode`` (an lstat's) makes ``path``, in a refusal's words: "a fifo", "a symbolic link (to X)", ..."""
+    if stat.S_ISLNK(mode):
+        return f"a symbolic link (to {path.readlink()})"
+    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket")]
+    kinds += [(stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]
+    return next((name for test, name in kinds if test(mode)), "a regular file" if stat.S_ISREG(mode) else "no file")
+
+
+def regular_size(path: Path) -> int:
+    """The size of ``path`` when it is a regular file itself (by lstat: a link is not followed); else
+    :class:`NotRegularFile` naming what it is (an OSError as it is: a missing file)."""
+    mode = path.lstat()
+    if not stat.S_ISREG(mode.st_mode):
+        raise NotRegularFile(file_kind(path, mode.st_mode))
+    return mode.st_size
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of ``path`` when it is a regular file, never following a link nor waiting on a fifo (opened with
+    O_NOFOLLOW and O_NONBLOCK, then checked by fstat: a file swapped after a check is caught too); else
+    :class:`NotRegularFile` (an OSError as it is)."""
+    regular_size(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # made a link since the lstat
+            raise NotRegularFile("a symbolic link") from exc
+        raise
+    with os.fdopen(fd, "rb") as stream:
+        mode = os.fstat(stream.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(file_kind(path, mode))
+        return stream.read()
 
 
 #: TOML's integers are 64-bit signed (its specification: a parser must refuse one it cannot hold); Python's reads any

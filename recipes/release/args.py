@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from recipes.errors import ConfigError
 from recipes.inputs import user_path
@@ -182,10 +183,38 @@ def parse_determinism(posargs: Sequence[str]) -> DeterminismArgs:
     return DeterminismArgs(tuple(posargs))
 
 
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not an http(s) URL of a host without white space or a control character, or None."""
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "it holds white space or a control character"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError as exc:
+        return f"it is not a URL ({exc})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"its scheme is {parts.scheme or 'missing'}, not http or https"
+    return None if host else "it names no host"
+
+
+def check_source(url: str, given: str) -> str:
+    """``url``, the image's ``org.opencontainers.image.source``, when it is an http(s) URL (:func:`url_problem`);
+    else one line naming where it was ``given``."""
+    problem = url_problem(url)
+    if problem is not None:
+        raise ConfigError(
+            f"{given} {url[:200]!r} is not an http(s) URL for the image's source label: {problem}",
+            SOURCE_OPTION.hint or "",
+        )
+    return url
+
+
 def parse_image(posargs: Sequence[str]) -> ImageArgs:
-    """``image``'s posargs; an empty ``--source`` is refused."""
+    """``image``'s posargs; an empty ``--source``, or one that is not an http(s) URL, is refused."""
     args = _parse(posargs, "image", ARTEFACTS_OPTION, SOURCE_OPTION, BASE_OPTION)
     source = args.taken.one(SOURCE)
     if source is not None and not source.strip():
         raise SOURCE_OPTION.missing()
+    if source is not None:
+        check_source(source, SOURCE)
     return ImageArgs(args.tag, args.artefacts, source, tuple(args.rest), args.base)

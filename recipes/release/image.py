@@ -19,7 +19,7 @@ import io
 import json
 import tarfile
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,10 @@ from typing import Any
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused, MissingInput
 from recipes.files import write_atomically
-from recipes.inputs import read_json
+from recipes.inputs import NotRegularFile, read_json, read_regular, regular_size
 from recipes.release import diff as diffoscope
 from recipes.release import manifest as release_manifest
+from recipes.release.args import check_source, url_problem
 from recipes.release.make import write_dir
 from recipes.release.manifest import Manifest
 from recipes.release.provenance import (
@@ -320,6 +321,8 @@ def make_image(
             f"no repository for {first.package}",
             'add repository = "https://..." to its [package], or give --source URL',
         )
+    if source is None:
+        check_source(url, f"the repository of {first.package} in {config.manifest},")
     layout, chosen = build_layout(tag, directory, manifests, url, base)
     digest = base.digest if base else None
     write_dir(out, layout.files)
@@ -344,30 +347,79 @@ def make_image(
 _LAYOUT_HINT = "remove the layout and make it again: nox -s image"
 
 
-def _blobs(layout: Path) -> dict[str, bytes]:
-    """The layout's blobs by digest, each one's sha256 checked against its name (a tampered blob is refused)."""
-    folder = layout / "blobs" / "sha256"
-    blobs: dict[str, bytes] = {}
-    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if path.is_symlink() or not path.is_file():
-            raise CheckFailed(f"blobs/sha256/{path.name} of the image layout is not a regular file", _LAYOUT_HINT)
-        data = path.read_bytes()
-        if sha256_bytes(data) != path.name:
+class _Blobs(Mapping[str, bytes]):
+    """The layout's blobs by digest: listed at once, by lstat (a link, fifo or device refused, nothing opened), each
+    read (never through a link, never waiting on a fifo) and checked against its name (its sha256) only when asked
+    for: a stray blob is named by :func:`_check_made`, never hashed."""
+
+    def __init__(self, layout: Path) -> None:
+        self.folder = layout / "blobs" / "sha256"
+        self.sizes: dict[str, int] = {}
+        self._read: dict[str, bytes] = {}
+        for path in sorted(self.folder.iterdir()) if self.folder.is_dir() else []:
+            try:
+                self.sizes[f"sha256:{path.name}"] = regular_size(path)
+            except (NotRegularFile, OSError) as exc:
+                raise CheckFailed(
+                    f"blobs/sha256/{path.name} of the image layout is not a regular file", _LAYOUT_HINT
+                ) from exc
+
+    def __getitem__(self, digest: str) -> bytes:
+        if digest not in self._read:
+            name = digest.removeprefix("sha256:") if digest in self.sizes else ""
+            if not name:
+                raise KeyError(digest)
+            try:
+                data = read_regular(self.folder / name)
+            except (NotRegularFile, OSError) as exc:
+                raise CheckFailed(
+                    f"blobs/sha256/{name} of the image layout is not a regular file", _LAYOUT_HINT
+                ) from exc
+            if sha256_bytes(data) != name:
+                raise CheckFailed(
+                    f"the image layout's blob {name[:12]} has sha256 {sha256_bytes(data)[:12]}: it is not the blob "
+                    "its name says",
+                    _LAYOUT_HINT,
+                )
+            self._read[digest] = data
+        return self._read[digest]
+
+    def __contains__(self, digest: object) -> bool:  # Mapping's would read the blob
+        return digest in self.sizes
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.sizes)
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def described(self, descriptor: Any, what: str) -> bytes | None:
+        """The blob ``descriptor`` names (None: not in the layout), its size the descriptor's before it is read."""
+        digest = descriptor.get("digest") if isinstance(descriptor, dict) else None
+        if not isinstance(digest, str) or digest not in self.sizes:
+            return None
+        size = descriptor.get("size")
+        if isinstance(size, int) and size != self.sizes[digest]:
             raise CheckFailed(
-                f"the image layout's blob {path.name[:12]} has sha256 {sha256_bytes(data)[:12]}: it is not the blob "
-                "its name says",
+                f"the image layout's blob {digest.removeprefix('sha256:')[:12]} ({what}) is {self.sizes[digest]} "
+                f"bytes, its descriptor says {size}",
                 _LAYOUT_HINT,
             )
-        blobs[f"sha256:{path.name}"] = data
-    return blobs
+        return self[digest]
+
+
+def _blobs(layout: Path) -> _Blobs:
+    """The layout's blobs by digest, each one's sha256 checked against its name when it is read (:class:`_Blobs`)."""
+    return _Blobs(layout)
 
 
 def _blob_json(blobs: Mapping[str, bytes], descriptor: Any, what: str) -> dict[str, Any]:
     digest = descriptor.get("digest") if isinstance(descriptor, dict) else None
     if not isinstance(digest, str) or digest not in blobs:
         raise CheckFailed(f"the image layout has no blob of {what} ({digest})", _LAYOUT_HINT)
+    found = blobs.described(descriptor, what) if isinstance(blobs, _Blobs) else blobs[digest]
     try:
-        data = json.loads(blobs[digest])
+        data = json.loads(found or b"")
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckFailed(f"the blob of {what} in the image layout is not JSON", _LAYOUT_HINT) from exc
     if not isinstance(data, dict):
@@ -446,7 +498,7 @@ def check_layout(tag: str, directory: Path, manifests: Mapping[str, Manifest]) -
     listed = _listed_images(name, tag, index, expected)
     for platform, manifest in expected.items():
         lines.append(_check_image(name, platform, manifest, blobs, listed[platform], bases.get(platform), base_digest))
-    made = _check_made(name, tag, layout, directory, manifests, index, base)
+    made = _check_made(name, tag, layout, directory, manifests, index, base, blobs)
     lines.append(f"ok  {name}: index {made.index_digest}, as nox -s image writes it from this release")
     return lines
 
@@ -497,7 +549,11 @@ def _check_image(
         layers = layers[-1:]
     if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict):
         raise CheckFailed(f"the {platform} image of {name} has not one layer", _LAYOUT_HINT)
-    layer = blobs.get(str(layers[0].get("digest")))
+    layer = (
+        blobs.described(layers[0], f"the {platform} image's layer")
+        if isinstance(blobs, _Blobs)
+        else blobs.get(str(layers[0].get("digest")))
+    )
     if layer is None:
         raise CheckFailed(f"the image layout has no blob of the {platform} image's layer", _LAYOUT_HINT)
     problem = _layer_problem(layer, manifest.bin, manifest.artefacts.pgo.binary_sha256 or "")
@@ -515,6 +571,7 @@ def _check_made(
     manifests: Mapping[str, Manifest],
     index: dict[str, Any],
     base: Base | None,
+    blobs: _Blobs,
 ) -> Layout:
     """The whole layout is the one ``nox -s image`` writes from this release (its source label read from the
     layout's index): every file, none missing, none more. What it writes."""
@@ -527,17 +584,38 @@ def _check_made(
         raise CheckFailed(f"{name}: {exc.line()}", _LAYOUT_HINT) from exc
     found = {str(p.relative_to(layout)) for p in layout.rglob("*") if not p.is_dir()}
     # the documents that name the rest first (oci-layout, index.json), so that one change is always named by the
-    # same file whatever the digests' order: blob names are digests, and a release's digests sort as they come
-    for path in sorted(made.files, key=lambda p: (p.startswith("blobs/"), p)):
-        if path not in found or (layout / path).read_bytes() != made.files[path]:
-            raise CheckFailed(
-                f"{name}/{path} is not what nox -s image writes from this release (index {made.index_digest})",
-                _LAYOUT_HINT,
-            )
+    # same file whatever the digests' order: blob names are digests, and a release's digests sort as they come; then
+    # a file more by its name (a stray blob is never read), then the blobs
+    documents = sorted(p for p in made.files if not p.startswith("blobs/"))
+    blob_files = sorted(p for p in made.files if p.startswith("blobs/"))
+    for path in documents:
+        _check_made_file(name, layout, path, found, made, blobs)
     extra = sorted(found - set(made.files))
     if extra:
         raise CheckFailed(f"{name}/{extra[0]} is not a file nox -s image writes for this release", _LAYOUT_HINT)
+    for path in blob_files:
+        _check_made_file(name, layout, path, found, made, blobs)
     return made
+
+
+def _check_made_file(name: str, layout: Path, path: str, found: set[str], made: Layout, blobs: _Blobs) -> None:
+    """The file ``path`` of the layout (``name``) is there and the one ``made`` holds."""
+    if path not in found or _layout_file(layout, path, blobs) != made.files[path]:
+        raise CheckFailed(
+            f"{name}/{path} is not what nox -s image writes from this release (index {made.index_digest})",
+            _LAYOUT_HINT,
+        )
+
+
+def _layout_file(layout: Path, path: str, blobs: _Blobs) -> bytes:
+    """A file of the layout: a blob as :class:`_Blobs` reads it (checked by its sha256 once), another one read as a
+    regular file (never through a link, never waiting on a fifo)."""
+    if path.startswith("blobs/sha256/"):
+        return blobs[f"sha256:{path.removeprefix('blobs/sha256/')}"]
+    try:
+        return read_regular(layout / path)
+    except (NotRegularFile, OSError) as exc:
+        raise CheckFailed(f"{layout.name}/{path} of the image layout is not a regular file", _LAYOUT_HINT) from exc
 
 
 _RECORD_HINT = "download the release's SHA256SUMS and image files again"
@@ -586,6 +664,11 @@ def check_recorded(tag: str, directory: Path, manifests: Mapping[str, Manifest])
     source = stated.get("source")
     if source is None:
         raise CheckFailed(f"{stated_name} records no source URL of the image", _RECORD_HINT)
+    if url_problem(source) is not None:
+        raise CheckFailed(
+            f"{stated_name} records the source {source[:200]!r}, not an http(s) URL: {url_problem(source)}",
+            _RECORD_HINT,
+        )
     base = stated.get("base")
     base = base if base is not None and is_digest(base) else None  # None: no base
     if pred != image_predicate(tag, choose_targets(manifests, tag, directory, base), source, base):
@@ -695,7 +778,7 @@ def _differing_blob(
         if digest != blobs.layer.digest:
             theirs_tar = work.image_layer(platform.architecture, "published")
             ours_tar = work.image_layer(platform.architecture, "rebuilt")
-            write_atomically(theirs_tar, published_blobs[digest])
+            write_atomically(theirs_tar, published_blobs[str(digest)])
             write_atomically(ours_tar, blobs.layer.data)
             explained = diffoscope.explain(theirs_tar, ours_tar, work.image, environ)
             for line in explained.lines:

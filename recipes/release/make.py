@@ -22,7 +22,7 @@ from recipes import report
 from recipes.claim import CrateIdentity, claim_each
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, EnvironmentRefused
-from recipes.files import atomic_output, write_atomically
+from recipes.files import atomic_output, temporary_name, write_atomically
 from recipes.llvm import boltlib, checks, elf
 from recipes.plan import BuildPlan, make_plan
 from recipes.release import cpu, provenance
@@ -57,6 +57,7 @@ from recipes.release.reproducible import (
     sha256_bytes,
     sha256sums_text,
     tag_commit,
+    tag_objects,
     without_remap,
 )
 from recipes.results import BoltResult, MergeResult, OptimiseResult, Report
@@ -228,8 +229,16 @@ def refuse_release_folder_inside(configs: Sequence[Config], out_dir: Path) -> No
 
 
 def check_release_checkout(repo: Path, tag: str, env: Mapping[str, str]) -> str:
-    """The tag's commit, if HEAD is that commit and nothing is modified or untracked; else a refusal."""
+    """The tag's commit, if the tag names it (not another tag), HEAD is that commit and nothing is modified or
+    untracked; else a refusal."""
     commit = tag_commit(repo, tag, env)
+    others = [name for name in tag_objects(repo, tag, env) if name != tag]
+    if others:
+        raise EnvironmentRefused(
+            f"tag {tag} is a tag of the tag {others[0]} (its object is {others[0]}'s tag object, not a commit): a "
+            "release's tag names its commit",
+            f"tag the commit itself: git tag -f -a {tag} -m {tag} {others[0]}^{{commit}}",
+        )
     head = git(repo, "rev-parse", "HEAD", env=env)
     if head != commit:
         raise EnvironmentRefused(
@@ -660,7 +669,7 @@ def write_dir(out_dir: Path, files: Mapping[str, bytes]) -> None:
     """All the files (a name may be a path in it: an image layout's ``blobs/sha256/<hex>``) in a new directory at
     once: written in a temp dir next to it, then renamed."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
+    staging = temporary_name(out_dir)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 from recipes.config import Config
 from recipes.errors import CheckFailed, ConfigError, MissingInput, PgoError
+from recipes.files import process_alive, temporary_of
 from recipes.inputs import read_json, read_text
 from recipes.release import manifest as release_manifest
 from recipes.release.manifest import Artefact, CCode, Manifest
@@ -498,6 +500,25 @@ def check_listed(path: Path, sums: Mapping[str, str]) -> None:
         raise CheckFailed(f"{path.name} has sha256 {digest}, {SUMS} says {sums[path.name]}", "download it again")
 
 
+def refuse_unlisted(directory: Path, name: str) -> None:
+    """The refusal of a file of the release's folder that SHA256SUMS does not list: a temporary file of a release or
+    image run (``.<name>.<pid>.tmp``) named as one, killed or still running, with the way to remove it."""
+    temporary = temporary_of(name)
+    if temporary is None:
+        raise CheckFailed(f"{name} is in {directory} but not in SHA256SUMS", "remove it, or download again")
+    made, pid = temporary
+    if process_alive(pid):
+        raise CheckFailed(
+            f"{name} in {directory} is the temporary file of {made}, which process {pid} is writing now",
+            "wait for that run (release or image) to end, then verify again",
+        )
+    raise CheckFailed(
+        f"{name} in {directory} is a killed run's temporary file of {made} (its process {pid} is gone), not a file "
+        "of the release",
+        f"remove it: rm -r {shlex.quote(str(directory / name))}",
+    )
+
+
 def check_named(name: str, manifest: Manifest) -> None:
     """The manifest's file ``name`` is the name its release (bin, tag, triple) gives it."""
     names = manifest.names
@@ -515,6 +536,14 @@ def check_tag_commit(tag: str, commit: str, manifest: Manifest) -> None:
             f"tag {tag} is commit {commit[:12]} here, the release was built from {manifest.commit[:12]}",
             "the tag was moved: fetch the release's tag (git fetch --tags --force)",
         )
+
+
+#: what verify says of the facts it cannot check: a manifest and statements forged consistently pass it
+CANNOT_TELL = (
+    "note: verify checks the files against each other and the tag; it cannot tell whether the binaries were built "
+    "as the manifests and statements say (features, rustflags, toolchain, cargo's command, profile, workload): "
+    "nox -s rebuild (or verify --rebuild) builds them again and compares"
+)
 
 
 def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, str]) -> list[str]:
@@ -549,7 +578,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
         if p.name != SUMS and p.name not in sums and not (p.name in layouts and is_image_layout(p))
     )
     if unlisted:
-        raise CheckFailed(f"{unlisted[0]} is in {directory} but not in SHA256SUMS", "remove it, or download again")
+        refuse_unlisted(directory, unlisted[0])
     lines = [f"ok  SHA256SUMS: {len(sums)} files, every one there and as listed"]
 
     predicates = []
@@ -584,6 +613,7 @@ def verify(tag: str, directory: Path, repo: Path | None, environ: Mapping[str, s
                         "the release was built with another Cargo.lock than the tag's",
                     )
                 lines.append(f"ok  {lock[0]} is the tag's")
+    lines.append(CANNOT_TELL)
     targets = "" if len(found) == 1 else f" of {len(found)} targets ({', '.join(m.triple for m in manifests.values())})"
     lines.append(f"verified {tag}: {len(sums)} files, {len(predicates)} provenance statements{targets}")
     return lines

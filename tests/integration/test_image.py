@@ -372,7 +372,9 @@ def test_verify_refuses_a_layout_that_is_not_the_release_s(imaged: Imaged, tmp_p
 
     tampered = _forge(imaged, tmp_path / "tampered", _layout_of(imaged, [amd64, arm64]))
     blob = sorted((tampered / LAYOUT / "blobs" / "sha256").iterdir())[0]
-    blob.write_bytes(blob.read_bytes() + b" ")
+    data = bytearray(blob.read_bytes())
+    data[-1] ^= 1  # its size kept: a blob of another size than its descriptor's is refused by its size, unread
+    blob.write_bytes(bytes(data))
     _refused(tampered, f"the image layout's blob {blob.name[:12]} has sha256 ", "it is not the blob its name says")
 
     other = _forge(imaged, tmp_path / "other", _layout_of(imaged, [dataclasses.replace(amd64, binary=ANOTHER), arm64]))

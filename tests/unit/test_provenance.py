@@ -9,7 +9,9 @@ import io
 import json
 import random
 import re
+import shutil
 import subprocess
+import sys
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from recipes.release.manifest import Manifest, parse
 from recipes.release.reproducible import binary_tarball, parse_sha256sums, sha256_bytes, sha256sums_text
 from recipes.store import sha256_file
 from tests import hostile
-from tests.conftest import DATA, clean_env
+from tests.conftest import DATA, REPO, clean_env
 
 BASE = "hello-pgo-v1.0.0-x86_64-unknown-linux-gnu"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -297,6 +299,28 @@ def test_verify_a_release_as_written(tmp_path: Path) -> None:
     assert lines[-1] == "verified v1.0.0: 7 files, 3 provenance statements"
 
 
+def test_features_forged_in_every_json_pass_verify_which_says_it_cannot_tell(tmp_path: Path) -> None:
+    """The manifest's features changed, and every statement written again from it, SHA256SUMS too: nothing verify
+    reads disagrees, so it passes, and says which facts only a rebuild checks (rebuild compares the binaries)."""
+    published = publish(tmp_path)
+    forged = {**published.manifest, "features": ["forged"]}
+    files = {name: (published.dist / name).read_bytes() for name in FILES}
+    (published.dist / f"{BASE}-manifest.json").write_bytes(provenance.encode(forged))
+    files[f"{BASE}-manifest.json"] = provenance.encode(forged)
+    for name, data in provenance.release_statements(typed(forged), files, published.repo, ZIGBUILD).items():
+        (published.dist / name).write_bytes(data)
+    published.resum()
+    stated = json.loads(published.statement(f"{BASE}-pgo.tar.gz").read_text())
+    assert stated["predicate"]["buildDefinition"]["externalParameters"]["features"] == ["forged"]
+    lines = published.verify()
+    assert lines[-2:] == [
+        "note: verify checks the files against each other and the tag; it cannot tell whether the binaries were built "
+        "as the manifests and statements say (features, rustflags, toolchain, cargo's command, profile, workload): "
+        "nox -s rebuild (or verify --rebuild) builds them again and compares",
+        "verified v1.0.0: 7 files, 3 provenance statements",
+    ]
+
+
 @pytest.mark.refuses("verify-file-sha256-not-sha256sums", "verify-artefact-sha256-not-manifest")
 def test_verify_a_changed_byte_in_an_artefact_refused(tmp_path: Path) -> None:
     published = publish(tmp_path)
@@ -369,6 +393,57 @@ def test_verify_leaves_the_image_layout_to_its_check_and_refuses_what_only_looks
     layout.unlink()
     (tmp_path / "elsewhere").rename(published.dist / "hello-pgo-v1.0.1-image")
     refused(published, "hello-pgo-v1.0.1-image is in", "but not in SHA256SUMS")
+
+
+#: a run of nox -s image as far as its writes go, stopped where SIGKILL found it: SHA256SUMS' temporary file written,
+#: then the layout's staging folder half written (its first file), where it waits
+_HALF_WRITTEN = """
+import sys, time
+from pathlib import Path
+from recipes.files import atomic_output
+from recipes.release import make
+written = make.write_atomically
+def then_wait(path, data):
+    written(path, data)
+    print("half written", flush=True)
+    time.sleep(120)
+make.write_atomically = then_wait
+dist = Path(sys.argv[1])
+with atomic_output(dist / "SHA256SUMS") as tmp:
+    tmp.write_text("partial")
+    make.write_dir(dist / "hello-pgo-v1.0.0-image", {"oci-layout": b"{}", "index.json": b"{}"})
+"""
+
+
+@pytest.mark.refuses("verify-temporary-file-of-a-run")
+def test_a_killed_run_s_temporary_files_are_named_as_such_with_how_to_remove_them(tmp_path: Path) -> None:
+    published = publish(tmp_path)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HALF_WRITTEN, str(published.dist)], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "half written\n"
+        sums = f".SHA256SUMS.{child.pid}.tmp"
+        assert refused(published) == (
+            f"{sums} in {published.dist} is the temporary file of SHA256SUMS, which process {child.pid} is writing "
+            "now (wait for that run (release or image) to end, then verify again)"
+        )
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()  # type: ignore[union-attr]
+    staging = published.dist / f".hello-pgo-v1.0.0-image.{child.pid}.tmp"
+    assert (published.dist / sums).is_file() and (staging / "index.json").is_file()  # what SIGKILL left
+    assert refused(published) == (
+        f"{sums} in {published.dist} is a killed run's temporary file of SHA256SUMS (its process {child.pid} is "
+        f"gone), not a file of the release (remove it: rm -r {published.dist / sums})"
+    )
+    (published.dist / sums).unlink()
+    assert refused(published).startswith(
+        f"{staging.name} in {published.dist} is a killed run's temporary file of hello-pgo-v1.0.0-image (its process "
+    )
+    shutil.rmtree(staging)
+    assert published.verify()[-1] == "verified v1.0.0: 7 files, 3 provenance statements"
 
 
 @pytest.mark.refuses("verify-cargo-zigbuild-release-statement-records-no")

@@ -38,7 +38,7 @@ from recipes.release.reproducible.oci import (
     platform_of,
     rfc3339,
 )
-from recipes.release.reproducible.repo import commit_time, dirty_paths, git, repo_root, tag_commit
+from recipes.release.reproducible.repo import commit_time, dirty_paths, git, repo_root, tag_commit, tag_objects
 from recipes.release.reproducible.sums import SUMS, parse_sha256sums, sha256sums_text, sum_name_problem
 from recipes.release.reproducible.tags import check_tag, split_tag, take_option
 from recipes.release.reproducible.tarballs import (
@@ -82,6 +82,7 @@ __all__ = [
     "split_tag",
     "sum_name_problem",
     "tag_commit",
+    "tag_objects",
     "take_option",
     "tar_bytes",
     "tar_member",

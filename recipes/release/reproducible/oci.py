@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import MissingInput
+from recipes.inputs import NotRegularFile, read_regular, regular_size
+from recipes.release.reproducible.base_layers import layer_problem
 from recipes.release.reproducible.tarballs import sha256_bytes, tar_bytes
 
 MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -162,12 +164,20 @@ class Base:
     folder: Path
     digest: str
 
-    def blob(self, digest: Any, what: str) -> bytes:
+    def blob(self, digest: Any, what: str, size: Any = None) -> bytes:
+        """The blob ``digest`` names, a regular file of the layout (never a link followed nor a fifo opened) of
+        ``size`` bytes (when the descriptor says), checked by its sha256 last."""
         if not isinstance(digest, str) or not is_digest(digest):
             raise MissingInput(f"the base's {what} has no sha256 digest ({digest!r})", _BASE_HINT)
         path = self.folder / "blobs" / "sha256" / digest.removeprefix("sha256:")
+        where = f"the blob {digest[:19]} of the base image layout {self.folder} ({what})"
         try:
-            data = path.read_bytes()
+            found = regular_size(path)
+            if isinstance(size, int) and found != size:
+                raise MissingInput(f"{where} is {found} bytes, its descriptor says {size}", _BASE_HINT)
+            data = read_regular(path)
+        except NotRegularFile as exc:
+            raise MissingInput(f"{where} is {exc}, not a regular file", _BASE_HINT) from exc
         except OSError as exc:
             raise MissingInput(
                 f"the base image layout {self.folder} has no blob {digest} ({what}: {exc.strerror or exc})", _BASE_HINT
@@ -180,8 +190,8 @@ class Base:
             )
         return data
 
-    def document(self, digest: Any, what: str) -> tuple[bytes, dict[str, Any]]:
-        data = self.blob(digest, what)
+    def document(self, digest: Any, what: str, size: Any = None) -> tuple[bytes, dict[str, Any]]:
+        data = self.blob(digest, what, size)
         try:
             parsed = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -222,15 +232,20 @@ class Base:
                     "give a base with an image of every glibc target's platform",
                 )
             named = (Blob(MEDIA_INDEX, data),)
-            data, top = self.document(listed[0].get("digest"), f"{platform} manifest")
-        config_data, config = self.document((top.get("config") or {}).get("digest"), f"{platform} configuration")
+            data, top = self.document(listed[0].get("digest"), f"{platform} manifest", listed[0].get("size"))
+        described = _object(top.get("config"))
+        config_data, config = self.document(described.get("digest"), f"{platform} configuration", described.get("size"))
         if not _matches(config, platform):
             raise MissingInput(
                 f"the base {self.digest[:19]} is an image of {platform_text(config)}, not {platform}",
                 "give a base with an image of every glibc target's platform",
             )
         layers = tuple(d for d in top.get("layers") or [] if isinstance(d, dict))
-        blobs = tuple(Blob(str(d.get("mediaType")), self.blob(d.get("digest"), f"{platform} layer")) for d in layers)
+        blobs = tuple(
+            Blob(str(d.get("mediaType")), self.blob(d.get("digest"), f"{platform} layer", d.get("size")))
+            for d in layers
+        )
+        self._check_members(platform, blobs)
         rootfs = config.get("rootfs")
         diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
         if not isinstance(diff_ids, list) or len(diff_ids) != len(layers):
@@ -241,6 +256,20 @@ class Base:
         manifest = Blob(MEDIA_MANIFEST, data)
         config_blob = Blob(MEDIA_CONFIG, config_data)
         return BaseImage(self.digest, manifest, config_blob, layers, (*named, manifest, config_blob, *blobs))
+
+    def _check_members(self, platform: Platform, layers: Sequence[Blob]) -> None:
+        """Every member of the base's ``layers`` (lowest first) inside the image's root (recipes/release/reproducible/
+        base_layers.py), or one line naming the layer and the member."""
+        links: set[str] = set()
+        for layer in layers:
+            problem = layer_problem(layer.data, links)
+            if problem is not None:
+                raise MissingInput(
+                    f"the base's {platform} layer {layer.digest[:19]}: {problem}; unpacked on a host, it could write "
+                    "outside its folder",
+                    "give a base whose layers stay inside the image's root (docs/releases.md, \"What a base's layers "
+                    'may hold")',
+                )
 
 
 def _kind(document: Mapping[str, Any]) -> str | None:

@@ -63,6 +63,24 @@ def tag_commit(repo: Path, tag: str, env: Mapping[str, str]) -> str:
         raise MissingInput(f"tag {tag} does not exist in {repo}", "see `git tag --list`; fetch the tags?") from exc
 
 
+def tag_objects(repo: Path, tag: str, env: Mapping[str, str]) -> list[str]:
+    """The names of the tag objects ``refs/tags/<tag>`` leads through to its commit (``git cat-file -t``, then each
+    object's ``tag`` header): none for a lightweight tag, ``[tag]`` for an annotated tag of a commit; a tag of a tag
+    gives both names, outermost first."""
+    names: list[str] = []
+    name = f"refs/tags/{tag}"
+    while len(names) < MAX_TAG_DEPTH and git(repo, "cat-file", "-t", name, env=env) == "tag":
+        header = git(repo, "cat-file", "tag", name, env=env).split("\n\n", 1)[0]
+        fields = dict(line.partition(" ")[::2] for line in header.splitlines())
+        names.append(fields.get("tag", "?"))
+        name = fields.get("object", "")
+    return names
+
+
+#: how many tag objects :func:`tag_objects` follows (git itself stops peeling at a few)
+MAX_TAG_DEPTH = 8
+
+
 def commit_time(repo: Path, commit: str, env: Mapping[str, str]) -> int:
     return int(git(repo, "show", "-s", "--format=%ct", commit, env=env))
 
