@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from recipes.llvm.profdata import parse_record_counts
 from recipes.store import sha256_file
 from tests.conftest import Pipeline, assert_ok, assert_refused, written_records
 
@@ -33,28 +34,16 @@ runs = 2
 """
 
 
-def _profdata() -> str:
-    return "llvm-profdata-22"
-
-
 def _records(profile: Path) -> dict[str, int]:
     """Each record of ``profile`` and the sum of its counters, as llvm-profdata shows them."""
-    text = subprocess.run(
-        [_profdata(), "show", "--all-functions", "--counts", str(profile)],
+    shown = subprocess.run(
+        ["llvm-profdata-22", "show", "--all-functions", "--counts", str(profile)],
         capture_output=True,
         text=True,
         check=True,
         env=os.environ,
-    ).stdout
-    counts: dict[str, int] = {}
-    name = None
-    for line in text.splitlines():
-        if found := re.match(r"^  (\S.*):$", line):
-            name = found.group(1)
-            counts[name] = 0
-        elif name and (found := re.match(r"^    Block counts: \[([\d, ]*)\]$", line)):
-            counts[name] += sum(int(n) for n in found.group(1).replace(",", " ").split())
-    return counts
+    )
+    return parse_record_counts(shown.stdout)
 
 
 @pytest.fixture
