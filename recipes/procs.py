@@ -52,7 +52,7 @@ from typing import IO, Any, NamedTuple, TypeAlias
 
 from recipes.errors import PgoError
 from recipes.files import write_atomically
-from recipes.runner import log_tail, say, too_long
+from recipes.runner import log_tail, not_started, say
 from recipes.web import net
 
 #: the environment variable that names the child a process was started under (inherited by what it starts)
@@ -485,20 +485,27 @@ class Reaped(NamedTuple):
 Spawned: TypeAlias = "subprocess.Popen[bytes]"
 
 
-def _popen(argv: Sequence[str], env: Mapping[str, str], **popen: Any) -> subprocess.Popen[bytes]:
-    """``subprocess.Popen``; arguments and an environment the kernel refuses to start a program with (E2BIG: a
-    workload's args or env, filled in) are one line (:func:`recipes.runner.too_long`), not the OSError's traceback."""
+def _popen(
+    argv: Sequence[str], env: Mapping[str, str], *, missing: bool = False, **popen: Any
+) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen``; a program that cannot be started is one line (:func:`recipes.runner.not_started`: too
+    long arguments, a missing program or working directory, a file that is not a program), not the OSError's
+    traceback (the trained binary removed by a setup command was one). With ``missing``, a command by name that is
+    not found raises the :class:`FileNotFoundError` as it is, for a caller that names the tool and its package."""
     try:
         return subprocess.Popen(list(argv), env=dict(env), **popen)
-    except OSError as exc:  # too_long raises any other OSError as it is
-        raise too_long(argv, env, exc) from None
+    except OSError as exc:
+        if missing and isinstance(exc, FileNotFoundError) and "/" not in str(argv[0]):
+            raise
+        raise not_started(argv, env, popen.get("cwd"), exc) from None
 
 
 def spawn(argv: Sequence[str], *, env: Mapping[str, str], stdout: Stream, stderr: Stream) -> subprocess.Popen[bytes]:
     """Start a short-lived helper (h2load, a load generator) with exactly ``env`` (its ``PATH`` finds the program)
     in this process's session, its streams as given (standard input closed): the caller waits for it
-    (:func:`wait_usage`) or kills it. Not starting raises the :class:`OSError`."""
-    proc = _popen(argv, env, stdin=DEVNULL, stdout=stdout, stderr=stderr)
+    (:func:`wait_usage`) or kills it. A command by name not found on ``PATH`` raises the :class:`FileNotFoundError`
+    (the caller names the package); any other failure to start is one line."""
+    proc = _popen(argv, env, missing=True, stdin=DEVNULL, stdout=stdout, stderr=stderr)
     _record(proc.pid, f"{session_tag()}-{0:08d}")  # no tag in its environment: 0, which no child of ticket() has
     return proc
 

@@ -148,3 +148,18 @@ def test_the_bench_runs_the_setup_command_before_its_scenarios(tmp_path: Path) -
             assert corpus == out.setup / "outputs" / "corpus"
             assert (corpus / "words.txt").read_text().count("fox") == 100
     assert (out.logs / "setup-corpus.log").is_file()
+
+
+@pytest.mark.refuses("program-cannot-start")
+def test_a_setup_command_that_removes_the_trained_binary_is_one_line(instrumented: tuple[Pipeline, Path]) -> None:
+    """The setup moves the instrumented build's folder away (as rm -rf would leave it, but the module's binary is
+    put back): the first phase's run of the binary was a FileNotFoundError's traceback."""
+    hello, binary = instrumented
+    target = hello.work / "generate-target"
+    setup = f'[[setup.command]]\nname = "tidy"\nargs = ["mv", "{target}", "{target}.gone"]\n'
+    workload = _workload(hello.root / "tidy", setup, HELLO_PHASES.replace('cwd = "{corpus}/made"', ""))
+    try:
+        proc = hello.nox("train", PGO_WORKLOAD=str(workload))
+    finally:
+        Path(f"{target}.gone").rename(target)
+    assert_refused(proc, f"cannot run {binary}: there is no such file (it was removed, or never made)")

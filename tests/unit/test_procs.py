@@ -443,3 +443,42 @@ def test_reclaim_leaves_the_children_of_a_session_still_running(tmp_path: Path) 
             assert procs.reclaim(folder) == []
             assert child.alive()
             assert (folder / str(child.pid)).is_file()
+
+
+# --- a program that cannot be started: one line, whatever the door ------------------------------------------------
+
+
+@pytest.mark.refuses("program-cannot-start")
+def test_a_program_that_cannot_start_is_one_line_through_every_door(tmp_path: Path) -> None:
+    """Before, procs and the runner raised any OSError but E2BIG as it was: a workload's setup command that removed
+    the trained binary left the next phase's start a FileNotFoundError's traceback; a file without its x bit, or a
+    folder, a PermissionError's."""
+    from recipes.errors import PgoError  # noqa: PLC0415
+    from recipes.runner import run  # noqa: PLC0415
+
+    env = {"PATH": "/usr/bin:/bin"}
+    gone = tmp_path / "generate-target" / "hello-pgo"
+    plain = tmp_path / "data.txt"
+    plain.write_text("not a program\n")
+    lines = {
+        gone: f"cannot run {gone}: there is no such file (it was removed, or never made)",
+        plain: f"cannot run {plain}: Permission denied",
+        tmp_path: f"cannot run {tmp_path}: Permission denied",
+    }
+    for program, line in lines.items():
+        starts = [
+            lambda p=program: procs.start_group([str(p)], env, stdout=procs.DEVNULL),
+            lambda p=program: procs.Child.start([str(p)], env=env, log=tmp_path / "child.log"),
+            lambda p=program: procs.spawn([str(p)], env=env, stdout=procs.DEVNULL, stderr=procs.DEVNULL),
+            lambda p=program: run([str(p)], env=env, log=tmp_path / "run.log"),
+        ]
+        for start in starts:
+            with pytest.raises(PgoError) as refused:
+                start()
+            assert refused.value.message == line
+    with pytest.raises(PgoError) as missing:  # a command by name, and a working directory, as they were
+        procs.start_group(["pgo-no-such-tool"], env, stdout=procs.DEVNULL)
+    assert missing.value.line() == "pgo-no-such-tool: command not found (install it or put it on PATH)"
+    with pytest.raises(PgoError) as nowhere:
+        procs.start_group([str(plain)], env, cwd=tmp_path / "gone", stdout=procs.DEVNULL)
+    assert nowhere.value.message == f"cannot run {plain}: working directory {tmp_path / 'gone'} does not exist"
