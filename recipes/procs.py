@@ -52,7 +52,7 @@ from typing import IO, Any, NamedTuple, TypeAlias
 
 from recipes.errors import PgoError
 from recipes.files import write_atomically
-from recipes.runner import log_tail, not_started, say
+from recipes.runner import HEARTBEAT_SECONDS, Heartbeat, log_tail, not_started, quote, say
 from recipes.web import net
 
 #: the environment variable that names the child a process was started under (inherited by what it starts)
@@ -718,3 +718,40 @@ class Child:
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.close()
+
+
+class Ran(NamedTuple):
+    """A run of :func:`run_limited`: its exit status (negative: the signal), or None when it ran out of its limit
+    (killed), and what it left running (killed too)."""
+
+    returncode: int | None
+    leftovers: list[Leftover]
+
+
+def run_limited(
+    argv: Sequence[str], *, env: Mapping[str, str], log: Path, cwd: Path | None, limit: float, label: str
+) -> Ran:
+    """Run ``argv`` as :func:`recipes.runner.run` does (the command said shell-quoted, its output to ``log``, a
+    progress line every :data:`~recipes.runner.HEARTBEAT_SECONDS`), but as the training runs its phases: in a
+    session of its own, killed with every process it started when it runs past ``limit`` seconds, and what it
+    left running killed when it exits (:func:`sweep`: setsid daemons too). For a workload's setup command and the
+    tests shard's ``cargo test``, which ran without either before; the caller says what the result means."""
+    argv = [str(a) for a in argv]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    say(f"$ {quote(argv)}")
+    say(f"  log: {log}")
+    log.write_text(f"$ {quote(argv)}\n", encoding="utf-8")
+    with Child.start(argv, env=env, log=log, cwd=cwd, append=True, label=label) as child:
+        child.hold_leftovers = True
+        heartbeat = Heartbeat(log, child.pid)
+
+        def beat(seconds: float) -> None:
+            say(f"  … {seconds:.0f} s: {heartbeat.line(time.monotonic())}")
+
+        code = child.wait(limit, beat, HEARTBEAT_SECONDS)
+        if code is None:  # out of time: its group at once, as a phase's (reap_group); the sweep finds the rest
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.kill()
+        child.told = True  # the caller tells them
+        return Ran(code, child.leftovers)
