@@ -4,7 +4,8 @@ it, reap it, describe its exit, show the tail of its log, and kill whatever it l
 The training's server instances (``recipes/train/server.py``) and command runs (``recipes/train/command.py``), the
 bench's servers (``recipes/bench/servers.py``) and command runs (``recipes/bench/commands.py``), the baseline-CPU
 check's server under emulation (``recipes/release/cpu.py``) and the training's upstream backend
-(``recipes/train/resources.py``, running ``recipes/web/upstream.py``) all run through this module; each says in its
+(``recipes/train/resources.py``, running ``recipes/web/upstream.py``), a workload's setup commands and the tests
+shard's ``cargo test`` (:func:`run_limited`) all run through this module; each says in its
 own words what a failure means for it. The short-lived helpers that the caller waits for or kills itself (h2load in
 an HTTP phase, ``recipes/train/http.py``, and the bench's load, ``recipes/bench/load.py``) start through
 :func:`spawn`, in this process's session. Every child gets exactly the environment its caller gives.

@@ -465,17 +465,22 @@ def test_a_program_that_cannot_start_is_one_line_through_every_door(tmp_path: Pa
         plain: f"cannot run {plain}: Permission denied",
         tmp_path: f"cannot run {tmp_path}: Permission denied",
     }
+
+    def start(door: str, program: Path) -> object:
+        argv = [str(program)]
+        if door == "start_group":
+            return procs.start_group(argv, env, stdout=procs.DEVNULL)
+        if door == "Child":
+            return procs.Child.start(argv, env=env, log=tmp_path / "child.log")
+        if door == "spawn":
+            return procs.spawn(argv, env=env, stdout=procs.DEVNULL, stderr=procs.DEVNULL)
+        return run(argv, env=env, log=tmp_path / "run.log")
+
     for program, line in lines.items():
-        starts = [
-            lambda p=program: procs.start_group([str(p)], env, stdout=procs.DEVNULL),
-            lambda p=program: procs.Child.start([str(p)], env=env, log=tmp_path / "child.log"),
-            lambda p=program: procs.spawn([str(p)], env=env, stdout=procs.DEVNULL, stderr=procs.DEVNULL),
-            lambda p=program: run([str(p)], env=env, log=tmp_path / "run.log"),
-        ]
-        for start in starts:
+        for door in ("start_group", "Child", "spawn", "run"):
             with pytest.raises(PgoError) as refused:
-                start()
-            assert refused.value.message == line
+                start(door, program)
+            assert refused.value.message == line, door
     with pytest.raises(PgoError) as missing:  # a command by name, and a working directory, as they were
         procs.start_group(["pgo-no-such-tool"], env, stdout=procs.DEVNULL)
     assert missing.value.line() == "pgo-no-such-tool: command not found (install it or put it on PATH)"
