@@ -4,7 +4,8 @@ it, reap it, describe its exit, show the tail of its log, and kill whatever it l
 The training's server instances (``recipes/train/server.py``) and command runs (``recipes/train/command.py``), the
 bench's servers (``recipes/bench/servers.py``) and command runs (``recipes/bench/commands.py``), the baseline-CPU
 check's server under emulation (``recipes/release/cpu.py``) and the training's upstream backend
-(``recipes/train/resources.py``, running ``recipes/web/upstream.py``) all run through this module; each says in its
+(``recipes/train/resources.py``, running ``recipes/web/upstream.py``), a workload's setup commands and the tests
+shard's ``cargo test`` (:func:`run_limited`) all run through this module; each says in its
 own words what a failure means for it. The short-lived helpers that the caller waits for or kills itself (h2load in
 an HTTP phase, ``recipes/train/http.py``, and the bench's load, ``recipes/bench/load.py``) start through
 :func:`spawn`, in this process's session. Every child gets exactly the environment its caller gives.
@@ -52,7 +53,7 @@ from typing import IO, Any, NamedTuple, TypeAlias
 
 from recipes.errors import PgoError
 from recipes.files import write_atomically
-from recipes.runner import log_tail, say, too_long
+from recipes.runner import HEARTBEAT_SECONDS, Heartbeat, log_tail, not_started, quote, say
 from recipes.web import net
 
 #: the environment variable that names the child a process was started under (inherited by what it starts)
@@ -486,20 +487,27 @@ class Reaped(NamedTuple):
 Spawned: TypeAlias = "subprocess.Popen[bytes]"
 
 
-def _popen(argv: Sequence[str], env: Mapping[str, str], **popen: Any) -> subprocess.Popen[bytes]:
-    """``subprocess.Popen``; arguments and an environment the kernel refuses to start a program with (E2BIG: a
-    workload's args or env, filled in) are one line (:func:`recipes.runner.too_long`), not the OSError's traceback."""
+def _popen(
+    argv: Sequence[str], env: Mapping[str, str], *, missing: bool = False, **popen: Any
+) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen``; a program that cannot be started is one line (:func:`recipes.runner.not_started`: too
+    long arguments, a missing program or working directory, a file that is not a program), not the OSError's
+    traceback (the trained binary removed by a setup command was one). With ``missing``, a command by name that is
+    not found raises the :class:`FileNotFoundError` as it is, for a caller that names the tool and its package."""
     try:
         return subprocess.Popen(list(argv), env=dict(env), **popen)
-    except OSError as exc:  # too_long raises any other OSError as it is
-        raise too_long(argv, env, exc) from None
+    except OSError as exc:
+        if missing and isinstance(exc, FileNotFoundError) and "/" not in str(argv[0]):
+            raise
+        raise not_started(argv, env, popen.get("cwd"), exc) from None
 
 
 def spawn(argv: Sequence[str], *, env: Mapping[str, str], stdout: Stream, stderr: Stream) -> subprocess.Popen[bytes]:
     """Start a short-lived helper (h2load, a load generator) with exactly ``env`` (its ``PATH`` finds the program)
     in this process's session, its streams as given (standard input closed): the caller waits for it
-    (:func:`wait_usage`) or kills it. Not starting raises the :class:`OSError`."""
-    proc = _popen(argv, env, stdin=DEVNULL, stdout=stdout, stderr=stderr)
+    (:func:`wait_usage`) or kills it. A command by name not found on ``PATH`` raises the :class:`FileNotFoundError`
+    (the caller names the package); any other failure to start is one line."""
+    proc = _popen(argv, env, missing=True, stdin=DEVNULL, stdout=stdout, stderr=stderr)
     _record(proc.pid, f"{session_tag()}-{0:08d}")  # no tag in its environment: 0, which no child of ticket() has
     return proc
 
@@ -712,3 +720,40 @@ class Child:
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.close()
+
+
+class Ran(NamedTuple):
+    """A run of :func:`run_limited`: its exit status (negative: the signal), or None when it ran out of its limit
+    (killed), and what it left running (killed too)."""
+
+    returncode: int | None
+    leftovers: list[Leftover]
+
+
+def run_limited(
+    argv: Sequence[str], *, env: Mapping[str, str], log: Path, cwd: Path | None, limit: float, label: str
+) -> Ran:
+    """Run ``argv`` as :func:`recipes.runner.run` does (the command said shell-quoted, its output to ``log``, a
+    progress line every :data:`~recipes.runner.HEARTBEAT_SECONDS`), but as the training runs its phases: in a
+    session of its own, killed with every process it started when it runs past ``limit`` seconds, and what it
+    left running killed when it exits (:func:`sweep`: setsid daemons too). For a workload's setup command and the
+    tests shard's ``cargo test``, which ran without either before; the caller says what the result means."""
+    argv = [str(a) for a in argv]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    say(f"$ {quote(argv)}")
+    say(f"  log: {log}")
+    log.write_text(f"$ {quote(argv)}\n", encoding="utf-8")
+    with Child.start(argv, env=env, log=log, cwd=cwd, append=True, label=label) as child:
+        child.hold_leftovers = True
+        heartbeat = Heartbeat(log, child.pid)
+
+        def beat(seconds: float) -> None:
+            say(f"  … {seconds:.0f} s: {heartbeat.line(time.monotonic())}")
+
+        code = child.wait(limit, beat, HEARTBEAT_SECONDS)
+        if code is None:  # out of time: its group at once, as a phase's (reap_group); the sweep finds the rest
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.kill()
+        child.told = True  # the caller tells them
+        return Ran(code, child.leftovers)

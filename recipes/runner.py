@@ -354,6 +354,30 @@ def not_found(argv: Sequence[str], cwd: Path | None, exc: FileNotFoundError) -> 
     return ToolchainError(f"{argv[0]}: command not found", "install it or put it on PATH")
 
 
+def not_started(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, exc: OSError) -> PgoError:
+    """The one line of any :class:`OSError` of starting ``argv`` in ``cwd``: arguments too long (:func:`too_long`),
+    a missing command or working directory (:func:`not_found`), a program given by its path that is not there (gone
+    since the session started: removed by a workload's setup command, say), or what the system said (no execute
+    permission, not a program this machine runs). Before, all but the first two were the OSError's traceback."""
+    if exc.errno == errno.E2BIG:
+        return too_long(argv, env, exc)
+    program = str(argv[0])
+    if isinstance(exc, FileNotFoundError) and "/" in program and not Path(cwd or ".", program).exists():
+        if cwd is not None and not Path(cwd).is_dir():
+            return not_found(argv, cwd, exc)
+        return CommandFailed(
+            f"cannot run {program}: there is no such file (it was removed, or never made)",
+            "whatever removed it ran after the session started (a workload's setup command, a test, another "
+            "process): leave it in place, and run the session again",
+        )
+    if isinstance(exc, FileNotFoundError):
+        return not_found(argv, cwd, exc)
+    return CommandFailed(
+        f"cannot run {program}: {exc.strerror or exc}",
+        "give a program this machine runs, with its execute permission (chmod +x), or build it again",
+    )
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -392,10 +416,8 @@ def run(
                 proc.kill()
                 proc.wait()
                 raise
-    except FileNotFoundError as exc:
-        raise not_found(argv, cwd, exc) from exc
-    except OSError as exc:  # E2BIG: a traceback before
-        raise too_long(argv, env, exc) from None
+    except OSError as exc:  # E2BIG, EACCES: a traceback before
+        raise not_started(argv, env, cwd, exc) from None
     done = Completed(argv, returncode, log)
     if check and proc.returncode != 0:
         show(tail(done.output()))

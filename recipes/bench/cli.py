@@ -412,6 +412,7 @@ def _run(
         scale=args.scale,
         upstream_url=args.upstream,
         trial_timeout=args.trial_timeout,
+        phase_timeout=config.phase_timeout,
         command=quote(["nox", "-s", "bench", *(["--", *posargs] if posargs else [])]),
     )
     if args.measure == "counts":

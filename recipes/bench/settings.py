@@ -24,7 +24,7 @@ from recipes.inputs import fill
 from recipes.train.resources import UpstreamBackend
 from recipes.workdir import BenchDir
 from recipes.workload import Instance, Scenario, Workload
-from recipes.workload.registry import RESOURCES, ResourceContext
+from recipes.workload.registry import DEFAULT_PHASE_TIMEOUT, RESOURCES, ResourceContext
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,8 @@ class Settings:
     upstream_url: str | None = None  # an upstream of your own (or a dead one, to see a scenario refused)
     trial_timeout: float = 120.0
     command: str = ""
+    #: PGO_PHASE_TIMEOUT: the limit of a workload's setup commands (else the workload's phase_timeout, or 300 s)
+    phase_timeout: float | None = None
 
     @property
     def keyed(self) -> tuple[tuple[str, Build], ...]:
@@ -160,7 +162,15 @@ def started_setup(settings: Settings) -> Iterator[Setup]:
         for kind, options in settings.workload.resources:
             live = stack.enter_context(
                 RESOURCES[kind].start(
-                    options, ResourceContext(scratch, settings.out.logs, dict(settings.env), dict(values))
+                    options,
+                    ResourceContext(
+                        scratch,
+                        settings.out.logs,
+                        dict(settings.env),
+                        dict(values),
+                        timeout=settings.phase_timeout or settings.workload.phase_timeout or DEFAULT_PHASE_TIMEOUT,
+                        verifying=True,
+                    ),
                 )
             )
             values.update(live.values)

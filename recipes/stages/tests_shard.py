@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from recipes import report
+from recipes import procs, report
 from recipes.config import TESTS_SHARD
 from recipes.errors import CheckFailed, TrainingFailed
 from recipes.llvm import checks
@@ -40,9 +40,11 @@ from recipes.stages import _observe
 from recipes.stages.instrument import instrumented_env
 from recipes.stages.test import suite_argv
 from recipes.store import sha256_file
+from recipes.toolchain import emulation
 from recipes.toolchain.cargo.log import built_executable
 from recipes.toolchain.cargo.testlog import CargoTestRun, failed_named, parse_cargo_test, summary_line
 from recipes.train.trainer import profraw_pattern
+from recipes.workload.registry import DEFAULT_PHASE_TIMEOUT
 
 #: the RUSTC shim's records of the tests shard's build (``<work>/observed/tests-shard``)
 OBSERVED = "tests-shard"
@@ -97,11 +99,13 @@ def _train(plan: BuildPlan, binary: Path) -> ShardTrainRecord:
     built = run_command([*argv, "--no-run"], env=env, log=build_log, cwd=plan.cwd, check=False, what="cargo test")
     refuse_unbuilt(parse_cargo_test(built.output()), built.returncode, str(build_log))
     replaced = run_the_instrumented_binary(plan, binary, built.output())
-    done = run_command(argv, env=env, log=log, cwd=plan.cwd, check=False, what="cargo test")
+    limit = plan.config.phase_timeout or DEFAULT_PHASE_TIMEOUT * emulation.slowdown(plan.launcher)
+    ran = procs.run_limited(argv, env=env, log=log, cwd=plan.cwd, limit=limit, label=f"the shard {TESTS_SHARD}")
     seconds = round(time.monotonic() - started, 3)
-    tests = parse_cargo_test(done.output())
+    tests = parse_cargo_test(log.read_text(encoding="utf-8", errors="replace"))
     say(f"train: shard {TESTS_SHARD}: {summary_line(tests)}")
-    refuse_failed(tests, done.returncode, str(log))
+    refuse_unruly(ran, limit, str(log))
+    refuse_failed(tests, ran.returncode if ran.returncode is not None else 0, str(log))
     _observe.check_profile_flag(
         plan,
         OBSERVED,
@@ -126,6 +130,26 @@ def _train(plan: BuildPlan, binary: Path) -> ShardTrainRecord:
         "profraw": [raw.as_json() for raw in record_raw_profiles(folder)],
         "tests": counts,
     }
+
+
+def refuse_unruly(ran: procs.Ran, limit: float, log: str) -> None:
+    """The test run held to a training phase's rules: ``cargo test`` past the limit (a test that never returns) is
+    killed with every process it started, and what the tests left running when it exited (a ``setsid`` daemon
+    too) is killed; either fails the shard in one line. Before, such a test hung the session, and a daemon outlived
+    it."""
+    if ran.returncode is None:
+        raise TrainingFailed(
+            f"the tests shard: cargo test did not finish within {limit:g} s (killed, with every test and process it "
+            "started)",
+            f"see {log} (a test that never returns: skip it with #[cfg_attr(…, ignore)]); raise PGO_PHASE_TIMEOUT, "
+            f"or drop {TESTS_SHARD} from PGO_WORKLOAD",
+        )
+    if ran.leftovers:
+        raise TrainingFailed(
+            f"the tests shard: the crate's tests {procs.leftovers_line(ran.leftovers)}",
+            "a process still running after the tests ended could write a .profraw while the merge reads them, or be "
+            "killed in the middle of writing one: make each test stop (and wait for) what it starts",
+        )
 
 
 def refuse_unbuilt(tests: CargoTestRun, returncode: int, log: str) -> None:

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recipes import procs
 from recipes.errors import PgoError, TrainingFailed
 from recipes.inputs import Table, fill, home_expanded, is_dir
 from recipes.procs import Child
-from recipes.runner import log_tail, run, say
+from recipes.runner import log_tail, say
 from recipes.web import certs, docroot, net
 from recipes.workload.registry import LiveResource, Resource, ResourceContext, register_resource
 
@@ -330,14 +331,62 @@ def _run_setup_command(command: SetupCommand, values: dict[str, str], ctx: Resou
     if not is_dir(cwd):
         raise TrainingFailed(f"{label}: cwd {cwd} is not a directory", "create it, or fix cwd in the workload")
     started = time.monotonic()
+    before = _entries(ctx.profiles)
     try:
-        done = run([fill(a, values) for a in command.args], env=env, log=log, cwd=cwd, check=False)
+        ran = procs.run_limited(
+            [fill(a, values) for a in command.args], env=env, log=log, cwd=cwd, limit=ctx.timeout, label=label
+        )
     except PgoError as exc:
         raise TrainingFailed(f"{label}: {exc.message}", exc.hint) from exc
-    if done.returncode != 0:
+    _check_setup_run(label, ran, log, ctx)
+    _refuse_written_profiles(label, ctx.profiles, before)
+    say(f"setup: command {command.name} done in {time.monotonic() - started:.1f} s")
+
+
+#: why a setup command may leave nothing running (it is killed, and refused in the training)
+SETUP_LEFTOVER_HINT = (
+    "a setup command runs to its end before any instance starts, and what it leaves running is killed (it could "
+    "write into the training's folders): make it wait for what it starts; a backend the phases need is [setup] "
+    "upstream, or an instance of its own"
+)
+
+
+def _check_setup_run(label: str, ran: procs.Ran, log: Path, ctx: ResourceContext) -> None:
+    """A setup command out of time, one that left processes running (refused in a training, said in a replay) or
+    that exited non-zero: one line each."""
+    if ran.returncode is None:
+        raise TrainingFailed(
+            f"{label} did not finish within {ctx.timeout:g} s (killed, with every process it started)",
+            f"see {log}; raise the workload's phase_timeout (or PGO_PHASE_TIMEOUT), or make the command faster",
+        )
+    if ran.leftovers and not ctx.verifying:
+        raise TrainingFailed(f"{label} {procs.leftovers_line(ran.leftovers)}", SETUP_LEFTOVER_HINT)
+    if ran.leftovers:
+        say(f"{label} {procs.leftovers_line(ran.leftovers)}")
+    if ran.returncode != 0:
         last = log_tail(log, 1, joined="")
         raise TrainingFailed(
-            f"{label} failed with exit code {done.returncode}{f': {last[:200]}' if last else ''}",
+            f"{label} failed with exit code {ran.returncode}{f': {last[:200]}' if last else ''}",
             f"see {log}; the workload's [setup] runs it before any instance starts",
         )
-    say(f"setup: command {command.name} done in {time.monotonic() - started:.1f} s")
+
+
+def _entries(folder: Path | None) -> set[str]:
+    """The names in ``folder`` (none when there is no folder, or it cannot be listed)."""
+    try:
+        return {entry.name for entry in folder.iterdir()} if folder is not None else set()
+    except OSError:
+        return set()
+
+
+def _refuse_written_profiles(label: str, folder: Path | None, before: set[str]) -> None:
+    """Refuse what a setup command put in the folder of the training's profiles: whatever is there after the
+    training is recorded and merged as the training's (a file it wrote into profraw/ was, before)."""
+    if folder is None or not (added := sorted(_entries(folder) - before)):
+        return
+    more = f" ({len(added)} such entries)" if len(added) > 1 else ""
+    raise TrainingFailed(
+        f"{label} wrote {folder / added[0]}{more} into the folder of the training's profiles, where only the "
+        "instances' runs may write (what is there is merged as the training's)",
+        "have it write into its output folder or under {work}, and remove what it wrote there",
+    )

@@ -22,9 +22,14 @@ from recipes.results import WorkloadRun
 from recipes.runner import plural, say
 from recipes.toolchain import emulation
 from recipes.workload import Instance, Workload
-from recipes.workload.registry import INSTANCE_MODES, RESOURCES, PhaseContext, PhaseResult, ResourceContext
-
-DEFAULT_PHASE_TIMEOUT = 300.0
+from recipes.workload.registry import (
+    DEFAULT_PHASE_TIMEOUT,
+    INSTANCE_MODES,
+    RESOURCES,
+    PhaseContext,
+    PhaseResult,
+    ResourceContext,
+)
 
 
 def profraw_pattern(profraw_dir: Path, instance: str) -> str:
@@ -146,7 +151,15 @@ def run_workload(workload: Workload, binary: Path, settings: RunSettings, collec
         for kind, options in workload.resources:
             say(f"setup: {kind}")
             values = {**settings.values(workload), **shared}
-            context = ResourceContext(settings.scratch / "setup", settings.logs, dict(settings.base_env), values)
+            context = ResourceContext(
+                settings.scratch / "setup",
+                settings.logs,
+                dict(settings.base_env),
+                values,
+                timeout=settings.timeout or workload.phase_timeout or DEFAULT_PHASE_TIMEOUT,
+                verifying=collect.verifying,
+                profiles=collect.directory,
+            )
             live = setup.enter_context(RESOURCES[kind].start(options, context))
             shared.update(live.values)
             handles[kind] = live.handle

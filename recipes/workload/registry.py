@@ -20,6 +20,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 from recipes.inputs import Table
 from recipes.results import PhaseRecord
 
+#: a phase's time limit, and a setup command's, when neither PGO_PHASE_TIMEOUT nor the workload sets one
+DEFAULT_PHASE_TIMEOUT = 300.0
+
 
 @dataclass
 class PhaseResult:
@@ -195,6 +198,14 @@ class ResourceContext:
     env: dict[str, str]
     #: the placeholders known when it starts: the common ones and those of the resources started before it
     values: dict[str, str] = field(default_factory=dict)
+    #: the seconds a setup command may take: PGO_PHASE_TIMEOUT, else the workload's phase_timeout, else 300 s
+    timeout: float = DEFAULT_PHASE_TIMEOUT
+    #: whether the run replays a built binary (verify, the bench): what a setup command leaves running is then
+    #: said, not refused
+    verifying: bool = False
+    #: the folder where the training's processes write their profiles (raw profiles, BOLT's), which a setup
+    #: command must leave as it was: what is there after the training is merged as the training's; None: none
+    profiles: Path | None = None
 
 
 @dataclass

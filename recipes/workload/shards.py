@@ -16,12 +16,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 from recipes.config import TESTS_SHARD, Config, shard_name
 from recipes.errors import ConfigError
 from recipes.workload import Workload, load_workload, workload_path
 
+#: the largest weight ``llvm-profdata merge --weighted-input`` takes (a 64-bit unsigned integer)
+MAX_WEIGHT = 2**64 - 1
+#: the largest total count a shard's profile can have (llvm-profdata's counters and their sum are 64-bit unsigned)
+MAX_TOTAL = 2**64 - 1
+#: weights further apart than this are beyond llvm-profdata whatever the shards' totals (:func:`refuse_far_apart`)
+MAX_APART = MAX_WEIGHT * MAX_TOTAL
 #: the largest multiplier :func:`integer_weights` tries (the smallest weight is then at most this)
 MAX_MULTIPLIER = 1000
 #: the shares reached are good enough when each is within this of the share asked (0.05 percentage points)
@@ -52,10 +59,12 @@ def plan_shards(config: Config) -> tuple[Shard, ...]:
     """The configured shards, each workload parsed (a missing or bad file is refused before anything is built);
     empty without shards (one workload)."""
     weights = dict(config.weights)
-    return tuple(
+    shards = tuple(
         Shard(shard_name(text), _shard_workload(config, text), weights.get(shard_name(text), 1.0))
         for text in config.shards
     )
+    refuse_far_apart(shards, config.source("weights"))
+    return shards
 
 
 def _shard_workload(config: Config, text: str) -> Workload | None:
@@ -71,6 +80,44 @@ def _shard_workload(config: Config, text: str) -> Workload | None:
             f"rename {clash} (and its shard in PGO_WORKLOAD), so that {TESTS_SHARD} names the crate's tests alone",
         )
     return None
+
+
+def _times(ratio: Fraction) -> str:
+    """``1e+320``: a ratio of weights in three digits, however large (a float holds no more than 1.8e308)."""
+    exponent = math.log10(ratio.numerator) - math.log10(ratio.denominator)
+    whole = math.floor(exponent)
+    mantissa = 10 ** (exponent - whole)
+    if mantissa >= 9.995:  # rounds up to 10
+        mantissa, whole = 1.0, whole + 1
+    return f"{mantissa:.3g}e+{whole:02d}"
+
+
+def _number(weight: float) -> str:
+    """A weight as it was given: ``1e-320``, ``1000``, ``2.5`` (the shortest text of the float)."""
+    return repr(weight).removesuffix(".0")
+
+
+def refuse_far_apart(shards: Sequence[Shard], source: str) -> None:
+    """Refuse, before anything is built, weights so far apart that whatever the trainings' total counts (known only
+    after them) a shard's integer weight in the merge would be beyond llvm-profdata's :data:`MAX_WEIGHT`: the merge
+    weighs shard ``i`` in proportion to ``s_i / T_i``, the smallest weight is 1 and a total ``T`` is between 1 and
+    :data:`MAX_TOTAL`, so the largest weight is at least ``(s_max / s_min) / MAX_TOTAL``. Before, the training ran
+    first, and then the merge stopped (``PGO_WEIGHTS=main=1e-300``: :func:`refuse_heavy`), or a weight as small as
+    a subnormal (``main=1e-320``) ended in a ZeroDivisionError. Closer weights can still be refused after the
+    training, by the totals (:func:`refuse_heavy`)."""
+    if len(shards) < 2:
+        return
+    light = min(shards, key=lambda shard: shard.weight)
+    heavy = max(shards, key=lambda shard: shard.weight)
+    ratio = Fraction(heavy.weight) / Fraction(light.weight)
+    if ratio > MAX_APART:
+        raise ConfigError(
+            f"{source}: the weights of {heavy.name} ({_number(heavy.weight)}) and {light.name} "
+            f"({_number(light.weight)}) are "
+            f"{_times(ratio)} times apart: whatever the trainings' total counts, the merge would weigh {heavy.name} "
+            f"beyond the largest weight llvm-profdata takes ({MAX_WEIGHT})",
+            f"ask for weights at most {float(MAX_APART):.3g} times apart in PGO_WEIGHTS (or weights in [tool.pgo])",
+        )
 
 
 def workload_shards(shards: Sequence[Shard]) -> list[tuple[Shard, Workload]]:
@@ -115,10 +162,6 @@ def integer_weights(shares: Sequence[float], totals: Sequence[int]) -> list[int]
             best = (error, weights)
     assert best is not None
     return best[1]
-
-
-#: the largest weight ``llvm-profdata merge --weighted-input`` takes (a 64-bit unsigned integer)
-MAX_WEIGHT = 2**64 - 1
 
 
 def refuse_heavy(names: Sequence[str], weights: Sequence[int], shares: Sequence[float]) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from recipes.train.trainer import RunSettings, run_workload
 from recipes.workload import load_workload
-from tests.conftest import Pipeline, assert_ok, assert_refused, written_records
+from tests.conftest import Pipeline, assert_ok, assert_refused, output, written_records
 
 SH = Path("/bin/sh")
 
@@ -148,3 +149,92 @@ def test_the_bench_runs_the_setup_command_before_its_scenarios(tmp_path: Path) -
             assert corpus == out.setup / "outputs" / "corpus"
             assert (corpus / "words.txt").read_text().count("fox") == 100
     assert (out.logs / "setup-corpus.log").is_file()
+
+
+@pytest.mark.refuses("program-cannot-start")
+def test_a_setup_command_that_removes_the_trained_binary_is_one_line(instrumented: tuple[Pipeline, Path]) -> None:
+    """The setup moves the instrumented build's folder away (as rm -rf would leave it, but the module's binary is
+    put back): the first phase's run of the binary was a FileNotFoundError's traceback."""
+    hello, binary = instrumented
+    target = hello.work / "generate-target"
+    setup = f'[[setup.command]]\nname = "tidy"\nargs = ["mv", "{target}", "{target}.gone"]\n'
+    workload = _workload(hello.root / "tidy", setup, HELLO_PHASES.replace('cwd = "{corpus}/made"', ""))
+    try:
+        proc = hello.nox("train", PGO_WORKLOAD=str(workload))
+    finally:
+        Path(f"{target}.gone").rename(target)
+    assert_refused(proc, f"cannot run {binary}: there is no such file (it was removed, or never made)")
+
+
+def _gone(pidfile: Path) -> bool:
+    """Whether the process whose pid ``pidfile`` holds has ended (a zombie of another parent counts as ended)."""
+    pid = int(pidfile.read_text())
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in {"Z", "X"}
+
+
+#: a setup command that starts a daemon (setsid, its streams closed) and exits at once; the daemon's pid in a file
+DAEMON = (
+    '[[setup.command]]\nname = "daemon"\nargs = ["sh", "-c", "setsid sh -c \'echo $$ > {pidfile}; exec sleep 1234\' '
+    '< /dev/null > /dev/null 2>&1 & sleep 0.5"]\n'
+)
+
+
+@pytest.mark.refuses("setup-command-leaves-processes", "setup-command-out-of-time", "setup-command-writes-profiles")
+@pytest.mark.parametrize(
+    ("setup", "env", "words"),
+    [
+        (DAEMON, {}, "[setup] command 'daemon' left 1 process running (pid "),
+        (
+            '[[setup.command]]\nname = "slow"\nargs = ["sh", "-c", "echo $$ > {pidfile}; exec sleep 600"]\n',
+            {"PGO_PHASE_TIMEOUT": "2"},
+            "[setup] command 'slow' did not finish within 2 s (killed, with every process it started)",
+        ),
+        (
+            '[[setup.command]]\nname = "writer"\nargs = ["sh", "-c", "echo $$ > {pidfile}; '
+            'cp {pidfile} {work}/../profraw/cli-1-2.profraw"]\n',
+            {},
+            "[setup] command 'writer' wrote {work}/profraw/cli-1-2.profraw into the folder of the training's profiles",
+        ),
+    ],
+)
+def test_a_setup_command_is_held_to_the_trainings_rules(
+    instrumented: tuple[Pipeline, Path], setup: str, env: dict[str, str], words: str
+) -> None:
+    """Before, a setup command's setsid daemon outlived the session (and the verify's setup left another), a
+    sleeping one hung it with no limit, and a file it wrote into profraw/ was merged as the training's."""
+    hello, _ = instrumented
+    pidfile = hello.root / "setup.pid"
+    pidfile.unlink(missing_ok=True)
+    workload = _workload(
+        hello.root / "rules",
+        setup.replace("{pidfile}", str(pidfile)),
+        HELLO_PHASES.replace('cwd = "{corpus}/made"', ""),
+    )
+    started = time.monotonic()
+    proc = hello.nox("train", PGO_WORKLOAD=str(workload), **env)
+    assert time.monotonic() - started < 120
+    line = assert_refused(proc, words.format(work=hello.work))
+    assert "instance cli" not in output(proc)
+    assert _gone(pidfile)
+    if "left 1 process" in words:
+        assert ": sleep); killed them" in line
+
+
+def test_a_replay_says_what_a_setup_command_left_and_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verify and the bench replay a built binary: a setup command's daemon is killed and said, the replay goes on."""
+    pidfile = tmp_path / "daemon.pid"
+    phase = '[[instance.phase]]\nname = "read"\nkind = "command"\nargs = ["-c", "true"]\n'
+    workload = _workload(tmp_path / "w", DAEMON.replace("{pidfile}", str(pidfile)), phase)
+    settings = RunSettings(
+        base_env={"PATH": os.environ["PATH"]}, scratch=tmp_path / "train", logs=tmp_path / "logs", project_dir=tmp_path
+    )
+    run = run_workload(load_workload(workload), SH, settings)
+    assert run.phases[0]["done"] == 1
+    assert _gone(pidfile)
+    assert "pgo: [setup] command 'daemon' left 1 process running (pid " in capsys.readouterr().err

@@ -206,13 +206,20 @@ def _counts_zeroed(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-@pytest.mark.refuses("shard-named-twice", "shard-weight-not-positive-number", "shard-weight-names-no-shard")
+@pytest.mark.refuses(
+    "shard-named-twice",
+    "shard-weight-not-positive-number",
+    "shard-weight-names-no-shard",
+    "shard-weights-beyond-llvm-profdata-whatever-the-totals",
+)
 @pytest.mark.parametrize(
     ("weights", "words"),
     [
         ("", "the shard main is named twice"),
         ("main=0", "the weight of 'main': '0' is not above 0"),
         ("depth=1", "a weight for 'depth', which is not a shard"),
+        # a subnormal is above 0: before, trained, then a ZeroDivisionError in the merge
+        ("main=1e-320", "the weights of breadth (1) and main (1e-320) are 1e+320 times apart"),
     ],
 )
 def test_the_shards_are_refused_before_anything_is_built(hello: Pipeline, weights: str, words: str) -> None:

@@ -234,3 +234,66 @@ def test_the_tests_shard_trained_alone_is_gathered(trained: Trained) -> None:
     assert "records match the binary's functions" in text
     shard = {s["name"]: s for s in trained.report()["merge"]["shards"]}["tests"]
     assert shard["records_matching_binary"] > 0
+
+
+#: a test that starts a daemon (setsid, its streams closed) and returns; the daemon's pid in {pidfile}
+DAEMON = """//! A test that leaves a daemon running.
+
+#[test]
+fn starts_a_daemon() {
+    let script = "setsid sh -c 'echo $$ > {pidfile}; exec sleep 1234' < /dev/null > /dev/null 2>&1 & sleep 0.5";
+    assert!(std::process::Command::new("sh").args(["-c", script]).status().expect("sh").success());
+}
+"""
+
+#: a test that never returns (its pid in {pidfile})
+NEVER = """//! A test that never returns.
+
+#[test]
+fn never_returns() {
+    std::fs::write("{pidfile}", std::process::id().to_string()).expect("pid file");
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+"""
+
+
+def _ended(pidfile: Path) -> bool:
+    """Whether the process whose pid ``pidfile`` holds has ended (a zombie counts as ended)."""
+    try:
+        stat = Path(f"/proc/{int(pidfile.read_text())}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
+
+
+@pytest.mark.refuses("tests-shard-leaves-processes", "tests-shard-out-of-time")
+@pytest.mark.parametrize(
+    ("source", "timeout", "words"),
+    [
+        (DAEMON, "", "the tests shard: the crate's tests left 1 process running (pid "),
+        (NEVER, "30", "the tests shard: cargo test did not finish within 30 s (killed, with every test and process"),
+    ],
+)
+def test_the_tests_shard_is_held_to_the_trainings_rules(
+    trained: Trained, source: str, timeout: str, words: str
+) -> None:
+    """Before, a test's setsid daemon was left running after "Session pgo was successful", and a test that never
+    returns hung the session (PGO_PHASE_TIMEOUT was not applied)."""
+    pipeline = trained.pipeline
+    pidfile = pipeline.root / "test.pid"
+    pidfile.unlink(missing_ok=True)
+    unruly = pipeline.crate_dir / "tests" / "unruly.rs"
+    unruly.write_text(source.replace("{pidfile}", str(pidfile)))
+    try:
+        proc = pipeline.nox("train", **trained.env, **({"PGO_PHASE_TIMEOUT": timeout} if timeout else {}))
+    finally:
+        unruly.unlink()
+    line = assert_refused(proc, words)
+    assert _ended(pidfile)
+    assert not list((pipeline.work / "shards").glob("*/*.profdata"))
+    if timeout:
+        assert "raise PGO_PHASE_TIMEOUT" in line
+    else:
+        assert ": sleep); killed them" in line

@@ -443,3 +443,47 @@ def test_reclaim_leaves_the_children_of_a_session_still_running(tmp_path: Path) 
             assert procs.reclaim(folder) == []
             assert child.alive()
             assert (folder / str(child.pid)).is_file()
+
+
+# --- a program that cannot be started: one line, whatever the door ------------------------------------------------
+
+
+@pytest.mark.refuses("program-cannot-start")
+def test_a_program_that_cannot_start_is_one_line_through_every_door(tmp_path: Path) -> None:
+    """Before, procs and the runner raised any OSError but E2BIG as it was: a workload's setup command that removed
+    the trained binary left the next phase's start a FileNotFoundError's traceback; a file without its x bit, or a
+    folder, a PermissionError's."""
+    from recipes.errors import PgoError  # noqa: PLC0415
+    from recipes.runner import run  # noqa: PLC0415
+
+    env = {"PATH": "/usr/bin:/bin"}
+    gone = tmp_path / "generate-target" / "hello-pgo"
+    plain = tmp_path / "data.txt"
+    plain.write_text("not a program\n")
+    lines = {
+        gone: f"cannot run {gone}: there is no such file (it was removed, or never made)",
+        plain: f"cannot run {plain}: Permission denied",
+        tmp_path: f"cannot run {tmp_path}: Permission denied",
+    }
+
+    def start(door: str, program: Path) -> object:
+        argv = [str(program)]
+        if door == "start_group":
+            return procs.start_group(argv, env, stdout=procs.DEVNULL)
+        if door == "Child":
+            return procs.Child.start(argv, env=env, log=tmp_path / "child.log")
+        if door == "spawn":
+            return procs.spawn(argv, env=env, stdout=procs.DEVNULL, stderr=procs.DEVNULL)
+        return run(argv, env=env, log=tmp_path / "run.log")
+
+    for program, line in lines.items():
+        for door in ("start_group", "Child", "spawn", "run"):
+            with pytest.raises(PgoError) as refused:
+                start(door, program)
+            assert refused.value.message == line, door
+    with pytest.raises(PgoError) as missing:  # a command by name, and a working directory, as they were
+        procs.start_group(["pgo-no-such-tool"], env, stdout=procs.DEVNULL)
+    assert missing.value.line() == "pgo-no-such-tool: command not found (install it or put it on PATH)"
+    with pytest.raises(PgoError) as nowhere:
+        procs.start_group([str(plain)], env, cwd=tmp_path / "gone", stdout=procs.DEVNULL)
+    assert nowhere.value.message == f"cannot run {plain}: working directory {tmp_path / 'gone'} does not exist"

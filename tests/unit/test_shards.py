@@ -14,12 +14,17 @@ from recipes.llvm.profdata import parse_record_counts, parse_show
 from recipes.results import MergeResult, from_json
 from recipes.stages.summary import shard_summary_lines
 from recipes.workload.shards import (
+    MAX_APART,
     MAX_MULTIPLIER,
+    MAX_TOTAL,
+    MAX_WEIGHT,
     TOLERANCE,
+    Shard,
     asked_shares,
     integer_weights,
     plan_shards,
     reached_shares,
+    refuse_far_apart,
     refuse_heavy,
     weighted_inputs,
 )
@@ -282,3 +287,43 @@ def test_shares_so_far_apart_that_a_weight_is_beyond_llvm_profdata_are_refused()
     with pytest.raises(ConfigError, match=r"need the shard breadth weighed 1e\+300 times, beyond the largest weight"):
         refuse_heavy(["main", "breadth"], weights, shares)
     refuse_heavy(["main", "breadth"], integer_weights(asked_shares([9.0, 1.0]), [1000, 50]), asked_shares([9.0, 1.0]))
+
+
+@pytest.mark.refuses("shard-weights-beyond-llvm-profdata-whatever-the-totals")
+@pytest.mark.parametrize(
+    ("weights", "words"),
+    [
+        # a subnormal, "above 0": before, the training ran, then integer_weights divided by zero
+        ("main=1e-320", "the weights of breadth (1) and main (1e-320) are 1e+320 times apart"),
+        # before, refused only after the training, by refuse_heavy
+        ("main=1e-300", "the weights of breadth (1) and main (1e-300) are 1e+300 times apart"),
+        ("main=2.5e-36,breadth=1000", "the weights of breadth (1000) and main (2.5e-36) are 4e+38 times apart"),
+    ],
+)
+def test_weights_beyond_llvm_profdata_whatever_the_totals_are_refused_by_the_plan(
+    tmp_path: Path, weights: str, words: str
+) -> None:
+    workload = '[workload]\ndescription = "d"\n\n[[instance]]\nname = "cli"\nmode = "command"\n\n'
+    phase = '[[instance.phase]]\nname = "p"\nkind = "command"\nargs = ["x"]\n'
+    for name in ("main", "breadth"):
+        (tmp_path / f"{name}.toml").write_text(workload + phase)
+    config = load_config(_project(tmp_path), {"PGO_WORKLOAD": "main.toml,breadth.toml", "PGO_WEIGHTS": weights})
+    with pytest.raises(ConfigError) as refused:
+        plan_shards(config)
+    assert refused.value.message.startswith(f"PGO_WEIGHTS: {words}: whatever the trainings' total counts")
+    assert "beyond the largest weight llvm-profdata takes (18446744073709551615)" in refused.value.message
+    assert refused.value.hint.startswith("ask for weights at most 3.4e+38 times apart in PGO_WEIGHTS")
+
+
+def test_weights_as_far_apart_as_some_totals_allow_are_taken_and_weighed_within_llvm_profdata() -> None:
+    """At the bound the plan takes, the totals that make it possible (the light shard's at the most, the heavy's 1)
+    give weights llvm-profdata takes, and the merge's arithmetic divides by nothing that is 0."""
+    names = ("main", "breadth")
+    config_weights = [1.0, float(MAX_APART) / 2]
+    refuse_far_apart([Shard(n, None, w) for n, w in zip(names, config_weights, strict=True)], "PGO_WEIGHTS")
+    shares = asked_shares(config_weights)
+    weights = integer_weights(shares, [1, MAX_TOTAL])
+    assert max(weights) <= MAX_WEIGHT and min(weights) == 1
+    refuse_heavy(list(names), weights, shares)
+    with pytest.raises(ConfigError, match="beyond the largest weight"):  # the same weights, with equal totals
+        refuse_heavy(list(names), integer_weights(shares, [1000, 1000]), shares)
