@@ -69,28 +69,35 @@ def variant_c_compilers(plan: BuildPlan, options: Sequence[str], name: str | Non
     return built_c_compilers(plan, plan.workdir.variant_target(slug), _log(plan, slug))
 
 
+def both_profiles_record(work: Path) -> OptimiseResult:
+    """The work dir's optimise record ``--both-profiles`` builds from: refused when there is none, or when the profile
+    it read, or the whole one its partial profile came from, is gone."""
+    optimised = report.load(work).optimise
+    if not isinstance(optimised, OptimiseResult) or not optimised.store_path.is_file():
+        raise MissingInput(
+            f"--both-profiles needs the profile of the work dir's PGO build, and {work} has none",
+            "run `nox -s pgo` first",
+        )
+    whole = optimised.whole_profile
+    if optimised.partial and (whole is None or not whole.is_file()):
+        raise MissingInput(
+            f"--both-profiles needs the whole profile of the PGO build's partial one, {whole}, and it is gone",
+            "run `nox -s pgo` again",
+        )
+    return optimised
+
+
 def other_profile(plan: BuildPlan) -> tuple[Path, str]:
     """``--both-profiles``: the store path of the work dir's training's other profile, and its label: the whole one
     when the PGO build read the partial one (PGO_PARTIAL, the default), else the partial one, written here."""
-    optimised = report.load(plan.work).optimise
-    if not isinstance(optimised, OptimiseResult) or not optimised.store_path.is_file():
-        raise MissingInput(
-            f"--both-profiles needs the profile of the work dir's PGO build, and {plan.work} has none",
-            "run `nox -s pgo` first",
-        )
+    optimised = both_profiles_record(plan.work)
     if optimised.partial and optimised.whole_profile is not None:
-        if not optimised.whole_profile.is_file():
-            raise MissingInput(
-                f"--both-profiles needs the whole profile of the PGO build's partial one, {optimised.whole_profile}: "
-                "it is gone",
-                "run `nox -s pgo` again",
-            )  # into the store as the optimised build's would be, checked against the sha256 optimise recorded
+        # into the store as the optimised build's would be, checked against the sha256 optimise recorded
         return plan.store.put(optimised.whole_profile, digest=optimised.whole_profile_sha256), "whole"
     tool = find_profdata(plan.rustc, rustc_sysroot(plan.env), plan.env, plan.config.llvm_profdata)
     log = plan.logs / "bench-partial.log"
-    rewritten = profdata.partial(
-        tool, optimised.store_path, plan.workdir.partial_profdata(plan.crate.bin), env=plan.env, log=log
-    )
+    out = plan.workdir.partial_profdata(plan.crate.bin)
+    rewritten = profdata.partial(tool, optimised.store_path, out, env=plan.env, log=log)
     return plan.store.put(rewritten.path), "partial"
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from recipes.workload import BUILTIN_PROFILES
-from tests.conftest import Pipeline, assert_ok, assert_refused
+from tests.conftest import Pipeline, assert_ok, assert_refused, written_records
 
 pytestmark = pytest.mark.slow
 
@@ -115,6 +115,16 @@ def test_counts_of_the_command_scenarios(hello: Pipeline, tmp_path: Path) -> Non
     assert "not known (a binary given by path)" not in (hello.work / "bench" / "results.md").read_text()
     assert "best by the estimate on the 2 held-out scenarios: " in text
     assert "held-out scenarios: " in (hello.work / "bench" / "results.md").read_text()
+
+    # the training's other profile beside the PGO build: the PGO build read the partial one, so the whole one
+    assert_ok(hello.nox("bench", *once, "--scenarios", "collatz", "--both-profiles"))
+    both = _results(hello)
+    assert [b["label"] for b in both["builds"]] == ["plain", "PGO", "PGO whole"]
+    assert both["builds"][1]["origin"] == pgo and "/variant-target/profile-whole/" in both["builds"][2]["origin"]
+    optimised = written_records(hello.work)["optimise"]
+    assert optimised["partial"] is True
+    whole_log = (hello.work / "logs" / "bench-variant-profile-whole-build.log").read_text()
+    assert f"-Cprofile-use={hello.store / (optimised['whole_profile_sha256'] + '.profdata')}" in whole_log
 
     # a scenario too short for a figure: one line
     workload = tmp_path / "short.toml"

@@ -44,7 +44,7 @@ from recipes.bench.counts_report import (
 )
 from recipes.bench.cpu_report import to_json as report_to_json
 from recipes.bench.meta import Meta
-from recipes.bench.variants import parse_variant, pgo_profile
+from recipes.bench.variants import both_profiles_record, parse_variant, pgo_profile
 from recipes.errors import BenchError, ConfigError, MissingInput, ToolchainError
 
 DATA = Path(__file__).parent.parent / "data" / "valgrind"
@@ -386,3 +386,27 @@ def test_a_knob_needs_the_work_dirs_profile(tmp_path: Path) -> None:
     profile.parent.mkdir()
     profile.write_bytes(b"x")
     assert pgo_profile(tmp_path) == profile
+
+
+@pytest.mark.refuses("both-profiles-without-profiles-work-dir")
+def test_both_profiles_need_the_work_dirs_profiles(tmp_path: Path) -> None:
+    with pytest.raises(MissingInput) as none:
+        both_profiles_record(tmp_path)
+    assert none.value.line() == (
+        f"--both-profiles needs the profile of the work dir's PGO build, and {tmp_path} has none "
+        "(run `nox -s pgo` first)"
+    )
+    read, whole = tmp_path / "store" / "x.profdata", tmp_path / "demo-server.profdata"
+    captured = json.loads((DATA.parent / "report-demo-server-bolt.json").read_text())  # a whole optimise record
+    partial = {"store_path": str(read), "partial": True, "whole_profile": str(whole), "whole_profile_sha256": "ab" * 32}
+    (tmp_path / "report.json").write_text(json.dumps({"schema": 1, "optimise": {**captured["optimise"], **partial}}))
+    read.parent.mkdir()
+    read.write_bytes(b"x")
+    with pytest.raises(MissingInput) as gone:
+        both_profiles_record(tmp_path)  # the partial one is there, the whole one it came from is not
+    assert gone.value.line() == (
+        f"--both-profiles needs the whole profile of the PGO build's partial one, {whole}, and it is gone "
+        "(run `nox -s pgo` again)"
+    )
+    whole.write_bytes(b"y")
+    assert both_profiles_record(tmp_path).whole_profile == whole
