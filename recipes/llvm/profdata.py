@@ -136,6 +136,7 @@ def merge_weighted(
             )
             if done.returncode != 0:
                 raise merge_failed(done, "llvm-profdata merge of the shards", log)
+            drop_binary_ids(tool, tmp, env=env, log=log)
     except OSError as exc:
         raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
 
@@ -230,6 +231,25 @@ def record_counts(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], 
     return parse_record_counts(done.output())
 
 
+def drop_binary_ids(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> None:
+    """``profile``, just merged, written again without the build ids of the binaries whose raw profiles it merged
+    (to text and back: every record, counter and value profile is kept, the ids are not). The instrumented binary's
+    build id follows the paths it was built at, so a release's profile differed between two checkouts of one tag
+    while its binaries did not; the ids of the raw profiles themselves are what gather checks."""
+    text = profile.with_name(profile.name + ".proftext")
+    ids_log = log.with_name(log.stem + "-binary-ids.log")
+    try:
+        for args, what in (
+            (("merge", "--text", "-o", str(text), str(profile)), "llvm-profdata merge --text (the build ids out)"),
+            (("merge", "-o", str(profile), str(text)), "llvm-profdata merge (the profile without build ids)"),
+        ):
+            done = _profdata(tool, *args, env=env, log=ids_log, check=False)
+            if done.returncode != 0:
+                raise merge_failed(done, what, ids_log)
+    finally:
+        text.unlink(missing_ok=True)
+
+
 def merge_failed(done: Completed, what: str, log: Path) -> CommandFailed:
     """A failed ``llvm-profdata merge`` (``what``) in one line: its exit code and its last ``error:`` line."""
     errors = [line for line in done.output().splitlines() if line.startswith("error:")]
@@ -266,6 +286,7 @@ def merge(
                 raise CheckFailed(f"llvm-profdata merge could merge none of the {len(raws)} raw profiles", f"see {log}")
             if done.returncode != 0:
                 raise merge_failed(done, "llvm-profdata merge", log)
+            drop_binary_ids(tool, tmp, env=env, log=log)
     except OSError as exc:
         raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
     dropped = {str(Path(name)): why for name, why in bad.items()}

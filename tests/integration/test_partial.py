@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.llvm.profdata import parse_record_counts
+from recipes.llvm.profdata import parse_binary_ids, parse_record_counts
 from recipes.store import sha256_file
 from tests.conftest import Pipeline, assert_ok, assert_refused, written_records
 
@@ -46,6 +46,17 @@ def _records(profile: Path) -> dict[str, int]:
     return parse_record_counts(shown.stdout)
 
 
+def _binary_ids(profile: Path) -> list[str]:
+    shown = subprocess.run(
+        ["llvm-profdata-22", "show", "--binary-ids", str(profile)], capture_output=True, text=True, check=True
+    )
+    return parse_binary_ids(shown.stdout)
+
+
+def read_of(p: Pipeline) -> str:
+    return str(written_records(p.work)["optimise"]["store_path"])
+
+
 @pytest.fixture
 def collatz_only(tmp_path: Path) -> Pipeline:
     workload = tmp_path / "collatz.toml"
@@ -60,6 +71,9 @@ def test_the_build_reads_the_profile_without_what_never_ran_and_the_whole_one_ju
     text = assert_ok(p.nox("pgo"))
     optimised = written_records(p.work)["optimise"]
     merged = p.work / "hello-pgo.profdata"
+    # the raw profiles carry the instrumented binary's build id (its paths in it); the merged one does not
+    raws = sorted((p.work / "profraw").glob("*.profraw"))
+    assert raws and _binary_ids(raws[0]) and _binary_ids(merged) == [] and _binary_ids(Path(read_of(p))) == []
     whole = _records(merged)
     never_run = {name for name, count in whole.items() if count == 0}
     assert any("primes_below" in name for name in never_run)  # the training ran collatz alone
