@@ -90,6 +90,19 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | No
             return _build_and_check(plan, frame, built, trained_here=trained_here, verify=verify, handed=handed)
 
 
+def never_run_c(crates: list[CCrateRecord], never_run: dict[str, frozenset[int]] | None) -> list[CCrateRecord]:
+    """The C crates' records without, among the functions clang said it found no profile data for, those a partial
+    profile left out as never run (by their name: clang's warning gives no CFG hash, so a never-run C function edited
+    since the training is not told from an unedited one)."""
+    if not never_run:
+        return crates
+    names = {name.rsplit(";", 1)[-1] for name in never_run}
+    for crate in crates:
+        if "missing" in crate:
+            crate["missing"] = [m for m in crate["missing"] if m.rpartition(": ")[2] not in names]
+    return crates
+
+
 def partial_line(records: int, never_run: int) -> str:
     """What partial training left out of the profile the build reads, in a user's words."""
     return (
@@ -193,9 +206,9 @@ def _build_and_check(
     compiled = observed.compiles(observed.read_records(plan.workdir.observed("optimise")))
     warnings = cargo_log.profile_warnings(log_text, profile.never_run)
     found = checks.coverage(records, plan.crate.crate_names, elf.function_symbols(built), warnings.missing_by_crate)
-    crates = cflags.c_crates(
-        plan.c, plan.rustc, plan.crate.target_directory, log_text=log_text, flag=_c_flag(store_path), records=records
-    )
+    target_dir, flag = plan.crate.target_directory, _c_flag(store_path)
+    found_c = cflags.c_crates(plan.c, plan.rustc, target_dir, log_text=log_text, flag=flag, records=records)
+    crates = never_run_c(found_c, profile.never_run)
     if line := cflags.unprofiled_warning(crates, plan.c):
         say(line)
     libraries = cflags.system_libraries(

@@ -138,7 +138,10 @@ def _store_dir(p: Pipeline) -> None:
 def test_store_file_tampered_before_the_build_refused(hello: Pipeline) -> None:
     profile = _merged(hello)
     _store_dir(hello)
-    planted = hello.store / f"{sha256_file(profile)}.profdata"
+    # the profile optimise puts in the store (by default the partial one: the merged one without never-run records)
+    partial = hello.root / "partial.profdata"
+    subprocess.run(["llvm-profdata-22", "merge", "--sparse", "-o", str(partial), str(profile)], check=True)
+    planted = hello.store / f"{sha256_file(partial)}.profdata"
     planted.write_bytes(b"not this profile")
     assert_refused(hello.nox("optimise"), "is not the profile its name says before the build", "remove it")
     assert not (hello.work / "logs" / "optimise-build.log").exists()

@@ -324,7 +324,9 @@ def test_full_disk_under_the_store_is_one_line_and_leaves_nothing(hello: Pipelin
         hello.store.mkdir(mode=0o700)
         fill_up(small)
         proc = hello.nox("optimise", PGO_PROFDATA=str(profile))
-        line = assert_refused(proc, f"no space left to write the profile {profile}", f"profile store {hello.store}")
+        # the profile the build reads, put in the store: by default the given one without its never-run records
+        read = hello.work / "hello-pgo.partial.profdata"
+        line = assert_refused(proc, f"no space left to write the profile {read}", f"profile store {hello.store}")
         assert "free space or choose another PGO_PROFILE_STORE" in line
         # no temp file, no half profile, no build, no report entry that claims success
         assert sorted(p.name for p in hello.store.iterdir()) == [".lock"]
