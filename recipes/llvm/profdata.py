@@ -186,13 +186,16 @@ def parse_never_run(text: str) -> dict[str, frozenset[int]]:
     return {record_name: frozenset(found) for record_name, found in hashes.items()}
 
 
+def show_counts(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> str:
+    """``llvm-profdata show --all-functions --counts``: every record, its CFG hash and its counters, as text."""
+    return _profdata(tool, "show", "--all-functions", "--counts", str(profile), env=env, log=log).output()
+
+
 def never_run_records(
     tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path
 ) -> dict[str, frozenset[int]]:
     """The records of ``profile`` whose counters are all zero, with their CFG hashes (:func:`parse_never_run`)."""
-    return parse_never_run(
-        _profdata(tool, "show", "--all-functions", "--counts", str(profile), env=env, log=log).output()
-    )
+    return parse_never_run(show_counts(tool, profile, env=env, log=log))
 
 
 @dataclass(frozen=True)
@@ -211,10 +214,8 @@ def partial(tool: ProfdataTool, whole: Path, output: Path, *, env: Mapping[str, 
     """``whole`` without the records of the functions it never ran (``llvm-profdata merge --sparse``: LLVM gives a
     function with a record of zero counts the ``cold`` attribute and an entry count of 0, and compiles one with no
     record as without a profile), written atomically to ``output``."""
-    shown = _profdata(
-        tool, "show", "--all-functions", "--counts", str(whole), env=env, log=log.with_suffix(".show.log")
-    )
-    never_run, records = parse_never_run(shown.output()), parse_function_names(shown.output())
+    shown = show_counts(tool, whole, env=env, log=log.with_suffix(".show.log"))
+    never_run, records = parse_never_run(shown), parse_function_names(shown)
     try:
         with atomic_output(output) as tmp:
             done = _profdata(tool, "merge", "--sparse", "-o", str(tmp), str(whole), env=env, log=log, check=False)
@@ -227,8 +228,7 @@ def partial(tool: ProfdataTool, whole: Path, output: Path, *, env: Mapping[str, 
 
 def record_counts(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> dict[str, int]:
     """Each function record's counters added up (:func:`parse_record_counts`)."""
-    done = _profdata(tool, "show", "--all-functions", "--counts", str(profile), env=env, log=log)
-    return parse_record_counts(done.output())
+    return parse_record_counts(show_counts(tool, profile, env=env, log=log))
 
 
 def drop_binary_ids(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> None:
