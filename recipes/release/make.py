@@ -52,6 +52,7 @@ from recipes.release.reproducible import (
     outside_workspace,
     remap_flags,
     remap_pairs,
+    remap_roles,
     repo_root,
     reproducible_env,
     sha256_bytes,
@@ -538,7 +539,7 @@ def release_manifest_of(
         cargo_argv=tuple(a.removeprefix(f"{repo.resolve()}/") for a in plan.build_argv(None)),
         rustflags_var=plan.rustflags.var,
         rustflags=rplan.portable_rustflags,
-        remap_path_prefix=rplan.remap,
+        remap_path_prefix=remap_roles(plan.rustc.commit_hash),  # not this machine's paths: the same from any checkout
         profile_store_path=str(builds.optimised.store_path),
         profile_sha256=builds.optimised.profile_sha256,
         training=training_of(builds.full, plan),

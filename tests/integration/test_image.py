@@ -49,7 +49,7 @@ from recipes.workdir import WorkDir
 from tests.conftest import REPO, assert_ok, assert_refused, clean_env, run_nox, train_workload
 from tests.integration import test_aarch64
 from tests.integration.test_musl import NEEDS_MUSL
-from tests.integration.test_release import TAG, Release
+from tests.integration.test_release import TAG, Release, git
 
 X86 = "x86_64-unknown-linux-musl"
 ARM = "aarch64-unknown-linux-musl"
@@ -114,6 +114,32 @@ def _image(released: Release, dist: Path, *more: str) -> subprocess.CompletedPro
 def imaged(released: Release, tmp_path_factory: pytest.TempPathFactory) -> Imaged:
     dist = released.download(tmp_path_factory.mktemp("imaged") / TAG)
     return Imaged(dist, assert_ok(_image(released, dist)))
+
+
+def test_a_clone_at_another_path_releases_and_images_every_file_the_same(
+    released: Release, imaged: Imaged, tmp_path: Path
+) -> None:
+    """The tag released for both targets again from a clone at another path, with its own work dir (the store is the
+    machine's one): every file of the release is the same, the manifests, statements and SHA256SUMS included (the
+    manifest named the checkout's and the work dir's paths before), and so is the image made from it."""
+    clone = tmp_path / "elsewhere" / "deeper" / "repo"
+    clone.parent.mkdir(parents=True)
+    git(clone.parent, "clone", "-q", str(released.repo), str(clone))
+    other = Release(tmp_path, clone, clone / "dist" / TAG, tmp_path / "work", released.store, "")
+    other = other.made("--target", X86, "--target", ARM)
+    files = sorted(p.name for p in released.dist.iterdir())
+    assert sorted(p.name for p in other.dist.iterdir()) == files
+    for name in files:
+        assert (other.dist / name).read_bytes() == (released.dist / name).read_bytes(), name
+    manifest = json.loads((other.dist / f"hello-pgo-{TAG}-{X86}-manifest.json").read_text())
+    assert not [p for pair in manifest["remap_path_prefix"] for p in pair if str(tmp_path) in p or "/root" in p]
+    image = Imaged(other.dist, assert_ok(_image(other, other.dist)))
+    assert image.index_digest == imaged.index_digest
+    files = sorted(str(p.relative_to(imaged.dist)) for p in imaged.dist.rglob("*") if p.is_file())
+    assert sorted(str(p.relative_to(other.dist)) for p in other.dist.rglob("*") if p.is_file()) == files
+    assert INDEX in files and "SHA256SUMS" in files
+    for name in files:  # the image layout, its index and the SHA256SUMS that now lists it
+        assert (other.dist / name).read_bytes() == (imaged.dist / name).read_bytes(), name
 
 
 def _manifests(dist: Path) -> dict[str, dict[str, Any]]:

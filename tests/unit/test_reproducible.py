@@ -24,6 +24,7 @@ from recipes.release.reproducible import (
     release_binary,
     remap_flags,
     remap_pairs,
+    remap_roles,
     repo_root,
     reproducible_env,
     sha256sums_text,
@@ -102,6 +103,24 @@ def test_remap_pairs_most_specific_last_and_both_forms_of_a_symlink(tmp_path: Pa
     assert order.index("/opt/rust") < order.index("/opt/rust/lib/rustlib/src/rust")
     flags = remap_flags(pairs)
     assert f"--remap-path-prefix={link}=/build/src" in flags
+
+
+def test_remap_roles_name_what_each_remapped_path_is_the_same_for_every_machine(tmp_path: Path) -> None:
+    """What a release manifest records of the remapping: each neutral path of remap_pairs, named by what it replaces,
+    in one order; two checkouts, work dirs and homes give the same."""
+    roles = remap_roles("abc")
+    assert roles == (
+        ("<rustc sysroot>", "/rustc/sysroot"),
+        ("<rustc sysroot>/lib/rustlib/src/rust", "/rustc/abc"),
+        ("<cargo home>", "/cargo"),
+        ("<checkout>", "/build/src"),
+        ("<work dir>", "/build/work"),
+    )
+    for root in (tmp_path / "a", tmp_path / "elsewhere" / "b"):
+        pairs = remap_pairs(
+            source_root=root, work=root / "w", cargo_home=root / "c", sysroot=root / "s", rustc_commit="abc"
+        )
+        assert {neutral for _, neutral in pairs} == {neutral for _, neutral in roles}
 
 
 @pytest.mark.refuses("path-white-space-remap")

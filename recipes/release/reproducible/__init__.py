@@ -24,6 +24,7 @@ from recipes.release.reproducible.environment import (
     cargo_home,
     remap_flags,
     remap_pairs,
+    remap_roles,
     reproducible_env,
     without_remap,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "release_binary",
     "remap_flags",
     "remap_pairs",
+    "remap_roles",
     "repo_root",
     "reproducible_env",
     "rfc3339",

@@ -32,6 +32,29 @@ def cargo_home(env: Mapping[str, str]) -> Path:
     return Path(env.get("CARGO_HOME") or Path(env.get("HOME", "~")).expanduser() / ".cargo")
 
 
+#: each remapped path as a release manifest names it, and what it becomes (``{commit}``: rustc's commit hash), the
+#: most general first: the manifest records these, not the build machine's paths, so that two checkouts at two paths
+#: write the same manifest
+SYSROOT_ROLE = "<rustc sysroot>"
+RUST_SRC_ROLE = "<rustc sysroot>/lib/rustlib/src/rust"
+CARGO_HOME_ROLE = "<cargo home>"
+SOURCE_ROLE = "<checkout>"
+WORK_ROLE = "<work dir>"
+_REMAPPED = (
+    (SYSROOT_ROLE, SYSROOT_PREFIX),
+    (RUST_SRC_ROLE, "/rustc/{commit}"),
+    (CARGO_HOME_ROLE, CARGO_HOME_PREFIX),
+    (SOURCE_ROLE, SOURCE_PREFIX),
+    (WORK_ROLE, WORK_PREFIX),
+)
+
+
+def remap_roles(rustc_commit: str) -> tuple[tuple[str, str], ...]:
+    """``(what the path is, neutral path)`` of each remapped path, what a release manifest records of the
+    remapping: the same for every checkout, work dir, cargo home and rustup home."""
+    return tuple((role, neutral.format(commit=rustc_commit)) for role, neutral in _REMAPPED)
+
+
 def remap_pairs(
     *, source_root: Path, work: Path, cargo_home: Path, sysroot: Path, rustc_commit: str
 ) -> list[tuple[str, str]]:
@@ -39,16 +62,16 @@ def remap_pairs(
 
     Each path is given as it is and resolved, when those differ, since cargo passes paths unresolved.
     """
-    wanted = [
-        (sysroot, SYSROOT_PREFIX),
-        (sysroot / "lib" / "rustlib" / "src" / "rust", f"/rustc/{rustc_commit}"),
-        (cargo_home, CARGO_HOME_PREFIX),
-        (source_root, SOURCE_PREFIX),
-        (work, WORK_PREFIX),
-    ]
+    paths = {
+        SYSROOT_ROLE: sysroot,
+        RUST_SRC_ROLE: sysroot / "lib" / "rustlib" / "src" / "rust",
+        CARGO_HOME_ROLE: cargo_home,
+        SOURCE_ROLE: source_root,
+        WORK_ROLE: work,
+    }
     pairs: dict[str, str] = {}
-    for path, neutral in wanted:
-        for form in (path.absolute(), path.resolve()):
+    for role, neutral in remap_roles(rustc_commit):
+        for form in (paths[role].absolute(), paths[role].resolve()):
             text = str(form)
             if any(ch.isspace() for ch in text):
                 raise ConfigError(
