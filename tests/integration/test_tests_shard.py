@@ -273,7 +273,7 @@ def _ended(pidfile: Path) -> bool:
     ("source", "timeout", "words"),
     [
         (DAEMON, "", "the tests shard: the crate's tests left 1 process running (pid "),
-        (NEVER, "30", "the tests shard: cargo test did not finish within 30 s (killed, with every test and process"),
+        (NEVER, "5", "the tests shard: cargo test did not finish within 5 s (killed, with every test and process"),
     ],
 )
 def test_the_tests_shard_is_held_to_the_trainings_rules(

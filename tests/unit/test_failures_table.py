@@ -158,11 +158,36 @@ def test_the_table_quotes_messages() -> None:
     assert len(list(_quoted())) > 150
 
 
+#: a word of four letters or more, by which the templates likely to make a piece are tried first
+_WORD = re.compile(r"[A-Za-z0-9_]{4,}")
+
+
+@cache
+def _by_word() -> dict[str, tuple[int, ...]]:
+    """The templates (their indices) by each word of their constant parts."""
+    index: dict[str, set[int]] = {}
+    for number, template in enumerate(_templates()):
+        for part in template:
+            for word in _WORD.findall(part or ""):
+                index.setdefault(word, set()).add(number)
+    return {word: tuple(sorted(numbers)) for word, numbers in index.items()}
+
+
+def _likely_first(piece: str) -> Iterator[Template]:
+    """Every template, those that share a word with ``piece`` first: the same verdict as trying them in their order,
+    found sooner (the whole table: 19 s -> under 2 s)."""
+    templates, index = _templates(), _by_word()
+    likely = sorted({n for word in _WORD.findall(piece) for n in index.get(word, ())})
+    yield from (templates[n] for n in likely)
+    tried = set(likely)
+    yield from (t for n, t in enumerate(templates) if n not in tried)
+
+
 def test_every_quoted_message_is_in_recipes() -> None:
     wrong = [
         f"docs/failures.md:{number}: {piece!r} (in `{fragment}`)"
         for number, fragment, piece in _quoted()
-        if not any(_matches(piece, t) for t in _templates())
+        if not any(_matches(piece, t) for t in _likely_first(piece))
     ]
     assert not wrong, "no string of recipes/ makes these:\n" + "\n".join(wrong)
 
