@@ -100,6 +100,14 @@ def _seconds(text: str) -> float:
     return _positive(text, MAX_SECONDS, MIN_SECONDS)
 
 
+def _percent(text: str) -> float:
+    """A share in %, 0 to 100."""
+    stripped = text.strip()
+    if stripped.isascii() and re.fullmatch(r"0+(\.0*)?", stripped):
+        return 0.0
+    return _positive(text, 100.0)
+
+
 def _glibc(text: str) -> str:
     """A glibc release, as the ``GLIBC_x.y`` version-needs name them: ``2.28``, ``2.3.4``."""
     stripped = text.strip()
@@ -169,6 +177,19 @@ SETTINGS: tuple[Setting, ...] = (
         "build from the profile without the functions the training never ran: they are compiled as with no profile, "
         "not as cold (default: 1)",
     ),
+    Setting(
+        "carry",
+        "PGO_CARRY",
+        _bool,
+        "a given profile (PGO_PROFDATA) of another version, dependency set or toolchain of the crate: its records "
+        "matched to this build's functions by name without cargo's hashes and CFG hash (default: 1)",
+    ),
+    Setting(
+        "min_survival",
+        "PGO_MIN_SURVIVAL",
+        _percent,
+        "least share of a carried profile's count this build must use, in % (default: 80)",
+    ),
     Setting("bolt", "PGO_BOLT", _bool, "link optimise for BOLT (--emit-relocs); pgo then runs the bolt stage"),
     Setting("bolt_args", "PGO_BOLT_ARGS", str, "llvm-bolt's optimisation flags (default: rustc opt-dist's)"),
     Setting("llvm_bolt", "PGO_LLVM_BOLT", str, "the llvm-bolt to use (must be rustc's LLVM major; merge-fdata beside)"),
@@ -224,6 +245,9 @@ class Config:
     drop_bad_profraw: bool = False
     #: partial training: the optimised build reads the profile without its never-run records (PGO_PARTIAL)
     partial: bool = True
+    #: a given profile carried forward to this build (PGO_CARRY), and the least share of its count it must keep
+    carry: bool = True
+    min_survival: float = 80.0
     bolt: bool = False
     bolt_args: str | None = None
     llvm_bolt: str | None = None

@@ -38,7 +38,7 @@ from typing import (
 
 from recipes.inputs import JSON_KEY, NOT_WRITTEN, TYPE_NAMES, kind, without_none
 
-_Record = TypeVar("_Record", bound="StageResult | WorkloadRun")
+_Record = TypeVar("_Record", bound="StageResult | WorkloadRun | CarriedProfile")
 
 #: the stages of the pipeline, in order (``report.STAGES``)
 PipelineStage = Literal["instrument", "train", "merge", "optimise", "test", "bolt"]
@@ -237,6 +237,37 @@ class MergeResult:
     seconds: float
 
 
+class LostRecord(TypedDict):
+    """A function of a carried profile this build does not use: its name without hashes, why, its share of the
+    profile's count (in %)."""
+
+    function: str
+    why: str  # "edited", "ambiguous", "gone"
+    share: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class CarriedProfile:
+    """A given profile carried forward to this build (PGO_CARRY, recipes/llvm/carry.py): what it kept of the records
+    the training executed, by count; ``profile`` is the profile written again for this build (null: used as given)."""
+
+    builds: int  # 1: the profile fitted as it was; 2: written again, then built again
+    records: int
+    kept: int
+    rekeyed: int
+    edited: int
+    ambiguous: int
+    gone: int
+    new_functions: int
+    never_run_rekeyed: int
+    survived_share: float  # of the executed records' count, in %
+    kept_share: float  # of it under the records' own names: what survives without re-keying
+    min_survival: float
+    by_crate: dict[str, float]
+    lost: list[LostRecord]
+    profile: Path | None
+
+
 @dataclass(frozen=True, kw_only=True)
 class OptimiseResult:
     """The optimised build, checked; ``binary`` is its checked copy (in a failed record: the rejected copy, or
@@ -254,6 +285,8 @@ class OptimiseResult:
     #: records the partial profile left out, and the build's functions compiled without profile data for that
     never_run_records: int | None = None
     never_run_functions: int | None = None
+    #: a given profile carried forward (PGO_CARRY): what survived; None when the profile was trained here
+    carried: CarriedProfile | None = None
     missing_by_crate: dict[str, int]
     stale_profile_warnings: int
     main_crate_functions_with_profile: int
@@ -612,6 +645,10 @@ def as_json(record: StageResult | WorkloadRun) -> dict[str, Any]:
     return dict(json_of(record))
 
 
+#: the nested records that are dataclasses (a stage's record holds them), read as their dataclass
+_NESTED: tuple[type, ...] = (WorkloadRun, CarriedProfile)
+
+
 def _build(declared: type[_Record], value: dict[str, Any], where: str) -> _Record:
     """The dataclass ``declared`` of ``value``, which fits it (:func:`mismatch`)."""
     hints = get_type_hints(declared).items()
@@ -623,9 +660,9 @@ def _field(item: Any, hint: Any, where: str) -> Any:
     target = without_none(hint)
     if item is None and target is hint:
         raise Unfit(_problem(item, _as_written(target), where))  # a null only a failed record may have
-    if item is None or target not in (Path, WorkloadRun):  # WorkloadRun: the one nested record that is a dataclass
+    if item is None or target not in (Path, *_NESTED):
         return item
-    return Path(item) if target is Path else _build(WorkloadRun, item, where)
+    return Path(item) if target is Path else _build(target, item, where)
 
 
 #: the scalar types of the records, and what a value of each may be (JSON writes a whole float as it likes)

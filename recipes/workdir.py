@@ -143,6 +143,11 @@ class WorkDir:
         never-run records, ``<bin>.partial.profdata``."""
         return self.root / f"{bin_name}.partial.profdata"
 
+    def carried_profdata(self, bin_name: str) -> Path:
+        """A given profile carried forward to this build (PGO_CARRY): its records re-keyed to this build's function
+        names, the edited ones left out, ``<bin>.carried.profdata``."""
+        return self.root / f"{bin_name}.carried.profdata"
+
     def shard(self, name: str) -> Path:
         """A shard's folder (``shards/<name>``): its raw profiles and its own merged profile."""
         return self.root / "shards" / name

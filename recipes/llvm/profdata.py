@@ -10,6 +10,7 @@ from pathlib import Path
 
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, ToolchainError, WorkDirError
 from recipes.files import atomic_output
+from recipes.llvm.carry import Record, rewrite
 from recipes.results import RawProfileRecord
 from recipes.runner import Completed, run
 from recipes.store import sha256_file
@@ -164,10 +165,9 @@ def parse_record_counts(text: str) -> dict[str, int]:
 _HASH_LINE = re.compile(r"^    Hash: 0x(?P<hash>[0-9a-fA-F]+)$")
 
 
-def parse_never_run(text: str) -> dict[str, frozenset[int]]:
-    """``llvm-profdata show --all-functions --counts``: the records whose counters are all zero (the functions the
-    training never ran), each name with the CFG hashes of its records (a name may hold records of several)."""
-    hashes: dict[str, set[int]] = {}
+def parse_records(text: str) -> list[Record]:
+    """``llvm-profdata show --all-functions --counts``: every record, its CFG hash and its counters added up (a name
+    may hold records of several CFG hashes)."""
     counts: dict[tuple[str, int], int] = {}
     key: tuple[str, int] | None = None
     name: str | None = None
@@ -180,9 +180,16 @@ def parse_never_run(text: str) -> dict[str, frozenset[int]]:
         elif key is not None and (found := _COUNTS_LINE.match(line)):
             numbers = found.group("entry") or (found.group("blocks") or "").replace(",", " ")
             counts[key] += sum(int(c) for c in numbers.split())
-    for (record_name, cfg_hash), count in counts.items():
-        if count == 0:
-            hashes.setdefault(record_name, set()).add(cfg_hash)
+    return [Record(name, cfg_hash, count) for (name, cfg_hash), count in counts.items()]
+
+
+def parse_never_run(text: str) -> dict[str, frozenset[int]]:
+    """``llvm-profdata show --all-functions --counts``: the records whose counters are all zero (the functions the
+    training never ran), each name with the CFG hashes of its records (a name may hold records of several)."""
+    hashes: dict[str, set[int]] = {}
+    for record in parse_records(text):
+        if record.count == 0:
+            hashes.setdefault(record.name, set()).add(record.cfg_hash)
     return {record_name: frozenset(found) for record_name, found in hashes.items()}
 
 
@@ -246,6 +253,34 @@ def drop_binary_ids(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str]
             done = _profdata(tool, *args, env=env, log=ids_log, check=False)
             if done.returncode != 0:
                 raise merge_failed(done, what, ids_log)
+    finally:
+        text.unlink(missing_ok=True)
+
+
+def carried(
+    tool: ProfdataTool,
+    profile: Path,
+    output: Path,
+    renames: Mapping[str, str],
+    drop: frozenset[tuple[str, int]],
+    *,
+    env: Mapping[str, str],
+    log: Path,
+) -> None:
+    """``profile`` written to ``output`` (atomically) with its records renamed and the ``drop`` ones left out
+    (:func:`recipes.llvm.carry.rewrite`, through the text form: counters and value profiles as they were)."""
+    text = output.with_name(output.name + ".proftext")
+    try:
+        done = _profdata(tool, "merge", "--text", "-o", str(text), str(profile), env=env, log=log, check=False)
+        if done.returncode != 0:
+            raise merge_failed(done, "llvm-profdata merge --text (the profile to carry forward)", log)
+        text.write_text(rewrite(text.read_text(encoding="utf-8"), renames, drop), encoding="utf-8")
+        with atomic_output(output) as tmp:
+            done = _profdata(tool, "merge", "-o", str(tmp), str(text), env=env, log=log, check=False)
+            if done.returncode != 0:
+                raise merge_failed(done, "llvm-profdata merge (the profile carried forward)", log)
+    except OSError as exc:
+        raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
     finally:
         text.unlink(missing_ok=True)
 

@@ -94,7 +94,9 @@ def reproducible_plan(config: Config, environ: Mapping[str, str], *, source_root
     would look set by the user and the ``[build] rustflags`` of .cargo/config.toml would not be carried.
     """
     env = reproducible_env(environ, sde)
-    plan = make_plan(config, env)
+    # a release's profile is its own training's, or given for this very commit: used as it is, in one build whose
+    # flags are the ones its rebuild gives (no first build with LLVM's dumps, PGO_CARRY)
+    plan = make_plan(replace(config, carry=False), env)
     refuse_location_dependent_packages(plan)
     portable = tuple(without_remap(plan.rustflags.base))
     pairs = remap_pairs(

@@ -13,9 +13,17 @@ from filelock import FileLock, Timeout
 from recipes import report
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, StoreError
 from recipes.inputs import not_a_file
-from recipes.llvm import boltlib, checks, elf, profdata
+from recipes.llvm import boltlib, carry, checks, elf, profdata
 from recipes.plan import BuildPlan, clean_package
-from recipes.results import CCrateRecord, InstrumentResult, OptimiseResult, PlainResult, Report
+from recipes.results import (
+    CarriedProfile,
+    CCrateRecord,
+    InstrumentResult,
+    LostRecord,
+    OptimiseResult,
+    PlainResult,
+    Report,
+)
 from recipes.runner import run, say
 from recipes.stages import _observe
 from recipes.stages.frame import StageFrame, run_on, threshold
@@ -24,7 +32,7 @@ from recipes.toolchain import cflags, zig
 from recipes.toolchain.cargo import invocation as cargo_command
 from recipes.toolchain.cargo import log as cargo_log
 from recipes.toolchain.cargo import observed
-from recipes.toolchain.rustc import find_profdata, rustc_sysroot
+from recipes.toolchain.rustc import ProfdataTool, find_profdata, rustc_sysroot
 from recipes.toolchain.rustflags import env_with_rustflags, target_cpu_warning
 from recipes.workload import Workload
 
@@ -64,30 +72,105 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | No
             profdata.check_usable(
                 tool, profile, env=plan.env, log=plan.logs / "optimise-profile-show.log", what="PGO_PROFDATA"
             )
-        store = plan.store
-        # the checks judge the build against the whole profile: its records, and those a partial one left out
-        if not plan.config.partial:
-            store_path = store.put(profile, digest=digest)  # checked against its name, the copy or the one there
-            whole, whole_sha, never_run = store_path, store_path.name.removesuffix(SUFFIX), None
-            log = plan.logs / "optimise-profile-functions.log"
-            records = profdata.function_names(tool, store_path, env=plan.env, log=log)
-        else:  # the store holds the profile the build reads; the whole one stays where it is, checked unchanged
-            whole, whole_sha = profile, digest or sha256_file(profile)
-            rewritten = profdata.partial(
-                tool,
-                whole,
-                plan.workdir.partial_profdata(plan.crate.bin),
-                env=plan.env,
-                log=plan.logs / "optimise-partial.log",
-            )
-            if sha256_file(whole) != whole_sha:
-                raise StoreError(f"{whole} changed while its partial profile was written", "run optimise again")
-            store_path, never_run, records = store.put(rewritten.path), rewritten.never_run, rewritten.records
-            say(partial_line(len(records), len(never_run)))
-        sha = store_path.name.removesuffix(SUFFIX)
+        built = _prepared(plan, tool, profile, digest)
         with _target_dir_lock(plan):
-            built = Profile(store_path, sha, records, whole, whole_sha, never_run)
-            return _build_and_check(plan, frame, built, trained_here=trained_here, verify=verify, handed=handed)
+            carried: CarriedProfile | None = None
+            first: tuple[dict[str, str], str] | None = None
+            if not trained_here and plan.config.carry:  # what fits this build of a profile of another version
+                built, carried, first = _carry_forward(plan, tool, built)
+            return _build_and_check(
+                plan, frame, built, trained_here=trained_here, verify=verify, handed=handed, carried=(carried, first)
+            )
+
+
+def _prepared(plan: BuildPlan, tool: ProfdataTool, profile: Path, digest: str | None) -> Profile:
+    """The profile the build reads, put in the store: ``profile`` itself, or (partial training) ``profile`` without
+    its never-run records, which stays where it is, checked unchanged. The checks judge the build against the whole
+    profile: its records, and those a partial one left out."""
+    store = plan.store
+    if not plan.config.partial:
+        store_path = store.put(profile, digest=digest)  # checked against its name, the copy or the one there
+        sha = store_path.name.removesuffix(SUFFIX)
+        log = plan.logs / "optimise-profile-functions.log"
+        records = profdata.function_names(tool, store_path, env=plan.env, log=log)
+        return Profile(store_path, sha, records, store_path, sha, None)
+    whole_sha = digest or sha256_file(profile)
+    rewritten = profdata.partial(
+        tool,
+        profile,
+        plan.workdir.partial_profdata(plan.crate.bin),
+        env=plan.env,
+        log=plan.logs / "optimise-partial.log",
+    )
+    if sha256_file(profile) != whole_sha:
+        raise StoreError(f"{profile} changed while its partial profile was written", "run optimise again")
+    store_path = store.put(rewritten.path)
+    say(partial_line(len(rewritten.records), len(rewritten.never_run)))
+    sha = store_path.name.removesuffix(SUFFIX)
+    return Profile(store_path, sha, rewritten.records, profile, whole_sha, rewritten.never_run)
+
+
+def _carry_forward(
+    plan: BuildPlan, tool: ProfdataTool, profile: Profile
+) -> tuple[Profile, CarriedProfile, tuple[dict[str, str], str]]:
+    """A given profile matched to this build's functions (recipes/llvm/carry.py). The build with the profile as it is,
+    whose warnings name each function without a record (with its CFG hash); when records must be re-keyed or left
+    out, the profile written again and a second build, in which LLVM says each record it read. The profile, what
+    survived of it, and the build to check (its environment and log)."""
+    env = _optimised_env(plan, profile.store_path, trained_here=False)
+    log_text = _run_build(plan, env)
+    shown = profdata.show_counts(tool, profile.whole, env=plan.env, log=plan.logs / "optimise-carry-show.log")
+    records = profdata.parse_records(shown)
+    first = carry.plan(records, carry.parse_build(log_text))
+    floor = plan.config.min_survival
+    if not first.changes or not carry.ours(first, plan.crate.crate_names):  # it fits as it is, or is another crate's
+        return profile, _survived(plan, carry.survival(first), builds=1, profile=None), (env, log_text)
+    out = plan.workdir.carried_profdata(plan.crate.bin)
+    say(
+        f"optimise: carry: the given profile is of another version of the crate: {len(first.renames)} records "
+        f"re-keyed to this build's names, {len(first.drop)} of functions edited since left out, written to {out}; "
+        "building again (PGO_CARRY=0: use it as it is)"
+    )
+    profdata.carried(
+        tool, profile.whole, out, first.renames, first.drop, env=plan.env, log=plan.logs / "optimise-carry.log"
+    )
+    (plan.logs / "optimise-build.log").replace(plan.logs / "optimise-carry-build.log")  # the first build's, kept
+    carried = _prepared(plan, tool, out, None)
+    env = _optimised_env(plan, carried.store_path, trained_here=False, extra=(carry.VIEW_FLAG,))
+    log_text = cargo_log.unmixed(_run_build(plan, env))
+    survived = carry.survival(carry.settle(first, log_text))
+    record = _survived(plan, survived, builds=2, profile=out)
+    try:
+        carry.refuse_below_floor(survived, floor, plan.config.source("min_survival"))
+    except CheckFailed:
+        plan.optimised_binary.unlink(missing_ok=True)  # built from what little survived: not a binary to keep
+        raise
+    return carried, record, (env, log_text)
+
+
+def _survived(plan: BuildPlan, survived: carry.Survival, *, builds: int, profile: Path | None) -> CarriedProfile:
+    """What survived of a carried profile, said (two lines, when it was carried) and as report.json records it."""
+    if builds > 1:
+        say(carry.survival_line(survived))
+        if line := carry.lost_line(survived):
+            say(line)
+    return CarriedProfile(
+        builds=builds,
+        records=survived.records,
+        kept=survived.kept,
+        rekeyed=survived.rekeyed,
+        edited=survived.edited,
+        ambiguous=survived.ambiguous,
+        gone=survived.gone,
+        new_functions=survived.new_functions,
+        never_run_rekeyed=survived.never_run_rekeyed,
+        survived_share=round(survived.share, 2),
+        kept_share=round(survived.kept_share, 2),
+        min_survival=plan.config.min_survival,
+        by_crate=survived.by_crate,
+        lost=[LostRecord(function=f, why=why, share=share) for f, why, share in survived.lost],
+        profile=profile,
+    )
 
 
 def never_run_c(crates: list[CCrateRecord], never_run: dict[str, frozenset[int]] | None) -> list[CCrateRecord]:
@@ -148,11 +231,13 @@ class Profile(NamedTuple):
     never_run: dict[str, frozenset[int]] | None  # the records a partial profile left out (name: CFG hashes)
 
 
-def _optimised_env(plan: BuildPlan, store_path: Path, *, trained_here: bool) -> dict[str, str]:
+def _optimised_env(
+    plan: BuildPlan, store_path: Path, *, trained_here: bool, extra: tuple[str, ...] = ()
+) -> dict[str, str]:
     """The optimised build's environment: the profile in the Rust flags (and BOLT's link), in the C compilers'
     flags, and the RUSTC shim that records what rustc received."""
     say(f"optimise: profile {store_path}")
-    flags = [f"-Cprofile-use={store_path}", "-Cllvm-args=-pgo-warn-missing-function"]
+    flags = [f"-Cprofile-use={store_path}", "-Cllvm-args=-pgo-warn-missing-function", *extra]
     if plan.config.bolt:  # the PGO binary is BOLT's input: one build, linked with the relocations BOLT needs
         flags.append(boltlib.EMIT_RELOCS)
     env = env_with_rustflags(plan.env, plan.rustflags, flags)
@@ -198,10 +283,16 @@ def _build_and_check(
     trained_here: bool,
     verify: bool | None,
     handed: Report | None,
+    carried: tuple[CarriedProfile | None, tuple[dict[str, str], str] | None] = (None, None),
 ) -> OptimiseResult:
+    """The build (``carried``'s first build when that was the build), its checks, its copy and its verify."""
     store_path, records = profile.store_path, profile.records
-    env = _optimised_env(plan, store_path, trained_here=trained_here)
-    log_text = _run_build(plan, env)
+    survival, first = carried
+    if first is None:
+        env = _optimised_env(plan, store_path, trained_here=trained_here)
+        log_text = _run_build(plan, env)
+    else:
+        env, log_text = first
     built = plan.optimised_binary
     compiled = observed.compiles(observed.read_records(plan.workdir.observed("optimise")))
     warnings = cargo_log.profile_warnings(log_text, profile.never_run)
@@ -216,7 +307,7 @@ def _build_and_check(
     )
     if line := cflags.system_libraries_line(libraries):
         say(line)
-    result = _result(plan, profile, log_text, env, warnings, found, crates, compiled)
+    result = replace(_result(plan, profile, log_text, env, warnings, found, crates, compiled), carried=survival)
     # a failure: recorded with what the stage found, the binary rejected, under the lock
     with frame.kept(lambda: result, reject=("the optimised binary", built)):
         plan.store.verify(store_path, "after the build")

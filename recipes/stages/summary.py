@@ -140,6 +140,13 @@ def optimise_summary_lines(o: OptimiseResult) -> list[str]:
             f"them ({o.never_run_records} records left out of the profile the build read, {o.store_path.name}; "
             "the checks read the whole one)"
         )
+    if (c := o.carried) is not None:
+        lines.append(
+            f"carried     {c.survived_share:g} % of the given profile's count survived (floor {c.min_survival:g} %): "
+            f"{c.kept} records as they were, {c.rekeyed} re-keyed, {c.edited} edited, {c.ambiguous} ambiguous, "
+            f"{c.gone} gone; {c.new_functions} new functions without a record; {c.builds} "
+            + ("build" if c.builds == 1 else "builds")
+        )
     if o.crates_compiled is not None:
         lines.append(
             f"observed    rustc received -Cprofile-use in {o.crates_with_profile} of the build's "

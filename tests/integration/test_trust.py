@@ -180,13 +180,20 @@ def _musl_installed() -> bool:
 @pytest.mark.refuses("profile-covers-none-main-crate-functions")
 @pytest.mark.skipif(not _musl_installed(), reason="needs `rustup target add x86_64-unknown-linux-musl` (.ci/run)")
 def test_a_profile_of_another_target_refused(hello: Pipeline, tmp_path: Path) -> None:
+    """A musl profile for the gnu build: every name differs by the crate's metadata hash. Used as it is
+    (PGO_CARRY=0) it covers none of the crate; carried forward, the same code's records are re-keyed."""
     musl = Pipeline(tmp_path / "musl", "hello")
     for stage in ("instrument", "train", "merge"):
         assert_ok(musl.nox(stage, PGO_TARGET="x86_64-unknown-linux-musl"))
     profile = str(musl.work / "hello-pgo.profdata")
     assert_refused(
-        hello.nox("optimise", PGO_PROFDATA=profile, PGO_MAX_MISSING="100000"), "covers none of hello-pgo's functions"
+        hello.nox("optimise", PGO_PROFDATA=profile, PGO_MAX_MISSING="100000", PGO_CARRY="0"),
+        "covers none of hello-pgo's functions",
     )
+    # the same crate's code, another target's metadata hash in every name: carried forward (PGO_CARRY), and said
+    text = assert_ok(hello.nox("optimise", PGO_PROFDATA=profile))
+    assert "optimise: carry: the given profile is of another version of the crate" in text
+    assert "carried     96.99 % of the given profile's count survived" in text
 
 
 #: STRESS_ROUNDS=10 runs the four pipelines ten times over (CONTRIBUTING: the stress run)

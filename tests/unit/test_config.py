@@ -79,7 +79,11 @@ def test_unknown_posarg(tmp_path: Path) -> None:
     ("posargs", "message"),
     [
         # taken for --min-functions before: an abbreviation is refused, as a session's own options refuse one
-        (["--min", "5"], r"--min is an abbreviation of --min-functions \(write --min-functions whole\)"),
+        (["--min-f", "5"], r"--min-f is an abbreviation of --min-functions \(write --min-functions whole\)"),
+        (
+            ["--min", "5"],
+            r"--min is an abbreviation of --min-functions or --min-survival \(write the one you mean whole\)",
+        ),
         (["--man=x"], r"--man is an abbreviation of --manifest \(write --manifest whole\)"),
         # argparse's usage (twenty lines) and exit 2 before: no refusal line
         (

@@ -314,6 +314,32 @@ STALE_TEXTS = (
 )
 
 
+#: a JSON diagnostic of rustc's that cargo printed as it was: LLVM's debug output (``-pgo-view-raw-counts``) was
+#: written to rustc's stderr from a codegen thread in the middle of the line, so cargo could not read it
+_MIXED_DIAGNOSTIC = '{"$message_type":"diagnostic"'
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def unmixed(log_text: str) -> str:
+    """The log with each JSON diagnostic that LLVM's debug output broke into (cargo prints such a line as it is,
+    not rendered) put back on a line of its own as cargo renders it, so that its warning is read like the others."""
+    if _MIXED_DIAGNOSTIC not in log_text:
+        return log_text
+    lines = []
+    for line in log_text.split("\n"):
+        start = line.find(_MIXED_DIAGNOSTIC)
+        if start > 0:
+            try:
+                rendered = json.loads(line[start:]).get("rendered")
+            except (ValueError, AttributeError):
+                rendered = None
+            if isinstance(rendered, str):
+                lines.extend([line[:start], *_ANSI.sub("", rendered).rstrip("\n").split("\n")])
+                continue
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def profile_warnings(log_text: str, dropped: Mapping[str, frozenset[int]] | None = None) -> ProfileWarnings:
     """Count ``-pgo-warn-missing-function`` and stale-profile warnings, per crate (from the CGU name).
 
