@@ -292,21 +292,6 @@ def test_rebuild_in_another_directory_gives_the_published_binary(released: Relea
     assert git(released.repo, "worktree", "list").count("\n") == 0
 
 
-def test_a_clone_at_another_path_releases_the_same_profile_and_binaries(released: Release, tmp_path: Path) -> None:
-    """The tag released again from a clone at another path (another work dir, the same store): the profile is the
-    same file, as is every other file of the release. Before, the profile held the instrumented binary's build id,
-    which follows the paths it was built at, and the manifest the checkout's and the work dir's paths, and so they
-    differed, and with them every file that names their sha256."""
-    clone = tmp_path / "elsewhere" / "deeper" / "repo"
-    clone.parent.mkdir(parents=True)
-    git(clone.parent, "clone", "-q", str(released.repo), str(clone))
-    other = Release(tmp_path, clone, clone / "dist" / TAG, tmp_path / "work", released.store, "").made()
-    names = sorted(p.name for p in released.dist.iterdir())
-    assert sorted(p.name for p in other.dist.iterdir()) == names
-    for name in names:  # the manifest too: it names what each remapped path is, not this machine's paths
-        assert (other.dist / name).read_bytes() == (released.dist / name).read_bytes(), name
-
-
 def _with_the_plain_binary_as_pgo(released: Release, tmp_path: Path) -> Path:
     """A download whose PGO tarball holds the plain binary, its manifest and SHA256SUMS made to agree."""
     download = released.download(tmp_path / "download")
