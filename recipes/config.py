@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recipes.errors import ConfigError
-from recipes.inputs import kind, parse_toml, read_text, user_path
+from recipes.inputs import kind, not_a_file, parse_toml, read_text, user_path
 
 #: bounds of numeric settings: beyond them a count or a deadline overflows later, after the build
 MAX_COUNT = 2**31 - 1
@@ -190,6 +190,18 @@ SETTINGS: tuple[Setting, ...] = (
         _percent,
         "least share of a carried profile's count this build must use, in % (default: 80)",
     ),
+    Setting(
+        "reference",
+        "PGO_REFERENCE",
+        str,
+        "merge compares the training's profile with this one (a good profile the crate keeps, or its last release's)",
+    ),
+    Setting(
+        "max_lost",
+        "PGO_MAX_LOST",
+        _percent,
+        "most of the reference's count (in %) the training may lose in functions it did not run (default: 25)",
+    ),
     Setting("bolt", "PGO_BOLT", _bool, "link optimise for BOLT (--emit-relocs); pgo then runs the bolt stage"),
     Setting("bolt_args", "PGO_BOLT_ARGS", str, "llvm-bolt's optimisation flags (default: rustc opt-dist's)"),
     Setting("llvm_bolt", "PGO_LLVM_BOLT", str, "the llvm-bolt to use (must be rustc's LLVM major; merge-fdata beside)"),
@@ -248,6 +260,9 @@ class Config:
     #: a given profile carried forward to this build (PGO_CARRY), and the least share of its count it must keep
     carry: bool = True
     min_survival: float = 80.0
+    #: the health gate: merge's profile against this one (PGO_REFERENCE), and the share of its count it may lose
+    reference: Path | None = None
+    max_lost: float = 25.0
     bolt: bool = False
     bolt_args: str | None = None
     llvm_bolt: str | None = None
@@ -413,9 +428,16 @@ def _build(project_dir: Path, parsed: dict[str, Any], sources: dict[str, str]) -
             f"{sources['weights']}: weights without shards: no workload is given",
             'name the shards: PGO_WORKLOAD=main,breadth (or workload = ["main", "breadth"] in [tool.pgo])',
         )
-    for key in ("out", "store", "profdata", "bolt_profile"):
+    for key in ("out", "store", "profdata", "bolt_profile", "reference"):
         if key in parsed:
             kwargs[key] = user_path(parsed.pop(key), project_dir, sources[key])
+    if "reference" in kwargs and (what := not_a_file(kwargs["reference"])) is not None:
+        said = what if what == "no such file" else f"{what}, not a regular file"
+        raise ConfigError(
+            f"{sources['reference']}: {kwargs['reference']}: {said}",
+            "give the path of the profile to compare the training with (a .profdata the crate keeps, or its last "
+            "release's)",
+        )
     kwargs.setdefault("out", project_dir / "target" / "pgo")
     kwargs.update(parsed)
     return Config(**kwargs)  # a key Config has no field for is a bug: its TypeError names it

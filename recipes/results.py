@@ -214,6 +214,29 @@ class TrainResult(WorkloadRun):
         return cls(**{spec.name: getattr(run, spec.name) for spec in dataclasses.fields(WorkloadRun)}, profraw=profraw)
 
 
+class LostRecord(TypedDict):
+    """A function of a carried profile this build does not use: its name without hashes, why, its share of the
+    profile's count (in %)."""
+
+    function: str
+    why: str  # "edited", "ambiguous", "gone"
+    share: float
+
+
+class HealthRecord(TypedDict):
+    """The merged profile against PGO_REFERENCE (recipes/llvm/health.py): the functions each executed, the total
+    counts' ratio, and the share of the reference's count in functions this training did not run."""
+
+    reference: str
+    executed: int
+    reference_executed: int
+    total_count_ratio: float
+    lost_functions: int
+    lost_share: float
+    max_lost: float
+    only_reference: list[LostRecord]
+
+
 @dataclass(frozen=True, kw_only=True)
 class MergeResult:
     """The merged profile and the floor of executed functions it reached."""
@@ -234,16 +257,8 @@ class MergeResult:
     #: the main crate's functions with a record no training executed, and the largest of them by code size
     unexecuted_main_crate: int | None = None
     unexecuted_largest: list[UnexecutedRecord] | None = None
+    health: HealthRecord | None = None  # with PGO_REFERENCE
     seconds: float
-
-
-class LostRecord(TypedDict):
-    """A function of a carried profile this build does not use: its name without hashes, why, its share of the
-    profile's count (in %)."""
-
-    function: str
-    why: str  # "edited", "ambiguous", "gone"
-    share: float
 
 
 @dataclass(frozen=True, kw_only=True)

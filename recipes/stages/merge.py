@@ -10,10 +10,12 @@ from pathlib import Path
 from recipes import report
 from recipes.bench.coverage import demangle, demangler
 from recipes.errors import CheckFailed, PgoError
-from recipes.llvm import checks, elf, profdata
+from recipes.llvm import checks, elf, health, profdata
 from recipes.plan import BuildPlan
 from recipes.results import (
+    HealthRecord,
     InstrumentResult,
+    LostRecord,
     MergeResult,
     Report,
     ShardRecord,
@@ -122,6 +124,7 @@ def merge(plan: BuildPlan, *, handed: Report | None = None) -> MergeResult:
                     tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
                 )
                 _check_floor(plan, floor, summary, known)
+                check_health(plan, tool, known)
                 known.update(unexecuted(plan, tool, record_counts(plan, tool, plan.merged_profile, "merge-counts")))
             except PgoError:
                 plan.merged_profile.unlink(missing_ok=True)
@@ -154,6 +157,30 @@ def _check_floor(
     )
     if summary.executed_functions < floor.for_total(summary.total_functions):
         raise floor.refusal(summary.executed_functions, summary.total_functions)
+
+
+def check_health(plan: BuildPlan, tool: ProfdataTool, known: dict[str, object]) -> None:
+    """The health gate (PGO_REFERENCE, recipes/llvm/health.py): the merged profile against the reference, said,
+    recorded in ``known``, and refused when it lost more of the reference's count than PGO_MAX_LOST."""
+    reference = plan.config.reference
+    if reference is None:
+        return
+    profdata.check_usable(tool, reference, env=plan.env, log=plan.logs / "merge-reference.log", what="PGO_REFERENCE")
+    shown = profdata.show_counts(tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-health.log")
+    theirs = profdata.show_counts(tool, reference, env=plan.env, log=plan.logs / "merge-reference.log")
+    found = health.compare(profdata.parse_records(shown), profdata.parse_records(theirs))
+    say(health.health_line(found, str(reference)))
+    known["health"] = HealthRecord(
+        reference=str(reference),
+        executed=found.executed,
+        reference_executed=found.reference_executed,
+        total_count_ratio=round(found.total_ratio, 4),
+        lost_functions=found.lost_functions,
+        lost_share=found.lost_share,
+        max_lost=plan.config.max_lost,
+        only_reference=[LostRecord(function=f, why="not run", share=share) for f, share in found.only_reference],
+    )
+    health.refuse_lost(found, plan.config.max_lost, plan.config.source("max_lost"), str(reference))
 
 
 def refuse_other_rustc(plan: BuildPlan, handed: Report | None = None) -> None:
@@ -304,6 +331,7 @@ def _combine(
         }
     )
     _check_floor(plan, floor, summary, known)
+    check_health(plan, tool, known)
     known["shards"] = _shard_records(plan, tool, shards, shares, weights, binary)
     known.update(unexecuted(plan, tool, merged_counts))
     return known

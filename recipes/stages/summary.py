@@ -56,6 +56,13 @@ def summary_lines(full: Report) -> list[str]:
             "merged" + (f", {len(m.profraw_dropped)} dropped" if m.profraw_dropped else "")
         )
         lines += shard_summary_lines(m)
+        if (h := m.health) is not None:
+            lines.append(
+                f"health      {h['lost_share']:g} % of the reference's count lost (ceiling {h['max_lost']:g} %): "
+                f"{h['lost_functions']} functions it executed did not run; {h['executed']} executed here, "
+                f"{h['reference_executed']} there; total count {h['total_count_ratio']:.3g} times its "
+                f"({h['reference']})"
+            )
     if isinstance(o := full.optimise, OptimiseResult):
         lines += optimise_summary_lines(o)
     if isinstance(tested := full.test, TestResult):
