@@ -4,9 +4,9 @@ fails a check goes to ``<work>/rejected/``."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from filelock import FileLock, Timeout
 
@@ -154,23 +154,17 @@ def _survived(plan: BuildPlan, survived: carry.Survival, *, builds: int, profile
         say(carry.survival_line(survived))
         if line := carry.lost_line(survived):
             say(line)
-    return CarriedProfile(
-        builds=builds,
-        records=survived.records,
-        kept=survived.kept,
-        rekeyed=survived.rekeyed,
-        edited=survived.edited,
-        ambiguous=survived.ambiguous,
-        gone=survived.gone,
-        new_functions=survived.new_functions,
-        never_run_rekeyed=survived.never_run_rekeyed,
-        survived_share=round(survived.share, 2),
-        kept_share=round(survived.kept_share, 2),
-        min_survival=plan.config.min_survival,
-        by_crate=survived.by_crate,
-        lost=[LostRecord(function=f, why=why, share=share) for f, why, share in survived.lost],
-        profile=profile,
-    )
+    own: dict[str, Any] = {
+        "builds": builds,
+        "survived_share": round(survived.share, 2),
+        "kept_share": round(survived.kept_share, 2),
+        "min_survival": plan.config.min_survival,
+        "lost": [LostRecord(function=f, why=why, share=share) for f, why, share in survived.lost],
+        "profile": profile,
+    }
+    # the counts as the survival has them: records, kept, rekeyed, edited, ambiguous, gone, new_functions, ...
+    same = {spec.name: getattr(survived, spec.name) for spec in fields(CarriedProfile) if spec.name not in own}
+    return CarriedProfile(**same, **own)
 
 
 def never_run_c(crates: list[CCrateRecord], never_run: dict[str, frozenset[int]] | None) -> list[CCrateRecord]:
