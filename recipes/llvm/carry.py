@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from recipes.errors import CheckFailed
@@ -190,7 +190,19 @@ def plan(records: Sequence[Record], build: BuildFunctions) -> CarryPlan:
     for record in rust:
         if id(record) not in settled:
             olds.setdefault(_group_key(record.name, record.cfg_hash), []).append(record)
-    renames, rekeyed, ambiguous, unmatched = _rekey(olds, build.missing, kept)
+    renames, rekeyed, ambiguous, unmatched, unplaced = _rekey(olds, build.missing, kept)
+    # then a local function's record in another codegen unit of its crate (an edit renumbers the units)
+    matched = {id(r) for r in (*kept, *rekeyed, *ambiguous)}
+    again: dict[tuple[str, int], list[Record]] = {}
+    for group in olds.values():
+        for record in group:
+            if id(record) not in matched and ";" in record.name:
+                again.setdefault((_crate_key(record.name), record.cfg_hash), []).append(record)
+    more = _rekey(again, unmatched, kept, _crate_key)
+    renames.update(more[0])
+    rekeyed += more[1]
+    ambiguous += more[2]
+    unmatched = [*more[3], *more[4], *unplaced]
     placed = {id(r) for r in (*kept, *edited_by_name, *rekeyed, *ambiguous)}
     rest = [r for r in rust if id(r) not in placed]
     edited: list[Record] = list(edited_by_name)
@@ -216,17 +228,29 @@ def plan(records: Sequence[Record], build: BuildFunctions) -> CarryPlan:
     )
 
 
+#: a codegen unit's number (``-cgu.15;``): an edit elsewhere in a crate renumbers its units
+_CGU_NUMBER = re.compile(r"-cgu\.\d+;")
+
+
+def _crate_key(name: str) -> str:
+    """:func:`symbol_key` without the codegen unit's number: a local function matched within its crate."""
+    return _CGU_NUMBER.sub("-cgu;", symbol_key(name))
+
+
 def _rekey(
-    olds: dict[tuple[str, int], list[Record]], missing: Sequence[Function], kept: list[Record]
-) -> tuple[dict[str, str], list[Record], list[Record], list[Function]]:
-    """The records (grouped by name without hashes and CFG hash) matched to the functions without a record: the
-    renames, the records re-keyed, the ambiguous ones, and the functions no record matches. A never-run record
-    found under its own name is appended to ``kept``."""
+    olds: dict[tuple[str, int], list[Record]],
+    missing: Sequence[Function],
+    kept: list[Record],
+    key_of: Callable[[str], str] = symbol_key,
+) -> tuple[dict[str, str], list[Record], list[Record], list[Function], list[Function]]:
+    """The records (grouped by ``key_of`` their name and their CFG hash) matched to the functions without a record:
+    the renames, the records re-keyed, the ambiguous ones, the functions no record matches and those of ambiguous
+    groups. A never-run record found under its own name is appended to ``kept``."""
     news: dict[tuple[str, int], list[tuple[Function, bool]]] = {}
     unmatched: list[Function] = []
     for function in missing:
-        local = _group_key(function.record_name(local=True), function.cfg_hash)
-        plain = _group_key(function.symbol, function.cfg_hash)
+        local = (key_of(function.record_name(local=True)), function.cfg_hash)
+        plain = (key_of(function.symbol), function.cfg_hash)
         key, is_local = (local, True) if local in olds else (plain, False)
         if key in olds:
             news.setdefault(key, []).append((function, is_local))
@@ -235,6 +259,7 @@ def _rekey(
     renames: dict[str, str] = {}
     rekeyed: list[Record] = []
     ambiguous: list[Record] = []
+    unplaced: list[Function] = []
     for key, candidates in olds.items():
         functions = news.get(key, [])
         if not functions:
@@ -242,7 +267,7 @@ def _rekey(
         alike = len({r.count for r in candidates}) == 1 and candidates[0].count == 0
         if len(candidates) != len(functions) or (len(candidates) > 1 and not alike):
             ambiguous.extend(candidates)
-            unmatched.extend(function for function, _ in functions)
+            unplaced.extend(function for function, _ in functions)
             continue
         for record, name in _pairs(candidates, [f.record_name(local=local) for f, local in functions]):
             if name == record.name:  # a never-run record under its own name: partial training left it out
@@ -250,7 +275,7 @@ def _rekey(
             else:
                 renames[record.name] = name
                 rekeyed.append(record)
-    return renames, rekeyed, ambiguous, unmatched
+    return renames, rekeyed, ambiguous, unmatched, unplaced
 
 
 def settle(first: CarryPlan, log_text: str) -> CarryPlan:
