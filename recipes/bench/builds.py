@@ -18,6 +18,7 @@ from recipes.claim import check_own_optimised
 from recipes.errors import BenchError, CheckFailed, MissingInput
 from recipes.files import copy_atomically
 from recipes.llvm import elf
+from recipes.llvm.carry import VIEW_FLAG
 from recipes.plan import BuildPlan
 from recipes.results import CCodeRecord, CCrateRecord, OptimiseResult
 from recipes.runner import say
@@ -28,8 +29,9 @@ from recipes.toolchain import cflags, emulation
 from recipes.toolchain.rustflags import profile_flags_in
 from recipes.workdir import WorkDir
 
-#: flags of the optimised build that are its profile, not flags both builds share
-PROFILE_ONLY_FLAGS = ("-Cllvm-args=-pgo-warn-missing-function",)
+#: flags of the optimised build that are its profile, not flags both builds share: LLVM's warnings, and its dumps of
+#: the functions that read a carried profile (PGO_CARRY), which change no byte of the binary
+PROFILE_ONLY_FLAGS = ("-Cllvm-args=-pgo-warn-missing-function", VIEW_FLAG)
 
 
 def shared_flags(rustflags: str) -> list[str]:

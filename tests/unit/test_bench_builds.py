@@ -81,6 +81,13 @@ def test_frozen_copy_refuses(tmp_path: Path) -> None:
             ["--remap-path-prefix=/a=/b", "-Cdebuginfo=1"],
         ),
         ("", []),
+        # a carried profile's build (PGO_CARRY): LLVM's dumps of what read the profile are no flag of the plain build
+        # (ripgrep 15.2.0 from 15.1.0's profile was refused by the bench before)
+        (
+            "-Csymbol-mangling-version=v0 -Cprofile-use=/tmp/s/ab.profdata -Cllvm-args=-pgo-warn-missing-function "
+            "-Cllvm-args=-pgo-view-raw-counts=text",
+            ["-Csymbol-mangling-version=v0"],
+        ),
     ],
 )
 def test_shared_flags_drop_only_the_profile(rustflags: str, shared: list[str]) -> None:
