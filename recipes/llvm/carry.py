@@ -30,7 +30,7 @@ from recipes.errors import CheckFailed
 #: the hash of a legacy symbol (``…17h0123456789abcdefE``), the crate hash of a codegen unit's name
 #: (``hello_pgo.9e151ce622a56ce3-cgu.2``), a v0 symbol's crate disambiguator (``Cs1a2B3c_5alloc``)
 _LEGACY_HASH = re.compile(r"17h[0-9a-f]{16}E$")
-_CGU_HASH = re.compile(r"\.[0-9a-f]{16}-cgu\.")
+_CGU_HASH = re.compile(r"\.[0-9a-f]{1,16}-cgu\.")  # rustc writes it without its leading zeros
 _V0_DISAMBIGUATOR = re.compile(r"C(s[0-9A-Za-z]*_)")
 
 #: what one build with the profile said of its functions (``pgo-view-raw-counts=text`` and the profile warnings)

@@ -23,6 +23,7 @@ from recipes.results import (
     OptimiseResult,
     PlainResult,
     Report,
+    json_of,
 )
 from recipes.runner import run, say
 from recipes.stages import _observe
@@ -77,7 +78,7 @@ def optimise(plan: BuildPlan, *, verify: bool | None = None, handed: Report | No
             carried: CarriedProfile | None = None
             first: tuple[dict[str, str], str] | None = None
             if not trained_here and plan.config.carry:  # what fits this build of a profile of another version
-                built, carried, first = _carry_forward(plan, tool, built)
+                built, carried, first = _carry_forward(plan, frame, tool, built)
             return _build_and_check(
                 plan, frame, built, trained_here=trained_here, verify=verify, handed=handed, carried=(carried, first)
             )
@@ -111,7 +112,7 @@ def _prepared(plan: BuildPlan, tool: ProfdataTool, profile: Path, digest: str | 
 
 
 def _carry_forward(
-    plan: BuildPlan, tool: ProfdataTool, profile: Profile
+    plan: BuildPlan, frame: StageFrame, tool: ProfdataTool, profile: Profile
 ) -> tuple[Profile, CarriedProfile, tuple[dict[str, str], str]]:
     """A given profile matched to this build's functions (recipes/llvm/carry.py). The build with the profile as it is,
     whose warnings name each function without a record (with its CFG hash); when records must be re-keyed or left
@@ -126,10 +127,11 @@ def _carry_forward(
     if not first.changes or not carry.ours(first, plan.crate.crate_names):  # it fits as it is, or is another crate's
         return profile, _survived(plan, carry.survival(first), builds=1, profile=None), (env, log_text)
     out = plan.workdir.carried_profdata(plan.crate.bin)
+    ran = sum(1 for r in first.rekeyed if r.count > 0)
     say(
         f"optimise: carry: the given profile is of another version of the crate: {len(first.renames)} records "
-        f"re-keyed to this build's names, {len(first.drop)} of functions edited since left out, written to {out}; "
-        "building again (PGO_CARRY=0: use it as it is)"
+        f"re-keyed to this build's names ({ran} of functions the training ran), {len(first.drop)} of functions "
+        f"edited since left out, written to {out}; building again (PGO_CARRY=0: use it as it is)"
     )
     profdata.carried(
         tool, profile.whole, out, first.renames, first.drop, env=plan.env, log=plan.logs / "optimise-carry.log"
@@ -140,11 +142,9 @@ def _carry_forward(
     log_text = cargo_log.unmixed(_run_build(plan, env))
     survived = carry.survival(carry.settle(first, log_text))
     record = _survived(plan, survived, builds=2, profile=out)
-    try:
+    # a refusal keeps what survived in report.json's failed record; the binary built from it is not kept
+    with frame.kept(lambda: {"carried": json_of(record)}, reject=("the optimised binary", plan.optimised_binary)):
         carry.refuse_below_floor(survived, floor, plan.config.source("min_survival"))
-    except CheckFailed:
-        plan.optimised_binary.unlink(missing_ok=True)  # built from what little survived: not a binary to keep
-        raise
     return carried, record, (env, log_text)
 
 

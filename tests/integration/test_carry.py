@@ -104,5 +104,7 @@ def test_a_carried_profile_whose_hot_function_was_edited_is_refused_by_the_floor
 
 
 def _carried_failed(p: Pipeline) -> bool:
+    """The refusal is recorded with what survived (the carried record), and the binary it built is rejected."""
     optimised = json.loads((p.work / "report.json").read_text())["optimise"]
-    return isinstance(optimised.get("failed"), str) and "below PGO_MIN_SURVIVAL" in optimised["failed"]
+    refused = isinstance(optimised.get("failed"), str) and "below PGO_MIN_SURVIVAL" in optimised["failed"]
+    return refused and optimised["carried"]["edited"] == 1 and (p.work / "rejected" / "hello-pgo").is_file()
