@@ -130,8 +130,9 @@ def _carry_forward(
     ran = sum(1 for r in first.rekeyed if r.count > 0)
     say(
         f"optimise: carry: the given profile is of another version of the crate: {len(first.renames)} records "
-        f"re-keyed to this build's names ({ran} of functions the training ran), {len(first.drop)} of functions "
-        f"edited since left out, written to {out}; building again (PGO_CARRY=0: use it as it is)"
+        f"renamed to this build's names ({ran} of functions the training ran), {len(first.drop)} of functions "
+        f"edited under their own name left out, written to {out}; building again to see which it reads "
+        "(PGO_CARRY=0: use it as it is)"
     )
     profdata.carried(
         tool, profile.whole, out, first.renames, first.drop, env=plan.env, log=plan.logs / "optimise-carry.log"
