@@ -425,8 +425,17 @@ def _check_optimised(
                 f"optimised {result.crate_metadata}",
                 "the profile's function names will not match: build both with the same cargo command and config",
             )
-    # a profile carried forward and written again is judged by what survived of it (PGO_MIN_SURVIVAL): its
-    # functions without a record are the new ones, which the survival counts, not a profile that matches little
+    _check_missing(plan, result, warnings, found)
+    if plan.config.max_glibc:
+        elf.check_glibc(result.binary, plan.config.max_glibc)
+
+
+def _check_missing(
+    plan: BuildPlan, result: OptimiseResult, warnings: cargo_log.ProfileWarnings, found: checks.Coverage
+) -> None:
+    """The functions without profile data against the ceiling (PGO_MAX_MISSING, else half the build), and the main
+    crate's coverage. A profile carried forward and written again is judged by what survived of it instead
+    (PGO_MIN_SURVIVAL): its functions without a record are the new ones, not a profile that matches little."""
     carried = result.carried is not None and result.carried.builds > 1
     ceiling = None if carried else max_missing(plan, plan.workload)
     if ceiling is not None and warnings.missing > ceiling:
@@ -438,8 +447,6 @@ def _check_optimised(
     checks.refuse_uncovered_main_crate(found, plan.crate.package)
     if ceiling is None and not carried:
         checks.refuse_mostly_missing(warnings.missing, found)
-    if plan.config.max_glibc:
-        elf.check_glibc(result.binary, plan.config.max_glibc)
 
 
 def _check_observed(plan: BuildPlan, result: OptimiseResult, store_path: Path) -> None:
