@@ -2,19 +2,21 @@
 
 A Rust function's record is named by its symbol, and a legacy symbol ends in a hash (``17h<16 hex>E``) of cargo's
 ``-C metadata``, which takes in the package's version, the rustc version and every dependency's metadata; a local
-function's record is also prefixed by its codegen unit, ``<crate>.<16 hex>-cgu.<n>;``. So a version bump renames
+function's record is also prefixed by its codegen unit, ``<crate>.<hex>-cgu.<n>;``. So a version bump renames
 every function of the crate, and a toolchain bump every function. What stays is the symbol without its hashes and
 the function's CFG hash, which LLVM computes from the function's code.
 
-One build with the profile, with ``-pgo-view-raw-counts=text``, tells every function of the build: those that read
-a record (LLVM dumps each), those without one (``-pgo-warn-missing-function``: the symbol, its codegen unit and its
-CFG hash) and those whose record has another CFG hash (the hash-mismatch warning). :func:`plan` matches the
-records to them: the same name is kept; the same symbol without its hashes and the same CFG hash, one record for
-one function, is re-keyed; the same name or symbol with another CFG hash was edited; several records for as many
-functions that the hashes alone cannot tell apart (generic instances whose type arguments only the symbol hash
-holds) are ambiguous, and not used; a record that matches nothing is gone; a function that matches no record is
-new. :func:`rewrite` writes the profile with the re-keyed names (and the indirect-call targets that name them),
-without the edited records. A C function's record is named by its symbol, a static one's by its source path and
+A build with the profile as given tells, by LLVM's warnings, each function without a record (its codegen unit,
+symbol and CFG hash, ``-pgo-warn-missing-function``) and each whose record has another CFG hash (the hash-mismatch
+warning). :func:`plan` matches the records to them: the same symbol without its hashes and the same CFG hash, one
+record for one function, is re-keyed (first within the same codegen unit's number, then anywhere in the crate);
+a function of the record's very name with another CFG hash was edited, and its record is left out; several records
+for as many functions that the hashes alone cannot tell apart (generic instances whose type arguments only the
+symbol hash holds, copies of a local function in renumbered units) are ambiguous, and not used; a function that
+matches no record is new. :func:`rewrite` writes the profile with the re-keyed names (and the indirect-call targets
+that name them), without the edited records. A second build from it, with ``-pgo-view-raw-counts=text``, dumps
+each function that read its record, and :func:`settle` tells from that which records were kept, re-keyed, edited
+or gone. A C function's record is named by its symbol, a static one's by its source path and
 symbol (``<path>;<symbol>``): a path that moved with the version or the checkout leaves it gone.
 """
 
@@ -26,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from recipes.errors import CheckFailed
+from recipes.llvm.checks import of_crate
 
 #: the hash of a legacy symbol (``…17h0123456789abcdefE``), the crate hash of a codegen unit's name
 #: (``hello_pgo.9e151ce622a56ce3-cgu.2``), a v0 symbol's crate disambiguator (``Cs1a2B3c_5alloc``)
@@ -161,10 +164,6 @@ def is_rust(name: str) -> bool:
     return symbol.startswith(("_ZN", "_R"))
 
 
-def _group_key(name: str, cfg_hash: int) -> tuple[str, int]:
-    return symbol_key(name), cfg_hash
-
-
 def _present(functions: Iterable[Function]) -> dict[str, set[int]]:
     """The record names the build's functions would have (local and global forms), with their CFG hashes."""
     present: dict[str, set[int]] = {}
@@ -189,7 +188,7 @@ def plan(records: Sequence[Record], build: BuildFunctions) -> CarryPlan:
     olds: dict[tuple[str, int], list[Record]] = {}
     for record in rust:
         if id(record) not in settled:
-            olds.setdefault(_group_key(record.name, record.cfg_hash), []).append(record)
+            olds.setdefault((symbol_key(record.name), record.cfg_hash), []).append(record)
     renames, rekeyed, ambiguous, unmatched, unplaced = _rekey(olds, build.missing, kept)
     # then a local function's record in another codegen unit of its crate (an edit renumbers the units)
     matched = {id(r) for r in (*kept, *rekeyed, *ambiguous)}
@@ -460,14 +459,7 @@ def ours(carry: CarryPlan, crate_names: Iterable[str]) -> bool:
     """Whether any record the training executed of the crate's own (``crate_names``) was re-keyed or found edited:
     a profile of another crate has none, and is judged as it is (the missing ceiling, the crate's coverage)."""
     names = tuple(crate_names)
-    return any(_of_crate(r.name, names) for r in (*carry.rekeyed, *carry.edited) if r.count > 0)
-
-
-def _of_crate(name: str, crate_names: Sequence[str]) -> bool:
-    return crate_of(name) in crate_names or any(
-        re.search(rf"(?:^|;)_ZN{len(n)}{re.escape(n)}|C(?:s[0-9A-Za-z]*_)?{len(n)}{re.escape(n)}", name)
-        for n in crate_names
-    )
+    return any(of_crate(r.name, names) for r in (*carry.rekeyed, *carry.edited) if r.count > 0)
 
 
 def survival_line(s: Survival) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -243,18 +243,10 @@ def drop_binary_ids(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str]
     (to text and back: every record, counter and value profile is kept, the ids are not). The instrumented binary's
     build id follows the paths it was built at, so a release's profile differed between two checkouts of one tag
     while its binaries did not; the ids of the raw profiles themselves are what gather checks."""
-    text = profile.with_name(profile.name + ".proftext")
-    ids_log = log.with_name(log.stem + "-binary-ids.log")
-    try:
-        for args, what in (
-            (("merge", "--text", "-o", str(text), str(profile)), "llvm-profdata merge --text (the build ids out)"),
-            (("merge", "-o", str(profile), str(text)), "llvm-profdata merge (the profile without build ids)"),
-        ):
-            done = _profdata(tool, *args, env=env, log=ids_log, check=False)
-            if done.returncode != 0:
-                raise merge_failed(done, what, ids_log)
-    finally:
-        text.unlink(missing_ok=True)
+    _through_text(
+        tool, profile, profile, None, "the build ids out", "the profile without build ids", env=env,
+        log=log.with_name(log.stem + "-binary-ids.log"),
+    )  # fmt: skip
 
 
 def carried(
@@ -269,18 +261,40 @@ def carried(
 ) -> None:
     """``profile`` written to ``output`` (atomically) with its records renamed and the ``drop`` ones left out
     (:func:`recipes.llvm.carry.rewrite`, through the text form: counters and value profiles as they were)."""
+    try:
+        _through_text(
+            tool, profile, output, lambda text: rewrite(text, renames, drop), "the profile to carry forward",
+            "the profile carried forward", env=env, log=log,
+        )  # fmt: skip
+    except OSError as exc:
+        raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
+
+
+def _through_text(
+    tool: ProfdataTool,
+    profile: Path,
+    output: Path,
+    edit: Callable[[str], str] | None,
+    out_what: str,
+    back_what: str,
+    *,
+    env: Mapping[str, str],
+    log: Path,
+) -> None:
+    """``profile`` to text (``llvm-profdata merge --text``), ``edit``-ed, and back into ``output``, atomically (it may
+    be ``profile`` itself); a failed merge is one line naming ``out_what`` or ``back_what``, and the text is not
+    left. An OSError is the caller's to say (it knows which file it writes)."""
     text = output.with_name(output.name + ".proftext")
     try:
         done = _profdata(tool, "merge", "--text", "-o", str(text), str(profile), env=env, log=log, check=False)
         if done.returncode != 0:
-            raise merge_failed(done, "llvm-profdata merge --text (the profile to carry forward)", log)
-        text.write_text(rewrite(text.read_text(encoding="utf-8"), renames, drop), encoding="utf-8")
+            raise merge_failed(done, f"llvm-profdata merge --text ({out_what})", log)
+        if edit is not None:
+            text.write_text(edit(text.read_text(encoding="utf-8")), encoding="utf-8")
         with atomic_output(output) as tmp:
             done = _profdata(tool, "merge", "-o", str(tmp), str(text), env=env, log=log, check=False)
             if done.returncode != 0:
-                raise merge_failed(done, "llvm-profdata merge (the profile carried forward)", log)
-    except OSError as exc:
-        raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
+                raise merge_failed(done, f"llvm-profdata merge ({back_what})", log)
     finally:
         text.unlink(missing_ok=True)
 
