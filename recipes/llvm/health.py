@@ -9,7 +9,7 @@ not, weighed by the reference's counts. Functions are matched by name without ca
 of counts, so it does not depend on the training's scale; the total counts are compared too, but only said (a
 scaled training has other totals).
 
-The default ceiling, 25 % of the reference's count lost: in the case that motivates the gate (vscode#331672), two of
+The default ceiling (Config.max_lost), 25 % of the reference's count lost: in the case that motivates the gate (vscode#331672), two of
 four raw profiles were truncated and the total count fell from 218.6 G to 35.0 G, 84 % lost, and startup got slower
 by 47-87 ms; a training of the same workload loses nothing (the same functions run), and one of the next version
 loses what was edited or removed, a few percent on the crates measured here.
@@ -17,14 +17,11 @@ loses what was edited or removed, a few percent on the crates measured here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from recipes.errors import CheckFailed
-from recipes.llvm.carry import Record, readable, symbol_key
-
-#: the default share of the reference's count a new profile may lose, in %
-MAX_LOST = 25.0
+from recipes.llvm.carry import readable, symbol_key
 
 
 @dataclass(frozen=True)
@@ -44,20 +41,21 @@ class Health:
         return self.total_count / self.reference_total_count if self.reference_total_count else 1.0
 
 
-def compare(records: Sequence[Record], reference: Sequence[Record], *, largest: int = 3) -> Health:
-    """``records`` (the new profile's) against ``reference``'s."""
-    executed = {symbol_key(r.name) for r in records if r.count > 0}
-    counts: dict[str, int] = {}
-    for record in reference:
-        if record.count > 0:
-            key = symbol_key(record.name)
-            counts[key] = counts.get(key, 0) + record.count
-    total = sum(counts.values())
-    lost = sorted(((key, count) for key, count in counts.items() if key not in executed), key=lambda kv: -kv[1])
+def compare(counts: Mapping[str, int], reference: Mapping[str, int], *, largest: int = 3) -> Health:
+    """The new profile's counts by record name (:func:`recipes.llvm.profdata.record_counts`) against the
+    reference's."""
+    executed = {symbol_key(name) for name, count in counts.items() if count > 0}
+    theirs: dict[str, int] = {}
+    for name, count in reference.items():
+        if count > 0:
+            key = symbol_key(name)
+            theirs[key] = theirs.get(key, 0) + count
+    total = sum(theirs.values())
+    lost = sorted(((key, count) for key, count in theirs.items() if key not in executed), key=lambda kv: -kv[1])
     return Health(
         executed=len(executed),
-        reference_executed=len(counts),
-        total_count=sum(r.count for r in records),
+        reference_executed=len(theirs),
+        total_count=sum(counts.values()),
         reference_total_count=total,
         lost_functions=len(lost),
         lost_share=round(100.0 * sum(c for _, c in lost) / total, 2) if total else 0.0,

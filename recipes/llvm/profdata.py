@@ -186,8 +186,13 @@ def parse_records(text: str) -> list[Record]:
 def parse_never_run(text: str) -> dict[str, frozenset[int]]:
     """``llvm-profdata show --all-functions --counts``: the records whose counters are all zero (the functions the
     training never ran), each name with the CFG hashes of its records (a name may hold records of several)."""
+    return never_run_of(parse_records(text))
+
+
+def never_run_of(records: Sequence[Record]) -> dict[str, frozenset[int]]:
+    """The records whose counters are all zero, each name with the CFG hashes of its records."""
     hashes: dict[str, set[int]] = {}
-    for record in parse_records(text):
+    for record in records:
         if record.count == 0:
             hashes.setdefault(record.name, set()).add(record.cfg_hash)
     return {record_name: frozenset(found) for record_name, found in hashes.items()}
@@ -209,12 +214,14 @@ def never_run_records(
 class PartialProfile:
     """A profile rewritten for partial training: ``path`` holds the records of ``whole`` with a counter above zero;
     ``never_run`` the records left out (name: their CFG hashes), which the build then compiles as unprofiled;
-    ``records`` the names of all of ``whole``'s, read in the same pass."""
+    ``records`` the names of all of ``whole``'s, and ``counted`` each with its CFG hash and count, read in the same
+    pass."""
 
     path: Path
     whole: Path
     never_run: dict[str, frozenset[int]]
     records: list[str]  # every record of ``whole``, by name
+    counted: list[Record]
 
 
 def partial(tool: ProfdataTool, whole: Path, output: Path, *, env: Mapping[str, str], log: Path) -> PartialProfile:
@@ -222,7 +229,8 @@ def partial(tool: ProfdataTool, whole: Path, output: Path, *, env: Mapping[str, 
     function with a record of zero counts the ``cold`` attribute and an entry count of 0, and compiles one with no
     record as without a profile), written atomically to ``output``."""
     shown = show_counts(tool, whole, env=env, log=log.with_suffix(".show.log"))
-    never_run, records = parse_never_run(shown), parse_function_names(shown)
+    counted = parse_records(shown)
+    never_run, records = never_run_of(counted), parse_function_names(shown)
     try:
         with atomic_output(output) as tmp:
             done = _profdata(tool, "merge", "--sparse", "-o", str(tmp), str(whole), env=env, log=log, check=False)
@@ -230,7 +238,7 @@ def partial(tool: ProfdataTool, whole: Path, output: Path, *, env: Mapping[str, 
                 raise merge_failed(done, "llvm-profdata merge --sparse (the partial profile)", log)
     except OSError as exc:
         raise WorkDirError(f"cannot write {output}: {exc.strerror}", "free space in PGO_OUT or choose another") from exc
-    return PartialProfile(output, whole, never_run, records)
+    return PartialProfile(output, whole, never_run, records, counted)
 
 
 def record_counts(tool: ProfdataTool, profile: Path, *, env: Mapping[str, str], log: Path) -> dict[str, int]:

@@ -124,8 +124,9 @@ def merge(plan: BuildPlan, *, handed: Report | None = None) -> MergeResult:
                     tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
                 )
                 _check_floor(plan, floor, summary, known)
-                check_health(plan, tool, known)
-                known.update(unexecuted(plan, tool, record_counts(plan, tool, plan.merged_profile, "merge-counts")))
+                counts = record_counts(plan, tool, plan.merged_profile, "merge-counts")
+                check_health(plan, tool, known, counts)
+                known.update(unexecuted(plan, tool, counts))
             except PgoError:
                 plan.merged_profile.unlink(missing_ok=True)
                 raise
@@ -159,16 +160,16 @@ def _check_floor(
         raise floor.refusal(summary.executed_functions, summary.total_functions)
 
 
-def check_health(plan: BuildPlan, tool: ProfdataTool, known: dict[str, object]) -> None:
-    """The health gate (PGO_REFERENCE, recipes/llvm/health.py): the merged profile against the reference, said,
-    recorded in ``known``, and refused when it lost more of the reference's count than PGO_MAX_LOST."""
+def check_health(plan: BuildPlan, tool: ProfdataTool, known: dict[str, object], counts: Mapping[str, int]) -> None:
+    """The health gate (PGO_REFERENCE, recipes/llvm/health.py): the merged profile's ``counts`` (by record name)
+    against the reference, said, recorded in ``known``, and refused when it lost more of the reference's count than
+    PGO_MAX_LOST."""
     reference = plan.config.reference
     if reference is None:
         return
-    profdata.check_usable(tool, reference, env=plan.env, log=plan.logs / "merge-reference.log", what="PGO_REFERENCE")
-    shown = profdata.show_counts(tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-health.log")
-    theirs = profdata.show_counts(tool, reference, env=plan.env, log=plan.logs / "merge-reference.log")
-    found = health.compare(profdata.parse_records(shown), profdata.parse_records(theirs))
+    log = plan.logs / "merge-reference.log"
+    profdata.check_usable(tool, reference, env=plan.env, log=log, what="PGO_REFERENCE")
+    found = health.compare(counts, profdata.record_counts(tool, reference, env=plan.env, log=log))
     say(health.health_line(found, str(reference)))
     known["health"] = HealthRecord(
         reference=str(reference),
@@ -315,6 +316,7 @@ def _combine(
         tool, plan.merged_profile, env=plan.env, log=plan.logs / "merge-show.log", what="the merged profile"
     )
     merged_counts = record_counts(plan, tool, plan.merged_profile, "merge-counts")
+    all_counts = merged_counts  # the health gate's: the whole profile, the tests shard's records too
     binary: set[str] | None = None
     if any(m.shard.is_tests for m in shards):  # the executed functions counted among the binary's only
         binary = tests_shard.binary_records(m.counts for m in shards if not m.shard.is_tests)
@@ -331,7 +333,7 @@ def _combine(
         }
     )
     _check_floor(plan, floor, summary, known)
-    check_health(plan, tool, known)
+    check_health(plan, tool, known, all_counts)
     known["shards"] = _shard_records(plan, tool, shards, shares, weights, binary)
     known.update(unexecuted(plan, tool, merged_counts))
     return known

@@ -14,6 +14,7 @@ from recipes import report
 from recipes.errors import CheckFailed, CommandFailed, MissingInput, StoreError
 from recipes.inputs import not_a_file
 from recipes.llvm import boltlib, carry, checks, elf, profdata
+from recipes.llvm.carry import Record
 from recipes.plan import BuildPlan, clean_package
 from recipes.results import (
     CarriedProfile,
@@ -94,7 +95,7 @@ def _prepared(plan: BuildPlan, tool: ProfdataTool, profile: Path, digest: str | 
         sha = store_path.name.removesuffix(SUFFIX)
         log = plan.logs / "optimise-profile-functions.log"
         records = profdata.function_names(tool, store_path, env=plan.env, log=log)
-        return Profile(store_path, sha, records, store_path, sha, None)
+        return Profile(store_path, sha, records, store_path, sha, None, None)
     whole_sha = digest or sha256_file(profile)
     rewritten = profdata.partial(
         tool,
@@ -108,7 +109,7 @@ def _prepared(plan: BuildPlan, tool: ProfdataTool, profile: Path, digest: str | 
     store_path = store.put(rewritten.path)
     say(partial_line(len(rewritten.records), len(rewritten.never_run)))
     sha = store_path.name.removesuffix(SUFFIX)
-    return Profile(store_path, sha, rewritten.records, profile, whole_sha, rewritten.never_run)
+    return Profile(store_path, sha, rewritten.records, profile, whole_sha, rewritten.never_run, rewritten.counted)
 
 
 def _carry_forward(
@@ -120,8 +121,10 @@ def _carry_forward(
     survived of it, and the build to check (its environment and log)."""
     env = _optimised_env(plan, profile.store_path, trained_here=False)
     log_text = _run_build(plan, env)
-    shown = profdata.show_counts(tool, profile.whole, env=plan.env, log=plan.logs / "optimise-carry-show.log")
-    records = profdata.parse_records(shown)
+    records = profile.counted  # read already when partial training rewrote the profile
+    if records is None:
+        shown = profdata.show_counts(tool, profile.whole, env=plan.env, log=plan.logs / "optimise-carry-show.log")
+        records = profdata.parse_records(shown)
     first = carry.plan(records, carry.parse_build(log_text))
     floor = plan.config.min_survival
     if not first.changes or not carry.ours(first, plan.crate.crate_names):  # it fits as it is, or is another crate's
@@ -224,6 +227,7 @@ class Profile(NamedTuple):
     whole: Path  # the whole profile: ``store_path`` itself, or the merged (given) one a partial profile came from
     whole_sha: str
     never_run: dict[str, frozenset[int]] | None  # the records a partial profile left out (name: CFG hashes)
+    counted: list[Record] | None  # the whole profile's records with their counts, when partial training read them
 
 
 def _optimised_env(

@@ -8,21 +8,22 @@ from pathlib import Path
 
 import pytest
 
+from recipes.config import Config
 from recipes.errors import CheckFailed
-from recipes.llvm import carry, health, profdata
+from recipes.llvm import health, profdata
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "carry"
 
 
-def _records(name: str) -> list[carry.Record]:
-    return profdata.parse_records((DATA / f"{name}.show.txt").read_text())
+def _records(name: str) -> dict[str, int]:
+    return profdata.parse_record_counts((DATA / f"{name}.show.txt").read_text())
 
 
 def test_the_same_training_loses_nothing() -> None:
     found = health.compare(_records("hello-legacy-0.1.0"), _records("hello-legacy-0.1.0"))
     assert (found.lost_share, found.lost_functions, found.total_ratio) == (0.0, 0, 1.0)
     assert found.executed == found.reference_executed == 41
-    health.refuse_lost(found, health.MAX_LOST, "the default", "kept.profdata")
+    health.refuse_lost(found, Config.max_lost, "the default", "kept.profdata")
 
 
 def test_a_reference_of_the_version_before_is_matched_by_name_without_hashes() -> None:
